@@ -1,0 +1,30 @@
+package api
+
+import (
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+)
+
+// AddToScheme registers the built-in Kubernetes kinds, CustomResourceDefinitions and every
+// anvil API group.
+func AddToScheme(s *runtime.Scheme) error {
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme,
+		apiextv1.AddToScheme,
+		computev1alpha1.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// NewScheme returns a scheme holding everything AddToScheme registers.
+func NewScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	return s, AddToScheme(s)
+}

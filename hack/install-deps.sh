@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the Debian packages anvil's tests and demo need, and only those that are
+# missing, so running it again is cheap. Shared by `make test` and `make demo`.
+set -euo pipefail
+
+# One package a line, with why. Later capabilities add theirs here.
+packages=(
+	git    # make test checks generated files with git diff
+	make
+	ca-certificates
+)
+
+missing=()
+for p in "${packages[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+	exit 0
+fi
+
+echo "installing: ${missing[*]}"
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

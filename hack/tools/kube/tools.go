@@ -1,0 +1,12 @@
+//go:build tools
+
+// Package kube pins the Kubernetes control-plane binaries anvil's tests, `anvil dev` and the
+// side-by-side benchmarks run: kube-apiserver, kube-scheduler and kubectl, all built from one
+// k8s.io/kubernetes release so every comparison uses the same build.
+package kube
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)

@@ -1,0 +1,275 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/rest"
+)
+
+// serviceIP is the first address of the service range, which the apiserver claims for the
+// "kubernetes" Service; its serving certificate must name it.
+const serviceIP = "10.0.0.1"
+
+// Config says where a control plane keeps its state, where its binaries are and which
+// loopback ports it listens on.
+type Config struct {
+	// StateDir holds etcd's data, keys, logs and the kubeconfig.
+	StateDir string
+	// BinDir holds the etcd and kube-apiserver executables.
+	BinDir string
+	// APIServerPort, EtcdClientPort and EtcdPeerPort are loopback ports.
+	APIServerPort  int
+	EtcdClientPort int
+	EtcdPeerPort   int
+	// ReadyTimeout bounds the wait for etcd and then kube-apiserver to become healthy.
+	ReadyTimeout time.Duration
+}
+
+// ControlPlane is a running etcd and kube-apiserver.
+type ControlPlane struct {
+	cfg       Config
+	pki       pki
+	lock      *os.File
+	etcd      *process
+	apiserver *process
+	rest      *rest.Config
+}
+
+// Start brings up etcd and kube-apiserver and returns once the apiserver answers /readyz.
+// On any error nothing it started is left running.
+func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
+	if cfg.ReadyTimeout == 0 {
+		cfg.ReadyTimeout = 90 * time.Second
+	}
+	if cfg.StateDir, err = filepath.Abs(cfg.StateDir); err != nil {
+		return nil, err
+	}
+	etcdBin, apiserverBin, err := findBinaries(cfg.BinDir)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range []struct {
+		port int
+		flag string
+	}{{cfg.APIServerPort, "--apiserver-port"}, {cfg.EtcdClientPort, "--etcd-port"}, {cfg.EtcdPeerPort, "--etcd-peer-port"}} {
+		if err := checkPortFree(p.port, p.flag); err != nil {
+			return nil, err
+		}
+	}
+	for _, d := range []string{"", "etcd", "logs", "run"} {
+		if err := os.MkdirAll(filepath.Join(cfg.StateDir, d), 0o700); err != nil {
+			return nil, err
+		}
+	}
+	cp = &ControlPlane{cfg: cfg, pki: pki{dir: filepath.Join(cfg.StateDir, "pki")}}
+	if cp.lock, err = lockDir(cfg.StateDir); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = cp.Stop()
+		}
+	}()
+	if err := cp.pki.ensure(time.Now()); err != nil {
+		return nil, err
+	}
+
+	logs, run := filepath.Join(cfg.StateDir, "logs"), filepath.Join(cfg.StateDir, "run")
+	if cp.etcd, err = startProcess("etcd", etcdBin, cp.etcdArgs(), logs, run); err != nil {
+		return nil, err
+	}
+	etcdHealth := fmt.Sprintf("http://127.0.0.1:%d/health", cfg.EtcdClientPort)
+	if err := waitHealthy(ctx, cp.etcd, http.DefaultClient, etcdHealth, cfg.ReadyTimeout); err != nil {
+		return nil, err
+	}
+	if cp.apiserver, err = startProcess("kube-apiserver", apiserverBin, cp.apiserverArgs(), logs, run); err != nil {
+		return nil, err
+	}
+	if cp.rest, err = cp.restConfig(); err != nil {
+		return nil, err
+	}
+	httpClient, err := rest.HTTPClientFor(cp.rest)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitHealthy(ctx, cp.apiserver, httpClient, cp.rest.Host+"/readyz", cfg.ReadyTimeout); err != nil {
+		return nil, err
+	}
+	if err := writeKubeconfig(cp.KubeconfigPath(), cp.rest); err != nil {
+		return nil, fmt.Errorf("writing the kubeconfig: %w", err)
+	}
+	return cp, nil
+}
+
+func (cp *ControlPlane) etcdArgs() []string {
+	client := fmt.Sprintf("http://127.0.0.1:%d", cp.cfg.EtcdClientPort)
+	peer := fmt.Sprintf("http://127.0.0.1:%d", cp.cfg.EtcdPeerPort)
+	return []string{
+		"--name=anvil-dev",
+		"--data-dir=" + filepath.Join(cp.cfg.StateDir, "etcd"),
+		"--listen-client-urls=" + client,
+		"--advertise-client-urls=" + client,
+		"--listen-peer-urls=" + peer,
+		"--initial-advertise-peer-urls=" + peer,
+		"--initial-cluster=anvil-dev=" + peer,
+		"--log-level=warn",
+	}
+}
+
+func (cp *ControlPlane) apiserverArgs() []string {
+	p := cp.pki
+	return []string{
+		"--etcd-servers=" + fmt.Sprintf("http://127.0.0.1:%d", cp.cfg.EtcdClientPort),
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(cp.cfg.APIServerPort),
+		"--tls-cert-file=" + p.servingCert(),
+		"--tls-private-key-file=" + p.servingKey(),
+		"--token-auth-file=" + p.tokens(),
+		"--authorization-mode=RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file=" + p.saPub(),
+		"--service-account-signing-key-file=" + p.saKey(),
+		"--service-cluster-ip-range=10.0.0.0/24",
+		"--cert-dir=" + filepath.Join(cp.cfg.StateDir, "pki", "generated"),
+	}
+}
+
+func (cp *ControlPlane) restConfig() (*rest.Config, error) {
+	caPEM, err := os.ReadFile(cp.pki.caCert())
+	if err != nil {
+		return nil, err
+	}
+	token, err := os.ReadFile(cp.pki.adminToken())
+	if err != nil {
+		return nil, err
+	}
+	return &rest.Config{
+		Host:            fmt.Sprintf("https://127.0.0.1:%d", cp.cfg.APIServerPort),
+		BearerToken:     strings.TrimSpace(string(token)),
+		TLSClientConfig: rest.TLSClientConfig{CAData: caPEM},
+	}, nil
+}
+
+// RESTConfig returns a copy of the admin client configuration.
+func (cp *ControlPlane) RESTConfig() *rest.Config { return rest.CopyConfig(cp.rest) }
+
+// KubeconfigPath is where Start wrote the admin kubeconfig.
+func (cp *ControlPlane) KubeconfigPath() string {
+	return filepath.Join(cp.cfg.StateDir, "kubeconfig")
+}
+
+// PIDs returns the process ids of etcd and kube-apiserver, for telling the user.
+func (cp *ControlPlane) PIDs() (etcd, apiserver int) { return cp.etcd.pid(), cp.apiserver.pid() }
+
+// StateDir is the absolute path of the state directory.
+func (cp *ControlPlane) StateDir() string { return cp.cfg.StateDir }
+
+// LogDir is where each process writes its log.
+func (cp *ControlPlane) LogDir() string { return filepath.Join(cp.cfg.StateDir, "logs") }
+
+// Exited is closed when etcd or kube-apiserver ends; ExitError then says which and why.
+func (cp *ControlPlane) Exited() <-chan error {
+	ch := make(chan error, 1)
+	go func() {
+		select {
+		case <-cp.etcd.done:
+			ch <- cp.etcd.exitError()
+		case <-cp.apiserver.done:
+			ch <- cp.apiserver.exitError()
+		}
+	}()
+	return ch
+}
+
+// Stop ends kube-apiserver first, so it flushes its writes, then etcd, then releases the
+// state directory. It is safe to call on a partly started control plane.
+func (cp *ControlPlane) Stop() error {
+	var errs []error
+	if cp.apiserver != nil {
+		errs = append(errs, cp.apiserver.stop(30*time.Second))
+	}
+	if cp.etcd != nil {
+		errs = append(errs, cp.etcd.stop(30*time.Second))
+	}
+	if cp.lock != nil {
+		errs = append(errs, cp.lock.Close())
+	}
+	return errors.Join(errs...)
+}
+
+func findBinaries(binDir string) (etcd, apiserver string, err error) {
+	for _, name := range []string{"etcd", "kube-apiserver"} {
+		path := filepath.Join(binDir, name)
+		info, statErr := os.Stat(path)
+		if statErr != nil || info.IsDir() || info.Mode()&0o111 == 0 {
+			return "", "", fmt.Errorf("%s not found in %s: run \"make tools\" in the anvil checkout to build it, or pass --bin-dir with the folder that holds etcd and kube-apiserver", name, binDir)
+		}
+	}
+	return filepath.Join(binDir, "etcd"), filepath.Join(binDir, "kube-apiserver"), nil
+}
+
+func checkPortFree(port int, flag string) error {
+	if port <= 0 || port > 65535 {
+		return fmt.Errorf("%s %d is not a port: use a number from 1 to 65535", flag, port)
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return fmt.Errorf("port %d on 127.0.0.1 is already in use: stop whatever holds it (another \"anvil dev\"?) or choose a free port with %s", port, flag)
+	}
+	return l.Close()
+}
+
+// lockDir takes an exclusive lock on the state directory for as long as the returned
+// file stays open, so two control planes never share one etcd data directory.
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("state directory %s is in use by another anvil dev: stop that one first, or pass --state-dir with another folder", dir)
+	}
+	return f, nil
+}
+
+// waitHealthy polls url until it answers 200, the process exits, or timeout passes.
+func waitHealthy(ctx context.Context, p *process, c *http.Client, url string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		if resp, err := c.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not become healthy at %s within %s; its log is %s:\n%s", p.name, url, timeout, p.logPath, tail(p.logPath, 15))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.done:
+			return p.exitError()
+		case <-tick.C:
+		}
+	}
+}
+

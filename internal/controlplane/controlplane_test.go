@@ -1,0 +1,122 @@
+package controlplane
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/anvil-dev/anvil/test/harness"
+)
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func testConfig(t *testing.T, stateDir string) Config {
+	t.Helper()
+	bin, err := harness.AssetsDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Config{StateDir: stateDir, BinDir: bin, APIServerPort: freePort(t), EtcdClientPort: freePort(t), EtcdPeerPort: freePort(t)}
+}
+
+// One control plane is started twice on one state directory: what the first wrote, the
+// second serves, and the kubeconfig from the first start still works.
+func TestRestartKeepsObjectsAndKubeconfig(t *testing.T) {
+	ctx := context.Background()
+	cfg := testConfig(t, t.TempDir())
+	cp, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := kubernetes.NewForConfigOrDie(cp.RESTConfig())
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kept"}}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	etcdPID, apiserverPID := cp.PIDs()
+	if err := cp.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range []int{etcdPID, apiserverPID} {
+		if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid))); err == nil {
+			t.Errorf("process %d still exists after Stop", pid)
+		}
+	}
+	if pids, _ := filepath.Glob(filepath.Join(cfg.StateDir, "run", "*.pid")); len(pids) != 0 {
+		t.Errorf("pid files left after Stop: %v", pids)
+	}
+
+	cp, err = Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cp.Stop()
+	kc, err := clientcmd.BuildConfigFromFlags("", cp.KubeconfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := os.Stat(cp.KubeconfigPath())
+	if err != nil || info.Mode().Perm() != 0o600 {
+		t.Errorf("kubeconfig mode %v (err %v), want 0600: it holds the admin token", info.Mode().Perm(), err)
+	}
+	if _, err := kubernetes.NewForConfigOrDie(kc).CoreV1().Namespaces().Get(ctx, "kept", metav1.GetOptions{}); err != nil {
+		t.Fatalf("namespace created before the restart: %v", err)
+	}
+}
+
+func TestRefusesBusyPort(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	cfg.APIServerPort = l.Addr().(*net.TCPAddr).Port
+	_, err = Start(context.Background(), cfg)
+	if err == nil || !strings.Contains(err.Error(), "already in use") || !strings.Contains(err.Error(), "--apiserver-port") {
+		t.Fatalf("err = %v, want one saying the port is in use and naming --apiserver-port", err)
+	}
+}
+
+func TestRefusesMissingBinary(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.BinDir = t.TempDir()
+	_, err := Start(context.Background(), cfg)
+	if err == nil || !strings.Contains(err.Error(), "etcd not found") || !strings.Contains(err.Error(), "make tools") {
+		t.Fatalf("err = %v, want one naming the missing binary and \"make tools\"", err)
+	}
+}
+
+func TestRefusesStateDirInUse(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	held, err := lockDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	_, err = Start(context.Background(), testConfig(t, dir))
+	if err == nil || !strings.Contains(err.Error(), "in use by another anvil dev") {
+		t.Fatalf("err = %v, want one saying the state directory is in use", err)
+	}
+}
+

@@ -1,0 +1,7 @@
+// Package controlplane runs a local Kubernetes control plane, etcd and kube-apiserver as
+// child processes, with all state (data, keys, logs, kubeconfig) in one directory so that
+// stopping and starting again finds every object where it was. `anvil dev` uses it.
+//
+// It only ever binds loopback addresses, refuses to start when its ports or its state
+// directory are in use instead of guessing, and never logs the admin token.
+package controlplane

@@ -1,0 +1,108 @@
+package manager
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/anvil-dev/anvil/api"
+)
+
+// Options are the knobs of the controller manager, all settable by flags.
+type Options struct {
+	// Concurrency is how many objects of one kind each controller reconciles at once.
+	Concurrency int
+	// QPS and Burst limit the manager's requests to the apiserver.
+	QPS   float32
+	Burst int
+	// SyncPeriod is how often every watched object is reconciled again even without a change.
+	SyncPeriod time.Duration
+	// MetricsAddr and HealthAddr are where metrics and health probes are served; "0" turns
+	// either off.
+	MetricsAddr string
+	HealthAddr  string
+	// LeaderElection makes only one of several replicas active at a time.
+	LeaderElection          bool
+	LeaderElectionNamespace string
+}
+
+// DefaultOptions suit one manager against a dedicated apiserver.
+func DefaultOptions() Options {
+	return Options{
+		Concurrency: 4,
+		QPS:         200,
+		Burst:       400,
+		SyncPeriod:  10 * time.Hour,
+		MetricsAddr: "127.0.0.1:8080",
+		HealthAddr:  "127.0.0.1:8081",
+	}
+}
+
+// AddFlags registers o's fields as flags on fs, with o's current values as defaults.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "objects of one kind each controller reconciles at once")
+	fs.Float32Var(&o.QPS, "kube-api-qps", o.QPS, "requests per second the manager may send to the apiserver")
+	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "requests the manager may send in a burst above --kube-api-qps")
+	fs.DurationVar(&o.SyncPeriod, "resync-period", o.SyncPeriod, "how often every object is reconciled again without a change")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the metrics endpoint; 0 turns it off")
+	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", o.HealthAddr, "address of the /healthz and /readyz endpoints; 0 turns them off")
+	fs.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection, "elect one active manager among replicas")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "namespace of the leader election Lease")
+}
+
+// Validate says what to fix in o, if anything.
+func (o Options) Validate() error {
+	switch {
+	case o.Concurrency < 1:
+		return fmt.Errorf("--concurrency must be at least 1, not %d", o.Concurrency)
+	case o.QPS <= 0:
+		return fmt.Errorf("--kube-api-qps must be positive, not %v", o.QPS)
+	case o.Burst < 1:
+		return fmt.Errorf("--kube-api-burst must be at least 1, not %d", o.Burst)
+	case o.SyncPeriod <= 0:
+		return fmt.Errorf("--resync-period must be positive, not %s", o.SyncPeriod)
+	}
+	return nil
+}
+
+// New returns a manager with every anvil controller registered; Start runs them.
+func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	scheme, err := api.NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = o.QPS, o.Burst
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Cache:                   cache.Options{SyncPeriod: &o.SyncPeriod},
+		Controller:              config.Controller{MaxConcurrentReconciles: o.Concurrency},
+		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:  o.HealthAddr,
+		LeaderElection:          o.LeaderElection,
+		LeaderElectionID:        "anvil-controller-manager",
+		LeaderElectionNamespace: o.LeaderElectionNamespace,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the controller manager: %w", err)
+	}
+	if o.HealthAddr != "0" {
+		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+			return nil, err
+		}
+		if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+			return nil, err
+		}
+	}
+	return mgr, nil
+}

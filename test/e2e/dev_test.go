@@ -1,0 +1,217 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// devProcess is one running `anvil dev`, with its output collected as it arrives.
+type devProcess struct {
+	t       *testing.T
+	cmd     *exec.Cmd
+	mu      sync.Mutex
+	output  bytes.Buffer
+	upAfter time.Duration
+	exited  chan error
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// startDev runs anvil dev with args and waits until it says it is up.
+func startDev(t *testing.T, args ...string) *devProcess {
+	t.Helper()
+	d := &devProcess{t: t, exited: make(chan error, 1)}
+	d.cmd = exec.Command(anvilBin, append([]string{"dev"}, args...)...)
+	pr, pw := io.Pipe()
+	d.cmd.Stdout, d.cmd.Stderr = pw, pw
+	up := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			d.mu.Lock()
+			d.output.WriteString(sc.Text() + "\n")
+			d.mu.Unlock()
+			if strings.HasPrefix(sc.Text(), "anvil dev is up") {
+				close(up)
+			}
+		}
+	}()
+	start := time.Now()
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.exited <- d.cmd.Wait(); pw.Close() }()
+	t.Cleanup(func() { _ = d.cmd.Process.Kill() })
+	select {
+	case <-up:
+		d.upAfter = time.Since(start)
+	case err := <-d.exited:
+		t.Fatalf("anvil dev exited before it was up (%v):\n%s", err, d.Output())
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("anvil dev not up after 3 minutes:\n%s", d.Output())
+	}
+	return d
+}
+
+func (d *devProcess) Output() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.output.String()
+}
+
+// stop sends sig and requires a clean exit within a minute.
+func (d *devProcess) stop(sig syscall.Signal) {
+	d.t.Helper()
+	if err := d.cmd.Process.Signal(sig); err != nil {
+		d.t.Fatal(err)
+	}
+	select {
+	case err := <-d.exited:
+		if err != nil {
+			d.t.Fatalf("anvil dev exited with %v after %s:\n%s", err, sig, d.Output())
+		}
+	case <-time.After(time.Minute):
+		d.t.Fatalf("anvil dev still running a minute after %s:\n%s", sig, d.Output())
+	}
+}
+
+func kubectl(t *testing.T, kubeconfig, stdin string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func childPIDs(t *testing.T, stateDir string) []int {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(stateDir, "run", "*.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+const keptClass = `apiVersion: compute.anvil.dev/v1alpha1
+kind: MachineClass
+metadata:
+  name: kept-across-restarts
+capabilities:
+  cpu: "2"
+  memory: 2Gi
+`
+
+// A user's whole first session: start, see the samples, add an object, have a bad one
+// refused, Ctrl-C, start again, and find everything where it was.
+func TestDevKeepsObjectsAcrossRestart(t *testing.T) {
+	state := t.TempDir()
+	args := []string{"--state-dir", state, "--bin-dir", binDir,
+		"--apiserver-port", freePort(t), "--etcd-port", freePort(t), "--etcd-peer-port", freePort(t),
+		"--apply", filepath.Join(repoRoot, "config", "samples")}
+	kubeconfig := filepath.Join(state, "kubeconfig")
+
+	d := startDev(t, args...)
+	t.Logf("first start: up after %s", d.upAfter)
+	out, err := kubectl(t, kubeconfig, "", "get", "machineclasses", "-o", "name")
+	if err != nil {
+		t.Fatalf("kubectl get machineclasses: %v\n%s", err, out)
+	}
+	for _, sample := range []string{"small", "medium", "arm-large", "gpu-medium"} {
+		if !strings.Contains(out, "machineclass.compute.anvil.dev/"+sample+"\n") {
+			t.Errorf("sample MachineClass %s missing from:\n%s", sample, out)
+		}
+	}
+	if out, err := kubectl(t, kubeconfig, keptClass, "apply", "-f", "-"); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+	bad := strings.ReplaceAll(strings.ReplaceAll(keptClass, "kept-across-restarts", "bad"), `cpu: "2"`, `cpu: "-2"`)
+	out, err = kubectl(t, kubeconfig, bad, "apply", "-f", "-")
+	if err == nil || !strings.Contains(out, "every capability must be a positive quantity") {
+		t.Fatalf("a negative cpu was not refused with a clear message: %v\n%s", err, out)
+	}
+
+	pids := childPIDs(t, state)
+	if len(pids) != 2 {
+		t.Fatalf("pid files %v, want etcd and kube-apiserver", pids)
+	}
+	d.stop(syscall.SIGINT)
+	for _, pid := range pids {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+			t.Errorf("child process %d still runs after anvil dev stopped", pid)
+		}
+	}
+
+	d = startDev(t, args...)
+	t.Logf("second start: up after %s", d.upAfter)
+	if !strings.Contains(d.Output(), "samples         0 created, 4 already present") {
+		t.Errorf("second start re-created samples or did not say so:\n%s", d.Output())
+	}
+	out, err = kubectl(t, kubeconfig, "", "get", "machineclass", "kept-across-restarts", "-o", "jsonpath={.capabilities.memory}")
+	if err != nil || out != "2Gi" {
+		t.Fatalf("object created before the restart: %v %q", err, out)
+	}
+	d.stop(syscall.SIGTERM)
+}
+
+func TestDevRefusesBusyPortAndMissingBinary(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	busy := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	cases := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"busy apiserver port", []string{"--bin-dir", binDir, "--apiserver-port", busy}, []string{"already in use", "--apiserver-port"}},
+		{"missing binaries", []string{"--bin-dir", t.TempDir(), "--apiserver-port", freePort(t)}, []string{"not found in", "make tools"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"dev", "--state-dir", t.TempDir(), "--etcd-port", freePort(t), "--etcd-peer-port", freePort(t)}, tc.args...)
+			out, err := exec.Command(anvilBin, args...).CombinedOutput()
+			if err == nil {
+				t.Fatalf("anvil dev started; want a refusal:\n%s", out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("output does not say %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,7 @@
+// Package harness starts one real control plane (etcd and kube-apiserver, through
+// controller-runtime's envtest) for a test package, with anvil's CRDs installed.
+//
+// The binaries come from KUBEBUILDER_ASSETS or, when it is unset, the checkout's bin/
+// (built by `make tools`). When they are missing the test binary fails with a message
+// naming the fix; it never skips.
+package harness

@@ -1,0 +1,118 @@
+package harness
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/anvil-dev/anvil/api"
+	"github.com/anvil-dev/anvil/config/crd"
+)
+
+// Env is a running control plane and an admin client for it.
+type Env struct {
+	Config *rest.Config
+	Client client.Client
+	Scheme *runtime.Scheme
+	env    *envtest.Environment
+}
+
+// Main starts a control plane, runs the package's tests against it, stops it and exits.
+// Call it from TestMain; *env is set before any test runs.
+func Main(m *testing.M, env **Env) {
+	e, err := Start()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "harness: cannot start the control plane: %v\n", err)
+		os.Exit(1)
+	}
+	*env = e
+	code := m.Run()
+	if err := e.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "harness: stopping the control plane: %v\n", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// Start starts etcd and kube-apiserver and installs anvil's CRDs.
+func Start() (*Env, error) {
+	assets, err := AssetsDir()
+	if err != nil {
+		return nil, err
+	}
+	crds, err := crd.Load()
+	if err != nil {
+		return nil, fmt.Errorf("loading anvil's CRDs: %w", err)
+	}
+	scheme, err := api.NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	te := &envtest.Environment{
+		BinaryAssetsDirectory:    assets,
+		CRDs:                     crds,
+		Scheme:                   scheme,
+		ControlPlaneStartTimeout: 2 * time.Minute,
+		ControlPlaneStopTimeout:  time.Minute,
+	}
+	cfg, err := te.Start()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		_ = te.Stop()
+		return nil, err
+	}
+	return &Env{Config: cfg, Client: c, Scheme: scheme, env: te}, nil
+}
+
+// Stop ends the control plane.
+func (e *Env) Stop() error { return e.env.Stop() }
+
+// AssetsDir is the folder holding kube-apiserver and etcd: $KUBEBUILDER_ASSETS, or the
+// checkout's bin/. It fails, naming the fix, when either binary is not there.
+func AssetsDir() (string, error) {
+	dir := os.Getenv("KUBEBUILDER_ASSETS")
+	if dir == "" {
+		root, err := RepoRoot()
+		if err != nil {
+			return "", err
+		}
+		dir = filepath.Join(root, "bin")
+	}
+	for _, name := range []string{"kube-apiserver", "etcd"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			return "", fmt.Errorf("%s is missing from %s: run \"make tools\" (or set KUBEBUILDER_ASSETS to a folder holding kube-apiserver and etcd)", name, dir)
+		}
+	}
+	return dir, nil
+}
+
+// RepoRoot is the anvil checkout this test runs in: the nearest parent holding go.mod.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory: run tests from inside the anvil checkout")
+		}
+		dir = parent
+	}
+}
