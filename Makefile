@@ -15,7 +15,7 @@ export KUBEBUILDER_ASSETS := $(BIN)
 GO_TEST_FLAGS ?= -p 2 -timeout 40m
 
 CONTROL_PLANE := $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl
-GENERATORS := $(BIN)/controller-gen
+GENERATORS := $(BIN)/controller-gen $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 TOOLS := $(CONTROL_PLANE) $(BIN)/kube-scheduler $(GENERATORS)
 
 .PHONY: build tools manifests generate verify-generated vet test test-only demo bench deps clean
@@ -33,6 +33,12 @@ $(BIN)/etcd: hack/tools/etcd/go.mod
 
 $(BIN)/controller-gen: hack/tools/gen/go.mod
 	cd hack/tools/gen && go build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
+
+$(BIN)/protoc-gen-go: hack/tools/gen/go.mod
+	cd hack/tools/gen && go build -o $@ google.golang.org/protobuf/cmd/protoc-gen-go
+
+$(BIN)/protoc-gen-go-grpc: hack/tools/gen/go.mod
+	cd hack/tools/gen && go build -o $@ google.golang.org/grpc/cmd/protoc-gen-go-grpc
 
 manifests: $(BIN)/controller-gen ## CRDs and RBAC roles from the Go types and markers.
 	$(BIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd/bases

@@ -8,6 +8,7 @@ packages=(
 	git    # make test checks generated files with git diff
 	make
 	ca-certificates
+	protobuf-compiler # protoc, for the Machine Runtime Interface's generated code
 )
 
 missing=()
