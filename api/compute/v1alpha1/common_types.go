@@ -1,0 +1,64 @@
+package v1alpha1
+
+// Power is what the user wants a Machine's power to be.
+// +kubebuilder:validation:Enum=On;Off
+type Power string
+
+const (
+	PowerOn  Power = "On"
+	PowerOff Power = "Off"
+)
+
+// SecretKeySelector names one key of a Secret in the Machine's namespace.
+type SecretKeySelector struct {
+	// Name of the Secret.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// Key in the Secret's data. The default depends on the field: see ignitionRef and userDataRef.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key,omitempty"`
+}
+
+// LocalObjectReference names an object of a known kind in the same namespace (or, for a
+// cluster-scoped kind, in the cluster).
+type LocalObjectReference struct {
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// ClaimReference records which Machine holds a Volume or NetworkInterface.
+type ClaimReference struct {
+	// Name of the Machine, in the claimed object's namespace.
+	Name string `json:"name"`
+	// UID of the Machine, so a new Machine of the same name is not mistaken for the holder.
+	UID string `json:"uid"`
+}
+
+// AttachState is how far a Volume or NetworkInterface is attached to its Machine.
+// +kubebuilder:validation:Enum=Pending;Attached
+type AttachState string
+
+const (
+	AttachStatePending  AttachState = "Pending"
+	AttachStateAttached AttachState = "Attached"
+)
+
+// Condition types shared by anvil's kinds. Every condition carries a Reason.
+const (
+	// ConditionReady is the summary: the object is doing what its spec asks.
+	ConditionReady = "Ready"
+	// ConditionScheduled says whether a Machine has a pool.
+	ConditionScheduled = "Scheduled"
+	// ConditionClaimed says whether a Volume or NetworkInterface is held by a Machine.
+	ConditionClaimed = "Claimed"
+	// ConditionImageReady and the rest report one part of a Machine's set-up each.
+	ConditionImageReady             = "ImageReady"
+	ConditionIgnitionReady          = "IgnitionReady"
+	ConditionVolumesReady           = "VolumesReady"
+	ConditionNetworkInterfacesReady = "NetworkInterfacesReady"
+)

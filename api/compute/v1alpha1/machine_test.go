@@ -1,0 +1,137 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+)
+
+func validMachine(name string) *computev1alpha1.Machine {
+	return &computev1alpha1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: computev1alpha1.MachineSpec{
+			MachineClassRef: computev1alpha1.MachineClassReference{Name: "small"},
+			Image:           "registry.example/os:1",
+		},
+	}
+}
+
+func TestMachineDefaultsPowerOn(t *testing.T) {
+	ctx := context.Background()
+	m := validMachine("defaults")
+	m.Spec.Volumes = []computev1alpha1.MachineVolume{
+		{Name: "root", Image: &computev1alpha1.ImageDiskSource{}},
+		{Name: "scratch", EmptyDisk: &computev1alpha1.EmptyDiskSource{Size: resource.MustParse("1Gi")}},
+	}
+	if err := env.Client.Create(ctx, m); err != nil {
+		t.Fatalf("creating a valid Machine: %v", err)
+	}
+	got := &computev1alpha1.Machine{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.Power != computev1alpha1.PowerOn {
+		t.Fatalf("power = %q, want the default On", got.Spec.Power)
+	}
+}
+
+func TestMachineRejectsInvalid(t *testing.T) {
+	size := func(s string) resource.Quantity { return resource.MustParse(s) }
+	cases := []struct {
+		name    string
+		mutate  func(*computev1alpha1.Machine)
+		message string
+	}{
+		{"unknown power", func(m *computev1alpha1.Machine) { m.Spec.Power = "Maybe" },
+			`spec.power: Unsupported value: "Maybe"`},
+		{"both first-boot configs", func(m *computev1alpha1.Machine) {
+			m.Spec.IgnitionRef = &computev1alpha1.SecretKeySelector{Name: "ign"}
+			m.Spec.UserDataRef = &computev1alpha1.SecretKeySelector{Name: "ud"}
+		}, "set ignitionRef or userDataRef, not both"},
+		{"duplicate volume names", func(m *computev1alpha1.Machine) {
+			m.Spec.Volumes = []computev1alpha1.MachineVolume{
+				{Name: "data", EmptyDisk: &computev1alpha1.EmptyDiskSource{Size: size("1Gi")}},
+				{Name: "data", EmptyDisk: &computev1alpha1.EmptyDiskSource{Size: size("2Gi")}},
+			}
+		}, `spec.volumes[1]: Duplicate value: {"name":"data"}`},
+		{"duplicate NIC names", func(m *computev1alpha1.Machine) {
+			m.Spec.NetworkInterfaces = []computev1alpha1.MachineNetworkInterface{
+				{Name: "eth0", NetworkInterfaceRef: &computev1alpha1.LocalObjectReference{Name: "a"}},
+				{Name: "eth0", NetworkInterfaceRef: &computev1alpha1.LocalObjectReference{Name: "b"}},
+			}
+		}, `spec.networkInterfaces[1]: Duplicate value`},
+		{"two root volumes", func(m *computev1alpha1.Machine) {
+			m.Spec.Volumes = []computev1alpha1.MachineVolume{
+				{Name: "root", Image: &computev1alpha1.ImageDiskSource{}},
+				{Name: "root2", Image: &computev1alpha1.ImageDiskSource{}},
+			}
+		}, "at most one volume may be the root disk"},
+		{"volume with two sources", func(m *computev1alpha1.Machine) {
+			m.Spec.Volumes = []computev1alpha1.MachineVolume{{Name: "x", Image: &computev1alpha1.ImageDiskSource{},
+				VolumeRef: &computev1alpha1.LocalObjectReference{Name: "v"}}}
+		}, "each volume sets exactly one of image, emptyDisk, volumeRef or ephemeral"},
+		{"zero empty disk", func(m *computev1alpha1.Machine) {
+			m.Spec.Volumes = []computev1alpha1.MachineVolume{{Name: "x", EmptyDisk: &computev1alpha1.EmptyDiskSource{Size: size("0")}}}
+		}, "emptyDisk.size must be greater than zero"},
+		{"negative ephemeral volume", func(m *computev1alpha1.Machine) {
+			m.Spec.Volumes = []computev1alpha1.MachineVolume{{Name: "x", Ephemeral: &computev1alpha1.EphemeralVolumeSource{
+				VolumeTemplate: computev1alpha1.VolumeTemplate{Spec: computev1alpha1.VolumeSpec{Size: size("-1Gi")}}}}}
+		}, "size must be greater than zero"},
+		{"unknown architecture", func(m *computev1alpha1.Machine) { m.Spec.Architecture = "x86_64" },
+			`spec.architecture: Unsupported value: "x86_64"`},
+		{"class name not a DNS label", func(m *computev1alpha1.Machine) { m.Spec.MachineClassRef.Name = "Small_Class" },
+			"machineClassRef.name must be a DNS label"},
+		{"NIC with no source", func(m *computev1alpha1.Machine) {
+			m.Spec.NetworkInterfaces = []computev1alpha1.MachineNetworkInterface{{Name: "eth0"}}
+		}, "each network interface sets exactly one of networkInterfaceRef or ephemeral"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := validMachine("invalid")
+			tc.mutate(m)
+			err := env.Client.Create(context.Background(), m)
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("create returned %v, want an Invalid error", err)
+			}
+			if !strings.Contains(err.Error(), tc.message) {
+				t.Fatalf("error %q does not say %q", err.Error(), tc.message)
+			}
+		})
+	}
+}
+
+func TestMachinePoolRefCannotChangeOnceBound(t *testing.T) {
+	ctx := context.Background()
+	m := validMachine("pinned")
+	m.Spec.MachinePoolRef = &computev1alpha1.LocalObjectReference{Name: "pool-a"}
+	if err := env.Client.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	m.Spec.MachinePoolRef.Name = "pool-b"
+	err := env.Client.Update(ctx, m)
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "machinePoolRef cannot be changed once the Machine is bound") {
+		t.Fatalf("moving a bound Machine returned %v, want an Invalid error saying machinePoolRef cannot change", err)
+	}
+}
+
+// An unknown power value written as raw JSON (not through the typed client) is refused too:
+// a missing or misspelled field never means "power on" by accident.
+func TestMachineRejectsLowercasePowerFromYAML(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "compute.anvil.dev/v1alpha1", "kind": "Machine",
+		"metadata": map[string]any{"name": "lowercase", "namespace": "default"},
+		"spec": map[string]any{"machineClassRef": map[string]any{"name": "small"}, "image": "r/os:1", "power": "on"},
+	}}
+	err := env.Client.Create(context.Background(), u)
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), `supported values: "On", "Off"`) {
+		t.Fatalf("power: on returned %v, want an Invalid error listing On and Off", err)
+	}
+}

@@ -1,0 +1,275 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Default keys read from first-boot configuration Secrets.
+const (
+	DefaultIgnitionKey = "ignition"
+	DefaultUserDataKey = "userData"
+)
+
+// MachineSpec is what the user wants: a machine of a class, booting an image, on a pool
+// that fits, powered on or off.
+// +kubebuilder:validation:XValidation:rule="!(has(self.ignitionRef) && has(self.userDataRef))",message="set ignitionRef or userDataRef, not both: a machine boots with one kind of first-boot configuration"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.machinePoolRef) || !has(self.machinePoolRef) || self.machinePoolRef.name == oldSelf.machinePoolRef.name",message="machinePoolRef cannot be changed once the Machine is bound; delete and recreate the Machine to move it"
+// +kubebuilder:validation:XValidation:rule="!has(self.volumes) || self.volumes.filter(v, has(v.image)).size() <= 1",message="at most one volume may be the root disk (image source)"
+type MachineSpec struct {
+	// MachineClassRef names the MachineClass, which sets the resources.
+	// +required
+	MachineClassRef MachineClassReference `json:"machineClassRef"`
+
+	// Image is the OCI reference of the OS image. For a multi-arch image index each pool
+	// boots the entry of its own architecture.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Image string `json:"image"`
+
+	// Architecture pins the CPU architecture. Empty means any architecture the image offers.
+	// +optional
+	Architecture Architecture `json:"architecture,omitempty"`
+
+	// MachinePoolSelector restricts scheduling to pools with all these labels.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	MachinePoolSelector map[string]string `json:"machinePoolSelector,omitempty"`
+
+	// MachinePoolRef is the pool the Machine runs on. The scheduler sets it; a user may set
+	// it at creation to pin the Machine. Once set it cannot be changed to another pool.
+	// +optional
+	MachinePoolRef *LocalObjectReference `json:"machinePoolRef,omitempty"`
+
+	// HostSelector restricts a bare-metal pool's choice of server to Hosts with matching labels.
+	// +optional
+	HostSelector *metav1.LabelSelector `json:"hostSelector,omitempty"`
+
+	// Tolerations let the Machine onto pools with matching taints.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// Power is the wanted power state.
+	// +optional
+	// +kubebuilder:default=On
+	Power Power `json:"power,omitempty"`
+
+	// IgnitionRef is a Secret holding an Ignition config (key default "ignition").
+	// +optional
+	IgnitionRef *SecretKeySelector `json:"ignitionRef,omitempty"`
+
+	// UserDataRef is a Secret holding cloud-init user data (key default "userData").
+	// +optional
+	UserDataRef *SecretKeySelector `json:"userDataRef,omitempty"`
+
+	// Volumes are the disks attached to the Machine.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=12
+	Volumes []MachineVolume `json:"volumes,omitempty"`
+
+	// NetworkInterfaces are the NICs attached to the Machine.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	NetworkInterfaces []MachineNetworkInterface `json:"networkInterfaces,omitempty"`
+}
+
+// MachineClassReference names a MachineClass.
+type MachineClassReference struct {
+	// Name of the MachineClass: a DNS label.
+	// +required
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="machineClassRef.name must be a DNS label: lowercase letters, digits and '-', starting and ending with a letter or digit"
+	Name string `json:"name"`
+}
+
+// MachineVolume is one disk of a Machine. Exactly one source is set.
+// +kubebuilder:validation:XValidation:rule="[has(self.image), has(self.emptyDisk), has(self.volumeRef), has(self.ephemeral)].filter(x, x).size() == 1",message="each volume sets exactly one of image, emptyDisk, volumeRef or ephemeral"
+type MachineVolume struct {
+	// Name is unique among the Machine's volumes.
+	// +required
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+	// Image makes this the root disk, filled from the Machine's image.
+	// +optional
+	Image *ImageDiskSource `json:"image,omitempty"`
+	// EmptyDisk is a blank disk that lives and dies with the Machine.
+	// +optional
+	EmptyDisk *EmptyDiskSource `json:"emptyDisk,omitempty"`
+	// VolumeRef attaches an existing Volume of the Machine's namespace.
+	// +optional
+	VolumeRef *LocalObjectReference `json:"volumeRef,omitempty"`
+	// Ephemeral creates a Volume owned by the Machine, deleted with it.
+	// +optional
+	Ephemeral *EphemeralVolumeSource `json:"ephemeral,omitempty"`
+}
+
+// ImageDiskSource is the root disk, copied from the image's disk layer.
+type ImageDiskSource struct {
+	// Size grows the disk beyond the image's own size.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="image.size must be greater than zero"
+	Size *resource.Quantity `json:"size,omitempty"`
+}
+
+// EmptyDiskSource is a blank disk.
+type EmptyDiskSource struct {
+	// Size of the disk.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="emptyDisk.size must be greater than zero"
+	Size resource.Quantity `json:"size"`
+}
+
+// EphemeralVolumeSource is the template of a Volume created for, and owned by, the Machine.
+type EphemeralVolumeSource struct {
+	// +required
+	VolumeTemplate VolumeTemplate `json:"volumeTemplate"`
+}
+
+// VolumeTemplate is the labels and spec of an ephemeral Volume.
+type VolumeTemplate struct {
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+	// +required
+	Spec VolumeSpec `json:"spec"`
+}
+
+// MachineNetworkInterface is one NIC of a Machine. Exactly one source is set.
+// +kubebuilder:validation:XValidation:rule="has(self.networkInterfaceRef) != has(self.ephemeral)",message="each network interface sets exactly one of networkInterfaceRef or ephemeral"
+type MachineNetworkInterface struct {
+	// Name is unique among the Machine's network interfaces.
+	// +required
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+	// NetworkInterfaceRef attaches an existing NetworkInterface of the Machine's namespace.
+	// +optional
+	NetworkInterfaceRef *LocalObjectReference `json:"networkInterfaceRef,omitempty"`
+	// Ephemeral creates a NetworkInterface owned by the Machine, deleted with it.
+	// +optional
+	Ephemeral *EphemeralNetworkInterfaceSource `json:"ephemeral,omitempty"`
+}
+
+// EphemeralNetworkInterfaceSource is the template of a NetworkInterface owned by the Machine.
+type EphemeralNetworkInterfaceSource struct {
+	// +required
+	NetworkInterfaceTemplate NetworkInterfaceTemplate `json:"networkInterfaceTemplate"`
+}
+
+// NetworkInterfaceTemplate is the labels and spec of an ephemeral NetworkInterface.
+type NetworkInterfaceTemplate struct {
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+	// +required
+	Spec NetworkInterfaceSpec `json:"spec"`
+}
+
+// MachineState is what is observed of a Machine.
+// +kubebuilder:validation:Enum=Pending;Running;Shutdown;Terminating;Terminated
+type MachineState string
+
+const (
+	// MachineStatePending: accepted, not yet running (unscheduled, or being set up).
+	MachineStatePending MachineState = "Pending"
+	// MachineStateRunning: powered on and running.
+	MachineStateRunning MachineState = "Running"
+	// MachineStateShutdown: powered off; can be powered on again.
+	MachineStateShutdown MachineState = "Shutdown"
+	// MachineStateTerminating: deletion in progress.
+	MachineStateTerminating MachineState = "Terminating"
+	// MachineStateTerminated: permanently stopped.
+	MachineStateTerminated MachineState = "Terminated"
+)
+
+// MachineStatus is what anvil observes of a Machine.
+type MachineStatus struct {
+	// ObservedGeneration is the spec generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// State is the observed lifecycle state.
+	// +optional
+	State MachineState `json:"state,omitempty"`
+	// Conditions: Scheduled, ImageReady, IgnitionReady, VolumesReady, NetworkInterfacesReady, Ready.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// MachineID is the runtime's id of the machine.
+	// +optional
+	MachineID string `json:"machineID,omitempty"`
+	// Pool is the pool the machine runs on, as the runtime reported it.
+	// +optional
+	Pool string `json:"pool,omitempty"`
+	// Architecture the machine runs, resolved from the image and pool.
+	// +optional
+	Architecture Architecture `json:"architecture,omitempty"`
+	// Addresses of the machine.
+	// +optional
+	Addresses []MachineAddress `json:"addresses,omitempty"`
+	// Volumes reports each volume's attach state.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Volumes []AttachmentStatus `json:"volumes,omitempty"`
+	// NetworkInterfaces reports each NIC's attach state.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	NetworkInterfaces []AttachmentStatus `json:"networkInterfaces,omitempty"`
+}
+
+// MachineAddress is one address of a machine.
+type MachineAddress struct {
+	// Type is, for example, InternalIP, ExternalIP or Hostname.
+	Type string `json:"type"`
+	// Address is the value.
+	Address string `json:"address"`
+}
+
+// AttachmentStatus is the attach state of one volume or NIC, by its name in the spec.
+type AttachmentStatus struct {
+	Name  string      `json:"name"`
+	State AttachState `json:"state"`
+	// Handle is the runtime's id of the attached device, when it has one.
+	// +optional
+	Handle string `json:"handle,omitempty"`
+}
+
+// Machine is a declared machine: a virtual machine or a bare-metal server, chosen by class
+// and placed on a pool by anvil.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=ma
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.spec.machineClassRef.name`
+// +kubebuilder:printcolumn:name="Pool",type=string,JSONPath=`.spec.machinePoolRef.name`
+// +kubebuilder:printcolumn:name="Arch",type=string,JSONPath=`.status.architecture`
+// +kubebuilder:printcolumn:name="Power",type=string,JSONPath=`.spec.power`,priority=1
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Machine struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   MachineSpec   `json:"spec"`
+	Status MachineStatus `json:"status,omitempty"`
+}
+
+// MachineList is a list of Machines.
+// +kubebuilder:object:root=true
+type MachineList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Machine `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Machine{}, &MachineList{})
+}

@@ -1,0 +1,96 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PoolLeaseNamespace holds one coordination.k8s.io Lease per MachinePool, named after the
+// pool and renewed by its poollet: the pool's heartbeat, kept out of the pool's status so
+// a heartbeat is a small write that wakes nothing that watches pools.
+const PoolLeaseNamespace = "anvil-pool-leases"
+
+// MachinePoolSpec is what an operator declares about a pool.
+type MachinePoolSpec struct {
+	// ProviderID identifies the runtime endpoint behind the pool, for example
+	// qemu://hypervisor-7 or metal://site-a.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	ProviderID string `json:"providerID,omitempty"`
+
+	// Taints keep Machines off the pool unless they tolerate them.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	Taints []corev1.Taint `json:"taints,omitempty"`
+
+	// Tenants says which namespaces may place Machines here. Empty allows every namespace.
+	// +optional
+	Tenants *TenantPolicy `json:"tenants,omitempty"`
+}
+
+// TenantPolicy allows namespaces by name or by label. A namespace matching either is allowed.
+type TenantPolicy struct {
+	// Namespaces allowed by name.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	Namespaces []string `json:"namespaces,omitempty"`
+	// NamespaceSelector allows namespaces whose labels match.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+}
+
+// MachinePoolStatus is what the pool's poollet reports.
+type MachinePoolStatus struct {
+	// Architectures the pool can run.
+	// +optional
+	Architectures []Architecture `json:"architectures,omitempty"`
+	// Capacity is every resource the pool has.
+	// +optional
+	Capacity corev1.ResourceList `json:"capacity,omitempty"`
+	// Allocatable is what the pool offers to Machines: capacity less what the pool keeps
+	// for itself. It is NOT reduced by the Machines bound to the pool; the scheduler
+	// subtracts those, once each.
+	// +optional
+	Allocatable corev1.ResourceList `json:"allocatable,omitempty"`
+	// SupportedClasses are the MachineClasses the pool can run.
+	// +optional
+	SupportedClasses []string `json:"supportedClasses,omitempty"`
+	// Addresses of the pool's runtime endpoint.
+	// +optional
+	Addresses []MachineAddress `json:"addresses,omitempty"`
+	// Conditions: Ready.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// MachinePool is one runtime endpoint: a hypervisor, or a site of bare-metal servers.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=mpool
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Architectures",type=string,JSONPath=`.status.architectures`
+// +kubebuilder:printcolumn:name="CPU",type=string,JSONPath=`.status.allocatable.cpu`
+// +kubebuilder:printcolumn:name="Memory",type=string,JSONPath=`.status.allocatable.memory`
+// +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.providerID`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type MachinePool struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   MachinePoolSpec   `json:"spec,omitempty"`
+	Status MachinePoolStatus `json:"status,omitempty"`
+}
+
+// MachinePoolList is a list of MachinePools.
+// +kubebuilder:object:root=true
+type MachinePoolList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []MachinePool `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&MachinePool{}, &MachinePoolList{})
+}
