@@ -1,0 +1,116 @@
+package scheduler
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Pool is the scheduler's view of one MachinePool.
+type Pool struct {
+	Name   string
+	Labels map[string]string
+	// Taints that keep Machines off (NoSchedule and NoExecute; PreferNoSchedule only scores).
+	Taints []corev1.Taint
+	// Tenants is nil when every namespace may use the pool.
+	Tenants       *Tenants
+	Architectures ArchSet
+	// Classes holds the index (Class.Index) of each supported MachineClass.
+	Classes     Bitset
+	Allocatable Resources
+	// Ready is the pool's Ready condition; HeartbeatExpiry is when its Lease runs out.
+	Ready           bool
+	HeartbeatExpiry time.Time
+
+	// used is the sum of the demands of the Machines counted against this pool. Only the
+	// Cache changes it.
+	used Resources
+}
+
+// Free is what is left of the pool's allocatable after the Machines counted against it.
+func (p *Pool) Free() Resources {
+	free := Resources{MilliCPU: p.Allocatable.MilliCPU - p.used.MilliCPU, Memory: p.Allocatable.Memory - p.used.Memory}
+	if len(p.Allocatable.Extended) > 0 || len(p.used.Extended) > 0 {
+		free.Extended = map[corev1.ResourceName]int64{}
+		for k, v := range p.Allocatable.Extended {
+			free.Extended[k] = v
+		}
+		for k, v := range p.used.Extended {
+			free.Extended[k] -= v
+		}
+	}
+	return free
+}
+
+// copy returns p with its own resource maps, safe to read after the cache's lock is released.
+func (p *Pool) copy() Pool {
+	c := *p
+	c.Allocatable = p.Allocatable.Clone()
+	c.used = p.used.Clone()
+	return c
+}
+
+// Used is the sum of the demands counted against the pool.
+func (p *Pool) Used() Resources { return p.used }
+
+// Tenants is a pool's tenant policy: a namespace is allowed when it is named or its labels
+// match the selector.
+type Tenants struct {
+	Namespaces map[string]struct{}
+	// Selector is nil when only Namespaces allow.
+	Selector labels.Selector
+}
+
+// Allows reports whether the namespace ns with labels nsLabels may use the pool.
+func (t *Tenants) Allows(ns string, nsLabels labels.Set) bool {
+	if t == nil {
+		return true
+	}
+	if _, ok := t.Namespaces[ns]; ok {
+		return true
+	}
+	return t.Selector != nil && t.Selector.Matches(nsLabels)
+}
+
+// Class is the scheduler's view of a MachineClass.
+type Class struct {
+	Name string
+	// Index is the class's bit in Pool.Classes; the Cache assigns it.
+	Index  int
+	Demand Resources
+	// Architectures the class is offered on.
+	Architectures ArchSet
+}
+
+// Request is one Machine to place.
+type Request struct {
+	Namespace       string
+	NamespaceLabels labels.Set
+	Class           *Class
+	// Architectures the Machine may run: its own pin, the image's index and the class,
+	// intersected by the caller.
+	Architectures ArchSet
+	PoolSelector  map[string]string
+	Tolerations   []corev1.Toleration
+	// ExcludedUntil holds pools whose runtime refused this Machine, until when.
+	ExcludedUntil map[string]time.Time
+}
+
+// Bitset is a set of small non-negative integers.
+type Bitset []uint64
+
+// Has reports whether i is in b.
+func (b Bitset) Has(i int) bool {
+	w := i / 64
+	return i >= 0 && w < len(b) && b[w]&(1<<(uint(i)%64)) != 0
+}
+
+// With returns b with i added.
+func (b Bitset) With(i int) Bitset {
+	for len(b) <= i/64 {
+		b = append(b, 0)
+	}
+	b[i/64] |= 1 << (uint(i) % 64)
+	return b
+}
