@@ -54,6 +54,7 @@ verify-generated: manifests generate
 	if [ -n "$$untracked" ]; then echo "generated files not committed: $$untracked"; exit 1; fi
 
 vet:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
 	go vet ./...
 
 deps: ## System packages the tests and the demo need (idempotent).

@@ -105,4 +105,3 @@ func waitEstablished(ctx context.Context, c client.Client, name string) error {
 		return false, nil
 	})
 }
-

@@ -272,4 +272,3 @@ func waitHealthy(ctx context.Context, p *process, c *http.Client, url string, ti
 		}
 	}
 }
-

@@ -119,4 +119,3 @@ func TestRefusesStateDirInUse(t *testing.T) {
 		t.Fatalf("err = %v, want one saying the state directory is in use", err)
 	}
 }
-

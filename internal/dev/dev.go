@@ -7,10 +7,14 @@ import (
 	"io"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/anvil-dev/anvil/api"
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/config/crd"
 	"github.com/anvil-dev/anvil/internal/controlplane"
 	"github.com/anvil-dev/anvil/internal/manager"
@@ -58,6 +62,9 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := crd.Install(ctx, c); err != nil {
 		return err
 	}
+	if err := ensureNamespace(ctx, c, computev1alpha1.PoolLeaseNamespace); err != nil {
+		return err
+	}
 	created, err := manifest.CreateMissing(ctx, c, seeds)
 	if err != nil {
 		return err
@@ -98,6 +105,14 @@ Stop with Ctrl-C; objects are kept for the next start.
 		if err == nil {
 			err = errors.New("the controller manager stopped unexpectedly")
 		}
+	}
+	return err
+}
+
+func ensureNamespace(ctx context.Context, c client.Client, name string) error {
+	err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
 	}
 	return err
 }

@@ -5,14 +5,19 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/anvil-dev/anvil/api"
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	schedulercontroller "github.com/anvil-dev/anvil/internal/controller/scheduler"
+	"github.com/anvil-dev/anvil/internal/scheduler"
 )
 
 // Options are the knobs of the controller manager, all settable by flags.
@@ -28,6 +33,8 @@ type Options struct {
 	// either off.
 	MetricsAddr string
 	HealthAddr  string
+	// SchedulerStrategy is "spread" or "pack".
+	SchedulerStrategy string
 	// LeaderElection makes only one of several replicas active at a time.
 	LeaderElection          bool
 	LeaderElectionNamespace string
@@ -42,6 +49,8 @@ func DefaultOptions() Options {
 		SyncPeriod:  10 * time.Hour,
 		MetricsAddr: "127.0.0.1:8080",
 		HealthAddr:  "127.0.0.1:8081",
+
+		SchedulerStrategy: "spread",
 	}
 }
 
@@ -53,6 +62,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.SyncPeriod, "resync-period", o.SyncPeriod, "how often every object is reconciled again without a change")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the metrics endpoint; 0 turns it off")
 	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", o.HealthAddr, "address of the /healthz and /readyz endpoints; 0 turns them off")
+	fs.StringVar(&o.SchedulerStrategy, "scheduler-strategy", o.SchedulerStrategy, "which fitting pool a Machine goes to: spread (most free) or pack (least free)")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection, "elect one active manager among replicas")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "namespace of the leader election Lease")
 }
@@ -69,6 +79,9 @@ func (o Options) Validate() error {
 	case o.SyncPeriod <= 0:
 		return fmt.Errorf("--resync-period must be positive, not %s", o.SyncPeriod)
 	}
+	if _, err := scheduler.ParseStrategy(o.SchedulerStrategy); err != nil {
+		return fmt.Errorf("--scheduler-strategy: %w", err)
+	}
 	return nil
 }
 
@@ -84,8 +97,14 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = o.QPS, o.Burst
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  scheme,
-		Cache:                   cache.Options{SyncPeriod: &o.SyncPeriod},
+		Scheme: scheme,
+		Cache: cache.Options{
+			SyncPeriod: &o.SyncPeriod,
+			// Only pool heartbeats are read among Leases.
+			ByObject: map[client.Object]cache.ByObject{
+				&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{computev1alpha1.PoolLeaseNamespace: {}}},
+			},
+		},
 		Controller:              config.Controller{MaxConcurrentReconciles: o.Concurrency},
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:  o.HealthAddr,
@@ -95,6 +114,11 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the controller manager: %w", err)
+	}
+	strategy, _ := scheduler.ParseStrategy(o.SchedulerStrategy) // checked by Validate
+	sched := &schedulercontroller.Reconciler{Client: mgr.GetClient(), Strategy: strategy}
+	if err := sched.SetupWithManager(mgr, o.Concurrency); err != nil {
+		return nil, err
 	}
 	if o.HealthAddr != "0" {
 		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

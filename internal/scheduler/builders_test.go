@@ -58,10 +58,10 @@ func (b *poolBuilder) labels(kv ...string) *poolBuilder {
 	}
 	return b
 }
-func (b *poolBuilder) notReady() *poolBuilder       { b.p.Ready = false; return b }
-func (b *poolBuilder) expired() *poolBuilder        { b.p.HeartbeatExpiry = testNow; return b }
+func (b *poolBuilder) notReady() *poolBuilder          { b.p.Ready = false; return b }
+func (b *poolBuilder) expired() *poolBuilder           { b.p.HeartbeatExpiry = testNow; return b }
 func (b *poolBuilder) tenants(t *Tenants) *poolBuilder { b.p.Tenants = t; return b }
-func (b *poolBuilder) build() *Pool                 { p := b.p; return &p }
+func (b *poolBuilder) build() *Pool                    { p := b.p; return &p }
 
 func smallClass() *Class {
 	return &Class{Name: "small", Index: 0, Demand: Resources{MilliCPU: 1000, Memory: 2 * gi}, Architectures: AnyArch}

@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/anvil-dev/anvil/api"
 	"github.com/anvil-dev/anvil/config/crd"
@@ -28,6 +30,8 @@ type Env struct {
 // Main starts a control plane, runs the package's tests against it, stops it and exits.
 // Call it from TestMain; *env is set before any test runs.
 func Main(m *testing.M, env **Env) {
+	// Controllers under test log through controller-runtime; keep their output out of test logs.
+	ctrllog.SetLogger(logr.Discard())
 	e, err := Start()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "harness: cannot start the control plane: %v\n", err)

@@ -62,3 +62,23 @@ const (
 	ConditionVolumesReady           = "VolumesReady"
 	ConditionNetworkInterfacesReady = "NetworkInterfacesReady"
 )
+
+// Reasons of the Scheduled condition.
+const (
+	// ReasonBound: the scheduler bound the Machine to a pool.
+	ReasonBound = "Bound"
+	// ReasonPinned: the user set machinePoolRef.
+	ReasonPinned = "Pinned"
+	// ReasonUnschedulable: no pool fits; the message says why, per reason.
+	ReasonUnschedulable = "Unschedulable"
+	// ReasonClassNotFound: the MachineClass does not exist.
+	ReasonClassNotFound = "MachineClassNotFound"
+	// ReasonRuntimeRefused: the pool's runtime refused the Machine (no capacity, wrong
+	// architecture). The poollet sets it with observedGeneration; the scheduler then
+	// takes the Machine back and tries other pools.
+	ReasonRuntimeRefused = "RuntimeRefused"
+)
+
+// AnnotationBoundBy marks a machinePoolRef set by the scheduler (value "scheduler"), as
+// opposed to one pinned by the user: only the former is taken back after a refusal.
+const AnnotationBoundBy = "compute.anvil.dev/bound-by"

@@ -128,7 +128,7 @@ func TestMachineRejectsLowercasePowerFromYAML(t *testing.T) {
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "compute.anvil.dev/v1alpha1", "kind": "Machine",
 		"metadata": map[string]any{"name": "lowercase", "namespace": "default"},
-		"spec": map[string]any{"machineClassRef": map[string]any{"name": "small"}, "image": "r/os:1", "power": "on"},
+		"spec":     map[string]any{"machineClassRef": map[string]any{"name": "small"}, "image": "r/os:1", "power": "on"},
 	}}
 	err := env.Client.Create(context.Background(), u)
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), `supported values: "On", "Off"`) {

@@ -1,0 +1,117 @@
+package scheduler
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+)
+
+func TestBindsUntilFullThenRetriesWhenAPoolAppears(t *testing.T) {
+	startScheduler(t, &Reconciler{})
+	cls := uniq(t, "fill")
+	mustCreate(t, namespace("fill", nil), class(cls, "2", "2Gi"))
+	poolA := cls + "-a"
+	readyPool(t, poolA, "amd64", "4", "8Gi", []string{cls}, nil)
+
+	var keys []client.ObjectKey
+	for i := 0; i < 3; i++ {
+		m := machine("fill", cls+"-m"+string(rune('0'+i)), cls, nil)
+		mustCreate(t, m)
+		keys = append(keys, client.ObjectKeyFromObject(m))
+	}
+	bound, pendingKey := 0, client.ObjectKey{}
+	for _, k := range keys {
+		m := eventually(t, k, "decided", func(m *computev1alpha1.Machine) bool {
+			return m.Spec.MachinePoolRef != nil || scheduledFalse("")(m)
+		})
+		if m.Spec.MachinePoolRef != nil {
+			bound++
+		} else {
+			pendingKey = k
+		}
+	}
+	if bound != 2 {
+		t.Fatalf("%d Machines of 2 cpu bound to a 4-cpu pool, want exactly 2", bound)
+	}
+	eventually(t, pendingKey, "said it is unschedulable for cpu", scheduledFalse("no MachinePool fits: 1 pool: insufficient cpu"))
+
+	poolB := cls + "-b"
+	readyPool(t, poolB, "amd64", "4", "8Gi", []string{cls}, nil)
+	m := eventually(t, pendingKey, "bound to the new pool", boundTo(poolB))
+	if c := meta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionScheduled); c == nil || c.Status != metav1.ConditionTrue || c.Reason != computev1alpha1.ReasonBound {
+		eventually(t, pendingKey, "marked Scheduled=True", func(m *computev1alpha1.Machine) bool {
+			return meta.IsStatusConditionTrue(m.Status.Conditions, computev1alpha1.ConditionScheduled)
+		})
+	}
+}
+
+func TestSummarisesEveryReasonAndRetriesOnSpecChange(t *testing.T) {
+	startScheduler(t, &Reconciler{})
+	cls := uniq(t, "why")
+	mustCreate(t, namespace("why", nil), class(cls, "1", "1Gi"))
+	readyPool(t, cls+"-tainted", "amd64", "8", "8Gi", []string{cls}, func(mp *computev1alpha1.MachinePool) {
+		mp.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule}}
+	})
+	readyPool(t, cls+"-arm", "arm64", "8", "8Gi", []string{cls}, nil)
+	readyPool(t, cls+"-other-tenant", "amd64", "8", "8Gi", []string{cls}, func(mp *computev1alpha1.MachinePool) {
+		mp.Spec.Tenants = &computev1alpha1.TenantPolicy{Namespaces: []string{"someone-else"}}
+	})
+	m := machine("why", cls+"-m", cls, func(m *computev1alpha1.Machine) { m.Spec.Architecture = "amd64" })
+	mustCreate(t, m)
+	key := client.ObjectKeyFromObject(m)
+	eventually(t, key, "explained", scheduledFalse(
+		"1 pool: namespace not allowed by the pool's tenant policy; 1 pool: no matching architecture; 1 pool: untolerated taint dedicated=db:NoSchedule"))
+
+	// Tolerating the taint is a spec change: the Machine is reconsidered and placed.
+	if err := env.Client.Get(context.Background(), key, m); err != nil {
+		t.Fatal(err)
+	}
+	m.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "db"}}
+	if err := env.Client.Update(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, key, "bound to the tainted pool", boundTo(cls+"-tainted"))
+}
+
+func TestMissingClassIsReportedThenResolved(t *testing.T) {
+	startScheduler(t, &Reconciler{})
+	cls := uniq(t, "late")
+	mustCreate(t, namespace("late", nil))
+	readyPool(t, cls+"-p", "amd64", "8", "8Gi", []string{cls}, nil)
+	m := machine("late", cls+"-m", cls, nil)
+	mustCreate(t, m)
+	key := client.ObjectKeyFromObject(m)
+	eventually(t, key, "reported the missing class", func(m *computev1alpha1.Machine) bool {
+		c := meta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionScheduled)
+		return c != nil && c.Reason == computev1alpha1.ReasonClassNotFound && m.Status.State == computev1alpha1.MachineStatePending
+	})
+	mustCreate(t, class(cls, "1", "1Gi"))
+	eventually(t, key, "bound once the class exists", boundTo(cls+"-p"))
+}
+
+func TestImageArchitecturesChooseThePool(t *testing.T) {
+	image := "registry.example/amd64-only:1"
+	startScheduler(t, &Reconciler{Resolver: StaticImages{image: {"amd64"}}})
+	cls := uniq(t, "img")
+	mustCreate(t, namespace("img", nil), class(cls, "1", "1Gi"))
+	// The arm64 pool sorts first and is emptier: only the image's index keeps the Machine off it.
+	readyPool(t, cls+"-a-arm", "arm64", "64", "64Gi", []string{cls}, nil)
+	readyPool(t, cls+"-b-amd", "amd64", "8", "8Gi", []string{cls}, nil)
+	m := machine("img", cls+"-m", cls, func(m *computev1alpha1.Machine) { m.Spec.Image = image })
+	mustCreate(t, m)
+	eventually(t, client.ObjectKeyFromObject(m), "bound to the amd64 pool", boundTo(cls+"-b-amd"))
+
+	only := machine("img", cls+"-only-arm", cls, func(m *computev1alpha1.Machine) {
+		m.Spec.Image = image
+		m.Spec.Architecture = "arm64"
+	})
+	mustCreate(t, only)
+	eventually(t, client.ObjectKeyFromObject(only), "refused every pool for its architecture",
+		scheduledFalse("no architecture satisfies the Machine (arm64), its MachineClass (any) and its image (amd64) together"))
+}

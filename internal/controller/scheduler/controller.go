@@ -1,0 +1,279 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/scheduler"
+)
+
+// Reconciler binds unbound Machines to pools.
+type Reconciler struct {
+	Client   client.Client
+	Cache    *scheduler.Cache
+	Resolver ImageResolver
+	Strategy scheduler.Strategy
+	// RefusalBackoff is how long a pool whose runtime refused a Machine is excluded for it.
+	RefusalBackoff time.Duration
+	// Now is the clock; tests may replace it.
+	Now func() time.Time
+
+	mu sync.Mutex
+	// pending holds the unschedulable Machines, retried when the cluster changes.
+	pending map[types.NamespacedName]struct{}
+	// excluded holds, per Machine, the pools whose runtime refused it and until when.
+	excluded map[types.UID]map[string]time.Time
+}
+
+// +kubebuilder:rbac:groups=compute.anvil.dev,resources=machines,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=compute.anvil.dev,resources=machines/status,verbs=get;patch
+// +kubebuilder:rbac:groups=compute.anvil.dev,resources=machinepools;machineclasses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+
+// Reconcile places one Machine, or says why it cannot be placed.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	m := &computev1alpha1.Machine{}
+	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
+		r.setPending(req.NamespacedName, false)
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !m.DeletionTimestamp.IsZero() || m.Status.State == computev1alpha1.MachineStateTerminated {
+		r.setPending(req.NamespacedName, false)
+		return ctrl.Result{}, nil
+	}
+	if m.Spec.MachinePoolRef != nil {
+		r.setPending(req.NamespacedName, false)
+		return r.reconcileBound(ctx, m)
+	}
+	if _, charged := r.Cache.ChargedPool(m.UID); charged {
+		return ctrl.Result{}, nil // bound by us a moment ago; the informer has not caught up
+	}
+	return r.schedule(ctx, m)
+}
+
+func (r *Reconciler) schedule(ctx context.Context, m *computev1alpha1.Machine) (ctrl.Result, error) {
+	key := client.ObjectKeyFromObject(m)
+	class := r.Cache.Class(m.Spec.MachineClassRef.Name)
+	if class == nil {
+		r.setPending(key, true)
+		return ctrl.Result{}, r.setScheduled(ctx, m, metav1.ConditionFalse, computev1alpha1.ReasonClassNotFound,
+			fmt.Sprintf("MachineClass %q does not exist", m.Spec.MachineClassRef.Name))
+	}
+	archs, image, err := r.architectures(ctx, m, class)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if archs == 0 {
+		// No pool could ever fit: say which requirements contradict, not "N pools: ...".
+		r.setPending(key, true)
+		return ctrl.Result{}, r.setScheduled(ctx, m, metav1.ConditionFalse, computev1alpha1.ReasonUnschedulable,
+			fmt.Sprintf("no architecture satisfies the Machine (%s), its MachineClass (%s) and its image (%s) together",
+				orAny(m.Spec.Architecture), archList(class.Architectures), archList(image)))
+	}
+	ns := &corev1.Namespace{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: m.Namespace}, ns); err != nil {
+		return ctrl.Result{}, err
+	}
+	now := r.Now()
+	request := &scheduler.Request{
+		Namespace:       m.Namespace,
+		NamespaceLabels: labels.Set(ns.Labels),
+		Class:           class,
+		Architectures:   archs,
+		PoolSelector:    m.Spec.MachinePoolSelector,
+		Tolerations:     m.Spec.Tolerations,
+		ExcludedUntil:   r.exclusions(m.UID),
+	}
+	d := r.Cache.ScheduleAndAssume(m.UID, request, now, r.Strategy)
+	if d.Pool == nil {
+		r.setPending(key, true)
+		err := r.setScheduled(ctx, m, metav1.ConditionFalse, computev1alpha1.ReasonUnschedulable,
+			"no MachinePool fits: "+d.Rejections.Summary())
+		return ctrl.Result{RequeueAfter: untilFirstExpiry(request.ExcludedUntil, now)}, err
+	}
+	r.setPending(key, false)
+	if err := r.bind(ctx, m, d.Pool.Name); err != nil {
+		r.Cache.Forget(m.UID)
+		if apierrors.IsConflict(err) {
+			// Our copy was stale; the informer will bring the new one. Not a failure.
+			return ctrl.Result{Requeue: true}, nil
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	log.FromContext(ctx).V(1).Info("bound", "pool", d.Pool.Name)
+	if c := meta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionScheduled); c != nil {
+		// Only a Machine that was once unschedulable carries the condition; clear it. The
+		// common path writes once.
+		return ctrl.Result{}, r.setScheduled(ctx, m, metav1.ConditionTrue, computev1alpha1.ReasonBound,
+			fmt.Sprintf("bound to MachinePool %s", d.Pool.Name))
+	}
+	return ctrl.Result{}, nil
+}
+
+// architectures is what the Machine may run: its pin, its class's and its image's. It
+// also returns the image's own set.
+func (r *Reconciler) architectures(ctx context.Context, m *computev1alpha1.Machine, class *scheduler.Class) (archs, image scheduler.ArchSet, err error) {
+	archs, image = class.Architectures, scheduler.AnyArch
+	if m.Spec.Architecture != "" {
+		archs &= scheduler.ArchSetOf(m.Spec.Architecture)
+	}
+	offered, err := r.Resolver.Architectures(ctx, m.Spec.Image)
+	if err != nil {
+		return 0, 0, fmt.Errorf("resolving the architectures of image %s: %w", m.Spec.Image, err)
+	}
+	if offered != nil {
+		image = scheduler.ArchSetOf(offered...)
+	}
+	return archs & image, image, nil
+}
+
+func archList(s scheduler.ArchSet) string {
+	if s == scheduler.AnyArch {
+		return "any"
+	}
+	var names []string
+	for _, a := range s.List() {
+		names = append(names, string(a))
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+func orAny(a computev1alpha1.Architecture) string {
+	if a == "" {
+		return "any"
+	}
+	return string(a)
+}
+
+// bind sets spec.machinePoolRef, only if the Machine is unchanged since we read it.
+func (r *Reconciler) bind(ctx context.Context, m *computev1alpha1.Machine, pool string) error {
+	patch := client.MergeFromWithOptions(m.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	m.Spec.MachinePoolRef = &computev1alpha1.LocalObjectReference{Name: pool}
+	if m.Annotations == nil {
+		m.Annotations = map[string]string{}
+	}
+	m.Annotations[computev1alpha1.AnnotationBoundBy] = "scheduler"
+	return r.Client.Patch(ctx, m, patch)
+}
+
+// reconcileBound takes back a Machine whose runtime refused it, if the scheduler bound it.
+func (r *Reconciler) reconcileBound(ctx context.Context, m *computev1alpha1.Machine) (ctrl.Result, error) {
+	c := meta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionScheduled)
+	refused := c != nil && c.Status == metav1.ConditionFalse && c.Reason == computev1alpha1.ReasonRuntimeRefused &&
+		c.ObservedGeneration == m.Generation
+	if !refused || m.Annotations[computev1alpha1.AnnotationBoundBy] != "scheduler" {
+		return ctrl.Result{}, nil // a user's pin stays, refused or not; the condition says why
+	}
+	pool := m.Spec.MachinePoolRef.Name
+	r.exclude(m.UID, pool, r.Now().Add(r.RefusalBackoff))
+	patch := client.MergeFromWithOptions(m.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	m.Spec.MachinePoolRef = nil
+	delete(m.Annotations, computev1alpha1.AnnotationBoundBy)
+	if err := r.Client.Patch(ctx, m, patch); err != nil {
+		if apierrors.IsConflict(err) {
+			return ctrl.Result{Requeue: true}, nil
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	r.Cache.Forget(m.UID)
+	log.FromContext(ctx).Info("runtime refused the Machine; scheduling it again without that pool",
+		"pool", pool, "backoff", r.RefusalBackoff)
+	return ctrl.Result{}, nil
+}
+
+// setScheduled writes the Scheduled condition unless it already says the same.
+func (r *Reconciler) setScheduled(ctx context.Context, m *computev1alpha1.Machine, status metav1.ConditionStatus, reason, msg string) error {
+	if c := meta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionScheduled); c != nil &&
+		c.Status == status && c.Reason == reason && c.Message == msg {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(m.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{
+		Type: computev1alpha1.ConditionScheduled, Status: status, Reason: reason, Message: msg,
+		ObservedGeneration: m.Generation,
+	})
+	if m.Status.State == "" {
+		m.Status.State = computev1alpha1.MachineStatePending
+	}
+	err := r.Client.Status().Patch(ctx, m, patch)
+	if apierrors.IsConflict(err) {
+		return nil // a newer version is on its way through the informer and will be reconciled
+	}
+	return client.IgnoreNotFound(err)
+}
+
+func (r *Reconciler) setPending(key types.NamespacedName, pending bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if pending {
+		r.pending[key] = struct{}{}
+	} else {
+		delete(r.pending, key)
+	}
+}
+
+// pendingKeys returns the unschedulable Machines, to retry after a change.
+func (r *Reconciler) pendingKeys() []types.NamespacedName {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	keys := make([]types.NamespacedName, 0, len(r.pending))
+	for k := range r.pending {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+func (r *Reconciler) exclude(uid types.UID, pool string, until time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.excluded[uid] == nil {
+		r.excluded[uid] = map[string]time.Time{}
+	}
+	r.excluded[uid][pool] = until
+}
+
+func (r *Reconciler) exclusions(uid types.UID) map[string]time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]time.Time, len(r.excluded[uid]))
+	for pool, until := range r.excluded[uid] {
+		out[pool] = until
+	}
+	return out
+}
+
+func (r *Reconciler) forgetExclusions(uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.excluded, uid)
+}
+
+// untilFirstExpiry is how long until the earliest exclusion ends (an outside clock, so a
+// timed requeue is right here), or zero when there is none in the future.
+func untilFirstExpiry(excluded map[string]time.Time, now time.Time) time.Duration {
+	var d time.Duration
+	for _, until := range excluded {
+		if left := until.Sub(now); left > 0 && (d == 0 || left < d) {
+			d = left
+		}
+	}
+	return d
+}

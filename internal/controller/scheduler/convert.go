@@ -1,0 +1,58 @@
+package scheduler
+
+import (
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/scheduler"
+)
+
+// poolFrom converts a MachinePool; classIndex maps class names to their bit.
+func poolFrom(mp *computev1alpha1.MachinePool, classIndex func(string) int) scheduler.Pool {
+	p := scheduler.Pool{
+		Name:          mp.Name,
+		Labels:        mp.Labels,
+		Taints:        mp.Spec.Taints,
+		Architectures: scheduler.ArchSetOf(mp.Status.Architectures...),
+		Allocatable:   scheduler.ResourcesFrom(mp.Status.Allocatable),
+		Ready:         meta.IsStatusConditionTrue(mp.Status.Conditions, computev1alpha1.ConditionReady),
+	}
+	for _, c := range mp.Status.SupportedClasses {
+		p.Classes = p.Classes.With(classIndex(c))
+	}
+	if t := mp.Spec.Tenants; t != nil && (len(t.Namespaces) > 0 || t.NamespaceSelector != nil) {
+		p.Tenants = &scheduler.Tenants{Namespaces: map[string]struct{}{}}
+		for _, ns := range t.Namespaces {
+			p.Tenants.Namespaces[ns] = struct{}{}
+		}
+		if t.NamespaceSelector != nil {
+			sel, err := metav1.LabelSelectorAsSelector(t.NamespaceSelector)
+			if err != nil {
+				sel = labels.Nothing() // an invalid selector allows nobody rather than everybody
+			}
+			p.Tenants.Selector = sel
+		}
+	}
+	return p
+}
+
+// leaseExpiry is when a pool's heartbeat Lease runs out; zero when it was never renewed.
+func leaseExpiry(l *coordinationv1.Lease) time.Time {
+	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+		return time.Time{}
+	}
+	return l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
+}
+
+// classArchitectures is the class's architecture, or every one when it names none.
+func classArchitectures(mc *computev1alpha1.MachineClass) scheduler.ArchSet {
+	if mc.Architecture == "" {
+		return scheduler.AnyArch
+	}
+	return scheduler.ArchSetOf(mc.Architecture)
+}
