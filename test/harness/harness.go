@@ -71,6 +71,8 @@ func Start() (*Env, error) {
 	}
 	cfg, err := te.Start()
 	if err != nil {
+		// Start may fail after etcd and kube-apiserver are up (installing CRDs): stop them.
+		_ = te.Stop()
 		return nil, err
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
@@ -79,6 +81,16 @@ func Start() (*Env, error) {
 		return nil, err
 	}
 	return &Env{Config: cfg, Client: c, Scheme: scheme, env: te}, nil
+}
+
+// AdminKubeconfig returns a kubeconfig for a new user in system:masters, for processes
+// started beside the test (kube-scheduler in benchmarks, kubectl).
+func (e *Env) AdminKubeconfig(user string) ([]byte, error) {
+	u, err := e.env.AddUser(envtest.User{Name: user, Groups: []string{"system:masters"}}, e.Config)
+	if err != nil {
+		return nil, err
+	}
+	return u.KubeConfig()
 }
 
 // Stop ends the control plane.

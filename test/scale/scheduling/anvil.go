@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/manager"
+	"github.com/anvil-dev/anvil/test/harness"
+)
+
+const numClasses = 20
+
+// classSize is the cpu and memory (GiB) of class i; Pods of the kube side request the same.
+func classSize(i int) (cpu, memGi int) { return 1 + i%4, 2 * (1 + i%4) }
+
+type anvilSide struct {
+	o      options
+	c      client.WithWatch
+	stopFn context.CancelFunc
+	done   chan error
+}
+
+func newAnvilSide(ctx context.Context, env *harness.Env, o options) (*anvilSide, error) {
+	c, err := fastClient(env)
+	if err != nil {
+		return nil, err
+	}
+	s := &anvilSide{o: o, c: c}
+	if err := s.createFleet(ctx); err != nil {
+		return nil, err
+	}
+	opts := manager.DefaultOptions()
+	opts.QPS, opts.Burst, opts.Concurrency = o.qps, o.burst, 16
+	opts.MetricsAddr, opts.HealthAddr = "0", "0"
+	mgr, err := manager.New(env.Config, opts)
+	if err != nil {
+		return nil, err
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	s.stopFn, s.done = cancel, make(chan error, 1)
+	go func() { s.done <- mgr.Start(mctx) }()
+	fmt.Fprintln(os.Stderr, "anvil's manager started; warming up")
+	// Warm caches: the clock starts only after one Machine went through.
+	if _, err := s.bindBatch(ctx, "anvil-warmup", 1); err != nil {
+		return nil, fmt.Errorf("warm-up: %w", err)
+	}
+	return s, nil
+}
+
+func (s *anvilSide) createFleet(ctx context.Context) error {
+	for _, ns := range []string{computev1alpha1.PoolLeaseNamespace, "anvil-warmup"} {
+		if err := s.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return err
+		}
+	}
+	var classes []string
+	for i := 0; i < numClasses; i++ {
+		cpu, mem := classSize(i)
+		name := fmt.Sprintf("class-%02d", i)
+		classes = append(classes, name)
+		if err := s.c.Create(ctx, &computev1alpha1.MachineClass{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Capabilities: corev1.ResourceList{
+				"cpu": *resource.NewQuantity(int64(cpu), resource.DecimalSI), "memory": resource.MustParse(fmt.Sprintf("%dGi", mem))},
+		}); err != nil {
+			return err
+		}
+	}
+	_, _, err := createAll(ctx, s.c, s.o.targets, s.o.creators, func(i int) client.Object {
+		return &computev1alpha1.MachinePool{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pool-%04d", i)}}
+	})
+	if err != nil {
+		return err
+	}
+	_, _, err = createAll(ctx, s.c, s.o.targets, s.o.creators, func(i int) client.Object {
+		return &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pool-%04d", i), Namespace: computev1alpha1.PoolLeaseNamespace},
+			Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr.To[int32](3600),
+				RenewTime: &metav1.MicroTime{Time: time.Now()}},
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return forEach(s.o.targets, s.o.creators, func(i int) error {
+		mp := &computev1alpha1.MachinePool{}
+		if err := s.c.Get(ctx, client.ObjectKey{Name: fmt.Sprintf("pool-%04d", i)}, mp); err != nil {
+			return err
+		}
+		mp.Status = computev1alpha1.MachinePoolStatus{
+			Architectures:    []computev1alpha1.Architecture{computev1alpha1.ArchitectureAMD64},
+			Capacity:         bigTarget(),
+			Allocatable:      bigTarget(),
+			SupportedClasses: classes,
+			Conditions: []metav1.Condition{{Type: computev1alpha1.ConditionReady, Status: metav1.ConditionTrue,
+				Reason: "Benchmark", LastTransitionTime: metav1.Now()}},
+		}
+		return s.c.Status().Update(ctx, mp)
+	})
+}
+
+// bigTarget is the allocatable of every pool and node: room for several rounds.
+func bigTarget() corev1.ResourceList {
+	return corev1.ResourceList{"cpu": resource.MustParse("512"), "memory": resource.MustParse("2Ti"), "pods": resource.MustParse("1000")}
+}
+
+func (s *anvilSide) round(ctx context.Context, round int) (sideResult, error) {
+	return s.bindBatch(ctx, fmt.Sprintf("anvil-round-%d", round), s.o.objects)
+}
+
+func (s *anvilSide) bindBatch(ctx context.Context, ns string, n int) (sideResult, error) {
+	if err := s.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); client.IgnoreAlreadyExists(err) != nil {
+		return sideResult{}, err
+	}
+	bw, err := startBoundWatch(ctx, s.c, ns, func() client.ObjectList { return &computev1alpha1.MachineList{} })
+	if err != nil {
+		return sideResult{}, err
+	}
+	first, lastCreate, err := createAll(ctx, s.c, n, s.o.creators, func(i int) client.Object {
+		return &computev1alpha1.Machine{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("m-%05d", i)},
+			Spec: computev1alpha1.MachineSpec{
+				MachineClassRef: computev1alpha1.MachineClassReference{Name: fmt.Sprintf("class-%02d", i%numClasses)},
+				Image:           "registry.example/os:1",
+			},
+		}
+	})
+	if err != nil {
+		return sideResult{}, err
+	}
+	lastBound, err := bw.wait(ctx, n, s.o.timeout, func(o client.Object) bool {
+		return o.(*computev1alpha1.Machine).Spec.MachinePoolRef != nil
+	})
+	if err != nil {
+		return sideResult{}, err
+	}
+	return result(n, first, lastCreate, lastBound), nil
+}
+
+func (s *anvilSide) stop() {
+	s.stopFn()
+	<-s.done
+}
+
+// fastClient is the creator's and watcher's client: rate limits high enough never to be
+// what is measured.
+func fastClient(env *harness.Env) (client.WithWatch, error) {
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = 5000, 10000
+	return client.NewWithWatch(cfg, client.Options{Scheme: env.Scheme})
+}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// createAll creates the n objects newObj returns, from o.creators goroutines, and reports
+// when the first create was sent and when the last returned.
+func createAll(ctx context.Context, c client.Client, n, creators int, newObj func(i int) client.Object) (first, last time.Time, err error) {
+	var next atomic.Int64
+	var firstErr error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	first = time.Now()
+	for w := 0; w < creators; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				if err := c.Create(ctx, newObj(i)); err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return first, time.Now(), firstErr
+}
+
+// boundWatch counts the distinct objects of one namespace that bound reports as placed,
+// from a resource version taken before the first create, so no bind is missed.
+type boundWatch struct {
+	c         client.WithWatch
+	list      func() client.ObjectList
+	namespace string
+	rv        string
+}
+
+func startBoundWatch(ctx context.Context, c client.WithWatch, namespace string, list func() client.ObjectList) (*boundWatch, error) {
+	l := list()
+	if err := c.List(ctx, l, client.InNamespace(namespace), client.Limit(1)); err != nil {
+		return nil, err
+	}
+	rv := l.(metav1.ListInterface).GetResourceVersion()
+	return &boundWatch{c: c, list: list, namespace: namespace, rv: rv}, nil
+}
+
+// wait returns the time the n-th object was seen bound.
+func (b *boundWatch) wait(ctx context.Context, n int, timeout time.Duration, bound func(client.Object) bool) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	seen := map[string]struct{}{}
+	for {
+		w, err := b.c.Watch(ctx, b.list(), client.InNamespace(b.namespace),
+			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: b.rv}})
+		if err != nil {
+			return time.Time{}, err
+		}
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Error {
+				w.Stop()
+				return time.Time{}, fmt.Errorf("watch error: %v", ev.Object)
+			}
+			o, ok := ev.Object.(client.Object)
+			if !ok {
+				continue
+			}
+			b.rv = o.GetResourceVersion()
+			if ev.Type != watch.Deleted && bound(o) {
+				seen[o.GetName()] = struct{}{}
+				if len(seen) == n {
+					w.Stop()
+					return time.Now(), nil
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			return time.Time{}, fmt.Errorf("%d of %d bound before the time limit", len(seen), n)
+		}
+	}
+}
+
+func result(n int, first, lastCreate, lastBound time.Time) sideResult {
+	secs := lastBound.Sub(first).Seconds()
+	return sideResult{
+		Objects: n, Seconds: secs, BoundPerSec: float64(n) / secs,
+		CreatedPerSec: float64(n) / lastCreate.Sub(first).Seconds(),
+	}
+}
+
+// forEach runs f for 0..n-1 from workers goroutines and returns the first error.
+func forEach(n, workers int, f func(i int) error) error {
+	var next atomic.Int64
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		go func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					errs <- nil
+					return
+				}
+				if err := f(i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	var first error
+	for w := 0; w < workers; w++ {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
