@@ -5,7 +5,8 @@
 //
 // Both sides get the same client QPS and burst, warm caches (a warm-up object is bound
 // before the clock starts), and the same creator; the clock starts at the first create
-// and stops when the last object is seen bound. Rounds alternate A, B, A, B.
+// and stops when the last object is seen bound. Rounds alternate anvil, a plain patching
+// client (the API write ceiling), kube-scheduler, and again.
 //
 //	go run ./test/scale/scheduling -machines 10000 -pools 1000
 package main
@@ -48,6 +49,11 @@ type report struct {
 	Burst         int          `json:"clientBurst"`
 	Anvil         []sideResult `json:"anvil"`
 	KubeScheduler []sideResult `json:"kubeScheduler"`
+	// Ceiling is a plain client binding each Machine with one patch as it appears, with no
+	// decision: the fastest any controller writing through the API could bind.
+	Ceiling []sideResult `json:"apiWriteCeiling"`
+	// FractionOfCeiling is anvil's median bind rate over the ceiling's.
+	FractionOfCeiling float64 `json:"anvilFractionOfCeiling"`
 	// Ratio is anvil's median bind rate over kube-scheduler's.
 	Ratio float64 `json:"ratioAnvilOverKubeScheduler"`
 }
@@ -85,7 +91,6 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("anvil side: %w", err)
 	}
-	defer anvil.stop()
 	fmt.Fprintln(os.Stderr, "setting up kube-scheduler's nodes")
 	kube, err := newKubeSide(ctx, env, o)
 	if err != nil {
@@ -100,6 +105,12 @@ func run(o options) error {
 		}
 		rep.Anvil = append(rep.Anvil, a)
 		fmt.Fprintf(os.Stderr, "round %d anvil: %.0f Machines/s\n", round, a.BoundPerSec)
+		c, err := ceilingRound(ctx, anvil, round)
+		if err != nil {
+			return fmt.Errorf("API write ceiling round %d: %w", round, err)
+		}
+		rep.Ceiling = append(rep.Ceiling, c)
+		fmt.Fprintf(os.Stderr, "round %d plain patching client: %.0f Machines/s\n", round, c.BoundPerSec)
 		k, err := kube.round(ctx, round)
 		if err != nil {
 			return fmt.Errorf("kube-scheduler round %d: %w", round, err)
@@ -108,6 +119,7 @@ func run(o options) error {
 		fmt.Fprintf(os.Stderr, "round %d kube-scheduler: %.0f Pods/s\n", round, k.BoundPerSec)
 	}
 	rep.Ratio = median(rep.Anvil) / median(rep.KubeScheduler)
+	rep.FractionOfCeiling = median(rep.Anvil) / median(rep.Ceiling)
 	out := json.NewEncoder(os.Stdout)
 	out.SetIndent("", "  ")
 	return out.Encode(rep)
