@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -16,6 +17,9 @@ import (
 
 	"github.com/anvil-dev/anvil/api"
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/controller/attachment"
+	claimcontroller "github.com/anvil-dev/anvil/internal/controller/claim"
+	"github.com/anvil-dev/anvil/internal/controller/index"
 	schedulercontroller "github.com/anvil-dev/anvil/internal/controller/scheduler"
 	"github.com/anvil-dev/anvil/internal/scheduler"
 )
@@ -115,9 +119,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the controller manager: %w", err)
 	}
-	strategy, _ := scheduler.ParseStrategy(o.SchedulerStrategy) // checked by Validate
-	sched := &schedulercontroller.Reconciler{Client: mgr.GetClient(), Strategy: strategy}
-	if err := sched.SetupWithManager(mgr, o.Concurrency); err != nil {
+	if err := addControllers(mgr, o); err != nil {
 		return nil, err
 	}
 	if o.HealthAddr != "0" {
@@ -129,4 +131,26 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		}
 	}
 	return mgr, nil
+}
+
+// addControllers registers every controller of the manager, one per kind.
+func addControllers(mgr ctrl.Manager, o Options) error {
+	if err := index.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	strategy, _ := scheduler.ParseStrategy(o.SchedulerStrategy) // checked by Validate
+	c := mgr.GetClient()
+	for _, add := range []func() error{
+		func() error {
+			return (&schedulercontroller.Reconciler{Client: c, Strategy: strategy}).SetupWithManager(mgr, o.Concurrency)
+		},
+		func() error { return claimcontroller.NewVolumeReconciler(c).SetupWithManager(mgr, o.Concurrency) },
+		func() error { return claimcontroller.NewNetworkInterfaceReconciler(c).SetupWithManager(mgr, o.Concurrency) },
+		func() error { return (&attachment.Reconciler{Client: c}).SetupWithManager(mgr, o.Concurrency) },
+	} {
+		if err := add(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -1,0 +1,60 @@
+// Package index registers the field indexes anvil's controllers look objects up by, once
+// per manager, so no controller lists a whole kind to find a few objects.
+package index
+
+import (
+	"context"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+)
+
+const (
+	// MachineVolumeRefs indexes Machines by the Volumes their spec.volumes[].volumeRef name.
+	MachineVolumeRefs = "spec.volumes.volumeRef.name"
+	// MachineNetworkInterfaceRefs indexes Machines by the NetworkInterfaces they reference.
+	MachineNetworkInterfaceRefs = "spec.networkInterfaces.networkInterfaceRef.name"
+)
+
+// VolumeRefs returns the names of the Volumes m references.
+func VolumeRefs(m *computev1alpha1.Machine) []string {
+	var names []string
+	for _, v := range m.Spec.Volumes {
+		if v.VolumeRef != nil {
+			names = append(names, v.VolumeRef.Name)
+		}
+	}
+	return names
+}
+
+// NetworkInterfaceRefs returns the names of the NetworkInterfaces m references.
+func NetworkInterfaceRefs(m *computev1alpha1.Machine) []string {
+	var names []string
+	for _, n := range m.Spec.NetworkInterfaces {
+		if n.NetworkInterfaceRef != nil {
+			names = append(names, n.NetworkInterfaceRef.Name)
+		}
+	}
+	return names
+}
+
+// Register adds every index to the manager's cache.
+func Register(ctx context.Context, fi client.FieldIndexer) error {
+	for field, extract := range map[string]func(*computev1alpha1.Machine) []string{
+		MachineVolumeRefs:           VolumeRefs,
+		MachineNetworkInterfaceRefs: NetworkInterfaceRefs,
+	} {
+		extract := extract
+		if err := fi.IndexField(ctx, &computev1alpha1.Machine{}, field, func(o client.Object) []string {
+			m, ok := o.(*computev1alpha1.Machine)
+			if !ok {
+				return nil
+			}
+			return extract(m)
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
