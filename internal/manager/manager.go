@@ -145,7 +145,9 @@ func addControllers(mgr ctrl.Manager, o Options) error {
 			return (&schedulercontroller.Reconciler{Client: c, Strategy: strategy}).SetupWithManager(mgr, o.Concurrency)
 		},
 		func() error { return claimcontroller.NewVolumeReconciler(c).SetupWithManager(mgr, o.Concurrency) },
-		func() error { return claimcontroller.NewNetworkInterfaceReconciler(c).SetupWithManager(mgr, o.Concurrency) },
+		func() error {
+			return claimcontroller.NewNetworkInterfaceReconciler(c).SetupWithManager(mgr, o.Concurrency)
+		},
 		func() error { return (&attachment.Reconciler{Client: c}).SetupWithManager(mgr, o.Concurrency) },
 	} {
 		if err := add(); err != nil {

@@ -34,12 +34,14 @@ type claimable interface {
 type volume struct{ *computev1alpha1.Volume }
 
 func (v volume) claimRef() **computev1alpha1.ClaimReference { return &v.Status.ClaimRef }
-func (v volume) conditions() *[]metav1.Condition             { return &v.Status.Conditions }
+func (v volume) conditions() *[]metav1.Condition            { return &v.Status.Conditions }
 
-type nic struct{ *computev1alpha1.NetworkInterface }
+type nic struct {
+	*computev1alpha1.NetworkInterface
+}
 
 func (n nic) claimRef() **computev1alpha1.ClaimReference { return &n.Status.ClaimRef }
-func (n nic) conditions() *[]metav1.Condition             { return &n.Status.Conditions }
+func (n nic) conditions() *[]metav1.Condition            { return &n.Status.Conditions }
 
 // Reconciler decides the holder of one kind of claimable object.
 type Reconciler struct {
