@@ -42,6 +42,9 @@ type Options struct {
 	// LeaderElection makes only one of several replicas active at a time.
 	LeaderElection          bool
 	LeaderElectionNamespace string
+	// SkipControllerNameValidation allows building more than one manager in one process,
+	// as tests and benchmarks do; controller names are otherwise checked for uniqueness.
+	SkipControllerNameValidation bool
 }
 
 // DefaultOptions suit one manager against a dedicated apiserver.
@@ -109,7 +112,10 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 				&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{computev1alpha1.PoolLeaseNamespace: {}}},
 			},
 		},
-		Controller:              config.Controller{MaxConcurrentReconciles: o.Concurrency},
+		Controller: config.Controller{
+			MaxConcurrentReconciles: o.Concurrency,
+			SkipNameValidation:      &o.SkipControllerNameValidation,
+		},
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:  o.HealthAddr,
 		LeaderElection:          o.LeaderElection,

@@ -26,6 +26,7 @@ func startManager(t *testing.T) {
 	t.Helper()
 	o := manager.DefaultOptions()
 	o.MetricsAddr, o.HealthAddr = "0", "0"
+	o.SkipControllerNameValidation = true
 	mgr, err := manager.New(env.Config, o)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/manager"
@@ -44,6 +45,7 @@ func (s *anvilSide) startManager(ctx context.Context, round int) (func(), error)
 	opts := manager.DefaultOptions()
 	opts.QPS, opts.Burst, opts.Concurrency = s.o.qps, s.o.burst, 16
 	opts.MetricsAddr, opts.HealthAddr = "0", "0"
+	opts.SkipControllerNameValidation = true // one manager per round
 	mgr, err := manager.New(s.env.Config, opts)
 	if err != nil {
 		return nil, err
@@ -55,6 +57,11 @@ func (s *anvilSide) startManager(ctx context.Context, round int) (func(), error)
 	if _, err := s.bindBatch(ctx, fmt.Sprintf("anvil-warmup-%d", round), 1); err != nil {
 		stop()
 		return nil, fmt.Errorf("warm-up: %w", err)
+	}
+	// A fresh manager reconciles every existing object once; the clock starts after that.
+	if err := waitIdle(ctx, 5*time.Minute); err != nil {
+		stop()
+		return nil, err
 	}
 	return stop, nil
 }
@@ -162,4 +169,39 @@ func benchMachine(ns string, i int) *computev1alpha1.Machine {
 			Image:           "registry.example/os:1",
 		},
 	}
+}
+
+// waitIdle waits until every controller's work queue in this process is empty, read from
+// controller-runtime's metrics registry.
+func waitIdle(ctx context.Context, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for quiet := 0; quiet < 3; {
+		families, err := metrics.Registry.Gather()
+		if err != nil {
+			return err
+		}
+		busy := false
+		for _, f := range families {
+			if f.GetName() != "workqueue_depth" {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				busy = busy || m.GetGauge().GetValue() > 0
+			}
+		}
+		if busy {
+			quiet = 0
+		} else {
+			quiet++
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("controllers still busy after %s", limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return nil
 }
