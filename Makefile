@@ -44,8 +44,11 @@ manifests: $(BIN)/controller-gen ## CRDs and RBAC roles from the Go types and ma
 	$(BIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(BIN)/controller-gen rbac:roleName=anvil-manager paths=./internal/... output:rbac:artifacts:config=config/rbac
 
-generate: $(BIN)/controller-gen ## Deepcopy functions.
+generate: $(GENERATORS) ## Deepcopy functions and the MRI's protobuf code.
 	$(BIN)/controller-gen object paths=./api/...
+	protoc --plugin=protoc-gen-go=$(BIN)/protoc-gen-go --plugin=protoc-gen-go-grpc=$(BIN)/protoc-gen-go-grpc \
+		--go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative \
+		api/mri/v1alpha1/mri.proto
 
 # Regenerates everything and fails when that changed a tracked file or added one.
 verify-generated: manifests generate

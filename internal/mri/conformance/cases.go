@@ -1,0 +1,264 @@
+package conformance
+
+import (
+	"testing"
+
+	"google.golang.org/grpc/codes"
+
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/mri"
+)
+
+const (
+	running  = mriv1alpha1.MachineState_MACHINE_STATE_RUNNING
+	shutdown = mriv1alpha1.MachineState_MACHINE_STATE_SHUTDOWN
+)
+
+func (s *suite) version(t *testing.T) {
+	v, err := s.c.Version(ctx(t), &mriv1alpha1.VersionRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.MriVersion != "v1alpha1" || v.RuntimeName == "" {
+		t.Fatalf("Version = %v, want mri_version v1alpha1 and a runtime name", v)
+	}
+}
+
+func (s *suite) status(t *testing.T) {
+	st, err := s.c.Status(ctx(t), &mriv1alpha1.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.GetAllocatable().GetMilliCpu() <= 0 || st.GetAllocatable().GetMemoryBytes() <= 0 {
+		t.Errorf("allocatable %v: want positive cpu and memory", st.GetAllocatable())
+	}
+	if len(st.Architectures) == 0 {
+		t.Error("no architectures reported")
+	}
+	for _, a := range st.Architectures {
+		if a == mriv1alpha1.Architecture_ARCHITECTURE_UNSPECIFIED {
+			t.Error("an architecture is UNSPECIFIED")
+		}
+	}
+}
+
+func (s *suite) createIdempotent(t *testing.T) {
+	m := s.newMachine(t)
+	first := s.create(t, m)
+	again := s.create(t, clone(m))
+	if again.Metadata.Id != first.Metadata.Id {
+		t.Fatalf("second create with the same uid made machine %s, first was %s", again.Metadata.Id, first.Metadata.Id)
+	}
+	list, err := s.c.ListMachines(ctx(t), &mriv1alpha1.ListMachinesRequest{
+		LabelSelector: map[string]string{mri.LabelMachineUID: m.Metadata.Labels[mri.LabelMachineUID]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Machines) != 1 {
+		t.Fatalf("%d machines carry the uid, want 1", len(list.Machines))
+	}
+}
+
+func (s *suite) unspecifiedRefused(t *testing.T) {
+	m := s.newMachine(t)
+	m.Spec.Power = mriv1alpha1.Power_POWER_UNSPECIFIED
+	_, err := s.c.CreateMachine(ctx(t), &mriv1alpha1.CreateMachineRequest{Machine: m})
+	wantReason(t, err, codes.InvalidArgument, mriv1alpha1.ErrorReason_ERROR_REASON_INVALID)
+
+	m = s.newMachine(t)
+	m.Spec.Architecture = mriv1alpha1.Architecture_ARCHITECTURE_UNSPECIFIED
+	_, err = s.c.CreateMachine(ctx(t), &mriv1alpha1.CreateMachineRequest{Machine: m})
+	wantReason(t, err, codes.InvalidArgument, mriv1alpha1.ErrorReason_ERROR_REASON_INVALID)
+
+	created := s.create(t, s.newMachine(t))
+	_, err = s.c.UpdateMachinePower(ctx(t), &mriv1alpha1.UpdateMachinePowerRequest{Id: created.Metadata.Id})
+	wantReason(t, err, codes.InvalidArgument, mriv1alpha1.ErrorReason_ERROR_REASON_INVALID)
+}
+
+func (s *suite) wrongArchitecture(t *testing.T) {
+	st, err := s.c.Status(ctx(t), &mriv1alpha1.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	supported := map[mriv1alpha1.Architecture]bool{}
+	for _, a := range st.Architectures {
+		supported[a] = true
+	}
+	for a := range mriv1alpha1.Architecture_name {
+		arch := mriv1alpha1.Architecture(a)
+		if arch == mriv1alpha1.Architecture_ARCHITECTURE_UNSPECIFIED || supported[arch] {
+			continue
+		}
+		m := s.newMachine(t)
+		m.Spec.Architecture = arch
+		_, err := s.c.CreateMachine(ctx(t), &mriv1alpha1.CreateMachineRequest{Machine: m})
+		wantReason(t, err, codes.FailedPrecondition, mriv1alpha1.ErrorReason_ERROR_REASON_WRONG_ARCHITECTURE)
+		return
+	}
+	t.Fatal("the runtime claims every architecture; configure it with fewer to check refusals")
+}
+
+func (s *suite) noCapacity(t *testing.T) {
+	st, err := s.c.Status(ctx(t), &mriv1alpha1.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := s.newMachine(t)
+	m.Spec.Resources = &mriv1alpha1.Resources{MilliCpu: st.Allocatable.MilliCpu + 1000, MemoryBytes: m.Spec.Resources.GetMemoryBytes()}
+	_, err = s.c.CreateMachine(ctx(t), &mriv1alpha1.CreateMachineRequest{Machine: m})
+	wantReason(t, err, codes.ResourceExhausted, mriv1alpha1.ErrorReason_ERROR_REASON_NO_CAPACITY)
+}
+
+func (s *suite) unknownID(t *testing.T) {
+	_, err := s.c.UpdateMachinePower(ctx(t), &mriv1alpha1.UpdateMachinePowerRequest{Id: "no-such-machine", Power: mriv1alpha1.Power_POWER_OFF})
+	wantReason(t, err, codes.NotFound, mriv1alpha1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	_, err = s.c.DeleteMachine(ctx(t), &mriv1alpha1.DeleteMachineRequest{Id: "no-such-machine"})
+	wantReason(t, err, codes.NotFound, mriv1alpha1.ErrorReason_ERROR_REASON_NOT_FOUND)
+}
+
+func (s *suite) lifecycle(t *testing.T) {
+	m := s.create(t, s.newMachine(t))
+	id := m.Metadata.Id
+	m = s.await(t, id, "ran", settledIn(running))
+	if m.Status.Architecture != m.Spec.Architecture {
+		t.Errorf("status architecture %s, spec %s", m.Status.Architecture, m.Spec.Architecture)
+	}
+	for _, v := range m.Spec.Volumes {
+		if !attached(m.Status.Volumes, v.Name) {
+			t.Errorf("volume %s of the spec is not attached in status %v (S3)", v.Name, m.Status.Volumes)
+		}
+	}
+	for _, n := range m.Spec.NetworkInterfaces {
+		if !attached(m.Status.NetworkInterfaces, n.Name) {
+			t.Errorf("network interface %s of the spec is not attached in status %v (S3)", n.Name, m.Status.NetworkInterfaces)
+		}
+	}
+	gen := m.Metadata.Generation
+	resp, err := s.c.UpdateMachinePower(ctx(t), &mriv1alpha1.UpdateMachinePowerRequest{Id: id, Power: mriv1alpha1.Power_POWER_OFF})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Machine.Metadata.Generation <= gen {
+		t.Errorf("power change left generation at %d (E4)", resp.Machine.Metadata.Generation)
+	}
+	s.await(t, id, "shut down", settledIn(shutdown))
+	if _, err := s.c.UpdateMachinePower(ctx(t), &mriv1alpha1.UpdateMachinePowerRequest{Id: id, Power: mriv1alpha1.Power_POWER_ON}); err != nil {
+		t.Fatal(err)
+	}
+	s.await(t, id, "ran again", settledIn(running))
+	if _, err := s.c.RebootMachine(ctx(t), &mriv1alpha1.RebootMachineRequest{Id: id, Token: "r1"}); err != nil {
+		t.Fatal(err)
+	}
+	s.await(t, id, "rebooted", func(m *mriv1alpha1.Machine) bool {
+		return settledIn(running)(m) && m.Status.RebootToken == "r1"
+	})
+	if _, err := s.c.DeleteMachine(ctx(t), &mriv1alpha1.DeleteMachineRequest{Id: id}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.c.DeleteMachine(ctx(t), &mriv1alpha1.DeleteMachineRequest{Id: id}); err != nil && !mri.IsNotFound(err) {
+		t.Fatalf("deleting a machine being deleted: %v (E3)", err)
+	}
+	s.await(t, id, "went away", gone)
+	_, err = s.c.DeleteMachine(ctx(t), &mriv1alpha1.DeleteMachineRequest{Id: id})
+	wantReason(t, err, codes.NotFound, mriv1alpha1.ErrorReason_ERROR_REASON_NOT_FOUND)
+}
+
+func (s *suite) repeatedCalls(t *testing.T) {
+	m := s.create(t, s.newMachine(t))
+	id := m.Metadata.Id
+	m = s.await(t, id, "ran", settledIn(running))
+	gen := m.Metadata.Generation
+	calls := []func() error{
+		func() error {
+			_, err := s.c.UpdateMachinePower(ctx(t), &mriv1alpha1.UpdateMachinePowerRequest{Id: id, Power: mriv1alpha1.Power_POWER_ON})
+			return err
+		},
+		func() error {
+			_, err := s.c.DetachVolume(ctx(t), &mriv1alpha1.DetachVolumeRequest{Id: id, Name: "never-attached"})
+			return err
+		},
+		func() error {
+			_, err := s.c.UpdateMachineLabels(ctx(t), &mriv1alpha1.UpdateMachineLabelsRequest{Id: id, Labels: m.Metadata.Labels})
+			return err
+		},
+	}
+	for i, call := range calls {
+		if err := call(); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if _, err := s.c.RebootMachine(ctx(t), &mriv1alpha1.RebootMachineRequest{Id: id, Token: "once"}); err != nil {
+		t.Fatal(err)
+	}
+	m = s.await(t, id, "rebooted", func(m *mriv1alpha1.Machine) bool { return settledIn(running)(m) && m.Status.RebootToken == "once" })
+	gen2 := m.Metadata.Generation
+	if gen2 != gen+1 {
+		t.Errorf("generation %d after no-op calls and one reboot, want %d", gen2, gen+1)
+	}
+	if _, err := s.c.RebootMachine(ctx(t), &mriv1alpha1.RebootMachineRequest{Id: id, Token: "once"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.get(t, id).Metadata.Generation; got != gen2 {
+		t.Errorf("a repeated reboot token changed the generation to %d", got)
+	}
+	// Labels: replaced, but the uid label is kept.
+	resp, err := s.c.UpdateMachineLabels(ctx(t), &mriv1alpha1.UpdateMachineLabelsRequest{Id: id, Labels: map[string]string{"team": "a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Machine.Metadata.Labels["team"] != "a" || resp.Machine.Metadata.Labels[mri.LabelMachineUID] == "" {
+		t.Errorf("labels after update %v: want team=a and the uid label kept", resp.Machine.Metadata.Labels)
+	}
+}
+
+func (s *suite) attachDetach(t *testing.T) {
+	m := s.create(t, s.newMachine(t))
+	id := m.Metadata.Id
+	s.await(t, id, "ran", settledIn(running))
+	vol := &mriv1alpha1.Volume{Name: "data", Source: &mriv1alpha1.Volume_EmptyDisk{EmptyDisk: &mriv1alpha1.EmptyDisk{SizeBytes: 1 << 20}}}
+	nic := &mriv1alpha1.NetworkInterface{Name: "eth1", Network: "default"}
+	for i := 0; i < 2; i++ { // the second time changes nothing
+		if _, err := s.c.AttachVolume(ctx(t), &mriv1alpha1.AttachVolumeRequest{Id: id, Volume: vol}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.c.AttachNetworkInterface(ctx(t), &mriv1alpha1.AttachNetworkInterfaceRequest{Id: id, NetworkInterface: nic}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m = s.await(t, id, "attached data and eth1", func(m *mriv1alpha1.Machine) bool {
+		return settledIn(running)(m) && attached(m.Status.Volumes, "data") && attached(m.Status.NetworkInterfaces, "eth1")
+	})
+	other := clone(vol)
+	other.Source = &mriv1alpha1.Volume_Handle{Handle: "elsewhere"}
+	_, err := s.c.AttachVolume(ctx(t), &mriv1alpha1.AttachVolumeRequest{Id: id, Volume: other})
+	wantReason(t, err, codes.AlreadyExists, mriv1alpha1.ErrorReason_ERROR_REASON_ALREADY_EXISTS)
+	for i := 0; i < 2; i++ {
+		if _, err := s.c.DetachVolume(ctx(t), &mriv1alpha1.DetachVolumeRequest{Id: id, Name: "data"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.c.DetachNetworkInterface(ctx(t), &mriv1alpha1.DetachNetworkInterfaceRequest{Id: id, Name: "eth1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.await(t, id, "detached data and eth1", func(m *mriv1alpha1.Machine) bool {
+		return settledIn(running)(m) && !listed(m.Status.Volumes, "data") && !listed(m.Status.NetworkInterfaces, "eth1")
+	})
+}
+
+func attached(list []*mriv1alpha1.AttachmentStatus, name string) bool {
+	for _, a := range list {
+		if a.Name == name {
+			return a.State == mriv1alpha1.AttachState_ATTACH_STATE_ATTACHED
+		}
+	}
+	return false
+}
+
+func listed(list []*mriv1alpha1.AttachmentStatus, name string) bool {
+	for _, a := range list {
+		if a.Name == name {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,89 @@
+package mri
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+)
+
+// socketPath returns the path of a unix:// endpoint.
+func socketPath(endpoint string) (string, error) {
+	path, ok := strings.CutPrefix(endpoint, "unix://")
+	if !ok || path == "" {
+		return "", fmt.Errorf("runtime endpoint %q: use unix:///absolute/path.sock", endpoint)
+	}
+	return path, nil
+}
+
+// Listen opens the unix socket of endpoint, replacing a stale socket file left by a
+// runtime that died, but refusing one another runtime is still serving on.
+func Listen(endpoint string) (net.Listener, error) {
+	path, err := socketPath(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(path); err == nil {
+		if c, dialErr := net.Dial("unix", path); dialErr == nil {
+			c.Close()
+			return nil, fmt.Errorf("%s is in use by a running runtime: stop it first or choose another --socket", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, err
+		}
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	return l, os.Chmod(path, 0o600)
+}
+
+// Serve serves rt on endpoint until ctx ends.
+func Serve(ctx context.Context, endpoint string, rt mriv1alpha1.MachineRuntimeServer) error {
+	l, err := Listen(endpoint)
+	if err != nil {
+		return err
+	}
+	return ServeListener(ctx, l, rt)
+}
+
+// ServeListener serves rt on l until ctx ends. Listening first lets a caller know the
+// socket exists before it dials.
+func ServeListener(ctx context.Context, l net.Listener, rt mriv1alpha1.MachineRuntimeServer) error {
+	s := grpc.NewServer()
+	mriv1alpha1.RegisterMachineRuntimeServer(s, rt)
+	go func() {
+		<-ctx.Done()
+		s.GracefulStop()
+	}()
+	if err := s.Serve(l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return err
+	}
+	return nil
+}
+
+// Dial returns a client for the runtime at endpoint. It connects lazily, so a runtime
+// that is down now is reached once it is back.
+func Dial(endpoint string) (mriv1alpha1.MachineRuntimeClient, *grpc.ClientConn, error) {
+	path, err := socketPath(endpoint)
+	if err != nil {
+		return nil, nil, err
+	}
+	conn, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, err
+	}
+	return mriv1alpha1.NewMachineRuntimeClient(conn), conn, nil
+}
