@@ -59,6 +59,19 @@ func ReasonOf(err error) mriv1alpha1.ErrorReason {
 	return mriv1alpha1.ErrorReason_ERROR_REASON_UNSPECIFIED
 }
 
+// MessageOf returns the ErrorDetail message of err, or err's text.
+func MessageOf(err error) string {
+	if st, ok := status.FromError(err); ok {
+		for _, d := range st.Details() {
+			if ed, ok := d.(*mriv1alpha1.ErrorDetail); ok {
+				return ed.Message
+			}
+		}
+		return st.Message()
+	}
+	return err.Error()
+}
+
 // IsNotFound reports whether err says the machine does not exist.
 func IsNotFound(err error) bool {
 	return ReasonOf(err) == mriv1alpha1.ErrorReason_ERROR_REASON_NOT_FOUND

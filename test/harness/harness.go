@@ -25,7 +25,13 @@ type Env struct {
 	Client client.Client
 	Scheme *runtime.Scheme
 	env    *envtest.Environment
+	// beforeStop runs, last registered first, before the control plane stops.
+	beforeStop []func()
 }
+
+// BeforeStop registers f to run before the control plane stops: stopping controllers a
+// test package started keeps their watches from holding up the apiserver's shutdown.
+func (e *Env) BeforeStop(f func()) { e.beforeStop = append(e.beforeStop, f) }
 
 // Main starts a control plane, runs the package's tests against it, stops it and exits.
 // Call it from TestMain; *env is set before any test runs.
@@ -93,8 +99,13 @@ func (e *Env) AdminKubeconfig(user string) ([]byte, error) {
 	return u.KubeConfig()
 }
 
-// Stop ends the control plane.
-func (e *Env) Stop() error { return e.env.Stop() }
+// Stop runs the BeforeStop functions and ends the control plane.
+func (e *Env) Stop() error {
+	for i := len(e.beforeStop) - 1; i >= 0; i-- {
+		e.beforeStop[i]()
+	}
+	return e.env.Stop()
+}
 
 // AssetsDir is the folder holding kube-apiserver and etcd: $KUBEBUILDER_ASSETS, or the
 // checkout's bin/. It fails, naming the fix, when either binary is not there.

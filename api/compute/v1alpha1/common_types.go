@@ -82,3 +82,27 @@ const (
 // AnnotationBoundBy marks a machinePoolRef set by the scheduler (value "scheduler"), as
 // opposed to one pinned by the user: only the former is taken back after a refusal.
 const AnnotationBoundBy = "compute.anvil.dev/bound-by"
+
+// FinalizerRuntimeMachine holds a Machine's deletion until its pool's runtime reports the
+// runtime machine gone. The scheduler adds it in the same write that binds the Machine;
+// the poollet adds it for a Machine pinned by its user, and removes it.
+const FinalizerRuntimeMachine = "compute.anvil.dev/runtime-machine"
+
+// AnnotationReboot asks for one reboot per distinct value (a token): setting it to a new
+// token reboots the machine once.
+const AnnotationReboot = "compute.anvil.dev/reboot"
+
+// Reasons of the Ready condition and of the poollet's other conditions.
+const (
+	ReasonRunning            = "Running"
+	ReasonPending            = "Pending"
+	ReasonShutdown           = "Shutdown"
+	ReasonTerminating        = "Terminating"
+	ReasonTerminated         = "Terminated"
+	ReasonSecretNotFound     = "SecretNotFound"
+	ReasonImageResolveFailed = "ImageResolveFailed"
+	ReasonRuntimeError       = "RuntimeError"
+	ReasonRuntimeReachable   = "RuntimeReachable"
+	ReasonRuntimeUnreachable = "RuntimeUnreachable"
+	ReasonDuplicateMachines  = "DuplicateRuntimeMachines"
+)

@@ -247,6 +247,7 @@ type AttachmentStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=ma
+// +kubebuilder:selectablefield:JSONPath=`.spec.machinePoolRef.name`
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.spec.machineClassRef.name`
 // +kubebuilder:printcolumn:name="Pool",type=string,JSONPath=`.spec.machinePoolRef.name`

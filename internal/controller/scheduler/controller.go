@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
@@ -54,7 +55,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if !m.DeletionTimestamp.IsZero() || m.Status.State == computev1alpha1.MachineStateTerminated {
 		r.setPending(req.NamespacedName, false)
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, r.releaseUnbound(ctx, m)
 	}
 	if m.Spec.MachinePoolRef != nil {
 		r.setPending(req.NamespacedName, false)
@@ -171,6 +172,8 @@ func (r *Reconciler) bind(ctx context.Context, m *computev1alpha1.Machine, pool 
 		m.Annotations = map[string]string{}
 	}
 	m.Annotations[computev1alpha1.AnnotationBoundBy] = "scheduler"
+	// From here a runtime machine may exist: the same write holds deletion for the poollet.
+	controllerutil.AddFinalizer(m, computev1alpha1.FinalizerRuntimeMachine)
 	return r.Client.Patch(ctx, m, patch)
 }
 
@@ -187,6 +190,7 @@ func (r *Reconciler) reconcileBound(ctx context.Context, m *computev1alpha1.Mach
 	patch := client.MergeFromWithOptions(m.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	m.Spec.MachinePoolRef = nil
 	delete(m.Annotations, computev1alpha1.AnnotationBoundBy)
+	controllerutil.RemoveFinalizer(m, computev1alpha1.FinalizerRuntimeMachine) // no pool, no runtime machine
 	if err := r.Client.Patch(ctx, m, patch); err != nil {
 		if apierrors.IsConflict(err) {
 			return ctrl.Result{Requeue: true}, nil
@@ -276,4 +280,19 @@ func untilFirstExpiry(excluded map[string]time.Time, now time.Time) time.Duratio
 		}
 	}
 	return d
+}
+
+// releaseUnbound lets a deleted Machine go when no pool holds it: the finalizer the
+// scheduler adds at binding is the poollet's to remove, but an unbound Machine has no poollet.
+func (r *Reconciler) releaseUnbound(ctx context.Context, m *computev1alpha1.Machine) error {
+	if m.Spec.MachinePoolRef != nil || m.DeletionTimestamp.IsZero() ||
+		!controllerutil.ContainsFinalizer(m, computev1alpha1.FinalizerRuntimeMachine) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(m.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(m, computev1alpha1.FinalizerRuntimeMachine)
+	if err := r.Client.Patch(ctx, m, patch); err != nil && !apierrors.IsConflict(err) {
+		return client.IgnoreNotFound(err)
+	}
+	return nil
 }

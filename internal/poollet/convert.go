@@ -1,0 +1,113 @@
+package poollet
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+)
+
+// Labels a poollet puts on runtime machines, besides mri.LabelMachineUID, so an event or
+// a leftover machine leads back to its Machine object.
+const (
+	LabelMachineNamespace = "anvil.dev/machine-namespace"
+	LabelMachineName      = "anvil.dev/machine-name"
+)
+
+var archToMRI = map[computev1alpha1.Architecture]mriv1alpha1.Architecture{
+	computev1alpha1.ArchitectureAMD64:   mriv1alpha1.Architecture_ARCHITECTURE_AMD64,
+	computev1alpha1.ArchitectureARM64:   mriv1alpha1.Architecture_ARCHITECTURE_ARM64,
+	computev1alpha1.ArchitectureRISCV64: mriv1alpha1.Architecture_ARCHITECTURE_RISCV64,
+	computev1alpha1.ArchitecturePPC64LE: mriv1alpha1.Architecture_ARCHITECTURE_PPC64LE,
+	computev1alpha1.ArchitectureS390X:   mriv1alpha1.Architecture_ARCHITECTURE_S390X,
+}
+
+// ArchToMRI converts an API architecture; unknown ones become UNSPECIFIED, which every
+// runtime refuses.
+func ArchToMRI(a computev1alpha1.Architecture) mriv1alpha1.Architecture { return archToMRI[a] }
+
+// ArchFromMRI converts back; UNSPECIFIED and unknown values become "".
+func ArchFromMRI(a mriv1alpha1.Architecture) computev1alpha1.Architecture {
+	for k, v := range archToMRI {
+		if v == a {
+			return k
+		}
+	}
+	return ""
+}
+
+// PowerToMRI converts the wanted power; the API defaults it to On, so "" means On here.
+func PowerToMRI(p computev1alpha1.Power) mriv1alpha1.Power {
+	if p == computev1alpha1.PowerOff {
+		return mriv1alpha1.Power_POWER_OFF
+	}
+	return mriv1alpha1.Power_POWER_ON
+}
+
+// ResourcesToMRI converts a ResourceList.
+func ResourcesToMRI(list corev1.ResourceList) *mriv1alpha1.Resources {
+	r := &mriv1alpha1.Resources{}
+	for name, q := range list {
+		switch name {
+		case corev1.ResourceCPU:
+			r.MilliCpu = q.MilliValue()
+		case corev1.ResourceMemory:
+			r.MemoryBytes = q.Value()
+		default:
+			if r.Extended == nil {
+				r.Extended = map[string]int64{}
+			}
+			r.Extended[string(name)] = q.Value()
+		}
+	}
+	return r
+}
+
+// volumesToMRI converts the Machine's volumes. A referenced Volume is passed by handle
+// (namespace/name); ephemeral ones by the name of the Volume created for the Machine.
+func volumesToMRI(m *computev1alpha1.Machine) []*mriv1alpha1.Volume {
+	out := make([]*mriv1alpha1.Volume, 0, len(m.Spec.Volumes))
+	for _, v := range m.Spec.Volumes {
+		mv := &mriv1alpha1.Volume{Name: v.Name}
+		switch {
+		case v.Image != nil:
+			var size int64
+			if v.Image.Size != nil {
+				size = v.Image.Size.Value()
+			}
+			mv.Source = &mriv1alpha1.Volume_ImageDisk{ImageDisk: &mriv1alpha1.ImageDisk{SizeBytes: size}}
+		case v.EmptyDisk != nil:
+			mv.Source = &mriv1alpha1.Volume_EmptyDisk{EmptyDisk: &mriv1alpha1.EmptyDisk{SizeBytes: v.EmptyDisk.Size.Value()}}
+		case v.VolumeRef != nil:
+			mv.Source = &mriv1alpha1.Volume_Handle{Handle: m.Namespace + "/" + v.VolumeRef.Name}
+		case v.Ephemeral != nil:
+			mv.Source = &mriv1alpha1.Volume_EmptyDisk{EmptyDisk: &mriv1alpha1.EmptyDisk{SizeBytes: v.Ephemeral.VolumeTemplate.Spec.Size.Value()}}
+		}
+		out = append(out, mv)
+	}
+	return out
+}
+
+// nicsToMRI converts the Machine's NICs; refs holds the spec of each referenced
+// NetworkInterface by name. A reference that is missing is an error: the runtime must not
+// guess a network.
+func nicsToMRI(m *computev1alpha1.Machine, refs map[string]computev1alpha1.NetworkInterfaceSpec) ([]*mriv1alpha1.NetworkInterface, error) {
+	out := make([]*mriv1alpha1.NetworkInterface, 0, len(m.Spec.NetworkInterfaces))
+	for _, n := range m.Spec.NetworkInterfaces {
+		var s computev1alpha1.NetworkInterfaceSpec
+		switch {
+		case n.Ephemeral != nil:
+			s = n.Ephemeral.NetworkInterfaceTemplate.Spec
+		case n.NetworkInterfaceRef != nil:
+			ref, ok := refs[n.NetworkInterfaceRef.Name]
+			if !ok {
+				return nil, fmt.Errorf("NetworkInterface %s does not exist", n.NetworkInterfaceRef.Name)
+			}
+			s = ref
+		}
+		out = append(out, &mriv1alpha1.NetworkInterface{Name: n.Name, Network: s.Network, MacAddress: s.MACAddress, Ips: s.IPs})
+	}
+	return out, nil
+}

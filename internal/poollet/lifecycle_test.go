@@ -1,0 +1,117 @@
+package poollet_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/runtime/fake"
+)
+
+func TestMachineLifecycle(t *testing.T) {
+	startControllers(t)
+	p := newPool(t, "life", nil)
+	m := newMachine(t, "life", "vm", nil)
+	m = waitFor(t, m, "ran", inState(computev1alpha1.MachineStateRunning))
+	if m.Status.MachineID == "" || m.Status.Pool != "life" || m.Status.Architecture != "amd64" || len(m.Status.Addresses) == 0 {
+		t.Errorf("running Machine's status lacks id, pool, architecture or address: %+v", m.Status)
+	}
+	if !meta.IsStatusConditionTrue(m.Status.Conditions, computev1alpha1.ConditionReady) ||
+		!meta.IsStatusConditionTrue(m.Status.Conditions, computev1alpha1.ConditionScheduled) {
+		t.Errorf("running Machine not Ready and Scheduled: %+v", m.Status.Conditions)
+	}
+	setPower(t, m, computev1alpha1.PowerOff)
+	waitFor(t, m, "shut down", inState(computev1alpha1.MachineStateShutdown))
+	setPower(t, m, computev1alpha1.PowerOn)
+	waitFor(t, m, "ran again", inState(computev1alpha1.MachineStateRunning))
+
+	// A reboot request is carried out once per token.
+	cur := &computev1alpha1.Machine{}
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(m), cur); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(cur.DeepCopy())
+	cur.Annotations = map[string]string{computev1alpha1.AnnotationReboot: "t1"}
+	if err := env.Client.Patch(context.Background(), cur, patch); err != nil {
+		t.Fatal(err)
+	}
+	waitRuntime(t, p, m, "rebooted with t1", func(rm *mriv1alpha1.Machine) bool { return rm.Status.RebootToken == "t1" })
+
+	if err := env.Client.Delete(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, m, "went away", isGone)
+	if left := p.runtimeMachines(m); len(left) != 0 {
+		t.Fatalf("the runtime still has %d machines of the deleted Machine", len(left))
+	}
+}
+
+func waitRuntime(t *testing.T, p *testPool, m *computev1alpha1.Machine, what string, cond func(*mriv1alpha1.Machine) bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, rm := range p.runtimeMachines(m) {
+			if cond(rm) {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("runtime machine of %s never %s: %v", m.Name, what, p.runtimeMachines(m))
+}
+
+// The runtime restarts while machines are still booting: they come up, once each.
+func TestRuntimeRestartMidCreation(t *testing.T) {
+	startControllers(t)
+	p := newPool(t, "rt-restart", func(c *fake.Config) { c.Latency = 2 * time.Second })
+	m := newMachine(t, "rt-restart", "vm", nil)
+	waitRuntime(t, p, m, "created", func(*mriv1alpha1.Machine) bool { return true })
+	p.stopRuntime()
+	p.startRuntime()
+	waitFor(t, m, "ran after the runtime restart", inState(computev1alpha1.MachineStateRunning))
+	if n := len(p.runtimeMachines(m)); n != 1 {
+		t.Fatalf("%d runtime machines for one Machine after the restart", n)
+	}
+}
+
+// The poollet dies mid-flight and comes back: nothing is duplicated, and work done
+// while it was away (a power change) is carried out.
+func TestPoolletRestartMidFlight(t *testing.T) {
+	startControllers(t)
+	p := newPool(t, "pl-restart", func(c *fake.Config) { c.Latency = 300 * time.Millisecond })
+	m := newMachine(t, "pl-restart", "vm", nil)
+	waitRuntime(t, p, m, "created", func(*mriv1alpha1.Machine) bool { return true })
+	p.stopPoollet()
+	setPower(t, m, computev1alpha1.PowerOff)
+	p.startPoollet()
+	waitFor(t, m, "shut down after the poollet came back", inState(computev1alpha1.MachineStateShutdown))
+	if n := len(p.runtimeMachines(m)); n != 1 {
+		t.Fatalf("%d runtime machines for one Machine", n)
+	}
+}
+
+// A Machine deleted while its runtime is down is cleaned up when the runtime returns.
+func TestDeleteWhileRuntimeDown(t *testing.T) {
+	startControllers(t)
+	p := newPool(t, "rt-down", nil)
+	m := newMachine(t, "rt-down", "vm", nil)
+	waitFor(t, m, "ran", inState(computev1alpha1.MachineStateRunning))
+	p.stopRuntime()
+	if err := env.Client.Delete(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if still := waitFor(t, m, "still held by its finalizer", func(m *computev1alpha1.Machine) bool { return m != nil }); still.DeletionTimestamp.IsZero() {
+		t.Fatal("Machine not marked deleted")
+	}
+	p.startRuntime()
+	waitFor(t, m, "went away once the runtime returned", isGone)
+	if n := len(p.runtimeMachines(m)); n != 0 {
+		t.Fatalf("%d runtime machines left", n)
+	}
+}

@@ -1,0 +1,148 @@
+package poollet
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+)
+
+// PoolReconciler keeps the MachinePool's status current from the runtime.
+type PoolReconciler struct {
+	Pool       string
+	ProviderID string
+	Labels     map[string]string
+	Client     client.Client
+	Runtime    mriv1alpha1.MachineRuntimeClient
+	// Interval is how often the runtime's capacity is read again: the runtime has no
+	// watch for it, so this is an outside clock.
+	Interval time.Duration
+
+	mu    sync.RWMutex
+	archs []computev1alpha1.Architecture
+}
+
+// Architectures returns the pool's architectures as last read from the runtime.
+func (r *PoolReconciler) Architectures() []computev1alpha1.Architecture {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.archs
+}
+
+// Reconcile creates the pool if needed and writes its status when it changed.
+func (r *PoolReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+	mp := &computev1alpha1.MachinePool{}
+	err := r.Client.Get(ctx, client.ObjectKey{Name: r.Pool}, mp)
+	if apierrors.IsNotFound(err) {
+		// Deleted under a running poollet: the pool still exists, so its object comes back.
+		return ctrl.Result{Requeue: true}, ensurePool(ctx, r.Client, r)
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	classes := &computev1alpha1.MachineClassList{}
+	if err := r.Client.List(ctx, classes); err != nil {
+		return ctrl.Result{}, err
+	}
+	want := r.observe(ctx, mp, classes.Items)
+	if !equality.Semantic.DeepEqual(mp.Status, want) {
+		patch := client.MergeFrom(mp.DeepCopy())
+		mp.Status = want
+		if err := r.Client.Status().Patch(ctx, mp, patch); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	return ctrl.Result{RequeueAfter: r.Interval}, nil
+}
+
+// observe reads the runtime and returns the pool status it implies; an unreachable runtime
+// keeps the last known capacity and turns Ready false.
+func (r *PoolReconciler) observe(ctx context.Context, mp *computev1alpha1.MachinePool, classes []computev1alpha1.MachineClass) computev1alpha1.MachinePoolStatus {
+	st := *mp.Status.DeepCopy()
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	rs, err := r.Runtime.Status(cctx, &mriv1alpha1.StatusRequest{})
+	if err != nil {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: computev1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+			Reason: computev1alpha1.ReasonRuntimeUnreachable, Message: "the runtime does not answer: " + err.Error(), ObservedGeneration: mp.Generation})
+		return st
+	}
+	archs := make([]computev1alpha1.Architecture, 0, len(rs.GetArchitectures()))
+	for _, a := range rs.GetArchitectures() {
+		if arch := ArchFromMRI(a); arch != "" {
+			archs = append(archs, arch)
+		}
+	}
+	r.mu.Lock()
+	r.archs = archs
+	r.mu.Unlock()
+	st.Architectures = archs
+	st.Capacity = resourcesFromMRI(rs.GetCapacity())
+	st.Allocatable = resourcesFromMRI(rs.GetAllocatable())
+	st.SupportedClasses = supportedClasses(classes, archs, st.Allocatable, rs.GetSupportedClasses())
+	st.Addresses = nil
+	for _, a := range rs.GetAddresses() {
+		st.Addresses = append(st.Addresses, computev1alpha1.MachineAddress{Type: a.GetType(), Address: a.GetAddress()})
+	}
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: computev1alpha1.ConditionReady, Status: metav1.ConditionTrue,
+		Reason: computev1alpha1.ReasonRuntimeReachable, Message: "the runtime answers", ObservedGeneration: mp.Generation})
+	return st
+}
+
+// supportedClasses are the classes one machine of which fits the pool, on one of its
+// architectures, and that the runtime allows (all, when it names none). Sorted by name.
+func supportedClasses(classes []computev1alpha1.MachineClass, archs []computev1alpha1.Architecture,
+	alloc corev1.ResourceList, allowed []string) []string {
+	allow := map[string]bool{}
+	for _, c := range allowed {
+		allow[c] = true
+	}
+	var out []string
+	for _, c := range classes {
+		if len(allow) > 0 && !allow[c.Name] {
+			continue
+		}
+		archOK := c.Architecture == ""
+		for _, a := range archs {
+			archOK = archOK || a == c.Architecture
+		}
+		if archOK && fits(c.Capabilities, alloc) {
+			out = append(out, c.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func fits(demand, alloc corev1.ResourceList) bool {
+	for name, q := range demand {
+		have, ok := alloc[name]
+		if !ok || have.Cmp(q) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func resourcesFromMRI(r *mriv1alpha1.Resources) corev1.ResourceList {
+	out := corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewMilliQuantity(r.GetMilliCpu(), resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(r.GetMemoryBytes(), resource.BinarySI),
+	}
+	for k, v := range r.GetExtended() {
+		out[corev1.ResourceName(k)] = *resource.NewQuantity(v, resource.DecimalSI)
+	}
+	return out
+}

@@ -1,0 +1,131 @@
+package poollet
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/anvil-dev/anvil/api"
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+)
+
+// Options configure one poollet.
+type Options struct {
+	Pool       string
+	ProviderID string
+	Labels     map[string]string
+	Runtime    mriv1alpha1.MachineRuntimeClient
+	Images     ImageResolver
+	// Interval is how often the runtime's capacity is read and the Lease renewed.
+	Interval time.Duration
+	// LeaseDuration is how long the pool counts as alive after a renewal.
+	LeaseDuration time.Duration
+	// StuckAfter is how long a runtime step may lag before its call is repeated.
+	StuckAfter  time.Duration
+	Concurrency int
+	QPS         float32
+	Burst       int
+	// MetricsAddr serves metrics; "0" turns them off.
+	MetricsAddr string
+	// SkipControllerNameValidation allows several poollets in one process (anvil dev,
+	// tests, scale runs).
+	SkipControllerNameValidation bool
+}
+
+// DefaultOptions suit a poollet next to its runtime.
+func DefaultOptions(pool string) Options {
+	return Options{Pool: pool, Images: PinnedDigests{}, Interval: 10 * time.Second, LeaseDuration: 40 * time.Second,
+		StuckAfter: 30 * time.Second, Concurrency: 8, QPS: 50, Burst: 100, MetricsAddr: "0"}
+}
+
+// New returns a manager running the poollet; Start runs it.
+func New(cfg *rest.Config, o Options) (manager.Manager, error) {
+	if o.Pool == "" || o.Runtime == nil || o.Images == nil {
+		return nil, fmt.Errorf("poollet: a pool name, a runtime and an image resolver are required")
+	}
+	scheme, err := api.NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = o.QPS, o.Burst
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:  scheme,
+		Metrics: metricsserver.Options{BindAddress: o.MetricsAddr},
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			// Only this pool's Machines, by the CRD's selectable field.
+			&computev1alpha1.Machine{}:     {Field: fields.OneTermEqualSelector("spec.machinePoolRef.name", o.Pool)},
+			&computev1alpha1.MachinePool{}: {Field: fields.OneTermEqualSelector("metadata.name", o.Pool)},
+			&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{computev1alpha1.PoolLeaseNamespace: {}},
+				Field: fields.OneTermEqualSelector("metadata.name", o.Pool)},
+		}},
+		Controller: config.Controller{SkipNameValidation: &o.SkipControllerNameValidation},
+	})
+	if err != nil {
+		return nil, err
+	}
+	pool := &PoolReconciler{Pool: o.Pool, ProviderID: o.ProviderID, Labels: o.Labels, Client: mgr.GetClient(),
+		Runtime: o.Runtime, Interval: o.Interval}
+	machines := &MachineReconciler{Pool: o.Pool, Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Runtime: o.Runtime,
+		Images: o.Images, Architectures: pool.Architectures, StuckAfter: o.StuckAfter}
+	events := &runtimeEvents{runtime: o.Runtime, out: make(chan event.TypedGenericEvent[*computev1alpha1.Machine], 1024)}
+	poolKey := reconcile.Request{NamespacedName: client.ObjectKey{Name: o.Pool}}
+
+	for _, r := range []manager.Runnable{
+		manager.RunnableFunc(func(ctx context.Context) error { return ensurePool(ctx, mgr.GetClient(), pool) }),
+		&heartbeat{pool: o.Pool, client: mgr.GetClient(), interval: o.Interval, duration: o.LeaseDuration},
+		events,
+	} {
+		if err := mgr.Add(r); err != nil {
+			return nil, err
+		}
+	}
+	err = ctrl.NewControllerManagedBy(mgr).Named("pool-"+o.Pool).
+		For(&computev1alpha1.MachinePool{}).
+		Watches(&computev1alpha1.MachineClass{}, handler.EnqueueRequestsFromMapFunc(
+			func(context.Context, client.Object) []reconcile.Request { return []reconcile.Request{poolKey} })).
+		Complete(pool)
+	if err != nil {
+		return nil, err
+	}
+	err = ctrl.NewControllerManagedBy(mgr).Named("machine-"+o.Pool).
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.Concurrency}).
+		For(&computev1alpha1.Machine{}).
+		WatchesRawSource(source.Channel(events.out, &handler.TypedEnqueueRequestForObject[*computev1alpha1.Machine]{})).
+		Complete(machines)
+	if err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// ensurePool creates the MachinePool when it does not exist, so the pool controller,
+// which watches it, has something to reconcile.
+func ensurePool(ctx context.Context, c client.Client, p *PoolReconciler) error {
+	mp := &computev1alpha1.MachinePool{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Pool, Labels: p.Labels},
+		Spec:       computev1alpha1.MachinePoolSpec{ProviderID: p.ProviderID},
+	}
+	if err := c.Create(ctx, mp); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating MachinePool %s: %w", p.Pool, err)
+	}
+	return nil
+}

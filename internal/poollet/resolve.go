@@ -1,0 +1,64 @@
+package poollet
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+)
+
+// ImageResolver turns an image reference into the digest a runtime boots.
+type ImageResolver interface {
+	Resolve(ctx context.Context, reference string, arch computev1alpha1.Architecture) (digest string, err error)
+}
+
+// PinnedDigests resolves references that carry their digest (name@sha256:...), and refuses
+// tags: without a registry to ask, a tag cannot be turned into a digest honestly.
+type PinnedDigests struct{}
+
+// Resolve returns the digest after '@'.
+func (PinnedDigests) Resolve(_ context.Context, reference string, _ computev1alpha1.Architecture) (string, error) {
+	_, digest, ok := strings.Cut(reference, "@")
+	if !ok || !strings.HasPrefix(digest, "sha256:") || len(digest) != len("sha256:")+64 {
+		return "", fmt.Errorf("image %q has no digest: pin it as name@sha256:<64 hex digits>, or run the poollet with a registry resolver", reference)
+	}
+	return digest, nil
+}
+
+// firstBootError says which Secret or key is missing, for the IgnitionReady condition.
+type firstBootError struct{ msg string }
+
+func (e *firstBootError) Error() string { return e.msg }
+
+// firstBoot reads the Machine's Ignition or cloud-init Secret. It reads the one Secret by
+// name, uncached: the poollet never lists or watches Secrets.
+func firstBoot(ctx context.Context, reader client.Reader, m *computev1alpha1.Machine) (*mriv1alpha1.FirstBootConfig, error) {
+	ref, key, format := m.Spec.IgnitionRef, computev1alpha1.DefaultIgnitionKey, mriv1alpha1.ConfigFormat_CONFIG_FORMAT_IGNITION
+	if ref == nil {
+		ref, key, format = m.Spec.UserDataRef, computev1alpha1.DefaultUserDataKey, mriv1alpha1.ConfigFormat_CONFIG_FORMAT_CLOUD_INIT
+	}
+	if ref == nil {
+		return &mriv1alpha1.FirstBootConfig{Format: mriv1alpha1.ConfigFormat_CONFIG_FORMAT_NONE}, nil
+	}
+	if ref.Key != "" {
+		key = ref.Key
+	}
+	secret := &corev1.Secret{}
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: ref.Name}, secret); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+			return nil, &firstBootError{fmt.Sprintf("Secret %s does not exist (or this pool may not read it)", ref.Name)}
+		}
+		return nil, err
+	}
+	data, ok := secret.Data[key]
+	if !ok {
+		return nil, &firstBootError{fmt.Sprintf("Secret %s has no key %q", ref.Name, key)}
+	}
+	return &mriv1alpha1.FirstBootConfig{Format: format, Data: data}, nil
+}

@@ -1,0 +1,78 @@
+package poollet
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+)
+
+var stateFromMRI = map[mriv1alpha1.MachineState]computev1alpha1.MachineState{
+	mriv1alpha1.MachineState_MACHINE_STATE_PENDING:     computev1alpha1.MachineStatePending,
+	mriv1alpha1.MachineState_MACHINE_STATE_RUNNING:     computev1alpha1.MachineStateRunning,
+	mriv1alpha1.MachineState_MACHINE_STATE_SHUTDOWN:    computev1alpha1.MachineStateShutdown,
+	mriv1alpha1.MachineState_MACHINE_STATE_TERMINATING: computev1alpha1.MachineStateTerminating,
+	mriv1alpha1.MachineState_MACHINE_STATE_TERMINATED:  computev1alpha1.MachineStateTerminated,
+}
+
+var readyReason = map[computev1alpha1.MachineState]string{
+	computev1alpha1.MachineStatePending:     computev1alpha1.ReasonPending,
+	computev1alpha1.MachineStateRunning:     computev1alpha1.ReasonRunning,
+	computev1alpha1.MachineStateShutdown:    computev1alpha1.ReasonShutdown,
+	computev1alpha1.MachineStateTerminating: computev1alpha1.ReasonTerminating,
+	computev1alpha1.MachineStateTerminated:  computev1alpha1.ReasonTerminated,
+}
+
+// settled reports whether the runtime's status describes everything it was sent.
+func settled(rm *mriv1alpha1.Machine) bool {
+	return rm.GetStatus().GetObservedGeneration() >= rm.GetMetadata().GetGeneration()
+}
+
+// observedStatus is the Machine status the runtime machine rm shows, for the pool. It is
+// pure: the reconciler calls it only once rm is settled and matches the Machine's spec,
+// and writes the result only when it differs from what is there.
+func observedStatus(m *computev1alpha1.Machine, rm *mriv1alpha1.Machine, pool string) computev1alpha1.MachineStatus {
+	st := *m.Status.DeepCopy()
+	st.ObservedGeneration = m.Generation
+	st.State = stateFromMRI[rm.GetStatus().GetState()]
+	if st.State == "" {
+		st.State = computev1alpha1.MachineStatePending
+	}
+	st.MachineID = rm.GetMetadata().GetId()
+	st.Pool = pool
+	st.Architecture = ArchFromMRI(rm.GetStatus().GetArchitecture())
+	st.Addresses = nil
+	for _, a := range rm.GetStatus().GetAddresses() {
+		st.Addresses = append(st.Addresses, computev1alpha1.MachineAddress{Type: a.GetType(), Address: a.GetAddress()})
+	}
+	st.Volumes = attachments(rm.GetStatus().GetVolumes())
+	st.NetworkInterfaces = attachments(rm.GetStatus().GetNetworkInterfaces())
+
+	ready := metav1.Condition{Type: computev1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+		Reason: readyReason[st.State], Message: "the machine is " + string(st.State), ObservedGeneration: m.Generation}
+	if st.State == computev1alpha1.MachineStateRunning {
+		ready.Status, ready.Message = metav1.ConditionTrue, "running on pool "+pool
+	}
+	meta.SetStatusCondition(&st.Conditions, ready)
+	scheduled := computev1alpha1.ReasonBound
+	if m.Annotations[computev1alpha1.AnnotationBoundBy] != "scheduler" {
+		scheduled = computev1alpha1.ReasonPinned
+	}
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: computev1alpha1.ConditionScheduled,
+		Status: metav1.ConditionTrue, Reason: scheduled, Message: "on MachinePool " + pool,
+		ObservedGeneration: m.Generation})
+	return st
+}
+
+func attachments(in []*mriv1alpha1.AttachmentStatus) []computev1alpha1.AttachmentStatus {
+	var out []computev1alpha1.AttachmentStatus
+	for _, a := range in {
+		state := computev1alpha1.AttachStatePending
+		if a.GetState() == mriv1alpha1.AttachState_ATTACH_STATE_ATTACHED {
+			state = computev1alpha1.AttachStateAttached
+		}
+		out = append(out, computev1alpha1.AttachmentStatus{Name: a.GetName(), State: state, Handle: a.GetHandle()})
+	}
+	return out
+}

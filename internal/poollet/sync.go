@@ -1,0 +1,182 @@
+package poollet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/mri"
+)
+
+// create resolves what the runtime needs and asks it for a machine. A refusal hands the
+// Machine back to the scheduler; a missing Secret or image is a condition, not a retry loop.
+func (r *MachineReconciler) create(ctx context.Context, m *computev1alpha1.Machine) (ctrl.Result, error) {
+	spec, cond, err := r.desiredSpec(ctx, m)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if cond != nil {
+		return ctrl.Result{}, r.condition(ctx, m, *cond)
+	}
+	resp, err := r.Runtime.CreateMachine(ctx, &mriv1alpha1.CreateMachineRequest{Machine: &mriv1alpha1.Machine{
+		Metadata: &mriv1alpha1.ObjectMetadata{Labels: map[string]string{
+			mri.LabelMachineUID: string(m.UID), LabelMachineNamespace: m.Namespace, LabelMachineName: m.Name}},
+		Spec: spec,
+	}})
+	if mri.IsRefusal(err) {
+		log.FromContext(ctx).Info("runtime refused the machine; handing it back to the scheduler", "reason", err.Error())
+		return ctrl.Result{}, r.condition(ctx, m, metav1.Condition{Type: computev1alpha1.ConditionScheduled,
+			Status: metav1.ConditionFalse, Reason: computev1alpha1.ReasonRuntimeRefused,
+			Message: fmt.Sprintf("MachinePool %s refused the machine: %s", r.Pool, mri.MessageOf(err))})
+	}
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("creating the runtime machine: %w", err)
+	}
+	return r.report(ctx, m, resp.GetMachine())
+}
+
+// desiredSpec is the runtime spec of m. A user-fixable problem comes back as a condition.
+func (r *MachineReconciler) desiredSpec(ctx context.Context, m *computev1alpha1.Machine) (*mriv1alpha1.MachineSpec, *metav1.Condition, error) {
+	class := &computev1alpha1.MachineClass{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: m.Spec.MachineClassRef.Name}, class); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			return nil, &metav1.Condition{Type: computev1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+				Reason: computev1alpha1.ReasonClassNotFound, Message: fmt.Sprintf("MachineClass %q does not exist", m.Spec.MachineClassRef.Name)}, nil
+		}
+		return nil, nil, err
+	}
+	arch := r.chooseArchitecture(m, class)
+	if arch == "" {
+		// The scheduler should not have sent it here: hand it back.
+		return nil, &metav1.Condition{Type: computev1alpha1.ConditionScheduled, Status: metav1.ConditionFalse,
+			Reason: computev1alpha1.ReasonRuntimeRefused, Message: fmt.Sprintf("MachinePool %s runs none of the architectures the Machine allows", r.Pool)}, nil
+	}
+	digest, err := r.Images.Resolve(ctx, m.Spec.Image, arch)
+	if err != nil {
+		return nil, &metav1.Condition{Type: computev1alpha1.ConditionImageReady, Status: metav1.ConditionFalse,
+			Reason: computev1alpha1.ReasonImageResolveFailed, Message: err.Error()}, nil
+	}
+	boot, err := firstBoot(ctx, r.Reader, m)
+	var missing *firstBootError
+	if errors.As(err, &missing) {
+		return nil, &metav1.Condition{Type: computev1alpha1.ConditionIgnitionReady, Status: metav1.ConditionFalse,
+			Reason: computev1alpha1.ReasonSecretNotFound, Message: missing.msg}, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	nicRefs := map[string]computev1alpha1.NetworkInterfaceSpec{}
+	for _, n := range m.Spec.NetworkInterfaces {
+		if n.NetworkInterfaceRef == nil {
+			continue
+		}
+		obj := &computev1alpha1.NetworkInterface{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: n.NetworkInterfaceRef.Name}, obj); err == nil {
+			nicRefs[obj.Name] = obj.Spec
+		} else if client.IgnoreNotFound(err) != nil {
+			return nil, nil, err
+		}
+	}
+	nics, err := nicsToMRI(m, nicRefs)
+	if err != nil {
+		return nil, &metav1.Condition{Type: computev1alpha1.ConditionNetworkInterfacesReady, Status: metav1.ConditionFalse,
+			Reason: "NotFound", Message: err.Error()}, nil
+	}
+	return &mriv1alpha1.MachineSpec{
+		Class:             class.Name,
+		Resources:         ResourcesToMRI(class.Capabilities),
+		Image:             &mriv1alpha1.Image{Reference: m.Spec.Image, Digest: digest},
+		Architecture:      ArchToMRI(arch),
+		Power:             PowerToMRI(m.Spec.Power),
+		FirstBoot:         boot,
+		Volumes:           volumesToMRI(m),
+		NetworkInterfaces: nics,
+		HostSelector:      hostSelector(m),
+		Hostname:          m.Name,
+	}, nil, nil
+}
+
+// chooseArchitecture is the pool's most preferred architecture that the Machine and its
+// class allow, or "".
+func (r *MachineReconciler) chooseArchitecture(m *computev1alpha1.Machine, class *computev1alpha1.MachineClass) computev1alpha1.Architecture {
+	for _, a := range r.Architectures() {
+		if (m.Spec.Architecture == "" || m.Spec.Architecture == a) && (class.Architecture == "" || class.Architecture == a) {
+			return a
+		}
+	}
+	return ""
+}
+
+func hostSelector(m *computev1alpha1.Machine) map[string]string {
+	if m.Spec.HostSelector == nil {
+		return nil
+	}
+	return m.Spec.HostSelector.MatchLabels
+}
+
+// update brings an existing runtime machine to the Machine's power and reboot requests.
+func (r *MachineReconciler) update(ctx context.Context, m *computev1alpha1.Machine, rm *mriv1alpha1.Machine) (ctrl.Result, error) {
+	id := rm.GetMetadata().GetId()
+	if want := PowerToMRI(m.Spec.Power); rm.GetSpec().GetPower() != want || r.stuck(rm) {
+		resp, err := r.Runtime.UpdateMachinePower(ctx, &mriv1alpha1.UpdateMachinePowerRequest{Id: id, Power: want})
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("setting power: %w", err)
+		}
+		rm = resp.GetMachine()
+	}
+	if token := m.Annotations[computev1alpha1.AnnotationReboot]; token != "" && rm.GetStatus().GetRebootToken() != token {
+		resp, err := r.Runtime.RebootMachine(ctx, &mriv1alpha1.RebootMachineRequest{Id: id, Token: token})
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("rebooting: %w", err)
+		}
+		rm = resp.GetMachine()
+	}
+	return r.report(ctx, m, rm)
+}
+
+// stuck reports whether the runtime has lagged behind its spec for longer than
+// StuckAfter since this poollet first saw it lag: the step may have been lost, and
+// repeating the call is safe. A machine that has settled is forgotten.
+func (r *MachineReconciler) stuck(rm *mriv1alpha1.Machine) bool {
+	id := rm.GetMetadata().GetId()
+	if settled(rm) || r.StuckAfter <= 0 {
+		r.lagging.Delete(id)
+		return false
+	}
+	since, _ := r.lagging.LoadOrStore(id, time.Now())
+	if time.Since(since.(time.Time)) < r.StuckAfter {
+		return false
+	}
+	r.lagging.Store(id, time.Now())
+	return true
+}
+
+// report writes the runtime's view once it is settled; until then it waits for the
+// runtime's next event, with a timed retry in case that step was lost.
+func (r *MachineReconciler) report(ctx context.Context, m *computev1alpha1.Machine, rm *mriv1alpha1.Machine) (ctrl.Result, error) {
+	if !settled(rm) {
+		if m.Status.MachineID == "" {
+			st := *m.Status.DeepCopy()
+			st.MachineID, st.Pool, st.State = rm.GetMetadata().GetId(), r.Pool, computev1alpha1.MachineStatePending
+			if err := r.writeStatus(ctx, m, st); err != nil && !errors.Is(err, errRetry) {
+				return ctrl.Result{}, err
+			}
+		}
+		return ctrl.Result{RequeueAfter: r.StuckAfter}, nil
+	}
+	if err := r.writeStatus(ctx, m, observedStatus(m, rm, r.Pool)); err != nil {
+		if errors.Is(err, errRetry) {
+			return ctrl.Result{Requeue: true}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, nil
+}
