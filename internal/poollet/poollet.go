@@ -106,7 +106,7 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = ctrl.NewControllerManagedBy(mgr).Named("machine-"+o.Pool).
+	err = ctrl.NewControllerManagedBy(mgr).Named("machine-" + o.Pool).
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.Concurrency}).
 		For(&computev1alpha1.Machine{}).
 		WatchesRawSource(source.Channel(events.out, &handler.TypedEnqueueRequestForObject[*computev1alpha1.Machine]{})).
