@@ -37,6 +37,7 @@ type testPool struct {
 	t        *testing.T
 	name     string
 	cfg      fake.Config
+	labels   map[string]string
 	endpoint string
 	rt       *fake.Runtime
 	client   mriv1alpha1.MachineRuntimeClient
@@ -48,8 +49,14 @@ type testPool struct {
 
 func newPool(t *testing.T, name string, mutate func(*fake.Config)) *testPool {
 	t.Helper()
+	return newPoolWithLabels(t, name, nil, mutate)
+}
+
+// newPoolWithLabels adds labels to the pool, beyond its own poolLabel.
+func newPoolWithLabels(t *testing.T, name string, labels map[string]string, mutate func(*fake.Config)) *testPool {
+	t.Helper()
 	dir := t.TempDir()
-	p := &testPool{t: t, name: name, endpoint: "unix://" + filepath.Join(dir, "mri.sock"), cfg: fake.Config{
+	p := &testPool{t: t, name: name, labels: labels, endpoint: "unix://" + filepath.Join(dir, "mri.sock"), cfg: fake.Config{
 		Name:          name,
 		Allocatable:   &mriv1alpha1.Resources{MilliCpu: 16000, MemoryBytes: 32 << 30},
 		Architectures: []mriv1alpha1.Architecture{mriv1alpha1.Architecture_ARCHITECTURE_AMD64},
@@ -102,6 +109,9 @@ func (p *testPool) startPoollet() {
 	o.Runtime, o.Interval, o.LeaseDuration, o.StuckAfter = p.client, 500*time.Millisecond, 10*time.Second, time.Second
 	o.SkipControllerNameValidation = true
 	o.Labels = map[string]string{poolLabel: p.name}
+	for k, v := range p.labels {
+		o.Labels[k] = v
+	}
 	mgr, err := poollet.New(env.Config, o)
 	if err != nil {
 		p.t.Fatal(err)

@@ -55,6 +55,11 @@ func observedStatus(m *computev1alpha1.Machine, rm *mriv1alpha1.Machine, pool st
 		ready.Status, ready.Message = metav1.ConditionTrue, "running on pool "+pool
 	}
 	meta.SetStatusCondition(&st.Conditions, ready)
+	// The runtime machine exists, so its image and first-boot config were resolved.
+	for _, t := range []string{computev1alpha1.ConditionImageReady, computev1alpha1.ConditionIgnitionReady} {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: metav1.ConditionTrue,
+			Reason: "Resolved", Message: "handed to the runtime", ObservedGeneration: m.Generation})
+	}
 	scheduled := computev1alpha1.ReasonBound
 	if m.Annotations[computev1alpha1.AnnotationBoundBy] != "scheduler" {
 		scheduled = computev1alpha1.ReasonPinned

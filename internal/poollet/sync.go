@@ -24,7 +24,9 @@ func (r *MachineReconciler) create(ctx context.Context, m *computev1alpha1.Machi
 		return ctrl.Result{}, err
 	}
 	if cond != nil {
-		return ctrl.Result{}, r.condition(ctx, m, *cond)
+		// A missing Secret, class or image is fixed by its user; the poollet may not watch
+		// Secrets (it reads only those it is given), so it looks again after a while.
+		return ctrl.Result{RequeueAfter: r.StuckAfter}, r.condition(ctx, m, *cond)
 	}
 	resp, err := r.Runtime.CreateMachine(ctx, &mriv1alpha1.CreateMachineRequest{Machine: &mriv1alpha1.Machine{
 		Metadata: &mriv1alpha1.ObjectMetadata{Labels: map[string]string{

@@ -1,0 +1,134 @@
+package poollet_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/mri"
+	"github.com/anvil-dev/anvil/internal/runtime/fake"
+)
+
+// Pool "full" has room by its status but its runtime is taken by a machine anvil does not
+// know of: the runtime refuses, and the scheduler moves the Machine to pool "spare".
+func TestRefusalHandsMachineBackToScheduler(t *testing.T) {
+	startControllers(t)
+	small := func(c *fake.Config) { c.Allocatable = &mriv1alpha1.Resources{MilliCpu: 2000, MemoryBytes: 64 << 30} }
+	full := newPoolWithLabels(t, "refusing", map[string]string{"group": "refusal"}, small)
+	newPoolWithLabels(t, "spare", map[string]string{"group": "refusal"},
+		func(c *fake.Config) { c.Allocatable = &mriv1alpha1.Resources{MilliCpu: 1500, MemoryBytes: 64 << 30} })
+	_, err := full.client.CreateMachine(context.Background(), &mriv1alpha1.CreateMachineRequest{Machine: &mriv1alpha1.Machine{
+		Metadata: &mriv1alpha1.ObjectMetadata{Labels: map[string]string{mri.LabelMachineUID: "outsider"}},
+		Spec: &mriv1alpha1.MachineSpec{Resources: &mriv1alpha1.Resources{MilliCpu: 1500, MemoryBytes: 1 << 30},
+			Image: &mriv1alpha1.Image{Digest: "sha256:x"}, Architecture: mriv1alpha1.Architecture_ARCHITECTURE_AMD64,
+			Power: mriv1alpha1.Power_POWER_ON}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Spread prefers "refusing" (more free cpu by its status); its runtime says no.
+	m := newMachine(t, "refusing", "vm", func(m *computev1alpha1.Machine) {
+		m.Spec.MachinePoolSelector = map[string]string{"group": "refusal"}
+	})
+	m = waitFor(t, m, "ran on the spare pool", func(m *computev1alpha1.Machine) bool {
+		return m != nil && m.Status.State == computev1alpha1.MachineStateRunning && m.Status.Pool == "spare"
+	})
+	if n := len(full.runtimeMachines(m)); n != 0 {
+		t.Fatalf("the refusing runtime holds %d machines of the Machine", n)
+	}
+}
+
+// A Machine its user pinned stays on its pool when refused, and says why.
+func TestPinnedMachineRefusedSaysWhy(t *testing.T) {
+	startControllers(t)
+	newPool(t, "pinned", nil)
+	m := newMachine(t, "pinned", "too-big", func(m *computev1alpha1.Machine) {
+		m.Spec.MachinePoolRef = &computev1alpha1.LocalObjectReference{Name: "pinned"}
+		m.Spec.MachineClassRef.Name = "huge"
+	})
+	// Two of "huge" (12 cpu) do not fit 16 cpu.
+	waitFor(t, m, "ran", inState(computev1alpha1.MachineStateRunning))
+	second := newMachine(t, "pinned", "too-big-2", func(m *computev1alpha1.Machine) {
+		m.Spec.MachinePoolRef = &computev1alpha1.LocalObjectReference{Name: "pinned"}
+		m.Spec.MachineClassRef.Name = "huge"
+	})
+	waitFor(t, second, "said the runtime refused it", func(m *computev1alpha1.Machine) bool {
+		c := meta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionScheduled)
+		return c != nil && c.Reason == computev1alpha1.ReasonRuntimeRefused && strings.Contains(c.Message, "not enough cpu") &&
+			m.Spec.MachinePoolRef != nil && m.Spec.MachinePoolRef.Name == "pinned"
+	})
+}
+
+func TestMissingSecretIsACondition(t *testing.T) {
+	startControllers(t)
+	p := newPool(t, "secrets", nil)
+	m := newMachine(t, "secrets", "vm", func(m *computev1alpha1.Machine) {
+		m.Spec.UserDataRef = &computev1alpha1.SecretKeySelector{Name: "user-data"}
+	})
+	waitFor(t, m, "reported the missing Secret", func(m *computev1alpha1.Machine) bool {
+		c := meta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionIgnitionReady)
+		return c != nil && c.Reason == computev1alpha1.ReasonSecretNotFound && strings.Contains(c.Message, "Secret user-data")
+	})
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: "user-data"},
+		Data: map[string][]byte{computev1alpha1.DefaultUserDataKey: []byte("#cloud-config\nhostname: vm\n")}}
+	if err := env.Client.Create(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing watches Secrets: the Machine is retried on its own schedule.
+	m = waitFor(t, m, "ran once the Secret exists", inState(computev1alpha1.MachineStateRunning))
+	if !meta.IsStatusConditionTrue(m.Status.Conditions, computev1alpha1.ConditionIgnitionReady) {
+		t.Errorf("IgnitionReady still false once running: %+v", m.Status.Conditions)
+	}
+	waitRuntime(t, p, m, "got the user data", func(rm *mriv1alpha1.Machine) bool {
+		return rm.Spec.FirstBoot.GetFormat() == mriv1alpha1.ConfigFormat_CONFIG_FORMAT_CLOUD_INIT &&
+			strings.Contains(string(rm.Spec.FirstBoot.GetData()), "hostname: vm")
+	})
+}
+
+func TestDuplicateRuntimeMachinesAreCleanedUp(t *testing.T) {
+	startControllers(t)
+	p := newPool(t, "dups", nil)
+	m := newMachine(t, "dups", "vm", nil)
+	m = waitFor(t, m, "ran", inState(computev1alpha1.MachineStateRunning))
+	// Another writer (a poollet from before a crash, say) made a second machine for the uid.
+	dup := p.runtimeMachines(m)[0]
+	p.stopRuntime()
+	injectDuplicate(t, p, dup)
+	p.startRuntime()
+	waitRuntime(t, p, m, "down to one machine", func(*mriv1alpha1.Machine) bool { return len(p.runtimeMachines(m)) == 1 })
+	if got := p.runtimeMachines(m)[0].Metadata.Id; got != m.Status.MachineID {
+		t.Fatalf("kept %s, want the original %s", got, m.Status.MachineID)
+	}
+}
+
+// injectDuplicate adds a copy of rm, under a new id, to the stopped runtime's state.
+func injectDuplicate(t *testing.T, p *testPool, rm *mriv1alpha1.Machine) {
+	t.Helper()
+	raw, err := os.ReadFile(p.cfg.StateFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := &mriv1alpha1.ListMachinesResponse{}
+	if err := protojson.Unmarshal(raw, state); err != nil {
+		t.Fatal(err)
+	}
+	dup := proto.Clone(rm).(*mriv1alpha1.Machine)
+	dup.Metadata.Id = p.name + "-999"
+	dup.Metadata.CreatedAtUnixNano = rm.Metadata.CreatedAtUnixNano + 1
+	state.Machines = append(state.Machines, dup)
+	if raw, err = protojson.Marshal(state); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p.cfg.StateFile, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
