@@ -24,6 +24,8 @@ func newDevCommand() *cobra.Command {
 	}
 	// In dev the manager's endpoints are off by default: nothing to scrape, fewer ports to clash.
 	o.Manager.MetricsAddr, o.Manager.HealthAddr = "0", "0"
+	var fakePool string
+	ff := fakeFlags{cpu: "64", memory: "256Gi", archs: []string{"amd64", "arm64"}}
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run a local anvil: etcd, kube-apiserver, anvil's CRDs and controllers, state kept in --state-dir",
@@ -34,6 +36,13 @@ the next start finds every object again.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Out = cmd.OutOrStdout()
+			if fakePool != "" {
+				cfg, err := ff.config(fakePool)
+				if err != nil {
+					return err
+				}
+				o.FakePools = []dev.FakePool{{Name: fakePool, Config: cfg}}
+			}
 			return dev.Run(cmd.Context(), o)
 		},
 	}
@@ -44,6 +53,8 @@ the next start finds every object again.`,
 	f.IntVar(&o.ControlPlane.EtcdClientPort, "etcd-port", o.ControlPlane.EtcdClientPort, "loopback port of etcd's client API")
 	f.IntVar(&o.ControlPlane.EtcdPeerPort, "etcd-peer-port", o.ControlPlane.EtcdPeerPort, "loopback port of etcd's peer API")
 	f.StringSliceVar(&o.ApplyDirs, "apply", nil, "folders of YAML manifests whose objects are created when missing (repeatable)")
+	f.StringVar(&fakePool, "fake-pool", "dev-fake", "name of an in-process pool of the fake runtime; empty for none")
+	ff.addFlags(cmd)
 	o.Manager.AddFlags(f)
 	return cmd
 }

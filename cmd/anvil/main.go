@@ -39,6 +39,6 @@ func newRootCommand() *cobra.Command {
 	logFlags := goflag.NewFlagSet("log", goflag.ContinueOnError)
 	logOpts.BindFlags(logFlags)
 	root.PersistentFlags().AddGoFlagSet(logFlags)
-	root.AddCommand(newDevCommand(), newManagerCommand(), newVersionCommand())
+	root.AddCommand(newDevCommand(), newManagerCommand(), newPoolletCommand(), newRuntimeCommand(), newVersionCommand())
 	return root
 }

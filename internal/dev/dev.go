@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +28,8 @@ type Options struct {
 	// ApplyDirs are folders of manifests whose objects are created when missing.
 	ApplyDirs []string
 	Manager   manager.Options
+	// FakePools are run in-process, each a fake runtime and its poollet.
+	FakePools []FakePool
 	// Out receives the human-readable summary of what started and where.
 	Out io.Writer
 }
@@ -77,12 +80,29 @@ func Run(ctx context.Context, o Options) (err error) {
 	mgrCtx, stopManager := context.WithCancel(ctx)
 	mgrDone := make(chan error, 1)
 	go func() { mgrDone <- mgr.Start(mgrCtx) }()
+	poolErrs := make(chan error, 2*len(o.FakePools))
+	var poolNames []string
+	for _, p := range o.FakePools {
+		errs, err := startFakePool(mgrCtx, cfg, cp.StateDir(), p)
+		if err != nil {
+			stopManager()
+			<-mgrDone
+			return fmt.Errorf("starting pool %s: %w", p.Name, err)
+		}
+		go func() {
+			for err := range errs {
+				poolErrs <- err
+			}
+		}()
+		poolNames = append(poolNames, p.Name+" (fake runtime)")
+	}
 
 	etcdPID, apiserverPID := cp.PIDs()
 	fmt.Fprintf(o.Out, `anvil dev is up (%.1fs)
   etcd            pid %d, 127.0.0.1:%d
   kube-apiserver  pid %d, https://127.0.0.1:%d
   manager         in this process
+  pools           %s
   state           %s (logs in %s)
   samples         %d created, %d already present
 Use it with:
@@ -90,6 +110,7 @@ Use it with:
   kubectl get machineclasses
 Stop with Ctrl-C; objects are kept for the next start.
 `, time.Since(started).Seconds(), etcdPID, o.ControlPlane.EtcdClientPort, apiserverPID, o.ControlPlane.APIServerPort,
+		orNone(poolNames),
 		cp.StateDir(), cp.LogDir(), created, len(seeds)-created, cp.KubeconfigPath())
 
 	select {
@@ -105,6 +126,9 @@ Stop with Ctrl-C; objects are kept for the next start.
 		if err == nil {
 			err = errors.New("the controller manager stopped unexpectedly")
 		}
+	case err = <-poolErrs:
+		stopManager()
+		<-mgrDone
 	}
 	return err
 }
@@ -115,4 +139,11 @@ func ensureNamespace(ctx context.Context, c client.Client, name string) error {
 		return nil
 	}
 	return err
+}
+
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
 }

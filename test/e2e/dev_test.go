@@ -153,6 +153,9 @@ func TestDevKeepsObjectsAcrossRestart(t *testing.T) {
 			t.Errorf("sample MachineClass %s missing from:\n%s", sample, out)
 		}
 	}
+	// The sample Machine runs on the fake pool anvil dev starts.
+	waitKubectl(t, kubeconfig, "Running", "get", "machine", "web-1", "-n", "default", "-o", "jsonpath={.status.state}")
+	waitKubectl(t, kubeconfig, "True", "get", "machinepool", "dev-fake", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 	if out, err := kubectl(t, kubeconfig, keptClass, "apply", "-f", "-"); err != nil {
 		t.Fatalf("kubectl apply: %v\n%s", err, out)
 	}
@@ -214,4 +217,17 @@ func TestDevRefusesBusyPortAndMissingBinary(t *testing.T) {
 			}
 		})
 	}
+}
+
+// waitKubectl runs kubectl until its output is want, for up to a minute.
+func waitKubectl(t *testing.T, kubeconfig, want string, args ...string) {
+	t.Helper()
+	var out string
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		out, _ = kubectl(t, kubeconfig, "", args...)
+		if strings.TrimSpace(out) == want {
+			return
+		}
+	}
+	t.Fatalf("kubectl %v printed %q, want %q", args, out, want)
 }

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/anvil-dev/anvil/internal/mri"
+	"github.com/anvil-dev/anvil/internal/poollet"
+)
+
+func newPoolletCommand() *cobra.Command {
+	var endpoint string
+	o := poollet.DefaultOptions("")
+	cmd := &cobra.Command{
+		Use:   "poollet",
+		Short: "Run the agent of one MachinePool against its runtime",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			rt, conn, err := mri.Dial(endpoint)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			o.Runtime = rt
+			cfg, err := ctrl.GetConfig()
+			if err != nil {
+				return err
+			}
+			mgr, err := poollet.New(cfg, o)
+			if err != nil {
+				return err
+			}
+			return mgr.Start(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Pool, "pool", "", "name of the MachinePool (required)")
+	f.StringVar(&endpoint, "runtime", "", "the runtime's endpoint, unix:///path.sock (required)")
+	f.StringVar(&o.ProviderID, "provider-id", "", "spec.providerID of a pool this poollet creates")
+	f.StringToStringVar(&o.Labels, "labels", nil, "labels of a pool this poollet creates")
+	f.DurationVar(&o.Interval, "interval", o.Interval, "how often the runtime's capacity is read and the Lease renewed")
+	f.DurationVar(&o.LeaseDuration, "lease-duration", o.LeaseDuration, "how long the pool counts as alive after a renewal")
+	f.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "Machines reconciled at once")
+	f.Float32Var(&o.QPS, "kube-api-qps", o.QPS, "requests per second to the apiserver")
+	f.IntVar(&o.Burst, "kube-api-burst", o.Burst, "request burst to the apiserver")
+	f.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "metrics address; 0 turns them off")
+	_ = cmd.MarkFlagRequired("pool")
+	_ = cmd.MarkFlagRequired("runtime")
+	return cmd
+}

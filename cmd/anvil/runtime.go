@@ -1,0 +1,99 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/mri"
+	"github.com/anvil-dev/anvil/internal/poollet"
+	"github.com/anvil-dev/anvil/internal/runtime/fake"
+)
+
+func newRuntimeCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "runtime", Short: "Serve a Machine Runtime Interface runtime on a unix socket"}
+	cmd.AddCommand(newFakeRuntimeCommand())
+	return cmd
+}
+
+// fakeFlags are the fake runtime's settings as flags, shared with anvil dev.
+type fakeFlags struct {
+	cpu, memory   string
+	archs         []string
+	latency       time.Duration
+	jitter        time.Duration
+	failure       float64
+	silentFailure float64
+	stateFile     string
+	seed          int64
+}
+
+func (f *fakeFlags) config(name string) (fake.Config, error) {
+	cpu, err := resource.ParseQuantity(f.cpu)
+	if err != nil {
+		return fake.Config{}, fmt.Errorf("--cpu %q: %w", f.cpu, err)
+	}
+	mem, err := resource.ParseQuantity(f.memory)
+	if err != nil {
+		return fake.Config{}, fmt.Errorf("--memory %q: %w", f.memory, err)
+	}
+	cfg := fake.Config{
+		Name:        name,
+		Allocatable: &mriv1alpha1.Resources{MilliCpu: cpu.MilliValue(), MemoryBytes: mem.Value()},
+		Latency:     f.latency, Jitter: f.jitter, FailureRate: f.failure, SilentFailureRate: f.silentFailure,
+		StateFile: f.stateFile, Seed: f.seed,
+	}
+	for _, a := range f.archs {
+		arch := poollet.ArchToMRI(computev1alpha1.Architecture(a))
+		if arch == mriv1alpha1.Architecture_ARCHITECTURE_UNSPECIFIED {
+			return fake.Config{}, fmt.Errorf("--arch %q: use one of %v", a, computev1alpha1.KnownArchitectures)
+		}
+		cfg.Architectures = append(cfg.Architectures, arch)
+	}
+	return cfg, nil
+}
+
+func newFakeRuntimeCommand() *cobra.Command {
+	var socket, name string
+	f := fakeFlags{cpu: "64", memory: "256Gi", archs: []string{"amd64"}}
+	cmd := &cobra.Command{
+		Use:   "fake",
+		Short: "An in-memory runtime for tests and scale runs: runs no machines, honours the MRI contract",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := f.config(name)
+			if err != nil {
+				return err
+			}
+			rt, err := fake.New(cfg)
+			if err != nil {
+				return err
+			}
+			defer rt.Close()
+			fmt.Fprintf(cmd.OutOrStdout(), "fake runtime %s serving on %s\n", name, socket)
+			return mri.Serve(cmd.Context(), socket, rt)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&socket, "socket", "unix:///tmp/anvil-fake.sock", "where to serve, unix:///path")
+	fl.StringVar(&name, "name", "fake", "runtime name, used in machine ids")
+	f.addFlags(cmd)
+	return cmd
+}
+
+func (f *fakeFlags) addFlags(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.cpu, "cpu", f.cpu, "allocatable cpu of the fake pool")
+	fl.StringVar(&f.memory, "memory", f.memory, "allocatable memory of the fake pool")
+	fl.StringSliceVar(&f.archs, "arch", f.archs, "architectures the fake pool runs")
+	fl.DurationVar(&f.latency, "latency", f.latency, "duration of each step (boot, power, delete)")
+	fl.DurationVar(&f.jitter, "jitter", f.jitter, "random extra duration of each step")
+	fl.Float64Var(&f.failure, "failure-rate", f.failure, "probability that a call fails with UNAVAILABLE")
+	fl.Float64Var(&f.silentFailure, "silent-failure-rate", f.silentFailure, "probability that a call succeeds but its effect is lost")
+	fl.StringVar(&f.stateFile, "state-file", f.stateFile, "keep machines across restarts in this file")
+	fl.Int64Var(&f.seed, "seed", f.seed, "seed of latency and failure randomness")
+}
