@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -38,6 +39,8 @@ type MachineReconciler struct {
 
 	// lagging holds, per runtime machine id, when it was first seen behind its spec.
 	lagging sync.Map
+	// written holds, per Machine UID, the resource version our last status write produced.
+	written sync.Map
 }
 
 // Reconcile makes the runtime hold exactly one machine for the Machine, shaped like its
@@ -144,13 +147,23 @@ func (r *MachineReconciler) delete(ctx context.Context, m *computev1alpha1.Machi
 	}
 	patch := client.MergeFrom(m.DeepCopy())
 	controllerutil.RemoveFinalizer(m, computev1alpha1.FinalizerRuntimeMachine)
+	r.written.Delete(m.UID)
 	return client.IgnoreNotFound(r.Client.Patch(ctx, m, patch))
 }
 
-// writeStatus patches status when it differs from what is stored.
+// writeStatus patches status when it differs from what is stored. A reconcile that runs
+// on a cached copy older than our own last write skips: the informer is about to deliver
+// that write, and patching the stale copy would only be refused as a conflict, at the
+// full cost of an update to the apiserver. (Resource versions are compared as the etcd
+// revisions they are; one that is not a number turns the shortcut off.)
 func (r *MachineReconciler) writeStatus(ctx context.Context, m *computev1alpha1.Machine, st computev1alpha1.MachineStatus) error {
 	if equality.Semantic.DeepEqual(m.Status, st) {
 		return nil
+	}
+	if last, ok := r.written.Load(m.UID); ok {
+		if cached, err := strconv.ParseUint(m.ResourceVersion, 10, 64); err == nil && cached < last.(uint64) {
+			return nil
+		}
 	}
 	patch := client.MergeFromWithOptions(m.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	m.Status = st
@@ -158,7 +171,13 @@ func (r *MachineReconciler) writeStatus(ctx context.Context, m *computev1alpha1.
 	if apierrors.IsConflict(err) {
 		return errRetry
 	}
-	return client.IgnoreNotFound(err)
+	if err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if rv, err := strconv.ParseUint(m.ResourceVersion, 10, 64); err == nil {
+		r.written.Store(m.UID, rv)
+	}
+	return nil
 }
 
 // errRetry asks for another pass without counting as a failure.

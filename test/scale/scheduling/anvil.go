@@ -17,6 +17,7 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/manager"
 	"github.com/anvil-dev/anvil/test/harness"
+	"github.com/anvil-dev/anvil/test/scale/measure"
 )
 
 const numClasses = 20
@@ -83,13 +84,13 @@ func (s *anvilSide) createFleet(ctx context.Context) error {
 			return err
 		}
 	}
-	_, _, err := createAll(ctx, s.c, s.o.targets, s.o.creators, func(i int) client.Object {
+	_, _, err := measure.CreateAll(ctx, s.c, s.o.targets, s.o.creators, func(i int) client.Object {
 		return &computev1alpha1.MachinePool{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pool-%04d", i)}}
 	})
 	if err != nil {
 		return err
 	}
-	_, _, err = createAll(ctx, s.c, s.o.targets, s.o.creators, func(i int) client.Object {
+	_, _, err = measure.CreateAll(ctx, s.c, s.o.targets, s.o.creators, func(i int) client.Object {
 		return &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pool-%04d", i), Namespace: computev1alpha1.PoolLeaseNamespace},
 			Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr.To[int32](3600),
@@ -99,7 +100,7 @@ func (s *anvilSide) createFleet(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return forEach(s.o.targets, s.o.creators, func(i int) error {
+	return measure.ForEach(s.o.targets, s.o.creators, func(i int) error {
 		mp := &computev1alpha1.MachinePool{}
 		if err := s.c.Get(ctx, client.ObjectKey{Name: fmt.Sprintf("pool-%04d", i)}, mp); err != nil {
 			return err
@@ -136,15 +137,15 @@ func (s *anvilSide) bindBatch(ctx context.Context, ns string, n int) (sideResult
 	if err := s.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); client.IgnoreAlreadyExists(err) != nil {
 		return sideResult{}, err
 	}
-	bw, err := startBoundWatch(ctx, s.c, ns, func() client.ObjectList { return &computev1alpha1.MachineList{} })
+	bw, err := measure.StartWatch(ctx, s.c, ns, func() client.ObjectList { return &computev1alpha1.MachineList{} })
 	if err != nil {
 		return sideResult{}, err
 	}
-	first, lastCreate, err := createAll(ctx, s.c, n, s.o.creators, func(i int) client.Object { return benchMachine(ns, i) })
+	first, lastCreate, err := measure.CreateAll(ctx, s.c, n, s.o.creators, func(i int) client.Object { return benchMachine(ns, i) })
 	if err != nil {
 		return sideResult{}, err
 	}
-	lastBound, err := bw.wait(ctx, n, s.o.timeout, func(o client.Object) bool {
+	lastBound, err := bw.Wait(ctx, n, s.o.timeout, func(o client.Object) bool {
 		return o.(*computev1alpha1.Machine).Spec.MachinePoolRef != nil
 	})
 	if err != nil {

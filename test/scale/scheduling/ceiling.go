@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/test/scale/measure"
 )
 
 // ceilingRound binds Machines with a plain client: a watch hands each new Machine to one
@@ -24,10 +25,10 @@ func ceilingRound(ctx context.Context, a *anvilSide, round int) (sideResult, err
 		return sideResult{}, err
 	}
 	ns := fmt.Sprintf("ceiling-round-%d", round)
-	if err := a.c.Create(ctx, namespaceObj(ns)); err != nil {
+	if err := a.c.Create(ctx, measure.Namespace(ns)); err != nil {
 		return sideResult{}, err
 	}
-	bw, err := startBoundWatch(ctx, a.c, ns, func() client.ObjectList { return &computev1alpha1.MachineList{} })
+	bw, err := measure.StartWatch(ctx, a.c, ns, func() client.ObjectList { return &computev1alpha1.MachineList{} })
 	if err != nil {
 		return sideResult{}, err
 	}
@@ -59,11 +60,11 @@ func ceilingRound(ctx context.Context, a *anvilSide, round int) (sideResult, err
 			}
 		}()
 	}
-	first, lastCreate, err := createAll(ctx, a.c, a.o.objects, a.o.creators, func(i int) client.Object { return benchMachine(ns, i) })
+	first, lastCreate, err := measure.CreateAll(ctx, a.c, a.o.objects, a.o.creators, func(i int) client.Object { return benchMachine(ns, i) })
 	if err != nil {
 		return sideResult{}, err
 	}
-	lastBound, err := bw.wait(ctx, a.o.objects, a.o.timeout, func(o client.Object) bool {
+	lastBound, err := bw.Wait(ctx, a.o.objects, a.o.timeout, func(o client.Object) bool {
 		return o.(*computev1alpha1.Machine).Spec.MachinePoolRef != nil
 	})
 	cancel()

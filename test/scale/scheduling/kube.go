@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/anvil-dev/anvil/test/harness"
+	"github.com/anvil-dev/anvil/test/scale/measure"
 )
 
 // kubeSide is kube-scheduler with Nodes that exist only as API objects (no kubelet):
@@ -49,7 +50,7 @@ func newKubeSide(ctx context.Context, env *harness.Env, o options) (*kubeSide, e
 }
 
 func (s *kubeSide) createNodes(ctx context.Context) error {
-	_, _, err := createAll(ctx, s.c, s.o.targets, s.o.creators, func(i int) client.Object {
+	_, _, err := measure.CreateAll(ctx, s.c, s.o.targets, s.o.creators, func(i int) client.Object {
 		name := fmt.Sprintf("node-%04d", i)
 		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
 			"kubernetes.io/hostname": name, "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux"}}}
@@ -57,7 +58,7 @@ func (s *kubeSide) createNodes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return forEach(s.o.targets, s.o.creators, func(i int) error {
+	return measure.ForEach(s.o.targets, s.o.creators, func(i int) error {
 		n := &corev1.Node{}
 		if err := s.c.Get(ctx, client.ObjectKey{Name: fmt.Sprintf("node-%04d", i)}, n); err != nil {
 			return err
@@ -126,11 +127,11 @@ func (s *kubeSide) bindBatch(ctx context.Context, ns string, n int) (sideResult,
 			return sideResult{}, err
 		}
 	}
-	bw, err := startBoundWatch(ctx, s.c, ns, func() client.ObjectList { return &corev1.PodList{} })
+	bw, err := measure.StartWatch(ctx, s.c, ns, func() client.ObjectList { return &corev1.PodList{} })
 	if err != nil {
 		return sideResult{}, err
 	}
-	first, lastCreate, err := createAll(ctx, s.c, n, s.o.creators, func(i int) client.Object {
+	first, lastCreate, err := measure.CreateAll(ctx, s.c, n, s.o.creators, func(i int) client.Object {
 		cpu, mem := classSize(i % numClasses)
 		return &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("p-%05d", i)},
@@ -145,7 +146,7 @@ func (s *kubeSide) bindBatch(ctx context.Context, ns string, n int) (sideResult,
 	if err != nil {
 		return sideResult{}, err
 	}
-	lastBound, err := bw.wait(ctx, n, s.o.timeout, func(o client.Object) bool {
+	lastBound, err := bw.Wait(ctx, n, s.o.timeout, func(o client.Object) bool {
 		return o.(*corev1.Pod).Spec.NodeName != ""
 	})
 	if err != nil {

@@ -136,3 +136,11 @@ func median(rs []sideResult) float64 {
 	}
 	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
+
+func result(n int, first, lastCreate, lastBound time.Time) sideResult {
+	secs := lastBound.Sub(first).Seconds()
+	return sideResult{
+		Objects: n, Seconds: secs, BoundPerSec: float64(n) / secs,
+		CreatedPerSec: float64(n) / lastCreate.Sub(first).Seconds(),
+	}
+}

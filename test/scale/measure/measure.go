@@ -1,4 +1,6 @@
-package main
+// Package measure holds what the scale scenarios share: creating many objects in
+// parallel, waiting on a watch until enough of them reach a state, and rates.
+package measure
 
 import (
 	"context"
@@ -13,9 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// createAll creates the n objects newObj returns, from o.creators goroutines, and reports
+// CreateAll creates the n objects newObj returns, from o.creators goroutines, and reports
 // when the first create was sent and when the last returned.
-func createAll(ctx context.Context, c client.Client, n, creators int, newObj func(i int) client.Object) (first, last time.Time, err error) {
+func CreateAll(ctx context.Context, c client.Client, n, creators int, newObj func(i int) client.Object) (first, last time.Time, err error) {
 	var next atomic.Int64
 	var firstErr error
 	var mu sync.Mutex
@@ -45,26 +47,28 @@ func createAll(ctx context.Context, c client.Client, n, creators int, newObj fun
 	return first, time.Now(), firstErr
 }
 
-// boundWatch counts the distinct objects of one namespace that bound reports as placed,
-// from a resource version taken before the first create, so no bind is missed.
-type boundWatch struct {
+// Watch counts the distinct objects of one namespace that reach a state (bound, Running),
+// from a resource version taken before the first create, so no change is missed; a watch
+// the apiserver ends is reopened where it stopped.
+type Watch struct {
 	c         client.WithWatch
 	list      func() client.ObjectList
 	namespace string
 	rv        string
 }
 
-func startBoundWatch(ctx context.Context, c client.WithWatch, namespace string, list func() client.ObjectList) (*boundWatch, error) {
+// StartWatch takes the namespace's current resource version; call it before creating.
+func StartWatch(ctx context.Context, c client.WithWatch, namespace string, list func() client.ObjectList) (*Watch, error) {
 	l := list()
 	if err := c.List(ctx, l, client.InNamespace(namespace), client.Limit(1)); err != nil {
 		return nil, err
 	}
 	rv := l.(metav1.ListInterface).GetResourceVersion()
-	return &boundWatch{c: c, list: list, namespace: namespace, rv: rv}, nil
+	return &Watch{c: c, list: list, namespace: namespace, rv: rv}, nil
 }
 
-// wait returns the time the n-th object was seen bound.
-func (b *boundWatch) wait(ctx context.Context, n int, timeout time.Duration, bound func(client.Object) bool) (time.Time, error) {
+// Wait returns the time the n-th object was seen with done true.
+func (b *Watch) Wait(ctx context.Context, n int, timeout time.Duration, done func(client.Object) bool) (time.Time, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	seen := map[string]struct{}{}
@@ -84,7 +88,7 @@ func (b *boundWatch) wait(ctx context.Context, n int, timeout time.Duration, bou
 				continue
 			}
 			b.rv = o.GetResourceVersion()
-			if ev.Type != watch.Deleted && bound(o) {
+			if ev.Type != watch.Deleted && done(o) {
 				seen[o.GetName()] = struct{}{}
 				if len(seen) == n {
 					w.Stop()
@@ -93,21 +97,13 @@ func (b *boundWatch) wait(ctx context.Context, n int, timeout time.Duration, bou
 			}
 		}
 		if ctx.Err() != nil {
-			return time.Time{}, fmt.Errorf("%d of %d bound before the time limit", len(seen), n)
+			return time.Time{}, fmt.Errorf("%d of %d done before the time limit", len(seen), n)
 		}
 	}
 }
 
-func result(n int, first, lastCreate, lastBound time.Time) sideResult {
-	secs := lastBound.Sub(first).Seconds()
-	return sideResult{
-		Objects: n, Seconds: secs, BoundPerSec: float64(n) / secs,
-		CreatedPerSec: float64(n) / lastCreate.Sub(first).Seconds(),
-	}
-}
-
-// forEach runs f for 0..n-1 from workers goroutines and returns the first error.
-func forEach(n, workers int, f func(i int) error) error {
+// ForEach runs f for 0..n-1 from workers goroutines and returns the first error.
+func ForEach(n, workers int, f func(i int) error) error {
 	var next atomic.Int64
 	errs := make(chan error, workers)
 	for w := 0; w < workers; w++ {
@@ -134,6 +130,7 @@ func forEach(n, workers int, f func(i int) error) error {
 	return first
 }
 
-func namespaceObj(name string) *corev1.Namespace {
+// Namespace is a Namespace object of that name.
+func Namespace(name string) *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 }

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/test/harness"
+	"github.com/anvil-dev/anvil/test/scale/measure"
+)
+
+const namespace = "scale"
+
+type clients struct {
+	c  client.WithWatch
+	cs *kubernetes.Clientset
+}
+
+func newClients(env *harness.Env) (*clients, error) {
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = 5000, 10000
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &clients{c: c, cs: cs}, nil
+}
+
+func (c *clients) seed(ctx context.Context) error {
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: computev1alpha1.PoolLeaseNamespace}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}},
+		&computev1alpha1.MachineClass{ObjectMeta: metav1.ObjectMeta{Name: "small"},
+			Capabilities: corev1.ResourceList{"cpu": resource.MustParse("1"), "memory": resource.MustParse("1Gi")}},
+	} {
+		if err := c.c.Create(ctx, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *clients) waitPoolsReady(ctx context.Context, n int, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		pools := &computev1alpha1.MachinePoolList{}
+		if err := c.c.List(ctx, pools); err != nil {
+			return err
+		}
+		ready := 0
+		for _, p := range pools.Items {
+			if meta.IsStatusConditionTrue(p.Status.Conditions, computev1alpha1.ConditionReady) && len(p.Status.SupportedClasses) > 0 {
+				ready++
+			}
+		}
+		if ready >= n {
+			return nil
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return fmt.Errorf("fewer than %d pools Ready after %s", n, limit)
+}
+
+// machineWrites sums the apiserver's count of successful writes (not creates) to Machines
+// and their status, and of refused ones (conflicts), from its own metrics.
+func (c *clients) machineWrites(ctx context.Context) (writes, refused float64, err error) {
+	raw, err := c.cs.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `resource="machines"`) {
+			continue
+		}
+		if !strings.Contains(line, `verb="PATCH"`) && !strings.Contains(line, `verb="UPDATE"`) && !strings.Contains(line, `verb="APPLY"`) {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+		if err != nil {
+			return 0, 0, err
+		}
+		// Refused writes (conflicts) change nothing but still cost the apiserver.
+		if strings.Contains(line, `code="200"`) || strings.Contains(line, `code="201"`) {
+			writes += v
+		} else {
+			refused += v
+		}
+	}
+	return writes, refused, nil
+}
+
+// createAndWait creates the Machines and returns when the last is seen Running.
+func (c *clients) createAndWait(ctx context.Context, o options) (first, lastCreate, lastRunning time.Time, err error) {
+	w, err := measure.StartWatch(ctx, c.c, namespace, func() client.ObjectList { return &computev1alpha1.MachineList{} })
+	if err != nil {
+		return first, lastCreate, lastRunning, err
+	}
+	first, lastCreate, err = measure.CreateAll(ctx, c.c, o.machines, o.creators, func(i int) client.Object {
+		return &computev1alpha1.Machine{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: fmt.Sprintf("m-%05d", i)},
+			Spec: computev1alpha1.MachineSpec{MachineClassRef: computev1alpha1.MachineClassReference{Name: "small"},
+				Image: "registry.example/os@sha256:" + strings.Repeat("ab", 32)},
+		}
+	})
+	if err != nil {
+		return first, lastCreate, lastRunning, err
+	}
+	lastRunning, err = w.Wait(ctx, o.machines, o.timeout, func(obj client.Object) bool {
+		return obj.(*computev1alpha1.Machine).Status.State == computev1alpha1.MachineStateRunning
+	})
+	if err != nil {
+		return first, lastCreate, lastRunning, fmt.Errorf("%w: %s", err, c.summary(ctx))
+	}
+	return first, lastCreate, lastRunning, nil
+}
+
+// summary counts Machines by state and pool binding, to say where a run got stuck.
+func (c *clients) summary(ctx context.Context) string {
+	list := &computev1alpha1.MachineList{}
+	if err := c.c.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return err.Error()
+	}
+	counts := map[string]int{}
+	for _, m := range list.Items {
+		key := "state=" + string(m.Status.State)
+		if m.Spec.MachinePoolRef == nil {
+			key += ",unbound"
+		}
+		counts[key]++
+	}
+	return fmt.Sprint(counts)
+}

@@ -1,0 +1,151 @@
+// Command pools measures Machines going from creation to Running on fake pools: 10,000
+// Machines over 100 pools of the fake runtime (no latency) by default. It runs anvil's
+// controller manager and all poollets (with their fake runtimes) as two child processes so
+// each one's peak RSS can be read, counts the API writes to Machines from the apiserver's
+// own request metrics, and prints one JSON object.
+//
+//	go run ./test/scale/pools -machines 10000 -pools 100
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/anvil-dev/anvil/test/harness"
+)
+
+type options struct {
+	machines, pools, creators int
+	managerQPS                float64
+	timeout                   time.Duration
+}
+
+type report struct {
+	Machines           int     `json:"machines"`
+	Pools              int     `json:"pools"`
+	Seconds            float64 `json:"secondsCreateToAllRunning"`
+	MachinesPerSecond  float64 `json:"machinesPerSecond"`
+	CreatedPerSecond   float64 `json:"createdPerSecond"`
+	WritesPerMachine   float64 `json:"apiWritesPerMachineAfterCreation"`
+	RefusedPerMachine  float64 `json:"refusedWritesPerMachine"`
+	ManagerPeakRSSMiB  float64 `json:"controllerManagerPeakRSSMiB"`
+	PoolletsPeakRSSMiB float64 `json:"allPoolletsPeakRSSMiB"`
+	ManagerQPS         float64 `json:"managerQPS"`
+}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "poollets" {
+		if err := runPoollets(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "poollets:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	var o options
+	flag.IntVar(&o.machines, "machines", 10000, "Machines to create")
+	flag.IntVar(&o.pools, "pools", 100, "fake pools")
+	flag.IntVar(&o.creators, "creators", 16, "goroutines creating Machines")
+	flag.Float64Var(&o.managerQPS, "manager-qps", 1000, "the controller manager's --kube-api-qps (burst twice that)")
+	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "limit for all Machines to run")
+	flag.Parse()
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "pools:", err)
+		os.Exit(1)
+	}
+}
+
+func run(o options) error {
+	env, err := harness.Start()
+	if err != nil {
+		return err
+	}
+	defer env.Stop()
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "anvil-scale-pools-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	raw, err := env.AdminKubeconfig("scale-pools")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(kubeconfig, raw, 0o600); err != nil {
+		return err
+	}
+	anvil, err := buildAnvil(dir)
+	if err != nil {
+		return err
+	}
+	c, err := newClients(env)
+	if err != nil {
+		return err
+	}
+	if err := c.seed(ctx); err != nil {
+		return err
+	}
+	manager, err := startChild(dir, "manager", kubeconfig, anvil, "manager",
+		"--kube-api-qps", fmt.Sprint(o.managerQPS), "--kube-api-burst", fmt.Sprint(2*o.managerQPS),
+		"--concurrency", "16", "--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+	if err != nil {
+		return err
+	}
+	defer manager.stop()
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	poollets, err := startChild(dir, "poollets", kubeconfig, self, "poollets", "-pools", fmt.Sprint(o.pools), "-dir", dir)
+	if err != nil {
+		return err
+	}
+	defer poollets.stop()
+	fmt.Fprintln(os.Stderr, "waiting for pools to be Ready")
+	if err := c.waitPoolsReady(ctx, o.pools, 3*time.Minute); err != nil {
+		return fmt.Errorf("%w (logs in %s)", err, dir)
+	}
+	writesBefore, refusedBefore, err := c.machineWrites(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "creating Machines")
+	first, lastCreate, lastRunning, err := c.createAndWait(ctx, o)
+	if err != nil {
+		return fmt.Errorf("%w (logs in %s)", err, dir)
+	}
+	writesAfter, refusedAfter, err := c.machineWrites(ctx)
+	if err != nil {
+		return err
+	}
+	secs := lastRunning.Sub(first).Seconds()
+	rep := report{
+		Machines: o.machines, Pools: o.pools, Seconds: secs,
+		MachinesPerSecond: float64(o.machines) / secs,
+		CreatedPerSecond:  float64(o.machines) / lastCreate.Sub(first).Seconds(),
+		WritesPerMachine:  (writesAfter - writesBefore) / float64(o.machines),
+		RefusedPerMachine: (refusedAfter - refusedBefore) / float64(o.machines),
+		ManagerPeakRSSMiB: manager.peakRSSMiB(), PoolletsPeakRSSMiB: poollets.peakRSSMiB(),
+		ManagerQPS: o.managerQPS,
+	}
+	out := json.NewEncoder(os.Stdout)
+	out.SetIndent("", "  ")
+	return out.Encode(rep)
+}
+
+func buildAnvil(dir string) (string, error) {
+	root, err := harness.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "anvil")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/anvil")
+	cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stderr, os.Stderr
+	return bin, cmd.Run()
+}

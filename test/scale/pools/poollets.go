@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/mri"
+	"github.com/anvil-dev/anvil/internal/poollet"
+	"github.com/anvil-dev/anvil/internal/runtime/fake"
+)
+
+// runPoollets is the child process holding every fake runtime and its poollet, each
+// runtime behind its own unix socket as in a real deployment.
+func runPoollets(args []string) error {
+	fs := flag.NewFlagSet("poollets", flag.ContinueOnError)
+	pools := fs.Int("pools", 100, "pools")
+	dir := fs.String("dir", os.TempDir(), "folder for the sockets")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return err
+	}
+	errs := make(chan error, 2**pools)
+	for i := 0; i < *pools; i++ {
+		name := fmt.Sprintf("pool-%03d", i)
+		rt, err := fake.New(fake.Config{Name: name,
+			Allocatable:   &mriv1alpha1.Resources{MilliCpu: 512000, MemoryBytes: 1 << 40},
+			Architectures: []mriv1alpha1.Architecture{mriv1alpha1.Architecture_ARCHITECTURE_AMD64}})
+		if err != nil {
+			return err
+		}
+		endpoint := "unix://" + filepath.Join(*dir, name+".sock")
+		l, err := mri.Listen(endpoint)
+		if err != nil {
+			return err
+		}
+		go func() { errs <- mri.ServeListener(ctx, l, rt) }()
+		client, _, err := mri.Dial(endpoint)
+		if err != nil {
+			return err
+		}
+		o := poollet.DefaultOptions(name)
+		o.Runtime, o.SkipControllerNameValidation = client, true
+		o.Interval = 5 * time.Second
+		mgr, err := poollet.New(cfg, o)
+		if err != nil {
+			return err
+		}
+		go func() { errs <- mgr.Start(ctx) }()
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-errs:
+		return err
+	}
+}
