@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -108,7 +110,10 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 	}
 	err = ctrl.NewControllerManagedBy(mgr).Named("machine-" + o.Pool).
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.Concurrency}).
-		For(&computev1alpha1.Machine{}).
+		// Status-only changes are skipped: the poollet derives status from the runtime, so
+		// its own writes (and other controllers' conditions) give it nothing to do.
+		For(&computev1alpha1.Machine{}, builder.WithPredicates(predicate.Or(
+			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		WatchesRawSource(source.Channel(events.out, &handler.TypedEnqueueRequestForObject[*computev1alpha1.Machine]{})).
 		Complete(machines)
 	if err != nil {

@@ -92,7 +92,7 @@ func (c *clients) machineWrites(ctx context.Context) (writes, refused float64, e
 		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `resource="machines"`) {
 			continue
 		}
-		if !strings.Contains(line, `verb="PATCH"`) && !strings.Contains(line, `verb="UPDATE"`) && !strings.Contains(line, `verb="APPLY"`) {
+		if !strings.Contains(line, `verb="PATCH"`) && !strings.Contains(line, `verb="PUT"`) && !strings.Contains(line, `verb="APPLY"`) {
 			continue
 		}
 		v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)

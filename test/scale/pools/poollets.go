@@ -8,7 +8,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
-	"time"
 
 	"go.uber.org/zap/zapcore"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -57,7 +56,6 @@ func runPoollets(args []string) error {
 		}
 		o := poollet.DefaultOptions(name)
 		o.Runtime, o.SkipControllerNameValidation = client, true
-		o.Interval = 5 * time.Second
 		mgr, err := poollet.New(cfg, o)
 		if err != nil {
 			return err
