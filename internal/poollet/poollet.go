@@ -108,7 +108,7 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = ctrl.NewControllerManagedBy(mgr).Named("machine-" + o.Pool).
+	err = ctrl.NewControllerManagedBy(mgr).Named("machine-"+o.Pool).
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.Concurrency}).
 		// Status-only changes are skipped: the poollet derives status from the runtime, so
 		// its own writes (and other controllers' conditions) give it nothing to do.
