@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/controller/index"
 )
 
 // Reasons of VolumesReady and NetworkInterfacesReady, worst first.
@@ -77,12 +78,16 @@ func readiness(condType, kind string, m *computev1alpha1.Machine, devices []devi
 	return c
 }
 
+// volumeDevices lists m's volumes; an ephemeral one refers to the Volume made for it.
 func volumeDevices(m *computev1alpha1.Machine) []device {
 	out := make([]device, 0, len(m.Spec.Volumes))
 	for _, v := range m.Spec.Volumes {
 		d := device{name: v.Name}
-		if v.VolumeRef != nil {
+		switch {
+		case v.VolumeRef != nil:
 			d.ref = v.VolumeRef.Name
+		case v.Ephemeral != nil:
+			d.ref = index.EphemeralName(m.Name, v.Name)
 		}
 		out = append(out, d)
 	}
@@ -93,8 +98,11 @@ func nicDevices(m *computev1alpha1.Machine) []device {
 	out := make([]device, 0, len(m.Spec.NetworkInterfaces))
 	for _, n := range m.Spec.NetworkInterfaces {
 		d := device{name: n.Name}
-		if n.NetworkInterfaceRef != nil {
+		switch {
+		case n.NetworkInterfaceRef != nil:
 			d.ref = n.NetworkInterfaceRef.Name
+		case n.Ephemeral != nil:
+			d.ref = index.EphemeralName(m.Name, n.Name)
 		}
 		out = append(out, d)
 	}

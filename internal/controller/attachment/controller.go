@@ -31,6 +31,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if err := r.ensureEphemeral(ctx, m); err != nil {
+		return ctrl.Result{}, err
+	}
 	var want []metav1.Condition
 	if devs := volumeDevices(m); len(devs) > 0 {
 		refs, err := r.lookup(ctx, m.Namespace, devs, func() client.Object { return &computev1alpha1.Volume{} })

@@ -7,6 +7,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -54,6 +56,7 @@ type Reconciler struct {
 
 // +kubebuilder:rbac:groups=compute.anvil.dev,resources=volumes;networkinterfaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=compute.anvil.dev,resources=volumes/status;networkinterfaces/status,verbs=get;patch
+// +kubebuilder:rbac:groups=compute.anvil.dev,resources=volumes;networkinterfaces,verbs=delete
 
 // NewVolumeReconciler decides who holds each Volume.
 func NewVolumeReconciler(c client.Client) *Reconciler {
@@ -88,6 +91,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		claimants = append(claimants, claim.Claimant{
 			Name: m.Name, UID: m.UID, Created: m.CreationTimestamp.Time, Deleting: !m.DeletionTimestamp.IsZero(),
 		})
+	}
+	if owner, ok := ephemeralOwner(raw); ok && !hasClaimant(claimants, owner) {
+		// An ephemeral object lives and dies with its Machine: the Machine is gone (or no
+		// longer has the template), so the object goes too.
+		return ctrl.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, raw, client.Preconditions{UID: ptr.To(raw.GetUID())}))
 	}
 	holder := claim.Holder(*obj.claimRef(), claimants)
 	cond := metav1.Condition{Type: computev1alpha1.ConditionClaimed, Status: metav1.ConditionFalse,
@@ -139,4 +147,23 @@ func (r *Reconciler) referenced(_ context.Context, o client.Object) []reconcile.
 		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: m.Namespace, Name: name}})
 	}
 	return reqs
+}
+
+// ephemeralOwner returns the UID of the Machine that controls o, if one does.
+func ephemeralOwner(o client.Object) (types.UID, bool) {
+	for _, ref := range o.GetOwnerReferences() {
+		if ref.Kind == "Machine" && ref.APIVersion == computev1alpha1.GroupVersion.String() && ref.Controller != nil && *ref.Controller {
+			return ref.UID, true
+		}
+	}
+	return "", false
+}
+
+func hasClaimant(cs []claim.Claimant, uid types.UID) bool {
+	for _, c := range cs {
+		if c.UID == uid {
+			return true
+		}
+	}
+	return false
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -81,7 +82,7 @@ func holder(t *testing.T, key client.ObjectKey, want string) {
 	v := &computev1alpha1.Volume{}
 	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		if err := env.Client.Get(ctx, key, v); err != nil {
-			return false, err
+			return false, client.IgnoreNotFound(err)
 		}
 		return v.Status.ClaimRef != nil && v.Status.ClaimRef.Name == want, nil
 	})
@@ -118,4 +119,45 @@ func TestOneVolumeOneMachine(t *testing.T) {
 	}
 	holder(t, client.ObjectKey{Namespace: ns, Name: "shared"}, "second")
 	condition(t, second, computev1alpha1.ConditionVolumesReady, "Attaching", "data")
+}
+
+// Ephemeral templates become objects owned by their Machine, held by it, and deleted with it.
+func TestEphemeralObjectsLiveAndDieWithTheirMachine(t *testing.T) {
+	startManager(t)
+	ns := "ephemeral"
+	m := &computev1alpha1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vm"},
+		Spec: computev1alpha1.MachineSpec{
+			MachineClassRef: computev1alpha1.MachineClassReference{Name: "small"},
+			Image:           "registry.example/os:1",
+			Volumes: []computev1alpha1.MachineVolume{{Name: "scratch", Ephemeral: &computev1alpha1.EphemeralVolumeSource{
+				VolumeTemplate: computev1alpha1.VolumeTemplate{Labels: map[string]string{"kind": "scratch"},
+					Spec: computev1alpha1.VolumeSpec{Size: resource.MustParse("5Gi")}}}}},
+			NetworkInterfaces: []computev1alpha1.MachineNetworkInterface{{Name: "eth0", Ephemeral: &computev1alpha1.EphemeralNetworkInterfaceSource{
+				NetworkInterfaceTemplate: computev1alpha1.NetworkInterfaceTemplate{Spec: computev1alpha1.NetworkInterfaceSpec{Network: "default"}}}}},
+		},
+	}
+	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, m)
+	key := client.ObjectKey{Namespace: ns, Name: "vm-scratch"}
+	holder(t, key, "vm")
+	v := &computev1alpha1.Volume{}
+	if err := env.Client.Get(context.Background(), key, v); err != nil {
+		t.Fatal(err)
+	}
+	if len(v.OwnerReferences) != 1 || v.OwnerReferences[0].UID != m.UID || v.Labels["kind"] != "scratch" || v.Spec.Size.String() != "5Gi" {
+		t.Fatalf("ephemeral Volume not made from the template and owned by the Machine: %+v", v.ObjectMeta)
+	}
+	condition(t, client.ObjectKeyFromObject(m), computev1alpha1.ConditionNetworkInterfacesReady, "Attaching", "eth0")
+
+	if err := env.Client.Delete(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		vErr := env.Client.Get(ctx, key, &computev1alpha1.Volume{})
+		nErr := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "vm-eth0"}, &computev1alpha1.NetworkInterface{})
+		return apierrors.IsNotFound(vErr) && apierrors.IsNotFound(nErr), nil
+	})
+	if err != nil {
+		t.Fatal("ephemeral Volume and NetworkInterface outlived their Machine")
+	}
 }

@@ -17,23 +17,34 @@ const (
 	MachineNetworkInterfaceRefs = "spec.networkInterfaces.networkInterfaceRef.name"
 )
 
-// VolumeRefs returns the names of the Volumes m references.
+// EphemeralName is the name of the Volume or NetworkInterface created for the ephemeral
+// template named device of Machine machine.
+func EphemeralName(machine, device string) string { return machine + "-" + device }
+
+// VolumeRefs returns the names of the Volumes m uses: referenced ones and its ephemeral ones.
 func VolumeRefs(m *computev1alpha1.Machine) []string {
 	var names []string
 	for _, v := range m.Spec.Volumes {
-		if v.VolumeRef != nil {
+		switch {
+		case v.VolumeRef != nil:
 			names = append(names, v.VolumeRef.Name)
+		case v.Ephemeral != nil:
+			names = append(names, EphemeralName(m.Name, v.Name))
 		}
 	}
 	return names
 }
 
-// NetworkInterfaceRefs returns the names of the NetworkInterfaces m references.
+// NetworkInterfaceRefs returns the names of the NetworkInterfaces m uses, referenced and
+// ephemeral.
 func NetworkInterfaceRefs(m *computev1alpha1.Machine) []string {
 	var names []string
 	for _, n := range m.Spec.NetworkInterfaces {
-		if n.NetworkInterfaceRef != nil {
+		switch {
+		case n.NetworkInterfaceRef != nil:
 			names = append(names, n.NetworkInterfaceRef.Name)
+		case n.Ephemeral != nil:
+			names = append(names, EphemeralName(m.Name, n.Name))
 		}
 	}
 	return names
