@@ -42,7 +42,8 @@ $(BIN)/protoc-gen-go-grpc: hack/tools/gen/go.mod
 
 manifests: $(BIN)/controller-gen ## CRDs and RBAC roles from the Go types and markers.
 	$(BIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd/bases
-	$(BIN)/controller-gen rbac:roleName=anvil-manager paths=./internal/... output:rbac:artifacts:config=config/rbac
+	$(BIN)/controller-gen rbac:roleName=anvil-manager paths=./internal/controller/... output:rbac:artifacts:config=config/rbac
+	$(BIN)/controller-gen rbac:roleName=anvil-poollet paths=./internal/poollet/... output:rbac:artifacts:config=config/rbac/poollet
 
 generate: $(GENERATORS) ## Deepcopy functions and the MRI's protobuf code.
 	$(BIN)/controller-gen object paths=./api/...

@@ -7,6 +7,9 @@ import (
 
 	"github.com/spf13/pflag"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -21,6 +24,7 @@ import (
 	claimcontroller "github.com/anvil-dev/anvil/internal/controller/claim"
 	"github.com/anvil-dev/anvil/internal/controller/index"
 	schedulercontroller "github.com/anvil-dev/anvil/internal/controller/scheduler"
+	"github.com/anvil-dev/anvil/internal/controller/secretaccess"
 	"github.com/anvil-dev/anvil/internal/scheduler"
 )
 
@@ -110,6 +114,8 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 			// Only pool heartbeats are read among Leases.
 			ByObject: map[client.Object]cache.ByObject{
 				&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{computev1alpha1.PoolLeaseNamespace: {}}},
+				// Only the Roles anvil made for poollets.
+				&rbacv1.Role{}: {Label: poolRoles},
 			},
 		},
 		Controller: config.Controller{
@@ -139,6 +145,12 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	return mgr, nil
 }
 
+// poolRoles selects the Roles the secretaccess controller manages.
+var poolRoles = func() labels.Selector {
+	req, _ := labels.NewRequirement(secretaccess.LabelPool, selection.Exists, nil)
+	return labels.NewSelector().Add(*req)
+}()
+
 // addControllers registers every controller of the manager, one per kind.
 func addControllers(mgr ctrl.Manager, o Options) error {
 	if err := index.Register(context.Background(), mgr.GetFieldIndexer()); err != nil {
@@ -155,6 +167,7 @@ func addControllers(mgr ctrl.Manager, o Options) error {
 			return claimcontroller.NewNetworkInterfaceReconciler(c).SetupWithManager(mgr, o.Concurrency)
 		},
 		func() error { return (&attachment.Reconciler{Client: c}).SetupWithManager(mgr, o.Concurrency) },
+		func() error { return (&secretaccess.Reconciler{Client: c}).SetupWithManager(mgr) },
 	} {
 		if err := add(); err != nil {
 			return err

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
@@ -38,6 +39,8 @@ type testPool struct {
 	name     string
 	cfg      fake.Config
 	labels   map[string]string
+	// restConfig is the poollet's identity; nil is the test's admin.
+	restConfig *rest.Config
 	endpoint string
 	rt       *fake.Runtime
 	client   mriv1alpha1.MachineRuntimeClient
@@ -55,13 +58,21 @@ func newPool(t *testing.T, name string, mutate func(*fake.Config)) *testPool {
 // newPoolWithLabels adds labels to the pool, beyond its own poolLabel.
 func newPoolWithLabels(t *testing.T, name string, labels map[string]string, mutate func(*fake.Config)) *testPool {
 	t.Helper()
+	return startPool(t, &testPool{t: t, name: name, labels: labels}, mutate)
+}
+
+// startPool fills in p's runtime and starts it and its poollet.
+func startPool(t *testing.T, p *testPool, mutate func(*fake.Config)) *testPool {
+	t.Helper()
+	name := p.name
 	dir := t.TempDir()
-	p := &testPool{t: t, name: name, labels: labels, endpoint: "unix://" + filepath.Join(dir, "mri.sock"), cfg: fake.Config{
+	p.endpoint = "unix://" + filepath.Join(dir, "mri.sock")
+	p.cfg = fake.Config{
 		Name:          name,
 		Allocatable:   &mriv1alpha1.Resources{MilliCpu: 16000, MemoryBytes: 32 << 30},
 		Architectures: []mriv1alpha1.Architecture{mriv1alpha1.Architecture_ARCHITECTURE_AMD64},
 		StateFile:     filepath.Join(dir, "state.json"),
-	}}
+	}
 	if mutate != nil {
 		mutate(&p.cfg)
 	}
@@ -112,7 +123,11 @@ func (p *testPool) startPoollet() {
 	for k, v := range p.labels {
 		o.Labels[k] = v
 	}
-	mgr, err := poollet.New(env.Config, o)
+	cfg := env.Config
+	if p.restConfig != nil {
+		cfg = p.restConfig
+	}
+	mgr, err := poollet.New(cfg, o)
 	if err != nil {
 		p.t.Fatal(err)
 	}

@@ -15,6 +15,8 @@ const (
 	MachineVolumeRefs = "spec.volumes.volumeRef.name"
 	// MachineNetworkInterfaceRefs indexes Machines by the NetworkInterfaces they reference.
 	MachineNetworkInterfaceRefs = "spec.networkInterfaces.networkInterfaceRef.name"
+	// MachinePool indexes Machines by the pool they are bound to.
+	MachinePool = "spec.machinePoolRef.name"
 )
 
 // EphemeralName is the name of the Volume or NetworkInterface created for the ephemeral
@@ -55,6 +57,12 @@ func Register(ctx context.Context, fi client.FieldIndexer) error {
 	for field, extract := range map[string]func(*computev1alpha1.Machine) []string{
 		MachineVolumeRefs:           VolumeRefs,
 		MachineNetworkInterfaceRefs: NetworkInterfaceRefs,
+		MachinePool: func(m *computev1alpha1.Machine) []string {
+			if m.Spec.MachinePoolRef == nil {
+				return nil
+			}
+			return []string{m.Spec.MachinePoolRef.Name}
+		},
 	} {
 		extract := extract
 		if err := fi.IndexField(ctx, &computev1alpha1.Machine{}, field, func(o client.Object) []string {

@@ -1,0 +1,12 @@
+package poollet
+
+// What a poollet may do, generated into config/rbac/poollet/role.yaml. Secrets are not
+// here: the controller manager grants each pool's poollet get on exactly the Secrets its
+// Machines reference (internal/controller/secretaccess).
+//
+// +kubebuilder:rbac:groups=compute.anvil.dev,resources=machines,verbs=get;list;watch;patch;update
+// +kubebuilder:rbac:groups=compute.anvil.dev,resources=machines/status,verbs=get;patch;update
+// +kubebuilder:rbac:groups=compute.anvil.dev,resources=machinepools,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=compute.anvil.dev,resources=machinepools/status,verbs=get;patch;update
+// +kubebuilder:rbac:groups=compute.anvil.dev,resources=machineclasses;networkinterfaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=anvil-pool-leases,resources=leases,verbs=get;list;watch;create;update

@@ -1,0 +1,90 @@
+package poollet_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/controller/secretaccess"
+	"github.com/anvil-dev/anvil/internal/manifest"
+	"github.com/anvil-dev/anvil/test/harness"
+)
+
+// The poollet runs as its own ServiceAccount with the shipped role
+// (config/rbac/poollet) and the Secret access the manager grants: it gets its Machine's
+// Secret, and no other Secret.
+func TestPoolletRunsWithItsOwnNarrowIdentity(t *testing.T) {
+	startControllers(t)
+	ctx := context.Background()
+	pool := "narrow"
+	user := "system:serviceaccount:" + secretaccess.PoolletNamespace + ":" + secretaccess.ServiceAccountName(pool)
+	installPoolletRBAC(t, user)
+
+	identity := rest.CopyConfig(env.Config)
+	identity.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:serviceaccounts", "system:authenticated"}}
+	startPool(t, &testPool{t: t, name: pool, restConfig: identity}, nil)
+
+	ns := "ns-" + pool
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"mine", "someone-elses"} {
+		if err := env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Data: map[string][]byte{computev1alpha1.DefaultUserDataKey: []byte("#cloud-config\n")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := newMachine(t, pool, "vm", func(m *computev1alpha1.Machine) {
+		m.Spec.UserDataRef = &computev1alpha1.SecretKeySelector{Name: "mine"}
+	})
+	waitFor(t, m, "ran with its Secret, as the poollet's own identity", inState(computev1alpha1.MachineStateRunning))
+
+	as, err := client.New(identity, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := as.Get(ctx, client.ObjectKey{Namespace: ns, Name: "mine"}, &corev1.Secret{}); err != nil {
+		t.Errorf("the poollet cannot read its Machine's Secret: %v", err)
+	}
+	if err := as.Get(ctx, client.ObjectKey{Namespace: ns, Name: "someone-elses"}, &corev1.Secret{}); !apierrors.IsForbidden(err) {
+		t.Errorf("reading a Secret no Machine of the pool references: %v, want Forbidden", err)
+	}
+	if err := as.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)); !apierrors.IsForbidden(err) {
+		t.Errorf("listing Secrets: %v, want Forbidden", err)
+	}
+}
+
+// installPoolletRBAC creates the shipped poollet roles and binds them to user.
+func installPoolletRBAC(t *testing.T, user string) {
+	t.Helper()
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := manifest.ReadDir(filepath.Join(root, "config", "rbac", "poollet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := manifest.CreateMissing(context.Background(), env.Client, objs); err != nil {
+		t.Fatal(err)
+	}
+	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
+	for _, o := range []client.Object{
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "anvil-poollet-narrow"}, Subjects: subject,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "anvil-poollet"}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "anvil-poollet-narrow", Namespace: computev1alpha1.PoolLeaseNamespace},
+			Subjects: subject, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "anvil-poollet"}},
+	} {
+		if err := env.Client.Create(context.Background(), o); client.IgnoreAlreadyExists(err) != nil {
+			t.Fatal(err)
+		}
+	}
+}
