@@ -35,19 +35,19 @@ const testImage = "registry.example/testos@sha256:111111111111111111111111111111
 // testPool is a fake runtime on a unix socket and a poollet for it; either can be
 // stopped and started again on the same state, as a crash and restart would.
 type testPool struct {
-	t        *testing.T
-	name     string
-	cfg      fake.Config
-	labels   map[string]string
+	t      *testing.T
+	name   string
+	cfg    fake.Config
+	labels map[string]string
 	// restConfig is the poollet's identity; nil is the test's admin.
 	restConfig *rest.Config
-	endpoint string
-	rt       *fake.Runtime
-	client   mriv1alpha1.MachineRuntimeClient
-	stopRT   context.CancelFunc
-	rtDone   chan error
-	stopPL   context.CancelFunc
-	plDone   chan error
+	endpoint   string
+	rt         *fake.Runtime
+	client     mriv1alpha1.MachineRuntimeClient
+	stopRT     context.CancelFunc
+	rtDone     chan error
+	stopPL     context.CancelFunc
+	plDone     chan error
 }
 
 func newPool(t *testing.T, name string, mutate func(*fake.Config)) *testPool {
