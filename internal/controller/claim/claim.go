@@ -83,7 +83,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	machines := &computev1alpha1.MachineList{}
-	if err := r.Client.List(ctx, machines, client.InNamespace(req.Namespace), client.MatchingFields{r.index: req.Name}); err != nil {
+	if err := r.Client.List(ctx, machines, client.InNamespace(req.Namespace), client.MatchingFields{r.index: req.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, err
 	}
 	claimants := make([]claim.Claimant, 0, len(machines.Items))

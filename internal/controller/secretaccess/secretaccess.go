@@ -10,8 +10,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
@@ -45,7 +48,7 @@ type Reconciler struct {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pool := req.Name
 	machines := &computev1alpha1.MachineList{}
-	if err := r.Client.List(ctx, machines, client.MatchingFields{index.MachinePool: pool}); err != nil {
+	if err := r.Client.List(ctx, machines, client.MatchingFields{index.MachinePool: pool}, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, err
 	}
 	want := map[string][]string{} // namespace -> secret names
@@ -144,7 +147,31 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("secretaccess").
 		For(&computev1alpha1.MachinePool{}).
-		Watches(&computev1alpha1.Machine{}, handler.EnqueueRequestsFromMapFunc(toPool)).
+		Watches(&computev1alpha1.Machine{}, handler.EnqueueRequestsFromMapFunc(toPool), builder.WithPredicates(secretsOrPoolChanged)).
 		Watches(&rbacv1.Role{}, handler.EnqueueRequestsFromMapFunc(toPool)).
 		Complete(r)
+}
+
+// secretsOrPoolChanged passes the Machine events that can change a pool's Secret access:
+// a Machine with a Secret appearing or going, or one whose binding or Secret refs change.
+// Status updates, the bulk of Machine events, pass nothing.
+var secretsOrPoolChanged = predicate.Funcs{
+	CreateFunc: func(e event.CreateEvent) bool { return usesSecret(e.Object) },
+	DeleteFunc: func(e event.DeleteEvent) bool { return usesSecret(e.Object) },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		a, okA := e.ObjectOld.(*computev1alpha1.Machine)
+		b, okB := e.ObjectNew.(*computev1alpha1.Machine)
+		if !okA || !okB {
+			return true
+		}
+		return (usesSecret(a) || usesSecret(b)) && (!equality.Semantic.DeepEqual(a.Spec.MachinePoolRef, b.Spec.MachinePoolRef) ||
+			!equality.Semantic.DeepEqual(a.Spec.IgnitionRef, b.Spec.IgnitionRef) ||
+			!equality.Semantic.DeepEqual(a.Spec.UserDataRef, b.Spec.UserDataRef))
+	},
+	GenericFunc: func(event.GenericEvent) bool { return true },
+}
+
+func usesSecret(o client.Object) bool {
+	m, ok := o.(*computev1alpha1.Machine)
+	return ok && (m.Spec.IgnitionRef != nil || m.Spec.UserDataRef != nil)
 }
