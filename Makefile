@@ -75,6 +75,7 @@ demo: deps tools build ## A local anvil with the sample objects: see README.
 bench: tools ## Benchmarks and scenarios; figures are printed, never asserted.
 	go test -run '^$$' -bench . -benchmem ./...
 	go run ./test/scale/scheduling -machines 10000 -pools 1000 -rounds 2
+	go run ./test/scale/pools -machines 10000 -pools 100
 
 clean:
 	rm -rf $(BIN)/anvil .anvil
