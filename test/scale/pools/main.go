@@ -60,7 +60,13 @@ func main() {
 	}
 }
 
+// poolCPU is each fake pool's allocatable cpu; every Machine takes one.
+const poolCPU = 512
+
 func run(o options) error {
+	if o.machines > o.pools*poolCPU {
+		return fmt.Errorf("%d pools of %d cpu cannot hold %d one-cpu Machines: use more pools", o.pools, poolCPU, o.machines)
+	}
 	env, err := harness.Start()
 	if err != nil {
 		return err
@@ -102,7 +108,8 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	poollets, err := startChild(dir, "poollets", kubeconfig, self, "poollets", "-pools", fmt.Sprint(o.pools), "-dir", dir)
+	poollets, err := startChild(dir, "poollets", kubeconfig, self, "poollets", "-pools", fmt.Sprint(o.pools), "-dir", dir,
+		"-cpu", fmt.Sprint(poolCPU))
 	if err != nil {
 		return err
 	}

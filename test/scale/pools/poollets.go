@@ -25,6 +25,7 @@ func runPoollets(args []string) error {
 	fs := flag.NewFlagSet("poollets", flag.ContinueOnError)
 	pools := fs.Int("pools", 100, "pools")
 	dir := fs.String("dir", os.TempDir(), "folder for the sockets")
+	cpu := fs.Int64("cpu", 512, "allocatable cpu of each pool")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -39,7 +40,7 @@ func runPoollets(args []string) error {
 	for i := 0; i < *pools; i++ {
 		name := fmt.Sprintf("pool-%03d", i)
 		rt, err := fake.New(fake.Config{Name: name,
-			Allocatable:   &mriv1alpha1.Resources{MilliCpu: 512000, MemoryBytes: 1 << 40},
+			Allocatable:   &mriv1alpha1.Resources{MilliCpu: *cpu * 1000, MemoryBytes: 1 << 40},
 			Architectures: []mriv1alpha1.Architecture{mriv1alpha1.Architecture_ARCHITECTURE_AMD64}})
 		if err != nil {
 			return err
