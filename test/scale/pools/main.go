@@ -23,6 +23,7 @@ import (
 type options struct {
 	machines, pools, creators int
 	managerQPS                float64
+	poolletsProfile           string
 	timeout                   time.Duration
 }
 
@@ -53,6 +54,7 @@ func main() {
 	flag.IntVar(&o.creators, "creators", 16, "goroutines creating Machines")
 	flag.Float64Var(&o.managerQPS, "manager-qps", 1000, "the controller manager's --kube-api-qps (burst twice that)")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "limit for all Machines to run")
+	flag.StringVar(&o.poolletsProfile, "poollets-cpuprofile", "", "write a CPU profile of the poollets' process here")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "pools:", err)
@@ -109,7 +111,7 @@ func run(o options) error {
 		return err
 	}
 	poollets, err := startChild(dir, "poollets", kubeconfig, self, "poollets", "-pools", fmt.Sprint(o.pools), "-dir", dir,
-		"-cpu", fmt.Sprint(poolCPU))
+		"-cpu", fmt.Sprint(poolCPU), "-cpuprofile", o.poolletsProfile)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"syscall"
 
 	"go.uber.org/zap/zapcore"
@@ -26,8 +27,19 @@ func runPoollets(args []string) error {
 	pools := fs.Int("pools", 100, "pools")
 	dir := fs.String("dir", os.TempDir(), "folder for the sockets")
 	cpu := fs.Int64("cpu", 512, "allocatable cpu of each pool")
+	profile := fs.String("cpuprofile", "", "write a CPU profile of this process here")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *profile != "" {
+		f, err := os.Create(*profile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
