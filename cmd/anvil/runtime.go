@@ -81,10 +81,13 @@ func newFakeRuntimeCommand() *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&socket, "socket", "unix:///tmp/anvil-fake.sock", "where to serve, unix:///path")
 	fl.StringVar(&name, "name", "fake", "runtime name, used in machine ids")
+	fl.StringVar(&f.stateFile, "state-file", f.stateFile, "keep machines across restarts in this file")
 	f.addFlags(cmd)
 	return cmd
 }
 
+// addFlags adds the pool's shape; the state file is the caller's (anvil dev keeps it in
+// its state directory).
 func (f *fakeFlags) addFlags(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.cpu, "cpu", f.cpu, "allocatable cpu of the fake pool")
@@ -94,6 +97,5 @@ func (f *fakeFlags) addFlags(cmd *cobra.Command) {
 	fl.DurationVar(&f.jitter, "jitter", f.jitter, "random extra duration of each step")
 	fl.Float64Var(&f.failure, "failure-rate", f.failure, "probability that a call fails with UNAVAILABLE")
 	fl.Float64Var(&f.silentFailure, "silent-failure-rate", f.silentFailure, "probability that a call succeeds but its effect is lost")
-	fl.StringVar(&f.stateFile, "state-file", f.stateFile, "keep machines across restarts in this file")
 	fl.Int64Var(&f.seed, "seed", f.seed, "seed of latency and failure randomness")
 }

@@ -56,3 +56,8 @@ func classArchitectures(mc *computev1alpha1.MachineClass) scheduler.ArchSet {
 	}
 	return scheduler.ArchSetOf(mc.Architecture)
 }
+
+// schedulerResources is what one Machine of the class takes from a pool.
+func schedulerResources(mc *computev1alpha1.MachineClass) scheduler.Resources {
+	return scheduler.ResourcesFrom(mc.Capabilities)
+}

@@ -44,7 +44,3 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		Watches(&computev1alpha1.Machine{}, r.machineHandler()).
 		Complete(r)
 }
-
-func schedulerResources(mc *computev1alpha1.MachineClass) scheduler.Resources {
-	return scheduler.ResourcesFrom(mc.Capabilities)
-}
