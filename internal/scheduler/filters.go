@@ -30,7 +30,6 @@ const (
 	ReasonTenancy
 	ReasonTaint
 	ReasonInsufficient
-	numReasonCodes
 )
 
 // String is the text used in a Machine's Scheduled condition.
