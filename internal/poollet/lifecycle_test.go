@@ -5,11 +5,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/registry"
 	"github.com/anvil-dev/anvil/internal/runtime/fake"
 )
 
@@ -114,4 +118,42 @@ func TestDeleteWhileRuntimeDown(t *testing.T) {
 	if n := len(p.runtimeMachines(m)); n != 0 {
 		t.Fatalf("%d runtime machines left", n)
 	}
+}
+
+// A tag on a registry is resolved by the poollet to the digest the runtime gets.
+func TestTagResolvedThroughTheRegistry(t *testing.T) {
+	startControllers(t)
+	reg, err := registry.Start(context.Background(), 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Stop()
+	img, err := random.Image(128, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := reg.Host + "/anvil/testos:latest"
+	tag, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(tag, img); err != nil {
+		t.Fatal(err)
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPool(t, "tags", nil)
+	m := newMachine(t, "tags", "vm", func(m *computev1alpha1.Machine) { m.Spec.Image = ref })
+	waitFor(t, m, "ran", inState(computev1alpha1.MachineStateRunning))
+	waitRuntime(t, p, m, "booting the tag's digest", func(rm *mriv1alpha1.Machine) bool {
+		return rm.Spec.Image.GetDigest() == digest.String() && rm.Spec.Image.GetReference() == ref
+	})
+
+	missing := newMachine(t, "tags", "missing", func(m *computev1alpha1.Machine) { m.Spec.Image = reg.Host + "/anvil/absent:1" })
+	waitFor(t, missing, "said its image cannot be resolved", func(m *computev1alpha1.Machine) bool {
+		c := meta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionImageReady)
+		return c != nil && c.Reason == computev1alpha1.ReasonImageResolveFailed
+	})
 }

@@ -11,6 +11,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/imageref"
 )
 
 // ImageResolver turns an image reference into the digest a runtime boots.
@@ -18,17 +19,22 @@ type ImageResolver interface {
 	Resolve(ctx context.Context, reference string, arch computev1alpha1.Architecture) (digest string, err error)
 }
 
-// PinnedDigests resolves references that carry their digest (name@sha256:...), and refuses
-// tags: without a registry to ask, a tag cannot be turned into a digest honestly.
-type PinnedDigests struct{}
+// RegistryImages resolves a reference that carries its digest (name@sha256:...) without
+// asking anyone, since a digest is already resolved, and a tag by asking the image's
+// registry. The digest may be an index's: the runtime picks its architecture's entry.
+type RegistryImages struct {
+	Registry *imageref.Registry
+}
 
-// Resolve returns the digest after '@'.
-func (PinnedDigests) Resolve(_ context.Context, reference string, _ computev1alpha1.Architecture) (string, error) {
-	_, digest, ok := strings.Cut(reference, "@")
-	if !ok || !strings.HasPrefix(digest, "sha256:") || len(digest) != len("sha256:")+64 {
-		return "", fmt.Errorf("image %q has no digest: pin it as name@sha256:<64 hex digits>, or run the poollet with a registry resolver", reference)
+// Resolve returns the digest of the reference.
+func (r RegistryImages) Resolve(ctx context.Context, reference string, _ computev1alpha1.Architecture) (string, error) {
+	if _, digest, pinned := strings.Cut(reference, "@"); pinned {
+		if !strings.HasPrefix(digest, "sha256:") || len(digest) != len("sha256:")+64 {
+			return "", fmt.Errorf("image %q: the digest must be sha256:<64 hex digits>", reference)
+		}
+		return digest, nil
 	}
-	return digest, nil
+	return r.Registry.Digest(ctx, reference)
 }
 
 // firstBootError says which Secret or key is missing, for the IgnitionReady condition.

@@ -1,0 +1,121 @@
+package imageref
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+)
+
+// Registry reads image manifests, caching answers: forever for digest references (they
+// cannot change), for TagTTL for tags.
+type Registry struct {
+	TagTTL time.Duration
+
+	mu    sync.Mutex
+	cache map[string]entry
+}
+
+type entry struct {
+	digest string
+	archs  []computev1alpha1.Architecture
+	at     time.Time
+}
+
+// Digest returns the digest the reference points at: the index's for a multi-arch image.
+func (r *Registry) Digest(ctx context.Context, reference string) (string, error) {
+	e, err := r.lookup(ctx, reference)
+	return e.digest, err
+}
+
+// Architectures returns what the image offers: the platforms of an index's entries, or
+// the architecture in a single image's config.
+func (r *Registry) Architectures(ctx context.Context, reference string) ([]computev1alpha1.Architecture, error) {
+	e, err := r.lookup(ctx, reference)
+	return e.archs, err
+}
+
+func (r *Registry) lookup(ctx context.Context, reference string) (entry, error) {
+	r.mu.Lock()
+	e, ok := r.cache[reference]
+	r.mu.Unlock()
+	pinned := strings.Contains(reference, "@")
+	if ok && (pinned || time.Since(e.at) < r.TagTTL) {
+		return e, nil
+	}
+	e, err := fetch(ctx, reference)
+	if err != nil {
+		return entry{}, err
+	}
+	r.mu.Lock()
+	if r.cache == nil {
+		r.cache = map[string]entry{}
+	}
+	r.cache[reference] = e
+	r.mu.Unlock()
+	return e, nil
+}
+
+func fetch(ctx context.Context, reference string) (entry, error) {
+	var opts []name.Option
+	if loopback(reference) {
+		opts = append(opts, name.Insecure)
+	}
+	ref, err := name.ParseReference(reference, opts...)
+	if err != nil {
+		return entry{}, fmt.Errorf("image reference %q: %w", reference, err)
+	}
+	desc, err := remote.Get(ref, remote.WithContext(ctx))
+	if err != nil {
+		return entry{}, fmt.Errorf("reading image %s: %w", reference, err)
+	}
+	e := entry{digest: desc.Digest.String(), at: time.Now()}
+	if desc.MediaType.IsIndex() {
+		idx, err := desc.ImageIndex()
+		if err != nil {
+			return entry{}, err
+		}
+		m, err := idx.IndexManifest()
+		if err != nil {
+			return entry{}, err
+		}
+		for _, d := range m.Manifests {
+			if d.Platform != nil && computev1alpha1.Architecture(d.Platform.Architecture).IsKnown() {
+				e.archs = append(e.archs, computev1alpha1.Architecture(d.Platform.Architecture))
+			}
+		}
+		return e, nil
+	}
+	img, err := desc.Image()
+	if err != nil {
+		return entry{}, err
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return entry{}, err
+	}
+	if a := computev1alpha1.Architecture(cfg.Architecture); a.IsKnown() {
+		e.archs = []computev1alpha1.Architecture{a}
+	}
+	return e, nil
+}
+
+// loopback reports whether the reference's registry is on this machine.
+func loopback(reference string) bool {
+	host, _, _ := strings.Cut(reference, "/")
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

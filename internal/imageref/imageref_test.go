@@ -1,0 +1,87 @@
+package imageref
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/registry"
+)
+
+// pushIndex pushes a two-platform index to a fresh embedded registry and returns its tag
+// reference and digest.
+func pushIndex(t *testing.T) (ref string, digest v1.Hash, reg *registry.Registry) {
+	t.Helper()
+	reg, err := registry.Start(context.Background(), 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Stop() })
+	idx := v1.ImageIndex(empty.Index)
+	for _, arch := range []string{"amd64", "arm64"} {
+		img, err := random.Image(256, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img,
+			Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: arch}}})
+	}
+	ref = reg.Host + "/anvil/testos:1"
+	tag, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.WriteIndex(tag, idx); err != nil {
+		t.Fatal(err)
+	}
+	digest, err = idx.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref, digest, reg
+}
+
+func TestDigestAndArchitecturesOfAnIndex(t *testing.T) {
+	ref, digest, _ := pushIndex(t)
+	r := &Registry{}
+	got, err := r.Digest(context.Background(), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != digest.String() {
+		t.Fatalf("digest %s, want the index's %s", got, digest)
+	}
+	archs, err := r.Architectures(context.Background(), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(archs) != 2 || archs[0] != computev1alpha1.ArchitectureAMD64 || archs[1] != computev1alpha1.ArchitectureARM64 {
+		t.Fatalf("architectures %v, want [amd64 arm64]", archs)
+	}
+}
+
+func TestMissingImageIsAnError(t *testing.T) {
+	ref, _, reg := pushIndex(t)
+	_ = ref
+	if _, err := (&Registry{}).Digest(context.Background(), reg.Host+"/anvil/absent:1"); err == nil {
+		t.Fatal("a missing image resolved")
+	}
+}
+
+func TestLoopbackIsPlainHTTP(t *testing.T) {
+	for ref, want := range map[string]bool{
+		"127.0.0.1:5000/os:1": true, "localhost:5000/os:1": true, "[::1]:5000/os:1": true,
+		"registry.example/os:1": false, "10.0.0.1:5000/os:1": false,
+	} {
+		if got := loopback(ref); got != want {
+			t.Errorf("loopback(%q) = %v, want %v", ref, got, want)
+		}
+	}
+}
