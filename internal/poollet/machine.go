@@ -123,23 +123,27 @@ func (r *MachineReconciler) runtimeMachine(ctx context.Context, key types.Namesp
 }
 
 // delete removes the runtime machine, and the finalizer once the runtime says it is gone.
+// Terminating is written only while the runtime is still at it: a runtime that deletes at
+// once costs the Machine no extra write.
 func (r *MachineReconciler) delete(ctx context.Context, m *computev1alpha1.Machine, rm *mriv1alpha1.Machine) error {
 	if rm != nil {
 		if _, err := r.Runtime.DeleteMachine(ctx, &mriv1alpha1.DeleteMachineRequest{Id: rm.GetMetadata().GetId()}); err != nil && !mri.IsNotFound(err) {
 			return err
 		}
-		if m.Status.State != computev1alpha1.MachineStateTerminating {
+		still, err := r.runtimeMachine(ctx, client.ObjectKeyFromObject(m), m.UID)
+		if err != nil {
+			return err
+		}
+		if still != nil {
+			// The runtime's DELETED event brings us back; until then the finalizer holds.
+			if m.Status.State == computev1alpha1.MachineStateTerminating {
+				return nil
+			}
 			patch := client.MergeFrom(m.DeepCopy())
 			m.Status.State = computev1alpha1.MachineStateTerminating
 			meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{Type: computev1alpha1.ConditionReady,
 				Status: metav1.ConditionFalse, Reason: computev1alpha1.ReasonTerminating, Message: "the runtime is deleting the machine"})
-			if err := r.Client.Status().Patch(ctx, m, patch); err != nil {
-				return client.IgnoreNotFound(err)
-			}
-		}
-		// The runtime's DELETED event brings us back; until then the finalizer holds.
-		if still, err := r.runtimeMachine(ctx, client.ObjectKeyFromObject(m), m.UID); err != nil || still != nil {
-			return err
+			return client.IgnoreNotFound(r.Client.Status().Patch(ctx, m, patch))
 		}
 	}
 	if !controllerutil.ContainsFinalizer(m, computev1alpha1.FinalizerRuntimeMachine) {
