@@ -78,35 +78,79 @@ func (c *clients) waitPoolsReady(ctx context.Context, n int, limit time.Duration
 	return fmt.Errorf("fewer than %d pools Ready after %s", n, limit)
 }
 
-// machineWrites sums the apiserver's count of successful writes (not creates) to Machines
-// and their status, and of refused ones (conflicts), from its own metrics.
-func (c *clients) machineWrites(ctx context.Context) (writes, refused float64, err error) {
+// requestCounts is the apiserver's own count of requests, keyed by verb, resource,
+// subresource and code, read from its metrics.
+type requestCounts map[string]float64
+
+func (c *clients) requestCounts(ctx context.Context) (requestCounts, error) {
 	raw, err := c.cs.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
+	counts := requestCounts{}
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `resource="machines"`) {
+		if strings.HasPrefix(line, "apiserver_terminated_watchers_total{") {
+			// Watchers the apiserver closed because they fell behind.
+			v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+			if err != nil {
+				return nil, err
+			}
+			counts["TERMINATED "+label(line, "resource")+"/ watch"] += v
 			continue
 		}
-		if !strings.Contains(line, `verb="PATCH"`) && !strings.Contains(line, `verb="PUT"`) && !strings.Contains(line, `verb="APPLY"`) {
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
 			continue
 		}
 		v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
 		if err != nil {
-			return 0, 0, err
+			return nil, err
 		}
-		// Refused writes (conflicts) change nothing but still cost the apiserver.
-		if strings.Contains(line, `code="200"`) || strings.Contains(line, `code="201"`) {
+		key := fmt.Sprintf("%s %s/%s %s", label(line, "verb"), label(line, "resource"), label(line, "subresource"), label(line, "code"))
+		counts[key] += v
+	}
+	return counts, sc.Err()
+}
+
+// label reads one label's value from a metrics line.
+func label(line, name string) string {
+	i := strings.Index(line, name+`="`)
+	if i < 0 {
+		return ""
+	}
+	rest := line[i+len(name)+2:]
+	return rest[:strings.IndexByte(rest, '"')]
+}
+
+// since is what was counted after before was read.
+func (after requestCounts) since(before requestCounts) requestCounts {
+	d := requestCounts{}
+	for k, v := range after {
+		if v-before[k] > 0 {
+			d[k] = v - before[k]
+		}
+	}
+	return d
+}
+
+// machineWrites sums the successful writes (not creates) to Machines and their status, and
+// the refused ones (conflicts), which change nothing but still cost the apiserver.
+func (d requestCounts) machineWrites() (writes, refused float64) {
+	for k, v := range d {
+		f := strings.Fields(k)
+		verb, resource, code := f[0], f[1], f[2]
+		if !strings.HasPrefix(resource, "machines/") || (verb != "PATCH" && verb != "PUT" && verb != "APPLY") {
+			continue
+		}
+		if code == "200" || code == "201" {
 			writes += v
 		} else {
 			refused += v
 		}
 	}
-	return writes, refused, nil
+	return writes, refused
 }
 
 // createAndWait creates the Machines and returns when the last is seen Running.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"time"
 
 	"github.com/anvil-dev/anvil/test/harness"
@@ -18,6 +19,7 @@ type options struct {
 	managerQPS                float64
 	poolletsProfile           string
 	timeout                   time.Duration
+	requests                  bool
 }
 
 type report struct {
@@ -48,6 +50,7 @@ func main() {
 	flag.Float64Var(&o.managerQPS, "manager-qps", 1000, "the controller manager's --kube-api-qps (burst twice that)")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "limit for all Machines to run")
 	flag.StringVar(&o.poolletsProfile, "poollets-cpuprofile", "", "write a CPU profile of the poollets' process here")
+	flag.BoolVar(&o.requests, "requests", false, "print the apiserver's requests during the run, by verb, resource and code, to stderr")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "pools:", err)
@@ -113,7 +116,7 @@ func run(o options) error {
 	if err := c.waitPoolsReady(ctx, o.pools, 3*time.Minute); err != nil {
 		return fmt.Errorf("%w (logs in %s)", err, dir)
 	}
-	writesBefore, refusedBefore, err := c.machineWrites(ctx)
+	before, err := c.requestCounts(ctx)
 	if err != nil {
 		return err
 	}
@@ -122,17 +125,22 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("%w (logs in %s)", err, dir)
 	}
-	writesAfter, refusedAfter, err := c.machineWrites(ctx)
+	after, err := c.requestCounts(ctx)
 	if err != nil {
 		return err
+	}
+	during := after.since(before)
+	writes, refused := during.machineWrites()
+	if o.requests {
+		printRequests(during)
 	}
 	secs := lastRunning.Sub(first).Seconds()
 	rep := report{
 		Machines: o.machines, Pools: o.pools, Seconds: secs,
 		MachinesPerSecond: float64(o.machines) / secs,
 		CreatedPerSecond:  float64(o.machines) / lastCreate.Sub(first).Seconds(),
-		WritesPerMachine:  (writesAfter - writesBefore) / float64(o.machines),
-		RefusedPerMachine: (refusedAfter - refusedBefore) / float64(o.machines),
+		WritesPerMachine:  writes / float64(o.machines),
+		RefusedPerMachine: refused / float64(o.machines),
 		ManagerPeakRSSMiB: manager.peakRSSMiB(), PoolletsPeakRSSMiB: poollets.peakRSSMiB(),
 		ManagerQPS: o.managerQPS,
 	}
@@ -150,4 +158,16 @@ func buildAnvil(dir string) (string, error) {
 	cmd := exec.Command("go", "build", "-o", bin, "./cmd/anvil")
 	cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stderr, os.Stderr
 	return bin, cmd.Run()
+}
+
+// printRequests writes the requests counted during the run, most first.
+func printRequests(d requestCounts) {
+	keys := make([]string, 0, len(d))
+	for k := range d {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return d[keys[i]] > d[keys[j]] })
+	for _, k := range keys {
+		fmt.Fprintf(os.Stderr, "%8.0f  %s\n", d[k], k)
+	}
 }
