@@ -9,6 +9,11 @@ packages=(
 	make
 	ca-certificates
 	protobuf-compiler # protoc, for the Machine Runtime Interface's generated code
+	qemu-system-x86   # the qemu runtime's amd64 VMs
+	qemu-system-arm   # the qemu runtime's arm64 VMs
+	qemu-utils        # qemu-img, for qcow2 overlays
+	cpio              # packs the test OS's initramfs (hack/testos)
+	xz-utils          # kernel modules may come xz-compressed
 )
 
 missing=()
