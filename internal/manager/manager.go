@@ -25,6 +25,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/controller/index"
 	schedulercontroller "github.com/anvil-dev/anvil/internal/controller/scheduler"
 	"github.com/anvil-dev/anvil/internal/controller/secretaccess"
+	"github.com/anvil-dev/anvil/internal/imageref"
 	"github.com/anvil-dev/anvil/internal/scheduler"
 )
 
@@ -43,6 +44,10 @@ type Options struct {
 	HealthAddr  string
 	// SchedulerStrategy is "spread" or "pack".
 	SchedulerStrategy string
+	// ImageArchitectures is where the scheduler learns which architectures an image
+	// offers: "registry" (read the image's index) or "any" (assume every architecture and
+	// rely on the runtime's refusal; for registries the manager cannot reach).
+	ImageArchitectures string
 	// LeaderElection makes only one of several replicas active at a time.
 	LeaderElection          bool
 	LeaderElectionNamespace string
@@ -61,7 +66,8 @@ func DefaultOptions() Options {
 		MetricsAddr: "127.0.0.1:8080",
 		HealthAddr:  "127.0.0.1:8081",
 
-		SchedulerStrategy: "spread",
+		SchedulerStrategy:  "spread",
+		ImageArchitectures: ImageArchitecturesRegistry,
 	}
 }
 
@@ -74,6 +80,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the metrics endpoint; 0 turns it off")
 	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", o.HealthAddr, "address of the /healthz and /readyz endpoints; 0 turns them off")
 	fs.StringVar(&o.SchedulerStrategy, "scheduler-strategy", o.SchedulerStrategy, "which fitting pool a Machine goes to: spread (most free) or pack (least free)")
+	fs.StringVar(&o.ImageArchitectures, "image-architectures", o.ImageArchitectures, "where the scheduler learns an image's architectures: registry (its index) or any (assume all; the runtime refuses a wrong one)")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection, "elect one active manager among replicas")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "namespace of the leader election Lease")
 }
@@ -93,7 +100,24 @@ func (o Options) Validate() error {
 	if _, err := scheduler.ParseStrategy(o.SchedulerStrategy); err != nil {
 		return fmt.Errorf("--scheduler-strategy: %w", err)
 	}
+	if o.ImageArchitectures != ImageArchitecturesRegistry && o.ImageArchitectures != ImageArchitecturesAny {
+		return fmt.Errorf("--image-architectures must be %s or %s, not %q", ImageArchitecturesRegistry, ImageArchitecturesAny, o.ImageArchitectures)
+	}
 	return nil
+}
+
+// Values of Options.ImageArchitectures.
+const (
+	ImageArchitecturesRegistry = "registry"
+	ImageArchitecturesAny      = "any"
+)
+
+// imageResolver is the scheduler's source of image architectures.
+func (o Options) imageResolver() schedulercontroller.ImageResolver {
+	if o.ImageArchitectures == ImageArchitecturesAny {
+		return schedulercontroller.UnrestrictedImages{}
+	}
+	return schedulercontroller.RegistryImages{Registry: &imageref.Registry{TagTTL: 30 * time.Second}, Timeout: 10 * time.Second}
 }
 
 // New returns a manager with every anvil controller registered; Start runs them.
@@ -160,7 +184,7 @@ func addControllers(mgr ctrl.Manager, o Options) error {
 	c := mgr.GetClient()
 	for _, add := range []func() error{
 		func() error {
-			return (&schedulercontroller.Reconciler{Client: c, Strategy: strategy}).SetupWithManager(mgr, o.Concurrency)
+			return (&schedulercontroller.Reconciler{Client: c, Strategy: strategy, Resolver: o.imageResolver()}).SetupWithManager(mgr, o.Concurrency)
 		},
 		func() error { return claimcontroller.NewVolumeReconciler(c).SetupWithManager(mgr, o.Concurrency) },
 		func() error {

@@ -170,6 +170,7 @@ func startControllers(t *testing.T) {
 	managerStarted = true
 	o := manager.DefaultOptions()
 	o.MetricsAddr, o.HealthAddr = "0", "0"
+	o.ImageArchitectures = manager.ImageArchitecturesAny // the tests' images name no real registry
 	mgr, err := manager.New(env.Config, o)
 	if err != nil {
 		t.Fatal(err)

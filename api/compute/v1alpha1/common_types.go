@@ -77,6 +77,9 @@ const (
 	// architecture). The poollet sets it with observedGeneration; the scheduler then
 	// takes the Machine back and tries other pools.
 	ReasonRuntimeRefused = "RuntimeRefused"
+	// ReasonImageUnresolved: the image's registry could not say which architectures the
+	// image offers (missing image, unreachable registry); retried.
+	ReasonImageUnresolved = "ImageUnresolved"
 )
 
 // AnnotationBoundBy marks a machinePoolRef set by the scheduler (value "scheduler"), as

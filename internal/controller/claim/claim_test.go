@@ -28,6 +28,7 @@ func startManager(t *testing.T) {
 	o := manager.DefaultOptions()
 	o.MetricsAddr, o.HealthAddr = "0", "0"
 	o.SkipControllerNameValidation = true
+	o.ImageArchitectures = manager.ImageArchitecturesAny // the tests' images name no real registry
 	mgr, err := manager.New(env.Config, o)
 	if err != nil {
 		t.Fatal(err)

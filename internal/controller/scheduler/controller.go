@@ -30,6 +30,8 @@ type Reconciler struct {
 	Strategy scheduler.Strategy
 	// RefusalBackoff is how long a pool whose runtime refused a Machine is excluded for it.
 	RefusalBackoff time.Duration
+	// ImageRetry is how long a Machine whose image could not be read waits to try again.
+	ImageRetry time.Duration
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
 
@@ -77,7 +79,10 @@ func (r *Reconciler) schedule(ctx context.Context, m *computev1alpha1.Machine) (
 	}
 	archs, image, err := r.architectures(ctx, m, class)
 	if err != nil {
-		return ctrl.Result{}, err
+		// The registry is an outside clock: nothing in the cluster announces the image's
+		// arrival or the registry's return, so look again later.
+		return ctrl.Result{RequeueAfter: r.ImageRetry}, r.setScheduled(ctx, m, metav1.ConditionFalse,
+			computev1alpha1.ReasonImageUnresolved, err.Error())
 	}
 	if archs == 0 {
 		// No pool could ever fit: say which requirements contradict, not "N pools: ...".

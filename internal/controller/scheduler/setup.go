@@ -26,6 +26,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	if r.Resolver == nil {
 		r.Resolver = UnrestrictedImages{}
 	}
+	if r.ImageRetry == 0 {
+		r.ImageRetry = 20 * time.Second
+	}
 	if r.Now == nil {
 		r.Now = time.Now
 	}

@@ -97,7 +97,7 @@ func run(o options) error {
 	}
 	manager, err := startChild(dir, "manager", kubeconfig, anvil, "manager",
 		"--kube-api-qps", fmt.Sprint(o.managerQPS), "--kube-api-burst", fmt.Sprint(2*o.managerQPS),
-		"--concurrency", "16", "--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+		"--concurrency", "16", "--image-architectures", "any", "--metrics-bind-address", "0", "--health-probe-bind-address", "0")
 	if err != nil {
 		return err
 	}

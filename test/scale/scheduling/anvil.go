@@ -46,7 +46,8 @@ func (s *anvilSide) startManager(ctx context.Context, round int) (func(), error)
 	opts := manager.DefaultOptions()
 	opts.QPS, opts.Burst, opts.Concurrency = s.o.qps, s.o.burst, 16
 	opts.MetricsAddr, opts.HealthAddr = "0", "0"
-	opts.SkipControllerNameValidation = true // one manager per round
+	opts.SkipControllerNameValidation = true                // one manager per round
+	opts.ImageArchitectures = manager.ImageArchitecturesAny // placement is measured, not registry lookups
 	mgr, err := manager.New(s.env.Config, opts)
 	if err != nil {
 		return nil, err
