@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -17,14 +18,18 @@ import (
 
 	"github.com/anvil-dev/anvil/api"
 	"github.com/anvil-dev/anvil/config/crd"
+	"github.com/anvil-dev/anvil/internal/registry"
 )
 
-// Env is a running control plane and an admin client for it.
+// Env is a running control plane, an admin client for it, and an OCI registry.
 type Env struct {
 	Config *rest.Config
 	Client client.Client
 	Scheme *runtime.Scheme
-	env    *envtest.Environment
+	// Registry is an embedded OCI registry on 127.0.0.1 (blobs in memory) for the
+	// package's images.
+	Registry *registry.Registry
+	env      *envtest.Environment
 	// beforeStop runs, last registered first, before the control plane stops.
 	beforeStop []func()
 }
@@ -54,7 +59,7 @@ func Main(m *testing.M, env **Env) {
 	os.Exit(code)
 }
 
-// Start starts etcd and kube-apiserver and installs anvil's CRDs.
+// Start starts etcd and kube-apiserver, installs anvil's CRDs and starts the registry.
 func Start() (*Env, error) {
 	assets, err := AssetsDir()
 	if err != nil {
@@ -86,7 +91,12 @@ func Start() (*Env, error) {
 		_ = te.Stop()
 		return nil, err
 	}
-	return &Env{Config: cfg, Client: c, Scheme: scheme, env: te}, nil
+	reg, err := registry.Start(context.Background(), 0, "")
+	if err != nil {
+		_ = te.Stop()
+		return nil, err
+	}
+	return &Env{Config: cfg, Client: c, Scheme: scheme, Registry: reg, env: te}, nil
 }
 
 // AdminKubeconfig returns a kubeconfig for a new user in system:masters, for processes
@@ -104,7 +114,7 @@ func (e *Env) Stop() error {
 	for i := len(e.beforeStop) - 1; i >= 0; i-- {
 		e.beforeStop[i]()
 	}
-	return e.env.Stop()
+	return errors.Join(e.Registry.Stop(), e.env.Stop())
 }
 
 // AssetsDir is the folder holding kube-apiserver and etcd: $KUBEBUILDER_ASSETS, or the

@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/imageref"
-	"github.com/anvil-dev/anvil/internal/registry"
 )
 
 // pushIndex pushes an index with one random image per architecture to reference.
@@ -41,11 +39,7 @@ func pushIndex(t *testing.T, reference string, archs ...string) {
 }
 
 func TestRegistryIndexChoosesThePoolAndAMissingImageWaits(t *testing.T) {
-	reg, err := registry.Start(context.Background(), 0, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reg.Stop() })
+	reg := env.Registry
 	amd64Only := reg.Host + "/os:amd64-only"
 	pushIndex(t, amd64Only, "amd64")
 	startScheduler(t, &Reconciler{
