@@ -132,3 +132,32 @@ func injectDuplicate(t *testing.T, p *testPool, rm *mriv1alpha1.Machine) {
 		t.Fatal(err)
 	}
 }
+
+func TestInvalidIgnitionIsACondition(t *testing.T) {
+	startControllers(t)
+	p := newPool(t, "ignition", nil)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns-ignition", Name: "ign"},
+		Data: map[string][]byte{computev1alpha1.DefaultIgnitionKey: []byte(`{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"relative"}]}}`)}}
+	m := newMachine(t, "ignition", "vm", func(m *computev1alpha1.Machine) {
+		m.Spec.IgnitionRef = &computev1alpha1.SecretKeySelector{Name: "ign"}
+	})
+	if err := env.Client.Create(context.Background(), secret); err != nil { // after newMachine made the namespace
+		t.Fatal(err)
+	}
+	waitFor(t, m, "reported the invalid config", func(m *computev1alpha1.Machine) bool {
+		c := meta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionIgnitionReady)
+		return c != nil && c.Reason == computev1alpha1.ReasonIgnitionInvalid && strings.Contains(c.Message, "Secret ign")
+	})
+	if got := p.runtimeMachines(m); len(got) != 0 {
+		t.Fatalf("the runtime got %d machines for an invalid config", len(got))
+	}
+	valid := `{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"/etc/hostname","contents":{"source":"data:,vm"}}]}}`
+	secret.Data[computev1alpha1.DefaultIgnitionKey] = []byte(valid)
+	if err := env.Client.Update(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, m, "ran once the config is valid", inState(computev1alpha1.MachineStateRunning))
+	waitRuntime(t, p, m, "got the Ignition config", func(rm *mriv1alpha1.Machine) bool {
+		return rm.Spec.FirstBoot.GetFormat() == mriv1alpha1.ConfigFormat_CONFIG_FORMAT_IGNITION && string(rm.Spec.FirstBoot.GetData()) == valid
+	})
+}

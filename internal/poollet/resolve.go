@@ -37,8 +37,9 @@ func (r RegistryImages) Resolve(ctx context.Context, reference string, _ compute
 	return r.Registry.Digest(ctx, reference)
 }
 
-// firstBootError says which Secret or key is missing, for the IgnitionReady condition.
-type firstBootError struct{ msg string }
+// firstBootError says why the first-boot config cannot be used (a missing Secret or key,
+// an invalid Ignition config), for the IgnitionReady condition.
+type firstBootError struct{ reason, msg string }
 
 func (e *firstBootError) Error() string { return e.msg }
 
@@ -58,13 +59,18 @@ func firstBoot(ctx context.Context, reader client.Reader, m *computev1alpha1.Mac
 	secret := &corev1.Secret{}
 	if err := reader.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: ref.Name}, secret); err != nil {
 		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
-			return nil, &firstBootError{fmt.Sprintf("Secret %s does not exist (or this pool may not read it)", ref.Name)}
+			return nil, &firstBootError{computev1alpha1.ReasonSecretNotFound, fmt.Sprintf("Secret %s does not exist (or this pool may not read it)", ref.Name)}
 		}
 		return nil, err
 	}
 	data, ok := secret.Data[key]
 	if !ok {
-		return nil, &firstBootError{fmt.Sprintf("Secret %s has no key %q", ref.Name, key)}
+		return nil, &firstBootError{computev1alpha1.ReasonSecretNotFound, fmt.Sprintf("Secret %s has no key %q", ref.Name, key)}
+	}
+	if format == mriv1alpha1.ConfigFormat_CONFIG_FORMAT_IGNITION {
+		if err := validateIgnition(data); err != nil {
+			return nil, &firstBootError{computev1alpha1.ReasonIgnitionInvalid, fmt.Sprintf("Secret %s key %q: %v", ref.Name, key, err)}
+		}
 	}
 	return &mriv1alpha1.FirstBootConfig{Format: format, Data: data}, nil
 }

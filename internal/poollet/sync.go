@@ -70,7 +70,7 @@ func (r *MachineReconciler) desiredSpec(ctx context.Context, m *computev1alpha1.
 	var missing *firstBootError
 	if errors.As(err, &missing) {
 		return nil, &metav1.Condition{Type: computev1alpha1.ConditionIgnitionReady, Status: metav1.ConditionFalse,
-			Reason: computev1alpha1.ReasonSecretNotFound, Message: missing.msg}, nil
+			Reason: missing.reason, Message: missing.msg}, nil
 	}
 	if err != nil {
 		return nil, nil, err

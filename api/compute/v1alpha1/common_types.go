@@ -103,6 +103,7 @@ const (
 	ReasonTerminating        = "Terminating"
 	ReasonTerminated         = "Terminated"
 	ReasonSecretNotFound     = "SecretNotFound"
+	ReasonIgnitionInvalid    = "IgnitionInvalid"
 	ReasonImageResolveFailed = "ImageResolveFailed"
 	ReasonRuntimeError       = "RuntimeError"
 	ReasonRuntimeReachable   = "RuntimeReachable"
