@@ -1,0 +1,153 @@
+package vm
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+)
+
+// Args returns QEMU's command line (without the program) for s. The same device
+// descriptions serve for hotplug, so a device plugged later looks like one from the start.
+func Args(s Spec) ([]string, error) {
+	if s.CPUs < 1 || s.MemoryMiB < 1 {
+		return nil, fmt.Errorf("vm %s: needs at least one cpu and 1 MiB of memory", s.Name)
+	}
+	if s.Kernel == "" {
+		return nil, fmt.Errorf("vm %s: no kernel to boot", s.Name)
+	}
+	machine, cpu, err := board(s.Architecture, s.Accel, s.CPUs)
+	if err != nil {
+		return nil, err
+	}
+	args := []string{
+		"-name", "guest=" + s.Name,
+		"-nodefaults", "-no-user-config", "-display", "none",
+		"-machine", machine, "-accel", string(s.Accel),
+	}
+	if cpu != "" {
+		args = append(args, "-cpu", cpu)
+	}
+	args = append(args,
+		"-smp", strconv.Itoa(s.CPUs), "-m", strconv.FormatInt(s.MemoryMiB, 10)+"M",
+		"-kernel", s.Kernel,
+	)
+	if s.Initramfs != "" {
+		args = append(args, "-initrd", s.Initramfs)
+	}
+	if s.KernelCommandLine != "" {
+		args = append(args, "-append", s.KernelCommandLine)
+	}
+	if s.Ignition != "" {
+		args = append(args, "-fw_cfg", "name=opt/com.coreos/config,file="+optionValue(s.Ignition))
+	}
+	args = append(args,
+		"-chardev", "file,id=console,append=on,path="+optionValue(s.ConsoleLog),
+		"-serial", "chardev:console",
+		"-qmp", "unix:"+optionValue(s.QMPSocket)+",server=on,wait=off",
+		"-pidfile", s.PIDFile,
+		"-device", jsonArg(map[string]any{"driver": "virtio-rng-pci", "bus": "pcie.0"}),
+	)
+	for i := 0; i < s.RootPorts; i++ {
+		args = append(args, "-device", jsonArg(rootPort(i)))
+	}
+	if s.Seed != "" {
+		seed := Disk{ID: "seed", Path: s.Seed, Format: FormatRaw, ReadOnly: true}
+		dev := DiskDevice(seed)
+		dev["bus"] = "pcie.0" // never unplugged, so it needs no root port
+		args = append(args, "-blockdev", jsonArg(Blockdev(seed)), "-device", jsonArg(dev))
+	}
+	for _, d := range s.Disks {
+		if d.Port < 0 || d.Port >= s.RootPorts {
+			return nil, fmt.Errorf("vm %s: disk %s on root port %d of %d", s.Name, d.ID, d.Port, s.RootPorts)
+		}
+		args = append(args, "-blockdev", jsonArg(Blockdev(d)), "-device", jsonArg(DiskDevice(d)))
+	}
+	for _, n := range s.NICs {
+		if n.Port < 0 || n.Port >= s.RootPorts {
+			return nil, fmt.Errorf("vm %s: nic %s on root port %d of %d", s.Name, n.ID, n.Port, s.RootPorts)
+		}
+		args = append(args, "-netdev", netdevOption(n), "-device", jsonArg(NICDevice(n)))
+	}
+	return args, nil
+}
+
+// board returns the machine type and cpu model. aarch64 under TCG uses cortex-a57: "max"
+// emulates pointer authentication and boots markedly slower.
+func board(arch computev1alpha1.Architecture, accel Accel, cpus int) (machine, cpu string, err error) {
+	if accel != AccelTCG && accel != AccelKVM {
+		return "", "", fmt.Errorf("accelerator %q: use tcg or kvm", accel)
+	}
+	switch arch {
+	case computev1alpha1.ArchitectureAMD64:
+		if accel == AccelKVM {
+			return "q35", "host", nil
+		}
+		return "q35", "", nil
+	case computev1alpha1.ArchitectureARM64:
+		machine = "virt"
+		if cpus > 8 {
+			machine = "virt,gic-version=3" // GICv2 stops at 8 cpus
+		}
+		if accel == AccelKVM {
+			return machine, "host", nil
+		}
+		return machine, "cortex-a57", nil
+	}
+	return "", "", fmt.Errorf("no QEMU board is known for architecture %q", arch)
+}
+
+func rootPort(i int) map[string]any {
+	// Devices behind these ports are virtio 1.0 (memory BARs only): reserving no I/O
+	// space per port lets many ports fit the 64 KiB of x86 I/O space.
+	return map[string]any{"driver": "pcie-root-port", "id": RootPortID(i), "bus": "pcie.0", "chassis": i + 1, "io-reserve": 0}
+}
+
+// RootPortID is the QEMU id of root port i.
+func RootPortID(i int) string { return "rp" + strconv.Itoa(i) }
+
+// Blockdev returns the blockdev-add arguments (and -blockdev value) of d.
+func Blockdev(d Disk) map[string]any {
+	file := map[string]any{"driver": "file", "filename": d.Path}
+	node := map[string]any{"driver": string(d.Format), "node-name": d.ID, "file": file}
+	if d.ReadOnly {
+		file["read-only"] = true
+		node["read-only"] = true
+	}
+	return node
+}
+
+// DiskDevice returns the device_add arguments (and -device value) of d.
+func DiskDevice(d Disk) map[string]any {
+	return map[string]any{"driver": "virtio-blk-pci", "drive": d.ID, "id": d.ID, "bus": RootPortID(d.Port)}
+}
+
+// Netdev returns the netdev_add arguments of a NIC plugged while the VM runs. Hotplugged
+// NICs get no port forward.
+func Netdev(n NIC) map[string]any {
+	return map[string]any{"type": "user", "id": n.ID}
+}
+
+// NICDevice returns the device_add arguments (and -device value) of n.
+func NICDevice(n NIC) map[string]any {
+	return map[string]any{"driver": "virtio-net-pci", "netdev": n.ID, "id": n.ID, "mac": n.MAC, "bus": RootPortID(n.Port)}
+}
+
+func netdevOption(n NIC) string {
+	opt := "user,id=" + n.ID
+	if n.SSHPort != 0 {
+		opt += fmt.Sprintf(",hostfwd=tcp:127.0.0.1:%d-:22", n.SSHPort)
+	}
+	return opt
+}
+
+// optionValue escapes a value inside QEMU's comma-separated options, where a comma is
+// written twice.
+func optionValue(v string) string { return strings.ReplaceAll(v, ",", ",,") }
+
+func jsonArg(v map[string]any) string {
+	raw, _ := json.Marshal(v) // maps of strings, numbers and bools always marshal
+	return string(raw)
+}

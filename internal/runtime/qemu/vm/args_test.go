@@ -1,0 +1,107 @@
+package vm
+
+import (
+	"strings"
+	"testing"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+)
+
+func baseSpec(arch computev1alpha1.Architecture) Spec {
+	return Spec{
+		Name: "m-1", Architecture: arch, Accel: AccelTCG, CPUs: 1, MemoryMiB: 256,
+		Kernel: "/c/kernel", Initramfs: "/c/initrd", KernelCommandLine: "console=ttyS0 quiet",
+		Disks:     []Disk{{ID: "vol0", Path: "/m/vol0.qcow2", Format: FormatQCOW2, Port: 0}},
+		NICs:      []NIC{{ID: "nic0", MAC: "52:54:00:00:00:01", Port: 1, SSHPort: 2222}},
+		RootPorts: 4,
+		QMPSocket: "/m/qmp.sock", ConsoleLog: "/m/console.log", PIDFile: "/m/qemu.pid",
+	}
+}
+
+// value returns the argument after the n-th occurrence of flag.
+func value(args []string, flag string, n int) string {
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == flag {
+			if n == 0 {
+				return args[i+1]
+			}
+			n--
+		}
+	}
+	return ""
+}
+
+func TestArgsPerArchitecture(t *testing.T) {
+	for _, tc := range []struct {
+		arch              computev1alpha1.Architecture
+		accel             Accel
+		cpus              int
+		machine, cpuModel string
+	}{
+		{computev1alpha1.ArchitectureAMD64, AccelTCG, 1, "q35", ""},
+		{computev1alpha1.ArchitectureAMD64, AccelKVM, 2, "q35", "host"},
+		{computev1alpha1.ArchitectureARM64, AccelTCG, 1, "virt", "cortex-a57"},
+		{computev1alpha1.ArchitectureARM64, AccelKVM, 1, "virt", "host"},
+		{computev1alpha1.ArchitectureARM64, AccelTCG, 16, "virt,gic-version=3", "cortex-a57"},
+	} {
+		s := baseSpec(tc.arch)
+		s.Accel, s.CPUs = tc.accel, tc.cpus
+		args, err := Args(s)
+		if err != nil {
+			t.Fatalf("%s/%s: %v", tc.arch, tc.accel, err)
+		}
+		if got := value(args, "-machine", 0); got != tc.machine {
+			t.Errorf("%s/%s: machine %q, want %q", tc.arch, tc.accel, got, tc.machine)
+		}
+		if got := value(args, "-cpu", 0); got != tc.cpuModel {
+			t.Errorf("%s/%s: cpu %q, want %q", tc.arch, tc.accel, got, tc.cpuModel)
+		}
+		if got := value(args, "-accel", 0); got != string(tc.accel) {
+			t.Errorf("accel %q", got)
+		}
+	}
+}
+
+func TestArgsDevices(t *testing.T) {
+	s := baseSpec(computev1alpha1.ArchitectureAMD64)
+	s.Ignition = "/m/ignition,1.json"
+	s.Seed = "/m/seed.iso"
+	args, err := Args(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.Join(args, " ")
+	for _, want := range []string{
+		"-kernel /c/kernel", "-initrd /c/initrd", "-append console=ttyS0 quiet",
+		"-fw_cfg name=opt/com.coreos/config,file=/m/ignition,,1.json",
+		"-qmp unix:/m/qmp.sock,server=on,wait=off", "-pidfile /m/qemu.pid",
+		"-chardev file,id=console,append=on,path=/m/console.log",
+		`{"bus":"pcie.0","chassis":4,"driver":"pcie-root-port","id":"rp3","io-reserve":0}`,
+		`-blockdev {"driver":"qcow2","file":{"driver":"file","filename":"/m/vol0.qcow2"},"node-name":"vol0"}`,
+		`-device {"bus":"rp0","drive":"vol0","driver":"virtio-blk-pci","id":"vol0"}`,
+		`"node-name":"seed","read-only":true`, `{"bus":"pcie.0","drive":"seed","driver":"virtio-blk-pci","id":"seed"}`,
+		"-netdev user,id=nic0,hostfwd=tcp:127.0.0.1:2222-:22",
+		`-device {"bus":"rp1","driver":"virtio-net-pci","id":"nic0","mac":"52:54:00:00:00:01","netdev":"nic0"}`,
+	} {
+		if !strings.Contains(line, want) {
+			t.Errorf("command line lacks %q:\n%s", want, line)
+		}
+	}
+}
+
+func TestArgsRefusals(t *testing.T) {
+	for name, mutate := range map[string]func(*Spec){
+		"unknown architecture": func(s *Spec) { s.Architecture = computev1alpha1.ArchitectureRISCV64 },
+		"unknown accelerator":  func(s *Spec) { s.Accel = "hvf" },
+		"no kernel":            func(s *Spec) { s.Kernel = "" },
+		"no cpu":               func(s *Spec) { s.CPUs = 0 },
+		"disk off the ports":   func(s *Spec) { s.Disks[0].Port = 4 },
+		"nic off the ports":    func(s *Spec) { s.NICs[0].Port = -1 },
+	} {
+		s := baseSpec(computev1alpha1.ArchitectureAMD64)
+		mutate(&s)
+		if _, err := Args(s); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
