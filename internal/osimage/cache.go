@@ -1,0 +1,248 @@
+package osimage
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+)
+
+// maxMetadata bounds the manifests and configs read into memory from a registry.
+const maxMetadata = 4 << 20
+
+// Cache is a content-addressed store of pulled layers shared by every VM of a runtime.
+// Manifests and configs are stored beside the layers, so pulling a digest already in the
+// cache asks no registry anything. One folder belongs to one Cache at a time.
+type Cache struct {
+	store  *store
+	puller *remote.Puller
+}
+
+// NewCache opens (creating if needed) the cache in dir, dropping writes left unfinished
+// by a crash.
+func NewCache(dir string) (*Cache, error) {
+	s, err := openStore(dir)
+	if err != nil {
+		return nil, err
+	}
+	p, err := remote.NewPuller(remote.WithAuthFromKeychain(authn.DefaultKeychain))
+	if err != nil {
+		return nil, err
+	}
+	return &Cache{store: s, puller: p}, nil
+}
+
+// Pull fetches (once, even when called concurrently) the entry of `arch` from the image
+// reference pinned to digest (an index's or a single image's) and returns its files as
+// paths inside the cache (callers must not modify them). An empty digest takes the one
+// in the reference, or resolves its tag.
+func (c *Cache) Pull(ctx context.Context, reference, digest string, arch computev1alpha1.Architecture) (Files, error) {
+	if !arch.IsKnown() {
+		return Files{}, fmt.Errorf("architecture %q: use one of %v", arch, computev1alpha1.KnownArchitectures)
+	}
+	ref, err := parseReference(reference)
+	if err != nil {
+		return Files{}, err
+	}
+	repo := ref.Context()
+	top, err := c.topLevel(ctx, ref, digest)
+	if err != nil {
+		return Files{}, err
+	}
+	raw, err := c.manifest(ctx, repo, top, -1)
+	if err != nil {
+		return Files{}, err
+	}
+	kind, err := manifestKind(raw)
+	if err != nil {
+		return Files{}, fmt.Errorf("%s@%s: %w", repo, top, err)
+	}
+	fromIndex := kind.IsIndex()
+	if fromIndex {
+		idx, err := v1.ParseIndexManifest(bytes.NewReader(raw))
+		if err != nil {
+			return Files{}, fmt.Errorf("%s@%s: image index: %w", repo, top, err)
+		}
+		entry, err := entryFor(idx, arch)
+		if err != nil {
+			return Files{}, fmt.Errorf("%s@%s: %w", repo, top, err)
+		}
+		if raw, err = c.manifest(ctx, repo, entry.Digest, entry.Size); err != nil {
+			return Files{}, err
+		}
+		if kind, err = manifestKind(raw); err != nil || !kind.IsImage() {
+			return Files{}, fmt.Errorf("%s@%s: index entry for %s is not an image manifest", repo, entry.Digest, arch)
+		}
+	}
+	files, err := c.image(ctx, repo, raw)
+	if err != nil {
+		return Files{}, fmt.Errorf("%s@%s: %w", repo, top, err)
+	}
+	if files.Architecture != arch {
+		if fromIndex {
+			return Files{}, fmt.Errorf("%s@%s: the index entry for %s holds a %s image", repo, top, arch, files.Architecture)
+		}
+		return Files{}, fmt.Errorf("%s@%s: %w: wants %s, the image is %s", repo, top, ErrWrongArchitecture, arch, files.Architecture)
+	}
+	return files, nil
+}
+
+// topLevel is the digest to pull: the one asked for, the reference's own, or its tag's.
+func (c *Cache) topLevel(ctx context.Context, ref name.Reference, digest string) (v1.Hash, error) {
+	pinned, isDigest := ref.(name.Digest)
+	switch {
+	case digest != "" && isDigest && pinned.DigestStr() != digest:
+		return v1.Hash{}, fmt.Errorf("reference %s and digest %s disagree", ref, digest)
+	case digest != "":
+		return v1.NewHash(digest)
+	case isDigest:
+		return v1.NewHash(pinned.DigestStr())
+	}
+	desc, err := c.puller.Get(ctx, ref)
+	if err != nil {
+		return v1.Hash{}, remoteError(ref.String(), err)
+	}
+	if len(desc.Manifest) > maxMetadata {
+		return v1.Hash{}, fmt.Errorf("%s: manifest of %d bytes is too large", ref, len(desc.Manifest))
+	}
+	if ok, err := c.store.has(desc.Digest); err != nil || ok {
+		return desc.Digest, err
+	}
+	if err := c.store.write(desc.Digest, int64(len(desc.Manifest)), bytes.NewReader(desc.Manifest)); err != nil {
+		return v1.Hash{}, err
+	}
+	return desc.Digest, nil
+}
+
+// manifest returns the bytes of the manifest with digest h, from the cache or the registry.
+func (c *Cache) manifest(ctx context.Context, repo name.Repository, h v1.Hash, size int64) ([]byte, error) {
+	if size > maxMetadata {
+		return nil, fmt.Errorf("manifest %s: %d bytes is too large", h, size)
+	}
+	p, _, err := c.store.ensure(ctx, h, size, func(ctx context.Context) (io.ReadCloser, error) {
+		desc, err := c.puller.Get(ctx, repo.Digest(h.String()))
+		if err != nil {
+			return nil, remoteError(repo.String()+"@"+h.String(), err)
+		}
+		if len(desc.Manifest) > maxMetadata {
+			return nil, fmt.Errorf("manifest %s: %d bytes is too large", h, len(desc.Manifest))
+		}
+		return io.NopCloser(bytes.NewReader(desc.Manifest)), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return readSmall(p)
+}
+
+// image fetches the config and layers of an image manifest and names their files.
+func (c *Cache) image(ctx context.Context, repo name.Repository, raw []byte) (Files, error) {
+	m, err := checkManifest(raw)
+	if err != nil {
+		return Files{}, err
+	}
+	if m.Config.Size > maxMetadata {
+		return Files{}, fmt.Errorf("config of %d bytes is too large", m.Config.Size)
+	}
+	cfgPath, err := c.blob(ctx, repo, m.Config)
+	if err != nil {
+		return Files{}, err
+	}
+	rawCfg, err := readSmall(cfgPath)
+	if err != nil {
+		return Files{}, err
+	}
+	cfg, err := parseConfig(rawCfg)
+	if err != nil {
+		return Files{}, err
+	}
+	files := Files{Architecture: cfg.Architecture, KernelCommandLine: cfg.KernelCommandLine}
+	for _, l := range m.Layers {
+		p, err := c.blob(ctx, repo, l)
+		if err != nil {
+			return Files{}, err
+		}
+		switch l.MediaType {
+		case MediaTypeKernel:
+			files.Kernel = p
+		case MediaTypeInitramfs:
+			files.Initramfs = p
+		case MediaTypeDiskRaw:
+			files.Disk, files.DiskFormat = p, DiskFormatRaw
+		case MediaTypeDiskQCOW2:
+			files.Disk, files.DiskFormat = p, DiskFormatQCOW2
+		}
+	}
+	return files, nil
+}
+
+// blob makes the blob of a descriptor present in the cache and returns its path.
+func (c *Cache) blob(ctx context.Context, repo name.Repository, d v1.Descriptor) (string, error) {
+	start := time.Now()
+	p, fetched, err := c.store.ensure(ctx, d.Digest, d.Size, func(ctx context.Context) (io.ReadCloser, error) {
+		l, err := c.puller.Layer(ctx, repo.Digest(d.Digest.String()))
+		if err != nil {
+			return nil, remoteError(repo.String()+"@"+d.Digest.String(), err)
+		}
+		rc, err := l.Compressed()
+		if err != nil {
+			return nil, remoteError(repo.String()+"@"+d.Digest.String(), err)
+		}
+		return rc, nil
+	})
+	if err != nil {
+		return "", err
+	}
+	if fetched {
+		logr.FromContextOrDiscard(ctx).V(1).Info("Pulled blob", "repository", repo.String(), "digest", d.Digest.String(),
+			"mediaType", string(d.MediaType), "bytes", d.Size, "duration", time.Since(start))
+	}
+	return p, nil
+}
+
+// remoteError marks the registry's "no such manifest/blob/repository" as ErrImageNotFound.
+func remoteError(what string, err error) error {
+	var te *transport.Error
+	if errors.As(err, &te) {
+		notFound := te.StatusCode == 404
+		for _, d := range te.Errors {
+			switch d.Code {
+			case transport.ManifestUnknownErrorCode, transport.NameUnknownErrorCode, transport.BlobUnknownErrorCode:
+				notFound = true
+			}
+		}
+		if notFound {
+			return fmt.Errorf("%s: %w: %w", what, ErrImageNotFound, err)
+		}
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// readSmall reads a cached manifest or config, which were size-checked on the way in.
+func readSmall(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxMetadata+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxMetadata {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxMetadata)
+	}
+	return b, nil
+}

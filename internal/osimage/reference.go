@@ -1,0 +1,62 @@
+package osimage
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+)
+
+// parseReference parses an image reference; registries on loopback (the embedded one)
+// are spoken to over plain HTTP, all others over HTTPS.
+func parseReference(reference string) (name.Reference, error) {
+	var opts []name.Option
+	if loopback(reference) {
+		opts = append(opts, name.Insecure)
+	}
+	ref, err := name.ParseReference(reference, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("image reference %q: %w", reference, err)
+	}
+	return ref, nil
+}
+
+// loopback reports whether the reference's registry is on this machine.
+func loopback(reference string) bool {
+	host, _, _ := strings.Cut(reference, "/")
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Push uploads the index and every image and blob under it, and returns the index's
+// digest. A reference with a digest must name this index.
+func Push(ctx context.Context, reference string, idx v1.ImageIndex) (digest string, err error) {
+	ref, err := parseReference(reference)
+	if err != nil {
+		return "", err
+	}
+	d, err := idx.Digest()
+	if err != nil {
+		return "", err
+	}
+	if pinned, ok := ref.(name.Digest); ok && pinned.DigestStr() != d.String() {
+		return "", fmt.Errorf("reference %s names digest %s, the index is %s", reference, pinned.DigestStr(), d)
+	}
+	err = remote.WriteIndex(ref, idx, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain))
+	if err != nil {
+		return "", fmt.Errorf("pushing %s: %w", reference, err)
+	}
+	return d.String(), nil
+}
