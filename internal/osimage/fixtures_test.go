@@ -15,9 +15,9 @@ import (
 	"sync"
 	"testing"
 
-	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/registry"
 )
 
