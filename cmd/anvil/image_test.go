@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/osimage"
+	"github.com/anvil-dev/anvil/internal/registry"
+)
+
+// runAnvil runs the anvil command line in-process and returns its stdout.
+func runAnvil(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := newRootCommand()
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+// artifactDir writes a folder as `anvil image push --from` expects it.
+func artifactDir(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for n, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func TestImagePushPrintsTheIndexDigestAndPulls(t *testing.T) {
+	reg, err := registry.Start(context.Background(), 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Spare connections of the push would hold the registry's Stop for 5 s.
+		remote.DefaultTransport.(*http.Transport).CloseIdleConnections()
+		_ = reg.Stop()
+	})
+	amd := artifactDir(t, map[string]string{"kernel": "amd64 kernel", "initramfs": "amd64 initramfs", "cmdline": "console=ttyS0\n"})
+	arm := artifactDir(t, map[string]string{"kernel": "arm64 kernel", "disk.raw": "arm64 disk"})
+
+	out, err := runAnvil(t, "image", "push", reg.Host+"/anvil/testos:1", "--from", "amd64="+amd, "--from", "arm64="+arm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned := strings.TrimSpace(out)
+	repo, digest, ok := strings.Cut(pinned, "@")
+	if !ok || repo != reg.Host+"/anvil/testos" || !strings.HasPrefix(digest, "sha256:") {
+		t.Fatalf("printed %q, want %s/anvil/testos@sha256:...", out, reg.Host)
+	}
+	again, err := runAnvil(t, "image", "push", reg.Host+"/anvil/testos:2", "--from", "arm64="+arm, "--from", "amd64="+amd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(strings.TrimSpace(again), "@"+digest) {
+		t.Fatalf("reordered --from gave %q, first push %q", again, out)
+	}
+
+	cache, err := osimage.NewCache(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := cache.Pull(context.Background(), pinned, "", computev1alpha1.ArchitectureAMD64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.KernelCommandLine != "console=ttyS0" {
+		t.Errorf("kernel command line %q", f.KernelCommandLine)
+	}
+	if b, _ := os.ReadFile(f.Initramfs); string(b) != "amd64 initramfs" {
+		t.Errorf("initramfs %q", b)
+	}
+	f, err = cache.Pull(context.Background(), pinned, "", computev1alpha1.ArchitectureARM64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(f.Disk); string(b) != "arm64 disk" || f.DiskFormat != osimage.DiskFormatRaw {
+		t.Errorf("disk %q format %q", b, f.DiskFormat)
+	}
+}
+
+func TestImagePushRefuses(t *testing.T) {
+	good := artifactDir(t, map[string]string{"kernel": "k"})
+	for _, tc := range []struct {
+		name string
+		from []string
+		want string
+	}{
+		{"unknown architecture", []string{"x86_64=" + good}, `unknown architecture "x86_64"`},
+		{"repeated architecture", []string{"amd64=" + good, "amd64=" + good}, "already built from"},
+		{"not ARCH=DIR", []string{good}, "want ARCH=DIR"},
+		{"missing folder", []string{"amd64=" + filepath.Join(good, "nope")}, "no such file"},
+		{"nothing to boot", []string{"amd64=" + artifactDir(t, map[string]string{"initramfs": "i"})}, "has no kernel"},
+		{"two disks", []string{"amd64=" + artifactDir(t, map[string]string{"disk.raw": "r", "disk.qcow2": "QFI\xfb"})}, "both disk.raw and disk.qcow2"},
+		{"misnamed file", []string{"amd64=" + artifactDir(t, map[string]string{"kernel": "k", "initrd": "i"})}, `holds "initrd"`},
+		{"two-line cmdline", []string{"amd64=" + artifactDir(t, map[string]string{"kernel": "k", "cmdline": "a\nb\n"})}, "one line"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"image", "push", "127.0.0.1:1/anvil/never:1"}
+			for _, f := range tc.from {
+				args = append(args, "--from", f)
+			}
+			_, err := runAnvil(t, args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := runAnvil(t, "image", "push", "127.0.0.1:1/anvil/never:1"); err == nil || !strings.Contains(err.Error(), "from") {
+		t.Fatalf("no --from: %v", err)
+	}
+}
