@@ -6,6 +6,7 @@ require (
 	github.com/distribution/distribution/v3 v3.1.2
 	github.com/go-logr/logr v1.4.4
 	github.com/google/go-containerregistry v0.22.1
+	github.com/kdomanski/iso9660 v0.4.0
 	github.com/sirupsen/logrus v1.10.2
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.10
