@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# Builds the test OS for amd64 and arm64 into OUTDIR: OUTDIR/ARCH/{kernel,initramfs,cmdline}
+# and OUTDIR/VERSIONS. Everything comes from the Debian packages pinned in
+# hack/testos/packages (a cloud kernel and busybox-static per architecture) plus rootfs/, so
+# the same packages always give byte-identical files. Packages are downloaded with apt-get
+# into a cache of their own (TESTOS_CACHE, default ~/.cache/anvil/testos), one package-list
+# folder per architecture, never touching the machine's own apt state; a rebuild downloads
+# nothing.
+set -euo pipefail
+
+if [ $# -ne 1 ]; then
+	echo "usage: $0 OUTDIR" >&2
+	exit 2
+fi
+out=$(realpath -m "$1")
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${TESTOS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/anvil/testos}
+archs=(amd64 arm64)
+
+for tool in apt-get apt-cache dpkg-deb cpio gzip flock sha256sum; do
+	command -v "$tool" >/dev/null || { echo "testos: $tool is missing: run make deps" >&2; exit 1; }
+done
+
+mkdir -p "$cache"
+for a in "${archs[@]}"; do mkdir -p "$cache/$a/debs"; done
+exec 9>"$cache/lock"
+flock 9 # one build at a time shares the cache
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# apt options that point every list, cache and status file at this architecture's own
+# folder in the cache.
+apt_opts() {
+	local a=$1 d=$cache/$1
+	mkdir -p "$d/lists/partial" "$d/apt/archives/partial" "$d/debs"
+	touch "$d/status"
+	echo "-oAPT::Architecture=$a -oAPT::Architectures=$a -oDir::State::Lists=$d/lists" \
+		"-oDir::Cache=$d/apt -oDir::State::status=$d/status -oAPT::Sandbox::User=root"
+}
+
+# update_lists refreshes ARCH's package lists once per build (fetch runs in subshells, so
+# a marker file remembers it).
+update_lists() {
+	local a=$1
+	[ -e "$work/updated-$a" ] && return
+	# shellcheck disable=SC2046
+	apt-get $(apt_opts "$a") -qq update >&2
+	touch "$work/updated-$a"
+}
+
+# candidate prints the archive's current version of a package, or nothing.
+candidate() {
+	# shellcheck disable=SC2046
+	apt-cache $(apt_opts "$1") policy "$2" 2>/dev/null | sed -n 's/^  Candidate: //p' | grep -v '(none)' || true
+}
+
+# fetch prints the path of the cached .deb of PACKAGE=VERSION for ARCH, downloading it when
+# missing. When the archive no longer has the pinned version it falls back to the current one
+# (the same package, or for a kernel the one linux-image-cloud-ARCH depends on), warning
+# that the pin needs updating: VERSIONS always names what was really used.
+fetch() {
+	local a=$1 pkg=$2 ver=$3 debs=$cache/$1/debs deb
+	deb=$(find "$debs" -maxdepth 1 -name "${pkg}_*_${a}.deb" | while read -r f; do
+		[ "$(dpkg-deb -f "$f" Version)" = "$ver" ] && echo "$f"; done | head -n1)
+	if [ -n "$deb" ]; then
+		echo "$deb"
+		return
+	fi
+	update_lists "$a"
+	if [ "$(candidate "$a" "$pkg")" != "$ver" ] &&
+		! apt-cache $(apt_opts "$a") show "$pkg=$ver" >/dev/null 2>&1; then
+		local now_pkg=$pkg now_ver
+		now_ver=$(candidate "$a" "$pkg")
+		if [ -z "$now_ver" ] && [[ $pkg == linux-image-*-cloud-$a ]]; then
+			now_pkg=$(apt-cache $(apt_opts "$a") depends "linux-image-cloud-$a" |
+				sed -n "s/^  Depends: \(linux-image-.*-cloud-$a\)\$/\1/p" | head -n1)
+			now_ver=$(candidate "$a" "$now_pkg")
+		fi
+		if [ -z "$now_ver" ]; then
+			echo "testos: $pkg $ver ($a) is not in the archive and has no replacement" >&2
+			exit 1
+		fi
+		echo "testos: WARNING: $pkg $ver ($a) is no longer in the archive; using $now_pkg $now_ver:" \
+			"put it in hack/testos/packages" >&2
+		fetch "$a" "$now_pkg" "$now_ver"
+		return
+	fi
+	local tmp=$work/download-$a
+	mkdir -p "$tmp"
+	# shellcheck disable=SC2046
+	(cd "$tmp" && apt-get $(apt_opts "$a") -qq download "$pkg=$ver" >&2)
+	deb=$(find "$tmp" -maxdepth 1 -name "${pkg}_*_${a}.deb" | head -n1)
+	mv "$deb" "$debs/"
+	echo "$debs/$(basename "$deb")"
+}
+
+# module_order prints, for the kernel modules tree MODDIR, the .ko files to load for the
+# wanted modules, dependencies first. Modules the kernel has built in are left out.
+module_order() {
+	local moddir=$1
+	declare -A path seen
+	local f name
+	while read -r f; do
+		name=$(basename "$f" .ko)
+		path[${name//-/_}]=$f
+	done < <(find "$moddir/kernel" -name '*.ko' | LC_ALL=C sort)
+	visit() {
+		local m=$1 dep
+		[ -n "${seen[$m]:-}" ] && return
+		seen[$m]=1
+		for dep in $(tr '\0' '\n' <"${path[$m]}" | sed -n 's/^depends=//p' | tr ',' ' '); do
+			visit "${dep//-/_}"
+		done
+		echo "${path[$m]}"
+	}
+	local m
+	while read -r m; do
+		m=${m%%#*}
+		m=${m//[[:space:]]/}
+		[ -z "$m" ] && continue
+		if [ -n "${path[$m]:-}" ]; then
+			visit "$m"
+		elif ! grep -q "/$m\.ko\$" "$moddir/modules.builtin"; then
+			echo "testos: module $m is neither a module nor built into $(basename "$moddir")" >&2
+			exit 1
+		fi
+	done <"$here/modules"
+}
+
+cmdline() {
+	case $1 in
+	amd64) echo "console=ttyS0 quiet" ;;
+	arm64) echo "console=ttyAMA0 quiet" ;;
+	esac
+}
+
+# Built beside OUTDIR and swapped in at the end, so a failed build leaves the old one whole.
+new=$out.new
+rm -rf "$new"
+mkdir -p "$new"
+trap 'rm -rf "$work" "$new"' EXIT
+echo "# Debian packages this test OS was built from: ARCH PACKAGE VERSION SHA256-OF-DEB" >"$new/VERSIONS"
+for a in "${archs[@]}"; do
+	root=$work/$a/pkgs
+	mkdir -p "$root"
+	while read -r pa pkg ver; do
+		[ "$pa" = "$a" ] || continue
+		deb=$(fetch "$a" "$pkg" "$ver")
+		dpkg-deb -x "$deb" "$root"
+		echo "$a $(dpkg-deb -f "$deb" Package) $(dpkg-deb -f "$deb" Version) $(sha256sum "$deb" | cut -d' ' -f1)" >>"$new/VERSIONS"
+	done < <(grep -v '^#' "$here/packages")
+
+	kernels=("$root"/boot/vmlinuz-*)
+	[ ${#kernels[@]} -eq 1 ] || { echo "testos: expected one kernel for $a, found: ${kernels[*]}" >&2; exit 1; }
+	release=${kernels[0]##*/vmlinuz-}
+
+	stage=$work/$a/initramfs
+	cp -r "$here/rootfs" "$stage"
+	mkdir -p "$stage"/{bin,dev,proc,sys,run,tmp,var/log,lib/modules/testos}
+	ln -s ../run "$stage/var/run"
+	cp "$root/bin/busybox" "$stage/bin/busybox"
+	ln -s busybox "$stage/bin/sh"
+	module_order "$root/lib/modules/$release" >"$work/$a/modules"
+	: >"$stage/lib/modules/testos/load-order"
+	while read -r ko; do
+		cp "$ko" "$stage/lib/modules/testos/"
+		basename "$ko" >>"$stage/lib/modules/testos/load-order"
+	done <"$work/$a/modules"
+	echo "$release" >"$stage/lib/modules/testos/release"
+
+	# Fixed modes, owners and times, and a sorted file list: the archive depends only on
+	# the inputs.
+	find "$stage" -type d -exec chmod 0755 {} +
+	find "$stage" -type f -perm -u+x -exec chmod 0755 {} +
+	find "$stage" -type f ! -perm -u+x -exec chmod 0644 {} +
+	find "$stage" -exec touch -h -d @0 {} +
+	mkdir -p "$new/$a"
+	(cd "$stage" && find . -mindepth 1 -printf '%P\n' | LC_ALL=C sort |
+		cpio -o -H newc -R 0:0 --reproducible --quiet) | gzip -9 -n >"$new/$a/initramfs"
+	install -m 0644 "${kernels[0]}" "$new/$a/kernel"
+	cmdline "$a" >"$new/$a/cmdline"
+done
+
+rm -rf "$out.old"
+[ -e "$out" ] && mv "$out" "$out.old"
+mv "$new" "$out"
+rm -rf "$out.old"
+echo "testos: built $out ($(grep -v '^#' "$out/VERSIONS" | cut -d' ' -f1-3 | tr '\n' ';'))"

@@ -1,0 +1,76 @@
+# First-boot config readers, sourced by /etc/testos/boot. Each prints what it found or
+# returns non-zero; none of them trusts the config's bytes beyond the characters it keeps.
+
+ignition_config=/sys/firmware/qemu_fw_cfg/by_name/opt/com.coreos/config/raw
+
+# read_ignition copies the Ignition config QEMU passed through fw_cfg to FILE.
+read_ignition() {
+	[ -r "$ignition_config" ] && cat "$ignition_config" >"$1"
+}
+
+# read_nocloud mounts the ISO9660 filesystem labelled cidata (or CIDATA) on DIR. The label
+# is read from the primary volume descriptor by hand: busybox's findfs gives up on devices
+# as small as a seed can be. The seed's virtio disk is probed while virtio_blk loads, but a
+# slow machine gets a moment.
+read_nocloud() {
+	local tries=0 dev
+	while [ $tries -lt 10 ]; do
+		for dev in /dev/vd[a-z] /dev/sr[0-9]; do
+			[ -b "$dev" ] || continue
+			[ "$(dd if="$dev" bs=1 skip=32769 count=5 2>/dev/null)" = CD001 ] || continue
+			case $(dd if="$dev" bs=1 skip=32808 count=32 2>/dev/null | tr -d ' ') in
+			cidata | CIDATA)
+				mkdir -p "$1"
+				mount -t iso9660 -o ro "$dev" "$1" && return 0
+				;;
+			esac
+		done
+		tries=$((tries + 1))
+		sleep 0.1
+	done
+	return 1
+}
+
+# ignition_hostname prints the contents of the storage.files entry whose path is
+# /etc/hostname (a data URL).
+ignition_hostname() {
+	local flat n
+	flat=$(awk -f /etc/testos/json.awk "$1") || return 1
+	n=$(echo "$flat" | sed -n 's|^storage\.files\.\([0-9]*\)\.path=/etc/hostname$|\1|p' | head -n1)
+	[ -n "$n" ] || return 1
+	data_url "$(echo "$flat" | sed -n "s|^storage\.files\.$n\.contents\.source=||p" | head -n1)"
+}
+
+# data_url decodes an RFC 2397 data URL: data:[<media type>][;base64],<data>.
+data_url() {
+	local meta data
+	case $1 in data:*,*) ;; *) return 1 ;; esac
+	meta=${1#data:}
+	meta=${meta%%,*}
+	data=${1#*,}
+	case $meta in
+	*\;base64) echo "$data" | base64 -d ;;
+	*) printf '%b' "$(echo "$data" | sed 's/\\/%5C/g; s/%\([0-9A-Fa-f][0-9A-Fa-f]\)/\\x\1/g')" ;;
+	esac
+}
+
+# nocloud_hostname follows cloud-init: user-data's hostname, else meta-data's local-hostname
+# (YAML, or JSON which cloud-init also accepts).
+nocloud_hostname() {
+	local v
+	v=$(sed -n 's/^hostname:[[:space:]]*//p' "$1/user-data" 2>/dev/null | head -n1)
+	[ -n "$v" ] || v=$(sed -n 's/^local-hostname:[[:space:]]*//p' "$1/meta-data" 2>/dev/null | head -n1)
+	[ -n "$v" ] || v=$(grep -o '"local-hostname"[[:space:]]*:[[:space:]]*"[^"]*"' "$1/meta-data" 2>/dev/null |
+		head -n1 | sed 's/.*:[[:space:]]*//')
+	echo "$v" | sed 's/[[:space:]]#.*//; s/^["'\'']//; s/["'\''][[:space:]]*$//'
+}
+
+# clean_hostname keeps a hostname's first line and only the characters a hostname may have.
+clean_hostname() {
+	echo "$1" | head -n1 | tr -cd 'A-Za-z0-9.-' | cut -c1-63
+}
+
+# config_marker prints what follows the first anvil-marker= in FILE.
+config_marker() {
+	grep -a -o 'anvil-marker=[A-Za-z0-9._-]*' "$1" | head -n1 | cut -d= -f2
+}
