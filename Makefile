@@ -18,7 +18,7 @@ CONTROL_PLANE := $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl
 GENERATORS := $(BIN)/controller-gen $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 TOOLS := $(CONTROL_PLANE) $(BIN)/kube-scheduler $(GENERATORS)
 
-.PHONY: build tools manifests generate verify-generated vet test test-only demo bench deps clean
+.PHONY: build tools testos manifests generate verify-generated vet test test-only demo bench deps clean
 
 build: ## The anvil binary.
 	go build -o $(BIN)/anvil ./cmd/anvil
@@ -39,6 +39,12 @@ $(BIN)/protoc-gen-go: hack/tools/gen/go.mod
 
 $(BIN)/protoc-gen-go-grpc: hack/tools/gen/go.mod
 	cd hack/tools/gen && go build -o $@ google.golang.org/grpc/cmd/protoc-gen-go-grpc
+
+testos: $(BIN)/testos/VERSIONS ## The test OS (kernel, initramfs, cmdline) for amd64 and arm64 in bin/testos.
+
+# Rebuilt only when hack/testos changes; the Debian packages it needs are cached outside bin/.
+$(BIN)/testos/VERSIONS: $(shell find hack/testos -type f)
+	hack/testos/build.sh $(BIN)/testos
 
 manifests: $(BIN)/controller-gen ## CRDs and RBAC roles from the Go types and markers.
 	$(BIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd/bases
@@ -64,12 +70,12 @@ vet:
 deps: ## System packages the tests and the demo need (idempotent).
 	hack/install-deps.sh
 
-test: deps tools verify-generated vet test-only ## Everything CI runs.
+test: deps tools testos verify-generated vet test-only ## Everything CI runs.
 
 test-only: ## Unit, integration and end-to-end tests, without the set-up steps.
 	go test $(GO_TEST_FLAGS) ./...
 
-demo: deps tools build ## A local anvil with the sample objects: see README.
+demo: deps tools testos build ## A local anvil with the sample objects: see README.
 	$(BIN)/anvil dev --bin-dir $(BIN) --apply config/samples
 
 bench: tools ## Benchmarks and scenarios; figures are printed, never asserted.
