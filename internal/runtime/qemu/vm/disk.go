@@ -45,19 +45,31 @@ func qemuImgCreate(ctx context.Context, path string, args []string, size int64) 
 
 // VirtualSize returns the size the guest sees of the disk file at path.
 func VirtualSize(ctx context.Context, path string, format DiskFormat) (int64, error) {
-	out, err := exec.CommandContext(ctx, "qemu-img", "info", "--output=json", "-U", "-f", string(format), path).Output()
+	_, size, err := Inspect(ctx, path, format)
+	return size, err
+}
+
+// Inspect returns the format and virtual size of the disk file at path; an empty format
+// lets qemu-img probe it.
+func Inspect(ctx context.Context, path string, format DiskFormat) (DiskFormat, int64, error) {
+	args := []string{"info", "--output=json", "-U"}
+	if format != "" {
+		args = append(args, "-f", string(format))
+	}
+	out, err := exec.CommandContext(ctx, "qemu-img", append(args, path)...).Output()
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
-			return 0, fmt.Errorf("qemu-img info %s: %w: %s", path, err, strings.TrimSpace(string(ee.Stderr)))
+			return "", 0, fmt.Errorf("qemu-img info %s: %w: %s", path, err, strings.TrimSpace(string(ee.Stderr)))
 		}
-		return 0, fmt.Errorf("qemu-img info %s: %w", path, err)
+		return "", 0, fmt.Errorf("qemu-img info %s: %w", path, err)
 	}
 	var info struct {
-		VirtualSize int64 `json:"virtual-size"`
+		Format      DiskFormat `json:"format"`
+		VirtualSize int64      `json:"virtual-size"`
 	}
 	if err := json.Unmarshal(out, &info); err != nil {
-		return 0, fmt.Errorf("qemu-img info %s: %w", path, err)
+		return "", 0, fmt.Errorf("qemu-img info %s: %w", path, err)
 	}
-	return info.VirtualSize, nil
+	return info.Format, info.VirtualSize, nil
 }

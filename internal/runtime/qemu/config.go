@@ -1,0 +1,128 @@
+package qemu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/osimage"
+	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
+)
+
+// Images pulls OS images; *osimage.Cache is the real one.
+type Images interface {
+	// Pull returns the files of arch's entry of the image pinned to digest, as paths the
+	// runtime reads but never writes.
+	Pull(ctx context.Context, reference, digest string, arch computev1alpha1.Architecture) (osimage.Files, error)
+}
+
+// ImageIndex tells which architectures an image offers, cheaply (one manifest read):
+// enough to refuse a machine the image cannot boot before the call returns.
+// *imageref.Registry is the real one.
+type ImageIndex interface {
+	Architectures(ctx context.Context, reference string) ([]computev1alpha1.Architecture, error)
+}
+
+// SeedWriter writes a NoCloud seed ISO (nocloud.WriteISO).
+type SeedWriter func(path string, userData, metaData []byte) error
+
+// Config shapes a qemu runtime.
+type Config struct {
+	// Name is reported by Version and starts every machine id.
+	Name string
+	// StateDir holds one folder per machine; it must survive restarts.
+	StateDir string
+	// Architectures to offer; each needs its QEMU program installed.
+	Architectures []computev1alpha1.Architecture
+	// Accel is tcg (the default) or kvm.
+	Accel vm.Accel
+	// CPUOvercommit and MemoryOvercommit multiply the host's cpus and memory into what
+	// machines may use in total (defaults 4 and 1).
+	CPUOvercommit, MemoryOvercommit float64
+	// PowerOffGrace is how long a guest has to power off after the ACPI power button
+	// before QEMU is told to quit (default 10 s).
+	PowerOffGrace time.Duration
+
+	Images Images
+	Index  ImageIndex
+	Seeds  SeedWriter
+	Log    logr.Logger
+
+	// programs maps an architecture to its QEMU program; tests may replace it.
+	programs map[computev1alpha1.Architecture]string
+}
+
+// maxSocketPath is the longest unix socket path Linux accepts (sun_path less its NUL).
+const maxSocketPath = 107
+
+func (c *Config) defaults() error {
+	if c.Name == "" {
+		c.Name = "qemu"
+	}
+	if c.Accel == "" {
+		c.Accel = vm.AccelTCG
+	}
+	if c.Accel != vm.AccelTCG && c.Accel != vm.AccelKVM {
+		return fmt.Errorf("qemu runtime: accelerator %q: use tcg or kvm", c.Accel)
+	}
+	if c.CPUOvercommit == 0 {
+		c.CPUOvercommit = 4
+	}
+	if c.MemoryOvercommit == 0 {
+		c.MemoryOvercommit = 1
+	}
+	if c.CPUOvercommit < 0 || c.MemoryOvercommit < 0 {
+		return errors.New("qemu runtime: overcommit ratios must be positive")
+	}
+	if c.PowerOffGrace == 0 {
+		c.PowerOffGrace = 10 * time.Second
+	}
+	if c.StateDir == "" {
+		return errors.New("qemu runtime: a state directory is needed")
+	}
+	abs, err := filepath.Abs(c.StateDir)
+	if err != nil {
+		return err
+	}
+	c.StateDir = abs
+	if n := len(qmpSocketPath(c.StateDir, c.Name+"-"+"000000000000")); n > maxSocketPath {
+		return fmt.Errorf("qemu runtime: state directory %s is too long: QMP socket paths inside it would be %d bytes, Linux allows %d", c.StateDir, n, maxSocketPath)
+	}
+	if c.Images == nil || c.Index == nil || c.Seeds == nil {
+		return errors.New("qemu runtime: Images, Index and Seeds are needed")
+	}
+	if len(c.Architectures) == 0 {
+		return errors.New("qemu runtime: at least one architecture is needed")
+	}
+	if c.programs == nil {
+		// The pool offers the architectures asked for whose QEMU is installed.
+		c.programs = map[computev1alpha1.Architecture]string{}
+		var offered []computev1alpha1.Architecture
+		for _, a := range c.Architectures {
+			p, err := vm.Binary(a)
+			if err != nil {
+				return fmt.Errorf("qemu runtime: %w", err)
+			}
+			if _, err := exec.LookPath(p); err != nil {
+				c.Log.Info("architecture not offered: its QEMU is not installed (make deps installs it)", "architecture", a, "program", p)
+				continue
+			}
+			c.programs[a] = p
+			offered = append(offered, a)
+		}
+		if len(offered) == 0 {
+			return fmt.Errorf("qemu runtime: none of the QEMU programs for %v is installed (make deps installs them)", c.Architectures)
+		}
+		c.Architectures = offered
+	}
+	if _, err := exec.LookPath("qemu-img"); err != nil {
+		return errors.New("qemu runtime: qemu-img is not installed (make deps installs it)")
+	}
+	return nil
+}

@@ -1,0 +1,132 @@
+package qemu
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"net"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/mri"
+	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
+)
+
+// addVolume gives a volume of the spec a device with a fresh QEMU id. Its disk file is
+// made later (prepare); Path is only decided here.
+func (rec *record) addVolume(v *mriv1alpha1.Volume) *device {
+	d := &device{Kind: kindVolume, Name: v.GetName(), QEMUID: fmt.Sprintf("vol%d", rec.NextDevice), Port: -1}
+	rec.NextDevice++
+	if v.GetHandle() == "" {
+		d.Owned, d.Format = true, string(vm.FormatQCOW2)
+	}
+	rec.Devices = append(rec.Devices, d)
+	return d
+}
+
+// addNIC gives a NIC of the spec a device; it needs no file, so it is ready at once.
+func (rec *record) addNIC(id string, n *mriv1alpha1.NetworkInterface) *device {
+	d := &device{Kind: kindNIC, Name: n.GetName(), QEMUID: fmt.Sprintf("nic%d", rec.NextDevice), Port: -1, Ready: true, MAC: n.GetMacAddress()}
+	rec.NextDevice++
+	if d.MAC == "" {
+		d.MAC = derivedMAC(id, n.GetName())
+	}
+	rec.Devices = append(rec.Devices, d)
+	return d
+}
+
+// active returns the device of the spec's volume or NIC called name.
+func (rec *record) active(kind deviceKind, name string) *device {
+	for _, d := range rec.Devices {
+		if d.Kind == kind && d.Name == name && !d.Detached {
+			return d
+		}
+	}
+	return nil
+}
+
+// device returns the device with this QEMU id, nil when it is gone.
+func (rec *record) device(qemuID string) *device {
+	for _, d := range rec.Devices {
+		if d.QEMUID == qemuID {
+			return d
+		}
+	}
+	return nil
+}
+
+// remove forgets a device.
+func (rec *record) remove(d *device) {
+	for i, have := range rec.Devices {
+		if have == d {
+			rec.Devices = append(rec.Devices[:i], rec.Devices[i+1:]...)
+			return
+		}
+	}
+}
+
+// volume returns the spec's volume behind a device.
+func (rec *record) volume(d *device) *mriv1alpha1.Volume {
+	if d == nil {
+		return nil
+	}
+	for _, v := range rec.Machine.GetSpec().GetVolumes() {
+		if v.GetName() == d.Name {
+			return v
+		}
+	}
+	return nil
+}
+
+// derivedMAC is a stable locally administered address in QEMU's 52:54:00 range.
+func derivedMAC(id, name string) string {
+	h := sha256.Sum256([]byte(id + "/" + name))
+	return fmt.Sprintf("52:54:00:%02x:%02x:%02x", h[0], h[1], h[2])
+}
+
+// handlePattern: a handle names a file below <state>/volumes, such as "default/data".
+var handlePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*$`)
+
+// handlePath is where the disk of a volume handle lives.
+func handlePath(state, handle string) string {
+	return filepath.Join(state, volumesDir, filepath.FromSlash(handle))
+}
+
+func validateVolume(v *mriv1alpha1.Volume) error {
+	invalid := func(format string, args ...any) error {
+		return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, format, args...)
+	}
+	if v.GetName() == "" {
+		return invalid("a volume needs a name")
+	}
+	switch src := v.GetSource().(type) {
+	case *mriv1alpha1.Volume_ImageDisk:
+		if src.ImageDisk.GetSizeBytes() < 0 {
+			return invalid("volume %s: negative size", v.GetName())
+		}
+	case *mriv1alpha1.Volume_EmptyDisk:
+		if src.EmptyDisk.GetSizeBytes() <= 0 {
+			return invalid("volume %s: an empty disk needs a size", v.GetName())
+		}
+	case *mriv1alpha1.Volume_Handle:
+		if !handlePattern.MatchString(src.Handle) || strings.Contains(src.Handle, "..") {
+			return invalid("volume %s: handle %q must be a relative path of letters, digits, '.', '_' and '-'", v.GetName(), src.Handle)
+		}
+	default:
+		return invalid("volume %s needs a source: image_disk, empty_disk or handle", v.GetName())
+	}
+	return nil
+}
+
+func validateNIC(n *mriv1alpha1.NetworkInterface) error {
+	if n.GetName() == "" || n.GetNetwork() == "" {
+		return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "a network interface needs a name and a network")
+	}
+	if mac := n.GetMacAddress(); mac != "" {
+		if hw, err := net.ParseMAC(mac); err != nil || len(hw) != 6 {
+			return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "network interface %s: MAC address %q is not xx:xx:xx:xx:xx:xx", n.GetName(), mac)
+		}
+	}
+	return nil
+}

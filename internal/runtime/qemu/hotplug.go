@@ -1,0 +1,144 @@
+package qemu
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/anvil-dev/anvil/internal/runtime/qemu/qmp"
+	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
+)
+
+// plug hotplugs a device of the spec into the running VM, on a free root port. The port is
+// written to the record before QEMU hears of the device.
+func (w *worker) plug(ctx context.Context, qemuID string) {
+	w.r.mu.Lock()
+	m := w.m
+	d := m.rec.device(qemuID)
+	if d == nil || w.qmp == nil {
+		w.r.mu.Unlock()
+		return
+	}
+	port := freeRootPort(m.rec, &m.obs)
+	if port < 0 {
+		m.obs.noPort = true
+		w.commitLocked()
+		w.r.mu.Unlock()
+		return
+	}
+	d.Port, d.SSHPort = port, 0
+	w.commitLocked()
+	dev := *d
+	w.r.mu.Unlock()
+
+	qctx, cancel := context.WithTimeout(ctx, qmpTimeout)
+	defer cancel()
+	var err error
+	if dev.Kind == kindVolume {
+		disk := vm.Disk{ID: dev.QEMUID, Path: dev.Path, Format: vm.DiskFormat(dev.Format), Port: port}
+		if err = w.qmp.Execute(qctx, "blockdev-add", vm.Blockdev(disk), nil); err == nil || duplicate(err) {
+			if err = w.qmp.Execute(qctx, "device_add", vm.DiskDevice(disk), nil); err != nil && !duplicate(err) {
+				_ = w.qmp.Execute(qctx, "blockdev-del", map[string]string{"node-name": dev.QEMUID}, nil)
+			}
+		}
+	} else {
+		nic := vm.NIC{ID: dev.QEMUID, MAC: dev.MAC, Port: port}
+		if err = w.qmp.Execute(qctx, "netdev_add", vm.Netdev(nic), nil); err == nil || duplicate(err) {
+			if err = w.qmp.Execute(qctx, "device_add", vm.NICDevice(nic), nil); err != nil && !duplicate(err) {
+				_ = w.qmp.Execute(qctx, "netdev_del", map[string]string{"id": dev.QEMUID}, nil)
+			}
+		}
+	}
+	if err != nil && !duplicate(err) {
+		w.log.Error(err, "hotplug failed", "device", dev.QEMUID)
+		var qe *qmp.Error
+		if !errors.As(err, &qe) {
+			w.disconnect() // the connection broke: look again
+			return
+		}
+		w.update(func(m *machine) {
+			m.obs.plugErr = dev.Kind.String() + " " + dev.Name + ": " + qe.Desc
+			m.obs.plugRetryAt = time.Now().Add(backoff(m.obs.failures))
+			m.obs.failures++
+		})
+		return
+	}
+	w.update(func(m *machine) {
+		m.obs.plugged[dev.QEMUID] = true
+		m.obs.plugErr, m.obs.failures = "", 0
+	})
+	w.log.Info("device plugged", "device", dev.QEMUID, "name", dev.Name, "port", port)
+}
+
+// freeRootPort returns a root port of the running QEMU no plugged device uses, or -1.
+func freeRootPort(rec *record, obs *observed) int {
+	used := map[int]bool{}
+	for _, d := range rec.Devices {
+		if obs.plugged[d.QEMUID] && d.Port >= 0 {
+			used[d.Port] = true
+		}
+	}
+	for p := 0; p < rec.RootPorts; p++ {
+		if !used[p] {
+			return p
+		}
+	}
+	return -1
+}
+
+// duplicate reports QEMU saying the node, netdev or device exists: an earlier attempt
+// got that far.
+func duplicate(err error) bool {
+	var qe *qmp.Error
+	return errors.As(err, &qe) && (strings.Contains(qe.Desc, "Duplicate") || strings.Contains(qe.Desc, "already exists"))
+}
+
+// unplug asks the guest to release a detached device (the PCIe attention button or the
+// ACPI eject). QEMU confirms with DEVICE_DELETED once the guest has let go.
+func (w *worker) unplug(ctx context.Context, qemuID string) {
+	if w.qmp == nil {
+		return
+	}
+	qctx, cancel := context.WithTimeout(ctx, qmpTimeout)
+	defer cancel()
+	err := w.qmp.Execute(qctx, "device_del", map[string]string{"id": qemuID}, nil)
+	var qe *qmp.Error
+	switch {
+	case err == nil, errors.As(err, &qe) && strings.Contains(qe.Desc, "in the process of unplug"):
+		w.update(func(m *machine) { m.obs.unplugAt[qemuID] = time.Now() })
+	case errors.As(err, &qe) && qe.Class == "DeviceNotFound":
+		w.update(func(m *machine) { delete(m.obs.plugged, qemuID) })
+	case errors.As(err, &qe):
+		w.log.Error(err, "device_del refused", "device", qemuID)
+		w.update(func(m *machine) { m.obs.unplugAt[qemuID] = time.Now() })
+	default:
+		w.disconnect()
+	}
+}
+
+// release forgets a detached device that no QEMU holds, with its backend and own file.
+func (w *worker) release(ctx context.Context, qemuID string) {
+	w.r.mu.Lock()
+	d := w.m.rec.device(qemuID)
+	w.r.mu.Unlock()
+	if d == nil {
+		return
+	}
+	w.releaseBackend(ctx, qemuID)
+	if d.Owned && d.Path != "" {
+		if err := os.Remove(d.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			w.log.Error(err, "disk of a detached volume not removed", "path", d.Path)
+			return
+		}
+	}
+	w.update(func(m *machine) {
+		if d := m.rec.device(qemuID); d != nil {
+			m.rec.remove(d)
+		}
+	})
+	w.log.Info("device released", "device", qemuID, "name", d.Name)
+}
+
+func (k deviceKind) String() string { return string(k) }

@@ -1,0 +1,309 @@
+package qemu
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/mri"
+	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
+)
+
+// Version of this runtime, reported by the Version call.
+const Version = "0.1.0"
+
+// Runtime is the qemu runtime. Create it with New; Close it to stop serving (VMs keep
+// running).
+type Runtime struct {
+	mriv1alpha1.UnimplementedMachineRuntimeServer
+
+	cfg      Config
+	capacity *mriv1alpha1.Resources
+	archs    map[mriv1alpha1.Architecture]computev1alpha1.Architecture
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	machines map[string]*machine
+	byUID    map[string]string
+	watchers map[int]chan *mriv1alpha1.MachineEvent
+	nextSub  int
+	closed   bool
+}
+
+// machine is one machine in memory: its record (persisted) and what was observed.
+type machine struct {
+	rec *record
+	obs observed
+	// poke wakes the machine's worker.
+	poke chan struct{}
+	// cancelPull stops a pull in flight (on delete).
+	cancelPull context.CancelFunc
+	// written is the record as last written, to skip writes that change nothing.
+	written []byte
+}
+
+// New opens the state directory, finishes what a crash interrupted, adopts the QEMU
+// processes of its machines and starts driving each machine towards its spec.
+func New(cfg Config) (*Runtime, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	cpu, mem, err := hostResources()
+	if err != nil {
+		return nil, fmt.Errorf("qemu runtime: reading the host's resources: %w", err)
+	}
+	r := &Runtime{
+		cfg: cfg, capacity: scaled(cpu, mem, cfg.CPUOvercommit, cfg.MemoryOvercommit),
+		archs:    map[mriv1alpha1.Architecture]computev1alpha1.Architecture{},
+		machines: map[string]*machine{}, byUID: map[string]string{},
+		watchers: map[int]chan *mriv1alpha1.MachineEvent{},
+	}
+	for _, a := range cfg.Architectures {
+		r.archs[archToMRI[a]] = a
+	}
+	for _, d := range []string{machinesDir, volumesDir} {
+		if err := os.MkdirAll(filepath.Join(cfg.StateDir, d), 0o700); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.load(); err != nil {
+		return nil, err
+	}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	for id, m := range r.machines {
+		r.startWorker(id, m)
+	}
+	return r, nil
+}
+
+// load reads every machine's record and removes what a crash left half made or half
+// deleted (CONTRACT.md R2).
+func (r *Runtime) load() error {
+	root := filepath.Join(r.cfg.StateDir, machinesDir)
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		dir := filepath.Join(root, e.Name())
+		if !e.IsDir() {
+			continue
+		}
+		if strings.HasPrefix(e.Name(), newPrefix) || strings.HasPrefix(e.Name(), deletedPrefix) {
+			// A create that never got its record in place, or a delete past its last
+			// QEMU: neither is a machine any more.
+			if err := removeMachineFiles(dir); err != nil {
+				return err
+			}
+			r.cfg.Log.Info("removed files of an interrupted create or delete", "dir", dir)
+			continue
+		}
+		rec, err := readRecord(dir)
+		if err != nil {
+			// Records are replaced atomically, so this is damage from outside: keep the
+			// files for a human rather than delete a VM's disks.
+			r.cfg.Log.Error(err, "machine folder skipped: unreadable record", "dir", dir)
+			continue
+		}
+		id := rec.Machine.Metadata.Id
+		r.machines[id] = &machine{rec: rec, poke: make(chan struct{}, 1)}
+		if rec.Phase != phaseDeleting {
+			r.byUID[rec.Machine.Metadata.Labels[mri.LabelMachineUID]] = id
+		}
+	}
+	return nil
+}
+
+// removeMachineFiles stops any QEMU still serving the folder's QMP socket, then removes
+// the folder.
+func removeMachineFiles(dir string) error {
+	socket := filepath.Join(dir, qmpFile)
+	if p, ok := vm.Find(filepath.Join(dir, pidFile), socket); ok {
+		if err := p.Kill(socket, 5*time.Second); err != nil {
+			return err
+		}
+	}
+	return os.RemoveAll(dir)
+}
+
+// Close stops the workers and event streams. QEMU processes keep running; a new Runtime
+// on the same state directory adopts them.
+func (r *Runtime) Close() {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return
+	}
+	r.closed = true
+	for id, ch := range r.watchers {
+		close(ch)
+		delete(r.watchers, id)
+	}
+	r.mu.Unlock()
+	r.cancel()
+	r.wg.Wait()
+}
+
+func (r *Runtime) Version(context.Context, *mriv1alpha1.VersionRequest) (*mriv1alpha1.VersionResponse, error) {
+	return &mriv1alpha1.VersionResponse{RuntimeName: r.cfg.Name, RuntimeVersion: Version, MriVersion: "v1alpha1"}, nil
+}
+
+// Status reports the host's resources times the overcommit ratios, as both capacity and
+// allocatable: allocatable is never reduced by machines (the scheduler subtracts them).
+func (r *Runtime) Status(context.Context, *mriv1alpha1.StatusRequest) (*mriv1alpha1.StatusResponse, error) {
+	resp := &mriv1alpha1.StatusResponse{
+		Capacity:    proto.Clone(r.capacity).(*mriv1alpha1.Resources),
+		Allocatable: proto.Clone(r.capacity).(*mriv1alpha1.Resources),
+	}
+	for _, a := range r.cfg.Architectures {
+		resp.Architectures = append(resp.Architectures, archToMRI[a])
+	}
+	return resp, nil
+}
+
+func (r *Runtime) ListMachines(_ context.Context, req *mriv1alpha1.ListMachinesRequest) (*mriv1alpha1.ListMachinesResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	resp := &mriv1alpha1.ListMachinesResponse{}
+	for id, m := range r.machines {
+		if req.GetId() != "" && id != req.GetId() {
+			continue
+		}
+		if !matches(m.rec.Machine.GetMetadata().GetLabels(), req.GetLabelSelector()) {
+			continue
+		}
+		resp.Machines = append(resp.Machines, proto.Clone(m.rec.Machine).(*mriv1alpha1.Machine))
+	}
+	return resp, nil
+}
+
+func matches(labels, selector map[string]string) bool {
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// get returns the machine or NOT_FOUND; mu must be held.
+func (r *Runtime) get(id string) (*machine, error) {
+	m, ok := r.machines[id]
+	if !ok {
+		return nil, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_NOT_FOUND, "machine %q not found", id)
+	}
+	return m, nil
+}
+
+// commitLocked recomputes the machine's status, writes its record, and tells watchers
+// when the machine changed. mu must be held. The record is on disk before anyone hears
+// of a change.
+func (r *Runtime) commitLocked(id string, m *machine) error {
+	before := proto.Clone(m.rec.Machine).(*mriv1alpha1.Machine)
+	observeStatus(m.rec, &m.obs, machineDir(r.cfg.StateDir, id), time.Now())
+	raw, err := json.MarshalIndent(m.rec, "", "  ")
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(raw, m.written) {
+		if err := writeRecord(machineDir(r.cfg.StateDir, id), raw); err != nil {
+			return fmt.Errorf("writing the record of machine %s: %w", id, err)
+		}
+		m.written = raw
+	}
+	if !proto.Equal(before, m.rec.Machine) {
+		r.notifyLocked(mriv1alpha1.MachineEvent_TYPE_MODIFIED, m.rec.Machine)
+	}
+	return nil
+}
+
+// notifyLocked sends an event to every watcher; mu must be held.
+func (r *Runtime) notifyLocked(t mriv1alpha1.MachineEvent_Type, m *mriv1alpha1.Machine) {
+	ev := &mriv1alpha1.MachineEvent{Type: t, Machine: proto.Clone(m).(*mriv1alpha1.Machine)}
+	for sub, ch := range r.watchers {
+		select {
+		case ch <- ev:
+		default:
+			// A watcher that cannot keep up is dropped; it reconnects and gets the full set.
+			close(ch)
+			delete(r.watchers, sub)
+		}
+	}
+}
+
+// pokeLocked wakes the machine's worker.
+func pokeLocked(m *machine) {
+	select {
+	case m.poke <- struct{}{}:
+	default:
+	}
+}
+
+// WatchEvents sends every machine, then every change, until the client goes away or the
+// runtime closes.
+func (r *Runtime) WatchEvents(_ *mriv1alpha1.WatchEventsRequest, stream mriv1alpha1.MachineRuntime_WatchEventsServer) error {
+	ch := make(chan *mriv1alpha1.MachineEvent, 1024)
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	var initial []*mriv1alpha1.MachineEvent
+	for _, m := range r.machines {
+		initial = append(initial, &mriv1alpha1.MachineEvent{Type: mriv1alpha1.MachineEvent_TYPE_ADDED, Machine: proto.Clone(m.rec.Machine).(*mriv1alpha1.Machine)})
+	}
+	sub := r.nextSub
+	r.nextSub++
+	r.watchers[sub] = ch
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		if cur, ok := r.watchers[sub]; ok && cur == ch {
+			delete(r.watchers, sub)
+			close(ch)
+		}
+		r.mu.Unlock()
+	}()
+	for _, ev := range initial {
+		if err := stream.Send(ev); err != nil {
+			return err
+		}
+	}
+	for {
+		select {
+		case <-stream.Context().Done():
+			return nil
+		case ev, ok := <-ch:
+			if !ok {
+				return nil
+			}
+			if err := stream.Send(ev); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+var errClosed = errors.New("qemu runtime: closed")
+
+var archToMRI = map[computev1alpha1.Architecture]mriv1alpha1.Architecture{
+	computev1alpha1.ArchitectureAMD64:   mriv1alpha1.Architecture_ARCHITECTURE_AMD64,
+	computev1alpha1.ArchitectureARM64:   mriv1alpha1.Architecture_ARCHITECTURE_ARM64,
+	computev1alpha1.ArchitectureRISCV64: mriv1alpha1.Architecture_ARCHITECTURE_RISCV64,
+	computev1alpha1.ArchitecturePPC64LE: mriv1alpha1.Architecture_ARCHITECTURE_PPC64LE,
+	computev1alpha1.ArchitectureS390X:   mriv1alpha1.Architecture_ARCHITECTURE_S390X,
+}
