@@ -20,7 +20,8 @@ func newDevCommand() *cobra.Command {
 			EtcdClientPort: 2379,
 			EtcdPeerPort:   2380,
 		},
-		Manager: manager.DefaultOptions(),
+		Manager:      manager.DefaultOptions(),
+		RegistryPort: 5001,
 	}
 	// In dev the manager's endpoints are off by default: nothing to scrape, fewer ports to clash.
 	o.Manager.MetricsAddr, o.Manager.HealthAddr = "0", "0"
@@ -52,6 +53,8 @@ the next start finds every object again.`,
 	f.IntVar(&o.ControlPlane.APIServerPort, "apiserver-port", o.ControlPlane.APIServerPort, "loopback port of kube-apiserver")
 	f.IntVar(&o.ControlPlane.EtcdClientPort, "etcd-port", o.ControlPlane.EtcdClientPort, "loopback port of etcd's client API")
 	f.IntVar(&o.ControlPlane.EtcdPeerPort, "etcd-peer-port", o.ControlPlane.EtcdPeerPort, "loopback port of etcd's peer API")
+	f.IntVar(&o.RegistryPort, "registry-port", o.RegistryPort, "loopback port of the embedded OCI registry")
+	f.StringVar(&o.TestOSDir, "test-os", o.TestOSDir, "folder of the test OS (make testos) to publish to the registry as "+dev.TestOSRepository)
 	f.StringSliceVar(&o.ApplyDirs, "apply", nil, "folders of YAML manifests whose objects are created when missing (repeatable)")
 	f.StringVar(&fakePool, "fake-pool", "dev-fake", "name of an in-process pool of the fake runtime; empty for none")
 	ff.addFlags(cmd)

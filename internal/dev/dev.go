@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/controlplane"
 	"github.com/anvil-dev/anvil/internal/manager"
 	"github.com/anvil-dev/anvil/internal/manifest"
+	"github.com/anvil-dev/anvil/internal/registry"
 )
 
 // Options configure a dev environment.
@@ -30,6 +32,12 @@ type Options struct {
 	Manager   manager.Options
 	// FakePools are run in-process, each a fake runtime and its poollet.
 	FakePools []FakePool
+	// RegistryPort is the loopback port of the embedded OCI registry; its blobs are kept
+	// in the state directory.
+	RegistryPort int
+	// TestOSDir, when set, holds the test OS (make testos), published to the registry as
+	// TestOSRepository.
+	TestOSDir string
 	// Out receives the human-readable summary of what started and where.
 	Out io.Writer
 }
@@ -52,6 +60,18 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, cp.Stop()) }()
+
+	reg, err := registry.Start(ctx, o.RegistryPort, filepath.Join(cp.StateDir(), "registry"))
+	if err != nil {
+		return fmt.Errorf("%w (choose another with --registry-port)", err)
+	}
+	defer func() { err = errors.Join(err, reg.Stop()) }()
+	testOS := "not published (no --test-os)"
+	if o.TestOSDir != "" {
+		if testOS, err = pushTestOS(ctx, o.TestOSDir, reg.Host); err != nil {
+			return err
+		}
+	}
 
 	cfg := cp.RESTConfig()
 	scheme, err := api.NewScheme()
@@ -101,6 +121,8 @@ func Run(ctx context.Context, o Options) (err error) {
 	fmt.Fprintf(o.Out, `anvil dev is up (%.1fs)
   etcd            pid %d, 127.0.0.1:%d
   kube-apiserver  pid %d, https://127.0.0.1:%d
+  registry        %s (in this process)
+  test OS         %s
   manager         in this process
   pools           %s
   state           %s (logs in %s)
@@ -109,7 +131,7 @@ Use it with:
   export KUBECONFIG=%s
   kubectl get machineclasses
 Stop with Ctrl-C; objects are kept for the next start.
-`, time.Since(started).Seconds(), etcdPID, o.ControlPlane.EtcdClientPort, apiserverPID, o.ControlPlane.APIServerPort,
+`, time.Since(started).Seconds(), etcdPID, o.ControlPlane.EtcdClientPort, apiserverPID, o.ControlPlane.APIServerPort, reg.Host, testOS,
 		orNone(poolNames),
 		cp.StateDir(), cp.LogDir(), created, len(seeds)-created, cp.KubeconfigPath())
 

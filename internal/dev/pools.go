@@ -12,6 +12,10 @@ import (
 	"github.com/anvil-dev/anvil/internal/runtime/fake"
 )
 
+// LabelRuntime on the pools anvil dev starts names their runtime, so a Machine can ask for
+// real VMs (qemu) or the fake runtime with a machinePoolSelector.
+const LabelRuntime = "compute.anvil.dev/runtime"
+
 // FakePool is a pool of the fake runtime that anvil dev runs in-process, so a new user
 // sees Machines reach Running without any hypervisor.
 type FakePool struct {
@@ -40,6 +44,7 @@ func startFakePool(ctx context.Context, cfg *rest.Config, stateDir string, p Fak
 	}
 	o := poollet.DefaultOptions(p.Name)
 	o.Runtime, o.ProviderID = client, "fake://"+p.Name
+	o.Labels = map[string]string{LabelRuntime: "fake"}
 	o.SkipControllerNameValidation = true
 	mgr, err := poollet.New(cfg, o)
 	if err != nil {

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/anvil-dev/anvil/test/testos"
 )
 
 // devProcess is one running `anvil dev`, with its output collected as it arrives.
@@ -133,13 +135,37 @@ capabilities:
   memory: 2Gi
 `
 
+// samplesOnPort copies config/samples, pointing their images at the registry on port
+// instead of anvil dev's default 5001.
+func samplesOnPort(t *testing.T, port string) string {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join(repoRoot, "config", "samples")
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = []byte(strings.ReplaceAll(string(b), "127.0.0.1:5001/", "127.0.0.1:"+port+"/"))
+		if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
 // A user's whole first session: start, see the samples, add an object, have a bad one
 // refused, Ctrl-C, start again, and find everything where it was.
 func TestDevKeepsObjectsAcrossRestart(t *testing.T) {
 	state := t.TempDir()
+	registryPort := freePort(t)
 	args := []string{"--state-dir", state, "--bin-dir", binDir,
 		"--apiserver-port", freePort(t), "--etcd-port", freePort(t), "--etcd-peer-port", freePort(t),
-		"--apply", filepath.Join(repoRoot, "config", "samples")}
+		"--registry-port", registryPort, "--test-os", testos.Dir(t), "--apply", samplesOnPort(t, registryPort)}
 	kubeconfig := filepath.Join(state, "kubeconfig")
 
 	d := startDev(t, args...)
@@ -201,11 +227,13 @@ func TestDevRefusesBusyPortAndMissingBinary(t *testing.T) {
 		want []string
 	}{
 		{"busy apiserver port", []string{"--bin-dir", binDir, "--apiserver-port", busy}, []string{"already in use", "--apiserver-port"}},
+		{"busy registry port", []string{"--bin-dir", binDir, "--apiserver-port", freePort(t), "--registry-port", busy}, []string{"already in use", "--registry-port"}},
 		{"missing binaries", []string{"--bin-dir", t.TempDir(), "--apiserver-port", freePort(t)}, []string{"not found in", "make tools"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			args := append([]string{"dev", "--state-dir", t.TempDir(), "--etcd-port", freePort(t), "--etcd-peer-port", freePort(t)}, tc.args...)
+			args := append([]string{"dev", "--state-dir", t.TempDir(), "--etcd-port", freePort(t), "--etcd-peer-port", freePort(t),
+				"--registry-port", freePort(t)}, tc.args...)
 			out, err := exec.Command(anvilBin, args...).CombinedOutput()
 			if err == nil {
 				t.Fatalf("anvil dev started; want a refusal:\n%s", out)

@@ -7,22 +7,26 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/anvil-dev/anvil/test/testos"
 )
 
 // A runtime and a poollet started as their own processes, the way a fleet runs them,
 // against anvil dev's control plane: the pool appears and runs a Machine.
 func TestPoolletAndFakeRuntimeCommands(t *testing.T) {
 	state := t.TempDir()
+	registryPort := freePort(t)
 	d := startDev(t, "--state-dir", state, "--bin-dir", binDir, "--fake-pool", "",
 		"--apiserver-port", freePort(t), "--etcd-port", freePort(t), "--etcd-peer-port", freePort(t),
-		"--apply", filepath.Join(repoRoot, "config", "samples"))
+		"--registry-port", registryPort, "--test-os", testos.Dir(t), "--apply", samplesOnPort(t, registryPort))
 	defer d.stop(syscall.SIGTERM)
 	kubeconfig := filepath.Join(state, "kubeconfig")
 
 	socket := "unix://" + filepath.Join(t.TempDir(), "edge.sock")
 	runtime := background(t, anvilBin, "runtime", "fake", "--name", "edge", "--socket", socket, "--arch", "amd64", "--cpu", "8", "--memory", "16Gi")
 	defer stopProcess(runtime)
-	poollet := exec.Command(anvilBin, "poollet", "--pool", "edge", "--runtime", socket, "--interval", "1s")
+	// Labelled like anvil dev's fake pool, which the sample web-1 asks for.
+	poollet := exec.Command(anvilBin, "poollet", "--pool", "edge", "--runtime", socket, "--interval", "1s", "--labels", "compute.anvil.dev/runtime=fake")
 	poollet.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	startProcess(t, poollet)
 	defer stopProcess(poollet)
