@@ -19,8 +19,9 @@ type observed struct {
 	plugged map[string]bool
 	// unplugAt is when device_del was sent, by QEMU id.
 	unplugAt map[string]time.Time
-	// powerdownAt is when the ACPI power button was pressed; zero when it was not.
-	powerdownAt time.Time
+	// powerdownAt is when the ACPI power button was first pressed (zero: it was not);
+	// pressedAt when it was last pressed.
+	powerdownAt, pressedAt time.Time
 	// unreachableSince is when a running QEMU first refused a QMP connection.
 	unreachableSince time.Time
 
@@ -64,8 +65,12 @@ type step struct {
 
 // Timings of the decisions.
 const (
-	// unplugRetry is how often device_del is sent again while a guest holds a device.
-	unplugRetry = 15 * time.Second
+	// unplugRetry is how often device_del is sent again while a guest holds a device: a
+	// guest still booting misses the request.
+	unplugRetry = 5 * time.Second
+	// pressEvery is how often the power button is pressed again during the grace: a
+	// guest still booting misses a press.
+	pressEvery = 3 * time.Second
 	// detachPatience is how long an unplug may take before a condition says the guest
 	// has not released the device.
 	detachPatience = 20 * time.Second
@@ -141,10 +146,14 @@ func decideOff(rec *record, obs *observed, now time.Time, grace time.Duration) s
 		if obs.powerdownAt.IsZero() {
 			return step{action: actPowerdown}
 		}
-		if deadline := obs.powerdownAt.Add(grace); now.Before(deadline) {
-			return step{action: actWait, at: deadline}
+		deadline := obs.powerdownAt.Add(grace)
+		if !now.Before(deadline) {
+			return step{action: actQuit}
 		}
-		return step{action: actQuit}
+		if next := obs.pressedAt.Add(pressEvery); now.Before(next) {
+			return step{action: actWait, at: earliest(deadline, next)}
+		}
+		return step{action: actPowerdown}
 	}
 	if rec.RebootWanted != rec.Machine.GetStatus().GetRebootToken() {
 		return step{action: actReset} // nothing runs: the reboot is done by definition

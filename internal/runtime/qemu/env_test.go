@@ -142,12 +142,12 @@ func qemusUnder(dir string) []int {
 // machineSpec is a small machine of the test OS.
 func machineSpec(img testImage, arch mriv1alpha1.Architecture) *mriv1alpha1.MachineSpec {
 	return &mriv1alpha1.MachineSpec{
-		Class:        "small",
-		Resources:    &mriv1alpha1.Resources{MilliCpu: 1000, MemoryBytes: 256 << 20},
-		Image:        &mriv1alpha1.Image{Reference: img.Reference, Digest: img.Digest},
-		Architecture: arch,
-		Power:        mriv1alpha1.Power_POWER_ON,
-		Volumes:      []*mriv1alpha1.Volume{{Name: "root", Source: &mriv1alpha1.Volume_ImageDisk{ImageDisk: &mriv1alpha1.ImageDisk{SizeBytes: 64 << 20}}}},
+		Class:             "small",
+		Resources:         &mriv1alpha1.Resources{MilliCpu: 1000, MemoryBytes: 256 << 20},
+		Image:             &mriv1alpha1.Image{Reference: img.Reference, Digest: img.Digest},
+		Architecture:      arch,
+		Power:             mriv1alpha1.Power_POWER_ON,
+		Volumes:           []*mriv1alpha1.Volume{{Name: "root", Source: &mriv1alpha1.Volume_ImageDisk{ImageDisk: &mriv1alpha1.ImageDisk{SizeBytes: 64 << 20}}}},
 		NetworkInterfaces: []*mriv1alpha1.NetworkInterface{{Name: "eth0", Network: "default"}},
 		FirstBoot: &mriv1alpha1.FirstBootConfig{Format: mriv1alpha1.ConfigFormat_CONFIG_FORMAT_CLOUD_INIT,
 			Data: []byte("#cloud-config\nanvil-marker=conformance\n")},

@@ -131,7 +131,12 @@ func (w *worker) execute(ctx context.Context, st step) (gone bool) {
 		w.release(ctx, st.dev.QEMUID)
 	case actPowerdown:
 		if w.command(ctx, "system_powerdown", nil) {
-			w.update(func(m *machine) { m.obs.powerdownAt = time.Now() })
+			w.update(func(m *machine) {
+				if m.obs.powerdownAt.IsZero() {
+					m.obs.powerdownAt = time.Now()
+				}
+				m.obs.pressedAt = time.Now()
+			})
 		}
 	case actQuit:
 		w.quit(ctx)
@@ -178,7 +183,7 @@ func (w *worker) observe(ctx context.Context) {
 		w.update(func(m *machine) {
 			m.obs.pid, m.obs.connected, m.obs.runState = 0, false, ""
 			m.obs.plugged, m.obs.unplugAt = nil, nil
-			m.obs.powerdownAt, m.obs.unreachableSince = time.Time{}, time.Time{}
+			m.obs.powerdownAt, m.obs.pressedAt, m.obs.unreachableSince = time.Time{}, time.Time{}, time.Time{}
 		})
 		return
 	}
