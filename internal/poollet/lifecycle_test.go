@@ -25,6 +25,9 @@ func TestMachineLifecycle(t *testing.T) {
 	if m.Status.MachineID == "" || m.Status.Pool != "life" || m.Status.Architecture != "amd64" || len(m.Status.Addresses) == 0 {
 		t.Errorf("running Machine's status lacks id, pool, architecture or address: %+v", m.Status)
 	}
+	if want := "fake://" + m.Status.MachineID + "/console"; m.Status.Console != want {
+		t.Errorf("status.console %q, want the runtime's %q", m.Status.Console, want)
+	}
 	if !meta.IsStatusConditionTrue(m.Status.Conditions, computev1alpha1.ConditionReady) ||
 		!meta.IsStatusConditionTrue(m.Status.Conditions, computev1alpha1.ConditionScheduled) {
 		t.Errorf("running Machine not Ready and Scheduled: %+v", m.Status.Conditions)

@@ -46,6 +46,7 @@ func observedStatus(m *computev1alpha1.Machine, rm *mriv1alpha1.Machine, pool st
 	for _, a := range rm.GetStatus().GetAddresses() {
 		st.Addresses = append(st.Addresses, computev1alpha1.MachineAddress{Type: a.GetType(), Address: a.GetAddress()})
 	}
+	st.Console = rm.GetStatus().GetConsole()
 	st.Volumes = attachments(rm.GetStatus().GetVolumes())
 	st.NetworkInterfaces = attachments(rm.GetStatus().GetNetworkInterfaces())
 
