@@ -7,6 +7,7 @@
 # folder per architecture, never touching the machine's own apt state; a rebuild downloads
 # nothing.
 set -euo pipefail
+shopt -s inherit_errexit # fetch runs in command substitutions
 
 if [ $# -ne 1 ]; then
 	echo "usage: $0 OUTDIR" >&2
@@ -60,15 +61,15 @@ candidate() {
 # that the pin needs updating: VERSIONS always names what was really used.
 fetch() {
 	local a=$1 pkg=$2 ver=$3 debs=$cache/$1/debs deb
-	deb=$(find "$debs" -maxdepth 1 -name "${pkg}_*_${a}.deb" | while read -r f; do
-		[ "$(dpkg-deb -f "$f" Version)" = "$ver" ] && echo "$f"; done | head -n1)
-	if [ -n "$deb" ]; then
-		echo "$deb"
-		return
-	fi
+	for deb in "$debs/${pkg}"_*_"$a".deb; do
+		if [ -f "$deb" ] && [ "$(dpkg-deb -f "$deb" Version)" = "$ver" ]; then
+			echo "$deb"
+			return
+		fi
+	done
 	update_lists "$a"
-	if [ "$(candidate "$a" "$pkg")" != "$ver" ] &&
-		! apt-cache $(apt_opts "$a") show "$pkg=$ver" >/dev/null 2>&1; then
+	# shellcheck disable=SC2046
+	if ! apt-cache $(apt_opts "$a") madison "$pkg" | awk -F' [|] ' '{ print $2 }' | grep -qxF "$ver"; then
 		local now_pkg=$pkg now_ver
 		now_ver=$(candidate "$a" "$pkg")
 		if [ -z "$now_ver" ] && [[ $pkg == linux-image-*-cloud-$a ]]; then
