@@ -9,6 +9,9 @@ import (
 // observed is what the runtime has seen of a machine's QEMU and files since it started;
 // it is never persisted (a restarted runtime looks again).
 type observed struct {
+	// seen: the worker has looked at least once. Until then the status stays as it was
+	// written before a restart, rather than describe an empty observation.
+	seen bool
 	// pid is the QEMU process of the machine, 0 when none runs.
 	pid int
 	// connected: the runtime holds the machine's QMP connection.

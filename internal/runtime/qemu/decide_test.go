@@ -32,7 +32,7 @@ func recordOf(power mriv1alpha1.Power, change ...func(*record)) *record {
 
 // runningVM is what a connected, running QEMU with both devices looks like.
 func runningVM(change ...func(*observed)) *observed {
-	obs := &observed{pid: 42, connected: true, runState: "running",
+	obs := &observed{seen: true, pid: 42, connected: true, runState: "running",
 		plugged: map[string]bool{"vol0": true, "nic1": true}, unplugAt: map[string]time.Time{}}
 	for _, c := range change {
 		c(obs)
@@ -176,5 +176,19 @@ func TestStatusReportsWhatIsTrue(t *testing.T) {
 	observeStatus(rec, obs, "/s/m", now)
 	if rec.Machine.Status.ObservedGeneration != rec.Machine.Metadata.Generation {
 		t.Error("not settled once the device is gone")
+	}
+}
+
+// Right after a restart nothing has been observed yet: a call must not turn the written
+// status into one describing no QEMU at all.
+func TestStatusBeforeTheFirstObservationIsKept(t *testing.T) {
+	rec := recordOf(mriv1alpha1.Power_POWER_ON)
+	rec.Machine.Status.State = mriv1alpha1.MachineState_MACHINE_STATE_RUNNING
+	rec.Machine.Status.ObservedGeneration = 3
+	rec.Machine.Spec.Power = mriv1alpha1.Power_POWER_OFF
+	rec.Machine.Metadata.Generation = 4
+	observeStatus(rec, &observed{}, "/s/m", time.Now())
+	if st := rec.Machine.Status; st.State != mriv1alpha1.MachineState_MACHINE_STATE_RUNNING || st.ObservedGeneration != 3 {
+		t.Fatalf("status %v, want Running at generation 3 until the worker has looked", st)
 	}
 }

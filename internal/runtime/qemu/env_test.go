@@ -92,7 +92,12 @@ func pushTestOS(t testing.TB, archs ...computev1alpha1.Architecture) testImage {
 // testConfig is a runtime on fresh state and cache folders.
 func testConfig(t testing.TB, archs ...computev1alpha1.Architecture) Config {
 	t.Helper()
-	root := t.TempDir()
+	// Not t.TempDir(): long test names would push QMP socket paths past Linux's limit.
+	root, err := os.MkdirTemp("", "anvil-qemu-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
 	cache, err := osimage.NewCache(filepath.Join(root, "cache"))
 	if err != nil {
 		t.Fatal(err)

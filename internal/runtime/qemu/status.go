@@ -31,6 +31,9 @@ func observeStatus(rec *record, obs *observed, dir string, now time.Time) {
 	}
 	st.Architecture = m.GetSpec().GetArchitecture()
 	st.Console = filepath.Join(dir, consoleFile)
+	if !obs.seen {
+		return
+	}
 	st.State = state(rec, obs)
 	st.Volumes, st.NetworkInterfaces = attachments(rec, obs)
 	st.Addresses = addresses(rec, obs)

@@ -163,6 +163,7 @@ func (w *worker) update(change func(m *machine)) {
 
 // observe finds the machine's QEMU and connects to it, or refreshes its run state.
 func (w *worker) observe(ctx context.Context) {
+	defer w.update(func(m *machine) { m.obs.seen = true })
 	if w.qmp != nil {
 		qctx, cancel := context.WithTimeout(ctx, qmpTimeout)
 		st, err := w.qmp.QueryStatus(qctx)
