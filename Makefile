@@ -76,7 +76,7 @@ test-only: ## Unit, integration and end-to-end tests, without the set-up steps.
 	go test $(GO_TEST_FLAGS) ./...
 
 demo: deps tools testos build ## A local anvil with the sample objects: see README.
-	$(BIN)/anvil dev --bin-dir $(BIN) --apply config/samples
+	$(BIN)/anvil dev --bin-dir $(BIN) --test-os $(BIN)/testos --apply config/samples
 
 bench: tools ## Benchmarks and scenarios; figures are printed, never asserted.
 	go test -run '^$$' -bench . -benchmem ./...
