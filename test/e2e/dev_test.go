@@ -250,12 +250,18 @@ func TestDevRefusesBusyPortAndMissingBinary(t *testing.T) {
 // waitKubectl runs kubectl until its output is want, for up to a minute.
 func waitKubectl(t *testing.T, kubeconfig, want string, args ...string) {
 	t.Helper()
+	waitKubectlFor(t, kubeconfig, time.Minute, "be "+strconv.Quote(want), func(out string) bool { return out == want }, args...)
+}
+
+// waitKubectlFor runs kubectl until its trimmed output satisfies ok, for up to limit.
+func waitKubectlFor(t *testing.T, kubeconfig string, limit time.Duration, what string, ok func(string) bool, args ...string) {
+	t.Helper()
 	var out string
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		out, _ = kubectl(t, kubeconfig, "", args...)
-		if strings.TrimSpace(out) == want {
+		if ok(strings.TrimSpace(out)) {
 			return
 		}
 	}
-	t.Fatalf("kubectl %v printed %q, want %q", args, out, want)
+	t.Fatalf("kubectl %v printed %q within %s; want it to %s", args, out, limit, what)
 }

@@ -1,0 +1,266 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/test/testos"
+)
+
+// qemuPool is one `anvil runtime qemu` and its `anvil poollet`, as processes.
+type qemuPool struct {
+	name, stateDir string
+}
+
+func startQemuPool(t *testing.T, kubeconfig string, arch computev1alpha1.Architecture) qemuPool {
+	t.Helper()
+	p := qemuPool{name: "qemu-" + string(arch), stateDir: filepath.Join(t.TempDir(), "state")}
+	socket := "unix://" + filepath.Join(t.TempDir(), "mri.sock")
+	rt := background(t, anvilBin, "runtime", "qemu", "--name", p.name, "--listen", socket,
+		"--state-dir", p.stateDir, "--cache-dir", filepath.Join(t.TempDir(), "cache"), "--arch", string(arch))
+	t.Cleanup(func() { stopProcess(rt) })
+	poollet := exec.Command(anvilBin, "poollet", "--pool", p.name, "--runtime", socket, "--interval", "1s",
+		"--labels", "compute.anvil.dev/runtime=qemu")
+	poollet.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	startProcess(t, poollet)
+	t.Cleanup(func() { stopProcess(poollet) })
+	return p
+}
+
+const vmObjects = `
+apiVersion: compute.anvil.dev/v1alpha1
+kind: MachineClass
+metadata:
+  name: e2e-vm
+capabilities:
+  cpu: "1"
+  memory: 512Mi
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: amd64-ignition
+  namespace: default
+stringData:
+  ignition: '{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"/etc/hostname","contents":{"source":"data:,guest-amd64"}},{"path":"/etc/anvil/marker","contents":{"source":"data:,anvil-marker=value-amd64"}}]}}'
+---
+apiVersion: compute.anvil.dev/v1alpha1
+kind: Machine
+metadata:
+  name: guest-amd64
+  namespace: default
+spec:
+  machineClassRef: {name: e2e-vm}
+  architecture: amd64
+  image: IMAGE
+  ignitionRef: {name: amd64-ignition}
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: arm64-user-data
+  namespace: default
+stringData:
+  userData: |
+    #cloud-config
+    hostname: guest-arm64
+    # anvil-marker=value-arm64
+---
+apiVersion: compute.anvil.dev/v1alpha1
+kind: Machine
+metadata:
+  name: guest-arm64
+  namespace: default
+spec:
+  machineClassRef: {name: e2e-vm}
+  architecture: arm64
+  image: IMAGE
+  userDataRef: {name: arm64-user-data}
+`
+
+// Two pools of real QEMU, one per architecture, and one multi-arch image: each guest
+// boots its own architecture's entry with its own first-boot config; an image without an
+// arm64 entry never reaches the arm64 pool; power and delete act on the real VM.
+func TestQemuPoolsBootTheImageOfTheirArchitecture(t *testing.T) {
+	state := t.TempDir()
+	registryPort := freePort(t)
+	d := startDev(t, "--state-dir", state, "--bin-dir", binDir, "--fake-pool", "",
+		"--apiserver-port", freePort(t), "--etcd-port", freePort(t), "--etcd-peer-port", freePort(t),
+		"--registry-port", registryPort, "--test-os", testos.Dir(t))
+	defer d.stop(syscall.SIGTERM)
+	kubeconfig := filepath.Join(state, "kubeconfig")
+	registry := "127.0.0.1:" + registryPort
+	image := registry + "/anvil/testos:latest" // published by anvil dev from --test-os
+	amd64Only := pushAMD64Only(t, registry)
+
+	pools := map[computev1alpha1.Architecture]qemuPool{}
+	for _, arch := range []computev1alpha1.Architecture{computev1alpha1.ArchitectureAMD64, computev1alpha1.ArchitectureARM64} {
+		pools[arch] = startQemuPool(t, kubeconfig, arch)
+		waitKubectl(t, kubeconfig, "True", "get", "machinepool", pools[arch].name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+	}
+	apply(t, kubeconfig, strings.ReplaceAll(vmObjects, "IMAGE", image))
+
+	consoles := map[string]string{}
+	for _, g := range []struct {
+		name string
+		arch computev1alpha1.Architecture
+	}{{"guest-amd64", computev1alpha1.ArchitectureAMD64}, {"guest-arm64", computev1alpha1.ArchitectureARM64}} {
+		waitKubectlLong(t, kubeconfig, "Running", 5*time.Minute, "get", "machine", g.name, "-o", "jsonpath={.status.state}")
+		waitKubectl(t, kubeconfig, pools[g.arch].name, "get", "machine", g.name, "-o", "jsonpath={.spec.machinePoolRef.name}")
+		console, err := kubectl(t, kubeconfig, "", "get", "machine", g.name, "-o", "jsonpath={.status.console}")
+		if err != nil || console == "" {
+			t.Fatalf("%s reports no console: %v %q", g.name, err, console)
+		}
+		consoles[g.name] = console
+		marker := strings.TrimPrefix(g.name, "guest-")
+		waitConsole(t, console, testos.ReadyLine(g.arch, g.name, "value-"+marker), 1)
+	}
+
+	// The amd64-only image: the scheduler reads its index and picks the amd64 pool; asked
+	// for arm64 it says no architecture fits; pinned to the arm64 pool, the runtime refuses.
+	apply(t, kubeconfig, fmt.Sprintf(`
+apiVersion: compute.anvil.dev/v1alpha1
+kind: Machine
+metadata: {name: only-amd64, namespace: default}
+spec: {machineClassRef: {name: e2e-vm}, image: %[1]s, power: "Off"}
+---
+apiVersion: compute.anvil.dev/v1alpha1
+kind: Machine
+metadata: {name: only-amd64-as-arm64, namespace: default}
+spec: {machineClassRef: {name: e2e-vm}, image: %[1]s, architecture: arm64, power: "Off"}
+---
+apiVersion: compute.anvil.dev/v1alpha1
+kind: Machine
+metadata: {name: only-amd64-forced, namespace: default}
+spec: {machineClassRef: {name: e2e-vm}, image: %[1]s, machinePoolRef: {name: %[2]s}, power: "Off"}
+`, amd64Only, pools[computev1alpha1.ArchitectureARM64].name))
+	waitKubectl(t, kubeconfig, pools[computev1alpha1.ArchitectureAMD64].name, "get", "machine", "only-amd64", "-o", "jsonpath={.spec.machinePoolRef.name}")
+	waitKubectlContains(t, kubeconfig, "its image (amd64)", "get", "machine", "only-amd64-as-arm64", "-o",
+		`jsonpath={.status.conditions[?(@.type=="Scheduled")].message}`)
+	waitKubectlContains(t, kubeconfig, "RuntimeRefused", "get", "machine", "only-amd64-forced", "-o",
+		`jsonpath={.status.conditions[?(@.type=="Scheduled")].reason}`)
+	refusal, _ := kubectl(t, kubeconfig, "", "get", "machine", "only-amd64-forced", "-o", `jsonpath={.status.conditions[?(@.type=="Scheduled")].message}`)
+	if !strings.Contains(refusal, "arm64") {
+		t.Errorf("the refusal of the forced Machine does not name the architecture: %q", refusal)
+	}
+
+	// Power: Off stops the guest's QEMU, On boots it again.
+	id, _ := kubectl(t, kubeconfig, "", "get", "machine", "guest-amd64", "-o", "jsonpath={.status.machineID}")
+	if len(qemuProcesses(t, id)) != 1 {
+		t.Fatalf("want one QEMU process for machine %s, found %v", id, qemuProcesses(t, id))
+	}
+	patchPower(t, kubeconfig, "guest-amd64", "Off")
+	waitKubectlLong(t, kubeconfig, "Shutdown", 2*time.Minute, "get", "machine", "guest-amd64", "-o", "jsonpath={.status.state}")
+	if pids := qemuProcesses(t, id); len(pids) != 0 {
+		t.Errorf("machine %s is Shutdown but QEMU processes %v still run", id, pids)
+	}
+	patchPower(t, kubeconfig, "guest-amd64", "On")
+	waitKubectlLong(t, kubeconfig, "Running", 2*time.Minute, "get", "machine", "guest-amd64", "-o", "jsonpath={.status.state}")
+	waitConsole(t, consoles["guest-amd64"], testos.ReadyLine(computev1alpha1.ArchitectureAMD64, "guest-amd64", "value-amd64"), 2)
+
+	// Delete: the Machine goes once the VM, its disks and its folder are gone.
+	if out, err := kubectl(t, kubeconfig, "", "delete", "machine", "guest-amd64", "--timeout", "3m"); err != nil {
+		t.Fatalf("kubectl delete: %v\n%s", err, out)
+	}
+	if pids := qemuProcesses(t, id); len(pids) != 0 {
+		t.Errorf("deleted machine %s still has QEMU processes %v", id, pids)
+	}
+	if left := filesNaming(t, pools[computev1alpha1.ArchitectureAMD64].stateDir, id); len(left) != 0 {
+		t.Errorf("deleted machine %s left files behind: %v", id, left)
+	}
+}
+
+// pushAMD64Only publishes the test OS's amd64 entry alone.
+func pushAMD64Only(t *testing.T, registry string) string {
+	t.Helper()
+	out, err := exec.Command(anvilBin, "image", "push", registry+"/anvil/testos-amd64:1",
+		"--from", "amd64="+filepath.Join(testos.Dir(t), "amd64")).Output()
+	if err != nil {
+		t.Fatalf("anvil image push: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func apply(t *testing.T, kubeconfig, objects string) {
+	t.Helper()
+	if out, err := kubectl(t, kubeconfig, objects, "apply", "-f", "-"); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+}
+
+func patchPower(t *testing.T, kubeconfig, machine, power string) {
+	t.Helper()
+	if out, err := kubectl(t, kubeconfig, "", "patch", "machine", machine, "--type", "merge", "-p", `{"spec":{"power":"`+power+`"}}`); err != nil {
+		t.Fatalf("kubectl patch: %v\n%s", err, out)
+	}
+}
+
+// waitConsole waits until the console log holds line at least n times (once per boot).
+func waitConsole(t *testing.T, path, line string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(4 * time.Minute)
+	var got []byte
+	for time.Now().Before(deadline) {
+		got, _ = os.ReadFile(path)
+		if strings.Count(string(got), line) >= n {
+			return
+		}
+		time.Sleep(time.Second)
+	}
+	t.Fatalf("console %s never showed %q %d times; it holds:\n%s", path, line, n, got)
+}
+
+// qemuProcesses lists the QEMU processes whose command line names the machine id.
+func qemuProcesses(t *testing.T, id string) []string {
+	t.Helper()
+	if id == "" {
+		t.Fatal("no machine id")
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	var found []string
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		cmd := string(b)
+		if strings.HasPrefix(filepath.Base(strings.SplitN(cmd, "\x00", 2)[0]), "qemu-system-") && strings.Contains(cmd, id) {
+			found = append(found, filepath.Base(filepath.Dir(p)))
+		}
+	}
+	return found
+}
+
+// filesNaming lists the paths under dir whose name contains id.
+func filesNaming(t *testing.T, dir, id string) []string {
+	t.Helper()
+	var found []string
+	err := filepath.Walk(dir, func(path string, _ os.FileInfo, err error) error {
+		if err == nil && strings.Contains(filepath.Base(path), id) {
+			found = append(found, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
+}
+
+// waitKubectlLong is waitKubectl with its own limit, for guests booting under TCG.
+func waitKubectlLong(t *testing.T, kubeconfig, want string, limit time.Duration, args ...string) {
+	t.Helper()
+	waitKubectlFor(t, kubeconfig, limit, "be "+want, func(out string) bool { return out == want }, args...)
+}
+
+func waitKubectlContains(t *testing.T, kubeconfig, want string, args ...string) {
+	t.Helper()
+	waitKubectlFor(t, kubeconfig, 2*time.Minute, "contain "+want, func(out string) bool { return strings.Contains(out, want) }, args...)
+}
