@@ -16,7 +16,7 @@ import (
 
 func newRuntimeCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "runtime", Short: "Serve a Machine Runtime Interface runtime on a unix socket"}
-	cmd.AddCommand(newFakeRuntimeCommand())
+	cmd.AddCommand(newFakeRuntimeCommand(), newQEMURuntimeCommand())
 	return cmd
 }
 

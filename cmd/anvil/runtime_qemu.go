@@ -1,0 +1,65 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/anvil-dev/anvil/internal/imageref"
+	"github.com/anvil-dev/anvil/internal/mri"
+	"github.com/anvil-dev/anvil/internal/nocloud"
+	"github.com/anvil-dev/anvil/internal/osimage"
+	"github.com/anvil-dev/anvil/internal/runtime/qemu"
+	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
+)
+
+func newQEMURuntimeCommand() *cobra.Command {
+	var (
+		listen, cacheDir, accel string
+		archs                   []string
+		cfg                     = qemu.Config{Name: "qemu", CPUOvercommit: 4, MemoryOvercommit: 1, PowerOffGrace: 10 * time.Second}
+	)
+	cmd := &cobra.Command{
+		Use:   "qemu",
+		Short: "Virtual machines under QEMU, one process each, booted from OCI OS images; they keep running across restarts of the runtime",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if cfg.Architectures, err = qemu.ParseArchitectures(archs); err != nil {
+				return fmt.Errorf("--arch: %w", err)
+			}
+			cfg.Accel = vm.Accel(accel)
+			if cacheDir == "" {
+				cacheDir = filepath.Join(cfg.StateDir, "cache")
+			}
+			cache, err := osimage.NewCache(cacheDir)
+			if err != nil {
+				return err
+			}
+			cfg.Images, cfg.Index, cfg.Seeds = cache, &imageref.Registry{}, nocloud.WriteISO
+			cfg.Log = ctrl.Log.WithName("runtime").WithValues("pool", cfg.Name)
+			rt, err := qemu.New(cfg)
+			if err != nil {
+				return err
+			}
+			defer rt.Close()
+			fmt.Fprintf(cmd.OutOrStdout(), "qemu runtime %s serving on %s (state %s, cache %s)\n", cfg.Name, listen, cfg.StateDir, cacheDir)
+			return mri.Serve(cmd.Context(), listen, rt)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&listen, "listen", "unix:///tmp/anvil-qemu.sock", "where to serve, unix:///path")
+	fl.StringVar(&cfg.Name, "name", cfg.Name, "runtime name, the start of every machine id")
+	fl.StringVar(&cfg.StateDir, "state-dir", "", "one folder per machine; keep it across restarts (required)")
+	fl.StringVar(&cacheDir, "cache-dir", "", "pulled image layers, shared by all machines (default <state-dir>/cache)")
+	fl.StringSliceVar(&archs, "arch", []string{"amd64", "arm64"}, "architectures to offer, of those whose QEMU is installed: amd64 (x86_64), arm64 (aarch64)")
+	fl.StringVar(&accel, "accel", string(vm.AccelTCG), "tcg (emulation, works everywhere) or kvm")
+	fl.Float64Var(&cfg.CPUOvercommit, "cpu-overcommit", cfg.CPUOvercommit, "allocatable cpu = host cpus times this")
+	fl.Float64Var(&cfg.MemoryOvercommit, "memory-overcommit", cfg.MemoryOvercommit, "allocatable memory = host memory times this")
+	fl.DurationVar(&cfg.PowerOffGrace, "power-off-grace", cfg.PowerOffGrace, "how long a guest has to power off on the power button before QEMU is stopped")
+	_ = cmd.MarkFlagRequired("state-dir")
+	return cmd
+}
