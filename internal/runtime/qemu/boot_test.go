@@ -8,6 +8,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/test/testos"
 )
 
 // Each architecture boots its own entry of one image, reads its own first-boot config
@@ -26,8 +27,8 @@ func TestBootsEachArchitectureWithItsOwnConfig(t *testing.T) {
 			`{"path":"/etc/anvil","contents":{"source":"data:,anvil-marker=arm64-value"}}]}}`)}
 
 	machines := map[string]string{
-		create(t, rt, "amd", amd).Metadata.Id: "ANVIL-TESTOS-READY arch=x86_64 hostname=vm-amd marker=amd64-value",
-		create(t, rt, "arm", arm).Metadata.Id: "ANVIL-TESTOS-READY arch=aarch64 hostname=vm-arm marker=arm64-value",
+		create(t, rt, "amd", amd).Metadata.Id: testos.ReadyLine(computev1alpha1.ArchitectureAMD64, "vm-amd", "amd64-value"),
+		create(t, rt, "arm", arm).Metadata.Id: testos.ReadyLine(computev1alpha1.ArchitectureARM64, "vm-arm", "arm64-value"),
 	}
 	for id, line := range machines {
 		m := await(t, rt, id, "ran", isRunning)

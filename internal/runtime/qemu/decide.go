@@ -25,6 +25,8 @@ type observed struct {
 	// powerdownAt is when the ACPI power button was first pressed (zero: it was not);
 	// pressedAt when it was last pressed.
 	powerdownAt, pressedAt time.Time
+	// quitting: the runtime itself is stopping QEMU.
+	quitting bool
 	// unreachableSince is when a running QEMU first refused a QMP connection.
 	unreachableSince time.Time
 
@@ -34,11 +36,15 @@ type observed struct {
 	prepErr  string
 	noPort   bool
 	// plugErr is QEMU's refusal of the last hotplug; plugRetryAt is when to try again.
-	plugErr     string
-	plugRetryAt time.Time
-	failures    int       // consecutive failed pulls, preparations or starts, for backoff
-	retryAt     time.Time // no pull, preparation or start before this
-	lastPlugs   time.Time
+	plugErr      string
+	plugRetryAt  time.Time
+	plugFailures int
+	// startedAt is when this runtime last started QEMU: a QEMU that has run a while
+	// clears the failure count.
+	startedAt time.Time
+	failures  int       // consecutive failed pulls, preparations or starts, for backoff
+	retryAt   time.Time // no pull, preparation or start before this
+	lastPlugs time.Time
 }
 
 // action is one thing to do to bring a machine closer to its spec.

@@ -19,35 +19,8 @@ import (
 	"github.com/anvil-dev/anvil/internal/nocloud"
 	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/internal/registry"
+	"github.com/anvil-dev/anvil/test/testos"
 )
-
-// testOSDir is bin/testos of the repository; the test fails when it was not built.
-func testOSDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's folder")
-		}
-		dir = parent
-	}
-	out := filepath.Join(dir, "bin", "testos")
-	for _, arch := range []string{"amd64", "arm64"} {
-		for _, f := range []string{"kernel", "initramfs", "cmdline"} {
-			if _, err := os.Stat(filepath.Join(out, arch, f)); err != nil {
-				t.Fatalf("the test OS is missing (%v): run make testos", err)
-			}
-		}
-	}
-	return out
-}
 
 // testImage is the test OS pushed as a two-architecture image to an embedded registry.
 type testImage struct {
@@ -56,7 +29,7 @@ type testImage struct {
 
 func pushTestOS(t testing.TB, archs ...computev1alpha1.Architecture) testImage {
 	t.Helper()
-	dir := testOSDir(t)
+	dir := testos.Dir(t)
 	reg, err := registry.Start(context.Background(), 0, "")
 	if err != nil {
 		t.Fatal(err)

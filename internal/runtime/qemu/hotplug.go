@@ -60,14 +60,14 @@ func (w *worker) plug(ctx context.Context, qemuID string) {
 		}
 		w.update(func(m *machine) {
 			m.obs.plugErr = dev.Kind.String() + " " + dev.Name + ": " + qe.Desc
-			m.obs.plugRetryAt = time.Now().Add(backoff(m.obs.failures))
-			m.obs.failures++
+			m.obs.plugRetryAt = time.Now().Add(backoff(m.obs.plugFailures))
+			m.obs.plugFailures++
 		})
 		return
 	}
 	w.update(func(m *machine) {
 		m.obs.plugged[dev.QEMUID] = true
-		m.obs.plugErr, m.obs.failures = "", 0
+		m.obs.plugErr, m.obs.plugFailures = "", 0
 	})
 	w.log.Info("device plugged", "device", dev.QEMUID, "name", dev.Name, "port", port)
 }

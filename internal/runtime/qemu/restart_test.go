@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
@@ -151,4 +152,27 @@ func rewriteRecord(t *testing.T, dir string, change func(*record)) {
 	}
 	change(rec)
 	writeRecordTo(t, dir, rec)
+}
+
+// A QEMU that ends without being asked (killed, crashed) while power is On is started
+// again.
+func TestKilledQEMUIsStartedAgain(t *testing.T) {
+	img := pushTestOS(t, computev1alpha1.ArchitectureAMD64)
+	cfg := testConfig(t, computev1alpha1.ArchitectureAMD64)
+	rt := newRuntime(t, cfg)
+	m := await(t, rt, create(t, rt, "uid-killed", machineSpec(img, mriv1alpha1.Architecture_ARCHITECTURE_AMD64)).Metadata.Id, "ran", isRunning)
+	pid, _ := strconv.Atoi(pidOf(t, m))
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	m = await(t, rt, m.Metadata.Id, "ran again in a new QEMU", func(m *mriv1alpha1.Machine) bool {
+		if !isRunning(m) {
+			return false
+		}
+		now, _ := strconv.Atoi(pidOf(t, m))
+		return now != pid && vm.Serves(now, qmpSocketPath(cfg.StateDir, m.Metadata.Id))
+	})
+	if vm.Serves(pid, qmpSocketPath(cfg.StateDir, m.Metadata.Id)) {
+		t.Fatal("the killed QEMU still serves")
+	}
 }

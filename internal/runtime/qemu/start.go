@@ -67,7 +67,7 @@ func (w *worker) start(ctx context.Context) {
 	}
 	w.update(func(m *machine) {
 		m.rec.Phase = phaseCreated
-		m.obs.startErr, m.obs.failures, m.obs.retryAt, m.obs.noPort = "", 0, time.Time{}, false
+		m.obs.startErr, m.obs.retryAt, m.obs.noPort, m.obs.startedAt = "", time.Time{}, false, time.Now()
 		m.obs.powerdownAt, m.obs.pressedAt = time.Time{}, time.Time{}
 	})
 	w.log.Info("QEMU started", "pid", proc.PID)

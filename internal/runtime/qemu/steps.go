@@ -157,6 +157,7 @@ func (w *worker) reset(ctx context.Context) {
 
 // quit stops QEMU: the quit command when QMP answers, then SIGTERM and SIGKILL.
 func (w *worker) quit(ctx context.Context) {
+	w.update(func(m *machine) { m.obs.quitting = true })
 	if w.qmp != nil {
 		qctx, cancel := context.WithTimeout(ctx, qmpTimeout)
 		if err := w.qmp.Quit(qctx); err != nil {

@@ -27,8 +27,12 @@ type worker struct {
 	qmp  *qmp.Client
 }
 
-// qmpTimeout bounds one QMP command; QEMU answers in milliseconds unless it is stuck.
-const qmpTimeout = 10 * time.Second
+const (
+	// qmpTimeout bounds one QMP command; QEMU answers in milliseconds unless it is stuck.
+	qmpTimeout = 10 * time.Second
+	// stableAfter is how long a QEMU must run before earlier crashes are forgotten.
+	stableAfter = time.Minute
+)
 
 func (r *Runtime) startWorker(id string, m *machine) {
 	w := &worker{
@@ -169,7 +173,12 @@ func (w *worker) observe(ctx context.Context) {
 		st, err := w.qmp.QueryStatus(qctx)
 		cancel()
 		if err == nil {
-			w.update(func(m *machine) { m.obs.runState = st.Status })
+			w.update(func(m *machine) {
+				m.obs.runState = st.Status
+				if m.obs.failures > 0 && !m.obs.startedAt.IsZero() && time.Since(m.obs.startedAt) > stableAfter {
+					m.obs.failures, m.obs.startErr = 0, ""
+				}
+			})
 			return
 		}
 		w.disconnect()
@@ -182,6 +191,14 @@ func (w *worker) observe(ctx context.Context) {
 	}
 	if w.proc == nil {
 		w.update(func(m *machine) {
+			if m.obs.pid != 0 && m.obs.powerdownAt.IsZero() && !m.obs.quitting && !m.rec.GuestOff &&
+				m.rec.Phase != phaseDeleting && m.rec.Machine.GetSpec().GetPower() == mriv1alpha1.Power_POWER_ON {
+				// Nobody asked QEMU to end: start it again, but not in a tight loop.
+				m.obs.startErr = "QEMU ended unexpectedly: " + w.logTail()
+				m.failedLocked()
+				w.log.Info("QEMU ended unexpectedly", "pid", m.obs.pid, "retryIn", time.Until(m.obs.retryAt).Round(time.Second))
+			}
+			m.obs.quitting = false
 			m.obs.pid, m.obs.connected, m.obs.runState = 0, false, ""
 			m.obs.plugged, m.obs.unplugAt = nil, nil
 			m.obs.powerdownAt, m.obs.pressedAt, m.obs.unreachableSince = time.Time{}, time.Time{}, time.Time{}
