@@ -47,7 +47,13 @@ func (r *Runtime) startWorker(id string, m *machine) {
 }
 
 func (w *worker) run(ctx context.Context) {
-	defer w.disconnect()
+	defer func() {
+		// The runtime is closing: let go of QMP and leave the record as it is, so the
+		// next runtime starts from the last status actually observed.
+		if w.qmp != nil {
+			w.qmp.Close()
+		}
+	}()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -243,6 +249,9 @@ func (w *worker) connect(ctx context.Context) error {
 	w.update(func(m *machine) {
 		m.obs.pid, m.obs.connected, m.obs.runState, m.obs.plugged = w.proc.PID, true, st.Status, plugged
 		m.obs.unreachableSince = time.Time{}
+		if m.rec.Phase == phaseCreating {
+			m.rec.Phase = phaseCreated // started by a runtime that stopped before noting it
+		}
 		if m.obs.unplugAt == nil {
 			m.obs.unplugAt = map[string]time.Time{}
 		}
