@@ -22,6 +22,7 @@ func newDevCommand() *cobra.Command {
 		},
 		Manager:      manager.DefaultOptions(),
 		RegistryPort: 5001,
+		QemuPools:    true,
 	}
 	// In dev the manager's endpoints are off by default: nothing to scrape, fewer ports to clash.
 	o.Manager.MetricsAddr, o.Manager.HealthAddr = "0", "0"
@@ -56,6 +57,7 @@ the next start finds every object again.`,
 	f.IntVar(&o.RegistryPort, "registry-port", o.RegistryPort, "loopback port of the embedded OCI registry")
 	f.StringVar(&o.TestOSDir, "test-os", o.TestOSDir, "folder of the test OS (make testos) to publish to the registry as "+dev.TestOSRepository)
 	f.StringSliceVar(&o.ApplyDirs, "apply", nil, "folders of YAML manifests whose objects are created when missing (repeatable)")
+	f.BoolVar(&o.QemuPools, "qemu-pools", o.QemuPools, "run a QEMU pool per architecture whose QEMU is installed")
 	f.StringVar(&fakePool, "fake-pool", "dev-fake", "name of an in-process pool of the fake runtime; empty for none")
 	ff.addFlags(cmd)
 	o.Manager.AddFlags(f)

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/anvil-dev/anvil/api"
@@ -32,6 +33,9 @@ type Options struct {
 	Manager   manager.Options
 	// FakePools are run in-process, each a fake runtime and its poollet.
 	FakePools []FakePool
+	// QemuPools runs, in-process, a qemu runtime and its poollet for each architecture
+	// whose QEMU is installed.
+	QemuPools bool
 	// RegistryPort is the loopback port of the embedded OCI registry; its blobs are kept
 	// in the state directory.
 	RegistryPort int
@@ -100,7 +104,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	mgrCtx, stopManager := context.WithCancel(ctx)
 	mgrDone := make(chan error, 1)
 	go func() { mgrDone <- mgr.Start(mgrCtx) }()
-	poolErrs := make(chan error, 2*len(o.FakePools))
+	poolErrs := make(chan error, 2*len(o.FakePools)+4)
 	var poolNames []string
 	for _, p := range o.FakePools {
 		errs, err := startFakePool(mgrCtx, cfg, cp.StateDir(), p)
@@ -115,6 +119,26 @@ func Run(ctx context.Context, o Options) (err error) {
 			}
 		}()
 		poolNames = append(poolNames, p.Name+" (fake runtime)")
+	}
+	if o.QemuPools {
+		archs, missing := qemuArchitectures()
+		for _, arch := range archs {
+			errs, err := StartQemuPool(mgrCtx, cfg, cp.StateDir(), arch, ctrl.Log)
+			if err != nil {
+				stopManager()
+				<-mgrDone
+				return fmt.Errorf("starting pool %s: %w", QemuPoolName(arch), err)
+			}
+			go func() {
+				for err := range errs {
+					poolErrs <- err
+				}
+			}()
+			poolNames = append(poolNames, QemuPoolName(arch)+" (QEMU; VMs keep running after Ctrl-C)")
+		}
+		if missing != "" {
+			poolNames = append(poolNames, "no QEMU pool for"+missing)
+		}
 	}
 
 	etcdPID, apiserverPID := cp.PIDs()

@@ -3,13 +3,22 @@ package dev
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/imageref"
 	"github.com/anvil-dev/anvil/internal/mri"
+	"github.com/anvil-dev/anvil/internal/nocloud"
+	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/internal/poollet"
 	"github.com/anvil-dev/anvil/internal/runtime/fake"
+	"github.com/anvil-dev/anvil/internal/runtime/qemu"
+	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
 )
 
 // LabelRuntime on the pools anvil dev starts names their runtime, so a Machine can ask for
@@ -23,8 +32,13 @@ type FakePool struct {
 	Config fake.Config
 }
 
-// startFakePool serves the fake runtime on a socket in the state directory and runs a
-// poollet for it. Both stop when ctx ends; errors arrive on the returned channel.
+// runtimeServer is a runtime anvil dev runs in-process.
+type runtimeServer interface {
+	mriv1alpha1.MachineRuntimeServer
+	Close()
+}
+
+// startFakePool runs the fake runtime and its poollet.
 func startFakePool(ctx context.Context, cfg *rest.Config, stateDir string, p FakePool) (<-chan error, error) {
 	p.Config.Name = p.Name
 	p.Config.StateFile = filepath.Join(stateDir, "pools", p.Name, "fake-runtime.json")
@@ -32,37 +46,87 @@ func startFakePool(ctx context.Context, cfg *rest.Config, stateDir string, p Fak
 	if err != nil {
 		return nil, err
 	}
-	endpoint := "unix://" + filepath.Join(stateDir, "run", p.Name+".sock")
+	return runPool(ctx, cfg, stateDir, p.Name, rt, "fake")
+}
+
+// QemuPoolName is the pool anvil dev runs for one architecture's VMs.
+func QemuPoolName(arch computev1alpha1.Architecture) string { return "dev-qemu-" + string(arch) }
+
+// qemuArchitectures are the architectures whose QEMU program is installed, and a note
+// naming those that are not.
+func qemuArchitectures() (found []computev1alpha1.Architecture, missing string) {
+	for _, arch := range []computev1alpha1.Architecture{computev1alpha1.ArchitectureAMD64, computev1alpha1.ArchitectureARM64} {
+		program, err := vm.Binary(arch)
+		if err != nil {
+			continue
+		}
+		if _, err := exec.LookPath(program); err != nil {
+			missing += fmt.Sprintf(" (%s not installed: make deps installs it)", program)
+			continue
+		}
+		found = append(found, arch)
+	}
+	return found, missing
+}
+
+// StartQemuPool runs a qemu runtime for one architecture and its poollet (anvil dev and the
+// boot benchmark use it). Its VMs keep
+// running when anvil dev stops; the next start adopts them.
+func StartQemuPool(ctx context.Context, cfg *rest.Config, stateDir string, arch computev1alpha1.Architecture, log logr.Logger) (<-chan error, error) {
+	name := QemuPoolName(arch)
+	cache, err := osimage.NewCache(filepath.Join(stateDir, "pools", name, "cache"))
+	if err != nil {
+		return nil, err
+	}
+	rt, err := qemu.New(qemu.Config{
+		Name: name, StateDir: filepath.Join(stateDir, "pools", name, "vms"),
+		Architectures: []computev1alpha1.Architecture{arch},
+		Images:        cache, Index: &imageref.Registry{}, Seeds: nocloud.WriteISO,
+		Log: log.WithName("runtime").WithValues("pool", name),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return runPool(ctx, cfg, stateDir, name, rt, "qemu")
+}
+
+// runPool serves rt on a socket in the state directory and runs a poollet for it. Both
+// stop when ctx ends; errors arrive on the returned channel.
+func runPool(ctx context.Context, cfg *rest.Config, stateDir, name string, rt runtimeServer, kind string) (<-chan error, error) {
+	endpoint := "unix://" + filepath.Join(stateDir, "run", name+".sock")
 	l, err := mri.Listen(endpoint)
 	if err != nil {
+		rt.Close()
 		return nil, err
 	}
 	client, conn, err := mri.Dial(endpoint)
 	if err != nil {
 		l.Close()
+		rt.Close()
 		return nil, err
 	}
-	o := poollet.DefaultOptions(p.Name)
-	o.Runtime, o.ProviderID = client, "fake://"+p.Name
-	o.Labels = map[string]string{LabelRuntime: "fake"}
+	o := poollet.DefaultOptions(name)
+	o.Runtime, o.ProviderID = client, kind+"://"+name
+	o.Labels = map[string]string{LabelRuntime: kind}
 	o.SkipControllerNameValidation = true
 	mgr, err := poollet.New(cfg, o)
 	if err != nil {
 		l.Close()
 		conn.Close()
+		rt.Close()
 		return nil, err
 	}
 	errs := make(chan error, 2)
 	go func() {
 		defer rt.Close()
 		if err := mri.ServeListener(ctx, l, rt); err != nil {
-			errs <- fmt.Errorf("fake runtime %s: %w", p.Name, err)
+			errs <- fmt.Errorf("%s runtime %s: %w", kind, name, err)
 		}
 	}()
 	go func() {
 		defer conn.Close()
 		if err := mgr.Start(ctx); err != nil {
-			errs <- fmt.Errorf("poollet %s: %w", p.Name, err)
+			errs <- fmt.Errorf("poollet %s: %w", name, err)
 		}
 	}()
 	return errs, nil

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,7 +22,15 @@ type qemuPool struct {
 
 func startQemuPool(t *testing.T, kubeconfig string, arch computev1alpha1.Architecture) qemuPool {
 	t.Helper()
-	p := qemuPool{name: "qemu-" + string(arch), stateDir: filepath.Join(t.TempDir(), "state")}
+	p := qemuPool{name: "qemu-" + string(arch), stateDir: shortDir(t)}
+	// VMs outlive their runtime by design; a test that stops early must not leave any.
+	t.Cleanup(func() {
+		for _, pid := range qemuProcesses(t, p.stateDir) {
+			if n, err := strconv.Atoi(pid); err == nil {
+				_ = syscall.Kill(n, syscall.SIGKILL)
+			}
+		}
+	})
 	socket := "unix://" + filepath.Join(t.TempDir(), "mri.sock")
 	rt := background(t, anvilBin, "runtime", "qemu", "--name", p.name, "--listen", socket,
 		"--state-dir", p.stateDir, "--cache-dir", filepath.Join(t.TempDir(), "cache"), "--arch", string(arch))
@@ -93,8 +102,10 @@ func TestQemuPoolsBootTheImageOfTheirArchitecture(t *testing.T) {
 	registryPort := freePort(t)
 	d := startDev(t, "--state-dir", state, "--bin-dir", binDir, "--fake-pool", "",
 		"--apiserver-port", freePort(t), "--etcd-port", freePort(t), "--etcd-peer-port", freePort(t),
-		"--registry-port", registryPort, "--test-os", testos.Dir(t))
-	defer d.stop(syscall.SIGTERM)
+		"--registry-port", registryPort, "--qemu-pools=false", "--test-os", testos.Dir(t))
+	// Cleanups run last registered first: the pools' processes stop before anvil dev, so
+	// their watches do not hold up kube-apiserver's shutdown.
+	t.Cleanup(func() { d.stop(syscall.SIGTERM) })
 	kubeconfig := filepath.Join(state, "kubeconfig")
 	registry := "127.0.0.1:" + registryPort
 	image := registry + "/anvil/testos:latest" // published by anvil dev from --test-os
@@ -177,6 +188,18 @@ spec: {machineClassRef: {name: e2e-vm}, image: %[1]s, machinePoolRef: {name: %[2
 	}
 }
 
+// shortDir is a fresh folder with a short path: QMP socket paths inside a runtime's state
+// must stay under Linux's 108-byte limit, which t.TempDir's long names can exceed.
+func shortDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "aq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
 // pushAMD64Only publishes the test OS's amd64 entry alone.
 func pushAMD64Only(t *testing.T, registry string) string {
 	t.Helper()
@@ -217,7 +240,8 @@ func waitConsole(t *testing.T, path, line string, n int) {
 	t.Fatalf("console %s never showed %q %d times; it holds:\n%s", path, line, n, got)
 }
 
-// qemuProcesses lists the QEMU processes whose command line names the machine id.
+// qemuProcesses lists the QEMU processes whose command line holds id (a machine id, a
+// state folder).
 func qemuProcesses(t *testing.T, id string) []string {
 	t.Helper()
 	if id == "" {
