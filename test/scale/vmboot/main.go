@@ -79,6 +79,11 @@ func run(rounds int, arch computev1alpha1.Architecture) error {
 		return err
 	}
 	defer os.RemoveAll(state)
+	// anvil dev makes the namespace of the pools' heartbeats; here it is ours to make.
+	leases := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: computev1alpha1.PoolLeaseNamespace}}
+	if err := env.Client.Create(ctx, leases); err != nil {
+		return err
+	}
 	o := manager.DefaultOptions()
 	o.MetricsAddr, o.HealthAddr = "0", "0"
 	mgr, err := manager.New(env.Config, o)
