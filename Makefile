@@ -78,10 +78,12 @@ test-only: ## Unit, integration and end-to-end tests, without the set-up steps.
 demo: deps tools testos build ## A local anvil with the sample objects: see README.
 	$(BIN)/anvil dev --bin-dir $(BIN) --test-os $(BIN)/testos --apply config/samples
 
-bench: tools ## Benchmarks and scenarios; figures are printed, never asserted.
+bench: tools testos ## Benchmarks and scenarios; figures are printed, never asserted.
 	go test -run '^$$' -bench . -benchmem ./...
 	go run ./test/scale/scheduling -machines 10000 -pools 1000 -rounds 2
 	go run ./test/scale/pools -machines 10000 -pools 100
+	go run ./test/scale/vmboot -rounds 3
+	go run ./test/scale/vmboot -rounds 3 -arch arm64
 
 clean:
 	rm -rf $(BIN)/anvil .anvil
