@@ -14,6 +14,7 @@ import (
 
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/mri"
+	"github.com/anvil-dev/anvil/internal/mri/events"
 )
 
 // Config shapes a fake pool.
@@ -50,9 +51,9 @@ type Runtime struct {
 	byUID    map[string]string
 	nextID   uint64
 	rng      *rand.Rand
-	watchers map[int]chan *mriv1alpha1.MachineEvent
-	nextSub  int
-	closed   bool
+	// events is published to under mu, so a new stream's machines and events line up.
+	events *events.Hub
+	closed bool
 }
 
 // New returns a runtime, with the machines of cfg.StateFile when it exists.
@@ -68,7 +69,7 @@ func New(cfg Config) (*Runtime, error) {
 	}
 	r := &Runtime{
 		cfg: cfg, machines: map[string]*mriv1alpha1.Machine{}, byUID: map[string]string{},
-		rng: rand.New(rand.NewSource(cfg.Seed)), watchers: map[int]chan *mriv1alpha1.MachineEvent{},
+		rng: rand.New(rand.NewSource(cfg.Seed)), events: events.NewHub(watchBuffer),
 	}
 	if err := r.load(); err != nil {
 		return nil, err
@@ -87,10 +88,7 @@ func (r *Runtime) Close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.closed = true
-	for id, ch := range r.watchers {
-		close(ch)
-		delete(r.watchers, id)
-	}
+	r.events.Close()
 }
 
 func (r *Runtime) Version(context.Context, *mriv1alpha1.VersionRequest) (*mriv1alpha1.VersionResponse, error) {
@@ -109,25 +107,12 @@ func (r *Runtime) ListMachines(_ context.Context, req *mriv1alpha1.ListMachinesR
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	resp := &mriv1alpha1.ListMachinesResponse{}
-	for id, m := range r.machines {
-		if req.GetId() != "" && id != req.GetId() {
-			continue
+	for _, m := range r.machines {
+		if mri.Lists(req, m) {
+			resp.Machines = append(resp.Machines, proto.Clone(m).(*mriv1alpha1.Machine))
 		}
-		if !matches(m.GetMetadata().GetLabels(), req.GetLabelSelector()) {
-			continue
-		}
-		resp.Machines = append(resp.Machines, proto.Clone(m).(*mriv1alpha1.Machine))
 	}
 	return resp, nil
-}
-
-func matches(labels, selector map[string]string) bool {
-	for k, v := range selector {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 func (r *Runtime) CreateMachine(_ context.Context, req *mriv1alpha1.CreateMachineRequest) (*mriv1alpha1.CreateMachineResponse, error) {

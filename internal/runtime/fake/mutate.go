@@ -8,6 +8,7 @@ import (
 
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/mri"
+	"github.com/anvil-dev/anvil/internal/mri/mutate"
 )
 
 // mutate runs change on machine id under the lock. change reports whether it changed
@@ -59,15 +60,11 @@ func (r *Runtime) DeleteMachine(_ context.Context, req *mriv1alpha1.DeleteMachin
 }
 
 func (r *Runtime) UpdateMachinePower(_ context.Context, req *mriv1alpha1.UpdateMachinePowerRequest) (*mriv1alpha1.UpdateMachinePowerResponse, error) {
-	if req.GetPower() == mriv1alpha1.Power_POWER_UNSPECIFIED {
-		return nil, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "power is unspecified: set POWER_ON or POWER_OFF")
+	if err := mutate.CheckPower(req.GetPower()); err != nil {
+		return nil, err
 	}
 	m, err := r.mutate(req.GetId(), func(m *mriv1alpha1.Machine) (bool, error) {
-		if m.Spec.Power == req.GetPower() {
-			return false, nil
-		}
-		m.Spec.Power = req.GetPower()
-		return true, nil
+		return mutate.SetPower(m.Spec, req.GetPower()), nil
 	})
 	if err != nil {
 		return nil, err
@@ -80,8 +77,8 @@ func (r *Runtime) UpdateMachinePower(_ context.Context, req *mriv1alpha1.UpdateM
 const rebootAnnotation = "anvil.dev/reboot-token"
 
 func (r *Runtime) RebootMachine(_ context.Context, req *mriv1alpha1.RebootMachineRequest) (*mriv1alpha1.RebootMachineResponse, error) {
-	if req.GetToken() == "" {
-		return nil, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "a reboot needs a token")
+	if err := mutate.CheckRebootToken(req.GetToken()); err != nil {
+		return nil, err
 	}
 	m, err := r.mutate(req.GetId(), func(m *mriv1alpha1.Machine) (bool, error) {
 		if m.Metadata.Annotations[rebootAnnotation] == req.GetToken() {
@@ -101,16 +98,7 @@ func (r *Runtime) RebootMachine(_ context.Context, req *mriv1alpha1.RebootMachin
 
 func (r *Runtime) UpdateMachineLabels(_ context.Context, req *mriv1alpha1.UpdateMachineLabelsRequest) (*mriv1alpha1.UpdateMachineLabelsResponse, error) {
 	m, err := r.mutate(req.GetId(), func(m *mriv1alpha1.Machine) (bool, error) {
-		labels := map[string]string{}
-		for k, v := range req.GetLabels() {
-			labels[k] = v
-		}
-		labels[mri.LabelMachineUID] = m.Metadata.Labels[mri.LabelMachineUID] // never dropped
-		if equalMaps(labels, m.Metadata.Labels) {
-			return false, nil
-		}
-		m.Metadata.Labels = labels
-		return true, nil
+		return mutate.SetLabels(m.Metadata, req.GetLabels()), nil
 	})
 	if err != nil {
 		return nil, err
@@ -124,16 +112,7 @@ func (r *Runtime) AttachVolume(_ context.Context, req *mriv1alpha1.AttachVolumeR
 		return nil, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "a volume needs a name and a source")
 	}
 	m, err := r.mutate(req.GetId(), func(m *mriv1alpha1.Machine) (bool, error) {
-		for _, have := range m.Spec.Volumes {
-			if have.GetName() == v.GetName() {
-				if proto.Equal(have, v) {
-					return false, nil
-				}
-				return false, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_ALREADY_EXISTS, "volume %q is attached with another source", v.GetName())
-			}
-		}
-		m.Spec.Volumes = append(m.Spec.Volumes, proto.Clone(v).(*mriv1alpha1.Volume))
-		return true, nil
+		return mutate.AttachVolume(m.Spec, v)
 	})
 	if err != nil {
 		return nil, err
@@ -143,13 +122,7 @@ func (r *Runtime) AttachVolume(_ context.Context, req *mriv1alpha1.AttachVolumeR
 
 func (r *Runtime) DetachVolume(_ context.Context, req *mriv1alpha1.DetachVolumeRequest) (*mriv1alpha1.DetachVolumeResponse, error) {
 	m, err := r.mutate(req.GetId(), func(m *mriv1alpha1.Machine) (bool, error) {
-		for i, have := range m.Spec.Volumes {
-			if have.GetName() == req.GetName() {
-				m.Spec.Volumes = append(m.Spec.Volumes[:i], m.Spec.Volumes[i+1:]...)
-				return true, nil
-			}
-		}
-		return false, nil
+		return mutate.DetachVolume(m.Spec, req.GetName()), nil
 	})
 	if err != nil {
 		return nil, err
@@ -163,16 +136,7 @@ func (r *Runtime) AttachNetworkInterface(_ context.Context, req *mriv1alpha1.Att
 		return nil, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "a network interface needs a name and a network")
 	}
 	m, err := r.mutate(req.GetId(), func(m *mriv1alpha1.Machine) (bool, error) {
-		for _, have := range m.Spec.NetworkInterfaces {
-			if have.GetName() == n.GetName() {
-				if proto.Equal(have, n) {
-					return false, nil
-				}
-				return false, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_ALREADY_EXISTS, "network interface %q is attached with other settings", n.GetName())
-			}
-		}
-		m.Spec.NetworkInterfaces = append(m.Spec.NetworkInterfaces, proto.Clone(n).(*mriv1alpha1.NetworkInterface))
-		return true, nil
+		return mutate.AttachNetworkInterface(m.Spec, n)
 	})
 	if err != nil {
 		return nil, err
@@ -182,28 +146,10 @@ func (r *Runtime) AttachNetworkInterface(_ context.Context, req *mriv1alpha1.Att
 
 func (r *Runtime) DetachNetworkInterface(_ context.Context, req *mriv1alpha1.DetachNetworkInterfaceRequest) (*mriv1alpha1.DetachNetworkInterfaceResponse, error) {
 	m, err := r.mutate(req.GetId(), func(m *mriv1alpha1.Machine) (bool, error) {
-		for i, have := range m.Spec.NetworkInterfaces {
-			if have.GetName() == req.GetName() {
-				m.Spec.NetworkInterfaces = append(m.Spec.NetworkInterfaces[:i], m.Spec.NetworkInterfaces[i+1:]...)
-				return true, nil
-			}
-		}
-		return false, nil
+		return mutate.DetachNetworkInterface(m.Spec, req.GetName()), nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return &mriv1alpha1.DetachNetworkInterfaceResponse{Machine: m}, nil
-}
-
-func equalMaps(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if bv, ok := b[k]; !ok || bv != v {
-			return false
-		}
-	}
-	return true
 }

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/mri"
 )
@@ -89,14 +87,5 @@ func fakeIP(id string) string {
 // changed persists the state and tells watchers. mu must be held.
 func (r *Runtime) changed(t mriv1alpha1.MachineEvent_Type, m *mriv1alpha1.Machine) {
 	r.persistLocked()
-	ev := &mriv1alpha1.MachineEvent{Type: t, Machine: proto.Clone(m).(*mriv1alpha1.Machine)}
-	for sub, ch := range r.watchers {
-		select {
-		case ch <- ev:
-		default:
-			// A watcher that cannot keep up is dropped; it reconnects and gets the full set.
-			close(ch)
-			delete(r.watchers, sub)
-		}
-	}
+	r.events.Publish(t, m)
 }

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
-	"github.com/anvil-dev/anvil/internal/mri"
+	"github.com/anvil-dev/anvil/internal/mri/mutate"
 )
 
 // mutate runs change on machine id under the lock. When change reports a spec change, the
@@ -76,14 +76,13 @@ func (r *Runtime) DeleteMachine(_ context.Context, req *mriv1alpha1.DeleteMachin
 }
 
 func (r *Runtime) UpdateMachinePower(_ context.Context, req *mriv1alpha1.UpdateMachinePowerRequest) (*mriv1alpha1.UpdateMachinePowerResponse, error) {
-	if req.GetPower() == mriv1alpha1.Power_POWER_UNSPECIFIED {
-		return nil, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "power is unspecified: set POWER_ON or POWER_OFF")
+	if err := mutate.CheckPower(req.GetPower()); err != nil {
+		return nil, err
 	}
 	m, err := r.mutate(req.GetId(), func(m *machine) (bool, error) {
-		if m.rec.Machine.Spec.Power == req.GetPower() {
+		if !mutate.SetPower(m.rec.Machine.Spec, req.GetPower()) {
 			return false, nil
 		}
-		m.rec.Machine.Spec.Power = req.GetPower()
 		m.rec.GuestOff = false // a new power intent overrides what the guest did
 		m.obs.retryAt = time.Time{}
 		return true, nil
@@ -96,8 +95,8 @@ func (r *Runtime) UpdateMachinePower(_ context.Context, req *mriv1alpha1.UpdateM
 
 // RebootMachine asks for one reset per token; status.reboot_token shows it was done.
 func (r *Runtime) RebootMachine(_ context.Context, req *mriv1alpha1.RebootMachineRequest) (*mriv1alpha1.RebootMachineResponse, error) {
-	if req.GetToken() == "" {
-		return nil, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "a reboot needs a token")
+	if err := mutate.CheckRebootToken(req.GetToken()); err != nil {
+		return nil, err
 	}
 	m, err := r.mutate(req.GetId(), func(m *machine) (bool, error) {
 		if m.rec.RebootWanted == req.GetToken() {
@@ -114,17 +113,7 @@ func (r *Runtime) RebootMachine(_ context.Context, req *mriv1alpha1.RebootMachin
 
 func (r *Runtime) UpdateMachineLabels(_ context.Context, req *mriv1alpha1.UpdateMachineLabelsRequest) (*mriv1alpha1.UpdateMachineLabelsResponse, error) {
 	m, err := r.mutate(req.GetId(), func(m *machine) (bool, error) {
-		md := m.rec.Machine.Metadata
-		labels := map[string]string{}
-		for k, v := range req.GetLabels() {
-			labels[k] = v
-		}
-		labels[mri.LabelMachineUID] = md.Labels[mri.LabelMachineUID] // never dropped
-		if equalMaps(labels, md.Labels) {
-			return false, nil
-		}
-		md.Labels = labels
-		return true, nil
+		return mutate.SetLabels(m.rec.Machine.Metadata, req.GetLabels()), nil
 	})
 	if err != nil {
 		return nil, err
@@ -138,18 +127,11 @@ func (r *Runtime) AttachVolume(_ context.Context, req *mriv1alpha1.AttachVolumeR
 		return nil, err
 	}
 	m, err := r.mutate(req.GetId(), func(m *machine) (bool, error) {
-		spec := m.rec.Machine.Spec
-		for _, have := range spec.Volumes {
-			if have.GetName() == v.GetName() {
-				if proto.Equal(have, v) {
-					return false, nil
-				}
-				return false, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_ALREADY_EXISTS, "volume %q is attached with another source", v.GetName())
-			}
+		changed, err := mutate.AttachVolume(m.rec.Machine.Spec, v)
+		if changed {
+			m.rec.addVolume(v)
 		}
-		spec.Volumes = append(spec.Volumes, proto.Clone(v).(*mriv1alpha1.Volume))
-		m.rec.addVolume(v)
-		return true, nil
+		return changed, err
 	})
 	if err != nil {
 		return nil, err
@@ -159,17 +141,11 @@ func (r *Runtime) AttachVolume(_ context.Context, req *mriv1alpha1.AttachVolumeR
 
 func (r *Runtime) DetachVolume(_ context.Context, req *mriv1alpha1.DetachVolumeRequest) (*mriv1alpha1.DetachVolumeResponse, error) {
 	m, err := r.mutate(req.GetId(), func(m *machine) (bool, error) {
-		spec := m.rec.Machine.Spec
-		for i, have := range spec.Volumes {
-			if have.GetName() == req.GetName() {
-				spec.Volumes = append(spec.Volumes[:i], spec.Volumes[i+1:]...)
-				if d := m.rec.active(kindVolume, req.GetName()); d != nil {
-					d.Detached = true
-				}
-				return true, nil
-			}
+		if !mutate.DetachVolume(m.rec.Machine.Spec, req.GetName()) {
+			return false, nil
 		}
-		return false, nil
+		m.rec.detach(kindVolume, req.GetName())
+		return true, nil
 	})
 	if err != nil {
 		return nil, err
@@ -183,18 +159,11 @@ func (r *Runtime) AttachNetworkInterface(_ context.Context, req *mriv1alpha1.Att
 		return nil, err
 	}
 	m, err := r.mutate(req.GetId(), func(m *machine) (bool, error) {
-		spec := m.rec.Machine.Spec
-		for _, have := range spec.NetworkInterfaces {
-			if have.GetName() == n.GetName() {
-				if proto.Equal(have, n) {
-					return false, nil
-				}
-				return false, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_ALREADY_EXISTS, "network interface %q is attached with other settings", n.GetName())
-			}
+		changed, err := mutate.AttachNetworkInterface(m.rec.Machine.Spec, n)
+		if changed {
+			m.rec.addNIC(m.rec.Machine.Metadata.Id, n)
 		}
-		spec.NetworkInterfaces = append(spec.NetworkInterfaces, proto.Clone(n).(*mriv1alpha1.NetworkInterface))
-		m.rec.addNIC(m.rec.Machine.Metadata.Id, n)
-		return true, nil
+		return changed, err
 	})
 	if err != nil {
 		return nil, err
@@ -204,32 +173,14 @@ func (r *Runtime) AttachNetworkInterface(_ context.Context, req *mriv1alpha1.Att
 
 func (r *Runtime) DetachNetworkInterface(_ context.Context, req *mriv1alpha1.DetachNetworkInterfaceRequest) (*mriv1alpha1.DetachNetworkInterfaceResponse, error) {
 	m, err := r.mutate(req.GetId(), func(m *machine) (bool, error) {
-		spec := m.rec.Machine.Spec
-		for i, have := range spec.NetworkInterfaces {
-			if have.GetName() == req.GetName() {
-				spec.NetworkInterfaces = append(spec.NetworkInterfaces[:i], spec.NetworkInterfaces[i+1:]...)
-				if d := m.rec.active(kindNIC, req.GetName()); d != nil {
-					d.Detached = true
-				}
-				return true, nil
-			}
+		if !mutate.DetachNetworkInterface(m.rec.Machine.Spec, req.GetName()) {
+			return false, nil
 		}
-		return false, nil
+		m.rec.detach(kindNIC, req.GetName())
+		return true, nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return &mriv1alpha1.DetachNetworkInterfaceResponse{Machine: m}, nil
-}
-
-func equalMaps(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if bv, ok := b[k]; !ok || bv != v {
-			return false
-		}
-	}
-	return true
 }

@@ -72,7 +72,7 @@ func (r *Runtime) CreateMachine(ctx context.Context, req *mriv1alpha1.CreateMach
 		return nil, status.Errorf(codes.Unavailable, "writing machine %s: %v", id, err)
 	}
 	r.machines[id], r.byUID[uid] = m, id
-	r.notifyLocked(mriv1alpha1.MachineEvent_TYPE_ADDED, m.rec.Machine)
+	r.events.Publish(mriv1alpha1.MachineEvent_TYPE_ADDED, m.rec.Machine)
 	r.startWorker(id, m)
 	r.cfg.Log.Info("machine created", "id", id, "uid", uid, "architecture", arch)
 	return &mriv1alpha1.CreateMachineResponse{Machine: proto.Clone(m.rec.Machine).(*mriv1alpha1.Machine)}, nil

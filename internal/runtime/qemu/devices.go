@@ -46,6 +46,14 @@ func (rec *record) active(kind deviceKind, name string) *device {
 	return nil
 }
 
+// detach marks the device of the spec's volume or NIC called name detached: the device
+// stays in the record until the worker has unplugged and released it.
+func (rec *record) detach(kind deviceKind, name string) {
+	if d := rec.active(kind, name); d != nil {
+		d.Detached = true
+	}
+}
+
 // device returns the device with this QEMU id, nil when it is gone.
 func (rec *record) device(qemuID string) *device {
 	for _, d := range rec.Devices {

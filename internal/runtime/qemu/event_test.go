@@ -10,6 +10,7 @@ import (
 	"github.com/go-logr/logr"
 
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/mri/events"
 	"github.com/anvil-dev/anvil/internal/runtime/qemu/qmp"
 )
 
@@ -18,7 +19,7 @@ func bareWorker(t *testing.T, rec *record) *worker {
 	t.Helper()
 	state := t.TempDir()
 	r := &Runtime{cfg: Config{StateDir: state, Log: logr.Discard()}, machines: map[string]*machine{}, byUID: map[string]string{},
-		watchers: map[int]chan *mriv1alpha1.MachineEvent{}}
+		events: events.NewHub(watchBuffer)}
 	id := rec.Machine.Metadata.Id
 	if err := os.MkdirAll(machineDir(state, id), 0o700); err != nil {
 		t.Fatal(err)

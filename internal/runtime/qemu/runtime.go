@@ -17,6 +17,7 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/mri"
+	"github.com/anvil-dev/anvil/internal/mri/events"
 	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
 )
 
@@ -39,9 +40,9 @@ type Runtime struct {
 	mu       sync.Mutex
 	machines map[string]*machine
 	byUID    map[string]string
-	watchers map[int]chan *mriv1alpha1.MachineEvent
-	nextSub  int
-	closed   bool
+	// events is published to under mu, so a new stream's machines and events line up.
+	events *events.Hub
+	closed bool
 }
 
 // machine is one machine in memory: its record (persisted) and what was observed.
@@ -70,7 +71,7 @@ func New(cfg Config) (*Runtime, error) {
 		cfg: cfg, capacity: scaled(cpu, mem, cfg.CPUOvercommit, cfg.MemoryOvercommit),
 		archs:    map[mriv1alpha1.Architecture]computev1alpha1.Architecture{},
 		machines: map[string]*machine{}, byUID: map[string]string{},
-		watchers: map[int]chan *mriv1alpha1.MachineEvent{},
+		events: events.NewHub(watchBuffer),
 	}
 	for _, a := range cfg.Architectures {
 		r.archs[archToMRI[a]] = a
@@ -149,10 +150,7 @@ func (r *Runtime) Close() {
 		return
 	}
 	r.closed = true
-	for id, ch := range r.watchers {
-		close(ch)
-		delete(r.watchers, id)
-	}
+	r.events.Close()
 	r.mu.Unlock()
 	r.cancel()
 	r.wg.Wait()
@@ -179,25 +177,12 @@ func (r *Runtime) ListMachines(_ context.Context, req *mriv1alpha1.ListMachinesR
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	resp := &mriv1alpha1.ListMachinesResponse{}
-	for id, m := range r.machines {
-		if req.GetId() != "" && id != req.GetId() {
-			continue
+	for _, m := range r.machines {
+		if mri.Lists(req, m.rec.Machine) {
+			resp.Machines = append(resp.Machines, proto.Clone(m.rec.Machine).(*mriv1alpha1.Machine))
 		}
-		if !matches(m.rec.Machine.GetMetadata().GetLabels(), req.GetLabelSelector()) {
-			continue
-		}
-		resp.Machines = append(resp.Machines, proto.Clone(m.rec.Machine).(*mriv1alpha1.Machine))
 	}
 	return resp, nil
-}
-
-func matches(labels, selector map[string]string) bool {
-	for k, v := range selector {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // get returns the machine or NOT_FOUND; mu must be held.
@@ -226,23 +211,9 @@ func (r *Runtime) commitLocked(id string, m *machine) error {
 		m.written = raw
 	}
 	if !proto.Equal(before, m.rec.Machine) {
-		r.notifyLocked(mriv1alpha1.MachineEvent_TYPE_MODIFIED, m.rec.Machine)
+		r.events.Publish(mriv1alpha1.MachineEvent_TYPE_MODIFIED, m.rec.Machine)
 	}
 	return nil
-}
-
-// notifyLocked sends an event to every watcher; mu must be held.
-func (r *Runtime) notifyLocked(t mriv1alpha1.MachineEvent_Type, m *mriv1alpha1.Machine) {
-	ev := &mriv1alpha1.MachineEvent{Type: t, Machine: proto.Clone(m).(*mriv1alpha1.Machine)}
-	for sub, ch := range r.watchers {
-		select {
-		case ch <- ev:
-		default:
-			// A watcher that cannot keep up is dropped; it reconnects and gets the full set.
-			close(ch)
-			delete(r.watchers, sub)
-		}
-	}
 }
 
 // pokeLocked wakes the machine's worker.
@@ -253,49 +224,21 @@ func pokeLocked(m *machine) {
 	}
 }
 
+// watchBuffer is how many events a stream may fall behind before it is dropped and its
+// client reconnects for the full list.
+const watchBuffer = 1024
+
 // WatchEvents sends every machine, then every change, until the client goes away or the
 // runtime closes.
 func (r *Runtime) WatchEvents(_ *mriv1alpha1.WatchEventsRequest, stream mriv1alpha1.MachineRuntime_WatchEventsServer) error {
-	ch := make(chan *mriv1alpha1.MachineEvent, 1024)
 	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return nil
-	}
-	var initial []*mriv1alpha1.MachineEvent
+	current := make([]*mriv1alpha1.Machine, 0, len(r.machines))
 	for _, m := range r.machines {
-		initial = append(initial, &mriv1alpha1.MachineEvent{Type: mriv1alpha1.MachineEvent_TYPE_ADDED, Machine: proto.Clone(m.rec.Machine).(*mriv1alpha1.Machine)})
+		current = append(current, m.rec.Machine)
 	}
-	sub := r.nextSub
-	r.nextSub++
-	r.watchers[sub] = ch
+	sub := r.events.Subscribe(current)
 	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		if cur, ok := r.watchers[sub]; ok && cur == ch {
-			delete(r.watchers, sub)
-			close(ch)
-		}
-		r.mu.Unlock()
-	}()
-	for _, ev := range initial {
-		if err := stream.Send(ev); err != nil {
-			return err
-		}
-	}
-	for {
-		select {
-		case <-stream.Context().Done():
-			return nil
-		case ev, ok := <-ch:
-			if !ok {
-				return nil
-			}
-			if err := stream.Send(ev); err != nil {
-				return err
-			}
-		}
-	}
+	return sub.Stream(stream)
 }
 
 var errClosed = errors.New("qemu runtime: closed")

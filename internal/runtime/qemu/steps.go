@@ -199,7 +199,7 @@ func (w *worker) teardown() (gone bool) {
 	if uid := m.rec.Machine.Metadata.Labels[mri.LabelMachineUID]; w.r.byUID[uid] == w.id {
 		delete(w.r.byUID, uid)
 	}
-	w.r.notifyLocked(mriv1alpha1.MachineEvent_TYPE_DELETED, m.rec.Machine)
+	w.r.events.Publish(mriv1alpha1.MachineEvent_TYPE_DELETED, m.rec.Machine)
 	w.log.Info("machine deleted")
 	return true
 }
