@@ -10,7 +10,6 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/mri"
-	"github.com/anvil-dev/anvil/internal/poollet"
 	"github.com/anvil-dev/anvil/internal/runtime/fake"
 )
 
@@ -48,7 +47,7 @@ func (f *fakeFlags) config(name string) (fake.Config, error) {
 		StateFile: f.stateFile, Seed: f.seed,
 	}
 	for _, a := range f.archs {
-		arch := poollet.ArchToMRI(computev1alpha1.Architecture(a))
+		arch := mri.ArchToMRI(computev1alpha1.Architecture(a))
 		if arch == mriv1alpha1.Architecture_ARCHITECTURE_UNSPECIFIED {
 			return fake.Config{}, fmt.Errorf("--arch %q: use one of %v", a, computev1alpha1.KnownArchitectures)
 		}

@@ -16,28 +16,6 @@ const (
 	LabelMachineName      = "anvil.dev/machine-name"
 )
 
-var archToMRI = map[computev1alpha1.Architecture]mriv1alpha1.Architecture{
-	computev1alpha1.ArchitectureAMD64:   mriv1alpha1.Architecture_ARCHITECTURE_AMD64,
-	computev1alpha1.ArchitectureARM64:   mriv1alpha1.Architecture_ARCHITECTURE_ARM64,
-	computev1alpha1.ArchitectureRISCV64: mriv1alpha1.Architecture_ARCHITECTURE_RISCV64,
-	computev1alpha1.ArchitecturePPC64LE: mriv1alpha1.Architecture_ARCHITECTURE_PPC64LE,
-	computev1alpha1.ArchitectureS390X:   mriv1alpha1.Architecture_ARCHITECTURE_S390X,
-}
-
-// ArchToMRI converts an API architecture; unknown ones become UNSPECIFIED, which every
-// runtime refuses.
-func ArchToMRI(a computev1alpha1.Architecture) mriv1alpha1.Architecture { return archToMRI[a] }
-
-// ArchFromMRI converts back; UNSPECIFIED and unknown values become "".
-func ArchFromMRI(a mriv1alpha1.Architecture) computev1alpha1.Architecture {
-	for k, v := range archToMRI {
-		if v == a {
-			return k
-		}
-	}
-	return ""
-}
-
 // PowerToMRI converts the wanted power; the API defaults it to On, so "" means On here.
 func PowerToMRI(p computev1alpha1.Power) mriv1alpha1.Power {
 	if p == computev1alpha1.PowerOff {

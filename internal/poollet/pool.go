@@ -17,6 +17,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/mri"
 )
 
 // PoolReconciler keeps the MachinePool's status current from the runtime.
@@ -81,7 +82,7 @@ func (r *PoolReconciler) observe(ctx context.Context, mp *computev1alpha1.Machin
 	}
 	archs := make([]computev1alpha1.Architecture, 0, len(rs.GetArchitectures()))
 	for _, a := range rs.GetArchitectures() {
-		if arch := ArchFromMRI(a); arch != "" {
+		if arch := mri.ArchFromMRI(a); arch != "" {
 			archs = append(archs, arch)
 		}
 	}

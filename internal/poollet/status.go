@@ -6,6 +6,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/mri"
 )
 
 var stateFromMRI = map[mriv1alpha1.MachineState]computev1alpha1.MachineState{
@@ -41,7 +42,7 @@ func observedStatus(m *computev1alpha1.Machine, rm *mriv1alpha1.Machine, pool st
 	}
 	st.MachineID = rm.GetMetadata().GetId()
 	st.Pool = pool
-	st.Architecture = ArchFromMRI(rm.GetStatus().GetArchitecture())
+	st.Architecture = mri.ArchFromMRI(rm.GetStatus().GetArchitecture())
 	st.Addresses = nil
 	for _, a := range rm.GetStatus().GetAddresses() {
 		st.Addresses = append(st.Addresses, computev1alpha1.MachineAddress{Type: a.GetType(), Address: a.GetAddress()})

@@ -96,7 +96,7 @@ func (r *MachineReconciler) desiredSpec(ctx context.Context, m *computev1alpha1.
 		Class:             class.Name,
 		Resources:         ResourcesToMRI(class.Capabilities),
 		Image:             &mriv1alpha1.Image{Reference: m.Spec.Image, Digest: digest},
-		Architecture:      ArchToMRI(arch),
+		Architecture:      mri.ArchToMRI(arch),
 		Power:             PowerToMRI(m.Spec.Power),
 		FirstBoot:         boot,
 		Volumes:           volumesToMRI(m),

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/mri"
 )
 
 // qemuArchNames are QEMU's (and uname's) names of the architectures, beside anvil's.
@@ -24,7 +26,7 @@ func ParseArchitectures(names []string) ([]computev1alpha1.Architecture, error) 
 		if !ok {
 			a = computev1alpha1.Architecture(n)
 		}
-		if _, known := archToMRI[a]; !known {
+		if mri.ArchToMRI(a) == mriv1alpha1.Architecture_ARCHITECTURE_UNSPECIFIED {
 			return nil, fmt.Errorf("architecture %q: use amd64 (x86_64) or arm64 (aarch64)", n)
 		}
 		if !seen[a] {

@@ -46,14 +46,7 @@ func BenchmarkCreateToMarker(b *testing.B) {
 	}
 }
 
-func archOf(a mriv1alpha1.Architecture) computev1alpha1.Architecture {
-	for k, v := range archToMRI {
-		if v == a {
-			return k
-		}
-	}
-	return ""
-}
+func archOf(a mriv1alpha1.Architecture) computev1alpha1.Architecture { return mri.ArchFromMRI(a) }
 
 func consolePath(state, id string) string { return machineDir(state, id) + "/" + consoleFile }
 

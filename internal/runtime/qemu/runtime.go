@@ -74,7 +74,7 @@ func New(cfg Config) (*Runtime, error) {
 		events: events.NewHub(watchBuffer),
 	}
 	for _, a := range cfg.Architectures {
-		r.archs[archToMRI[a]] = a
+		r.archs[mri.ArchToMRI(a)] = a
 	}
 	for _, d := range []string{machinesDir, volumesDir} {
 		if err := os.MkdirAll(filepath.Join(cfg.StateDir, d), 0o700); err != nil {
@@ -168,7 +168,7 @@ func (r *Runtime) Status(context.Context, *mriv1alpha1.StatusRequest) (*mriv1alp
 		Allocatable: proto.Clone(r.capacity).(*mriv1alpha1.Resources),
 	}
 	for _, a := range r.cfg.Architectures {
-		resp.Architectures = append(resp.Architectures, archToMRI[a])
+		resp.Architectures = append(resp.Architectures, mri.ArchToMRI(a))
 	}
 	return resp, nil
 }
@@ -242,11 +242,3 @@ func (r *Runtime) WatchEvents(_ *mriv1alpha1.WatchEventsRequest, stream mriv1alp
 }
 
 var errClosed = errors.New("qemu runtime: closed")
-
-var archToMRI = map[computev1alpha1.Architecture]mriv1alpha1.Architecture{
-	computev1alpha1.ArchitectureAMD64:   mriv1alpha1.Architecture_ARCHITECTURE_AMD64,
-	computev1alpha1.ArchitectureARM64:   mriv1alpha1.Architecture_ARCHITECTURE_ARM64,
-	computev1alpha1.ArchitectureRISCV64: mriv1alpha1.Architecture_ARCHITECTURE_RISCV64,
-	computev1alpha1.ArchitecturePPC64LE: mriv1alpha1.Architecture_ARCHITECTURE_PPC64LE,
-	computev1alpha1.ArchitectureS390X:   mriv1alpha1.Architecture_ARCHITECTURE_S390X,
-}
