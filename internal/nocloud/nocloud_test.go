@@ -28,17 +28,24 @@ func writeSeed(t *testing.T, user, meta []byte) string {
 	return path
 }
 
-// An independent ISO9660 reader sees the label and both files through the primary names.
-func TestWriteISOPrimaryVolume(t *testing.T) {
+// openSeed writes a seed and opens it with an independent ISO9660 reader.
+func openSeed(t *testing.T, userData, metaData []byte) *iso9660.Image {
+	t.Helper()
 	f, err := os.Open(writeSeed(t, userData, metaData))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	t.Cleanup(func() { f.Close() })
 	img, err := iso9660.OpenImage(f)
 	if err != nil {
 		t.Fatalf("reading the image back: %v", err)
 	}
+	return img
+}
+
+// An independent ISO9660 reader sees the label and both files through the primary names.
+func TestWriteISOPrimaryVolume(t *testing.T) {
+	img := openSeed(t, userData, metaData)
 	if label, err := img.Label(); err != nil || label != "cidata" {
 		t.Errorf("label = %q, %v; want cidata", label, err)
 	}
@@ -136,15 +143,7 @@ func TestWriteISOIsReproducible(t *testing.T) {
 // Empty and multi-sector files keep their own extents.
 func TestWriteISOSizes(t *testing.T) {
 	big := bytes.Repeat([]byte("0123456789abcdef"), 1000) // 16000 bytes: 8 sectors
-	f, err := os.Open(writeSeed(t, big, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := iso9660.OpenImage(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	img := openSeed(t, big, nil)
 	root, err := img.RootDir()
 	if err != nil {
 		t.Fatal(err)
