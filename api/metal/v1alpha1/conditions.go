@@ -1,0 +1,49 @@
+package v1alpha1
+
+// Condition types of a Host. Every condition carries a Reason.
+const (
+	// ConditionRegistered: the provisioner knows the Host and can reach its BMC.
+	ConditionRegistered = "Registered"
+	// ConditionInspected: the Host's hardware was inspected; HardwareData holds it.
+	ConditionInspected = "Inspected"
+	// ConditionProvisioned: the Host runs the image of spec.image.
+	ConditionProvisioned = "Provisioned"
+	// ConditionReady is the summary: the Host is in the state its spec asks, without error.
+	ConditionReady = "Ready"
+)
+
+// Reasons of a Host's conditions.
+const (
+	ReasonRegistered             = "Registered"
+	ReasonRegistering            = "Registering"
+	ReasonCredentialsMissing     = "CredentialsSecretMissing"
+	ReasonCredentialsInvalid     = "CredentialsInvalid"
+	ReasonBMCUnreachable         = "BMCUnreachable"
+	ReasonRegistrationFailed     = "RegistrationFailed"
+	ReasonInspecting             = "Inspecting"
+	ReasonInspected              = "Inspected"
+	ReasonInspectionFailed       = "InspectionFailed"
+	ReasonNotProvisioned         = "NotProvisioned"
+	ReasonProvisioning           = "Provisioning"
+	ReasonProvisioned            = "Provisioned"
+	ReasonAdopted                = "Adopted"
+	ReasonProvisioningFailed     = "ProvisioningFailed"
+	ReasonImageUnavailable       = "ImageUnavailable"
+	ReasonImageChecksumMismatch  = "ImageChecksumMismatch"
+	ReasonConfigDriveMissing     = "ConfigDriveSecretMissing"
+	ReasonDeprovisioning         = "Deprovisioning"
+	ReasonDeprovisioningFailed   = "DeprovisioningFailed"
+	ReasonDetached               = "Detached"
+	ReasonDeleting               = "Deleting"
+	ReasonProvisionerUnavailable = "ProvisionerUnavailable"
+	ReasonReady                  = "Ready"
+	ReasonPowerChangeFailed      = "PowerChangeFailed"
+)
+
+// FinalizerHost holds a Host's deletion until the provisioner has deprovisioned (unless
+// detached) and forgotten it.
+const FinalizerHost = "metal.anvil.dev/host"
+
+// LabelMachine marks a tenant's projected HardwareData with the name of the Machine it
+// describes. The copy carries no reference back to the Host or its namespace.
+const LabelMachine = "metal.anvil.dev/machine"
