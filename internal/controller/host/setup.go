@@ -1,0 +1,64 @@
+package host
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
+)
+
+// indexSecrets names the Secrets a Host reads: BMC credentials and config drive.
+const indexSecrets = "metal.anvil.dev/secrets"
+
+// SetupWithManager registers the controller. workers bounds concurrent reconciles; the
+// provisioner's own queue bounds concurrent deployments.
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, workers int) error {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &metalv1alpha1.Host{}, indexSecrets, func(o client.Object) []string {
+		h := o.(*metalv1alpha1.Host)
+		var names []string
+		if h.Spec.BMC.CredentialsSecretRef != nil {
+			names = append(names, h.Spec.BMC.CredentialsSecretRef.Name)
+		}
+		if h.Spec.ConfigDrive != nil {
+			names = append(names, h.Spec.ConfigDrive.Name)
+		}
+		return names
+	}); err != nil {
+		return err
+	}
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("host").
+		// Status writes, ours included, are not a reason to look again: that would undo
+		// the back-off. Spec (generation), annotations and deletion are.
+		For(&metalv1alpha1.Host{}, builder.WithPredicates(predicate.Or(
+			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.hostsReading)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(workers, 1)})
+	if r.Triggers != nil {
+		b = b.WatchesRawSource(source.Channel(r.Triggers, &handler.EnqueueRequestForObject{}))
+	}
+	return b.Complete(r)
+}
+
+// hostsReading maps a Secret to the Hosts that read it, so a fixed credentials Secret
+// registers its Hosts again at once.
+func (r *Reconciler) hostsReading(ctx context.Context, o client.Object) []reconcile.Request {
+	var hosts metalv1alpha1.HostList
+	if err := r.Client.List(ctx, &hosts, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexSecrets: o.GetName()}); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(hosts.Items))
+	for i := range hosts.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&hosts.Items[i])})
+	}
+	return reqs
+}

@@ -1,0 +1,252 @@
+// Package hostplan decides, from a Host and what the provisioner says of its server, the
+// one thing the Host controller does next and the status it reports. It calls nothing:
+// the controller gathers the inputs, carries out the Action and writes the status.
+//
+// The decision is level-based. Registration is checked in every state, so a provisioner
+// that lost its records gets the Host back: re-enrolled, and — when status.image says the
+// server was provisioned — adopted, never written again.
+package hostplan
+
+import (
+	"fmt"
+
+	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/provisioner"
+)
+
+// Action is the one provisioner call a reconcile makes. The zero value is invalid.
+type Action int
+
+const (
+	ActionInvalid Action = iota
+	// ActionWait: nothing to call; the server is busy or the Host is where it should be.
+	ActionWait
+	ActionRegister
+	ActionInspect
+	// ActionReadHardware reads what inspection found and writes HardwareData.
+	ActionReadHardware
+	ActionProvide
+	// ActionProvision verifies the image, builds the config drive and provisions.
+	ActionProvision
+	ActionDeprovision
+	ActionPowerOn
+	ActionPowerOff
+	ActionAdopt
+	ActionDetach
+	ActionDelete
+	// ActionRemoveFinalizer: the provisioner has forgotten the Host; let it go.
+	ActionRemoveFinalizer
+)
+
+var actionNames = [...]string{"Invalid", "Wait", "Register", "Inspect", "ReadHardware", "Provide",
+	"Provision", "Deprovision", "PowerOn", "PowerOff", "Adopt", "Detach", "Delete", "RemoveFinalizer"}
+
+func (a Action) String() string {
+	if a < 0 || int(a) >= len(actionNames) {
+		return fmt.Sprintf("Action(%d)", int(a))
+	}
+	return actionNames[a]
+}
+
+// Input is everything the decision depends on.
+type Input struct {
+	Host *metalv1alpha1.Host
+	// Node is the provisioner's view of the server; nil when it does not know the Host.
+	Node *provisioner.Node
+	// HardwareKnown: a HardwareData for the Host exists, so inspection need not run again.
+	HardwareKnown bool
+	// Reregister: the BMC details or credentials changed since the last registration.
+	Reregister bool
+}
+
+// Plan is the decision: one action and the status to report while it runs.
+type Plan struct {
+	Action Action
+	// State and Operational are the Host's status after this reconcile.
+	State       metalv1alpha1.ProvisioningState
+	Operational metalv1alpha1.OperationalStatus
+	// Reason and Message explain the Ready condition. Message is the provisioner's error
+	// when Operational is Error.
+	Reason, Message string
+	// Busy: the server is in the middle of something only the provisioner can report the
+	// end of; the controller looks again soon.
+	Busy bool
+	// Failed: the Host is in error; the controller backs off before trying again.
+	Failed bool
+}
+
+// Decide returns the next step for in.Host.
+func Decide(in Input) Plan {
+	h := in.Host
+	st := h.Status.ProvisioningState
+	if st == "" {
+		st = metalv1alpha1.StateRegistering
+	}
+	if h.DeletionTimestamp != nil {
+		return deleting(in, st)
+	}
+	if h.Spec.Detached {
+		if in.Node != nil {
+			return Plan{Action: ActionDetach, State: st, Operational: metalv1alpha1.OperationalDetached, Reason: metalv1alpha1.ReasonDetached}
+		}
+		return Plan{Action: ActionWait, State: st, Operational: metalv1alpha1.OperationalDetached, Reason: metalv1alpha1.ReasonDetached,
+			Message: "the provisioner has forgotten this Host; the server runs as it was"}
+	}
+	n := in.Node
+	if n == nil || in.Reregister {
+		return Plan{Action: ActionRegister, State: registeringState(h, st), Operational: metalv1alpha1.OperationalOK,
+			Reason: metalv1alpha1.ReasonRegistering, Busy: true}
+	}
+	switch n.State {
+	case provisioner.StateEnrolling:
+		return busy(registeringState(h, st), metalv1alpha1.ReasonRegistering)
+	case provisioner.StateManageable:
+		return manageable(in)
+	case provisioner.StateInspecting:
+		return busy(metalv1alpha1.StateInspecting, metalv1alpha1.ReasonInspecting)
+	case provisioner.StateCleaning:
+		if wasProvisioned(h) || st == metalv1alpha1.StateDeprovisioning {
+			return busy(metalv1alpha1.StateDeprovisioning, metalv1alpha1.ReasonDeprovisioning)
+		}
+		return busy(metalv1alpha1.StateInspecting, metalv1alpha1.ReasonInspecting)
+	case provisioner.StateAvailable:
+		return available(in)
+	case provisioner.StateDeploying:
+		return busy(metalv1alpha1.StateProvisioning, metalv1alpha1.ReasonProvisioning)
+	case provisioner.StateAdopting:
+		return busy(metalv1alpha1.StateProvisioned, metalv1alpha1.ReasonAdopted)
+	case provisioner.StateActive:
+		return active(in)
+	case provisioner.StateDeleting:
+		return busy(metalv1alpha1.StateDeprovisioning, metalv1alpha1.ReasonDeprovisioning)
+	case provisioner.StateFailed:
+		return failed(in, st)
+	}
+	return Plan{Action: ActionWait, State: st, Operational: metalv1alpha1.OperationalError, Failed: true,
+		Reason: metalv1alpha1.ReasonRegistrationFailed, Message: fmt.Sprintf("the provisioner reports an unknown state %q", n.State)}
+}
+
+// wasProvisioned: the Host ran an image the last time anvil looked. Such a Host is
+// adopted, never provided, when the provisioner finds it Manageable.
+func wasProvisioned(h *metalv1alpha1.Host) bool { return h.Status.Image != nil }
+
+// registeringState keeps a provisioned Host's state while it is enrolled again: to its
+// tenant the server never stopped being Provisioned.
+func registeringState(h *metalv1alpha1.Host, st metalv1alpha1.ProvisioningState) metalv1alpha1.ProvisioningState {
+	if wasProvisioned(h) {
+		return metalv1alpha1.StateProvisioned
+	}
+	if st == metalv1alpha1.StateDeleting {
+		return st
+	}
+	return metalv1alpha1.StateRegistering
+}
+
+func busy(st metalv1alpha1.ProvisioningState, reason string) Plan {
+	return Plan{Action: ActionWait, State: st, Operational: metalv1alpha1.OperationalOK, Reason: reason, Busy: true}
+}
+
+func manageable(in Input) Plan {
+	h := in.Host
+	switch {
+	case wasProvisioned(h):
+		return Plan{Action: ActionAdopt, State: metalv1alpha1.StateProvisioned, Operational: metalv1alpha1.OperationalOK,
+			Reason: metalv1alpha1.ReasonAdopted, Busy: true}
+	case !in.HardwareKnown && h.Status.ProvisioningState == metalv1alpha1.StateInspecting:
+		// Inspection was started and the server is back to Manageable: it has finished.
+		return Plan{Action: ActionReadHardware, State: metalv1alpha1.StateInspecting, Operational: metalv1alpha1.OperationalOK,
+			Reason: metalv1alpha1.ReasonInspected, Busy: true}
+	case !in.HardwareKnown:
+		return Plan{Action: ActionInspect, State: metalv1alpha1.StateInspecting, Operational: metalv1alpha1.OperationalOK,
+			Reason: metalv1alpha1.ReasonInspecting, Busy: true}
+	}
+	return Plan{Action: ActionProvide, State: metalv1alpha1.StateInspecting, Operational: metalv1alpha1.OperationalOK,
+		Reason: metalv1alpha1.ReasonInspected, Busy: true}
+}
+
+func available(in Input) Plan {
+	h := in.Host
+	if h.Spec.Image != nil {
+		return Plan{Action: ActionProvision, State: metalv1alpha1.StateProvisioning, Operational: metalv1alpha1.OperationalOK,
+			Reason: metalv1alpha1.ReasonProvisioning, Busy: true}
+	}
+	p := Plan{Action: ActionWait, State: metalv1alpha1.StateAvailable, Operational: metalv1alpha1.OperationalOK, Reason: metalv1alpha1.ReasonReady}
+	p.Action = powerAction(h, in.Node)
+	return p
+}
+
+func active(in Input) Plan {
+	h, n := in.Host, in.Node
+	if h.Spec.Image == nil || !SameImage(h.Spec.Image, n.Image) {
+		// Cleared, or a different image wanted: the disk is wiped first; Available then
+		// provisions the new one.
+		return Plan{Action: ActionDeprovision, State: metalv1alpha1.StateDeprovisioning, Operational: metalv1alpha1.OperationalOK,
+			Reason: metalv1alpha1.ReasonDeprovisioning, Busy: true}
+	}
+	return Plan{Action: powerAction(h, n), State: metalv1alpha1.StateProvisioned, Operational: metalv1alpha1.OperationalOK,
+		Reason: metalv1alpha1.ReasonProvisioned}
+}
+
+// powerAction switches power when the server's differs from spec.online; an unknown
+// power state is left alone rather than toggled blindly.
+func powerAction(h *metalv1alpha1.Host, n *provisioner.Node) Action {
+	switch {
+	case n.PowerOn == nil:
+		return ActionWait
+	case h.Spec.Online && !*n.PowerOn:
+		return ActionPowerOn
+	case !h.Spec.Online && *n.PowerOn:
+		return ActionPowerOff
+	}
+	return ActionWait
+}
+
+// failed chooses the way out of a failed operation. Every way is a retry of something
+// idempotent, after the controller's back-off, so nothing stays stuck: a fixed spec, BMC or
+// image makes the next attempt succeed.
+func failed(in Input, st metalv1alpha1.ProvisioningState) Plan {
+	h, n := in.Host, in.Node
+	p := Plan{Operational: metalv1alpha1.OperationalError, Message: n.LastError, Failed: true}
+	switch n.FailedFrom {
+	case provisioner.OpInspect:
+		p.Action, p.State, p.Reason = ActionInspect, metalv1alpha1.StateInspecting, metalv1alpha1.ReasonInspectionFailed
+	case provisioner.OpProvision:
+		// Deprovision takes a failed deploy back to Available, where a still-wanted image
+		// is provisioned again.
+		p.Action, p.State, p.Reason = ActionDeprovision, metalv1alpha1.StateProvisioning, metalv1alpha1.ReasonProvisioningFailed
+	case provisioner.OpAdopt:
+		p.Action, p.State, p.Reason = ActionAdopt, metalv1alpha1.StateProvisioned, metalv1alpha1.ReasonProvisioningFailed
+	case provisioner.OpClean, provisioner.OpDelete:
+		p.Action, p.State, p.Reason = ActionDeprovision, metalv1alpha1.StateDeprovisioning, metalv1alpha1.ReasonDeprovisioningFailed
+	default:
+		p.Action, p.State, p.Reason = ActionRegister, registeringState(h, st), RegistrationReason(n.LastError)
+	}
+	return p
+}
+
+func deleting(in Input, st metalv1alpha1.ProvisioningState) Plan {
+	h, n := in.Host, in.Node
+	p := Plan{State: metalv1alpha1.StateDeleting, Operational: metalv1alpha1.OperationalOK, Reason: metalv1alpha1.ReasonDeleting}
+	switch {
+	case n == nil:
+		p.Action = ActionRemoveFinalizer
+	case h.Spec.Detached:
+		p.Action, p.State = ActionDetach, st
+	case n.Busy:
+		p.Action, p.Busy = ActionWait, true
+	case n.State == provisioner.StateActive, n.State == provisioner.StateDeploying,
+		n.State == provisioner.StateFailed && (n.FailedFrom == provisioner.OpProvision || n.FailedFrom == provisioner.OpClean || n.FailedFrom == provisioner.OpDelete):
+		p.Action, p.State, p.Busy = ActionDeprovision, metalv1alpha1.StateDeprovisioning, true
+	case n.State == provisioner.StateDeleting, n.State == provisioner.StateCleaning, n.State == provisioner.StateInspecting:
+		p.Action, p.Busy = ActionWait, true
+	default:
+		p.Action, p.Busy = ActionDelete, true
+	}
+	return p
+}
+
+// SameImage reports whether the provisioner's image is the one the Host asks for. The
+// checksum decides: the same bytes under another URL need no new deployment.
+func SameImage(want *metalv1alpha1.HostImage, have provisioner.Image) bool {
+	return want != nil && want.Checksum == have.Checksum
+}
