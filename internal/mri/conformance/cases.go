@@ -215,6 +215,10 @@ func (s *suite) attachDetach(t *testing.T) {
 	m := s.create(t, s.newMachine(t))
 	id := m.Metadata.Id
 	s.await(t, id, "ran", settledIn(running))
+	if s.target.NoHotplug {
+		s.hotplugRefused(t, id)
+		return
+	}
 	vol := &mriv1alpha1.Volume{Name: "data", Source: &mriv1alpha1.Volume_EmptyDisk{EmptyDisk: &mriv1alpha1.EmptyDisk{SizeBytes: 1 << 20}}}
 	nic := &mriv1alpha1.NetworkInterface{Name: "eth1", Network: "default"}
 	for i := 0; i < 2; i++ { // the second time changes nothing
@@ -261,4 +265,26 @@ func listed(list []*mriv1alpha1.AttachmentStatus, name string) bool {
 		}
 	}
 	return false
+}
+
+// hotplugRefused checks a runtime that cannot hot-plug: attaching is INVALID and leaves
+// the machine as it was; detaching a name it does not have succeeds (E3).
+func (s *suite) hotplugRefused(t *testing.T, id string) {
+	before := s.get(t, id)
+	vol := &mriv1alpha1.Volume{Name: "data", Source: &mriv1alpha1.Volume_EmptyDisk{EmptyDisk: &mriv1alpha1.EmptyDisk{SizeBytes: 1 << 20}}}
+	_, err := s.c.AttachVolume(ctx(t), &mriv1alpha1.AttachVolumeRequest{Id: id, Volume: vol})
+	wantReason(t, err, codes.InvalidArgument, mriv1alpha1.ErrorReason_ERROR_REASON_INVALID)
+	nic := &mriv1alpha1.NetworkInterface{Name: "eth1", Network: "default"}
+	_, err = s.c.AttachNetworkInterface(ctx(t), &mriv1alpha1.AttachNetworkInterfaceRequest{Id: id, NetworkInterface: nic})
+	wantReason(t, err, codes.InvalidArgument, mriv1alpha1.ErrorReason_ERROR_REASON_INVALID)
+	if _, err := s.c.DetachVolume(ctx(t), &mriv1alpha1.DetachVolumeRequest{Id: id, Name: "data"}); err != nil {
+		t.Fatalf("detaching a volume that was never attached: %v (E3)", err)
+	}
+	if _, err := s.c.DetachNetworkInterface(ctx(t), &mriv1alpha1.DetachNetworkInterfaceRequest{Id: id, Name: "eth1"}); err != nil {
+		t.Fatalf("detaching a network interface that was never attached: %v (E3)", err)
+	}
+	after := s.get(t, id)
+	if after.Metadata.Generation != before.Metadata.Generation || listed(after.Status.Volumes, "data") || listed(after.Status.NetworkInterfaces, "eth1") {
+		t.Errorf("refused attachments changed the machine:\nbefore %v\nafter  %v", before, after)
+	}
 }

@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -24,6 +25,14 @@ type Target struct {
 	Spec func() *mriv1alpha1.MachineSpec
 	// Timeout bounds the wait for a machine to reach a state.
 	Timeout time.Duration
+	// Labels are put on every machine the suite creates, besides its own: what the
+	// runtime needs of its caller, such as the namespace label a bare-metal runtime
+	// checks against its HostPolicies.
+	Labels map[string]string
+	// NoHotplug says the runtime cannot attach or detach a volume or network interface
+	// of an existing machine (bare metal): the suite then checks that Attach* is refused
+	// with INVALID and changes nothing, instead of checking attachments.
+	NoHotplug bool
 }
 
 // Run runs the whole suite.
@@ -67,12 +76,13 @@ func ctx(t *testing.T) context.Context {
 // newMachine returns a machine with a fresh uid label and the target's spec.
 func (s *suite) newMachine(t *testing.T) *mriv1alpha1.Machine {
 	s.n++
+	labels := map[string]string{}
+	maps.Copy(labels, s.target.Labels)
+	labels[mri.LabelMachineUID] = fmt.Sprintf("%s-%d-%d", t.Name(), s.n, time.Now().UnixNano())
+	labels["suite"] = "conformance"
 	return &mriv1alpha1.Machine{
-		Metadata: &mriv1alpha1.ObjectMetadata{Labels: map[string]string{
-			mri.LabelMachineUID: fmt.Sprintf("%s-%d-%d", t.Name(), s.n, time.Now().UnixNano()),
-			"suite":             "conformance",
-		}},
-		Spec: s.target.Spec(),
+		Metadata: &mriv1alpha1.ObjectMetadata{Labels: labels},
+		Spec:     s.target.Spec(),
 	}
 }
 
