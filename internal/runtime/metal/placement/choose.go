@@ -1,0 +1,145 @@
+package placement
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/labels"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
+)
+
+// Request is what a machine asks of a Host.
+type Request struct {
+	Architecture          computev1alpha1.Architecture
+	MilliCPU, MemoryBytes int64
+	Extended              map[string]int64
+	// Class names the machine's class in refusals.
+	Class        string
+	HostSelector map[string]string
+	// Namespace of the Machine, with its labels, for the HostPolicies.
+	Namespace       string
+	NamespaceLabels map[string]string
+}
+
+// Why a request has no Host, from the most to the least fundamental.
+type Reason string
+
+const (
+	ReasonWrongArchitecture Reason = "WrongArchitecture"
+	ReasonNoFit             Reason = "NoFit"
+	ReasonNoSelectorMatch   Reason = "NoSelectorMatch"
+	ReasonNotPermitted      Reason = "NotPermitted"
+	ReasonAllInUse          Reason = "AllInUse"
+)
+
+// Refusal says why no Host can take a request.
+type Refusal struct {
+	Reason  Reason
+	Message string
+}
+
+func (r *Refusal) Error() string { return r.Message }
+
+// Fits reports whether the request fits a Host of this size: enough cpu and memory, and
+// no extended resource but one ResourceHosts.
+func (req Request) Fits(size Size) bool {
+	if req.MilliCPU > size.MilliCPU || req.MemoryBytes > size.MemoryBytes {
+		return false
+	}
+	for name, v := range req.Extended {
+		if v > 0 && (name != ResourceHosts || v > 1) {
+			return false
+		}
+	}
+	return true
+}
+
+// Matches reports whether the Host can take the request now; the runtime asks it again of
+// a Host read fresh from the API server just before claiming it.
+func (inv Inventory) Matches(req Request, h *metalv1alpha1.Host) bool {
+	size, ok := inv.SizeOf(h)
+	return ok && h.Spec.Architecture == req.Architecture && req.Fits(size) &&
+		labels.SelectorFromSet(req.HostSelector).Matches(labels.Set(h.Labels)) &&
+		Permitted(h, inv.Policies, req.Namespace, req.NamespaceLabels) && Free(h)
+}
+
+// Candidates returns the free Hosts that can take the request, sorted by name so that
+// every runtime reading the same Hosts tries them in the same order; when there is none,
+// it says why. The filters run from the most fundamental (architecture) to the most
+// passing (in use), and the first that leaves nothing is the reason given.
+func (inv Inventory) Candidates(req Request) ([]*metalv1alpha1.Host, *Refusal) {
+	var ofArch []*metalv1alpha1.Host
+	for _, h := range inv.Hosts {
+		if h.Spec.Architecture == req.Architecture && inv.Counts(h) {
+			ofArch = append(ofArch, h)
+		}
+	}
+	if len(ofArch) == 0 {
+		return nil, &Refusal{ReasonWrongArchitecture, fmt.Sprintf("the pool has no %s Host", req.Architecture)}
+	}
+	fitting := filter(ofArch, func(h *metalv1alpha1.Host) bool {
+		size, ok := inv.SizeOf(h)
+		return ok && req.Fits(size)
+	})
+	if len(fitting) == 0 {
+		return nil, &Refusal{ReasonNoFit, fmt.Sprintf("no %s Host fits class %s (%s)", req.Architecture, req.Class, req.describe())}
+	}
+	sel := labels.SelectorFromSet(req.HostSelector)
+	selected := filter(fitting, func(h *metalv1alpha1.Host) bool { return sel.Matches(labels.Set(h.Labels)) })
+	if len(selected) == 0 {
+		return nil, &Refusal{ReasonNoSelectorMatch, fmt.Sprintf("none of the %d %s Hosts that fit class %s matches hostSelector %s",
+			len(fitting), req.Architecture, req.Class, formatSelector(req.HostSelector))}
+	}
+	permitted := filter(selected, func(h *metalv1alpha1.Host) bool {
+		return Permitted(h, inv.Policies, req.Namespace, req.NamespaceLabels)
+	})
+	if len(permitted) == 0 {
+		return nil, &Refusal{ReasonNotPermitted, fmt.Sprintf("no HostPolicy in namespace %s lets namespace %s use the %d Hosts that fit class %s%s",
+			selected[0].Namespace, req.Namespace, len(selected), req.Class, selectorSuffix(req.HostSelector))}
+	}
+	free := filter(permitted, Free)
+	if len(free) == 0 {
+		return nil, &Refusal{ReasonAllInUse, fmt.Sprintf("all %d Hosts that fit class %s%s and namespace %s may use are in use",
+			len(permitted), req.Class, selectorSuffix(req.HostSelector), req.Namespace)}
+	}
+	slices.SortFunc(free, func(a, b *metalv1alpha1.Host) int { return strings.Compare(a.Name, b.Name) })
+	return free, nil
+}
+
+func filter(hosts []*metalv1alpha1.Host, keep func(*metalv1alpha1.Host) bool) []*metalv1alpha1.Host {
+	var out []*metalv1alpha1.Host
+	for _, h := range hosts {
+		if keep(h) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// describe says what the request needs, for refusals.
+func (req Request) describe() string {
+	s := fmt.Sprintf("needs %s cpu and %s memory",
+		resource.NewMilliQuantity(req.MilliCPU, resource.DecimalSI), resource.NewQuantity(req.MemoryBytes, resource.BinarySI))
+	for _, name := range slices.Sorted(maps.Keys(req.Extended)) {
+		if v := req.Extended[name]; v > 0 && (name != ResourceHosts || v > 1) {
+			s += fmt.Sprintf(", %d %s, which no Host offers", v, name)
+		}
+	}
+	return s
+}
+
+func formatSelector(sel map[string]string) string {
+	return "{" + labels.SelectorFromSet(sel).String() + "}"
+}
+
+func selectorSuffix(sel map[string]string) string {
+	if len(sel) == 0 {
+		return ""
+	}
+	return " and hostSelector " + formatSelector(sel)
+}

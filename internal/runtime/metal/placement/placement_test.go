@@ -1,0 +1,200 @@
+package placement
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
+)
+
+func TestPolicy(t *testing.T) {
+	rack1 := host("h", labelled("rack", "1"))
+	for _, tc := range []struct {
+		name     string
+		p        *metalv1alpha1.HostPolicy
+		ns       string
+		nsLabels map[string]string
+		want     bool
+	}{
+		{"by name", policy(nil, "a", "b"), "b", nil, true},
+		{"another name", policy(nil, "a"), "b", nil, false},
+		{"no namespaces at all", policy(nil), "a", nil, false},
+		{"host selector matches", policy(map[string]string{"rack": "1"}, "a"), "a", nil, true},
+		{"host selector does not match", policy(map[string]string{"rack": "2"}, "a"), "a", nil, false},
+		{"namespace selector matches", policyBySelector(&metav1.LabelSelector{MatchLabels: map[string]string{"team": "x"}}), "a", map[string]string{"team": "x"}, true},
+		{"namespace selector does not match", policyBySelector(&metav1.LabelSelector{MatchLabels: map[string]string{"team": "x"}}), "a", map[string]string{"team": "y"}, false},
+		{"empty namespace selector allows all", policyBySelector(&metav1.LabelSelector{}), "a", nil, true},
+		{"broken namespace selector allows none", policyBySelector(&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: "Bogus"}}}), "a", map[string]string{"team": "x"}, false},
+	} {
+		if got := Permitted(rack1, []*metalv1alpha1.HostPolicy{tc.p}, tc.ns, tc.nsLabels); got != tc.want {
+			t.Errorf("%s: Permitted = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	broken := policy(nil, "a")
+	broken.Spec.HostSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "rack", Operator: "Bogus"}}}
+	if Offered(rack1, []*metalv1alpha1.HostPolicy{broken}) {
+		t.Error("a policy whose hostSelector does not parse covers a Host")
+	}
+}
+
+func TestCounts(t *testing.T) {
+	pol := []*metalv1alpha1.HostPolicy{policy(nil, "tenant")}
+	for _, tc := range []struct {
+		name     string
+		h        *metalv1alpha1.Host
+		policies []*metalv1alpha1.HostPolicy
+		want     bool
+	}{
+		{"free and offered", host("h"), pol, true},
+		{"free, no policy", host("h"), nil, false},
+		{"free, policy for other hosts", host("h"), []*metalv1alpha1.HostPolicy{policy(map[string]string{"rack": "9"}, "tenant")}, false},
+		{"registering", host("h", inState(metalv1alpha1.StateRegistering)), pol, false},
+		{"inspecting", host("h", inState(metalv1alpha1.StateInspecting)), pol, false},
+		{"free in error", host("h", operational(metalv1alpha1.OperationalError)), pol, false},
+		{"free, detached", host("h", detached), pol, false},
+		{"free, deleting", host("h", deleting), pol, false},
+		{"held, provisioned", host("h", heldBy("m"), inState(metalv1alpha1.StateProvisioned)), pol, true},
+		{"held, in error", host("h", heldBy("m"), inState(metalv1alpha1.StateProvisioning), operational(metalv1alpha1.OperationalError)), pol, true},
+		{"held, no policy any more", host("h", heldBy("m")), nil, true},
+		{"held, deleting", host("h", heldBy("m"), deleting), pol, false},
+	} {
+		inv := Inventory{Hosts: []*metalv1alpha1.Host{tc.h}, Policies: tc.policies}
+		if got := inv.Counts(tc.h); got != tc.want {
+			t.Errorf("%s: Counts = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestCapacity(t *testing.T) {
+	inv := Inventory{
+		Hosts: []*metalv1alpha1.Host{
+			host("a"),
+			host("b", size(4, 2048), heldBy("m")),
+			host("c", arch(computev1alpha1.ArchitectureARM64), noHardware),
+			host("d", arch(computev1alpha1.ArchitectureARM64), operational(metalv1alpha1.OperationalError)),
+			host("e", arch(computev1alpha1.ArchitectureRISCV64), inState(metalv1alpha1.StateInspecting)),
+		},
+		Hardware: map[string]*metalv1alpha1.HardwareDataSpec{
+			"c": {CPU: metalv1alpha1.CPU{Count: 2}, MemoryMiB: 1024},
+		},
+		Policies: []*metalv1alpha1.HostPolicy{policy(nil, "tenant")},
+	}
+	got := inv.Capacity()
+	want := Capacity{MilliCPU: 14000, MemoryBytes: (16<<10 + 2048 + 1024) << 20, Hosts: 3,
+		Architectures: []computev1alpha1.Architecture{computev1alpha1.ArchitectureAMD64, computev1alpha1.ArchitectureARM64}}
+	if got.MilliCPU != want.MilliCPU || got.MemoryBytes != want.MemoryBytes || got.Hosts != want.Hosts || !slices.Equal(got.Architectures, want.Architectures) {
+		t.Fatalf("Capacity = %+v, want %+v", got, want)
+	}
+}
+
+func class(name string, cpu, mem string, a computev1alpha1.Architecture, extra ...string) *computev1alpha1.MachineClass {
+	c := &computev1alpha1.MachineClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Architecture: a,
+		Capabilities: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)}}
+	for i := 0; i+1 < len(extra); i += 2 {
+		c.Capabilities[corev1.ResourceName(extra[i])] = resource.MustParse(extra[i+1])
+	}
+	return c
+}
+
+func TestSupportedClasses(t *testing.T) {
+	inv := Inventory{
+		Hosts: []*metalv1alpha1.Host{
+			host("a"), // 8 cpu, 16 GiB amd64
+			host("big", size(64, 512<<10), operational(metalv1alpha1.OperationalError)), // does not count
+			host("arm", arch(computev1alpha1.ArchitectureARM64), size(4, 8<<10)),
+		},
+		Policies: []*metalv1alpha1.HostPolicy{policy(nil, "tenant")},
+	}
+	classes := []*computev1alpha1.MachineClass{
+		class("whole", "8", "16Gi", "", ResourceHosts, "1"),
+		class("too-big", "16", "16Gi", ""),
+		class("only-on-big", "32", "256Gi", ""),
+		class("arm-small", "2", "4Gi", computev1alpha1.ArchitectureARM64),
+		class("arm-large", "8", "4Gi", computev1alpha1.ArchitectureARM64),
+		class("gpu", "1", "1Gi", "", "nvidia.com/gpu", "1"),
+		class("two-hosts", "1", "1Gi", "", ResourceHosts, "2"),
+	}
+	got := inv.SupportedClasses(classes)
+	if want := []string{"arm-small", "whole"}; !slices.Equal(got, want) {
+		t.Fatalf("SupportedClasses = %v, want %v", got, want)
+	}
+}
+
+func TestCandidates(t *testing.T) {
+	pol := []*metalv1alpha1.HostPolicy{policy(nil, "tenant")}
+	for _, tc := range []struct {
+		name     string
+		hosts    []*metalv1alpha1.Host
+		policies []*metalv1alpha1.HostPolicy
+		req      func(*Request)
+		want     []string
+		reason   Reason
+		says     string
+	}{
+		{name: "sorted by name", hosts: []*metalv1alpha1.Host{host("c"), host("a"), host("b")}, policies: pol,
+			want: []string{"a", "b", "c"}},
+		{name: "held, busy and unready hosts are skipped",
+			hosts: []*metalv1alpha1.Host{host("a", heldBy("m")), host("b", inState(metalv1alpha1.StateDeprovisioning)),
+				host("c", operational(metalv1alpha1.OperationalError)), host("d", detached), host("e")},
+			policies: pol, want: []string{"e"}},
+		{name: "no host of the architecture", hosts: []*metalv1alpha1.Host{host("a")}, policies: pol,
+			req: func(r *Request) { r.Architecture = computev1alpha1.ArchitectureARM64 }, reason: ReasonWrongArchitecture, says: "no arm64 Host"},
+		{name: "too big", hosts: []*metalv1alpha1.Host{host("a")}, policies: pol,
+			req: func(r *Request) { r.MilliCPU = 9000 }, reason: ReasonNoFit, says: "no amd64 Host fits class small (needs 9 cpu and 4Gi memory)"},
+		{name: "an extended resource no host has", hosts: []*metalv1alpha1.Host{host("a")}, policies: pol,
+			req: func(r *Request) { r.Extended = map[string]int64{"nvidia.com/gpu": 1} }, reason: ReasonNoFit, says: "1 nvidia.com/gpu, which no Host offers"},
+		{name: "one host resource is fine", hosts: []*metalv1alpha1.Host{host("a")}, policies: pol,
+			req: func(r *Request) { r.Extended = map[string]int64{ResourceHosts: 1} }, want: []string{"a"}},
+		{name: "host without hardware does not fit", hosts: []*metalv1alpha1.Host{host("a", noHardware)}, policies: pol,
+			reason: ReasonNoFit},
+		{name: "host selector", hosts: []*metalv1alpha1.Host{host("a", labelled("rack", "1")), host("b", labelled("rack", "2"))}, policies: pol,
+			req: func(r *Request) { r.HostSelector = map[string]string{"rack": "2"} }, want: []string{"b"}},
+		{name: "host selector matching nothing", hosts: []*metalv1alpha1.Host{host("a", labelled("rack", "1"))}, policies: pol,
+			req: func(r *Request) { r.HostSelector = map[string]string{"rack": "2"} }, reason: ReasonNoSelectorMatch,
+			says: "none of the 1 amd64 Hosts that fit class small matches hostSelector {rack=2}"},
+		{name: "namespace not allowed", hosts: []*metalv1alpha1.Host{host("a")}, policies: []*metalv1alpha1.HostPolicy{policy(nil, "other")},
+			reason: ReasonNotPermitted, says: "no HostPolicy in namespace infra lets namespace tenant use the 1 Hosts that fit class small"},
+		{name: "policy covers other hosts", hosts: []*metalv1alpha1.Host{host("a", labelled("rack", "1")), host("b", labelled("rack", "2"))},
+			policies: []*metalv1alpha1.HostPolicy{policy(map[string]string{"rack": "2"}, "tenant"), policy(nil, "other")}, want: []string{"b"}},
+		{name: "namespace allowed by label", hosts: []*metalv1alpha1.Host{host("a")},
+			policies: []*metalv1alpha1.HostPolicy{policyBySelector(&metav1.LabelSelector{MatchLabels: map[string]string{"metal": "yes"}})},
+			req:      func(r *Request) { r.NamespaceLabels = map[string]string{"metal": "yes"} }, want: []string{"a"}},
+		{name: "all in use", hosts: []*metalv1alpha1.Host{host("a", heldBy("m1")), host("b", heldBy("m2")), host("c", size(1, 1024))}, policies: pol,
+			reason: ReasonAllInUse, says: "all 2 Hosts that fit class small and namespace tenant may use are in use"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := small()
+			if tc.req != nil {
+				tc.req(&req)
+			}
+			inv := Inventory{Hosts: tc.hosts, Policies: tc.policies}
+			got, refusal := inv.Candidates(req)
+			if tc.reason != "" {
+				if refusal == nil {
+					t.Fatalf("Candidates = %v, want refusal %s", names(got), tc.reason)
+				}
+				if refusal.Reason != tc.reason || !strings.Contains(refusal.Message, tc.says) {
+					t.Fatalf("refusal %s %q, want %s saying %q", refusal.Reason, refusal.Message, tc.reason, tc.says)
+				}
+				return
+			}
+			if refusal != nil {
+				t.Fatalf("refused: %s", refusal.Message)
+			}
+			if !slices.Equal(names(got), tc.want) {
+				t.Fatalf("Candidates = %v, want %v", names(got), tc.want)
+			}
+			for _, h := range got {
+				if !inv.Matches(req, h) {
+					t.Errorf("candidate %s does not Match the request", h.Name)
+				}
+			}
+		})
+	}
+}
