@@ -14,6 +14,11 @@ packages=(
 	qemu-utils        # qemu-img, for qcow2 overlays
 	cpio              # packs the test OS's initramfs (hack/testos)
 	xz-utils          # kernel modules may come xz-compressed
+	# Ironic drives bare-metal servers (internal/ironic runs it as one `ironic` process):
+	# ironic-api brings the API and ironic-dbsync, ironic-conductor the conductor with
+	# the redfish (python3-sushy) and ipmi (ipmitool) drivers.
+	ironic-api
+	ironic-conductor
 )
 
 missing=()

@@ -1,0 +1,162 @@
+package ironic
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+)
+
+// Config says how to run Ironic.
+type Config struct {
+	// StateDir holds ironic.conf, the htpasswd file, the SQLite database and ironic.log.
+	// It must be an absolute path or one that can be made absolute; it is created.
+	StateDir string
+	// Host is the API's listen address; 127.0.0.1 when empty. Loopback only: the API
+	// speaks plain HTTP.
+	Host string
+	// Port is the API's port; 0 picks a free loopback port once, kept across restarts.
+	Port int
+	// Username and Password are the API's only credentials (HTTP basic auth).
+	Username, Password string
+	// MaxConcurrentDeploy and MaxConcurrentClean are Ironic's own limits
+	// ([conductor] max_concurrent_deploy / max_concurrent_clean); 0 keeps Ironic's
+	// defaults (250 and 50).
+	MaxConcurrentDeploy, MaxConcurrentClean int
+	// FakeDelays slow the fake-hardware interfaces down, for realistic load tests.
+	FakeDelays FakeDelays
+	// Log, when set, receives Ironic's output as well as StateDir/ironic.log.
+	Log io.Writer
+	// Logger receives the supervisor's own messages (starts, restarts).
+	Logger logr.Logger
+	// StartTimeout bounds how long one start may take to answer; 60 s when zero.
+	StartTimeout time.Duration
+	// HealthInterval is how often a running Ironic is asked whether it answers; 3 s
+	// when zero. Three failures in a row restart it.
+	HealthInterval time.Duration
+}
+
+// FakeDelays are the [fake] section's delays of the fake-hardware interfaces.
+type FakeDelays struct {
+	Power, Boot, Deploy, Management, Inspect Delay
+}
+
+// Delay is a sleep in whole seconds (Ironic parses integers): Min alone when Max <= Min,
+// otherwise a triangular random sleep between Min and Max weighted towards Min.
+type Delay struct {
+	Min, Max int
+}
+
+func (d Delay) String() string {
+	if d.Max <= d.Min {
+		return strconv.Itoa(d.Min)
+	}
+	return fmt.Sprintf("%d,%d", d.Min, d.Max)
+}
+
+// Defaults of the fields left zero.
+const (
+	DefaultHost           = "127.0.0.1"
+	DefaultStartTimeout   = 60 * time.Second
+	DefaultHealthInterval = 3 * time.Second
+	// healthFailures in a row make the supervisor restart Ironic.
+	healthFailures = 3
+)
+
+// paths are the files Ironic is run with, all inside StateDir.
+type paths struct {
+	dir, conf, htpasswd, db, log, pid, tftp, http, locks string
+}
+
+func pathsIn(dir string) paths {
+	return paths{
+		dir:      dir,
+		conf:     filepath.Join(dir, "ironic.conf"),
+		htpasswd: filepath.Join(dir, "htpasswd"),
+		db:       filepath.Join(dir, "ironic.db"),
+		log:      filepath.Join(dir, "ironic.log"),
+		pid:      filepath.Join(dir, "ironic.pid"),
+		tftp:     filepath.Join(dir, "tftpboot"),
+		http:     filepath.Join(dir, "httpboot"),
+		locks:    filepath.Join(dir, "locks"),
+	}
+}
+
+// hardware types and the interfaces they need. Every type enabled must find one enabled
+// interface of each kind it supports, or the conductor refuses to start, so the lists go
+// together:
+//   - fake-hardware: all fake interfaces; what tests and the dev site use.
+//   - redfish: sushy is installed (python3-sushy); redfish power/management/inspect and
+//     redfish-virtual-media boot load without other services. Deploying a real server
+//     still needs an IPA ramdisk (direct deploy), which anvil does not ship yet.
+//   - ipmi: ipmitool; its only boot interfaces are pxe/ipxe, whose loading writes boot
+//     files into [pxe] tftp_root and [deploy] http_root, so those point into StateDir.
+//     Nothing serves them (no TFTP/DHCP): enroll, manage, power and inspect work,
+//     deploying an ipmi server needs a PXE set-up anvil does not provide.
+var interfaces = [][2]string{
+	{"enabled_hardware_types", "fake-hardware,redfish,ipmi"},
+	{"enabled_bios_interfaces", "fake,no-bios,redfish"},
+	{"enabled_boot_interfaces", "fake,redfish-virtual-media,pxe"},
+	{"enabled_console_interfaces", "fake,no-console"},
+	{"enabled_deploy_interfaces", "fake,direct"},
+	{"enabled_inspect_interfaces", "fake,redfish,no-inspect"},
+	{"enabled_management_interfaces", "fake,redfish,ipmitool"},
+	{"enabled_network_interfaces", "noop"},
+	{"enabled_power_interfaces", "fake,redfish,ipmitool"},
+	{"enabled_raid_interfaces", "fake,no-raid"},
+	{"enabled_rescue_interfaces", "fake,no-rescue"},
+	{"enabled_storage_interfaces", "fake,noop"},
+	{"enabled_vendor_interfaces", "fake,no-vendor,ipmitool"},
+}
+
+// renderConfig is ironic.conf for c (defaults applied) and the files in p.
+func renderConfig(c Config, p paths) string {
+	var b strings.Builder
+	line := func(k string, v any) { fmt.Fprintf(&b, "%s = %v\n", k, v) }
+	b.WriteString("# Written by anvil (internal/ironic) on every start; edits are lost.\n[DEFAULT]\n")
+	// API and conductor in one process, no message bus.
+	line("rpc_transport", "none")
+	line("auth_strategy", "http_basic")
+	line("http_basic_auth_user_file", p.htpasswd)
+	// A fixed conductor name: reservations and the hash ring survive a host rename.
+	line("host", "anvil-ironic")
+	line("use_stderr", "true")
+	line("debug", "false")
+	for _, kv := range interfaces {
+		line(kv[0], kv[1])
+	}
+	b.WriteString("\n[database]\n")
+	line("connection", "sqlite:///"+p.db)
+	b.WriteString("\n[dhcp]\n")
+	line("dhcp_provider", "none")
+	b.WriteString("\n[conductor]\n")
+	// anvil wipes disks by writing images; cleaning is the Host controller's choice.
+	line("automated_clean", "false")
+	if c.MaxConcurrentDeploy > 0 {
+		line("max_concurrent_deploy", c.MaxConcurrentDeploy)
+	}
+	if c.MaxConcurrentClean > 0 {
+		line("max_concurrent_clean", c.MaxConcurrentClean)
+	}
+	b.WriteString("\n[api]\n")
+	line("host_ip", c.Host)
+	line("port", c.Port)
+	b.WriteString("\n[pxe]\n")
+	line("tftp_root", p.tftp)
+	b.WriteString("\n[deploy]\n")
+	line("http_root", p.http)
+	b.WriteString("\n[oslo_concurrency]\n")
+	line("lock_path", p.locks)
+	b.WriteString("\n[fake]\n")
+	d := c.FakeDelays
+	line("power_delay", d.Power)
+	line("boot_delay", d.Boot)
+	line("deploy_delay", d.Deploy)
+	line("management_delay", d.Management)
+	line("inspect_delay", d.Inspect)
+	return b.String()
+}
