@@ -1,0 +1,223 @@
+package metal
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/mri"
+	"github.com/anvil-dev/anvil/internal/mri/mutate"
+)
+
+// change edits a machine's Host, record and spec; it reports whether anything changed.
+type change func(h *metalv1alpha1.Host, rec *record, spec *mriv1alpha1.MachineSpec) (bool, error)
+
+// mutate applies change to the Host of machine id as read from the API server, retrying
+// on conflicts; a change bumps the generation (CONTRACT.md E4). A call that changes
+// nothing writes nothing (E3).
+func (r *Runtime) mutate(ctx context.Context, id string, fn change) (*mriv1alpha1.Machine, error) {
+	if err := r.awaitReady(ctx); err != nil {
+		return nil, err
+	}
+	var written *metalv1alpha1.Host
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		_, name, err := r.machine(id)
+		if err != nil {
+			return err
+		}
+		h := &metalv1alpha1.Host{}
+		if err := r.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: r.opts.Namespace, Name: name}, h); err != nil {
+			if apierrors.IsNotFound(err) {
+				return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_NOT_FOUND, "machine %q not found", id)
+			}
+			return err
+		}
+		rec, spec, err := decodeRecord(h)
+		if err != nil || rec == nil || rec.ID != id {
+			return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_NOT_FOUND, "machine %q not found", id)
+		}
+		changed, err := fn(h, rec, spec)
+		if err != nil || !changed {
+			return err
+		}
+		rec.Generation++
+		if err := encodeRecord(h, rec, spec); err != nil {
+			return status.Errorf(codes.Internal, "machine %s: %v", id, err)
+		}
+		if err := r.opts.Client.Update(ctx, h); err != nil {
+			return err
+		}
+		written = h
+		return nil
+	})
+	if err != nil {
+		if _, ok := status.FromError(err); ok {
+			return nil, err
+		}
+		return nil, unavailable("updating machine "+id, err)
+	}
+	if written != nil {
+		r.assume(written)
+		r.queue.Add(written.Name)
+	}
+	m, _, err := r.machine(id)
+	return m, err
+}
+
+// DeleteMachine clears the Host's image and config drive, which makes the Host
+// controller deprovision it; the Run loop releases the Host once it is Available again,
+// and the machine is gone.
+func (r *Runtime) DeleteMachine(ctx context.Context, req *mriv1alpha1.DeleteMachineRequest) (*mriv1alpha1.DeleteMachineResponse, error) {
+	_, err := r.mutate(ctx, req.GetId(), func(h *metalv1alpha1.Host, rec *record, _ *mriv1alpha1.MachineSpec) (bool, error) {
+		if rec.DeletedAt != 0 {
+			return false, nil
+		}
+		rec.DeletedAt = time.Now().UnixNano()
+		h.Spec.Image, h.Spec.ConfigDrive = nil, nil
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.opts.Log.Info("machine deleting", "machine", req.GetId())
+	return &mriv1alpha1.DeleteMachineResponse{}, nil
+}
+
+func (r *Runtime) UpdateMachinePower(ctx context.Context, req *mriv1alpha1.UpdateMachinePowerRequest) (*mriv1alpha1.UpdateMachinePowerResponse, error) {
+	if err := mutate.CheckPower(req.GetPower()); err != nil {
+		return nil, err
+	}
+	m, err := r.mutate(ctx, req.GetId(), func(h *metalv1alpha1.Host, _ *record, spec *mriv1alpha1.MachineSpec) (bool, error) {
+		if !mutate.SetPower(spec, req.GetPower()) {
+			return false, nil
+		}
+		h.Spec.Online = req.GetPower() == mriv1alpha1.Power_POWER_ON
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &mriv1alpha1.UpdateMachinePowerResponse{Machine: m}, nil
+}
+
+// RebootMachine asks the Host controller for one reset per token, through the Host's
+// AnnotationReboot. The token is reported as soon as it is on the Host: the request
+// survives any restart from then on.
+func (r *Runtime) RebootMachine(ctx context.Context, req *mriv1alpha1.RebootMachineRequest) (*mriv1alpha1.RebootMachineResponse, error) {
+	if err := mutate.CheckRebootToken(req.GetToken()); err != nil {
+		return nil, err
+	}
+	m, err := r.mutate(ctx, req.GetId(), func(h *metalv1alpha1.Host, _ *record, _ *mriv1alpha1.MachineSpec) (bool, error) {
+		if h.Annotations[AnnotationReboot] == req.GetToken() {
+			return false, nil
+		}
+		h.Annotations[AnnotationReboot] = req.GetToken()
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &mriv1alpha1.RebootMachineResponse{Machine: m}, nil
+}
+
+func (r *Runtime) UpdateMachineLabels(ctx context.Context, req *mriv1alpha1.UpdateMachineLabelsRequest) (*mriv1alpha1.UpdateMachineLabelsResponse, error) {
+	m, err := r.mutate(ctx, req.GetId(), func(_ *metalv1alpha1.Host, rec *record, _ *mriv1alpha1.MachineSpec) (bool, error) {
+		md := &mriv1alpha1.ObjectMetadata{Labels: rec.Labels}
+		if !mutate.SetLabels(md, req.GetLabels()) {
+			return false, nil
+		}
+		rec.Labels = md.Labels
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &mriv1alpha1.UpdateMachineLabelsResponse{Machine: m}, nil
+}
+
+// A server's disks and NICs are its own: nothing is plugged into or out of a bare-metal
+// machine once it exists. Attaching what the machine already has, or detaching what it
+// never had, succeeds and changes nothing (CONTRACT.md E3); anything else is INVALID.
+
+func (r *Runtime) AttachVolume(ctx context.Context, req *mriv1alpha1.AttachVolumeRequest) (*mriv1alpha1.AttachVolumeResponse, error) {
+	m, err := r.unchanged(ctx, req.GetId(), func(spec *mriv1alpha1.MachineSpec) error {
+		for _, v := range spec.GetVolumes() {
+			if v.GetName() == req.GetVolume().GetName() && proto.Equal(v, req.GetVolume()) {
+				return nil
+			}
+		}
+		return invalid("volume %q: a bare-metal machine cannot attach volumes; its disks are the server's own", req.GetVolume().GetName())
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &mriv1alpha1.AttachVolumeResponse{Machine: m}, nil
+}
+
+func (r *Runtime) DetachVolume(ctx context.Context, req *mriv1alpha1.DetachVolumeRequest) (*mriv1alpha1.DetachVolumeResponse, error) {
+	m, err := r.unchanged(ctx, req.GetId(), func(spec *mriv1alpha1.MachineSpec) error {
+		for _, v := range spec.GetVolumes() {
+			if v.GetName() == req.GetName() {
+				return invalid("volume %q: a bare-metal machine cannot detach its disks", req.GetName())
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &mriv1alpha1.DetachVolumeResponse{Machine: m}, nil
+}
+
+func (r *Runtime) AttachNetworkInterface(ctx context.Context, req *mriv1alpha1.AttachNetworkInterfaceRequest) (*mriv1alpha1.AttachNetworkInterfaceResponse, error) {
+	m, err := r.unchanged(ctx, req.GetId(), func(spec *mriv1alpha1.MachineSpec) error {
+		for _, n := range spec.GetNetworkInterfaces() {
+			if n.GetName() == req.GetNetworkInterface().GetName() && proto.Equal(n, req.GetNetworkInterface()) {
+				return nil
+			}
+		}
+		return invalid("network interface %q: a bare-metal machine cannot attach network interfaces; its NICs are the server's own", req.GetNetworkInterface().GetName())
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &mriv1alpha1.AttachNetworkInterfaceResponse{Machine: m}, nil
+}
+
+func (r *Runtime) DetachNetworkInterface(ctx context.Context, req *mriv1alpha1.DetachNetworkInterfaceRequest) (*mriv1alpha1.DetachNetworkInterfaceResponse, error) {
+	m, err := r.unchanged(ctx, req.GetId(), func(spec *mriv1alpha1.MachineSpec) error {
+		for _, n := range spec.GetNetworkInterfaces() {
+			if n.GetName() == req.GetName() {
+				return invalid("network interface %q: a bare-metal machine cannot detach its NICs", req.GetName())
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &mriv1alpha1.DetachNetworkInterfaceResponse{Machine: m}, nil
+}
+
+// unchanged answers a call that can only confirm what the machine already is.
+func (r *Runtime) unchanged(ctx context.Context, id string, check func(*mriv1alpha1.MachineSpec) error) (*mriv1alpha1.Machine, error) {
+	if err := r.awaitReady(ctx); err != nil {
+		return nil, err
+	}
+	m, _, err := r.machine(id)
+	if err != nil {
+		return nil, err
+	}
+	if err := check(m.GetSpec()); err != nil {
+		return nil, err
+	}
+	return m, nil
+}

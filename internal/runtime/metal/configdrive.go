@@ -1,0 +1,70 @@
+package metal
+
+import (
+	"encoding/json"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/mri"
+)
+
+// maxUserData bounds first-boot data: it must fit a Secret (1 MiB) beside its meta data.
+const maxUserData = 512 << 10
+
+// metaData is the config drive's meta_data.json (the OpenStack layout cloud-init and
+// Ignition read): uuid is the Machine's uid, so a new Machine on the same server is a
+// new instance to them; the hostname is the spec's, or the Machine's name.
+func metaData(id string, labels map[string]string, spec *mriv1alpha1.MachineSpec) ([]byte, error) {
+	name := machineName(id, labels)
+	hostname := spec.GetHostname()
+	if hostname == "" {
+		hostname = name
+	}
+	return json.Marshal(map[string]string{
+		"uuid":           labels[mri.LabelMachineUID],
+		"name":           name,
+		"hostname":       hostname,
+		"local-hostname": hostname,
+	})
+}
+
+// machineName is the Machine's name from the poollet's label, or the machine id for a
+// caller that does not set it.
+func machineName(id string, labels map[string]string) string {
+	if n := labels[LabelMachineName]; n != "" {
+		return n
+	}
+	return id
+}
+
+// userData is the first-boot config, Ignition or cloud-init, as the server reads it.
+func userData(spec *mriv1alpha1.MachineSpec) []byte {
+	fb := spec.GetFirstBoot()
+	if fb.GetFormat() == mriv1alpha1.ConfigFormat_CONFIG_FORMAT_NONE {
+		return nil
+	}
+	return fb.GetData()
+}
+
+// configDriveSecret is the Secret a Host's spec.configDrive names for the machine.
+func configDriveSecret(namespace, id string, labels map[string]string, spec *mriv1alpha1.MachineSpec) (*corev1.Secret, error) {
+	meta, err := metaData(id, labels, spec)
+	if err != nil {
+		return nil, err
+	}
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: namespace, Name: configDriveName(labels[mri.LabelMachineUID]),
+			Labels:      map[string]string{LabelConfigDrive: "true"},
+			Annotations: map[string]string{AnnotationMachineID: id},
+		},
+		Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{"meta_data": meta},
+	}
+	if ud := userData(spec); len(ud) > 0 {
+		s.Data["user_data"] = ud
+	}
+	return s, nil
+}

@@ -1,0 +1,272 @@
+package metal
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/mri"
+	"github.com/anvil-dev/anvil/internal/osimage"
+	"github.com/anvil-dev/anvil/internal/runtime/metal/placement"
+)
+
+// imageTimeout bounds the synchronous read of the image's manifests at create.
+const imageTimeout = 10 * time.Second
+
+// CreateMachine claims a free Host for the machine: idempotent on the machine-uid label,
+// it refuses before claiming anything what cannot run (architecture, image, capacity),
+// writes the config-drive Secret, then claims the first fitting Host in name order with
+// an update carrying the resourceVersion just read from the API server. A Host taken
+// meanwhile is a conflict, and the next one is tried.
+func (r *Runtime) CreateMachine(ctx context.Context, req *mriv1alpha1.CreateMachineRequest) (*mriv1alpha1.CreateMachineResponse, error) {
+	in := req.GetMachine()
+	spec := in.GetSpec()
+	if err := validateSpec(spec); err != nil {
+		return nil, err
+	}
+	labels := in.GetMetadata().GetLabels()
+	uid, ns := labels[mri.LabelMachineUID], labels[LabelMachineNamespace]
+	if uid == "" || ns == "" {
+		return nil, invalid("labels %s and %s are required: the namespace decides which Hosts HostPolicies allow", mri.LabelMachineUID, LabelMachineNamespace)
+	}
+	if err := r.awaitReady(ctx); err != nil {
+		return nil, err
+	}
+	id := machineID(r.opts.PoolName, uid)
+	if m, _, err := r.machine(id); err == nil {
+		return &mriv1alpha1.CreateMachineResponse{Machine: m}, nil
+	}
+	arch := mri.ArchFromMRI(spec.GetArchitecture())
+	inv, err := r.inventory(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if archs := inv.Capacity().Architectures; !slices.Contains(archs, arch) {
+		return nil, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_WRONG_ARCHITECTURE, "pool %s has Hosts of %v, not %s", r.opts.PoolName, archs, arch)
+	}
+	d, err := r.resolveDisk(ctx, spec.GetImage(), arch)
+	if err != nil {
+		return nil, err
+	}
+	nsLabels, err := r.namespaceLabels(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	res := spec.GetResources()
+	preq := placement.Request{
+		Architecture: arch, MilliCPU: res.GetMilliCpu(), MemoryBytes: res.GetMemoryBytes(), Extended: res.GetExtended(),
+		Class: spec.GetClass(), HostSelector: spec.GetHostSelector(), Namespace: ns, NamespaceLabels: nsLabels,
+	}
+
+	r.claimMu.Lock()
+	defer r.claimMu.Unlock()
+	if m, _, err := r.machine(id); err == nil { // created meanwhile by a repeated call
+		return &mriv1alpha1.CreateMachineResponse{Machine: m}, nil
+	}
+	if inv, err = r.inventory(ctx); err != nil {
+		return nil, err
+	}
+	candidates, refusal := inv.Candidates(preq)
+	if refusal != nil {
+		return nil, refuse(r.opts.PoolName, refusal)
+	}
+	c := &claim{id: id, uid: uid, namespace: ns, labels: labels, annotations: in.GetMetadata().GetAnnotations(), spec: spec, disk: d}
+	m, err := r.claimFirst(ctx, c, inv, preq, candidates)
+	if err != nil {
+		return nil, err
+	}
+	r.opts.Log.Info("machine created", "machine", id, "uid", uid, "namespace", ns, "host", m.host)
+	r.queue.Add(m.host)
+	return &mriv1alpha1.CreateMachineResponse{Machine: m.machine}, nil
+}
+
+// claim is one machine being created.
+type claim struct {
+	id, uid, namespace string
+	labels, annotations map[string]string
+	spec                *mriv1alpha1.MachineSpec
+	disk                disk
+}
+
+// claimFirst writes the config drive, then claims the first candidate still free when
+// read again from the API server. Until the claim holds, the Secret is this runtime's to
+// remove; after an answer that leaves it unknown whether the claim holds, it is kept and
+// the sweep removes it if no Host names its machine.
+func (r *Runtime) claimFirst(ctx context.Context, c *claim, inv placement.Inventory, preq placement.Request, candidates []*metalv1alpha1.Host) (*machineView, error) {
+	secret, err := configDriveSecret(r.opts.Namespace, c.id, c.labels, c.spec)
+	if err != nil {
+		return nil, invalid("config drive: %v", err)
+	}
+	r.mu.Lock()
+	r.claiming[c.id] = true
+	r.userData[c.id] = userData(c.spec)
+	r.mu.Unlock()
+	claimed := false
+	defer func() {
+		r.mu.Lock()
+		delete(r.claiming, c.id)
+		if !claimed {
+			delete(r.userData, c.id)
+		}
+		r.mu.Unlock()
+	}()
+	if err := r.writeSecret(ctx, secret); err != nil {
+		return nil, unavailable("writing the config drive", err)
+	}
+	dropSecret := func() {
+		if err := r.opts.Client.Delete(context.WithoutCancel(ctx), secret); client.IgnoreNotFound(err) != nil {
+			r.opts.Log.Error(err, "config drive of a machine that got no Host not removed; the sweep will", "machine", c.id)
+		}
+	}
+	for _, cand := range candidates {
+		h := &metalv1alpha1.Host{}
+		if err := r.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(cand), h); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			dropSecret()
+			return nil, unavailable("reading Host "+cand.Name, err)
+		}
+		if !inv.Matches(preq, h) {
+			continue // taken or changed since the cache saw it
+		}
+		if err := r.claimHost(h, c, secret.Name); err != nil {
+			dropSecret()
+			return nil, status.Errorf(codes.Internal, "machine %s: recording it on Host %s: %v", c.id, h.Name, err)
+		}
+		if err := r.opts.Client.Update(ctx, h); err != nil {
+			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+				r.opts.Log.V(1).Info("Host taken while claiming it; trying the next", "host", h.Name, "machine", c.id)
+				continue
+			}
+			// The claim may or may not have been written: a repeated create finds out, and
+			// the sweep removes the Secret if no Host names the machine.
+			r.queue.AddAfter(sweepKey, sweepGrace)
+			return nil, unavailable("claiming Host "+h.Name, err)
+		}
+		claimed = true
+		r.assume(h)
+		r.prefetch(h)
+		m, _, err := r.machine(c.id)
+		if err != nil {
+			return nil, unavailable("reading back machine "+c.id, err)
+		}
+		return &machineView{host: h.Name, machine: m}, nil
+	}
+	dropSecret()
+	return nil, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_NO_CAPACITY,
+		"pool %s: the %d Hosts that fit were all taken while claiming one", r.opts.PoolName, len(candidates))
+}
+
+// claimHost sets on h what makes it the machine's: the consumer, the image served by
+// this runtime, the config drive, the power, and the record.
+func (r *Runtime) claimHost(h *metalv1alpha1.Host, c *claim, secret string) error {
+	h.Spec.ConsumerRef = &metalv1alpha1.ConsumerReference{Namespace: c.namespace, Name: machineName(c.id, c.labels), UID: c.uid}
+	h.Spec.Image = &metalv1alpha1.HostImage{URL: r.diskURL(c.disk.Digest.Hex), Checksum: c.disk.Digest.String(), Format: c.disk.Format}
+	h.Spec.ConfigDrive = &metalv1alpha1.SecretReference{Name: secret}
+	h.Spec.Online = c.spec.GetPower() == mriv1alpha1.Power_POWER_ON
+	delete(h.Annotations, AnnotationReboot)
+	rec := &record{ID: c.id, Labels: c.labels, Annotations: c.annotations, Generation: 1, CreatedAt: time.Now().UnixNano()}
+	return encodeRecord(h, rec, c.spec)
+}
+
+// writeSecret creates the Secret, or replaces the data of the one a repeated or
+// interrupted create of the same machine left.
+func (r *Runtime) writeSecret(ctx context.Context, s *corev1.Secret) error {
+	err := r.opts.Client.Create(ctx, s.DeepCopy())
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	have := &corev1.Secret{}
+	if err := r.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(s), have); err != nil {
+		return err
+	}
+	have.Labels, have.Annotations, have.Data = s.Labels, s.Annotations, s.Data
+	return r.opts.Client.Update(ctx, have)
+}
+
+// resolveDisk finds the image's disk for arch, refusing as the qemu runtime does an
+// image that does not exist or lacks the architecture, and one without a disk.
+func (r *Runtime) resolveDisk(ctx context.Context, img *mriv1alpha1.Image, a computev1alpha1.Architecture) (disk, error) {
+	ctx, cancel := context.WithTimeout(ctx, imageTimeout)
+	defer cancel()
+	d, err := r.opts.disks.Disk(ctx, img.GetReference(), img.GetDigest(), a)
+	switch {
+	case err == nil:
+		return d, nil
+	case errors.Is(err, osimage.ErrImageNotFound):
+		return disk{}, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_IMAGE_NOT_FOUND, "image %s@%s: %v", img.GetReference(), img.GetDigest(), err)
+	case errors.Is(err, osimage.ErrWrongArchitecture):
+		return disk{}, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_WRONG_ARCHITECTURE, "%v", err)
+	case errors.Is(err, errNoDisk), strings.Contains(err.Error(), "not an anvil OS image"), strings.Contains(err.Error(), "image reference"):
+		return disk{}, invalid("%v", err)
+	}
+	return disk{}, unavailable("reading the image's manifests", err)
+}
+
+func (r *Runtime) diskURL(hex string) string {
+	return strings.TrimSuffix(r.imageURL, "/") + imagePath + hex
+}
+
+// refuse turns placement's answer into the MRI's: the caller hands the machine back to
+// the scheduler.
+func refuse(pool string, ref *placement.Refusal) error {
+	reason := mriv1alpha1.ErrorReason_ERROR_REASON_NO_CAPACITY
+	if ref.Reason == placement.ReasonWrongArchitecture {
+		reason = mriv1alpha1.ErrorReason_ERROR_REASON_WRONG_ARCHITECTURE
+	}
+	return mri.Errorf(reason, "pool %s: %s", pool, ref.Message)
+}
+
+func invalid(format string, args ...any) error {
+	return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, format, args...)
+}
+
+// validateSpec refuses what no Host can be given. A bare-metal machine has the server's
+// own disks and NICs: one image disk at most, no other volume.
+func validateSpec(s *mriv1alpha1.MachineSpec) error {
+	switch {
+	case s == nil:
+		return invalid("spec is required")
+	case s.GetPower() == mriv1alpha1.Power_POWER_UNSPECIFIED:
+		return invalid("spec.power is unspecified: set POWER_ON or POWER_OFF")
+	case s.GetArchitecture() == mriv1alpha1.Architecture_ARCHITECTURE_UNSPECIFIED || mri.ArchFromMRI(s.GetArchitecture()) == "":
+		return invalid("spec.architecture is unspecified")
+	case s.GetResources().GetMilliCpu() <= 0 || s.GetResources().GetMemoryBytes() <= 0:
+		return invalid("spec.resources needs cpu and memory")
+	case s.GetImage().GetReference() == "" || !strings.HasPrefix(s.GetImage().GetDigest(), "sha256:"):
+		return invalid("spec.image needs a reference and its sha256 digest: resolve the reference first")
+	case s.GetFirstBoot() != nil && s.GetFirstBoot().GetFormat() == mriv1alpha1.ConfigFormat_CONFIG_FORMAT_UNSPECIFIED:
+		return invalid("spec.first_boot.format is unspecified: set NONE, IGNITION or CLOUD_INIT")
+	case len(s.GetFirstBoot().GetData()) > maxUserData:
+		return invalid("spec.first_boot.data is %d bytes; a config drive holds at most %d", len(s.GetFirstBoot().GetData()), maxUserData)
+	}
+	images := 0
+	for _, v := range s.GetVolumes() {
+		if v.GetImageDisk() == nil {
+			return invalid("volume %q: a bare-metal machine has the server's own disks; only the image disk can be given", v.GetName())
+		}
+		if images++; images > 1 {
+			return invalid("volume %q: a bare-metal machine has one image disk", v.GetName())
+		}
+	}
+	names := map[string]bool{}
+	for _, n := range s.GetNetworkInterfaces() {
+		if n.GetName() == "" || names[n.GetName()] {
+			return invalid("network interface %q: names must be set and unique", n.GetName())
+		}
+		names[n.GetName()] = true
+	}
+	return nil
+}

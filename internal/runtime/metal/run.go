@@ -1,0 +1,317 @@
+package metal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
+)
+
+// sweepKey is the queue item that removes config-drive Secrets no machine uses.
+const sweepKey = "\x00sweep"
+
+// sweepGrace spares a Secret this young: its create may still be claiming a Host (in
+// this process or another).
+const sweepGrace = time.Minute
+
+// Run watches the namespace's Hosts and HardwareData, serves disks, and drives what
+// follows from Host changes: releasing the Hosts of deleted machines, copying hardware
+// to tenants, removing leftovers. Calls answer once the Hosts and config drives have
+// been read. It returns when ctx ends or the runtime is closed.
+func (r *Runtime) Run(ctx context.Context) error {
+	r.mu.Lock()
+	if r.closed || r.running {
+		r.mu.Unlock()
+		return errors.New("metal runtime: Run called twice or after Close")
+	}
+	r.running = true
+	r.mu.Unlock()
+	defer close(r.runDone)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(r.closing, cancel)
+	defer stop()
+
+	srv := &http.Server{Handler: r.imageHandler(), ReadHeaderTimeout: 10 * time.Second}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := srv.Serve(r.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			r.opts.Log.Error(err, "image server stopped")
+		}
+	}()
+	defer srv.Close()
+	defer r.queue.ShutDown()
+
+	if err := r.watch(ctx); err != nil {
+		return err
+	}
+	if err := r.start(ctx); err != nil {
+		return err
+	}
+	r.opts.Log.Info("metal runtime ready", "namespace", r.opts.Namespace, "pool", r.opts.PoolName, "images", r.imageURL)
+	r.queue.Add(sweepKey)
+	for range r.opts.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r.work(ctx) {
+			}
+		}()
+	}
+	<-ctx.Done()
+	return nil
+}
+
+func (r *Runtime) imageHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc(imagePath, r.serveDisk)
+	return mux
+}
+
+// watch registers the informer handlers and waits for every informer the runtime reads.
+func (r *Runtime) watch(ctx context.Context) error {
+	hosts, err := r.opts.Cache.GetInformer(ctx, &metalv1alpha1.Host{})
+	if err != nil {
+		return fmt.Errorf("metal runtime: watching Hosts: %w", err)
+	}
+	reg, err := hosts.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { r.hostChanged(obj, false) },
+		UpdateFunc: func(_, obj any) { r.hostChanged(obj, false) },
+		DeleteFunc: func(obj any) { r.hostChanged(obj, true) },
+	})
+	if err != nil {
+		return err
+	}
+	context.AfterFunc(ctx, func() { _ = hosts.RemoveEventHandler(reg) })
+	hw, err := r.opts.Cache.GetInformer(ctx, &metalv1alpha1.HardwareData{})
+	if err != nil {
+		return fmt.Errorf("metal runtime: watching HardwareData: %w", err)
+	}
+	// A Host's HardwareData has its name: new hardware may change a tenant's copy.
+	enqueue := func(obj any) {
+		if o, ok := obj.(client.Object); ok && o.GetNamespace() == r.opts.Namespace {
+			r.queue.Add(o.GetName())
+		}
+	}
+	hwReg, err := hw.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) },
+	})
+	if err != nil {
+		return err
+	}
+	context.AfterFunc(ctx, func() { _ = hw.RemoveEventHandler(hwReg) })
+	synced := []toolscache.InformerSynced{hosts.HasSynced, reg.HasSynced, hw.HasSynced}
+	for _, obj := range []client.Object{&metalv1alpha1.HostPolicy{}, &computev1alpha1.MachineClass{}, &corev1.Namespace{}} {
+		inf, err := r.opts.Cache.GetInformer(ctx, obj)
+		if err != nil {
+			return fmt.Errorf("metal runtime: watching %T: %w", obj, err)
+		}
+		synced = append(synced, inf.HasSynced)
+	}
+	if !toolscache.WaitForCacheSync(ctx.Done(), synced...) {
+		return fmt.Errorf("metal runtime: caches never synced: %w", ctx.Err())
+	}
+	return nil
+}
+
+// start reads the config drives' user data, computes every machine and opens the calls.
+func (r *Runtime) start(ctx context.Context) error {
+	secrets := &corev1.SecretList{}
+	if err := r.opts.APIReader.List(ctx, secrets, client.InNamespace(r.opts.Namespace), client.HasLabels{LabelConfigDrive}); err != nil {
+		return fmt.Errorf("metal runtime: listing config drives: %w", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range secrets.Items {
+		if id := s.Annotations[AnnotationMachineID]; id != "" {
+			r.userData[id] = s.Data["user_data"]
+		}
+	}
+	r.started = true
+	for name := range r.hosts {
+		r.refreshLocked(name)
+	}
+	for id := range r.userData {
+		if _, ok := r.machines[id]; !ok {
+			delete(r.userData, id) // a leftover the sweep removes
+		}
+	}
+	close(r.ready)
+	return nil
+}
+
+// hostChanged takes an informer event into the Hosts held, and queues the Host.
+func (r *Runtime) hostChanged(obj any, deleted bool) {
+	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	h, ok := obj.(*metalv1alpha1.Host)
+	if !ok || h.Namespace != r.opts.Namespace {
+		return
+	}
+	r.mu.Lock()
+	if deleted {
+		if id, held := r.byHost[h.Name]; held {
+			v := r.machines[id]
+			r.vacated[h.Name] = vacated{id: id, consumer: v.consumer}
+		}
+		delete(r.hosts, h.Name)
+		if r.started {
+			r.refreshLocked(h.Name)
+		}
+	} else {
+		r.observeLocked(h)
+	}
+	r.mu.Unlock()
+	r.queue.Add(h.Name)
+}
+
+// work handles one queued Host; false once the queue is shut down.
+func (r *Runtime) work(ctx context.Context) bool {
+	key, shutdown := r.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer r.queue.Done(key)
+	var after time.Duration
+	var err error
+	if key == sweepKey {
+		after, err = r.sweep(ctx)
+	} else {
+		err = r.sync(ctx, key)
+	}
+	switch {
+	case err != nil && ctx.Err() == nil:
+		r.opts.Log.Error(err, "retrying", "host", key)
+		r.queue.AddRateLimited(key)
+	case after > 0:
+		r.queue.Forget(key)
+		r.queue.AddAfter(key, after)
+	default:
+		r.queue.Forget(key)
+	}
+	return true
+}
+
+// sync brings what follows from one Host up to date: a deleted machine's Host released
+// once deprovisioned, a provisioned machine's hardware copied to its tenant, the disk of
+// a new claim in the cache, and what a deleted Host's machine left removed.
+func (r *Runtime) sync(ctx context.Context, name string) error {
+	r.mu.Lock()
+	h := r.hosts[name]
+	gone, wasVacated := r.vacated[name]
+	r.mu.Unlock()
+	if h == nil {
+		if !wasVacated {
+			return nil
+		}
+		if err := r.removeLeftovers(ctx, gone.id, gone.consumer); err != nil {
+			return err
+		}
+		r.mu.Lock()
+		delete(r.vacated, name)
+		r.mu.Unlock()
+		return nil
+	}
+	rec, _, err := decodeRecord(h)
+	if err != nil || rec == nil {
+		return nil
+	}
+	switch {
+	case rec.DeletedAt != 0 && released(h):
+		return r.release(ctx, h, rec)
+	case rec.DeletedAt != 0:
+		return nil // the Host controller is deprovisioning
+	case provisioned(h):
+		return r.project(ctx, h, rec)
+	default:
+		r.prefetch(h)
+	}
+	return nil
+}
+
+// release ends a deleted machine whose Host is deprovisioned: its tenant's hardware and
+// config drive go first, while the claim still says whose they are, then the claim.
+func (r *Runtime) release(ctx context.Context, h *metalv1alpha1.Host, rec *record) error {
+	if err := r.removeLeftovers(ctx, rec.ID, *h.Spec.ConsumerRef); err != nil {
+		return err
+	}
+	fresh := &metalv1alpha1.Host{}
+	if err := r.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(h), fresh); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if have, _, err := decodeRecord(fresh); err != nil || have == nil || have.ID != rec.ID || !released(fresh) {
+		return nil // changed meanwhile: its event brings it back
+	}
+	fresh.Spec.ConsumerRef, fresh.Spec.Online = nil, false
+	delete(fresh.Annotations, AnnotationMachine)
+	delete(fresh.Annotations, AnnotationReboot)
+	if err := r.opts.Client.Update(ctx, fresh); err != nil {
+		return err
+	}
+	r.assume(fresh)
+	r.opts.Log.Info("machine deleted; Host released", "machine", rec.ID, "host", h.Name)
+	return nil
+}
+
+// removeLeftovers deletes a machine's config-drive Secret and its tenant's HardwareData.
+func (r *Runtime) removeLeftovers(ctx context.Context, id string, consumer metalv1alpha1.ConsumerReference) error {
+	if err := r.unproject(ctx, consumer); err != nil {
+		return err
+	}
+	s := &corev1.Secret{}
+	s.Namespace, s.Name = r.opts.Namespace, configDriveName(consumer.UID)
+	if err := r.opts.Client.Delete(ctx, s); client.IgnoreNotFound(err) != nil {
+		return err
+	}
+	r.mu.Lock()
+	delete(r.projected, id)
+	r.mu.Unlock()
+	return nil
+}
+
+// sweep deletes config-drive Secrets whose machine no Host holds: left by a create that
+// crashed before its claim, or a release that crashed after it. It returns when to look
+// again for Secrets too young to judge.
+func (r *Runtime) sweep(ctx context.Context) (time.Duration, error) {
+	secrets := &corev1.SecretList{}
+	if err := r.opts.APIReader.List(ctx, secrets, client.InNamespace(r.opts.Namespace), client.HasLabels{LabelConfigDrive}); err != nil {
+		return 0, err
+	}
+	var again time.Duration
+	for i := range secrets.Items {
+		s := &secrets.Items[i]
+		id := s.Annotations[AnnotationMachineID]
+		r.mu.Lock()
+		_, used := r.machines[id]
+		used = used || r.claiming[id]
+		r.mu.Unlock()
+		if used {
+			continue
+		}
+		if age := time.Since(s.CreationTimestamp.Time); age < sweepGrace {
+			if wait := sweepGrace - age + time.Second; again == 0 || wait < again {
+				again = wait
+			}
+			continue
+		}
+		if err := r.opts.Client.Delete(ctx, s, client.Preconditions{UID: &s.UID}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+			return 0, err
+		}
+		r.opts.Log.Info("removed the config drive of a machine no Host holds", "machine", id, "secret", s.Name)
+	}
+	return again, nil
+}
