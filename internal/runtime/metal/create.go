@@ -93,7 +93,7 @@ func (r *Runtime) CreateMachine(ctx context.Context, req *mriv1alpha1.CreateMach
 
 // claim is one machine being created.
 type claim struct {
-	id, uid, namespace string
+	id, uid, namespace  string
 	labels, annotations map[string]string
 	spec                *mriv1alpha1.MachineSpec
 	disk                disk

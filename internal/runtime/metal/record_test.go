@@ -13,8 +13,8 @@ import (
 
 func TestRecordRoundTrip(t *testing.T) {
 	spec := &mriv1alpha1.MachineSpec{Class: "c", Power: mriv1alpha1.Power_POWER_ON, Architecture: mriv1alpha1.Architecture_ARCHITECTURE_AMD64,
-		Resources: &mriv1alpha1.Resources{MilliCpu: 1000, MemoryBytes: 1 << 30, Extended: map[string]int64{"anvil.dev/hosts": 1}},
-		FirstBoot: &mriv1alpha1.FirstBootConfig{Format: mriv1alpha1.ConfigFormat_CONFIG_FORMAT_IGNITION, Data: []byte(`{"ignition":{"password":"secret"}}`)},
+		Resources:    &mriv1alpha1.Resources{MilliCpu: 1000, MemoryBytes: 1 << 30, Extended: map[string]int64{"anvil.dev/hosts": 1}},
+		FirstBoot:    &mriv1alpha1.FirstBootConfig{Format: mriv1alpha1.ConfigFormat_CONFIG_FORMAT_IGNITION, Data: []byte(`{"ignition":{"password":"secret"}}`)},
 		HostSelector: map[string]string{"rack": "1"}}
 	h := claimed()
 	rec := &record{ID: "pool-x", Labels: map[string]string{"a": "b"}, Generation: 3, CreatedAt: 7}
@@ -119,7 +119,9 @@ func TestValidateSpec(t *testing.T) {
 			s.Volumes = append(s.Volumes, &mriv1alpha1.Volume{Name: "data", Source: &mriv1alpha1.Volume_EmptyDisk{EmptyDisk: &mriv1alpha1.EmptyDisk{SizeBytes: 1}}})
 		},
 		"two image disks": func(s *mriv1alpha1.MachineSpec) { s.Volumes = append(s.Volumes, s.Volumes[0]) },
-		"nic twice":       func(s *mriv1alpha1.MachineSpec) { s.NetworkInterfaces = []*mriv1alpha1.NetworkInterface{{Name: "a"}, {Name: "a"}} },
+		"nic twice": func(s *mriv1alpha1.MachineSpec) {
+			s.NetworkInterfaces = []*mriv1alpha1.NetworkInterface{{Name: "a"}, {Name: "a"}}
+		},
 	} {
 		s := good()
 		breakIt(s)
