@@ -152,7 +152,7 @@ func (r *Runtime) claimFirst(ctx context.Context, c *claim, inv placement.Invent
 			}
 			// The claim may or may not have been written: a repeated create finds out, and
 			// the sweep removes the Secret if no Host names the machine.
-			r.queue.AddAfter(sweepKey, sweepGrace)
+			r.queue.AddAfter(sweepKey, r.opts.sweepGrace)
 			return nil, unavailable("claiming Host "+h.Name, err)
 		}
 		claimed = true

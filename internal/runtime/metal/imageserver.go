@@ -103,8 +103,10 @@ func (r *Runtime) prefetch(h *metalv1alpha1.Host) {
 		return
 	}
 	r.prefetched[checksum] = true
+	r.background.Add(1)
 	r.mu.Unlock()
 	go func() {
+		defer r.background.Done()
 		ctx, cancel := context.WithTimeout(r.closing, pullTimeout)
 		defer cancel()
 		start := time.Now()

@@ -3,6 +3,7 @@ package metal
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -48,6 +49,8 @@ type Options struct {
 
 	// disks resolves OS images' disk layers; tests may replace it.
 	disks diskResolver
+	// sweepGrace spares config-drive Secrets this young (default sweepGrace).
+	sweepGrace time.Duration
 }
 
 // CacheOptions are what a cache needs to serve a runtime for namespace: Hosts,
@@ -77,6 +80,9 @@ func (o *Options) defaults() error {
 	}
 	if o.Workers <= 0 {
 		o.Workers = 4
+	}
+	if o.sweepGrace == 0 {
+		o.sweepGrace = sweepGrace
 	}
 	if o.disks == nil {
 		o.disks = &registryDisks{}

@@ -194,6 +194,9 @@ func (r *Runtime) work(ctx context.Context) bool {
 		err = r.sync(ctx, key)
 	}
 	switch {
+	case apierrors.IsConflict(err):
+		// Someone else wrote the Host meanwhile: look again, it is no failure.
+		r.queue.AddRateLimited(key)
 	case err != nil && ctx.Err() == nil:
 		r.opts.Log.Error(err, "retrying", "host", key)
 		r.queue.AddRateLimited(key)
@@ -302,8 +305,8 @@ func (r *Runtime) sweep(ctx context.Context) (time.Duration, error) {
 		if used {
 			continue
 		}
-		if age := time.Since(s.CreationTimestamp.Time); age < sweepGrace {
-			if wait := sweepGrace - age + time.Second; again == 0 || wait < again {
+		if age := time.Since(s.CreationTimestamp.Time); age < r.opts.sweepGrace {
+			if wait := r.opts.sweepGrace - age + time.Second; again == 0 || wait < again {
 				again = wait
 			}
 			continue

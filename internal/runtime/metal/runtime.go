@@ -40,6 +40,9 @@ type Runtime struct {
 	ready   chan struct{}
 	runDone chan struct{}
 
+	// background are the prefetches under way; Close waits for them.
+	background sync.WaitGroup
+
 	// claimMu makes this process's creates claim one at a time, so that two never race
 	// for the same first candidate.
 	claimMu sync.Mutex
@@ -127,6 +130,7 @@ func (r *Runtime) Close() {
 	r.mu.Unlock()
 	r.close()
 	r.queue.ShutDown()
+	r.background.Wait()
 	if running {
 		<-r.runDone
 	} else {

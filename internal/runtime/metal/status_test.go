@@ -40,8 +40,8 @@ func power(p metalv1alpha1.PowerState) hostOpt {
 	return func(h *metalv1alpha1.Host) { h.Status.PowerState = p }
 }
 
-// running is provisioned with the wanted image and powered on.
-func running(h *metalv1alpha1.Host) {
+// provisionedOn is provisioned with the wanted image and powered on.
+func provisionedOn(h *metalv1alpha1.Host) {
 	h.Status.ProvisioningState, h.Status.PowerState, h.Status.Image = metalv1alpha1.StateProvisioned, metalv1alpha1.PowerOn, testImage.DeepCopy()
 }
 
@@ -76,18 +76,18 @@ func TestObserve(t *testing.T) {
 		{"provisioning", claimed(state(metalv1alpha1.StateProvisioning)), on, false, pending, false, "Provisioning"},
 		{"provisioning failed", claimed(state(metalv1alpha1.StateProvisioning), failing(metalv1alpha1.ReasonImageChecksumMismatch)), on, false, pending, false, metalv1alpha1.ReasonImageChecksumMismatch},
 		{"unknown failure", claimed(state(metalv1alpha1.StateProvisioning), failing("Weird")), on, false, pending, false, "ServerError"},
-		{"provisioned, on", claimed(running), on, false, run, true, "On"},
-		{"provisioned, on, asked off", claimed(running), off, false, run, false, "Switching"},
-		{"provisioned, off", claimed(running, power(metalv1alpha1.PowerOff)), off, false, shut, true, "Off"},
-		{"provisioned, off, asked on", claimed(running, power(metalv1alpha1.PowerOff)), on, false, shut, false, "Switching"},
-		{"provisioned, power unknown", claimed(running, power(metalv1alpha1.PowerUnknown)), on, false, run, false, "Switching"},
-		{"provisioned, power change failed", claimed(running, power(metalv1alpha1.PowerOff), failing(metalv1alpha1.ReasonPowerChangeFailed)), on, false, shut, false, metalv1alpha1.ReasonPowerChangeFailed},
-		{"provisioned with another image", claimed(running, func(h *metalv1alpha1.Host) { h.Status.Image.Checksum = "sha256:" + strings.Repeat("b", 64) }), on, false, pending, false, "Waiting"},
-		{"same image from another URL", claimed(running, func(h *metalv1alpha1.Host) { h.Status.Image.URL = "http://elsewhere/x" }), on, false, run, true, "On"},
-		{"detached keeps running", claimed(running, func(h *metalv1alpha1.Host) { h.Spec.Detached = true }), on, false, run, true, "On"},
-		{"deleted, still provisioned", claimed(running), on, true, terminating, false, "Deprovisioning"},
+		{"provisioned, on", claimed(provisionedOn), on, false, run, true, "On"},
+		{"provisioned, on, asked off", claimed(provisionedOn), off, false, run, false, "Switching"},
+		{"provisioned, off", claimed(provisionedOn, power(metalv1alpha1.PowerOff)), off, false, shut, true, "Off"},
+		{"provisioned, off, asked on", claimed(provisionedOn, power(metalv1alpha1.PowerOff)), on, false, shut, false, "Switching"},
+		{"provisioned, power unknown", claimed(provisionedOn, power(metalv1alpha1.PowerUnknown)), on, false, run, false, "Switching"},
+		{"provisioned, power change failed", claimed(provisionedOn, power(metalv1alpha1.PowerOff), failing(metalv1alpha1.ReasonPowerChangeFailed)), on, false, shut, false, metalv1alpha1.ReasonPowerChangeFailed},
+		{"provisioned with another image", claimed(provisionedOn, func(h *metalv1alpha1.Host) { h.Status.Image.Checksum = "sha256:" + strings.Repeat("b", 64) }), on, false, pending, false, "Waiting"},
+		{"same image from another URL", claimed(provisionedOn, func(h *metalv1alpha1.Host) { h.Status.Image.URL = "http://elsewhere/x" }), on, false, run, true, "On"},
+		{"detached keeps running", claimed(provisionedOn, func(h *metalv1alpha1.Host) { h.Spec.Detached = true }), on, false, run, true, "On"},
+		{"deleted, still provisioned", claimed(provisionedOn), on, true, terminating, false, "Deprovisioning"},
 		{"deleted, deprovisioning", claimed(state(metalv1alpha1.StateDeprovisioning)), on, true, terminating, false, "Deprovisioning"},
-		{"server retired", claimed(running, func(h *metalv1alpha1.Host) { now := metav1.Now(); h.DeletionTimestamp = &now }), on, false, terminated, true, "ServerRetired"},
+		{"server retired", claimed(provisionedOn, func(h *metalv1alpha1.Host) { now := metav1.Now(); h.DeletionTimestamp = &now }), on, false, terminated, true, "ServerRetired"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &record{ID: "pool-1", Generation: 1}
@@ -120,7 +120,7 @@ func TestMachineStatusAttachments(t *testing.T) {
 	if len(st.Volumes) != 1 || st.Volumes[0].State != mriv1alpha1.AttachState_ATTACH_STATE_PENDING || len(st.NetworkInterfaces) != 2 {
 		t.Fatalf("before provisioning: volumes %v, nics %v", st.Volumes, st.NetworkInterfaces)
 	}
-	h := claimed(running)
+	h := claimed(provisionedOn)
 	h.Annotations[AnnotationReboot] = "r1"
 	st, settled := machineStatus(h, rec, spec)
 	if !settled || st.Volumes[0].State != mriv1alpha1.AttachState_ATTACH_STATE_ATTACHED || st.NetworkInterfaces[1].State != mriv1alpha1.AttachState_ATTACH_STATE_ATTACHED {

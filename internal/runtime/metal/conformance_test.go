@@ -1,0 +1,27 @@
+package metal
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/mri/conformance"
+)
+
+// TestConformance runs the MRI suite on a site of twelve amd64 Hosts, the runtime behind
+// a real socket and restarted on the same namespace.
+func TestConformance(t *testing.T) {
+	s := newSite(t, 12)
+	served := conformance.Serve(t, "unix://"+filepath.Join(t.TempDir(), "mri.sock"), func() (conformance.Runtime, error) { return s.start() })
+	start := time.Now()
+	conformance.Run(t, conformance.Target{
+		Start:     served.Start,
+		Restart:   served.Restart,
+		Spec:      func() *mriv1alpha1.MachineSpec { return s.spec("os") },
+		Timeout:   90 * time.Second,
+		Labels:    map[string]string{LabelMachineNamespace: s.tenant},
+		NoHotplug: true,
+	})
+	t.Logf("conformance suite took %s", time.Since(start).Round(time.Millisecond))
+}
