@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -190,7 +189,10 @@ func (r *running) Close() {
 }
 
 // start starts a runtime on the site, ready to answer.
-func (s *site) start() (*running, error) {
+func (s *site) start() (*running, error) { return s.startOn(s.listen) }
+
+// startOn starts a runtime whose image server listens on listen.
+func (s *site) startOn(listen string) (*running, error) {
 	opts := CacheOptions(s.infra)
 	opts.Scheme = env.Scheme
 	c, err := cache.New(env.Config, opts)
@@ -202,7 +204,7 @@ func (s *site) start() (*running, error) {
 		return nil, err
 	}
 	rt, err := New(Options{Client: env.Client, Cache: c, Namespace: s.infra, PoolName: "metal", Images: images,
-		ImageListen: s.listen, Log: testr.NewWithOptions(s.t, testr.Options{Verbosity: 1}), sweepGrace: s.sweepGrace})
+		ImageListen: listen, Log: testr.NewWithOptions(s.t, testr.Options{Verbosity: 1}), sweepGrace: s.sweepGrace})
 	if err != nil {
 		return nil, err
 	}
@@ -296,5 +298,3 @@ func settledIn(state mriv1alpha1.MachineState) func(*mriv1alpha1.Machine) bool {
 		return m != nil && m.Status.ObservedGeneration == m.Metadata.Generation && m.Status.State == state
 	}
 }
-
-var _ = strings.Contains
