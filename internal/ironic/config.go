@@ -126,6 +126,15 @@ func renderConfig(c Config, p paths) string {
 	line("host", "anvil-ironic")
 	line("use_stderr", "true")
 	line("debug", "false")
+	// Ironic's own list with the API's access log (one line a request: with a few dozen
+	// nodes polled it drowns everything else) turned down to warnings.
+	line("default_log_levels", strings.Join([]string{
+		"amqp=WARNING", "amqplib=WARNING", "qpid.messaging=INFO", "oslo.messaging=INFO",
+		"oslo_messaging=INFO", "sqlalchemy=WARNING", "stevedore=INFO", "eventlet.wsgi.server=WARNING",
+		"iso8601=WARNING", "requests=WARNING", "glanceclient=WARNING", "urllib3.connectionpool=WARNING",
+		"keystonemiddleware.auth_token=INFO", "keystoneauth.session=INFO", "openstack=WARNING",
+		"oslo_policy=WARNING", "oslo_concurrency.lockutils=WARNING",
+	}, ","))
 	for _, kv := range interfaces {
 		line(kv[0], kv[1])
 	}

@@ -31,6 +31,8 @@ type proc struct {
 func (i *Ironic) startProcess() (*proc, error) {
 	cmd := exec.Command(i.bin, "--config-file", i.p.conf)
 	cmd.Dir = i.p.dir
+	// SQLAlchemy's deprecation warnings about Ironic's own code, on every query shape.
+	cmd.Env = append(os.Environ(), "PYTHONWARNINGS=ignore")
 	cmd.Stdout = i.out
 	cmd.Stderr = i.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{

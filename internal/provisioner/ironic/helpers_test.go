@@ -1,0 +1,164 @@
+package ironic
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+
+	"github.com/anvil-dev/anvil/internal/ironic"
+	"github.com/anvil-dev/anvil/internal/provisioner"
+)
+
+const ironicPassword = "ironic-test-password-0123456789"
+
+// startIronic runs a real Ironic for one test; mod adjusts its configuration.
+func startIronic(t *testing.T, mod func(*ironic.Config)) *ironic.Ironic {
+	t.Helper()
+	cfg := ironic.Config{StateDir: t.TempDir(), Username: "anvil", Password: ironicPassword, HealthInterval: time.Second}
+	if mod != nil {
+		mod(&cfg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	start := time.Now()
+	irc, err := ironic.Start(ctx, cfg)
+	if err != nil {
+		t.Fatalf("starting Ironic: %v", err)
+	}
+	t.Logf("Ironic up in %s", time.Since(start).Round(time.Millisecond))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("ironic.log ends with:\n%s", logTail(irc.LogPath()))
+		}
+		irc.Stop()
+	})
+	return irc
+}
+
+// logBuffer collects the provisioner's log lines, to check no secret is in them.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+func (l *logBuffer) logger() logr.Logger {
+	return funcr.New(func(prefix, args string) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		fmt.Fprintln(&l.b, prefix, args)
+	}, funcr.Options{Verbosity: 9})
+}
+
+func newProvisioner(t *testing.T, irc *ironic.Ironic, mod func(*Options)) (*Provisioner, *logBuffer) {
+	t.Helper()
+	logs := &logBuffer{}
+	o := Options{Endpoint: irc.Endpoint(), Username: "anvil", Password: ironicPassword, Logger: logs.logger()}
+	if mod != nil {
+		mod(&o)
+	}
+	p, err := New(context.Background(), o)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(p.Close)
+	return p, logs
+}
+
+// waitFor polls Get until cond holds, failing after timeout.
+func waitFor(t *testing.T, p *Provisioner, name string, timeout time.Duration, what string, cond func(provisioner.Node) bool) provisioner.Node {
+	t.Helper()
+	n, err := pollFor(p, name, timeout, what, cond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// pollFor is waitFor for other goroutines than the test's.
+func pollFor(p *Provisioner, name string, timeout time.Duration, what string, cond func(provisioner.Node) bool) (provisioner.Node, error) {
+	deadline := time.Now().Add(timeout)
+	var last provisioner.Node
+	var lastErr error
+	for time.Now().Before(deadline) {
+		n, err := p.Get(context.Background(), name)
+		if err == nil && cond(n) {
+			return n, nil
+		}
+		last, lastErr = n, err
+		time.Sleep(100 * time.Millisecond)
+	}
+	return last, fmt.Errorf("node %s not %s within %s: last %+v, %v", name, what, timeout, last, lastErr)
+}
+
+func idleIn(want provisioner.State) func(provisioner.Node) bool {
+	return func(n provisioner.Node) bool { return n.State == want && !n.Busy }
+}
+
+func waitState(t *testing.T, p *Provisioner, name string, want provisioner.State) provisioner.Node {
+	t.Helper()
+	return waitFor(t, p, name, 60*time.Second, string(want), idleIn(want))
+}
+
+// twice calls f two times: every operation must be idempotent.
+func twice(t *testing.T, what string, f func() error) {
+	t.Helper()
+	for i := 0; i < 2; i++ {
+		if err := f(); err != nil {
+			t.Fatalf("%s (call %d): %v", what, i+1, err)
+		}
+	}
+}
+
+// retryBusy calls f until it stops answering ErrBusy.
+func retryBusy(t *testing.T, what string, f func() error) {
+	t.Helper()
+	if err := untilNotBusy(f); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func untilNotBusy(f func() error) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		err := f()
+		if !errors.Is(err, provisioner.ErrBusy) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func fakeHost(name string) provisioner.Registration {
+	return provisioner.Registration{Name: name, BMCAddress: "fake://" + name, BootMACAddress: macFor(name), Architecture: "amd64"}
+}
+
+func macFor(name string) string {
+	var h uint32 = 2166136261
+	for _, c := range []byte(name) {
+		h = (h ^ uint32(c)) * 16777619
+	}
+	return fmt.Sprintf("52:54:00:%02x:%02x:%02x", byte(h>>16), byte(h>>8), byte(h))
+}
+
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 40 {
+		lines = lines[len(lines)-40:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,126 @@
+package ironic
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+
+	"github.com/anvil-dev/anvil/internal/provisioner"
+)
+
+// driverSpec is how Ironic is told to reach one server's BMC.
+type driverSpec struct {
+	Driver     string
+	DriverInfo map[string]any
+	// Interfaces fixes the interfaces where the hardware type's default would be one
+	// this Ironic does not serve (PXE/iPXE have no TFTP or DHCP here).
+	Interfaces map[string]string
+}
+
+// driverFor parses a Host's BMC address:
+//
+//	fake://anything                  fake-hardware (tests, the dev site)
+//	redfish://host[:port]/system     redfish over https (redfish+http://, redfish+https://)
+//	ipmi://host[:port]               ipmi (port 623 by default)
+func driverFor(r provisioner.Registration) (driverSpec, error) {
+	u, err := url.Parse(r.BMCAddress)
+	if err != nil || u.Scheme == "" {
+		return driverSpec{}, fmt.Errorf("BMC address %q is not a URL like redfish://host/redfish/v1/Systems/1: %w", r.BMCAddress, provisioner.ErrInvalid)
+	}
+	switch u.Scheme {
+	case "fake":
+		return driverSpec{Driver: "fake-hardware", DriverInfo: map[string]any{}}, nil
+	case "redfish", "redfish+https", "redfish+http":
+		if u.Host == "" {
+			return driverSpec{}, fmt.Errorf("BMC address %q has no host: %w", r.BMCAddress, provisioner.ErrInvalid)
+		}
+		scheme := "https"
+		if u.Scheme == "redfish+http" {
+			scheme = "http"
+		}
+		info := map[string]any{
+			"redfish_address":  scheme + "://" + u.Host,
+			"redfish_username": r.Username,
+			"redfish_password": r.Password,
+		}
+		if p := strings.TrimRight(u.Path, "/"); p != "" {
+			info["redfish_system_id"] = p
+		}
+		if r.DisableCertificateVerification {
+			info["redfish_verify_ca"] = false
+		}
+		return driverSpec{Driver: "redfish", DriverInfo: info, Interfaces: map[string]string{
+			"boot_interface": "redfish-virtual-media", "inspect_interface": "redfish",
+		}}, nil
+	case "ipmi":
+		host, port := u.Host, "623"
+		if h, p, err := net.SplitHostPort(u.Host); err == nil {
+			host, port = h, p
+		}
+		if host == "" {
+			return driverSpec{}, fmt.Errorf("BMC address %q has no host: %w", r.BMCAddress, provisioner.ErrInvalid)
+		}
+		return driverSpec{Driver: "ipmi", DriverInfo: map[string]any{
+			"ipmi_address":  host,
+			"ipmi_port":     port,
+			"ipmi_username": r.Username,
+			"ipmi_password": r.Password,
+		}}, nil
+	}
+	return driverSpec{}, fmt.Errorf("BMC address scheme %q is not supported (fake, redfish, redfish+http, redfish+https, ipmi): %w", u.Scheme, provisioner.ErrInvalid)
+}
+
+// ironicArch is Ironic's cpu_arch for a GOARCH name.
+func ironicArch(goarch string) string {
+	switch goarch {
+	case "amd64":
+		return "x86_64"
+	case "arm64":
+		return "aarch64"
+	}
+	return goarch
+}
+
+// goArch is the GOARCH name for Ironic's cpu_arch.
+func goArch(arch string) string {
+	switch arch {
+	case "x86_64":
+		return "amd64"
+	case "aarch64":
+		return "arm64"
+	}
+	return arch
+}
+
+// properties are the node properties anvil owns.
+func properties(r provisioner.Registration) map[string]any {
+	p := map[string]any{}
+	if a := ironicArch(r.Architecture); a != "" {
+		p["cpu_arch"] = a
+	}
+	if len(r.RootDeviceHints) > 0 {
+		p["root_device"] = r.RootDeviceHints
+	}
+	return p
+}
+
+// registrationHash identifies everything Register applies, so an unchanged registration
+// costs one GET. It is an HMAC keyed with Ironic's password: the node's extra is readable
+// through the API, and a plain hash of a weak BMC password could be reversed.
+func registrationHash(key string, d driverSpec, r provisioner.Registration) string {
+	b, _ := json.Marshal(struct {
+		Driver     string
+		Info       map[string]any
+		Interfaces map[string]string
+		MAC        string
+		Properties map[string]any
+	}{d.Driver, d.DriverInfo, d.Interfaces, strings.ToLower(r.BootMACAddress), properties(r)})
+	m := hmac.New(sha256.New, []byte(key))
+	m.Write(b)
+	return hex.EncodeToString(m.Sum(nil)[:16])
+}
