@@ -24,12 +24,14 @@ func (s *step) act(ctx context.Context) error {
 		return nil
 	case hostplan.ActionInspect:
 		err = p.Inspect(ctx, name)
+		s.inspectStarted = err == nil
 	case hostplan.ActionReadHardware:
 		var hw provisioner.Hardware
 		if hw, err = p.Hardware(ctx, name); err == nil {
 			if err := s.r.writeHardware(ctx, h, hw); err != nil {
 				return err
 			}
+			s.inspected = true
 		}
 	case hostplan.ActionProvide:
 		err = p.Provide(ctx, name)
@@ -62,7 +64,10 @@ func (s *step) act(ctx context.Context) error {
 	}
 	if err != nil {
 		s.actionFailed(ctx, err)
+		return nil
 	}
+	// The provisioner carries calls out asynchronously: look again soon to see the result.
+	s.plan.Busy = true
 	return nil
 }
 

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -52,8 +54,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if h.DeletionTimestamp == nil && !controllerutil.ContainsFinalizer(h, metalv1alpha1.FinalizerHost) {
 		// Before the provisioner hears of the Host, so it is never forgotten by anvil
 		// while the provisioner still holds it.
+		// The update is not watched (the predicate ignores finalizers): carry on.
 		controllerutil.AddFinalizer(h, metalv1alpha1.FinalizerHost)
-		return ctrl.Result{}, client.IgnoreNotFound(r.Client.Update(ctx, h))
+		if err := r.Client.Update(ctx, h); err != nil {
+			if apierrors.IsConflict(err) {
+				return ctrl.Result{Requeue: true}, nil
+			}
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
 	}
 	s := &step{r: r, host: h, before: *h.Status.DeepCopy()}
 	if err := s.run(ctx); err != nil {
@@ -98,6 +106,14 @@ type step struct {
 	node      *provisioner.Node
 	plan      hostplan.Plan
 	finalized bool
+	// What this reconcile learnt of inspection, for the Inspected condition.
+	hwKnown, inspectStarted, inspected bool
+}
+
+// inspectionStarted: an inspection was accepted and its result not read yet.
+func inspectionStarted(h *metalv1alpha1.Host) bool {
+	c := meta.FindStatusCondition(h.Status.Conditions, metalv1alpha1.ConditionInspected)
+	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == metalv1alpha1.ReasonInspecting
 }
 
 func (s *step) run(ctx context.Context) error {
@@ -119,7 +135,8 @@ func (s *step) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	in := hostplan.Input{Host: h, Node: s.node, HardwareKnown: hwKnown,
+	s.hwKnown = hwKnown
+	in := hostplan.Input{Host: h, Node: s.node, HardwareKnown: hwKnown, InspectionStarted: inspectionStarted(h),
 		Reregister: s.node != nil && (h.Status.ObservedGeneration != h.Generation || h.Status.CredentialsVersion != credVersion)}
 	s.plan = hostplan.Decide(in)
 	if s.plan.Action == hostplan.ActionRegister {

@@ -63,6 +63,12 @@ func (s *step) apply() {
 		}
 	}
 	set(metalv1alpha1.ConditionRegistered, registered, regReason, conditionMessage(registered, p))
+	switch {
+	case s.hwKnown || s.inspected:
+		set(metalv1alpha1.ConditionInspected, true, metalv1alpha1.ReasonInspected, "")
+	case s.inspectStarted:
+		set(metalv1alpha1.ConditionInspected, false, metalv1alpha1.ReasonInspecting, "")
+	}
 	provisioned := p.State == metalv1alpha1.StateProvisioned && st.Image != nil
 	provReason := metalv1alpha1.ReasonNotProvisioned
 	switch {

@@ -57,6 +57,9 @@ type Input struct {
 	HardwareKnown bool
 	// Reregister: the BMC details or credentials changed since the last registration.
 	Reregister bool
+	// InspectionStarted: the provisioner accepted an inspection whose result has not been
+	// read yet (the Host's Inspected condition says Inspecting).
+	InspectionStarted bool
 }
 
 // Plan is the decision: one action and the status to report while it runs.
@@ -152,7 +155,7 @@ func manageable(in Input) Plan {
 	case wasProvisioned(h):
 		return Plan{Action: ActionAdopt, State: metalv1alpha1.StateProvisioned, Operational: metalv1alpha1.OperationalOK,
 			Reason: metalv1alpha1.ReasonAdopted, Busy: true}
-	case !in.HardwareKnown && h.Status.ProvisioningState == metalv1alpha1.StateInspecting:
+	case !in.HardwareKnown && in.InspectionStarted:
 		// Inspection was started and the server is back to Manageable: it has finished.
 		return Plan{Action: ActionReadHardware, State: metalv1alpha1.StateInspecting, Operational: metalv1alpha1.OperationalOK,
 			Reason: metalv1alpha1.ReasonInspected, Busy: true}
@@ -187,12 +190,15 @@ func active(in Input) Plan {
 		Reason: metalv1alpha1.ReasonProvisioned}
 }
 
-// powerAction switches power when the server's differs from spec.online; an unknown
-// power state is left alone rather than toggled blindly.
+// powerAction switches power when the server's differs from spec.online. An unknown power
+// state (a provisioner that has not asked the BMC yet) is set to what the spec says:
+// setting power is idempotent, and afterwards the state is known.
 func powerAction(h *metalv1alpha1.Host, n *provisioner.Node) Action {
 	switch {
+	case n.PowerOn == nil && h.Spec.Online:
+		return ActionPowerOn
 	case n.PowerOn == nil:
-		return ActionWait
+		return ActionPowerOff
 	case h.Spec.Online && !*n.PowerOn:
 		return ActionPowerOn
 	case !h.Spec.Online && *n.PowerOn:
