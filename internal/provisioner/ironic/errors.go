@@ -139,3 +139,28 @@ func transportMessage(err error) string {
 	}
 	return "request failed"
 }
+
+// redacted is an error whose text had secrets cut out; errors.Is still sees its kind.
+type redacted struct {
+	msg  string
+	kind error
+}
+
+func (r redacted) Error() string { return r.msg }
+func (r redacted) Unwrap() error { return r.kind }
+
+// redact removes secret from err's text: Ironic's messages quote request fields at
+// times, and a BMC password must never reach an error.
+func redact(err error, secret string) error {
+	if err == nil || len(secret) < 3 || !strings.Contains(err.Error(), secret) {
+		return err
+	}
+	var kind error = provisioner.ErrInvalid
+	for _, k := range []error{provisioner.ErrNotFound, provisioner.ErrBusy, provisioner.ErrWrongState, provisioner.ErrUnavailable, provisioner.ErrInvalid} {
+		if errors.Is(err, k) {
+			kind = k
+			break
+		}
+	}
+	return redacted{msg: strings.ReplaceAll(err.Error(), secret, "******"), kind: kind}
+}

@@ -54,3 +54,14 @@ func TestFaultOf(t *testing.T) {
 		t.Errorf("faultOf(plain) = %q", got)
 	}
 }
+
+func TestRedact(t *testing.T) {
+	err := fmt.Errorf("creating node n: Ironic answered 400: bad value hunter22: %w", provisioner.ErrInvalid)
+	got := redact(err, "hunter22")
+	if strings.Contains(got.Error(), "hunter22") || !errors.Is(got, provisioner.ErrInvalid) {
+		t.Errorf("redact = %v (ErrInvalid: %v)", got, errors.Is(got, provisioner.ErrInvalid))
+	}
+	if redact(err, "") != err || redact(nil, "x") != nil {
+		t.Error("redact changed an error without the secret")
+	}
+}

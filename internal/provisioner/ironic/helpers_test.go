@@ -96,7 +96,7 @@ func pollFor(p *Provisioner, name string, timeout time.Duration, what string, co
 			return n, nil
 		}
 		last, lastErr = n, err
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(250 * time.Millisecond)
 	}
 	return last, fmt.Errorf("node %s not %s within %s: last %+v, %v", name, what, timeout, last, lastErr)
 }

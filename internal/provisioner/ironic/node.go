@@ -165,6 +165,11 @@ func (p *Provisioner) ensurePort(ctx context.Context, n *nodes.Node, mac string)
 // Register implements provisioner.Provisioner. Unchanged details cost one GET; a node
 // left in enroll (its BMC check failed) is asked to manage again.
 func (p *Provisioner) Register(ctx context.Context, r provisioner.Registration) (provisioner.Node, error) {
+	n, err := p.register(ctx, r)
+	return n, redact(err, r.Password)
+}
+
+func (p *Provisioner) register(ctx context.Context, r provisioner.Registration) (provisioner.Node, error) {
 	if err := checkName(r.Name); err != nil {
 		return provisioner.Node{}, err
 	}
