@@ -56,12 +56,12 @@ type HostSpec struct {
 
 // BMC says how to reach a server's baseboard management controller.
 type BMC struct {
-	// Address of the BMC: redfish://host[:port]/redfish/v1/Systems/ID,
-	// redfish-virtualmedia://..., ipmi://host[:port], or fake://name for the
-	// provisioner's fake hardware (tests and demos).
+	// Address of the BMC: redfish://host[:port]/redfish/v1/Systems/ID (HTTPS; redfish+http://
+	// for plain HTTP), redfish-virtualmedia://... (the same), ipmi://host[:port], or
+	// fake://name for the provisioner's fake hardware (tests and demos).
 	// +required
 	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(redfish|redfish-virtualmedia|redfish-https|ipmi|fake)://[^/:]+')",message="bmc.address must be redfish://host/..., redfish-virtualmedia://host/..., ipmi://host[:port] or fake://name"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(redfish|redfish-virtualmedia)(\\+https?)?://[^/]+') || self.matches('^(ipmi|fake)://[^/]+$')",message="bmc.address must be redfish://host/redfish/v1/Systems/ID (or redfish+http://, redfish-virtualmedia://), ipmi://host[:port] or fake://name"
 	Address string `json:"address"`
 
 	// CredentialsSecretRef names a Secret in the Host's namespace with keys username and

@@ -153,6 +153,12 @@ func (s *step) run(ctx context.Context) error {
 		}
 		s.node = &n
 		h.Status.ObservedGeneration, h.Status.CredentialsVersion = h.Generation, credVersion
+		if s.plan.Failed {
+			// A retry after a failed registration: keep reporting that failure until a
+			// later look finds the retry worked.
+			s.apply()
+			return nil
+		}
 		in.Node, in.Reregister = s.node, false
 		s.plan = hostplan.Decide(in)
 		if s.plan.Action == hostplan.ActionRegister {

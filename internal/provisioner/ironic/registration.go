@@ -34,13 +34,15 @@ func driverFor(r provisioner.Registration) (driverSpec, error) {
 	}
 	switch u.Scheme {
 	case "fake":
-		return driverSpec{Driver: "fake-hardware", DriverInfo: map[string]any{}}, nil
-	case "redfish", "redfish+https", "redfish+http":
+		return driverSpec{Driver: "fake-hardware", DriverInfo: map[string]any{}, Interfaces: interfaces(
+			"fake", "fake", "fake", "fake", "fake", "fake", "fake", "fake", "fake", "fake")}, nil
+	case "redfish", "redfish+https", "redfish+http",
+		"redfish-virtualmedia", "redfish-virtualmedia+https", "redfish-virtualmedia+http":
 		if u.Host == "" {
 			return driverSpec{}, fmt.Errorf("BMC address %q has no host: %w", r.BMCAddress, provisioner.ErrInvalid)
 		}
 		scheme := "https"
-		if u.Scheme == "redfish+http" {
+		if strings.HasSuffix(u.Scheme, "+http") {
 			scheme = "http"
 		}
 		info := map[string]any{
@@ -54,9 +56,10 @@ func driverFor(r provisioner.Registration) (driverSpec, error) {
 		if r.DisableCertificateVerification {
 			info["redfish_verify_ca"] = false
 		}
-		return driverSpec{Driver: "redfish", DriverInfo: info, Interfaces: map[string]string{
-			"boot_interface": "redfish-virtual-media", "inspect_interface": "redfish",
-		}}, nil
+		// Virtual media is the only boot that needs no PXE/TFTP service beside Ironic, so
+		// redfish:// and redfish-virtualmedia:// boot the same way.
+		return driverSpec{Driver: "redfish", DriverInfo: info, Interfaces: interfaces(
+			"no-bios", "redfish-virtual-media", "no-console", "direct", "redfish", "redfish", "redfish", "no-raid", "no-rescue", "no-vendor")}, nil
 	case "ipmi":
 		host, port := u.Host, "623"
 		if h, p, err := net.SplitHostPort(u.Host); err == nil {
@@ -70,9 +73,20 @@ func driverFor(r provisioner.Registration) (driverSpec, error) {
 			"ipmi_port":     port,
 			"ipmi_username": r.Username,
 			"ipmi_password": r.Password,
-		}}, nil
+		}, Interfaces: interfaces("no-bios", "pxe", "no-console", "direct", "no-inspect", "ipmitool", "ipmitool", "no-raid", "no-rescue", "no-vendor")}, nil
 	}
 	return driverSpec{}, fmt.Errorf("BMC address scheme %q is not supported (fake, redfish, redfish+http, redfish+https, ipmi): %w", u.Scheme, provisioner.ErrInvalid)
+}
+
+// interfaces names every interface of a node explicitly, so a node whose BMC address
+// changes to another kind (redfish to fake, say) keeps none of the old kind's interfaces,
+// which its new hardware type would refuse.
+func interfaces(bios, boot, console, deploy, inspect, management, power, raid, rescue, vendor string) map[string]string {
+	return map[string]string{
+		"bios_interface": bios, "boot_interface": boot, "console_interface": console, "deploy_interface": deploy,
+		"inspect_interface": inspect, "management_interface": management, "power_interface": power,
+		"raid_interface": raid, "rescue_interface": rescue, "vendor_interface": vendor,
+	}
 }
 
 // ironicArch is Ironic's cpu_arch for a GOARCH name.

@@ -1,0 +1,189 @@
+// Package site runs the infrastructure half of one bare-metal site: a supervised Ironic,
+// the Ironic provisioner in front of it, and the Host controller for the Hosts of one
+// infrastructure namespace. `anvil runtime metal` adds the MRI server on top; tests start a
+// Site to drive Hosts through a real Ironic.
+package site
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/anvil-dev/anvil/api"
+	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
+	hostcontroller "github.com/anvil-dev/anvil/internal/controller/host"
+	"github.com/anvil-dev/anvil/internal/ironic"
+	"github.com/anvil-dev/anvil/internal/metal/imagecheck"
+	"github.com/anvil-dev/anvil/internal/provisioner"
+	ironicprovisioner "github.com/anvil-dev/anvil/internal/provisioner/ironic"
+)
+
+// CredentialsSecret is the Secret, in the site's namespace, holding Ironic's generated
+// API password. Only the site reads it; tenants have no access to the namespace.
+const CredentialsSecret = "anvil-ironic-credentials"
+
+// Config says how to run a site.
+type Config struct {
+	// RestConfig reaches the kube-apiserver.
+	RestConfig *rest.Config
+	// Namespace holds the site's Hosts, their Secrets, HardwareData and HostPolicies.
+	Namespace string
+	// StateDir holds Ironic's configuration, database and log.
+	StateDir string
+	// IronicPort is Ironic's API port on 127.0.0.1; 0 picks a free one.
+	IronicPort int
+	// MaxConcurrentDeploy and MaxConcurrentClean limit Ironic and anvil's queue in front
+	// of it alike; 0 keeps Ironic's defaults (250 and 50).
+	MaxConcurrentDeploy, MaxConcurrentClean int
+	// FakeDelays slow Ironic's fake hardware down (tests, benchmarks).
+	FakeDelays ironic.FakeDelays
+	// Workers is how many Hosts are reconciled at once (default 16).
+	Workers int
+	// BusyPoll is how often a busy server is asked about (default 2 s).
+	BusyPoll time.Duration
+	// MaxBackoff caps the wait between attempts on a failing Host (default 60 s).
+	MaxBackoff time.Duration
+	// Logger receives the site's logs.
+	Logger logr.Logger
+	// WrapProvisioner, when set, wraps the provisioner the Host controller uses (tests
+	// count calls with it).
+	WrapProvisioner func(provisioner.Provisioner) provisioner.Provisioner
+}
+
+// Site is a running site.
+type Site struct {
+	Ironic      *ironic.Ironic
+	Provisioner provisioner.Provisioner
+	Manager     ctrl.Manager
+	Scheme      *runtime.Scheme
+	cancel      context.CancelFunc
+	done        chan error
+}
+
+// Start starts Ironic, the provisioner and the Host controller. It returns once they run.
+func Start(ctx context.Context, cfg Config) (*Site, error) {
+	if cfg.Namespace == "" {
+		return nil, fmt.Errorf("a site needs the namespace of its Hosts")
+	}
+	scheme, err := api.NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	direct, err := client.New(cfg.RestConfig, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	user, pass, err := ironic.EnsureCredentials(ctx, direct, cfg.Namespace, CredentialsSecret)
+	if err != nil {
+		return nil, fmt.Errorf("ironic credentials: %w", err)
+	}
+	dir, err := filepath.Abs(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	irc, err := ironic.Start(ctx, ironic.Config{StateDir: filepath.Join(dir, "ironic"), Port: cfg.IronicPort,
+		Username: user, Password: pass, MaxConcurrentDeploy: cfg.MaxConcurrentDeploy, MaxConcurrentClean: cfg.MaxConcurrentClean,
+		FakeDelays: cfg.FakeDelays, Logger: cfg.Logger.WithName("ironic")})
+	if err != nil {
+		return nil, err
+	}
+	s := &Site{Ironic: irc, Scheme: scheme, done: make(chan error, 1)}
+	fail := func(err error) (*Site, error) {
+		irc.Stop()
+		return nil, err
+	}
+	prov, err := ironicprovisioner.New(ctx, ironicprovisioner.Options{Endpoint: irc.Endpoint(), Username: user, Password: pass,
+		MaxConcurrentDeploy: cfg.MaxConcurrentDeploy, MaxConcurrentClean: cfg.MaxConcurrentClean, Logger: cfg.Logger.WithName("provisioner")})
+	if err != nil {
+		return fail(err)
+	}
+	s.Provisioner = prov
+	if cfg.WrapProvisioner != nil {
+		s.Provisioner = cfg.WrapProvisioner(prov)
+	}
+	skip := true
+	mgr, err := ctrl.NewManager(cfg.RestConfig, ctrl.Options{
+		Scheme:                 scheme,
+		Logger:                 cfg.Logger,
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{cfg.Namespace: {}}},
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: &skip},
+	})
+	if err != nil {
+		return fail(err)
+	}
+	s.Manager = mgr
+	triggers := make(chan event.GenericEvent, 64)
+	r := &hostcontroller.Reconciler{Client: mgr.GetClient(), Provisioner: s.Provisioner, Images: &imagecheck.Checker{},
+		BusyPoll: cfg.BusyPoll, MaxBackoff: cfg.MaxBackoff, Triggers: triggers}
+	workers := cfg.Workers
+	if workers == 0 {
+		workers = 16
+	}
+	if err := r.SetupWithManager(ctx, mgr, workers); err != nil {
+		return fail(err)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	go func() { s.done <- mgr.Start(runCtx) }()
+	go s.retriggerOnRestart(runCtx, mgr.GetClient(), cfg.Namespace, triggers)
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		s.Stop()
+		return nil, fmt.Errorf("the site's cache did not sync")
+	}
+	return s, nil
+}
+
+// retriggerOnRestart reconciles every Host as soon as Ironic has been restarted: a
+// restarted Ironic may have lost its database, and its Hosts must be enrolled again (and
+// adopted) now, not at their next resync.
+func (s *Site) retriggerOnRestart(ctx context.Context, c client.Client, ns string, triggers chan<- event.GenericEvent) {
+	seen := s.Ironic.Restarts()
+	t := time.NewTicker(500 * time.Millisecond) // a local counter, not a remote call
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n := s.Ironic.Restarts()
+		if n == seen {
+			continue
+		}
+		seen = n
+		var hosts metalv1alpha1.HostList
+		if err := c.List(ctx, &hosts, client.InNamespace(ns)); err != nil {
+			continue
+		}
+		for i := range hosts.Items {
+			select {
+			case triggers <- event.GenericEvent{Object: &hosts.Items[i]}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+// Stop stops the Host controller, then Ironic. Servers are left as they are.
+func (s *Site) Stop() {
+	if s.cancel != nil {
+		s.cancel()
+		<-s.done
+		s.cancel = nil
+	}
+	s.Ironic.Stop()
+}

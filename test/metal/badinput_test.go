@@ -1,0 +1,92 @@
+package metal
+
+import (
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/metal/site"
+)
+
+// closedPort is a loopback port nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr
+}
+
+// Each kind of bad input shows as a condition saying what is wrong, nothing waits forever,
+// and fixing the input makes the Host work.
+func TestBadInput(t *testing.T) {
+	ns := newNamespace(t, "infra")
+	startSite(t, ns, func(c *site.Config) { c.MaxBackoff = 2 * time.Second })
+	d := serveDisk(t)
+
+	t.Run("UnreachableBMC", func(t *testing.T) {
+		creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bmc-unreachable"},
+			Data: map[string][]byte{"username": []byte("admin"), "password": []byte("s3cret-unreachable")}}
+		h := fakeHost(ns, "unreachable", 2001)
+		h.Spec.BMC = metalv1alpha1.BMC{Address: "redfish://" + closedPort(t) + "/redfish/v1/Systems/1",
+			CredentialsSecretRef: &metalv1alpha1.SecretReference{Name: creds.Name}}
+		create(t, creds, h)
+		got := waitHost(t, ns, h.Name, "failed with BMCUnreachable", 2*time.Minute, failedWith(metalv1alpha1.ReasonBMCUnreachable))
+		assertNoSecret(t, got, "s3cret-unreachable")
+		update(t, ns, h.Name, func(h *metalv1alpha1.Host) {
+			h.Spec.BMC = metalv1alpha1.BMC{Address: "fake://unreachable"}
+		})
+		waitHost(t, ns, h.Name, "Available once the BMC address is fixed", 2*time.Minute, inState(metalv1alpha1.StateAvailable))
+	})
+
+	t.Run("MissingCredentials", func(t *testing.T) {
+		h := fakeHost(ns, "nocreds", 2002)
+		h.Spec.BMC = metalv1alpha1.BMC{Address: "ipmi://127.0.0.1:1", CredentialsSecretRef: &metalv1alpha1.SecretReference{Name: "does-not-exist"}}
+		create(t, h)
+		waitHost(t, ns, h.Name, "failed with CredentialsSecretMissing", time.Minute, failedWith(metalv1alpha1.ReasonCredentialsMissing))
+	})
+
+	t.Run("ImageNotFound", func(t *testing.T) {
+		h := fakeHost(ns, "img404", 2003)
+		create(t, h)
+		waitHost(t, ns, h.Name, "Available", 2*time.Minute, inState(metalv1alpha1.StateAvailable))
+		update(t, ns, h.Name, func(h *metalv1alpha1.Host) {
+			h.Spec.Image = &metalv1alpha1.HostImage{URL: d.srv.URL + "/missing.raw", Checksum: d.checksum}
+			h.Spec.ConsumerRef = &metalv1alpha1.ConsumerReference{Namespace: "tenant", Name: "x", UID: "x"}
+		})
+		waitHost(t, ns, h.Name, "failed with ImageUnavailable", time.Minute, failedWith(metalv1alpha1.ReasonImageUnavailable))
+		update(t, ns, h.Name, func(h *metalv1alpha1.Host) { h.Spec.Image = d.image() })
+		waitHost(t, ns, h.Name, "Provisioned once the URL is fixed", 2*time.Minute, provisioned)
+	})
+
+	t.Run("ChecksumMismatch", func(t *testing.T) {
+		h := fakeHost(ns, "badsum", 2004)
+		create(t, h)
+		waitHost(t, ns, h.Name, "Available", 2*time.Minute, inState(metalv1alpha1.StateAvailable))
+		update(t, ns, h.Name, func(h *metalv1alpha1.Host) {
+			h.Spec.Image = &metalv1alpha1.HostImage{URL: d.url, Checksum: "sha256:" + zeros}
+			h.Spec.ConsumerRef = &metalv1alpha1.ConsumerReference{Namespace: "tenant", Name: "y", UID: "y"}
+		})
+		waitHost(t, ns, h.Name, "failed with ImageChecksumMismatch", time.Minute, failedWith(metalv1alpha1.ReasonImageChecksumMismatch))
+		update(t, ns, h.Name, func(h *metalv1alpha1.Host) { h.Spec.Image = d.image() })
+		waitHost(t, ns, h.Name, "Provisioned once the checksum is fixed", 2*time.Minute, provisioned)
+	})
+}
+
+const zeros = "0000000000000000000000000000000000000000000000000000000000000000"
+
+// assertNoSecret fails when a password shows anywhere in the Host's status.
+func assertNoSecret(t *testing.T, h *metalv1alpha1.Host, secret string) {
+	t.Helper()
+	if s := describe(h); strings.Contains(s, secret) {
+		t.Fatalf("the Host's status shows the BMC password: %s", s)
+	}
+}

@@ -1,0 +1,195 @@
+package metal
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/metal/site"
+)
+
+// newNamespace creates a namespace unique to the test.
+func newNamespace(t *testing.T, prefix string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+	if err := env.Client.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// startSite starts Ironic and the Host controller for namespace ns. Ironic's state lives
+// in a short temporary folder (its paths end up in socket-free files only, but short
+// paths keep its log lines readable).
+func startSite(t *testing.T, ns string, mod func(*site.Config)) *site.Site {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "anvil-site-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	cfg := site.Config{RestConfig: env.Config, Namespace: ns, StateDir: dir, BusyPoll: 500 * time.Millisecond,
+		Logger: testr.NewWithOptions(t, testr.Options{Verbosity: 0})}
+	if mod != nil {
+		mod(&cfg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := site.Start(ctx, cfg)
+	if err != nil {
+		t.Fatalf("starting the site: %v", err)
+	}
+	t.Cleanup(func() {
+		s.Stop()
+		if t.Failed() {
+			if b, err := os.ReadFile(s.Ironic.LogPath()); err == nil {
+				t.Logf("ironic.log (tail):\n%s", lastLines(string(b), 40))
+			}
+		}
+	})
+	return s
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// disk is an OS disk image served over HTTP, as the metal runtime serves one.
+type disk struct {
+	url, checksum string
+	srv           *httptest.Server
+}
+
+func serveDisk(t *testing.T) *disk {
+	t.Helper()
+	body := make([]byte, 1<<20)
+	for i := range body {
+		body[i] = byte(i * 7)
+	}
+	sum := sha256.Sum256(body)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/disk.raw" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write(body)
+	}))
+	t.Cleanup(srv.Close)
+	return &disk{url: srv.URL + "/disk.raw", checksum: "sha256:" + hex.EncodeToString(sum[:]), srv: srv}
+}
+
+func (d *disk) image() *metalv1alpha1.HostImage {
+	return &metalv1alpha1.HostImage{URL: d.url, Checksum: d.checksum, Format: metalv1alpha1.ImageFormatRaw}
+}
+
+// fakeHost is a Host on Ironic's fake hardware.
+func fakeHost(ns, name string, i int) *metalv1alpha1.Host {
+	return &metalv1alpha1.Host{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"rack": "r1"}},
+		Spec: metalv1alpha1.HostSpec{
+			BMC:            metalv1alpha1.BMC{Address: "fake://" + name},
+			BootMACAddress: fmt.Sprintf("52:54:00:%02x:%02x:%02x", (i>>16)&0xff, (i>>8)&0xff, i&0xff),
+			Architecture:   computev1alpha1.ArchitectureAMD64,
+		},
+	}
+}
+
+func create(t *testing.T, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := env.Client.Create(context.Background(), o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+}
+
+// update changes a Host with f, retrying on conflicts.
+func update(t *testing.T, ns, name string, f func(*metalv1alpha1.Host)) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		h := &metalv1alpha1.Host{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, h); err != nil {
+			return false, err
+		}
+		f(h)
+		err := env.Client.Update(ctx, h)
+		if err != nil && strings.Contains(err.Error(), "the object has been modified") {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		t.Fatalf("updating Host %s: %v", name, err)
+	}
+}
+
+// waitHost waits until cond holds for the Host, failing with its last status.
+func waitHost(t *testing.T, ns, name, what string, timeout time.Duration, cond func(*metalv1alpha1.Host) bool) *metalv1alpha1.Host {
+	t.Helper()
+	h := &metalv1alpha1.Host{}
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, h); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return cond(h), nil
+	})
+	if err != nil {
+		t.Fatalf("Host %s never became %s; status: %s", name, what, describe(h))
+	}
+	return h
+}
+
+func describe(h *metalv1alpha1.Host) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "state=%s op=%s power=%s err=%q", h.Status.ProvisioningState, h.Status.OperationalStatus, h.Status.PowerState, h.Status.LastError)
+	for _, c := range h.Status.Conditions {
+		fmt.Fprintf(&b, " [%s=%s %s: %s]", c.Type, c.Status, c.Reason, c.Message)
+	}
+	return b.String()
+}
+
+func inState(s metalv1alpha1.ProvisioningState) func(*metalv1alpha1.Host) bool {
+	return func(h *metalv1alpha1.Host) bool {
+		return h.Status.ProvisioningState == s && h.Status.OperationalStatus == metalv1alpha1.OperationalOK
+	}
+}
+
+func provisioned(h *metalv1alpha1.Host) bool {
+	return inState(metalv1alpha1.StateProvisioned)(h) && h.Status.Image != nil
+}
+
+func condition(h *metalv1alpha1.Host, t string) *metav1.Condition {
+	for i := range h.Status.Conditions {
+		if h.Status.Conditions[i].Type == t {
+			return &h.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// failedWith is a Host in error whose Ready condition has the reason.
+func failedWith(reason string) func(*metalv1alpha1.Host) bool {
+	return func(h *metalv1alpha1.Host) bool {
+		c := condition(h, metalv1alpha1.ConditionReady)
+		return h.Status.OperationalStatus == metalv1alpha1.OperationalError && c != nil && c.Reason == reason && h.Status.LastError != ""
+	}
+}

@@ -1,0 +1,167 @@
+package metal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
+	hostcontroller "github.com/anvil-dev/anvil/internal/controller/host"
+	"github.com/anvil-dev/anvil/internal/metal/site"
+	"github.com/anvil-dev/anvil/internal/provisioner"
+)
+
+// A Host goes from enrolment to Available, is provisioned with an image and a config
+// drive, powered off and on, deprovisioned and is Available again; deleting it makes
+// Ironic forget it.
+func TestHostLifecycle(t *testing.T) {
+	ns := newNamespace(t, "infra")
+	s := startSite(t, ns, nil)
+	d := serveDisk(t)
+	ctx := context.Background()
+	h := fakeHost(ns, "server-1", 1)
+	create(t, h)
+
+	got := waitHost(t, ns, h.Name, "Available", 90*time.Second, inState(metalv1alpha1.StateAvailable))
+	if got.Status.Hardware == nil || got.Status.ProvisionerID == "" {
+		t.Fatalf("Available without hardware summary or provisioner id: %+v", got.Status)
+	}
+	hw := &metalv1alpha1.HardwareData{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: h.Name}, hw); err != nil {
+		t.Fatalf("HardwareData after inspection: %v", err)
+	}
+	if hw.Spec.Architecture != "amd64" {
+		t.Errorf("HardwareData architecture %q, want amd64", hw.Spec.Architecture)
+	}
+
+	drive := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "server-1-configdrive"},
+		Data: map[string][]byte{"user_data": []byte("#cloud-config\nhostname: web\n"), "meta_data": []byte(`{"hostname":"web","uuid":"u-1"}`)}}
+	create(t, drive)
+	update(t, ns, h.Name, func(h *metalv1alpha1.Host) {
+		h.Spec.Image = d.image()
+		h.Spec.ConfigDrive = &metalv1alpha1.SecretReference{Name: drive.Name}
+		h.Spec.ConsumerRef = &metalv1alpha1.ConsumerReference{Namespace: "tenant", Name: "web", UID: "u-1"}
+		h.Spec.Online = true
+	})
+	got = waitHost(t, ns, h.Name, "Provisioned and on", 90*time.Second, func(h *metalv1alpha1.Host) bool {
+		return provisioned(h) && h.Status.PowerState == metalv1alpha1.PowerOn
+	})
+	if got.Status.Image.Checksum != d.checksum {
+		t.Fatalf("provisioned with %+v, want checksum %s", got.Status.Image, d.checksum)
+	}
+	node, err := s.Provisioner.Get(ctx, hostcontroller.NodeName(got))
+	if err != nil || node.State != provisioner.StateActive || node.Image.Checksum != d.checksum {
+		t.Fatalf("Ironic's node: %+v, %v; want Active with the image", node, err)
+	}
+
+	update(t, ns, h.Name, func(h *metalv1alpha1.Host) { h.Spec.Online = false })
+	waitHost(t, ns, h.Name, "powered off", 60*time.Second, func(h *metalv1alpha1.Host) bool {
+		return provisioned(h) && h.Status.PowerState == metalv1alpha1.PowerOff
+	})
+	update(t, ns, h.Name, func(h *metalv1alpha1.Host) { h.Spec.Online = true })
+	waitHost(t, ns, h.Name, "powered on again", 60*time.Second, func(h *metalv1alpha1.Host) bool {
+		return provisioned(h) && h.Status.PowerState == metalv1alpha1.PowerOn
+	})
+
+	update(t, ns, h.Name, func(h *metalv1alpha1.Host) {
+		h.Spec.Image, h.Spec.ConfigDrive, h.Spec.ConsumerRef, h.Spec.Online = nil, nil, nil, false
+	})
+	got = waitHost(t, ns, h.Name, "Available after deprovisioning", 90*time.Second, func(h *metalv1alpha1.Host) bool {
+		return inState(metalv1alpha1.StateAvailable)(h) && h.Status.Image == nil
+	})
+
+	if err := env.Client.Delete(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(got), &metalv1alpha1.Host{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	if err != nil {
+		t.Fatalf("Host not gone after delete: %v", err)
+	}
+	if _, err := s.Provisioner.Get(ctx, hostcontroller.NodeName(got)); !errors.Is(err, provisioner.ErrNotFound) {
+		t.Fatalf("Ironic still knows the deleted Host: %v", err)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(got), &metalv1alpha1.HardwareData{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("HardwareData of the deleted Host: %v, want NotFound", err)
+	}
+}
+
+// Ironic is killed and its database deleted while Hosts are Provisioned: the supervisor
+// brings it back empty, the Host controller enrols every Host again and adopts it. No Host
+// is provisioned a second time, and none stops saying Provisioned.
+func TestIronicLosesItsDatabase(t *testing.T) {
+	ns := newNamespace(t, "infra")
+	counter := &countingProvisioner{}
+	s := startSite(t, ns, func(c *site.Config) { c.WrapProvisioner = counter.wrap })
+	d := serveDisk(t)
+	const n = 5
+	for i := 0; i < n; i++ {
+		h := fakeHost(ns, fmt.Sprintf("db-%d", i), 100+i)
+		h.Spec.Image, h.Spec.Online = d.image(), true
+		h.Spec.ConsumerRef = &metalv1alpha1.ConsumerReference{Namespace: "tenant", Name: h.Name, UID: h.Name}
+		create(t, h)
+	}
+	for i := 0; i < n; i++ {
+		waitHost(t, ns, fmt.Sprintf("db-%d", i), "Provisioned", 2*time.Minute, provisioned)
+	}
+	before := counter.snapshot()
+
+	states := watchStates(t, ns)
+	pid := s.Ironic.PID()
+	restarts := s.Ironic.Restarts()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(filepath.Dir(s.Ironic.LogPath()), "ironic.db")); err != nil {
+		t.Fatalf("deleting Ironic's database: %v", err)
+	}
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
+		return s.Ironic.Restarts() > restarts, nil
+	})
+	if err != nil {
+		t.Fatalf("Ironic was not restarted after being killed")
+	}
+	ctx := context.Background()
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("db-%d", i)
+		h := waitHost(t, ns, name, "Provisioned and adopted", 2*time.Minute, func(h *metalv1alpha1.Host) bool {
+			node, err := s.Provisioner.Get(ctx, ns+"~"+h.Name)
+			return provisioned(h) && err == nil && node.State == provisioner.StateActive
+		})
+		if h.Status.Image.Checksum != d.checksum {
+			t.Errorf("%s: image after adoption %+v", name, h.Status.Image)
+		}
+	}
+	after := counter.snapshot()
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("%s~db-%d", ns, i)
+		if after.provision[name] != before.provision[name] {
+			t.Errorf("%s was provisioned again after Ironic lost its database (%d provisions before, %d after)",
+				name, before.provision[name], after.provision[name])
+		}
+		if after.adopt[name] < 1 {
+			t.Errorf("%s was not adopted", name)
+		}
+	}
+	for name, seen := range states.stop() {
+		for _, st := range seen {
+			if st != metalv1alpha1.StateProvisioned {
+				t.Errorf("%s reported %s while Ironic recovered; a provisioned server must stay Provisioned (states seen: %v)", name, st, seen)
+				break
+			}
+		}
+	}
+}

@@ -1,0 +1,52 @@
+package metal
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/metal/site"
+)
+
+// Fifty Hosts are provisioned at once while Ironic takes at most ten deployments: anvil
+// queues the rest, every Host ends Provisioned, and no Host ever reports Ironic's
+// refusal (503) or any error on its way.
+func TestFiftyHostsAgainstTheDeployLimit(t *testing.T) {
+	ns := newNamespace(t, "infra")
+	startSite(t, ns, func(c *site.Config) {
+		c.MaxConcurrentDeploy = 10
+		c.Workers = 50
+	})
+	d := serveDisk(t)
+	const n = 50
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("h%02d", i)
+		create(t, fakeHost(ns, names[i], 1000+i))
+	}
+	for _, name := range names {
+		waitHost(t, ns, name, "Available", 3*time.Minute, inState(metalv1alpha1.StateAvailable))
+	}
+	w := watchStates(t, ns)
+	for _, name := range names {
+		update(t, ns, name, func(h *metalv1alpha1.Host) {
+			h.Spec.Image, h.Spec.Online = d.image(), true
+			h.Spec.ConsumerRef = &metalv1alpha1.ConsumerReference{Namespace: "tenant", Name: h.Name, UID: h.Name}
+		})
+	}
+	for _, name := range names {
+		waitHost(t, ns, name, "Provisioned", 5*time.Minute, provisioned)
+	}
+	for _, st := range w.statuses() {
+		if st.OperationalStatus == metalv1alpha1.OperationalError || st.LastError != "" {
+			t.Errorf("a Host reported an error on its way: %s %q", st.OperationalStatus, st.LastError)
+		}
+		for _, c := range st.Conditions {
+			if strings.Contains(c.Message, "503") || c.Reason == metalv1alpha1.ReasonProvisionerUnavailable {
+				t.Errorf("a Host's %s condition reported the provisioner's refusal: %s %q", c.Type, c.Reason, c.Message)
+			}
+		}
+	}
+}
