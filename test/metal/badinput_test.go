@@ -1,6 +1,7 @@
 package metal
 
 import (
+	"context"
 	"net"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/metal/site"
+	"github.com/anvil-dev/anvil/test/redfishbmc"
 )
 
 // closedPort is a loopback port nothing listens on.
@@ -36,7 +38,7 @@ func TestBadInput(t *testing.T) {
 		creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bmc-unreachable"},
 			Data: map[string][]byte{"username": []byte("admin"), "password": []byte("s3cret-unreachable")}}
 		h := fakeHost(ns, "unreachable", 2001)
-		h.Spec.BMC = metalv1alpha1.BMC{Address: "redfish://" + closedPort(t) + "/redfish/v1/Systems/1",
+		h.Spec.BMC = metalv1alpha1.BMC{Address: "redfish+http://" + closedPort(t) + "/redfish/v1/Systems/1",
 			CredentialsSecretRef: &metalv1alpha1.SecretReference{Name: creds.Name}}
 		create(t, creds, h)
 		got := waitHost(t, ns, h.Name, "failed with BMCUnreachable", 2*time.Minute, failedWith(metalv1alpha1.ReasonBMCUnreachable))
@@ -45,6 +47,26 @@ func TestBadInput(t *testing.T) {
 			h.Spec.BMC = metalv1alpha1.BMC{Address: "fake://unreachable"}
 		})
 		waitHost(t, ns, h.Name, "Available once the BMC address is fixed", 2*time.Minute, inState(metalv1alpha1.StateAvailable))
+	})
+
+	t.Run("WrongCredentials", func(t *testing.T) {
+		bmc := redfishbmc.Start(t)
+		creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bmc-wrong"},
+			Data: map[string][]byte{"username": []byte(redfishbmc.Username), "password": []byte("wrong-password-123")}}
+		h := fakeHost(ns, "wrongcreds", 2005)
+		h.Spec.BMC = metalv1alpha1.BMC{Address: redfishbmc.Address(bmc), CredentialsSecretRef: &metalv1alpha1.SecretReference{Name: creds.Name}}
+		create(t, creds, h)
+		got := waitHost(t, ns, h.Name, "failed with CredentialsInvalid", 2*time.Minute, failedWith(metalv1alpha1.ReasonCredentialsInvalid))
+		assertNoSecret(t, got, "wrong-password-123")
+		// Fixing the Secret is enough: its watch registers the Host again.
+		creds.Data["password"] = []byte(redfishbmc.Password)
+		if err := env.Client.Update(context.Background(), creds); err != nil {
+			t.Fatal(err)
+		}
+		waitHost(t, ns, h.Name, "registered once the password is fixed", time.Minute, func(h *metalv1alpha1.Host) bool {
+			c := condition(h, metalv1alpha1.ConditionRegistered)
+			return c != nil && c.Status == metav1.ConditionTrue
+		})
 	})
 
 	t.Run("MissingCredentials", func(t *testing.T) {

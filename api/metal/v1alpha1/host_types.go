@@ -61,7 +61,7 @@ type BMC struct {
 	// fake://name for the provisioner's fake hardware (tests and demos).
 	// +required
 	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(redfish|redfish-virtualmedia)(\\+https?)?://[^/]+') || self.matches('^(ipmi|fake)://[^/]+$')",message="bmc.address must be redfish://host/redfish/v1/Systems/ID (or redfish+http://, redfish-virtualmedia://), ipmi://host[:port] or fake://name"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(redfish|redfish-virtualmedia)([+]https?)?://[^/]+') || self.matches('^(ipmi|fake)://[^/]+$')",message="bmc.address must be redfish://host/redfish/v1/Systems/ID (or redfish+http://, redfish-virtualmedia://), ipmi://host[:port] or fake://name"
 	Address string `json:"address"`
 
 	// CredentialsSecretRef names a Secret in the Host's namespace with keys username and
