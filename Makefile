@@ -48,7 +48,8 @@ $(BIN)/testos/VERSIONS: $(shell find hack/testos -type f)
 
 manifests: $(BIN)/controller-gen ## CRDs and RBAC roles from the Go types and markers.
 	$(BIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd/bases
-	$(BIN)/controller-gen rbac:roleName=anvil-manager paths=./internal/controller/... output:rbac:artifacts:config=config/rbac
+	$(BIN)/controller-gen rbac:roleName=anvil-manager paths="./internal/controller/attachment/...;./internal/controller/claim/...;./internal/controller/index/...;./internal/controller/scheduler/...;./internal/controller/secretaccess/..." output:rbac:artifacts:config=config/rbac
+	$(BIN)/controller-gen rbac:roleName=anvil-metal paths="./internal/controller/host/...;./internal/runtime/metal/..." output:rbac:artifacts:config=config/rbac/metal
 	$(BIN)/controller-gen rbac:roleName=anvil-poollet paths=./internal/poollet/... output:rbac:artifacts:config=config/rbac/poollet
 
 generate: $(GENERATORS) ## Deepcopy functions and the MRI's protobuf code.
