@@ -23,6 +23,7 @@ func newDevCommand() *cobra.Command {
 		Manager:      manager.DefaultOptions(),
 		RegistryPort: 5001,
 		QemuPools:    true,
+		MetalPool:    true,
 	}
 	// In dev the manager's endpoints are off by default: nothing to scrape, fewer ports to clash.
 	o.Manager.MetricsAddr, o.Manager.HealthAddr = "0", "0"
@@ -58,6 +59,7 @@ the next start finds every object again.`,
 	f.StringVar(&o.TestOSDir, "test-os", o.TestOSDir, "folder of the test OS (make testos) to publish to the registry as "+dev.TestOSRepository)
 	f.StringSliceVar(&o.ApplyDirs, "apply", nil, "folders of YAML manifests whose objects are created when missing (repeatable)")
 	f.BoolVar(&o.QemuPools, "qemu-pools", o.QemuPools, "run a QEMU pool per architecture whose QEMU is installed")
+	f.BoolVar(&o.MetalPool, "metal-pool", o.MetalPool, "run Ironic with fake-hardware Hosts and a bare-metal pool, when Ironic is installed")
 	f.StringVar(&fakePool, "fake-pool", "dev-fake", "name of an in-process pool of the fake runtime; empty for none")
 	ff.addFlags(cmd)
 	o.Manager.AddFlags(f)

@@ -36,6 +36,9 @@ type Options struct {
 	// QemuPools runs, in-process, a qemu runtime and its poollet for each architecture
 	// whose QEMU is installed.
 	QemuPools bool
+	// MetalPool runs, in-process, Ironic with fake-hardware Hosts, the Host controller, the
+	// metal runtime and its poollet, when Ironic is installed.
+	MetalPool bool
 	// RegistryPort is the loopback port of the embedded OCI registry; its blobs are kept
 	// in the state directory.
 	RegistryPort int
@@ -141,6 +144,15 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 	}
 
+	if o.MetalPool {
+		name, err := startDevMetal(mgrCtx, cfg, c, cp.StateDir(), reg.Host, poolErrs)
+		if err != nil {
+			stopManager()
+			<-mgrDone
+			return err
+		}
+		poolNames = append(poolNames, name)
+	}
 	etcdPID, apiserverPID := cp.PIDs()
 	fmt.Fprintf(o.Out, `anvil dev is up (%.1fs)
   etcd            pid %d, 127.0.0.1:%d

@@ -165,7 +165,7 @@ func TestDevKeepsObjectsAcrossRestart(t *testing.T) {
 	registryPort := freePort(t)
 	args := []string{"--state-dir", state, "--bin-dir", binDir,
 		"--apiserver-port", freePort(t), "--etcd-port", freePort(t), "--etcd-peer-port", freePort(t),
-		"--registry-port", registryPort, "--qemu-pools=false", "--test-os", testos.Dir(t), "--apply", samplesOnPort(t, registryPort)}
+		"--registry-port", registryPort, "--qemu-pools=false", "--metal-pool=false", "--test-os", testos.Dir(t), "--apply", samplesOnPort(t, registryPort)}
 	kubeconfig := filepath.Join(state, "kubeconfig")
 
 	d := startDev(t, args...)

@@ -18,7 +18,7 @@ func TestPoolletAndFakeRuntimeCommands(t *testing.T) {
 	registryPort := freePort(t)
 	d := startDev(t, "--state-dir", state, "--bin-dir", binDir, "--fake-pool", "",
 		"--apiserver-port", freePort(t), "--etcd-port", freePort(t), "--etcd-peer-port", freePort(t),
-		"--registry-port", registryPort, "--qemu-pools=false", "--test-os", testos.Dir(t), "--apply", samplesOnPort(t, registryPort))
+		"--registry-port", registryPort, "--qemu-pools=false", "--metal-pool=false", "--test-os", testos.Dir(t), "--apply", samplesOnPort(t, registryPort))
 	defer d.stop(syscall.SIGTERM)
 	kubeconfig := filepath.Join(state, "kubeconfig")
 

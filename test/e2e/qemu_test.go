@@ -102,7 +102,7 @@ func TestQemuPoolsBootTheImageOfTheirArchitecture(t *testing.T) {
 	registryPort := freePort(t)
 	d := startDev(t, "--state-dir", state, "--bin-dir", binDir, "--fake-pool", "",
 		"--apiserver-port", freePort(t), "--etcd-port", freePort(t), "--etcd-peer-port", freePort(t),
-		"--registry-port", registryPort, "--qemu-pools=false", "--test-os", testos.Dir(t))
+		"--registry-port", registryPort, "--qemu-pools=false", "--metal-pool=false", "--test-os", testos.Dir(t))
 	// Cleanups run last registered first: the pools' processes stop before anvil dev, so
 	// their watches do not hold up kube-apiserver's shutdown.
 	t.Cleanup(func() { d.stop(syscall.SIGTERM) })

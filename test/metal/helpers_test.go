@@ -106,7 +106,7 @@ func fakeHost(ns, name string, i int) *metalv1alpha1.Host {
 	return &metalv1alpha1.Host{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"rack": "r1"}},
 		Spec: metalv1alpha1.HostSpec{
-			BMC:            metalv1alpha1.BMC{Address: "fake://" + name},
+			BMC:            metalv1alpha1.BMC{Address: "fake://" + name + "?cpus=8&memory_mb=16384&local_gb=100"},
 			BootMACAddress: fmt.Sprintf("52:54:00:%02x:%02x:%02x", (i>>16)&0xff, (i>>8)&0xff, i&0xff),
 			Architecture:   computev1alpha1.ArchitectureAMD64,
 		},

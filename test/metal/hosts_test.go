@@ -41,8 +41,8 @@ func TestHostLifecycle(t *testing.T) {
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: h.Name}, hw); err != nil {
 		t.Fatalf("HardwareData after inspection: %v", err)
 	}
-	if hw.Spec.Architecture != "amd64" {
-		t.Errorf("HardwareData architecture %q, want amd64", hw.Spec.Architecture)
+	if hw.Spec.Architecture != "amd64" || hw.Spec.CPU.Count != 8 || hw.Spec.MemoryMiB != 16384 {
+		t.Errorf("HardwareData %+v, want amd64 with the 8 CPUs and 16384 MiB its fake:// address gives", hw.Spec)
 	}
 
 	drive := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "server-1-configdrive"},

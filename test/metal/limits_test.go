@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/ironic"
 	"github.com/anvil-dev/anvil/internal/metal/site"
 )
 
@@ -17,6 +18,8 @@ func TestFiftyHostsAgainstTheDeployLimit(t *testing.T) {
 	ns := newNamespace(t, "infra")
 	startSite(t, ns, func(c *site.Config) {
 		c.MaxConcurrentDeploy = 10
+		// Deployments that take a while, so ten really are under way at once.
+		c.FakeDelays = ironic.FakeDelays{Deploy: ironic.Delay{Min: 1, Max: 2}}
 		c.Workers = 50
 	})
 	d := serveDisk(t)

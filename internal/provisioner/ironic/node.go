@@ -102,7 +102,13 @@ func (p *Provisioner) update(ctx context.Context, n *nodes.Node, r provisioner.R
 		ops = append(ops, nodes.UpdateOperation{Op: nodes.AddOp, Path: "/" + k, Value: v})
 	}
 	props := properties(r)
-	for _, k := range []string{"cpu_arch", "root_device"} {
+	keys := []string{"cpu_arch", "root_device"}
+	if d.Driver == "fake-hardware" {
+		// Only a fake server's size comes from its registration; a real one's comes from
+		// inspection and must survive a new registration.
+		keys = append(keys, fakeProperties...)
+	}
+	for _, k := range keys {
 		if v, ok := props[k]; ok {
 			ops = append(ops, nodes.UpdateOperation{Op: nodes.AddOp, Path: "/properties/" + k, Value: v})
 		} else if _, had := n.Properties[k]; had {

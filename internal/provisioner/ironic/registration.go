@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/anvil-dev/anvil/internal/provisioner"
@@ -120,7 +121,31 @@ func properties(r provisioner.Registration) map[string]any {
 	if len(r.RootDeviceHints) > 0 {
 		p["root_device"] = r.RootDeviceHints
 	}
+	for k, v := range fakeHardware(r.BMCAddress) {
+		p[k] = v
+	}
 	return p
+}
+
+// fakeProperties are the node properties a fake:// address may set.
+var fakeProperties = []string{"cpus", "memory_mb", "local_gb"}
+
+// fakeHardware reads what a fake-hardware server "has" from its address's query
+// (fake://name?cpus=8&memory_mb=16384&local_gb=100). Ironic's fake inspection finds
+// nothing, so without this a fake server would have no size and fit no MachineClass.
+func fakeHardware(address string) map[string]any {
+	u, err := url.Parse(address)
+	if err != nil || u.Scheme != "fake" {
+		return nil
+	}
+	out := map[string]any{}
+	q := u.Query()
+	for _, k := range fakeProperties {
+		if n, err := strconv.Atoi(q.Get(k)); err == nil && n > 0 {
+			out[k] = n
+		}
+	}
+	return out
 }
 
 // registrationHash identifies everything Register applies, so an unchanged registration
