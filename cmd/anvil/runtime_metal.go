@@ -1,0 +1,60 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/anvil-dev/anvil/internal/metal/pool"
+	"github.com/anvil-dev/anvil/internal/mri"
+)
+
+func newMetalRuntimeCommand() *cobra.Command {
+	var listen, cacheDir string
+	cfg := pool.Config{Name: "metal"}
+	cmd := &cobra.Command{
+		Use: "metal",
+		Short: "Bare-metal servers of one site: runs Ironic (supervised, loopback only), the Host controller " +
+			"for the Hosts of --namespace and the MRI for their pool",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			rc, err := ctrl.GetConfig()
+			if err != nil {
+				return err
+			}
+			if cfg.Site.StateDir, err = filepath.Abs(cfg.Site.StateDir); err != nil {
+				return err
+			}
+			cfg.Site.RestConfig = rc
+			cfg.Site.Logger = ctrl.Log.WithName("site")
+			cfg.Log = ctrl.Log.WithName("runtime")
+			cfg.ImageCacheDir = cacheDir
+			if cfg.ImageCacheDir == "" {
+				cfg.ImageCacheDir = filepath.Join(cfg.Site.StateDir, "cache")
+			}
+			p, err := pool.Start(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = p.Stop() }()
+			fmt.Fprintf(cmd.OutOrStdout(), "metal runtime %s serving on %s (Hosts of namespace %s, Ironic %s, images %s)\n",
+				cfg.Name, listen, cfg.Site.Namespace, p.Site.Ironic.Endpoint(), p.Runtime.ImageURL())
+			return mri.Serve(cmd.Context(), listen, p.Runtime)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&listen, "listen", "unix:///tmp/anvil-metal.sock", "where to serve the MRI, unix:///path")
+	f.StringVar(&cfg.Name, "name", cfg.Name, "name of the MachinePool; starts every machine id")
+	f.StringVar(&cfg.Site.Namespace, "namespace", "", "infrastructure namespace holding the site's Hosts, their Secrets and HostPolicies (required)")
+	f.StringVar(&cfg.Site.StateDir, "state-dir", "/var/lib/anvil/metal", "folder for Ironic's configuration, database and log")
+	f.StringVar(&cacheDir, "cache-dir", "", "OS image cache (default <state-dir>/cache)")
+	f.IntVar(&cfg.Site.IronicPort, "ironic-port", 6385, "Ironic's API port on 127.0.0.1")
+	f.StringVar(&cfg.ImageListen, "image-listen", "127.0.0.1:6180", "address of the server that serves OS disks to servers; keep it fixed across restarts")
+	f.IntVar(&cfg.Site.MaxConcurrentDeploy, "max-concurrent-deploy", 0, "deployments at once, in Ironic and in anvil's queue (0: Ironic's default, 250)")
+	f.IntVar(&cfg.Site.MaxConcurrentClean, "max-concurrent-clean", 0, "cleanings at once (0: Ironic's default, 50)")
+	f.IntVar(&cfg.Site.Workers, "workers", 16, "Hosts reconciled at once")
+	_ = cmd.MarkFlagRequired("namespace")
+	return cmd
+}
