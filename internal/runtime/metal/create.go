@@ -209,7 +209,7 @@ func (r *Runtime) resolveDisk(ctx context.Context, img *mriv1alpha1.Image, a com
 		return disk{}, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_IMAGE_NOT_FOUND, "image %s@%s: %v", img.GetReference(), img.GetDigest(), err)
 	case errors.Is(err, osimage.ErrWrongArchitecture):
 		return disk{}, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_WRONG_ARCHITECTURE, "%v", err)
-	case errors.Is(err, errNoDisk), strings.Contains(err.Error(), "not an anvil OS image"), strings.Contains(err.Error(), "image reference"):
+	case errors.Is(err, errNoDisk), errors.Is(err, errNotOSImage), errors.Is(err, errBadReference):
 		return disk{}, invalid("%v", err)
 	}
 	return disk{}, unavailable("reading the image's manifests", err)

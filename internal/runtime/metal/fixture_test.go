@@ -144,7 +144,8 @@ func newSite(t *testing.T, n int) *site {
 		})
 		s.hosts = append(s.hosts, name)
 	}
-	startHostSim(t, s.infra)
+	startInfrastructure(t, s.infra)
+	awaitAvailable(t, s.infra, s.hosts)
 	return s
 }
 

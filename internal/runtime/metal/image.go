@@ -27,8 +27,15 @@ type disk struct {
 	Format metalv1alpha1.ImageFormat
 }
 
-// errNoDisk: the image's entry has no disk layer (a kernel and initramfs only boot VMs).
-var errNoDisk = errors.New("the image has no disk layer for bare metal: build it with a disk.raw or disk.qcow2 (osimage.FromDir)")
+// Errors of images that no retry can fix: the create is INVALID.
+var (
+	// errNoDisk: the image's entry has no disk layer (a kernel and initramfs boot VMs only).
+	errNoDisk = errors.New("the image has no disk layer for bare metal: build it with a disk.raw or disk.qcow2 (osimage.FromDir)")
+	// errNotOSImage: the manifest is not an anvil OS image.
+	errNotOSImage = errors.New("not an anvil OS image")
+	// errBadReference: the reference or digest does not parse.
+	errBadReference = errors.New("malformed image reference")
+)
 
 // diskResolver finds the disk layer of an image's entry for an architecture.
 type diskResolver interface {
@@ -74,7 +81,10 @@ func readDisk(ctx context.Context, reference, digest string, arch computev1alpha
 	}
 	ref, err := name.ParseReference(reference, opts...)
 	if err != nil {
-		return disk{}, fmt.Errorf("image reference %q: %w", reference, err)
+		return disk{}, fmt.Errorf("%w %q: %v", errBadReference, reference, err)
+	}
+	if _, err := v1.NewHash(digest); err != nil {
+		return disk{}, fmt.Errorf("%w: digest %q: %v", errBadReference, digest, err)
 	}
 	pinned := ref.Context().Digest(digest)
 	ropts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)}
@@ -122,7 +132,7 @@ func readDisk(ctx context.Context, reference, digest string, arch computev1alpha
 		return disk{}, registryError(pinned.String(), err)
 	}
 	if m.Config.MediaType != osimage.MediaTypeConfig {
-		return disk{}, fmt.Errorf("%s: not an anvil OS image (config media type %q)", pinned, m.Config.MediaType)
+		return disk{}, fmt.Errorf("%s: %w (config media type %q)", pinned, errNotOSImage, m.Config.MediaType)
 	}
 	for _, l := range m.Layers {
 		switch l.MediaType {

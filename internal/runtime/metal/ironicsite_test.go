@@ -1,0 +1,79 @@
+package metal
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/ironic"
+	metalsite "github.com/anvil-dev/anvil/internal/metal/site"
+)
+
+// startInfrastructure runs, for namespace ns, what drives Hosts in production: a real
+// Ironic with fake hardware, the Ironic provisioner and the Host controller
+// (internal/metal/site). A missing Ironic fails the test, naming the fix.
+func startInfrastructure(t *testing.T, ns string) {
+	t.Helper()
+	if _, err := exec.LookPath("ironic"); err != nil {
+		t.Fatalf("ironic is not installed: %s", ironic.InstallHint)
+	}
+	dir, err := os.MkdirTemp("", "anvil-metal-rt-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := metalsite.Start(ctx, metalsite.Config{RestConfig: env.Config, Namespace: ns, StateDir: dir, Workers: 8,
+		BusyPoll: 250 * time.Millisecond, MaxBackoff: 2 * time.Second, Logger: testr.NewWithOptions(t, testr.Options{Verbosity: 0})})
+	if err != nil {
+		t.Fatalf("starting Ironic and the Host controller: %v", err)
+	}
+	t.Cleanup(func() {
+		s.Stop()
+		if t.Failed() {
+			if b, err := os.ReadFile(s.Ironic.LogPath()); err == nil {
+				t.Logf("ironic.log (tail):\n%s", b[max(0, len(b)-4000):])
+			}
+		}
+	})
+}
+
+// awaitAvailable waits until every Host of ns is Available and gives its HardwareData the
+// inventory of the test's servers: Ironic's fake hardware inspects nothing, so the
+// HardwareData the Host controller writes for it has no cpu or memory.
+func awaitAvailable(t *testing.T, ns string, hosts []string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, name := range hosts {
+		h := &metalv1alpha1.Host{}
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, h); err != nil {
+				return false, err
+			}
+			return h.Status.ProvisioningState == metalv1alpha1.StateAvailable && h.Status.OperationalStatus == metalv1alpha1.OperationalOK, nil
+		})
+		if err != nil {
+			t.Fatalf("Host %s never became Available: %v; status %+v", name, err, h.Status)
+		}
+		hw := &metalv1alpha1.HardwareData{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, hw); err != nil {
+			t.Fatal(err)
+		}
+		if hw.Spec.CPU.Count == 0 {
+			hw.Spec.CPU = metalv1alpha1.CPU{Count: 8, Model: "fake"}
+			hw.Spec.MemoryMiB = 16 << 10
+			hw.Spec.Disks = []metalv1alpha1.Disk{{Name: "/dev/sda", SizeBytes: 100 << 30}}
+			if err := env.Client.Update(ctx, hw); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
