@@ -137,7 +137,8 @@ func newSite(t *testing.T, n int) *site {
 		create(t, &metalv1alpha1.Host{
 			ObjectMeta: metav1.ObjectMeta{Namespace: s.infra, Name: name, Labels: map[string]string{"rack": fmt.Sprint(i % 2)}},
 			Spec: metalv1alpha1.HostSpec{
-				BMC:            metalv1alpha1.BMC{Address: "fake://" + name},
+				// Ironic's fake hardware takes the server's size from the address.
+				BMC:            metalv1alpha1.BMC{Address: "fake://" + name + "?cpus=8&memory_mb=16384&local_gb=100"},
 				BootMACAddress: fmt.Sprintf("52:54:00:00:%02x:%02x", (i>>8)&0xff, i&0xff),
 				Architecture:   computev1alpha1.ArchitectureAMD64,
 			},

@@ -46,34 +46,20 @@ func startInfrastructure(t *testing.T, ns string) {
 	})
 }
 
-// awaitAvailable waits until every Host of ns is Available and gives its HardwareData the
-// inventory of the test's servers: Ironic's fake hardware inspects nothing, so the
-// HardwareData the Host controller writes for it has no cpu or memory.
+// awaitAvailable waits until every Host of ns is inspected and Available.
 func awaitAvailable(t *testing.T, ns string, hosts []string) {
 	t.Helper()
-	ctx := context.Background()
 	for _, name := range hosts {
 		h := &metalv1alpha1.Host{}
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, h); err != nil {
 				return false, err
 			}
-			return h.Status.ProvisioningState == metalv1alpha1.StateAvailable && h.Status.OperationalStatus == metalv1alpha1.OperationalOK, nil
+			return h.Status.ProvisioningState == metalv1alpha1.StateAvailable && h.Status.OperationalStatus == metalv1alpha1.OperationalOK &&
+				h.Status.Hardware != nil && h.Status.Hardware.CPUs > 0, nil
 		})
 		if err != nil {
-			t.Fatalf("Host %s never became Available: %v; status %+v", name, err, h.Status)
-		}
-		hw := &metalv1alpha1.HardwareData{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, hw); err != nil {
-			t.Fatal(err)
-		}
-		if hw.Spec.CPU.Count == 0 {
-			hw.Spec.CPU = metalv1alpha1.CPU{Count: 8, Model: "fake"}
-			hw.Spec.MemoryMiB = 16 << 10
-			hw.Spec.Disks = []metalv1alpha1.Disk{{Name: "/dev/sda", SizeBytes: 100 << 30}}
-			if err := env.Client.Update(ctx, hw); err != nil {
-				t.Fatal(err)
-			}
+			t.Fatalf("Host %s never became Available with its hardware: %v; status %+v", name, err, h.Status)
 		}
 	}
 }

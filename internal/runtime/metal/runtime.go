@@ -113,6 +113,10 @@ func New(opts Options) (*Runtime, error) {
 	return r, nil
 }
 
+// Ready is closed once Run has read the Hosts and config drives; calls made before wait
+// for it.
+func (r *Runtime) Ready() <-chan struct{} { return r.ready }
+
 // ImageURL is the base URL of the image server.
 func (r *Runtime) ImageURL() string { return r.imageURL }
 
