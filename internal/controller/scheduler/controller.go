@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +41,9 @@ type Reconciler struct {
 	pending map[types.NamespacedName]struct{}
 	// excluded holds, per Machine, the pools whose runtime refused it and until when.
 	excluded map[types.UID]map[string]time.Time
+	// refusals holds, per Machine, what each refusing pool's runtime said, so the
+	// Unschedulable message keeps the runtime's reason (no Host a HostPolicy allows, ...).
+	refusals map[types.UID]map[string]string
 }
 
 // +kubebuilder:rbac:groups=compute.anvil.dev,resources=machines,verbs=get;list;watch;patch
@@ -108,8 +112,11 @@ func (r *Reconciler) schedule(ctx context.Context, m *computev1alpha1.Machine) (
 	d := r.Cache.ScheduleAndAssume(m.UID, request, now, r.Strategy)
 	if d.Pool == nil {
 		r.setPending(key, true)
-		err := r.setScheduled(ctx, m, metav1.ConditionFalse, computev1alpha1.ReasonUnschedulable,
-			"no MachinePool fits: "+d.Rejections.Summary())
+		msg := "no MachinePool fits: " + d.Rejections.Summary()
+		if refused := r.refusalText(m.UID); refused != "" {
+			msg += " (" + refused + ")"
+		}
+		err := r.setScheduled(ctx, m, metav1.ConditionFalse, computev1alpha1.ReasonUnschedulable, msg)
 		return ctrl.Result{RequeueAfter: untilFirstExpiry(request.ExcludedUntil, now)}, err
 	}
 	r.setPending(key, false)
@@ -191,7 +198,7 @@ func (r *Reconciler) reconcileBound(ctx context.Context, m *computev1alpha1.Mach
 		return ctrl.Result{}, nil // a user's pin stays, refused or not; the condition says why
 	}
 	pool := m.Spec.MachinePoolRef.Name
-	r.exclude(m.UID, pool, r.Now().Add(r.RefusalBackoff))
+	r.exclude(m.UID, pool, r.Now().Add(r.RefusalBackoff), c.Message)
 	patch := client.MergeFromWithOptions(m.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	m.Spec.MachinePoolRef = nil
 	delete(m.Annotations, computev1alpha1.AnnotationBoundBy)
@@ -250,13 +257,39 @@ func (r *Reconciler) pendingKeys() []types.NamespacedName {
 	return keys
 }
 
-func (r *Reconciler) exclude(uid types.UID, pool string, until time.Time) {
+func (r *Reconciler) exclude(uid types.UID, pool string, until time.Time, refusal string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.excluded[uid] == nil {
 		r.excluded[uid] = map[string]time.Time{}
 	}
 	r.excluded[uid][pool] = until
+	if r.refusals == nil {
+		r.refusals = map[types.UID]map[string]string{}
+	}
+	if r.refusals[uid] == nil {
+		r.refusals[uid] = map[string]string{}
+	}
+	r.refusals[uid][pool] = refusal
+}
+
+// refusalText joins what the runtimes that refused the Machine said, pool by pool in name
+// order; "" when none did.
+func (r *Reconciler) refusalText(uid types.UID) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pools := make([]string, 0, len(r.refusals[uid]))
+	for pool := range r.refusals[uid] {
+		pools = append(pools, pool)
+	}
+	sort.Strings(pools)
+	var parts []string
+	for _, pool := range pools {
+		if msg := r.refusals[uid][pool]; msg != "" {
+			parts = append(parts, msg)
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 func (r *Reconciler) exclusions(uid types.UID) map[string]time.Time {
@@ -273,6 +306,7 @@ func (r *Reconciler) forgetExclusions(uid types.UID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.excluded, uid)
+	delete(r.refusals, uid)
 }
 
 // untilFirstExpiry is how long until the earliest exclusion ends (an outside clock, so a
