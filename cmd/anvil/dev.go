@@ -20,10 +20,11 @@ func newDevCommand() *cobra.Command {
 			EtcdClientPort: 2379,
 			EtcdPeerPort:   2380,
 		},
-		Manager:      manager.DefaultOptions(),
-		RegistryPort: 5001,
-		QemuPools:    true,
-		MetalPool:    true,
+		Manager:        manager.DefaultOptions(),
+		RegistryPort:   5001,
+		QemuPools:      true,
+		MetalPool:      true,
+		MetalImagePort: 5002,
 	}
 	// In dev the manager's endpoints are off by default: nothing to scrape, fewer ports to clash.
 	o.Manager.MetricsAddr, o.Manager.HealthAddr = "0", "0"
@@ -60,6 +61,7 @@ the next start finds every object again.`,
 	f.StringSliceVar(&o.ApplyDirs, "apply", nil, "folders of YAML manifests whose objects are created when missing (repeatable)")
 	f.BoolVar(&o.QemuPools, "qemu-pools", o.QemuPools, "run a QEMU pool per architecture whose QEMU is installed")
 	f.BoolVar(&o.MetalPool, "metal-pool", o.MetalPool, "run Ironic with fake-hardware Hosts and a bare-metal pool, when Ironic is installed")
+	f.IntVar(&o.MetalImagePort, "metal-image-port", o.MetalImagePort, "loopback port the bare-metal pool serves OS disks to servers on")
 	f.StringVar(&fakePool, "fake-pool", "dev-fake", "name of an in-process pool of the fake runtime; empty for none")
 	ff.addFlags(cmd)
 	o.Manager.AddFlags(f)

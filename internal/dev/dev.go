@@ -39,6 +39,8 @@ type Options struct {
 	// MetalPool runs, in-process, Ironic with fake-hardware Hosts, the Host controller, the
 	// metal runtime and its poollet, when Ironic is installed.
 	MetalPool bool
+	// MetalImagePort is the loopback port the bare-metal pool serves OS disks on.
+	MetalImagePort int
 	// RegistryPort is the loopback port of the embedded OCI registry; its blobs are kept
 	// in the state directory.
 	RegistryPort int
@@ -145,7 +147,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 
 	if o.MetalPool {
-		name, err := startDevMetal(mgrCtx, cfg, c, cp.StateDir(), reg.Host, poolErrs)
+		name, err := startDevMetal(mgrCtx, cfg, c, cp.StateDir(), reg.Host, o.MetalImagePort, poolErrs)
 		if err != nil {
 			stopManager()
 			<-mgrDone

@@ -56,7 +56,7 @@ func (p poolServer) Close() { _ = p.pool.Stop() }
 
 // StartMetalPool enrols fake-hardware Hosts and a HostPolicy letting every namespace use
 // them, runs Ironic, the Host controller and the metal runtime, and a poollet for the pool.
-func StartMetalPool(ctx context.Context, cfg *rest.Config, c client.Client, stateDir string, log logr.Logger) (<-chan error, error) {
+func StartMetalPool(ctx context.Context, cfg *rest.Config, c client.Client, stateDir, imageListen string, log logr.Logger) (<-chan error, error) {
 	if err := ensureNamespace(ctx, c, MetalNamespace); err != nil {
 		return nil, err
 	}
@@ -67,7 +67,7 @@ func StartMetalPool(ctx context.Context, cfg *rest.Config, c client.Client, stat
 	p, err := pool.Start(ctx, pool.Config{
 		Site: site.Config{RestConfig: cfg, Namespace: MetalNamespace, StateDir: dir,
 			Logger: log.WithName("site").WithValues("pool", MetalPoolName)},
-		Name: MetalPoolName, ImageCacheDir: filepath.Join(dir, "cache"), ImageListen: "127.0.0.1:5002",
+		Name: MetalPoolName, ImageCacheDir: filepath.Join(dir, "cache"), ImageListen: imageListen,
 		Log: log.WithName("runtime").WithValues("pool", MetalPoolName),
 	})
 	if err != nil {
@@ -78,7 +78,7 @@ func StartMetalPool(ctx context.Context, cfg *rest.Config, c client.Client, stat
 
 // startDevMetal starts the metal pool when Ironic is installed and says what it started,
 // or why it did not.
-func startDevMetal(ctx context.Context, cfg *rest.Config, c client.Client, stateDir, registryHost string, poolErrs chan<- error) (string, error) {
+func startDevMetal(ctx context.Context, cfg *rest.Config, c client.Client, stateDir, registryHost string, imagePort int, poolErrs chan<- error) (string, error) {
 	if missing := ironicMissing(); missing != "" {
 		return missing, nil
 	}
@@ -86,7 +86,7 @@ func startDevMetal(ctx context.Context, cfg *rest.Config, c client.Client, state
 	if err != nil {
 		return "", err
 	}
-	errs, err := StartMetalPool(ctx, cfg, c, stateDir, ctrl.Log)
+	errs, err := StartMetalPool(ctx, cfg, c, stateDir, fmt.Sprintf("127.0.0.1:%d", imagePort), ctrl.Log)
 	if err != nil {
 		return "", fmt.Errorf("starting pool %s: %w", MetalPoolName, err)
 	}

@@ -78,10 +78,13 @@ func IsNotFound(err error) bool {
 }
 
 // IsRefusal reports whether err is a runtime refusing a machine it cannot place: the
-// caller hands such a machine back to the scheduler instead of retrying here.
+// caller hands such a machine back to the scheduler instead of retrying here. INVALID is
+// one: a spec this runtime can never run (a disk-less image on bare metal, say) may suit
+// another pool, and retrying it here would never end.
 func IsRefusal(err error) bool {
 	switch ReasonOf(err) {
-	case mriv1alpha1.ErrorReason_ERROR_REASON_NO_CAPACITY, mriv1alpha1.ErrorReason_ERROR_REASON_WRONG_ARCHITECTURE:
+	case mriv1alpha1.ErrorReason_ERROR_REASON_NO_CAPACITY, mriv1alpha1.ErrorReason_ERROR_REASON_WRONG_ARCHITECTURE,
+		mriv1alpha1.ErrorReason_ERROR_REASON_INVALID:
 		return true
 	}
 	return false

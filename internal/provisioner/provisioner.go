@@ -36,6 +36,9 @@ type Provisioner interface {
 	Deprovision(ctx context.Context, name string) error
 	// Power switches the node on or off.
 	Power(ctx context.Context, name string, on bool) error
+	// Reboot resets a powered-on node. It is not idempotent by itself: callers record
+	// which request they carried out (anvil keeps the reboot token in the Host's status).
+	Reboot(ctx context.Context, name string) error
 	// Adopt takes a Manageable node that is already running image into Active without
 	// writing its disk: for servers whose records the provisioner lost.
 	Adopt(ctx context.Context, name string, image Image) error

@@ -75,6 +75,13 @@ func TestHostLifecycle(t *testing.T) {
 	})
 
 	update(t, ns, h.Name, func(h *metalv1alpha1.Host) {
+		metav1.SetMetaDataAnnotation(&h.ObjectMeta, metalv1alpha1.AnnotationReboot, "token-1")
+	})
+	waitHost(t, ns, h.Name, "rebooted once for token-1", 60*time.Second, func(h *metalv1alpha1.Host) bool {
+		return provisioned(h) && h.Status.RebootToken == "token-1" && h.Status.PowerState == metalv1alpha1.PowerOn
+	})
+
+	update(t, ns, h.Name, func(h *metalv1alpha1.Host) {
 		h.Spec.Image, h.Spec.ConfigDrive, h.Spec.ConsumerRef, h.Spec.Online = nil, nil, nil, false
 	})
 	got = waitHost(t, ns, h.Name, "Available after deprovisioning", 90*time.Second, func(h *metalv1alpha1.Host) bool {

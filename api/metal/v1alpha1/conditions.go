@@ -47,3 +47,8 @@ const FinalizerHost = "metal.anvil.dev/host"
 // LabelMachine marks a tenant's projected HardwareData with the name of the Machine it
 // describes. The copy carries no reference back to the Host or its namespace.
 const LabelMachine = "metal.anvil.dev/machine"
+
+// AnnotationReboot on a provisioned Host asks for one reset of the server per distinct
+// value (a token); status.rebootToken records the last one carried out. The metal runtime
+// sets it for a Machine's reboot; an operator may too.
+const AnnotationReboot = "metal.anvil.dev/reboot"

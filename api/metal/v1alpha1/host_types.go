@@ -208,6 +208,9 @@ type HostStatus struct {
 	// ProvisionerID is the provisioner's id of the Host (Ironic's node UUID).
 	// +optional
 	ProvisionerID string `json:"provisionerID,omitempty"`
+	// RebootToken is the value of the metal.anvil.dev/reboot annotation last carried out.
+	// +optional
+	RebootToken string `json:"rebootToken,omitempty"`
 	// CredentialsVersion is the resourceVersion of the credentials Secret last registered,
 	// so a changed Secret registers the Host again.
 	// +optional

@@ -21,6 +21,11 @@ func (s *step) act(ctx context.Context) error {
 	var err error
 	switch s.plan.Action {
 	case hostplan.ActionWait, hostplan.ActionRegister:
+		if h.Spec.ConsumerRef == nil || !h.Spec.Online {
+			// Nothing runs to reset: a reboot asked of an idle or powered-off server is
+			// carried out by doing nothing.
+			h.Status.RebootToken = h.Annotations[metalv1alpha1.AnnotationReboot]
+		}
 		return nil
 	case hostplan.ActionInspect:
 		err = p.Inspect(ctx, name)
@@ -41,6 +46,10 @@ func (s *step) act(ctx context.Context) error {
 		err = p.Deprovision(ctx, name)
 	case hostplan.ActionPowerOn, hostplan.ActionPowerOff:
 		err = p.Power(ctx, name, s.plan.Action == hostplan.ActionPowerOn)
+	case hostplan.ActionReboot:
+		if err = p.Reboot(ctx, name); err == nil {
+			h.Status.RebootToken = h.Annotations[metalv1alpha1.AnnotationReboot]
+		}
 	case hostplan.ActionAdopt:
 		err = p.Adopt(ctx, name, imageOf(h.Status.Image))
 	case hostplan.ActionDetach:

@@ -32,6 +32,8 @@ const (
 	ActionPowerOn
 	ActionPowerOff
 	ActionAdopt
+	// ActionReboot resets a provisioned, powered-on server for a new reboot token.
+	ActionReboot
 	ActionDetach
 	ActionDelete
 	// ActionRemoveFinalizer: the provisioner has forgotten the Host; let it go.
@@ -39,7 +41,7 @@ const (
 )
 
 var actionNames = [...]string{"Invalid", "Wait", "Register", "Inspect", "ReadHardware", "Provide",
-	"Provision", "Deprovision", "PowerOn", "PowerOff", "Adopt", "Detach", "Delete", "RemoveFinalizer"}
+	"Provision", "Deprovision", "PowerOn", "PowerOff", "Adopt", "Reboot", "Detach", "Delete", "RemoveFinalizer"}
 
 func (a Action) String() string {
 	if a < 0 || int(a) >= len(actionNames) {
@@ -60,6 +62,8 @@ type Input struct {
 	// InspectionStarted: the provisioner accepted an inspection whose result has not been
 	// read yet (the Host's Inspected condition says Inspecting).
 	InspectionStarted bool
+	// RebootRequested: the Host carries a reboot token not carried out yet.
+	RebootRequested bool
 }
 
 // Plan is the decision: one action and the status to report while it runs.
@@ -186,7 +190,11 @@ func active(in Input) Plan {
 		return Plan{Action: ActionDeprovision, State: metalv1alpha1.StateDeprovisioning, Operational: metalv1alpha1.OperationalOK,
 			Reason: metalv1alpha1.ReasonDeprovisioning, Busy: true}
 	}
-	return Plan{Action: powerAction(h, n), State: metalv1alpha1.StateProvisioned, Operational: metalv1alpha1.OperationalOK,
+	a := powerAction(h, n)
+	if a == ActionWait && in.RebootRequested && h.Spec.Online {
+		a = ActionReboot
+	}
+	return Plan{Action: a, State: metalv1alpha1.StateProvisioned, Operational: metalv1alpha1.OperationalOK,
 		Reason: metalv1alpha1.ReasonProvisioned}
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	"github.com/go-logr/logr"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -51,7 +52,11 @@ func Start(ctx context.Context, cfg Config) (*Pool, error) {
 		s.Stop()
 		return nil, err
 	}
-	direct, err := client.New(cfg.Site.RestConfig, client.Options{Scheme: s.Scheme})
+	// Every claim is a few requests and claims are serialised: client-go's default 5 QPS
+	// would be the pool's bottleneck.
+	rc := rest.CopyConfig(cfg.Site.RestConfig)
+	rc.QPS, rc.Burst = 100, 200
+	direct, err := client.New(rc, client.Options{Scheme: s.Scheme})
 	if err != nil {
 		return fail(err)
 	}

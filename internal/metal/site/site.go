@@ -113,7 +113,11 @@ func Start(ctx context.Context, cfg Config) (*Site, error) {
 		s.Provisioner = cfg.WrapProvisioner(prov)
 	}
 	skip := true
-	mgr, err := ctrl.NewManager(cfg.RestConfig, ctrl.Options{
+	// One status write per Host step: client-go's default 5 QPS would pace a fleet's
+	// provisioning instead of Ironic.
+	rc := rest.CopyConfig(cfg.RestConfig)
+	rc.QPS, rc.Burst = 100, 200
+	mgr, err := ctrl.NewManager(rc, ctrl.Options{
 		Scheme:                 scheme,
 		Logger:                 cfg.Logger,
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{cfg.Namespace: {}}},

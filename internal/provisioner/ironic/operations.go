@@ -174,6 +174,21 @@ func (p *Provisioner) Power(ctx context.Context, name string, on bool) error {
 	})
 }
 
+// Reboot implements provisioner.Provisioner.
+func (p *Provisioner) Reboot(ctx context.Context, name string) error {
+	n, err := p.getNode(ctx, name)
+	if err != nil {
+		return err
+	}
+	if n.TargetPowerState != "" {
+		return fmt.Errorf("reboot node %s: already going to %q: %w", name, n.TargetPowerState, provisioner.ErrBusy)
+	}
+	p.log.Info("rebooting node", "node", name)
+	return p.do(ctx, fmt.Sprintf("reboot node %s", name), func(ctx context.Context) error {
+		return nodes.ChangePowerState(ctx, p.sc, name, nodes.PowerStateOpts{Target: nodes.Rebooting}).ExtractErr()
+	})
+}
+
 // Adopt implements provisioner.Provisioner; it takes a deploy slot.
 func (p *Provisioner) Adopt(ctx context.Context, name string, img provisioner.Image) error {
 	info, err := instanceInfo(img)

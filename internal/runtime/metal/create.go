@@ -130,30 +130,13 @@ func (r *Runtime) claimFirst(ctx context.Context, c *claim, inv placement.Invent
 		}
 	}
 	for _, cand := range candidates {
-		h := &metalv1alpha1.Host{}
-		if err := r.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(cand), h); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue
-			}
+		h, err := r.tryClaim(ctx, inv, preq, cand, c, secret.Name)
+		if err != nil {
 			dropSecret()
-			return nil, unavailable("reading Host "+cand.Name, err)
+			return nil, err
 		}
-		if !inv.Matches(preq, h) {
-			continue // taken or changed since the cache saw it
-		}
-		if err := r.claimHost(h, c, secret.Name); err != nil {
-			dropSecret()
-			return nil, status.Errorf(codes.Internal, "machine %s: recording it on Host %s: %v", c.id, h.Name, err)
-		}
-		if err := r.opts.Client.Update(ctx, h); err != nil {
-			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-				r.opts.Log.V(1).Info("Host taken while claiming it; trying the next", "host", h.Name, "machine", c.id)
-				continue
-			}
-			// The claim may or may not have been written: a repeated create finds out, and
-			// the sweep removes the Secret if no Host names the machine.
-			r.queue.AddAfter(sweepKey, r.opts.sweepGrace)
-			return nil, unavailable("claiming Host "+h.Name, err)
+		if h == nil {
+			continue // taken by another machine, changed, or gone
 		}
 		claimed = true
 		r.assume(h)
@@ -269,4 +252,44 @@ func validateSpec(s *mriv1alpha1.MachineSpec) error {
 		names[n.GetName()] = true
 	}
 	return nil
+}
+
+// claimAttempts bounds how often one Host is read again after a conflicting write: the Host
+// controller's own writes (finalizer, annotations) conflict too, and must not make a free
+// Host look taken.
+const claimAttempts = 3
+
+// tryClaim claims cand for the machine, reading it from the API server each time. It
+// returns nil (and no error) when the Host is no longer free for the machine.
+func (r *Runtime) tryClaim(ctx context.Context, inv placement.Inventory, preq placement.Request, cand *metalv1alpha1.Host, c *claim, secret string) (*metalv1alpha1.Host, error) {
+	for attempt := 0; attempt < claimAttempts; attempt++ {
+		h := &metalv1alpha1.Host{}
+		if err := r.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(cand), h); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, nil
+			}
+			return nil, unavailable("reading Host "+cand.Name, err)
+		}
+		if !inv.Matches(preq, h) {
+			return nil, nil // taken or changed since the cache saw it
+		}
+		if err := r.claimHost(h, c, secret); err != nil {
+			return nil, status.Errorf(codes.Internal, "machine %s: recording it on Host %s: %v", c.id, h.Name, err)
+		}
+		err := r.opts.Client.Update(ctx, h)
+		switch {
+		case err == nil:
+			return h, nil
+		case apierrors.IsNotFound(err):
+			return nil, nil
+		case apierrors.IsConflict(err):
+			r.opts.Log.V(1).Info("Host changed while claiming it; reading it again", "host", h.Name, "machine", c.id)
+			continue
+		}
+		// The claim may or may not have been written: a repeated create finds out, and
+		// the sweep removes the Secret if no Host names the machine.
+		r.queue.AddAfter(sweepKey, r.opts.sweepGrace)
+		return nil, unavailable("claiming Host "+h.Name, err)
+	}
+	return nil, nil
 }

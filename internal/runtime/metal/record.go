@@ -18,8 +18,8 @@ const (
 	// AnnotationMachine on a Host holds the record of the machine claiming it (JSON).
 	AnnotationMachine = "metal.anvil.dev/machine"
 	// AnnotationReboot on a Host asks the Host controller to reset the server once per
-	// token: it resets when the token differs from the one it last carried out.
-	AnnotationReboot = "metal.anvil.dev/reboot"
+	// token; the Host's status.rebootToken says which it carried out last.
+	AnnotationReboot = metalv1alpha1.AnnotationReboot
 	// LabelConfigDrive marks the config-drive Secrets the runtime owns.
 	LabelConfigDrive = "metal.anvil.dev/config-drive"
 	// AnnotationMachineID on a config-drive Secret names its machine.

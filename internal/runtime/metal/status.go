@@ -151,7 +151,7 @@ func machineStatus(h *metalv1alpha1.Host, rec *record, spec *mriv1alpha1.Machine
 		State:        o.state,
 		Architecture: mri.ArchToMRI(h.Spec.Architecture),
 		Conditions:   o.conditions,
-		RebootToken:  h.Annotations[AnnotationReboot],
+		RebootToken:  h.Status.RebootToken, // carried out by the Host controller, not just asked
 	}
 	attach := mriv1alpha1.AttachState_ATTACH_STATE_PENDING
 	if o.attached {

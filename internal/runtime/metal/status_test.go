@@ -122,6 +122,7 @@ func TestMachineStatusAttachments(t *testing.T) {
 	}
 	h := claimed(provisionedOn)
 	h.Annotations[AnnotationReboot] = "r1"
+	h.Status.RebootToken = "r1" // the Host controller carried it out
 	st, settled := machineStatus(h, rec, spec)
 	if !settled || st.Volumes[0].State != mriv1alpha1.AttachState_ATTACH_STATE_ATTACHED || st.NetworkInterfaces[1].State != mriv1alpha1.AttachState_ATTACH_STATE_ATTACHED {
 		t.Fatalf("provisioned: settled %v, volumes %v, nics %v", settled, st.Volumes, st.NetworkInterfaces)

@@ -1,0 +1,84 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/anvil-dev/anvil/test/testos"
+)
+
+const siteB = `
+apiVersion: v1
+kind: Namespace
+metadata: {name: site-b}
+---
+apiVersion: metal.anvil.dev/v1alpha1
+kind: HostPolicy
+metadata: {name: default-ns, namespace: site-b}
+spec:
+  namespaces: [default]
+---
+apiVersion: metal.anvil.dev/v1alpha1
+kind: Host
+metadata: {name: b-1, namespace: site-b}
+spec:
+  bmc: {address: "fake://b-1?cpus=16&memory_mb=65536&local_gb=500"}
+  bootMACAddress: "52:54:00:bb:00:01"
+  architecture: amd64
+---
+apiVersion: compute.anvil.dev/v1alpha1
+kind: Machine
+metadata: {name: on-site-b, namespace: default}
+spec:
+  machineClassRef: {name: medium}
+  image: IMAGE
+  machinePoolSelector: {compute.anvil.dev/runtime: metal-b}
+`
+
+// The demo's bare-metal pool provisions the sample Machine onto a fake-hardware Host of a
+// real Ironic; and `anvil runtime metal` with `anvil poollet`, as a site would run them,
+// provisions a Machine onto its own Host and gives the Host back when it is deleted.
+func TestBareMetalPools(t *testing.T) {
+	state := t.TempDir()
+	registryPort := freePort(t)
+	d := startDev(t, "--state-dir", state, "--bin-dir", binDir, "--fake-pool", "",
+		"--apiserver-port", freePort(t), "--etcd-port", freePort(t), "--etcd-peer-port", freePort(t),
+		"--registry-port", registryPort, "--qemu-pools=false", "--metal-image-port", freePort(t),
+		"--test-os", testos.Dir(t), "--apply", samplesOnPort(t, registryPort))
+	t.Cleanup(func() { d.stop(syscall.SIGTERM) })
+	kubeconfig := filepath.Join(state, "kubeconfig")
+
+	waitKubectlLong(t, kubeconfig, "Running", 3*time.Minute, "get", "machine", "metal-1", "-n", "default", "-o", "jsonpath={.status.state}")
+	waitKubectl(t, kubeconfig, "dev-metal", "get", "machine", "metal-1", "-n", "default", "-o", "jsonpath={.spec.machinePoolRef.name}")
+	waitKubectl(t, kubeconfig, "Provisioned", "get", "hosts", "-n", "anvil-metal", "-o",
+		`jsonpath={.items[?(@.spec.consumerRef.name=="metal-1")].status.provisioningState}`)
+	waitKubectl(t, kubeconfig, "8", "get", "hardwaredata", "metal-1", "-n", "default", "-o", "jsonpath={.spec.cpu.count}")
+
+	// A second site, run as its own processes.
+	image := "127.0.0.1:" + registryPort + "/anvil/metal-disk:latest"
+	socket := "unix://" + filepath.Join(t.TempDir(), "mri.sock")
+	rt := exec.Command(anvilBin, "runtime", "metal", "--name", "metal-b", "--namespace", "site-b", "--listen", socket,
+		"--state-dir", shortDir(t), "--ironic-port", freePort(t), "--image-listen", "127.0.0.1:"+freePort(t))
+	rt.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	apply(t, kubeconfig, strings.ReplaceAll(siteB, "IMAGE", image))
+	startProcess(t, rt)
+	t.Cleanup(func() { stopProcess(rt) })
+	poollet := exec.Command(anvilBin, "poollet", "--pool", "metal-b", "--runtime", socket, "--interval", "1s",
+		"--labels", "compute.anvil.dev/runtime=metal-b")
+	poollet.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	startProcess(t, poollet)
+	t.Cleanup(func() { stopProcess(poollet) })
+
+	waitKubectlLong(t, kubeconfig, "Running", 3*time.Minute, "get", "machine", "on-site-b", "-n", "default", "-o", "jsonpath={.status.state}")
+	waitKubectl(t, kubeconfig, "on-site-b", "get", "host", "b-1", "-n", "site-b", "-o", "jsonpath={.spec.consumerRef.name}")
+	if _, err := kubectl(t, kubeconfig, "", "delete", "machine", "on-site-b", "-n", "default", "--wait=false"); err != nil {
+		t.Fatal(err)
+	}
+	waitKubectlLong(t, kubeconfig, "Available/", 2*time.Minute, "get", "host", "b-1", "-n", "site-b", "-o",
+		"jsonpath={.status.provisioningState}/{.spec.consumerRef.name}")
+}
