@@ -138,7 +138,7 @@ func (s *step) run(ctx context.Context) error {
 	s.hwKnown = hwKnown
 	in := hostplan.Input{Host: h, Node: s.node, HardwareKnown: hwKnown, InspectionStarted: inspectionStarted(h),
 		RebootRequested: h.Annotations[metalv1alpha1.AnnotationReboot] != h.Status.RebootToken,
-		Reregister: s.node != nil && (h.Status.ObservedGeneration != h.Generation || h.Status.CredentialsVersion != credVersion)}
+		Reregister:      s.node != nil && (h.Status.ObservedGeneration != h.Generation || h.Status.CredentialsVersion != credVersion)}
 	s.plan = hostplan.Decide(in)
 	if s.plan.Action == hostplan.ActionRegister {
 		if problem != nil {
