@@ -52,7 +52,7 @@ func (c *Cache) Pull(ctx context.Context, reference, digest string, arch compute
 	if !arch.IsKnown() {
 		return Files{}, fmt.Errorf("architecture %q: use one of %v", arch, computev1alpha1.KnownArchitectures)
 	}
-	ref, err := parseReference(reference)
+	ref, err := ParseReference(reference)
 	if err != nil {
 		return Files{}, err
 	}
@@ -112,7 +112,7 @@ func (c *Cache) topLevel(ctx context.Context, ref name.Reference, digest string)
 	}
 	desc, err := c.puller.Get(ctx, ref)
 	if err != nil {
-		return v1.Hash{}, remoteError(ref.String(), err)
+		return v1.Hash{}, RemoteError(ref.String(), err)
 	}
 	if len(desc.Manifest) > maxMetadata {
 		return v1.Hash{}, fmt.Errorf("%s: manifest of %d bytes is too large", ref, len(desc.Manifest))
@@ -134,7 +134,7 @@ func (c *Cache) manifest(ctx context.Context, repo name.Repository, h v1.Hash, s
 	p, _, err := c.store.ensure(ctx, h, size, func(ctx context.Context) (io.ReadCloser, error) {
 		desc, err := c.puller.Get(ctx, repo.Digest(h.String()))
 		if err != nil {
-			return nil, remoteError(repo.String()+"@"+h.String(), err)
+			return nil, RemoteError(repo.String()+"@"+h.String(), err)
 		}
 		if len(desc.Manifest) > maxMetadata {
 			return nil, fmt.Errorf("manifest %s: %d bytes is too large", h, len(desc.Manifest))
@@ -194,11 +194,11 @@ func (c *Cache) blob(ctx context.Context, repo name.Repository, d v1.Descriptor)
 	p, fetched, err := c.store.ensure(ctx, d.Digest, d.Size, func(ctx context.Context) (io.ReadCloser, error) {
 		l, err := c.puller.Layer(ctx, repo.Digest(d.Digest.String()))
 		if err != nil {
-			return nil, remoteError(repo.String()+"@"+d.Digest.String(), err)
+			return nil, RemoteError(repo.String()+"@"+d.Digest.String(), err)
 		}
 		rc, err := l.Compressed()
 		if err != nil {
-			return nil, remoteError(repo.String()+"@"+d.Digest.String(), err)
+			return nil, RemoteError(repo.String()+"@"+d.Digest.String(), err)
 		}
 		return rc, nil
 	})
@@ -212,8 +212,8 @@ func (c *Cache) blob(ctx context.Context, repo name.Repository, d v1.Descriptor)
 	return p, nil
 }
 
-// remoteError marks the registry's "no such manifest/blob/repository" as ErrImageNotFound.
-func remoteError(what string, err error) error {
+// RemoteError marks the registry's "no such manifest/blob/repository" as ErrImageNotFound.
+func RemoteError(what string, err error) error {
 	var te *transport.Error
 	if errors.As(err, &te) {
 		notFound := te.StatusCode == 404

@@ -82,7 +82,7 @@ func readCmdline(path string) (string, error) {
 // index and pushes it to reference. It returns the repository pinned to the index digest
 // (REPOSITORY@sha256:...) and each architecture's image digest.
 func PushDirs(ctx context.Context, reference string, sources map[computev1alpha1.Architecture]string) (string, map[computev1alpha1.Architecture]v1.Hash, error) {
-	ref, err := parseReference(reference)
+	ref, err := ParseReference(reference)
 	if err != nil {
 		return "", nil, err
 	}

@@ -12,9 +12,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
-// parseReference parses an image reference; registries on loopback (the embedded one)
+// ParseReference parses an image reference; registries on loopback (the embedded one)
 // are spoken to over plain HTTP, all others over HTTPS.
-func parseReference(reference string) (name.Reference, error) {
+func ParseReference(reference string) (name.Reference, error) {
 	var opts []name.Option
 	if loopback(reference) {
 		opts = append(opts, name.Insecure)
@@ -43,7 +43,7 @@ func loopback(reference string) bool {
 // Push uploads the index and every image and blob under it, and returns the index's
 // digest. A reference with a digest must name this index.
 func Push(ctx context.Context, reference string, idx v1.ImageIndex) (digest string, err error) {
-	ref, err := parseReference(reference)
+	ref, err := ParseReference(reference)
 	if err != nil {
 		return "", err
 	}

@@ -2,7 +2,6 @@ package poollet_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,8 +13,6 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/controller/secretaccess"
-	"github.com/anvil-dev/anvil/internal/manifest"
-	"github.com/anvil-dev/anvil/test/harness"
 )
 
 // The poollet runs as its own ServiceAccount with the shipped role
@@ -65,26 +62,13 @@ func TestPoolletRunsWithItsOwnNarrowIdentity(t *testing.T) {
 // installPoolletRBAC creates the shipped poollet roles and binds them to user.
 func installPoolletRBAC(t *testing.T, user string) {
 	t.Helper()
-	root, err := harness.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := manifest.ReadDir(filepath.Join(root, "config", "rbac", "poollet"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := manifest.CreateMissing(context.Background(), env.Client, objs); err != nil {
-		t.Fatal(err)
-	}
 	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
-	for _, o := range []client.Object{
+	if err := env.InstallRBAC(context.Background(), "poollet",
 		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "anvil-poollet-narrow"}, Subjects: subject,
 			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "anvil-poollet"}},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "anvil-poollet-narrow", Namespace: computev1alpha1.PoolLeaseNamespace},
 			Subjects: subject, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "anvil-poollet"}},
-	} {
-		if err := env.Client.Create(context.Background(), o); client.IgnoreAlreadyExists(err) != nil {
-			t.Fatal(err)
-		}
+	); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/anvil-dev/anvil/api"
 	"github.com/anvil-dev/anvil/config/crd"
+	"github.com/anvil-dev/anvil/internal/manifest"
 	"github.com/anvil-dev/anvil/internal/registry"
 )
 
@@ -152,4 +153,26 @@ func RepoRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// InstallRBAC creates the shipped roles of config/rbac/<dir> and the given bindings, each
+// only when missing, as an operator installing anvil would.
+func (e *Env) InstallRBAC(ctx context.Context, dir string, bindings ...client.Object) error {
+	root, err := RepoRoot()
+	if err != nil {
+		return err
+	}
+	objs, err := manifest.ReadDir(filepath.Join(root, "config", "rbac", dir))
+	if err != nil {
+		return err
+	}
+	if _, err := manifest.CreateMissing(ctx, e.Client, objs); err != nil {
+		return err
+	}
+	for _, b := range bindings {
+		if err := e.Client.Create(ctx, b); client.IgnoreAlreadyExists(err) != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -2,7 +2,6 @@ package metal
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,35 +13,20 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
-	"github.com/anvil-dev/anvil/internal/manifest"
 	"github.com/anvil-dev/anvil/internal/metal/site"
-	"github.com/anvil-dev/anvil/test/harness"
 )
 
 // installTenantRBAC creates the shipped tenant roles and binds anvil-tenant to user in ns.
 func installTenantRBAC(t *testing.T, user, ns string) {
 	t.Helper()
-	root, err := harness.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := manifest.ReadDir(filepath.Join(root, "config", "rbac", "tenant"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := manifest.CreateMissing(context.Background(), env.Client, objs); err != nil {
-		t.Fatal(err)
-	}
 	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
-	for _, o := range []client.Object{
+	if err := env.InstallRBAC(context.Background(), "tenant",
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "tenant-" + user, Namespace: ns}, Subjects: subject,
 			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "anvil-tenant"}},
 		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "classes-" + user}, Subjects: subject,
 			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "anvil-machineclass-reader"}},
-	} {
-		if err := env.Client.Create(context.Background(), o); client.IgnoreAlreadyExists(err) != nil {
-			t.Fatal(err)
-		}
+	); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -5,16 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"sort"
 	"strings"
 	"sync"
 
 	"github.com/google/go-containerregistry/pkg/authn"
-	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
@@ -75,13 +72,9 @@ func (r *registryDisks) Disk(ctx context.Context, reference, digest string, arch
 }
 
 func readDisk(ctx context.Context, reference, digest string, arch computev1alpha1.Architecture) (disk, error) {
-	var opts []name.Option
-	if loopback(reference) {
-		opts = append(opts, name.Insecure)
-	}
-	ref, err := name.ParseReference(reference, opts...)
+	ref, err := osimage.ParseReference(reference)
 	if err != nil {
-		return disk{}, fmt.Errorf("%w %q: %v", errBadReference, reference, err)
+		return disk{}, fmt.Errorf("%w: %v", errBadReference, err)
 	}
 	if _, err := v1.NewHash(digest); err != nil {
 		return disk{}, fmt.Errorf("%w: digest %q: %v", errBadReference, digest, err)
@@ -90,7 +83,7 @@ func readDisk(ctx context.Context, reference, digest string, arch computev1alpha
 	ropts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)}
 	desc, err := remote.Get(pinned, ropts...)
 	if err != nil {
-		return disk{}, registryError(pinned.String(), err)
+		return disk{}, osimage.RemoteError(pinned.String(), err)
 	}
 	var img v1.Image
 	if desc.MediaType.IsIndex() {
@@ -107,7 +100,7 @@ func readDisk(ctx context.Context, reference, digest string, arch computev1alpha
 			return disk{}, fmt.Errorf("%s: %w", pinned, err)
 		}
 		if img, err = remote.Image(ref.Context().Digest(entry.String()), ropts...); err != nil {
-			return disk{}, registryError(pinned.String(), err)
+			return disk{}, osimage.RemoteError(pinned.String(), err)
 		}
 	} else {
 		if img, err = desc.Image(); err != nil {
@@ -115,7 +108,7 @@ func readDisk(ctx context.Context, reference, digest string, arch computev1alpha
 		}
 		raw, err := img.RawConfigFile()
 		if err != nil {
-			return disk{}, registryError(pinned.String(), err)
+			return disk{}, osimage.RemoteError(pinned.String(), err)
 		}
 		var cfg struct {
 			Architecture computev1alpha1.Architecture `json:"architecture"`
@@ -129,7 +122,7 @@ func readDisk(ctx context.Context, reference, digest string, arch computev1alpha
 	}
 	m, err := img.Manifest()
 	if err != nil {
-		return disk{}, registryError(pinned.String(), err)
+		return disk{}, osimage.RemoteError(pinned.String(), err)
 	}
 	if m.Config.MediaType != osimage.MediaTypeConfig {
 		return disk{}, fmt.Errorf("%s: %w (config media type %q)", pinned, errNotOSImage, m.Config.MediaType)
@@ -160,38 +153,4 @@ func entryFor(idx *v1.IndexManifest, arch computev1alpha1.Architecture) (v1.Hash
 	}
 	sort.Strings(offered)
 	return v1.Hash{}, fmt.Errorf("%w: wants %s, the index offers [%s]", osimage.ErrWrongArchitecture, arch, strings.Join(offered, " "))
-}
-
-// registryError marks the registry's "no such repository or manifest" as
-// osimage.ErrImageNotFound.
-func registryError(what string, err error) error {
-	var te *transport.Error
-	if errors.As(err, &te) {
-		notFound := te.StatusCode == 404
-		for _, d := range te.Errors {
-			switch d.Code {
-			case transport.ManifestUnknownErrorCode, transport.NameUnknownErrorCode, transport.BlobUnknownErrorCode:
-				notFound = true
-			}
-		}
-		if notFound {
-			return fmt.Errorf("%s: %w: %w", what, osimage.ErrImageNotFound, err)
-		}
-	}
-	return fmt.Errorf("%s: %w", what, err)
-}
-
-// loopback reports whether the reference's registry is on this machine, spoken to over
-// plain HTTP as osimage does.
-func loopback(reference string) bool {
-	host, _, _ := strings.Cut(reference, "/")
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
