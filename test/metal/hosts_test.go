@@ -172,3 +172,56 @@ func TestIronicLosesItsDatabase(t *testing.T) {
 		}
 	}
 }
+
+// A detached Host is forgotten by Ironic while the server keeps running; attached again it
+// is adopted, not rewritten. Deleting a provisioned Host wipes the server first.
+func TestDetachAndDelete(t *testing.T) {
+	ns := newNamespace(t, "infra")
+	counter := &countingProvisioner{}
+	s := startSite(t, ns, func(c *site.Config) { c.WrapProvisioner = counter.wrap })
+	d := serveDisk(t)
+	ctx := context.Background()
+	h := fakeHost(ns, "detach-1", 4001)
+	h.Spec.Image, h.Spec.Online = d.image(), true
+	h.Spec.ConsumerRef = &metalv1alpha1.ConsumerReference{Namespace: "tenant", Name: "x", UID: "x"}
+	create(t, h)
+	waitHost(t, ns, h.Name, "Provisioned", 2*time.Minute, provisioned)
+	node := hostcontroller.NodeName(h)
+
+	update(t, ns, h.Name, func(h *metalv1alpha1.Host) { h.Spec.Detached = true })
+	waitHost(t, ns, h.Name, "Detached", time.Minute, func(h *metalv1alpha1.Host) bool {
+		_, err := s.Provisioner.Get(ctx, node)
+		return h.Status.OperationalStatus == metalv1alpha1.OperationalDetached && errors.Is(err, provisioner.ErrNotFound) &&
+			h.Status.ProvisioningState == metalv1alpha1.StateProvisioned
+	})
+	update(t, ns, h.Name, func(h *metalv1alpha1.Host) { h.Spec.Detached = false })
+	waitHost(t, ns, h.Name, "Provisioned again, adopted", 2*time.Minute, func(h *metalv1alpha1.Host) bool {
+		n, err := s.Provisioner.Get(ctx, node)
+		return provisioned(h) && err == nil && n.State == provisioner.StateActive
+	})
+	if c := counter.snapshot(); c.provision[node] != 1 || c.adopt[node] != 1 {
+		t.Fatalf("after detach and attach: %d provisions, %d adoptions; want 1 and 1", c.provision[node], c.adopt[node])
+	}
+
+	got := &metalv1alpha1.Host{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(h), got); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	states := watchStates(t, ns)
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(h), &metalv1alpha1.Host{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	if err != nil {
+		t.Fatalf("provisioned Host not gone after delete: %v", err)
+	}
+	if _, err := s.Provisioner.Get(ctx, node); !errors.Is(err, provisioner.ErrNotFound) {
+		t.Fatalf("Ironic still knows the deleted Host: %v", err)
+	}
+	if c := counter.snapshot(); c.deprovision[node] < 1 {
+		t.Fatalf("the provisioned Host was deleted without being deprovisioned (states %v)", states.stop()[h.Name])
+	}
+}

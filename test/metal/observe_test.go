@@ -16,15 +16,15 @@ import (
 // for, so a test can tell adoption from re-imaging.
 type countingProvisioner struct {
 	provisioner.Provisioner
-	mu               sync.Mutex
-	provision, adopt map[string]int
+	mu                            sync.Mutex
+	provision, adopt, deprovision map[string]int
 }
 
-type counts struct{ provision, adopt map[string]int }
+type counts struct{ provision, adopt, deprovision map[string]int }
 
 func (c *countingProvisioner) wrap(p provisioner.Provisioner) provisioner.Provisioner {
 	c.Provisioner = p
-	c.provision, c.adopt = map[string]int{}, map[string]int{}
+	c.provision, c.adopt, c.deprovision = map[string]int{}, map[string]int{}, map[string]int{}
 	return c
 }
 
@@ -48,15 +48,28 @@ func (c *countingProvisioner) Adopt(ctx context.Context, name string, img provis
 	return err
 }
 
+func (c *countingProvisioner) Deprovision(ctx context.Context, name string) error {
+	err := c.Provisioner.Deprovision(ctx, name)
+	if err == nil {
+		c.mu.Lock()
+		c.deprovision[name]++
+		c.mu.Unlock()
+	}
+	return err
+}
+
 func (c *countingProvisioner) snapshot() counts {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := counts{provision: map[string]int{}, adopt: map[string]int{}}
+	s := counts{provision: map[string]int{}, adopt: map[string]int{}, deprovision: map[string]int{}}
 	for k, v := range c.provision {
 		s.provision[k] = v
 	}
 	for k, v := range c.adopt {
 		s.adopt[k] = v
+	}
+	for k, v := range c.deprovision {
+		s.deprovision[k] = v
 	}
 	return s
 }
