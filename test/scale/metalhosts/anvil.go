@@ -47,7 +47,7 @@ func (a *anvilPath) run(ctx context.Context, round, n int) (result, error) {
 	}
 	image := &metalv1alpha1.HostImage{URL: a.disk.url, Checksum: "sha256:" + a.disk.sha256, Format: metalv1alpha1.ImageFormatRaw}
 	start := time.Now()
-	ph := newPhases(start, "Inspecting", "Provisioning", "Provisioned")
+	ph := newPhases(start, "Inspecting", "Provisioning", "Provisioned", "Error")
 	// One goroutine per Host, as the direct path has one per node.
 	_, _, err = measure.CreateAll(ctx, a.c, n, n, func(i int) client.Object {
 		h := name(i)
@@ -72,6 +72,9 @@ func (a *anvilPath) run(ctx context.Context, round, n int) (result, error) {
 		h := o.(*metalv1alpha1.Host)
 		if h.Status.ProvisioningState != "" {
 			ph.reached(string(h.Status.ProvisioningState), h.Name)
+		}
+		if h.Status.OperationalStatus == metalv1alpha1.OperationalError {
+			ph.reached("Error", h.Name) // a failure on the way, retried
 		}
 		last = h
 		return h.Status.ProvisioningState == metalv1alpha1.StateProvisioned &&

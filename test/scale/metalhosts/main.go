@@ -33,7 +33,7 @@ func main() {
 	var o options
 	flag.IntVar(&o.hosts, "hosts", 200, "Hosts (and direct nodes) per path and round")
 	flag.IntVar(&o.rounds, "rounds", 1, "rounds; each runs both paths, the first path alternating")
-	flag.IntVar(&o.workers, "workers", 64, "the Host controller's concurrent reconciles")
+	flag.IntVar(&o.workers, "workers", 0, "the Host controller's concurrent reconciles; 0: one per Host, the direct path's concurrency")
 	flag.DurationVar(&o.poll, "poll", time.Second, "poll interval of both paths (the site's BusyPoll)")
 	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "limit for one path of one round")
 	flag.BoolVar(&o.keep, "keep-state", false, "keep Ironic's state folder (its log) after the run")
@@ -78,6 +78,9 @@ const namespace = "metal-bench"
 
 func run(o options) error {
 	ctrllog.SetLogger(logr.Discard())
+	if o.workers <= 0 {
+		o.workers = o.hosts
+	}
 	// Ironic's requests are counted where both paths send them: anvil's provisioner uses a
 	// plain http.Client, so it goes through http.DefaultTransport, and so does the direct
 	// path here. Only requests to Ironic's address are counted.
@@ -156,7 +159,7 @@ func run(o options) error {
 			} else {
 				trace.reset()
 				res[1], err = ap.run(rctx, r, o.hosts)
-				res[1].calls, res[1].gaps = trace.summary()
+				res[1].calls, res[1].gaps, res[1].answers = trace.summary()
 			}
 			cancel()
 			res[which].requests = counter.snapshot().minus(before)
@@ -185,6 +188,7 @@ func run(o options) error {
 		}
 		fmt.Printf("round %d anvil provisioner calls: %s\n", r, res[1].calls)
 		fmt.Printf("round %d anvil %s\n", r, res[1].gaps)
+		fmt.Printf("round %d anvil %s\n", r, res[1].answers)
 	}
 	sort.Float64s(ratios)
 	fmt.Printf("median ratio %.2f over %d rounds (min %.2f max %.2f), %d hosts, poll %s\n",
@@ -202,7 +206,7 @@ type result struct {
 	// ironicCPU is the CPU seconds Ironic's process used during the path.
 	ironicCPU float64
 	// calls and gaps: anvil's provisioner calls (tracing.summary).
-	calls, gaps string
+	calls, gaps, answers string
 }
 
 // median of sorted xs.

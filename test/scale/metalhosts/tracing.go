@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -22,14 +23,38 @@ type tracing struct {
 
 type call struct {
 	node, method string
+	state        provisioner.State // what a Get answered
 	start, end   time.Time
-	failed       bool
+	failed       string // "" or the provisioner error class
+}
+
+// errorClass names a provisioner error by the provisioner error it wraps.
+func errorClass(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, provisioner.ErrNotFound):
+		return "notfound"
+	case errors.Is(err, provisioner.ErrBusy):
+		return "busy"
+	case errors.Is(err, provisioner.ErrWrongState):
+		return "wrongstate"
+	case errors.Is(err, provisioner.ErrUnavailable):
+		return "unavailable"
+	case errors.Is(err, provisioner.ErrInvalid):
+		return "invalid"
+	}
+	return "other"
 }
 
 func (t *tracing) record(node, method string, start time.Time, err error) {
+	t.recordState(node, method, "", start, err)
+}
+
+func (t *tracing) recordState(node, method string, st provisioner.State, start time.Time, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.calls = append(t.calls, call{node: node, method: method, start: start, end: time.Now(), failed: err != nil})
+	t.calls = append(t.calls, call{node: node, method: method, state: st, start: start, end: time.Now(), failed: errorClass(err)})
 }
 
 func (t *tracing) reset() {
@@ -41,7 +66,11 @@ func (t *tracing) reset() {
 func (t *tracing) Get(ctx context.Context, name string) (provisioner.Node, error) {
 	start := time.Now()
 	n, err := t.Provisioner.Get(ctx, name)
-	t.record(name, "Get", start, err)
+	st := n.State
+	if err != nil {
+		st = "error"
+	}
+	t.recordState(name, "Get", st, start, err)
 	return n, err
 }
 
@@ -91,33 +120,47 @@ func (t *tracing) Power(ctx context.Context, name string, on bool) error {
 // per node the reconciles (one Get each), the time inside provisioner calls and the
 // time between one reconcile's last call and the next one's Get (the requeue wait, the
 // status write and the work queue), as medians over the nodes.
-func (t *tracing) summary() (calls, gaps string) {
+func (t *tracing) summary() (calls, gaps, answers string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	type agg struct {
-		n, failed int
-		sum, max  time.Duration
+		n        int
+		failed   map[string]int
+		sum, max time.Duration
 	}
 	by := map[string]*agg{}
 	perNode := map[string][]call{}
+	states := map[provisioner.State]int{}
 	for _, c := range t.calls {
+		if c.method == "Get" {
+			states[c.state]++
+		}
 		a := by[c.method]
 		if a == nil {
-			a = &agg{}
+			a = &agg{failed: map[string]int{}}
 			by[c.method] = a
 		}
 		d := c.end.Sub(c.start)
 		a.n++
 		a.sum += d
 		a.max = max(a.max, d)
-		if c.failed {
-			a.failed++
+		if c.failed != "" {
+			a.failed[c.failed]++
 		}
 		perNode[c.node] = append(perNode[c.node], c)
 	}
 	var parts []string
 	for m, a := range by {
-		parts = append(parts, fmt.Sprintf("%s %d (%d failed) mean %dms max %dms", m, a.n, a.failed,
+		var fs []string
+		for k, v := range a.failed {
+			fs = append(fs, fmt.Sprintf("%s %d", k, v))
+		}
+		sort.Strings(fs)
+		failed := ""
+		if len(fs) > 0 {
+			failed = " (" + strings.Join(fs, ", ") + ")"
+		}
+		parts = append(parts, fmt.Sprintf("%s %d%s mean %dms max %dms", m, a.n, failed,
 			(a.sum/time.Duration(a.n)).Milliseconds(), a.max.Milliseconds()))
 	}
 	sort.Strings(parts)
@@ -148,7 +191,12 @@ func (t *tracing) summary() (calls, gaps string) {
 	}
 	gaps = fmt.Sprintf("per node (median over %d): reconciles %.0f, in provisioner calls %.1fs, between reconciles %.1fs (one gap %.2fs)",
 		len(perNode), med(reconciles), med(inCalls), med(between), med(gapMedian))
-	return strings.Join(parts, ", "), gaps
+	var as []string
+	for st, n := range states {
+		as = append(as, fmt.Sprintf("%s %d", st, n))
+	}
+	sort.Strings(as)
+	return strings.Join(parts, ", "), gaps, "reconciles' Get answers: " + strings.Join(as, ", ")
 }
 
 func med(xs []float64) float64 {
