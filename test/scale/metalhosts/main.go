@@ -119,8 +119,9 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	// Stopped before the control plane, so the manager's watches do not hold it up.
-	env.BeforeStop(s.Stop)
+	// Stopped before its state folder is removed and before the control plane (the
+	// manager's watches would hold that up).
+	defer s.Stop()
 	counter.host = hostOf(s.Ironic.Endpoint())
 	mv, ok := inner.(interface{ Microversion() string })
 	if !ok {
