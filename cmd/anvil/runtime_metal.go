@@ -54,7 +54,7 @@ func newMetalRuntimeCommand() *cobra.Command {
 	f.StringVar(&cfg.ImageListen, "image-listen", "127.0.0.1:6180", "address of the server that serves OS disks to servers; keep it fixed across restarts")
 	f.IntVar(&cfg.Site.MaxConcurrentDeploy, "max-concurrent-deploy", 0, "deployments at once, in Ironic and in anvil's queue (0: Ironic's default, 250)")
 	f.IntVar(&cfg.Site.MaxConcurrentClean, "max-concurrent-clean", 0, "cleanings at once (0: Ironic's default, 50)")
-	f.IntVar(&cfg.Site.Workers, "workers", 16, "Hosts reconciled at once")
+	f.IntVar(&cfg.Site.Workers, "workers", 64, "Hosts reconciled at once (each waits on Ironic while it works)")
 	_ = cmd.MarkFlagRequired("namespace")
 	return cmd
 }

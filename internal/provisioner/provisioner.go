@@ -60,6 +60,9 @@ type Registration struct {
 	// Architecture is a GOARCH name (amd64, arm64...).
 	Architecture    string
 	RootDeviceHints map[string]any
+	// New says the caller has never registered this server, so the provisioner may try
+	// to create it before looking it up. Register stays correct when it is wrong.
+	New bool
 }
 
 // State is where a node is, in the provisioner's own terms reduced to what anvil acts on.

@@ -118,14 +118,19 @@ func inspectionStarted(h *metalv1alpha1.Host) bool {
 
 func (s *step) run(ctx context.Context) error {
 	h := s.host
-	node, err := s.r.Provisioner.Get(ctx, NodeName(h))
-	switch {
-	case errors.Is(err, provisioner.ErrNotFound):
-	case err != nil:
-		s.unavailable(err)
-		return nil
-	default:
-		s.node = &node
+	// A Host never registered needs no lookup: Register creates it (and copes if the
+	// provisioner knew it after all).
+	fresh := h.Status.ProvisionerID == "" && h.Status.ProvisioningState == "" && h.DeletionTimestamp == nil
+	if !fresh {
+		node, err := s.r.Provisioner.Get(ctx, NodeName(h))
+		switch {
+		case errors.Is(err, provisioner.ErrNotFound):
+		case err != nil:
+			s.unavailable(err)
+			return nil
+		default:
+			s.node = &node
+		}
 	}
 	hwKnown, err := s.r.hardwareKnown(ctx, h)
 	if err != nil {
@@ -146,6 +151,7 @@ func (s *step) run(ctx context.Context) error {
 			s.apply()
 			return nil
 		}
+		reg.New = fresh
 		n, err := s.r.Provisioner.Register(ctx, reg)
 		if err != nil {
 			s.actionFailed(ctx, err)
@@ -170,6 +176,15 @@ func (s *step) run(ctx context.Context) error {
 	}
 	if err := s.act(ctx); err != nil {
 		return err
+	}
+	if s.inspected {
+		// Reading the hardware changed nothing in the provisioner: the next step (Provide)
+		// can follow at once instead of a poll later.
+		in.Node, in.HardwareKnown, in.InspectionStarted, in.Reregister = s.node, true, false, false
+		s.plan = hostplan.Decide(in)
+		if err := s.act(ctx); err != nil {
+			return err
+		}
 	}
 	if !s.finalized {
 		s.apply()

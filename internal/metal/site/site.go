@@ -48,7 +48,7 @@ type Config struct {
 	MaxConcurrentDeploy, MaxConcurrentClean int
 	// FakeDelays slow Ironic's fake hardware down (tests, benchmarks).
 	FakeDelays ironic.FakeDelays
-	// Workers is how many Hosts are reconciled at once (default 16).
+	// Workers is how many Hosts are reconciled at once (default 64).
 	Workers int
 	// BusyPoll is how often a busy server is asked about (default 2 s).
 	BusyPoll time.Duration
@@ -134,7 +134,7 @@ func Start(ctx context.Context, cfg Config) (*Site, error) {
 		BusyPoll: cfg.BusyPoll, MaxBackoff: cfg.MaxBackoff, Triggers: triggers}
 	workers := cfg.Workers
 	if workers == 0 {
-		workers = 16
+		workers = 64
 	}
 	if err := r.SetupWithManager(ctx, mgr, workers); err != nil {
 		return fail(err)

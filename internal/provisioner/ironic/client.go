@@ -74,6 +74,7 @@ type Provisioner struct {
 	checking  bool
 	closed    chan struct{}
 	closeOnce sync.Once
+	recent    recentReads
 }
 
 var _ provisioner.Provisioner = (*Provisioner)(nil)

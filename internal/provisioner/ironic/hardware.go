@@ -16,9 +16,12 @@ import (
 // from an agent or redfish inspection), otherwise what inspection put in the node's
 // properties (the fake inspect interface sets none beyond what Register did).
 func (p *Provisioner) Hardware(ctx context.Context, name string) (provisioner.Hardware, error) {
-	n, err := p.getNode(ctx, name)
-	if err != nil {
-		return provisioner.Hardware{}, err
+	n, ok := p.recent.peek(name)
+	if !ok || n == nil {
+		var err error
+		if n, err = p.getNode(ctx, name); err != nil {
+			return provisioner.Hardware{}, err
+		}
 	}
 	switch {
 	case n.ProvisionState == stInspecting || n.ProvisionState == stInspectWait:
@@ -27,11 +30,12 @@ func (p *Provisioner) Hardware(ctx context.Context, name string) (provisioner.Ha
 		return provisioner.Hardware{}, fmt.Errorf("read the hardware of node %s: not inspected: %w", name, provisioner.ErrWrongState)
 	}
 	hw := hardwareFromProperties(n.Properties)
-	if p.version < inventoryVersion {
+	if p.version < inventoryVersion || n.Driver == "fake-hardware" {
+		// Fake inspection stores no inventory: do not ask for one.
 		return hw, nil
 	}
 	var inv *nodes.InventoryData
-	err = p.do(ctx, "reading the inventory of node "+name, func(ctx context.Context) error {
+	err := p.do(ctx, "reading the inventory of node "+name, func(ctx context.Context) error {
 		var err error
 		inv, err = nodes.GetInventory(ctx, p.sc, name).Extract()
 		return err

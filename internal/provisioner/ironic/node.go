@@ -14,11 +14,23 @@ import (
 	"github.com/anvil-dev/anvil/internal/provisioner"
 )
 
-// getNode reads one node by name and lets the queues see its state.
+// getNode is the node as the caller's Get just read it (see reuseFor), or as Ironic has
+// it now.
 func (p *Provisioner) getNode(ctx context.Context, name string) (*nodes.Node, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
+	if n, ok := p.recent.take(name); ok {
+		if n == nil {
+			return nil, fmt.Errorf("node %s: %w", name, provisioner.ErrNotFound)
+		}
+		return n, nil
+	}
+	return p.fetchNode(ctx, name)
+}
+
+// fetchNode reads one node by name from Ironic and lets the queues see its state.
+func (p *Provisioner) fetchNode(ctx context.Context, name string) (*nodes.Node, error) {
 	var n *nodes.Node
 	err := p.do(ctx, "reading node "+name, func(ctx context.Context) error {
 		var err error
@@ -35,13 +47,30 @@ func (p *Provisioner) getNode(ctx context.Context, name string) (*nodes.Node, er
 	return n, nil
 }
 
-// Get implements provisioner.Provisioner.
+// Get implements provisioner.Provisioner. It always asks Ironic; the answer also serves
+// the next operation on the node if it comes within reuseFor.
 func (p *Provisioner) Get(ctx context.Context, name string) (provisioner.Node, error) {
-	n, err := p.getNode(ctx, name)
+	if err := checkName(name); err != nil {
+		return provisioner.Node{}, err
+	}
+	began := p.recent.begin(name)
+	n, err := p.fetchNode(ctx, name)
+	if errors.Is(err, provisioner.ErrNotFound) {
+		p.recent.put(name, nil, began)
+	}
 	if err != nil {
 		return provisioner.Node{}, err
 	}
+	p.recent.put(name, n, began)
 	return nodeOf(n), nil
+}
+
+// write is do for a request that changes node name: a read of it from before the change
+// is never used after.
+func (p *Provisioner) write(ctx context.Context, name, what string, f func(context.Context) error) error {
+	p.recent.written(name)
+	defer p.recent.written(name)
+	return p.do(ctx, what, f)
 }
 
 // setProvision asks for a provision state change; configDrive may be nil.
@@ -50,15 +79,42 @@ func (p *Provisioner) setProvision(ctx context.Context, name string, target node
 	if cd != nil {
 		opts.ConfigDrive = cd
 	}
-	return p.do(ctx, fmt.Sprintf("%s node %s", target, name), func(ctx context.Context) error {
+	err := p.write(ctx, name, fmt.Sprintf("%s node %s", target, name), func(ctx context.Context) error {
 		return nodes.ChangeProvisionState(ctx, p.sc, name, opts).ExtractErr()
 	})
+	if errors.Is(err, provisioner.ErrWrongState) {
+		// A retried request (the first timed out) finds the node already on its way:
+		// that is the first request's success, not a failure.
+		if n, gerr := p.fetchNode(ctx, name); gerr == nil && headingTo(target, n.ProvisionState, n.TargetProvisionState) {
+			return nil
+		}
+	}
+	return err
+}
+
+// headingTo reports whether a node in state (going to target) is where a request for
+// want leads.
+func headingTo(want nodes.TargetProvisionState, state, target string) bool {
+	leads := map[nodes.TargetProvisionState][]string{
+		nodes.TargetManage:  {stVerifying, stManageable},
+		nodes.TargetInspect: {stInspecting, stInspectWait},
+		nodes.TargetProvide: {stCleaning, stCleanWait, stAvailable},
+		nodes.TargetActive:  {stDeploying, stDeployWait, stActive},
+		nodes.TargetDeleted: {stDeleting, stCleaning, stCleanWait, stAvailable},
+		nodes.TargetAdopt:   {stAdopting, stActive},
+	}
+	for _, s := range leads[want] {
+		if state == s || target == s {
+			return true
+		}
+	}
+	return false
 }
 
 // patch applies JSON-patch operations to a node.
 func (p *Provisioner) patch(ctx context.Context, name, what string, ops nodes.UpdateOpts) (*nodes.Node, error) {
 	var n *nodes.Node
-	err := p.do(ctx, what+" of node "+name, func(ctx context.Context) error {
+	err := p.write(ctx, name, what+" of node "+name, func(ctx context.Context) error {
 		var err error
 		n, err = nodes.Update(ctx, p.sc, name, ops).Extract()
 		return err
@@ -66,20 +122,21 @@ func (p *Provisioner) patch(ctx context.Context, name, what string, ops nodes.Up
 	return n, err
 }
 
-// create registers a new node (without the registration hash: Register adds it once the
-// port exists too, so a crash in between is repaired by the next Register).
-func (p *Provisioner) create(ctx context.Context, r provisioner.Registration, d driverSpec) (*nodes.Node, error) {
+// create registers a new node with its registration hash. A crash before its port exists
+// is repaired by the next Register: a node still in enroll always has its port checked.
+func (p *Provisioner) create(ctx context.Context, r provisioner.Registration, d driverSpec, hash string) (*nodes.Node, error) {
 	body := rawJSON{
 		"name":        r.Name,
 		"driver":      d.Driver,
 		"driver_info": d.DriverInfo,
 		"properties":  properties(r),
+		"extra":       map[string]any{extraHash: hash},
 	}
 	for k, v := range d.Interfaces {
 		body[k] = v
 	}
 	var n *nodes.Node
-	err := p.do(ctx, "creating node "+r.Name, func(ctx context.Context) error {
+	err := p.write(ctx, r.Name, "creating node "+r.Name, func(ctx context.Context) error {
 		var err error
 		n, err = nodes.Create(ctx, p.sc, body).Extract()
 		if code, _ := statusOf(err); code == 409 {
@@ -121,14 +178,18 @@ func (p *Provisioner) update(ctx context.Context, n *nodes.Node, r provisioner.R
 // Ports anvil creates carry this in extra, so only those are ever removed.
 const portMarkKey, portMarkValue = "anvil", "boot-mac"
 
-// ensurePort makes the boot MAC the node's one anvil port.
-func (p *Provisioner) ensurePort(ctx context.Context, n *nodes.Node, mac string) error {
+// ensurePort makes the boot MAC the node's one anvil port. A node this call created has
+// no ports yet, so fresh skips reading them.
+func (p *Provisioner) ensurePort(ctx context.Context, n *nodes.Node, mac string, fresh bool) error {
 	mac = strings.ToLower(mac)
 	var list struct {
 		Ports []ports.Port `json:"ports"`
 	}
 	url := p.sc.ServiceURL("ports") + "?node_uuid=" + n.UUID + "&fields=uuid,address,extra"
 	err := p.do(ctx, "listing the ports of node "+n.Name, func(ctx context.Context) error {
+		if fresh {
+			return nil
+		}
 		_, err := p.sc.Get(ctx, url, &list, &gophercloud.RequestOpts{OkCodes: []int{200}})
 		return err
 	})
@@ -144,7 +205,7 @@ func (p *Provisioner) ensurePort(ctx context.Context, n *nodes.Node, mac string)
 		if pt.Extra[portMarkKey] != portMarkValue {
 			continue // found by inspection or made by hand: not ours
 		}
-		err := p.do(ctx, "removing the old boot port of node "+n.Name, func(ctx context.Context) error {
+		err := p.write(ctx, n.Name, "removing the old boot port of node "+n.Name, func(ctx context.Context) error {
 			err := ports.Delete(ctx, p.sc, pt.UUID).ExtractErr()
 			if code, _ := statusOf(err); code == 404 {
 				return nil
@@ -159,7 +220,7 @@ func (p *Provisioner) ensurePort(ctx context.Context, n *nodes.Node, mac string)
 		return nil
 	}
 	body := rawJSON{"node_uuid": n.UUID, "address": mac, "extra": map[string]any{portMarkKey: portMarkValue}}
-	err = p.do(ctx, "creating the boot port of node "+n.Name, func(ctx context.Context) error {
+	err = p.write(ctx, n.Name, "creating the boot port of node "+n.Name, func(ctx context.Context) error {
 		return ports.Create(ctx, p.sc, body).Err
 	})
 	if errors.Is(err, provisioner.ErrBusy) && strings.Contains(err.Error(), "already exists") {
@@ -184,13 +245,22 @@ func (p *Provisioner) register(ctx context.Context, r provisioner.Registration) 
 		return provisioner.Node{}, err
 	}
 	hash := registrationHash(p.hashKey, d, r)
-	n, err := p.getNode(ctx, r.Name)
+	var n *nodes.Node
+	if r.New {
+		// Most likely unknown to Ironic: create straight away; a node that exists after
+		// all answers 409, and create reads it instead.
+		err = provisioner.ErrNotFound
+	} else {
+		n, err = p.getNode(ctx, r.Name)
+	}
+	created := false
 	switch {
 	case errors.Is(err, provisioner.ErrNotFound):
 		p.log.Info("registering node", "node", r.Name, "driver", d.Driver)
-		if n, err = p.create(ctx, r, d); err != nil {
+		if n, err = p.create(ctx, r, d, hash); err != nil {
 			return provisioner.Node{}, err
 		}
+		created = true
 	case err != nil:
 		return provisioner.Node{}, err
 	case n.Extra[extraHash] != hash:
@@ -199,21 +269,25 @@ func (p *Provisioner) register(ctx context.Context, r provisioner.Registration) 
 			return provisioner.Node{}, err
 		}
 	}
-	if n.Extra[extraHash] != hash {
-		if err := p.ensurePort(ctx, n, r.BootMACAddress); err != nil {
+	enrolling := n.ProvisionState == stEnroll && n.TargetProvisionState == ""
+	if n.Extra[extraHash] != hash || enrolling {
+		if err := p.ensurePort(ctx, n, r.BootMACAddress, created); err != nil {
 			return provisioner.Node{}, err
 		}
+	}
+	if n.Extra[extraHash] != hash {
 		ops := nodes.UpdateOpts{nodes.UpdateOperation{Op: nodes.AddOp, Path: "/extra/" + extraHash, Value: hash}}
 		if n, err = p.patch(ctx, r.Name, "recording the registration", ops); err != nil {
 			return provisioner.Node{}, err
 		}
 	}
 	// Not busy(n): the PATCH answer shows the lock the update itself held.
-	if n.ProvisionState == stEnroll && n.TargetProvisionState == "" {
+	if enrolling {
 		if err := p.setProvision(ctx, r.Name, nodes.TargetManage, nil); err != nil {
 			return provisioner.Node{}, err
 		}
-		return p.Get(ctx, r.Name)
+		// Verifying now; the caller's next Get tells how it went.
+		n.TargetProvisionState = stManageable
 	}
 	return nodeOf(n), nil
 }
@@ -291,7 +365,9 @@ func (p *Provisioner) checkLoop() {
 			return
 		}
 		p.checkMu.Unlock()
-		for _, name := range append(p.deploys.inflightNames(), p.cleans.inflightNames()...) {
+		// A node a caller read within a few intervals is being watched by that caller.
+		quiet := time.Now().Add(-10 * p.interval)
+		for _, name := range append(p.deploys.inflightNames(quiet), p.cleans.inflightNames(quiet)...) {
 			p.checkOne(name)
 		}
 	}

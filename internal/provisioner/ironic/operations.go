@@ -169,7 +169,7 @@ func (p *Provisioner) Power(ctx context.Context, name string, on bool) error {
 		return nil
 	}
 	p.log.Info("powering node", "node", name, "on", on)
-	return p.do(ctx, fmt.Sprintf("%s node %s", want, name), func(ctx context.Context) error {
+	return p.write(ctx, name, fmt.Sprintf("%s node %s", want, name), func(ctx context.Context) error {
 		return nodes.ChangePowerState(ctx, p.sc, name, nodes.PowerStateOpts{Target: want}).ExtractErr()
 	})
 }
@@ -184,7 +184,7 @@ func (p *Provisioner) Reboot(ctx context.Context, name string) error {
 		return fmt.Errorf("reboot node %s: already going to %q: %w", name, n.TargetPowerState, provisioner.ErrBusy)
 	}
 	p.log.Info("rebooting node", "node", name)
-	return p.do(ctx, fmt.Sprintf("reboot node %s", name), func(ctx context.Context) error {
+	return p.write(ctx, name, fmt.Sprintf("reboot node %s", name), func(ctx context.Context) error {
 		return nodes.ChangePowerState(ctx, p.sc, name, nodes.PowerStateOpts{Target: nodes.Rebooting}).ExtractErr()
 	})
 }
@@ -235,7 +235,7 @@ func (p *Provisioner) Detach(ctx context.Context, name string) error {
 		return err
 	}
 	if !n.Maintenance {
-		err := p.do(ctx, "setting maintenance on node "+name, func(ctx context.Context) error {
+		err := p.write(ctx, name, "setting maintenance on node "+name, func(ctx context.Context) error {
 			return nodes.SetMaintenance(ctx, p.sc, name, nodes.MaintenanceOpts{Reason: "detached by anvil"}).ExtractErr()
 		})
 		if err != nil {
@@ -268,7 +268,7 @@ func (p *Provisioner) Delete(ctx context.Context, name string) error {
 }
 
 func (p *Provisioner) deleteNode(ctx context.Context, name string) error {
-	err := p.do(ctx, "deleting node "+name, func(ctx context.Context) error {
+	err := p.write(ctx, name, "deleting node "+name, func(ctx context.Context) error {
 		return nodes.Delete(ctx, p.sc, name).ExtractErr()
 	})
 	if err == nil || errors.Is(err, provisioner.ErrNotFound) {

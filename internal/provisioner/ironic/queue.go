@@ -24,6 +24,9 @@ type slot struct {
 	// pending while the caller's request that starts the work is under way: the node
 	// has not left its old state yet, and must not be released for that.
 	pending bool
+	// seen is when a caller's read last showed the node: the background check leaves
+	// alone the nodes the caller is watching anyway.
+	seen time.Time
 }
 
 type waiter struct {
@@ -79,6 +82,7 @@ func (q *queue) started(name string) {
 	defer q.mu.Unlock()
 	if s, ok := q.inflight[name]; ok {
 		s.pending = false
+		s.seen = time.Now() // the caller that started it will be looking
 	}
 }
 
@@ -94,12 +98,14 @@ func (q *queue) hold(name string) {
 // observe frees name's slot when the node was seen out of the queue's states and with no
 // target state. It returns the waiters that may start now (to wake them), or nil.
 func (q *queue) observe(name, state, target string) []string {
-	if slices.Contains(q.states, state) || target != "" {
-		return nil
-	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if s, ok := q.inflight[name]; !ok || s.pending {
+	s, ok := q.inflight[name]
+	if !ok {
+		return nil
+	}
+	s.seen = time.Now()
+	if s.pending || slices.Contains(q.states, state) || target != "" {
 		return nil
 	}
 	return q.releaseLocked(name)
@@ -134,13 +140,14 @@ func (q *queue) prune(now time.Time) {
 	q.waiting = slices.DeleteFunc(q.waiting, func(w waiter) bool { return now.Sub(w.lastAsked) > dropAfter })
 }
 
-// inflightNames are the nodes holding a slot and not pending, for the background check.
-func (q *queue) inflightNames() []string {
+// inflightNames are the nodes holding a slot, not pending and not seen since notBefore,
+// for the background check.
+func (q *queue) inflightNames(notBefore time.Time) []string {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var names []string
 	for n, s := range q.inflight {
-		if !s.pending {
+		if !s.pending && s.seen.Before(notBefore) {
 			names = append(names, n)
 		}
 	}

@@ -56,7 +56,7 @@ func TestQueueFIFO(t *testing.T) {
 func TestQueuePendingNotFreed(t *testing.T) {
 	q := newQueue("clean", 1, stCleaning)
 	q.admit("a", time.Now())
-	if q.observe("a", stManageable, "") != nil || len(q.inflightNames()) != 0 {
+	if q.observe("a", stManageable, "") != nil || len(q.inflightNames(time.Now())) != 0 {
 		t.Fatal("a pending slot was freed, or offered to the background check")
 	}
 	if n, _ := q.counts(); n != 1 {

@@ -30,6 +30,9 @@ type direct struct {
 	// verify fetches the disk and checks its sha256 once per run: anvil verifies an image
 	// before its first deployment and remembers it, so the direct path does the same work.
 	verify func() error
+	// powerOn makes the direct path power nodes on after deployment, as anvil does for an
+	// online Host (see ensureOn).
+	powerOn bool
 }
 
 func newDirect(endpoint, user, pass, microversion string, poll time.Duration, d *disk) *direct {
@@ -160,8 +163,53 @@ func (d *direct) deploy(ctx context.Context, name, mac string, ph *phases) error
 	if err := d.change(ctx, name, nodes.TargetActive, cd, "active", nil); err != nil {
 		return err
 	}
+	if d.powerOn {
+		if err := d.ensureOn(ctx, name); err != nil {
+			return err
+		}
+	}
 	ph.reached("active", name)
 	return nil
+}
+
+// ensureOn does what anvil does for a Host that is to be online: a server Ironic does not
+// report powered on after its deployment is powered on, and read until it is. Real
+// hardware ends a deployment powered on; Ironic's fake hardware leaves the power state
+// unset, so with fake hardware both paths pay one power request and one more read.
+func (d *direct) ensureOn(ctx context.Context, name string) error {
+	var n *nodes.Node
+	err := retry(ctx, func(ctx context.Context) error {
+		var err error
+		n, err = nodes.Get(ctx, d.sc, name).Extract()
+		return err
+	})
+	if err != nil || n.PowerState == string(nodes.PowerOn) {
+		return err
+	}
+	err = retry(ctx, func(ctx context.Context) error {
+		return nodes.ChangePowerState(ctx, d.sc, name, nodes.PowerStateOpts{Target: nodes.PowerOn}).ExtractErr()
+	})
+	if err != nil {
+		return fmt.Errorf("powering node %s on: %w", name, err)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for node %s to be on: %w", name, ctx.Err())
+		case <-time.After(d.poll):
+		}
+		err := retry(ctx, func(ctx context.Context) error {
+			var err error
+			n, err = nodes.Get(ctx, d.sc, name).Extract()
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("reading node %s: %w", name, err)
+		}
+		if n.PowerState == string(nodes.PowerOn) && n.TargetPowerState == "" {
+			return nil
+		}
+	}
 }
 
 // change asks for a provision state change, then reads the node every poll until it is

@@ -26,7 +26,7 @@ type options struct {
 	hosts, rounds, workers int
 	poll, timeout          time.Duration
 	delays                 ironic.FakeDelays
-	keep                   bool
+	keep, directPowerOn    bool
 }
 
 func main() {
@@ -37,6 +37,7 @@ func main() {
 	flag.DurationVar(&o.poll, "poll", time.Second, "poll interval of both paths (the site's BusyPoll)")
 	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "limit for one path of one round")
 	flag.BoolVar(&o.keep, "keep-state", false, "keep Ironic's state folder (its log) after the run")
+	flag.BoolVar(&o.directPowerOn, "direct-power-on", true, "the direct path powers nodes on after deployment as anvil does for online Hosts (fake hardware leaves power unset)")
 	for name, d := range map[string]*ironic.Delay{"power": &o.delays.Power, "boot": &o.delays.Boot,
 		"deploy": &o.delays.Deploy, "management": &o.delays.Management, "inspect": &o.delays.Inspect} {
 		flag.Var(delayFlag{d}, name+"-delay", "Ironic's fake "+name+" delay in seconds: MIN or MIN,MAX (default none)")
@@ -134,6 +135,7 @@ func run(o options) error {
 	d := serveDisk()
 	defer d.close()
 	dp := newDirect(s.Ironic.Endpoint(), user, pass, mv.Microversion(), o.poll, d)
+	dp.powerOn = o.directPowerOn
 	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
 	if err != nil {
 		return err
