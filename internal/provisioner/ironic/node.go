@@ -224,6 +224,23 @@ func (p *Provisioner) ensurePort(ctx context.Context, n *nodes.Node, mac string,
 		return ports.Create(ctx, p.sc, body).Err
 	})
 	if errors.Is(err, provisioner.ErrBusy) && strings.Contains(err.Error(), "already exists") {
+		// A retried create whose first answer was lost made the port already; only a port
+		// of another node is the user's mistake.
+		var mine struct {
+			Ports []ports.Port `json:"ports"`
+		}
+		lerr := p.do(ctx, "listing the ports of node "+n.Name, func(ctx context.Context) error {
+			_, err := p.sc.Get(ctx, url, &mine, &gophercloud.RequestOpts{OkCodes: []int{200}})
+			return err
+		})
+		if lerr != nil {
+			return lerr
+		}
+		for _, pt := range mine.Ports {
+			if strings.EqualFold(pt.Address, mac) {
+				return nil
+			}
+		}
 		return fmt.Errorf("boot MAC address %s of node %s is registered to another node: %w", mac, n.Name, provisioner.ErrInvalid)
 	}
 	return err
