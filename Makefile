@@ -85,6 +85,7 @@ bench: tools testos ## Benchmarks and scenarios; figures are printed, never asse
 	go run ./test/scale/pools -machines 10000 -pools 100
 	go run ./test/scale/vmboot -rounds 3
 	go run ./test/scale/vmboot -rounds 3 -arch arm64
+	go run ./test/scale/metalhosts -hosts 200 -rounds 1
 
 clean:
 	rm -rf $(BIN)/anvil .anvil
