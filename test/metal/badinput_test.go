@@ -81,11 +81,11 @@ func TestBadInput(t *testing.T) {
 		create(t, h)
 		waitHost(t, ns, h.Name, "Available", 2*time.Minute, inState(metalv1alpha1.StateAvailable))
 		update(t, ns, h.Name, func(h *metalv1alpha1.Host) {
-			h.Spec.Image = &metalv1alpha1.HostImage{URL: d.srv.URL + "/missing.raw", Checksum: d.checksum}
+			h.Spec.Image = &metalv1alpha1.HostImage{URL: d.Base() + "/missing.raw", Checksum: d.Checksum()}
 			h.Spec.ConsumerRef = &metalv1alpha1.ConsumerReference{Namespace: "tenant", Name: "x", UID: "x"}
 		})
 		waitHost(t, ns, h.Name, "failed with ImageUnavailable", time.Minute, failedWith(metalv1alpha1.ReasonImageUnavailable))
-		update(t, ns, h.Name, func(h *metalv1alpha1.Host) { h.Spec.Image = d.image() })
+		update(t, ns, h.Name, func(h *metalv1alpha1.Host) { h.Spec.Image = d.Image() })
 		waitHost(t, ns, h.Name, "Provisioned once the URL is fixed", 2*time.Minute, provisioned)
 	})
 
@@ -94,11 +94,11 @@ func TestBadInput(t *testing.T) {
 		create(t, h)
 		waitHost(t, ns, h.Name, "Available", 2*time.Minute, inState(metalv1alpha1.StateAvailable))
 		update(t, ns, h.Name, func(h *metalv1alpha1.Host) {
-			h.Spec.Image = &metalv1alpha1.HostImage{URL: d.url, Checksum: "sha256:" + zeros}
+			h.Spec.Image = &metalv1alpha1.HostImage{URL: d.URL, Checksum: "sha256:" + zeros}
 			h.Spec.ConsumerRef = &metalv1alpha1.ConsumerReference{Namespace: "tenant", Name: "y", UID: "y"}
 		})
 		waitHost(t, ns, h.Name, "failed with ImageChecksumMismatch", time.Minute, failedWith(metalv1alpha1.ReasonImageChecksumMismatch))
-		update(t, ns, h.Name, func(h *metalv1alpha1.Host) { h.Spec.Image = d.image() })
+		update(t, ns, h.Name, func(h *metalv1alpha1.Host) { h.Spec.Image = d.Image() })
 		waitHost(t, ns, h.Name, "Provisioned once the checksum is fixed", 2*time.Minute, provisioned)
 	})
 }

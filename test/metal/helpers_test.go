@@ -2,11 +2,7 @@ package metal
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -21,6 +17,7 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/metal/site"
+	"github.com/anvil-dev/anvil/test/diskimage"
 )
 
 // newNamespace creates a namespace unique to the test.
@@ -73,32 +70,12 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// disk is an OS disk image served over HTTP, as the metal runtime serves one.
-type disk struct {
-	url, checksum string
-	srv           *httptest.Server
-}
-
-func serveDisk(t *testing.T) *disk {
+// serveDisk serves a raw disk image until the test ends.
+func serveDisk(t *testing.T) *diskimage.Server {
 	t.Helper()
-	body := make([]byte, 1<<20)
-	for i := range body {
-		body[i] = byte(i * 7)
-	}
-	sum := sha256.Sum256(body)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/disk.raw" {
-			http.NotFound(w, r)
-			return
-		}
-		_, _ = w.Write(body)
-	}))
-	t.Cleanup(srv.Close)
-	return &disk{url: srv.URL + "/disk.raw", checksum: "sha256:" + hex.EncodeToString(sum[:]), srv: srv}
-}
-
-func (d *disk) image() *metalv1alpha1.HostImage {
-	return &metalv1alpha1.HostImage{URL: d.url, Checksum: d.checksum, Format: metalv1alpha1.ImageFormatRaw}
+	d := diskimage.Serve()
+	t.Cleanup(d.Close)
+	return d
 }
 
 // fakeHost is a Host on Ironic's fake hardware.

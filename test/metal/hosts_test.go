@@ -49,7 +49,7 @@ func TestHostLifecycle(t *testing.T) {
 		Data: map[string][]byte{"user_data": []byte("#cloud-config\nhostname: web\n"), "meta_data": []byte(`{"hostname":"web","uuid":"u-1"}`)}}
 	create(t, drive)
 	update(t, ns, h.Name, func(h *metalv1alpha1.Host) {
-		h.Spec.Image = d.image()
+		h.Spec.Image = d.Image()
 		h.Spec.ConfigDrive = &metalv1alpha1.SecretReference{Name: drive.Name}
 		h.Spec.ConsumerRef = &metalv1alpha1.ConsumerReference{Namespace: "tenant", Name: "web", UID: "u-1"}
 		h.Spec.Online = true
@@ -57,11 +57,11 @@ func TestHostLifecycle(t *testing.T) {
 	got = waitHost(t, ns, h.Name, "Provisioned and on", 90*time.Second, func(h *metalv1alpha1.Host) bool {
 		return provisioned(h) && h.Status.PowerState == metalv1alpha1.PowerOn
 	})
-	if got.Status.Image.Checksum != d.checksum {
-		t.Fatalf("provisioned with %+v, want checksum %s", got.Status.Image, d.checksum)
+	if got.Status.Image.Checksum != d.Checksum() {
+		t.Fatalf("provisioned with %+v, want checksum %s", got.Status.Image, d.Checksum())
 	}
 	node, err := s.Provisioner.Get(ctx, hostcontroller.NodeName(got))
-	if err != nil || node.State != provisioner.StateActive || node.Image.Checksum != d.checksum {
+	if err != nil || node.State != provisioner.StateActive || node.Image.Checksum != d.Checksum() {
 		t.Fatalf("Ironic's node: %+v, %v; want Active with the image", node, err)
 	}
 
@@ -117,7 +117,7 @@ func TestIronicLosesItsDatabase(t *testing.T) {
 	const n = 5
 	for i := 0; i < n; i++ {
 		h := fakeHost(ns, fmt.Sprintf("db-%d", i), 100+i)
-		h.Spec.Image, h.Spec.Online = d.image(), true
+		h.Spec.Image, h.Spec.Online = d.Image(), true
 		h.Spec.ConsumerRef = &metalv1alpha1.ConsumerReference{Namespace: "tenant", Name: h.Name, UID: h.Name}
 		create(t, h)
 	}
@@ -148,7 +148,7 @@ func TestIronicLosesItsDatabase(t *testing.T) {
 			node, err := s.Provisioner.Get(ctx, ns+"~"+h.Name)
 			return provisioned(h) && err == nil && node.State == provisioner.StateActive
 		})
-		if h.Status.Image.Checksum != d.checksum {
+		if h.Status.Image.Checksum != d.Checksum() {
 			t.Errorf("%s: image after adoption %+v", name, h.Status.Image)
 		}
 	}
@@ -182,7 +182,7 @@ func TestDetachAndDelete(t *testing.T) {
 	d := serveDisk(t)
 	ctx := context.Background()
 	h := fakeHost(ns, "detach-1", 4001)
-	h.Spec.Image, h.Spec.Online = d.image(), true
+	h.Spec.Image, h.Spec.Online = d.Image(), true
 	h.Spec.ConsumerRef = &metalv1alpha1.ConsumerReference{Namespace: "tenant", Name: "x", UID: "x"}
 	create(t, h)
 	waitHost(t, ns, h.Name, "Provisioned", 2*time.Minute, provisioned)

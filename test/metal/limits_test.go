@@ -35,7 +35,7 @@ func TestFiftyHostsAgainstTheDeployLimit(t *testing.T) {
 	w := watchStates(t, ns)
 	for _, name := range names {
 		update(t, ns, name, func(h *metalv1alpha1.Host) {
-			h.Spec.Image, h.Spec.Online = d.image(), true
+			h.Spec.Image, h.Spec.Online = d.Image(), true
 			h.Spec.ConsumerRef = &metalv1alpha1.ConsumerReference{Namespace: "tenant", Name: h.Name, UID: h.Name}
 		})
 	}

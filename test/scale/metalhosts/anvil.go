@@ -13,6 +13,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
+	"github.com/anvil-dev/anvil/test/diskimage"
 	"github.com/anvil-dev/anvil/test/scale/measure"
 )
 
@@ -20,7 +21,7 @@ import (
 type anvilPath struct {
 	c         client.WithWatch
 	namespace string
-	disk      *disk
+	disk      *diskimage.Server
 }
 
 // labelRound marks what one round created, for the clean-up.
@@ -45,7 +46,7 @@ func (a *anvilPath) run(ctx context.Context, round, n int) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	image := &metalv1alpha1.HostImage{URL: a.disk.url, Checksum: "sha256:" + a.disk.sha256, Format: metalv1alpha1.ImageFormatRaw}
+	image := &metalv1alpha1.HostImage{URL: a.disk.URL, Checksum: "sha256:" + a.disk.SHA256, Format: metalv1alpha1.ImageFormatRaw}
 	start := time.Now()
 	ph := newPhases(start, "Inspecting", "Provisioning", "Provisioned", "Error")
 	// One goroutine per Host, as the direct path has one per node.

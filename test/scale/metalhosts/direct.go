@@ -19,6 +19,8 @@ import (
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/nodes"
 	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/ports"
+
+	"github.com/anvil-dev/anvil/test/diskimage"
 )
 
 // direct scripts the minimal Ironic API sequence for a host, one goroutine per node: what
@@ -26,7 +28,7 @@ import (
 type direct struct {
 	sc   *gophercloud.ServiceClient
 	poll time.Duration
-	disk *disk
+	disk *diskimage.Server
 	// verify fetches the disk and checks its sha256 once per run: anvil verifies an image
 	// before its first deployment and remembers it, so the direct path does the same work.
 	verify func() error
@@ -35,7 +37,7 @@ type direct struct {
 	powerOn bool
 }
 
-func newDirect(endpoint, user, pass, microversion string, poll time.Duration, d *disk) *direct {
+func newDirect(endpoint, user, pass, microversion string, poll time.Duration, d *diskimage.Server) *direct {
 	base := strings.TrimRight(endpoint, "/") + "/"
 	return &direct{
 		// The same client anvil's provisioner builds: a plain http.Client (its default
@@ -53,8 +55,8 @@ func newDirect(endpoint, user, pass, microversion string, poll time.Duration, d 
 	}
 }
 
-func fetchAndCheck(d *disk) error {
-	resp, err := http.Get(d.url)
+func fetchAndCheck(d *diskimage.Server) error {
+	resp, err := http.Get(d.URL)
 	if err != nil {
 		return err
 	}
@@ -63,8 +65,8 @@ func fetchAndCheck(d *disk) error {
 	if _, err := io.Copy(h, resp.Body); err != nil {
 		return err
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != d.sha256 {
-		return fmt.Errorf("the disk has sha256 %s, want %s", got, d.sha256)
+	if got := hex.EncodeToString(h.Sum(nil)); got != d.SHA256 {
+		return fmt.Errorf("the disk has sha256 %s, want %s", got, d.SHA256)
 	}
 	return nil
 }
@@ -150,8 +152,8 @@ func (d *direct) deploy(ctx context.Context, name, mac string, ph *phases) error
 		return err
 	}
 	// What anvil's provisioner writes (internal/provisioner/ironic/image.go).
-	info := map[string]any{"image_source": d.disk.url, "image_os_hash_algo": "sha256",
-		"image_os_hash_value": d.disk.sha256, "image_disk_format": "raw"}
+	info := map[string]any{"image_source": d.disk.URL, "image_os_hash_algo": "sha256",
+		"image_os_hash_value": d.disk.SHA256, "image_disk_format": "raw"}
 	err = retry(ctx, func(ctx context.Context) error {
 		ops := nodes.UpdateOpts{nodes.UpdateOperation{Op: nodes.AddOp, Path: "/instance_info", Value: info}}
 		return nodes.Update(ctx, d.sc, name, ops).Err

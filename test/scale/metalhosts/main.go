@@ -18,6 +18,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/ironic"
 	"github.com/anvil-dev/anvil/internal/metal/site"
 	"github.com/anvil-dev/anvil/internal/provisioner"
+	"github.com/anvil-dev/anvil/test/diskimage"
 	"github.com/anvil-dev/anvil/test/harness"
 	"github.com/anvil-dev/anvil/test/scale/measure"
 )
@@ -132,8 +133,8 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	d := serveDisk()
-	defer d.close()
+	d := diskimage.Serve()
+	defer d.Close()
 	dp := newDirect(s.Ironic.Endpoint(), user, pass, mv.Microversion(), o.poll, d)
 	dp.powerOn = o.directPowerOn
 	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
