@@ -33,6 +33,9 @@ type Config struct {
 	Log io.Writer
 	// Logger receives the supervisor's own messages (starts, restarts).
 	Logger logr.Logger
+	// OnRestart, when set, is called each time a restarted Ironic answers again (perhaps
+	// with an empty database). It must return quickly.
+	OnRestart func()
 	// StartTimeout bounds how long one start may take to answer; 60 s when zero.
 	StartTimeout time.Duration
 	// HealthInterval is how often a running Ironic is asked whether it answers; 3 s

@@ -83,6 +83,9 @@ func (i *Ironic) restart(ctx context.Context, backoff *time.Duration) (*proc, bo
 		}
 		i.setCurrent(pr)
 		i.cfg.Logger.Info("Ironic restarted", "pid", pr.pid, "restarts", i.Restarts())
+		if i.cfg.OnRestart != nil {
+			i.cfg.OnRestart()
+		}
 		return pr, true
 	}
 }

@@ -44,57 +44,95 @@ func NewCache(dir string) (*Cache, error) {
 	return &Cache{store: s, puller: p}, nil
 }
 
-// Pull fetches (once, even when called concurrently) the entry of `arch` from the image
-// reference pinned to digest (an index's or a single image's) and returns its files as
-// paths inside the cache (callers must not modify them). An empty digest takes the one
-// in the reference, or resolves its tag.
-func (c *Cache) Pull(ctx context.Context, reference, digest string, arch computev1alpha1.Architecture) (Files, error) {
+// Entry is one architecture's image of an OS image, as its manifests say: enough for a
+// runtime to refuse an image (no such architecture, no disk) before pulling any layer.
+type Entry struct {
+	Repository        name.Repository
+	Architecture      computev1alpha1.Architecture
+	KernelCommandLine string
+	// Layers are the image manifest's layers, each with an anvil media type.
+	Layers []v1.Descriptor
+}
+
+// Entry reads (from the cache when it has them) the manifests and config of the entry of
+// arch of the image reference pinned to digest (an index's or a single image's). An empty
+// digest takes the one in the reference, or resolves its tag. Errors wrap
+// ErrImageNotFound, ErrWrongArchitecture, ErrNotOSImage or ErrBadReference when they are
+// one of those.
+func (c *Cache) Entry(ctx context.Context, reference, digest string, arch computev1alpha1.Architecture) (Entry, error) {
 	if !arch.IsKnown() {
-		return Files{}, fmt.Errorf("architecture %q: use one of %v", arch, computev1alpha1.KnownArchitectures)
+		return Entry{}, fmt.Errorf("architecture %q: use one of %v", arch, computev1alpha1.KnownArchitectures)
 	}
 	ref, err := ParseReference(reference)
 	if err != nil {
-		return Files{}, err
+		return Entry{}, fmt.Errorf("%w: %v", ErrBadReference, err)
 	}
 	repo := ref.Context()
 	top, err := c.topLevel(ctx, ref, digest)
 	if err != nil {
-		return Files{}, err
+		return Entry{}, err
 	}
 	raw, err := c.manifest(ctx, repo, top, -1)
 	if err != nil {
-		return Files{}, err
+		return Entry{}, err
 	}
 	kind, err := manifestKind(raw)
 	if err != nil {
-		return Files{}, fmt.Errorf("%s@%s: %w", repo, top, err)
+		return Entry{}, fmt.Errorf("%s@%s: %w: %v", repo, top, ErrNotOSImage, err)
 	}
 	fromIndex := kind.IsIndex()
 	if fromIndex {
 		idx, err := v1.ParseIndexManifest(bytes.NewReader(raw))
 		if err != nil {
-			return Files{}, fmt.Errorf("%s@%s: image index: %w", repo, top, err)
+			return Entry{}, fmt.Errorf("%s@%s: image index: %w", repo, top, err)
 		}
 		entry, err := entryFor(idx, arch)
 		if err != nil {
-			return Files{}, fmt.Errorf("%s@%s: %w", repo, top, err)
+			return Entry{}, fmt.Errorf("%s@%s: %w", repo, top, err)
 		}
 		if raw, err = c.manifest(ctx, repo, entry.Digest, entry.Size); err != nil {
-			return Files{}, err
+			return Entry{}, err
 		}
 		if kind, err = manifestKind(raw); err != nil || !kind.IsImage() {
-			return Files{}, fmt.Errorf("%s@%s: index entry for %s is not an image manifest", repo, entry.Digest, arch)
+			return Entry{}, fmt.Errorf("%s@%s: %w: index entry for %s is not an image manifest", repo, entry.Digest, ErrNotOSImage, arch)
 		}
 	}
-	files, err := c.image(ctx, repo, raw)
+	e, err := c.entry(ctx, repo, raw)
 	if err != nil {
-		return Files{}, fmt.Errorf("%s@%s: %w", repo, top, err)
+		return Entry{}, fmt.Errorf("%s@%s: %w", repo, top, err)
 	}
-	if files.Architecture != arch {
+	if e.Architecture != arch {
 		if fromIndex {
-			return Files{}, fmt.Errorf("%s@%s: the index entry for %s holds a %s image", repo, top, arch, files.Architecture)
+			return Entry{}, fmt.Errorf("%s@%s: the index entry for %s holds a %s image", repo, top, arch, e.Architecture)
 		}
-		return Files{}, fmt.Errorf("%s@%s: %w: wants %s, the image is %s", repo, top, ErrWrongArchitecture, arch, files.Architecture)
+		return Entry{}, fmt.Errorf("%s@%s: %w: wants %s, the image is %s", repo, top, ErrWrongArchitecture, arch, e.Architecture)
+	}
+	return e, nil
+}
+
+// Pull fetches (once, even when called concurrently) the layers of the entry Entry names
+// and returns its files as paths inside the cache (callers must not modify them).
+func (c *Cache) Pull(ctx context.Context, reference, digest string, arch computev1alpha1.Architecture) (Files, error) {
+	e, err := c.Entry(ctx, reference, digest, arch)
+	if err != nil {
+		return Files{}, err
+	}
+	files := Files{Architecture: e.Architecture, KernelCommandLine: e.KernelCommandLine}
+	for _, l := range e.Layers {
+		p, err := c.blob(ctx, e.Repository, l)
+		if err != nil {
+			return Files{}, fmt.Errorf("%s: %w", reference, err)
+		}
+		switch l.MediaType {
+		case MediaTypeKernel:
+			files.Kernel = p
+		case MediaTypeInitramfs:
+			files.Initramfs = p
+		case MediaTypeDiskRaw:
+			files.Disk, files.DiskFormat = p, DiskFormatRaw
+		case MediaTypeDiskQCOW2:
+			files.Disk, files.DiskFormat = p, DiskFormatQCOW2
+		}
 	}
 	return files, nil
 }
@@ -147,45 +185,28 @@ func (c *Cache) manifest(ctx context.Context, repo name.Repository, h v1.Hash, s
 	return readSmall(p)
 }
 
-// image fetches the config and layers of an image manifest and names their files.
-func (c *Cache) image(ctx context.Context, repo name.Repository, raw []byte) (Files, error) {
+// entry checks an image manifest and reads its config (a small blob, kept in the cache).
+func (c *Cache) entry(ctx context.Context, repo name.Repository, raw []byte) (Entry, error) {
 	m, err := checkManifest(raw)
 	if err != nil {
-		return Files{}, err
+		return Entry{}, err
 	}
 	if m.Config.Size > maxMetadata {
-		return Files{}, fmt.Errorf("config of %d bytes is too large", m.Config.Size)
+		return Entry{}, fmt.Errorf("config of %d bytes is too large", m.Config.Size)
 	}
 	cfgPath, err := c.blob(ctx, repo, m.Config)
 	if err != nil {
-		return Files{}, err
+		return Entry{}, err
 	}
 	rawCfg, err := readSmall(cfgPath)
 	if err != nil {
-		return Files{}, err
+		return Entry{}, err
 	}
 	cfg, err := parseConfig(rawCfg)
 	if err != nil {
-		return Files{}, err
+		return Entry{}, err
 	}
-	files := Files{Architecture: cfg.Architecture, KernelCommandLine: cfg.KernelCommandLine}
-	for _, l := range m.Layers {
-		p, err := c.blob(ctx, repo, l)
-		if err != nil {
-			return Files{}, err
-		}
-		switch l.MediaType {
-		case MediaTypeKernel:
-			files.Kernel = p
-		case MediaTypeInitramfs:
-			files.Initramfs = p
-		case MediaTypeDiskRaw:
-			files.Disk, files.DiskFormat = p, DiskFormatRaw
-		case MediaTypeDiskQCOW2:
-			files.Disk, files.DiskFormat = p, DiskFormatQCOW2
-		}
-	}
-	return files, nil
+	return Entry{Repository: repo, Architecture: cfg.Architecture, KernelCommandLine: cfg.KernelCommandLine, Layers: m.Layers}, nil
 }
 
 // blob makes the blob of a descriptor present in the cache and returns its path.

@@ -63,4 +63,8 @@ var (
 	ErrWrongArchitecture = errors.New("image has no entry for this architecture")
 	// ErrImageNotFound means the reference or digest does not exist in the registry.
 	ErrImageNotFound = errors.New("image not found")
+	// ErrNotOSImage means the manifest or config is not an anvil OS image's.
+	ErrNotOSImage = errors.New("not an anvil OS image")
+	// ErrBadReference means the reference or digest does not parse.
+	ErrBadReference = errors.New("malformed image reference")
 )

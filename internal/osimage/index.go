@@ -69,13 +69,13 @@ func configOf(img v1.Image) (imageConfig, error) {
 func parseConfig(raw []byte) (imageConfig, error) {
 	var cfg imageConfig
 	if err := json.Unmarshal(raw, &cfg); err != nil {
-		return imageConfig{}, fmt.Errorf("OS image config: %w", err)
+		return imageConfig{}, fmt.Errorf("%w: config: %v", ErrNotOSImage, err)
 	}
 	if !cfg.Architecture.IsKnown() {
-		return imageConfig{}, fmt.Errorf("OS image config: unknown architecture %q", cfg.Architecture)
+		return imageConfig{}, fmt.Errorf("%w: config: unknown architecture %q", ErrNotOSImage, cfg.Architecture)
 	}
 	if cfg.OS != OS {
-		return imageConfig{}, fmt.Errorf("OS image config: os %q, want %q", cfg.OS, OS)
+		return imageConfig{}, fmt.Errorf("%w: config: os %q, want %q", ErrNotOSImage, cfg.OS, OS)
 	}
 	return cfg, nil
 }

@@ -58,13 +58,13 @@ func entryFor(idx *v1.IndexManifest, arch computev1alpha1.Architecture) (v1.Desc
 func checkManifest(raw []byte) (*v1.Manifest, error) {
 	m, err := v1.ParseManifest(bytes.NewReader(raw))
 	if err != nil {
-		return nil, fmt.Errorf("image manifest: %w", err)
+		return nil, fmt.Errorf("%w: image manifest: %v", ErrNotOSImage, err)
 	}
 	if m.Config.MediaType != MediaTypeConfig {
-		return nil, fmt.Errorf("not an anvil OS image: config media type %q, want %q", m.Config.MediaType, MediaTypeConfig)
+		return nil, fmt.Errorf("%w: config media type %q, want %q", ErrNotOSImage, m.Config.MediaType, MediaTypeConfig)
 	}
 	if _, err := layerRoles(m.Layers); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %v", ErrNotOSImage, err)
 	}
 	return m, nil
 }

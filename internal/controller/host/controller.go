@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -44,6 +46,13 @@ type Reconciler struct {
 // NodeName is the provisioner's name for a Host: unique across namespaces, and made of
 // characters Ironic accepts in names.
 func NodeName(h *metalv1alpha1.Host) string { return h.Namespace + "~" + h.Name }
+
+// HostKey is the Host a provisioner node name belongs to; false for a name NodeName never
+// makes.
+func HostKey(node string) (types.NamespacedName, bool) {
+	ns, name, ok := strings.Cut(node, "~")
+	return types.NamespacedName{Namespace: ns, Name: name}, ok && ns != "" && name != ""
+}
 
 // Reconcile does the next step for one Host.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -126,7 +135,7 @@ func (s *step) run(ctx context.Context) error {
 		switch {
 		case errors.Is(err, provisioner.ErrNotFound):
 		case err != nil:
-			s.unavailable(err)
+			s.unavailable(ctx, err)
 			return nil
 		default:
 			s.node = &node
@@ -192,18 +201,18 @@ func (s *step) run(ctx context.Context) error {
 	return nil
 }
 
-// unavailable reports that the provisioner could not be asked; the Host keeps its state.
-func (s *step) unavailable(err error) {
+// unavailable reports that the provisioner could not be asked: the Host keeps its state,
+// and the error is reported as a failed call would be.
+func (s *step) unavailable(ctx context.Context, err error) {
 	s.plan = hostplan.Plan{Action: hostplan.ActionWait, State: s.host.Status.ProvisioningState,
-		Operational: s.host.Status.OperationalStatus, Reason: metalv1alpha1.ReasonProvisionerUnavailable,
-		Message: "the provisioner cannot be reached; retrying", Busy: true}
+		Operational: s.host.Status.OperationalStatus, Reason: metalv1alpha1.ReasonProvisionerUnavailable}
 	if s.plan.State == "" {
 		s.plan.State = metalv1alpha1.StateRegistering
 	}
 	if s.plan.Operational == "" {
 		s.plan.Operational = metalv1alpha1.OperationalOK
 	}
-	_ = err // not shown: provisioner errors can carry endpoints; the controller log has it
+	s.actionFailed(ctx, err)
 	s.apply()
 }
 

@@ -69,6 +69,8 @@ type Site struct {
 	Scheme      *runtime.Scheme
 	cancel      context.CancelFunc
 	done        chan error
+	// closeProvisioner stops the provisioner's background checks.
+	closeProvisioner func()
 }
 
 // Start starts Ironic, the provisioner and the Host controller. It returns once they run.
@@ -92,23 +94,33 @@ func Start(ctx context.Context, cfg Config) (*Site, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The supervisor and the provisioner's queue signal; the Host controller hears of it
+	// through triggers, once the manager runs (both only ever drop a signal when one is
+	// already waiting: a resync or BusyPoll follows anyway).
+	restarted := make(chan struct{}, 1)
+	triggers := make(chan event.GenericEvent, 256)
 	irc, err := ironic.Start(ctx, ironic.Config{StateDir: filepath.Join(dir, "ironic"), Port: cfg.IronicPort,
 		Username: user, Password: pass, MaxConcurrentDeploy: cfg.MaxConcurrentDeploy, MaxConcurrentClean: cfg.MaxConcurrentClean,
-		FakeDelays: cfg.FakeDelays, Logger: cfg.Logger.WithName("ironic")})
+		FakeDelays: cfg.FakeDelays, Logger: cfg.Logger.WithName("ironic"), OnRestart: func() { signal(restarted) }})
 	if err != nil {
 		return nil, err
 	}
 	s := &Site{Ironic: irc, Scheme: scheme, done: make(chan error, 1)}
 	fail := func(err error) (*Site, error) {
+		if s.closeProvisioner != nil {
+			s.closeProvisioner()
+		}
 		irc.Stop()
 		return nil, err
 	}
 	prov, err := ironicprovisioner.New(ctx, ironicprovisioner.Options{Endpoint: irc.Endpoint(), Username: user, Password: pass,
-		MaxConcurrentDeploy: cfg.MaxConcurrentDeploy, MaxConcurrentClean: cfg.MaxConcurrentClean, Logger: cfg.Logger.WithName("provisioner")})
+		MaxConcurrentDeploy: cfg.MaxConcurrentDeploy, MaxConcurrentClean: cfg.MaxConcurrentClean, Logger: cfg.Logger.WithName("provisioner"),
+		// A Host told to wait for a deploy or clean slot is reconciled as soon as one frees.
+		OnSlotFree: func(node string) { trigger(triggers, node) }})
 	if err != nil {
 		return fail(err)
 	}
-	s.Provisioner = prov
+	s.Provisioner, s.closeProvisioner = prov, prov.Close
 	if cfg.WrapProvisioner != nil {
 		s.Provisioner = cfg.WrapProvisioner(prov)
 	}
@@ -129,7 +141,6 @@ func Start(ctx context.Context, cfg Config) (*Site, error) {
 		return fail(err)
 	}
 	s.Manager = mgr
-	triggers := make(chan event.GenericEvent, 64)
 	r := &hostcontroller.Reconciler{Client: mgr.GetClient(), Provisioner: s.Provisioner, Images: &imagecheck.Checker{},
 		BusyPoll: cfg.BusyPoll, MaxBackoff: cfg.MaxBackoff, Triggers: triggers}
 	workers := cfg.Workers
@@ -142,7 +153,7 @@ func Start(ctx context.Context, cfg Config) (*Site, error) {
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	go func() { s.done <- mgr.Start(runCtx) }()
-	go s.retriggerOnRestart(runCtx, mgr.GetClient(), cfg.Namespace, triggers)
+	go retriggerOnRestart(runCtx, restarted, mgr.GetClient(), cfg.Namespace, triggers)
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
 		s.Stop()
 		return nil, fmt.Errorf("the site's cache did not sync")
@@ -153,21 +164,13 @@ func Start(ctx context.Context, cfg Config) (*Site, error) {
 // retriggerOnRestart reconciles every Host as soon as Ironic has been restarted: a
 // restarted Ironic may have lost its database, and its Hosts must be enrolled again (and
 // adopted) now, not at their next resync.
-func (s *Site) retriggerOnRestart(ctx context.Context, c client.Client, ns string, triggers chan<- event.GenericEvent) {
-	seen := s.Ironic.Restarts()
-	t := time.NewTicker(500 * time.Millisecond) // a local counter, not a remote call
-	defer t.Stop()
+func retriggerOnRestart(ctx context.Context, restarted <-chan struct{}, c client.Client, ns string, triggers chan<- event.GenericEvent) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-restarted:
 		}
-		n := s.Ironic.Restarts()
-		if n == seen {
-			continue
-		}
-		seen = n
 		var hosts metalv1alpha1.HostList
 		if err := c.List(ctx, &hosts, client.InNamespace(ns)); err != nil {
 			continue
@@ -182,6 +185,29 @@ func (s *Site) retriggerOnRestart(ctx context.Context, c client.Client, ns strin
 	}
 }
 
+// signal notes an event without blocking: one pending signal stands for any number.
+func signal(ch chan<- struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// trigger asks for a reconcile of the Host of a provisioner node name, without blocking
+// the provisioner: when the channel is full the Host's BusyPoll brings it back anyway.
+func trigger(triggers chan<- event.GenericEvent, node string) {
+	key, ok := hostcontroller.HostKey(node)
+	if !ok {
+		return
+	}
+	h := &metalv1alpha1.Host{}
+	h.Namespace, h.Name = key.Namespace, key.Name
+	select {
+	case triggers <- event.GenericEvent{Object: h}:
+	default:
+	}
+}
+
 // Stop stops the Host controller, then Ironic. Servers are left as they are.
 func (s *Site) Stop() {
 	if s.cancel != nil {
@@ -189,5 +215,6 @@ func (s *Site) Stop() {
 		<-s.done
 		s.cancel = nil
 	}
+	s.closeProvisioner()
 	s.Ironic.Stop()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -182,24 +183,59 @@ const portMarkKey, portMarkValue = "anvil", "boot-mac"
 // no ports yet, so fresh skips reading them.
 func (p *Provisioner) ensurePort(ctx context.Context, n *nodes.Node, mac string, fresh bool) error {
 	mac = strings.ToLower(mac)
+	var have []ports.Port
+	if !fresh {
+		var err error
+		if have, err = p.portsOf(ctx, n); err != nil {
+			return err
+		}
+	}
+	if err := p.removeOldPorts(ctx, n, have, mac); err != nil {
+		return err
+	}
+	if slices.ContainsFunc(have, hasMAC(mac)) || mac == "" {
+		return nil
+	}
+	body := rawJSON{"node_uuid": n.UUID, "address": mac, "extra": map[string]any{portMarkKey: portMarkValue}}
+	err := p.write(ctx, n.Name, "creating the boot port of node "+n.Name, func(ctx context.Context) error {
+		return ports.Create(ctx, p.sc, body).Err
+	})
+	if errors.Is(err, provisioner.ErrBusy) && strings.Contains(err.Error(), "already exists") {
+		// A retried create whose first answer was lost made the port already; only a port
+		// of another node is the user's mistake.
+		mine, lerr := p.portsOf(ctx, n)
+		if lerr != nil {
+			return lerr
+		}
+		if slices.ContainsFunc(mine, hasMAC(mac)) {
+			return nil
+		}
+		return fmt.Errorf("boot MAC address %s of node %s is registered to another node: %w", mac, n.Name, provisioner.ErrInvalid)
+	}
+	return err
+}
+
+func hasMAC(mac string) func(ports.Port) bool {
+	return func(pt ports.Port) bool { return strings.EqualFold(pt.Address, mac) }
+}
+
+// portsOf lists the node's ports (uuid, address, extra).
+func (p *Provisioner) portsOf(ctx context.Context, n *nodes.Node) ([]ports.Port, error) {
 	var list struct {
 		Ports []ports.Port `json:"ports"`
 	}
 	url := p.sc.ServiceURL("ports") + "?node_uuid=" + n.UUID + "&fields=uuid,address,extra"
 	err := p.do(ctx, "listing the ports of node "+n.Name, func(ctx context.Context) error {
-		if fresh {
-			return nil
-		}
 		_, err := p.sc.Get(ctx, url, &list, &gophercloud.RequestOpts{OkCodes: []int{200}})
 		return err
 	})
-	if err != nil {
-		return err
-	}
-	have := false
-	for _, pt := range list.Ports {
+	return list.Ports, err
+}
+
+// removeOldPorts deletes the ports anvil made for another boot MAC.
+func (p *Provisioner) removeOldPorts(ctx context.Context, n *nodes.Node, have []ports.Port, mac string) error {
+	for _, pt := range have {
 		if strings.EqualFold(pt.Address, mac) {
-			have = true
 			continue
 		}
 		if pt.Extra[portMarkKey] != portMarkValue {
@@ -216,34 +252,7 @@ func (p *Provisioner) ensurePort(ctx context.Context, n *nodes.Node, mac string,
 			return err
 		}
 	}
-	if have || mac == "" {
-		return nil
-	}
-	body := rawJSON{"node_uuid": n.UUID, "address": mac, "extra": map[string]any{portMarkKey: portMarkValue}}
-	err = p.write(ctx, n.Name, "creating the boot port of node "+n.Name, func(ctx context.Context) error {
-		return ports.Create(ctx, p.sc, body).Err
-	})
-	if errors.Is(err, provisioner.ErrBusy) && strings.Contains(err.Error(), "already exists") {
-		// A retried create whose first answer was lost made the port already; only a port
-		// of another node is the user's mistake.
-		var mine struct {
-			Ports []ports.Port `json:"ports"`
-		}
-		lerr := p.do(ctx, "listing the ports of node "+n.Name, func(ctx context.Context) error {
-			_, err := p.sc.Get(ctx, url, &mine, &gophercloud.RequestOpts{OkCodes: []int{200}})
-			return err
-		})
-		if lerr != nil {
-			return lerr
-		}
-		for _, pt := range mine.Ports {
-			if strings.EqualFold(pt.Address, mac) {
-				return nil
-			}
-		}
-		return fmt.Errorf("boot MAC address %s of node %s is registered to another node: %w", mac, n.Name, provisioner.ErrInvalid)
-	}
-	return err
+	return nil
 }
 
 // Register implements provisioner.Provisioner. Unchanged details cost one GET; a node

@@ -60,23 +60,19 @@ func (r *recentReads) written(name string) {
 
 // take returns and forgets the node's last Get if it is fresh enough; found says whether
 // there was one (a nil node then means "not found").
-func (r *recentReads) take(name string) (n *nodes.Node, found bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	read, ok := r.nodes[name]
-	delete(r.nodes, name)
-	if !ok || time.Since(read.at) > reuseFor {
-		return nil, false
-	}
-	return read.node, true
-}
+func (r *recentReads) take(name string) (n *nodes.Node, found bool) { return r.lookup(name, true) }
 
 // peek is take without forgetting: for reads that change nothing, so the operation that
 // follows them may still use the node.
-func (r *recentReads) peek(name string) (n *nodes.Node, found bool) {
+func (r *recentReads) peek(name string) (n *nodes.Node, found bool) { return r.lookup(name, false) }
+
+func (r *recentReads) lookup(name string, forget bool) (*nodes.Node, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	read, ok := r.nodes[name]
+	if forget {
+		delete(r.nodes, name)
+	}
 	if !ok || time.Since(read.at) > reuseFor {
 		return nil, false
 	}

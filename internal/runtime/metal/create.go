@@ -184,15 +184,21 @@ func (r *Runtime) writeSecret(ctx context.Context, s *corev1.Secret) error {
 func (r *Runtime) resolveDisk(ctx context.Context, img *mriv1alpha1.Image, a computev1alpha1.Architecture) (disk, error) {
 	ctx, cancel := context.WithTimeout(ctx, imageTimeout)
 	defer cancel()
-	d, err := r.opts.disks.Disk(ctx, img.GetReference(), img.GetDigest(), a)
+	// Manifests and config only, kept in the image cache: the disk is pulled after the
+	// claim.
+	e, err := r.opts.Images.Entry(ctx, img.GetReference(), img.GetDigest(), a)
+	if err == nil {
+		var d disk
+		if d, err = diskOf(e); err == nil {
+			return d, nil
+		}
+	}
 	switch {
-	case err == nil:
-		return d, nil
 	case errors.Is(err, osimage.ErrImageNotFound):
 		return disk{}, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_IMAGE_NOT_FOUND, "image %s@%s: %v", img.GetReference(), img.GetDigest(), err)
 	case errors.Is(err, osimage.ErrWrongArchitecture):
 		return disk{}, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_WRONG_ARCHITECTURE, "%v", err)
-	case errors.Is(err, errNoDisk), errors.Is(err, errNotOSImage), errors.Is(err, errBadReference):
+	case errors.Is(err, errNoDisk), errors.Is(err, osimage.ErrNotOSImage), errors.Is(err, osimage.ErrBadReference):
 		return disk{}, invalid("%v", err)
 	}
 	return disk{}, unavailable("reading the image's manifests", err)

@@ -14,8 +14,10 @@ import (
 	"github.com/anvil-dev/anvil/internal/osimage"
 )
 
-// Images pulls OS images; *osimage.Cache is the real one.
+// Images reads and pulls OS images; *osimage.Cache is the real one.
 type Images interface {
+	// Entry reads the manifests and config of arch's entry, without its layers.
+	Entry(ctx context.Context, reference, digest string, arch computev1alpha1.Architecture) (osimage.Entry, error)
 	// Pull returns the files of arch's entry of the image pinned to digest, as paths the
 	// runtime reads but never writes.
 	Pull(ctx context.Context, reference, digest string, arch computev1alpha1.Architecture) (osimage.Files, error)
@@ -47,8 +49,6 @@ type Options struct {
 	Workers int
 	Log     logr.Logger
 
-	// disks resolves OS images' disk layers; tests may replace it.
-	disks diskResolver
 	// sweepGrace spares config-drive Secrets this young (default sweepGrace).
 	sweepGrace time.Duration
 }
@@ -83,9 +83,6 @@ func (o *Options) defaults() error {
 	}
 	if o.sweepGrace == 0 {
 		o.sweepGrace = sweepGrace
-	}
-	if o.disks == nil {
-		o.disks = &registryDisks{}
 	}
 	return nil
 }

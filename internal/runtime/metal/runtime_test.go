@@ -101,7 +101,7 @@ func TestRefusals(t *testing.T) {
 			mriv1alpha1.ErrorReason_ERROR_REASON_WRONG_ARCHITECTURE, "not arm64"},
 		{"image without the architecture", func(m *mriv1alpha1.Machine) {
 			m.Spec.Image = &mriv1alpha1.Image{Reference: s.images["arm-only"].Reference, Digest: s.images["arm-only"].Digest}
-		}, mriv1alpha1.ErrorReason_ERROR_REASON_WRONG_ARCHITECTURE, "the index offers [arm64]"},
+		}, mriv1alpha1.ErrorReason_ERROR_REASON_WRONG_ARCHITECTURE, "the index offers [linux/arm64]"},
 		{"image without a disk", func(m *mriv1alpha1.Machine) {
 			m.Spec.Image = &mriv1alpha1.Image{Reference: s.images["kernel-only"].Reference, Digest: s.images["kernel-only"].Digest}
 		}, mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "no disk layer for bare metal"},
