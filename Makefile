@@ -21,7 +21,7 @@ CONTROL_PLANE := $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl
 GENERATORS := $(BIN)/controller-gen $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 TOOLS := $(CONTROL_PLANE) $(BIN)/kube-scheduler $(GENERATORS)
 
-.PHONY: build tools testos manifests generate verify-generated vet test test-only demo bench deps clean
+.PHONY: build tools testos manifests generate verify-generated vet test test-only demo bench deps fresh-check clean
 
 build: ## The anvil binary.
 	go build -o $(BIN)/anvil ./cmd/anvil
@@ -89,6 +89,9 @@ bench: tools testos ## Benchmarks and scenarios; figures are printed, never asse
 	go run ./test/scale/vmboot -rounds 3
 	go run ./test/scale/vmboot -rounds 3 -arch arm64
 	go run ./test/scale/metalhosts -hosts 200 -rounds 1
+
+fresh-check: ## make test and make demo in a fresh clone with every cache empty, timed (hack/fresh-check.sh).
+	hack/fresh-check.sh
 
 clean:
 	rm -rf $(BIN)/anvil .anvil

@@ -29,71 +29,9 @@ flock 9 # one build at a time shares the cache
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# apt options that point every list, cache and status file at this architecture's own
-# folder in the cache.
-apt_opts() {
-	local a=$1 d=$cache/$1
-	mkdir -p "$d/lists/partial" "$d/apt/archives/partial" "$d/debs"
-	touch "$d/status"
-	echo "-oAPT::Architecture=$a -oAPT::Architectures=$a -oDir::State::Lists=$d/lists" \
-		"-oDir::Cache=$d/apt -oDir::State::status=$d/status -oAPT::Sandbox::User=root"
-}
-
-# update_lists refreshes ARCH's package lists once per build (fetch runs in subshells, so
-# a marker file remembers it).
-update_lists() {
-	local a=$1
-	[ -e "$work/updated-$a" ] && return
-	# shellcheck disable=SC2046
-	apt-get $(apt_opts "$a") -qq update >&2
-	touch "$work/updated-$a"
-}
-
-# candidate prints the archive's current version of a package, or nothing.
-candidate() {
-	# shellcheck disable=SC2046
-	apt-cache $(apt_opts "$1") policy "$2" 2>/dev/null | sed -n 's/^  Candidate: //p' | grep -v '(none)' || true
-}
-
-# fetch prints the path of the cached .deb of PACKAGE=VERSION for ARCH, downloading it when
-# missing. When the archive no longer has the pinned version it falls back to the current one
-# (the same package, or for a kernel the one linux-image-cloud-ARCH depends on), warning
-# that the pin needs updating: VERSIONS always names what was really used.
-fetch() {
-	local a=$1 pkg=$2 ver=$3 debs=$cache/$1/debs deb
-	for deb in "$debs/${pkg}"_*_"$a".deb; do
-		if [ -f "$deb" ] && [ "$(dpkg-deb -f "$deb" Version)" = "$ver" ]; then
-			echo "$deb"
-			return
-		fi
-	done
-	update_lists "$a"
-	# shellcheck disable=SC2046
-	if ! apt-cache $(apt_opts "$a") madison "$pkg" | awk -F' [|] ' '{ print $2 }' | grep -qxF "$ver"; then
-		local now_pkg=$pkg now_ver
-		now_ver=$(candidate "$a" "$pkg")
-		if [ -z "$now_ver" ] && [[ $pkg == linux-image-*-cloud-$a ]]; then
-			now_pkg=$(apt-cache $(apt_opts "$a") depends "linux-image-cloud-$a" |
-				sed -n "s/^  Depends: \(linux-image-.*-cloud-$a\)\$/\1/p" | head -n1)
-			now_ver=$(candidate "$a" "$now_pkg")
-		fi
-		if [ -z "$now_ver" ]; then
-			echo "testos: $pkg $ver ($a) is not in the archive and has no replacement" >&2
-			exit 1
-		fi
-		echo "testos: WARNING: $pkg $ver ($a) is no longer in the archive; using $now_pkg $now_ver:" \
-			"put it in hack/testos/packages" >&2
-		fetch "$a" "$now_pkg" "$now_ver"
-		return
-	fi
-	local tmp=$work/download-$a
-	mkdir -p "$tmp"
-	# shellcheck disable=SC2046
-	(cd "$tmp" && apt-get $(apt_opts "$a") -qq download "$pkg=$ver" >&2)
-	deb=$(find "$tmp" -maxdepth 1 -name "${pkg}_*_${a}.deb" | head -n1)
-	mv "$deb" "$debs/"
-	echo "$debs/$(basename "$deb")"
-}
+# apt_opts, update_lists and fetch: the archive lookups, with their own test.
+# shellcheck source=hack/testos/archive.sh
+source "$here/archive.sh"
 
 # module_order prints, for the kernel modules tree MODDIR, the .ko files to load for the
 # wanted modules, dependencies first. Modules the kernel has built in are left out.

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# The fresh-machine check: clones this repository's HEAD into a temporary folder and runs the
+# README's two commands there with every cache empty (the Go build and module caches, the
+# test OS's package cache, bin/), as a new user on a new machine would, printing how long
+# each step took. `make fresh-check` runs it; run it before resolving anything that touches
+# set-up (Makefile, hack/, .ci/, go.mod).
+#
+#   make test   timed as its set-up steps (deps, tools, testos) and the rest (make test)
+#   make demo   timed until every sample Machine is Running and each VM printed its ready
+#               line; then the Machines are deleted and anvil dev is stopped with Ctrl-C
+#
+# What it cannot empty: Debian packages already installed stay installed (make deps then
+# installs nothing; on a new machine it takes a few minutes more), and the Go toolchain.
+#
+# Environment: FRESH_TIMEOUT (minutes for the whole test part, default 90: CI's limit),
+# FRESH_DEMO_TIMEOUT (minutes until the demo is up, default 20), FRESH_KEEP=1 keeps the
+# folder even on success, FRESH_STEPS (default "test demo").
+set -euo pipefail
+
+top=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
+steps=${FRESH_STEPS:-test demo}
+test_limit=$((${FRESH_TIMEOUT:-90} * 60))
+demo_limit=$((${FRESH_DEMO_TIMEOUT:-20} * 60))
+
+if [ -n "$(git -C "$top" status --porcelain --untracked-files=no)" ]; then
+	echo "fresh-check: uncommitted changes are not checked: it clones HEAD ($(git -C "$top" rev-parse --short HEAD))" >&2
+fi
+
+dir=$(mktemp -d /tmp/anvil-fresh.XXXXXX)
+clone=$dir/anvil
+export GOCACHE=$dir/cache/go-build GOMODCACHE=$dir/cache/go-mod XDG_CACHE_HOME=$dir/cache/xdg
+export GOFLAGS=-modcacherw # so that the module cache can be removed afterwards
+unset TESTOS_CACHE KUBEBUILDER_ASSETS
+mkdir -p "$dir/logs" "$GOCACHE" "$GOMODCACHE" "$XDG_CACHE_HOME"
+
+demo_pid=""
+cleanup() {
+	local rc=$?
+	[ -n "$demo_pid" ] && stop_demo
+	if [ "$rc" -eq 0 ] && [ -z "${FRESH_KEEP:-}" ]; then
+		rm -rf "$dir"
+	else
+		echo "fresh-check: logs and caches kept in $dir"
+	fi
+}
+trap cleanup EXIT
+
+started=$(date +%s)
+report=()
+steps_total=0 # seconds spent in step so far
+# step NAME SECONDS-LIMIT COMMAND...: runs COMMAND in the clone, logging to logs/NAME.log.
+step() {
+	local name=$1 limit=$2 t0 rc=0
+	shift 2
+	t0=$(date +%s)
+	echo "fresh-check: $name ..."
+	(cd "$clone" && timeout --kill-after=30 "$limit" "$@") >"$dir/logs/$name.log" 2>&1 || rc=$?
+	local took=$(($(date +%s) - t0))
+	steps_total=$((steps_total + took))
+	report+=("$(printf '%-14s %5d s  %s' "$name" "$took" "$([ $rc -eq 0 ] && echo ok || echo "FAILED (exit $rc)")")")
+	if [ $rc -ne 0 ]; then
+		echo "fresh-check: $name failed (exit $rc$([ $rc -eq 124 ] && echo ": time limit")); the end of logs/$name.log:" >&2
+		tail -n 40 "$dir/logs/$name.log" >&2
+		print_report
+		exit 1
+	fi
+}
+
+print_report() {
+	echo "fresh-check: $(git -C "$top" rev-parse --short HEAD), $(nproc) cores, $(date -u +%FT%TZ)"
+	printf '  %s\n' "${report[@]}"
+}
+
+# remaining prints the seconds left of the test part's limit.
+remaining() {
+	local left=$((test_limit - ($(date +%s) - started)))
+	[ $left -gt 0 ] || { echo "fresh-check: out of time" >&2; exit 1; }
+	echo $left
+}
+
+git clone --quiet --no-local "$top" "$clone"
+
+if [[ " $steps " == *" test "* ]]; then
+	step "make deps" "$(remaining)" make deps
+	step "make tools" "$(remaining)" make tools
+	step "make testos" "$(remaining)" make testos
+	step "make test" "$(remaining)" make test
+	report+=("$(printf '%-14s %5d s  (%.1f min from a fresh clone)' "make test, all" "$steps_total" "$(awk -v s="$steps_total" 'BEGIN { print s / 60 }')")")
+fi
+
+# The demo: up, every sample Machine Running, each VM's console showing its ready line.
+kubectl() { "$clone/bin/kubectl" --kubeconfig "$clone/.anvil/kubeconfig" "$@"; }
+
+stop_demo() {
+	# Machines first: VMs outlive anvil dev by design, so they are ended through the API.
+	kubectl delete machines --all --all-namespaces --wait --timeout=5m >>"$dir/logs/make demo.log" 2>&1 || true
+	kill -INT -- "-$demo_pid" 2>/dev/null || true
+	for _ in $(seq 60); do kill -0 -- "-$demo_pid" 2>/dev/null || break; sleep 1; done
+	kill -KILL -- "-$demo_pid" 2>/dev/null || true
+	# A VM that survived its Machine's deletion is still this check's: end it by its PID.
+	local pid
+	for pid in $(pgrep -f "qemu-system-.*$clone/" || true); do
+		echo "fresh-check: a VM was left running after its Machine was deleted (pid $pid)" >&2
+		kill "$pid" 2>/dev/null || true
+	done
+	demo_pid=""
+}
+
+if [[ " $steps " == *" demo "* ]]; then
+	echo "fresh-check: make demo ..."
+	t0=$(date +%s)
+	(cd "$clone" && exec setsid make demo) >"$dir/logs/make demo.log" 2>&1 &
+	demo_pid=$!
+	up="" ready=""
+	while [ $(($(date +%s) - t0)) -lt "$demo_limit" ]; do
+		kill -0 "$demo_pid" 2>/dev/null || { echo "fresh-check: make demo exited early:" >&2; tail -n 40 "$dir/logs/make demo.log" >&2; exit 1; }
+		if [ -z "$up" ] && grep -q "^anvil dev is up" "$dir/logs/make demo.log"; then
+			up=$(($(date +%s) - t0))
+		fi
+		if [ -n "$up" ]; then
+			states=$(kubectl get machines -A -o jsonpath='{range .items[*]}{.metadata.name}={.status.state}{"\n"}{end}' 2>/dev/null || true)
+			consoles=$(kubectl get machines -A -o jsonpath='{range .items[*]}{.status.console}{"\n"}{end}' 2>/dev/null || true)
+			if [ -n "$states" ] && ! grep -qv '=Running$' <<<"$states"; then
+				ready=1
+				while read -r console; do
+					[ -z "$console" ] && continue
+					grep -q "ANVIL-TESTOS-READY" "$console" 2>/dev/null || ready=""
+				done <<<"$consoles"
+				[ -n "$ready" ] && break
+			fi
+		fi
+		sleep 2
+	done
+	took=$(($(date +%s) - t0))
+	if [ -z "$ready" ]; then
+		echo "fresh-check: the demo was not ready within ${demo_limit}s; Machines:" >&2
+		echo "${states:-none}" >&2
+		tail -n 40 "$dir/logs/make demo.log" >&2
+		report+=("$(printf '%-14s %5d s  FAILED' "make demo" "$took")")
+		print_report
+		exit 1
+	fi
+	report+=("$(printf '%-14s %5d s  ok: up after %d s; %s' "make demo" "$took" "$up" "$(tr '\n' ' ' <<<"$states")")")
+	stop_demo
+fi
+
+print_report
