@@ -6,6 +6,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	imagesv1alpha1 "github.com/anvil-dev/anvil/api/images/v1alpha1"
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
 )
 
@@ -16,6 +17,7 @@ func AddToScheme(s *runtime.Scheme) error {
 		clientgoscheme.AddToScheme,
 		apiextv1.AddToScheme,
 		computev1alpha1.AddToScheme,
+		imagesv1alpha1.AddToScheme,
 		metalv1alpha1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
