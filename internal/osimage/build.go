@@ -57,6 +57,9 @@ func Build(f Files) (v1.Image, error) {
 
 	img := &image{}
 	m := v1.Manifest{SchemaVersion: 2, MediaType: types.OCIManifestSchema1, Layers: []v1.Descriptor{}}
+	if len(f.Annotations) > 0 {
+		m.Annotations = f.Annotations // JSON sorts map keys: the digest stays a function of the files
+	}
 	for _, p := range parts {
 		l, err := newFileLayer(p.path, p.mediaType)
 		if err != nil {

@@ -48,6 +48,8 @@ type Files struct {
 	Disk              string // path, optional
 	DiskFormat        DiskFormat
 	KernelCommandLine string
+	// Annotations of the image manifest (an image build's LABELs), optional.
+	Annotations map[string]string
 }
 
 // imageConfig is the JSON of the config blob. Architecture and OS use the names of the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -12,11 +13,21 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
-// ParseReference parses an image reference; registries on loopback (the embedded one)
-// are spoken to over plain HTTP, all others over HTTPS.
+// plainHTTP holds registries, beyond loopback ones, spoken to over plain HTTP: set once at a
+// process's start (AllowPlainHTTP), read everywhere after.
+var plainHTTP sync.Map
+
+// AllowPlainHTTP makes this process speak plain HTTP to the registry at host (host:port).
+// The build agent needs it: its registry is a forward at an address of the guest's
+// network, which is not loopback but is no further away.
+func AllowPlainHTTP(host string) { plainHTTP.Store(host, true) }
+
+// ParseReference parses an image reference; registries on loopback (the embedded one),
+// and those allowed by AllowPlainHTTP, are spoken to over plain HTTP, all others over HTTPS.
 func ParseReference(reference string) (name.Reference, error) {
 	var opts []name.Option
-	if loopback(reference) {
+	host, _, _ := strings.Cut(reference, "/")
+	if _, allowed := plainHTTP.Load(host); allowed || loopback(reference) {
 		opts = append(opts, name.Insecure)
 	}
 	ref, err := name.ParseReference(reference, opts...)
@@ -56,6 +67,23 @@ func Push(ctx context.Context, reference string, idx v1.ImageIndex) (digest stri
 	}
 	err = remote.WriteIndex(ref, idx, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain))
 	if err != nil {
+		return "", fmt.Errorf("pushing %s: %w", reference, err)
+	}
+	return d.String(), nil
+}
+
+// PushImage uploads one image (its blobs, then its manifest under the reference's tag or
+// digest) and returns its digest. The tag appears only once everything under it is there.
+func PushImage(ctx context.Context, reference string, img v1.Image) (digest string, err error) {
+	ref, err := ParseReference(reference)
+	if err != nil {
+		return "", err
+	}
+	d, err := img.Digest()
+	if err != nil {
+		return "", err
+	}
+	if err := remote.Write(ref, img, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
 		return "", fmt.Errorf("pushing %s: %w", reference, err)
 	}
 	return d.String(), nil

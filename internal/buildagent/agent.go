@@ -1,0 +1,168 @@
+package buildagent
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/osimage"
+)
+
+// Run carries out a job in work (an empty folder it may fill), printing its log to console
+// as it goes, and returns how it ended. It pushes the log artifact whatever the outcome; a
+// Result that could not be pushed comes back with the push's error.
+func Run(ctx context.Context, job *Job, work string, console io.Writer) (Result, error) {
+	var log bytes.Buffer
+	out := io.MultiWriter(&log, console)
+	res, subject := build(ctx, job, work, out)
+	if res.Status != StatusSucceeded {
+		fmt.Fprintf(out, "build failed: %s\n", res.Message)
+	}
+	if err := pushLog(ctx, job, res, log.Bytes(), subject); err != nil {
+		return res, fmt.Errorf("pushing the build log: %w", err)
+	}
+	return res, nil
+}
+
+// Configure applies a job's process-wide settings: plain-HTTP registries and credentials.
+func Configure(job *Job, work string) error {
+	for _, h := range job.PlainHTTP {
+		osimage.AllowPlainHTTP(h)
+	}
+	if len(job.DockerConfig) == 0 {
+		return nil
+	}
+	dir := filepath.Join(work, "docker")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), job.DockerConfig, 0o600); err != nil {
+		return err
+	}
+	return os.Setenv("DOCKER_CONFIG", dir) // read by the default keychain
+}
+
+func build(ctx context.Context, job *Job, work string, log io.Writer) (Result, *v1.Descriptor) {
+	fail := func(err error) (Result, *v1.Descriptor) {
+		var step *StepError
+		if errors.As(err, &step) {
+			return Result{Status: StatusStepFailed, Message: step.Error()}, nil
+		}
+		return Result{Status: StatusError, Message: err.Error()}, nil
+	}
+	arch := computev1alpha1.Architecture(job.Architecture)
+	fmt.Fprintf(log, "building %s from %s\n", job.Architecture, job.Base)
+	cache, err := osimage.NewCache(filepath.Join(work, "cache"))
+	if err != nil {
+		return fail(err)
+	}
+	base, err := cache.Pull(ctx, job.Base, "", arch)
+	if err != nil {
+		return fail(fmt.Errorf("pulling the base: %w", err))
+	}
+	if base.Initramfs == "" {
+		return fail(fmt.Errorf("the base's %s entry has no initramfs: only initramfs roots are built", arch))
+	}
+	root := filepath.Join(work, "root")
+	if err := unpackFile(base.Initramfs, root); err != nil {
+		return fail(fmt.Errorf("unpacking the base's initramfs: %w", err))
+	}
+	if err := execute(ctx, root, job.Program, job.Context, log); err != nil {
+		return fail(err)
+	}
+	initramfs := filepath.Join(work, "initramfs")
+	if err := packFile(root, initramfs, job.SourceDateEpoch); err != nil {
+		return fail(fmt.Errorf("packing the root: %w", err))
+	}
+	files := osimage.Files{
+		Architecture: arch, Kernel: base.Kernel, Initramfs: initramfs,
+		KernelCommandLine: base.KernelCommandLine, Annotations: job.Program.Labels,
+	}
+	if job.KernelCommandLine != nil {
+		files.KernelCommandLine = *job.KernelCommandLine
+	}
+	img, err := osimage.Build(files)
+	if err != nil {
+		return fail(err)
+	}
+	digest, err := osimage.PushImage(ctx, job.Output+":"+job.Tag, img)
+	if err != nil {
+		return fail(err)
+	}
+	fmt.Fprintf(log, "pushed %s:%s (%s)\n", job.Output, job.Tag, digest)
+	desc, err := descriptor(img)
+	if err != nil {
+		return fail(err)
+	}
+	return Result{Status: StatusSucceeded, Digest: digest}, desc
+}
+
+func descriptor(img v1.Image) (*v1.Descriptor, error) {
+	d, err := img.Digest()
+	if err != nil {
+		return nil, err
+	}
+	size, err := img.Size()
+	if err != nil {
+		return nil, err
+	}
+	mt, err := img.MediaType()
+	if err != nil {
+		return nil, err
+	}
+	return &v1.Descriptor{MediaType: mt, Digest: d, Size: size}, nil
+}
+
+// unpackFile extracts an initramfs, gzip-compressed or not, into dir.
+func unpackFile(path, dir string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	br := bufio.NewReader(f)
+	var r io.Reader = br
+	if magic, err := br.Peek(2); err == nil && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return err
+		}
+		defer zr.Close()
+		r = zr
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return Unpack(r, dir)
+}
+
+// packFile writes dir as a gzip-compressed newc archive. gzip's header carries no name or
+// time, so the bytes depend on the tree alone.
+func packFile(dir, path string, mtime int64) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	zw, err := gzip.NewWriterLevel(f, gzip.BestCompression)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	err = Pack(zw, dir, mtime)
+	if cerr := zw.Close(); err == nil {
+		err = cerr
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

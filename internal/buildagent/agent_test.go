@@ -1,0 +1,160 @@
+package buildagent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	imagesv1alpha1 "github.com/anvil-dev/anvil/api/images/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/imagebuild"
+	"github.com/anvil-dev/anvil/internal/osimage"
+	"github.com/anvil-dev/anvil/internal/registry"
+	"github.com/anvil-dev/anvil/test/testos"
+)
+
+// The agent on this machine's own architecture (amd64), as a builder runs it, against the
+// embedded registry with the test OS as the base: the RUN steps really run in a chroot of
+// the base's root with its busybox.
+
+type fixture struct {
+	reg  *registry.Registry
+	base string // the test OS index, by digest
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("the build agent's test needs root (chroot and mounts, as in a builder)")
+	}
+	ctx := context.Background()
+	reg, err := registry.Start(ctx, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Stop() })
+	dir := testos.Dir(t)
+	pinned, _, err := osimage.PushDirs(ctx, reg.Host+"/anvil/testos:1", map[computev1alpha1.Architecture]string{
+		computev1alpha1.ArchitectureAMD64: filepath.Join(dir, "amd64"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{reg: reg, base: pinned}
+}
+
+// job plans recipe for amd64 the way the controller does and returns the builder's job.
+func (f *fixture) job(t *testing.T, recipe imagebuild.Recipe, context map[string][]byte, attempt string) *Job {
+	t.Helper()
+	plan, err := recipe.ForArchitecture("amd64", "sha256:base", "sha256:builder")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash := plan.Inputs.Hash()
+	return &Job{
+		Architecture: "amd64", Base: f.base, Output: f.reg.Host + "/team/os",
+		Tag: imagebuild.HashTag("amd64", hash), LogTag: "log-amd64-" + hash[:12] + "-" + attempt,
+		Program: plan.Program, Context: context, SourceDateEpoch: 1700000000,
+	}
+}
+
+func TestRunBuildsPushesAndIsReproducible(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	motd := []byte("built by anvil\n")
+	recipe := imagebuild.Recipe{
+		Containerfiles: []imagesv1alpha1.Containerfile{{Content: `ARG TARGETARCH
+LABEL org.opencontainers.image.title="test os" arch=$TARGETARCH
+RUN mkdir -p /etc/anvil && echo "built-on=$(uname -m)" > /etc/anvil/build
+WORKDIR /srv
+RUN ["/bin/sh", "-c", "pwd > where"]
+COPY motd /etc/motd
+`}},
+		Context: map[string]string{"motd": imagebuild.ContentDigest(motd)},
+	}
+	job := f.job(t, recipe, map[string][]byte{"motd": motd}, "1")
+
+	var console bytes.Buffer
+	res, err := Run(ctx, job, t.TempDir(), &console)
+	if err != nil || res.Status != StatusSucceeded {
+		t.Fatalf("Run() = %+v, %v\nconsole:\n%s", res, err, console.String())
+	}
+
+	// The image under its hash tag holds the steps' results, and the labels.
+	cache, err := osimage.NewCache(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := cache.Pull(ctx, job.Output+":"+job.Tag, "", computev1alpha1.ArchitectureAMD64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	if err := unpackFile(files.Initramfs, root); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{"etc/anvil/build": "built-on=x86_64\n", "srv/where": "/srv\n", "etc/motd": string(motd)} {
+		got, err := os.ReadFile(filepath.Join(root, path))
+		if err != nil || string(got) != want {
+			t.Errorf("%s = %q, %v; want %q", path, got, err, want)
+		}
+	}
+	if entries, _ := os.ReadDir(filepath.Join(root, "proc")); len(entries) != 0 {
+		t.Errorf("the packed root's /proc holds %d entries: RUN's mounts were packed", len(entries))
+	}
+	got, tail, err := ReadResult(ctx, job.Output, job.LogTag, 5)
+	if err != nil || got.Status != StatusSucceeded || got.Digest != res.Digest {
+		t.Fatalf("ReadResult() = %+v, %v; want Succeeded with %s", got, err, res.Digest)
+	}
+	if !strings.Contains(tail, "pushed "+job.Output+":"+job.Tag) {
+		t.Errorf("log tail does not say what was pushed:\n%s", tail)
+	}
+
+	// The same job again gives the same image, byte for byte.
+	again, err := Run(ctx, f.job(t, recipe, map[string][]byte{"motd": motd}, "2"), t.TempDir(), &bytes.Buffer{})
+	if err != nil || again.Digest != res.Digest {
+		t.Fatalf("second build = %+v, %v; want the same digest %s", again, err, res.Digest)
+	}
+}
+
+func TestRunReportsTheFailingStepAndPushesNoImage(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	recipe := imagebuild.Recipe{Containerfiles: []imagesv1alpha1.Containerfile{{Content: "RUN echo before\nRUN echo about to fail && exit 3\nRUN echo never\n"}}}
+	job := f.job(t, recipe, nil, "1")
+	var console bytes.Buffer
+	res, err := Run(ctx, job, t.TempDir(), &console)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != StatusStepFailed || !strings.Contains(res.Message, "line 2: RUN echo about to fail && exit 3: exited with status 3") {
+		t.Fatalf("Run() = %+v, want StepFailed naming line 2", res)
+	}
+	if strings.Contains(console.String(), "never") {
+		t.Error("a step after the failing one ran")
+	}
+	got, tail, err := ReadResult(ctx, job.Output, job.LogTag, 3)
+	if err != nil || got.Status != StatusStepFailed {
+		t.Fatalf("ReadResult() = %+v, %v", got, err)
+	}
+	if !strings.Contains(tail, "about to fail") {
+		t.Errorf("the log tail lacks the step's output:\n%s", tail)
+	}
+	cache, err := osimage.NewCache(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cache.Entry(ctx, job.Output+":"+job.Tag, "", computev1alpha1.ArchitectureAMD64); !errors.Is(err, osimage.ErrImageNotFound) {
+		t.Fatalf("the hash tag after a failed build: %v, want not found", err)
+	}
+	if _, _, err := ReadResult(ctx, job.Output, "log-amd64-none-1", 3); !errors.Is(err, ErrNoResult) {
+		t.Fatalf("ReadResult of an attempt that pushed nothing = %v, want ErrNoResult", err)
+	}
+}

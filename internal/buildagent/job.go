@@ -1,0 +1,55 @@
+package buildagent
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/anvil-dev/anvil/internal/imagebuild/containerfile"
+)
+
+// JobPath is where a builder's first-boot config puts its job.
+const JobPath = "/etc/anvil/build-job.json"
+
+// Job is one architecture's build, as the controller writes it into the builder Machine's
+// first-boot config.
+type Job struct {
+	Architecture string `json:"architecture"`
+	// Base is the base's entry for the architecture, by digest, at the registry address
+	// the builder reaches.
+	Base string `json:"base"`
+	// Output is the repository the image and its log are pushed to (same address rules).
+	Output string `json:"output"`
+	// Tag names the image in Output: its input hash's tag.
+	Tag string `json:"tag"`
+	// LogTag names this attempt's log artifact in Output.
+	LogTag string `json:"logTag"`
+	// PlainHTTP lists registry hosts spoken to without TLS (a forward on the guest network).
+	PlainHTTP []string `json:"plainHTTP,omitempty"`
+	// DockerConfig is a .dockerconfigjson with the credentials for Base and Output.
+	DockerConfig []byte `json:"dockerConfig,omitempty"`
+	// Program is the recipe for the architecture, interpreted by the controller.
+	Program containerfile.Program `json:"program"`
+	// Context holds the files the Program's COPY steps read.
+	Context map[string][]byte `json:"context,omitempty"`
+	// KernelCommandLine replaces the base's when set.
+	KernelCommandLine *string `json:"kernelCommandLine,omitempty"`
+	// SourceDateEpoch is every packed file's time.
+	SourceDateEpoch int64 `json:"sourceDateEpoch"`
+}
+
+// ParseJob reads a job and refuses one that cannot run.
+func ParseJob(raw []byte) (*Job, error) {
+	var j Job
+	if err := json.Unmarshal(raw, &j); err != nil {
+		return nil, fmt.Errorf("build job: %w", err)
+	}
+	switch {
+	case j.Architecture == "":
+		return nil, fmt.Errorf("build job: no architecture")
+	case j.Base == "" || j.Output == "" || j.Tag == "" || j.LogTag == "":
+		return nil, fmt.Errorf("build job: base, output, tag and logTag are required")
+	case j.Program.Architecture != j.Architecture:
+		return nil, fmt.Errorf("build job: the program is for %q, the job for %q", j.Program.Architecture, j.Architecture)
+	}
+	return &j, nil
+}
