@@ -132,4 +132,3 @@ func TestUnpackReadsConcatenatedArchives(t *testing.T) {
 		}
 	}
 }
-

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -214,7 +215,7 @@ func TestConcurrentPullsFetchEachBlobOnce(t *testing.T) {
 		if err != nil {
 			t.Fatalf("puller %d: %v", i, err)
 		}
-		if files[i] != files[0] {
+		if !reflect.DeepEqual(files[i], files[0]) {
 			t.Fatalf("puller %d got %+v, puller 0 %+v", i, files[i], files[0])
 		}
 	}
