@@ -17,11 +17,16 @@ export KUBEBUILDER_ASSETS := $(BIN)
 # conformance delete took over 2 minutes beside the Ironic tests).
 GO_TEST_FLAGS ?= -p 1 -timeout 40m
 
+# The build agent, one static binary per architecture builders run (see docs/imagebuild.md).
+AGENT_ARCHS := amd64 arm64
+AGENTS := $(AGENT_ARCHS:%=$(BIN)/build-agent/%/anvil-build-agent)
+AGENT_SOURCES := $(shell find cmd/anvil-build-agent internal/buildagent internal/imagebuild internal/osimage api/compute -name '*.go' -not -name '*_test.go') go.mod go.sum
+
 CONTROL_PLANE := $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl
 GENERATORS := $(BIN)/controller-gen $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 TOOLS := $(CONTROL_PLANE) $(BIN)/kube-scheduler $(GENERATORS)
 
-.PHONY: build tools testos manifests generate verify-generated vet test test-only demo bench deps fresh-check clean
+.PHONY: build tools testos agents manifests generate verify-generated vet test test-only demo bench deps fresh-check clean
 
 build: ## The anvil binary.
 	go build -o $(BIN)/anvil ./cmd/anvil
@@ -49,6 +54,11 @@ testos: $(BIN)/testos/VERSIONS ## The test OS (kernel, initramfs, cmdline) for a
 $(BIN)/testos/VERSIONS: $(shell find hack/testos -type f)
 	hack/testos/build.sh $(BIN)/testos
 
+agents: $(AGENTS) ## The build agent for every builder architecture, in bin/build-agent/ARCH.
+
+$(BIN)/build-agent/%/anvil-build-agent: $(AGENT_SOURCES)
+	CGO_ENABLED=0 GOARCH=$* go build -trimpath -ldflags "-s -w" -o $@ ./cmd/anvil-build-agent
+
 manifests: $(BIN)/controller-gen ## CRDs and RBAC roles from the Go types and markers.
 	$(BIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(BIN)/controller-gen rbac:roleName=anvil-manager paths="./internal/controller/attachment/...;./internal/controller/claim/...;./internal/controller/index/...;./internal/controller/scheduler/...;./internal/controller/secretaccess/..." output:rbac:artifacts:config=config/rbac
@@ -74,15 +84,15 @@ vet:
 deps: ## System packages the tests and the demo need (idempotent).
 	hack/install-deps.sh
 
-test: deps tools testos verify-generated vet test-only ## Everything CI runs.
+test: deps tools testos agents verify-generated vet test-only ## Everything CI runs.
 
 test-only: ## Unit, integration and end-to-end tests, without the set-up steps.
 	go test $(GO_TEST_FLAGS) ./...
 
-demo: deps tools testos build ## A local anvil with the sample objects: see README.
+demo: deps tools testos agents build ## A local anvil with the sample objects: see README.
 	$(BIN)/anvil dev --bin-dir $(BIN) --test-os $(BIN)/testos --apply config/samples
 
-bench: tools testos ## Benchmarks and scenarios; figures are printed, never asserted.
+bench: tools testos agents ## Benchmarks and scenarios; figures are printed, never asserted.
 	go test -run '^$$' -bench . -benchmem ./...
 	go run ./test/scale/scheduling -machines 10000 -pools 1000 -rounds 2
 	go run ./test/scale/pools -machines 10000 -pools 100

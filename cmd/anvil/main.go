@@ -38,6 +38,6 @@ func newRootCommand() *cobra.Command {
 	logOpts.BindFlags(logFlags)
 	root.PersistentFlags().AddGoFlagSet(logFlags)
 	root.AddCommand(newDevCommand(), newManagerCommand(), newPoolletCommand(), newRuntimeCommand(), newVersionCommand())
-	root.AddCommand(newImageCommand())
+	root.AddCommand(newImageCommand(), newForwardCommand())
 	return root
 }

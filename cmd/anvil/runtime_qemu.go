@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -59,7 +60,27 @@ func newQEMURuntimeCommand() *cobra.Command {
 	fl.StringVar(&accel, "accel", string(vm.AccelTCG), "tcg (emulation, works everywhere) or kvm")
 	fl.Float64Var(&cfg.CPUOvercommit, "cpu-overcommit", cfg.CPUOvercommit, "allocatable cpu = host cpus times this")
 	fl.Float64Var(&cfg.MemoryOvercommit, "memory-overcommit", cfg.MemoryOvercommit, "allocatable memory = host memory times this")
+	fl.Var(&networkForwards{&cfg.Networks}, "network-forward", "NETWORK=GUEST-ADDR:PORT=TARGET-HOST:PORT (repeatable): NICs on NETWORK reach only the named services, GUEST-ADDR in 10.0.2.0/24")
 	fl.DurationVar(&cfg.PowerOffGrace, "power-off-grace", cfg.PowerOffGrace, "how long a guest has to power off on the power button before QEMU is stopped")
 	_ = cmd.MarkFlagRequired("state-dir")
 	return cmd
+}
+
+// networkForwards reads --network-forward NETWORK=GUEST=TARGET flags into Config.Networks.
+type networkForwards struct{ networks *map[string]qemu.Network }
+
+func (f *networkForwards) String() string { return "" }
+func (f *networkForwards) Type() string   { return "network=guest=target" }
+func (f *networkForwards) Set(v string) error {
+	parts := strings.Split(v, "=")
+	if len(parts) != 3 || parts[0] == "" {
+		return fmt.Errorf("want NETWORK=GUEST-ADDR:PORT=TARGET-HOST:PORT, got %q", v)
+	}
+	if *f.networks == nil {
+		*f.networks = map[string]qemu.Network{}
+	}
+	n := (*f.networks)[parts[0]]
+	n.Forwards = append(n.Forwards, qemu.NetworkForward{Guest: parts[1], Target: parts[2]})
+	(*f.networks)[parts[0]] = n
+	return nil
 }

@@ -49,6 +49,11 @@ type Config struct {
 	// before QEMU is told to quit (default 10 s).
 	PowerOffGrace time.Duration
 
+	// Networks are the NIC networks with forwards (see Network); ForwardCommand is what
+	// QEMU runs per forwarded connection, the target appended (default: `anvil forward`).
+	Networks       map[string]Network
+	ForwardCommand []string
+
 	Images Images
 	Index  ImageIndex
 	Seeds  SeedWriter
@@ -93,6 +98,14 @@ func (c *Config) defaults() error {
 	c.StateDir = abs
 	if n := len(qmpSocketPath(c.StateDir, c.Name+"-"+"000000000000")); n > maxSocketPath {
 		return fmt.Errorf("qemu runtime: state directory %s is too long: QMP socket paths inside it would be %d bytes, Linux allows %d", c.StateDir, n, maxSocketPath)
+	}
+	if err := checkNetworks(c.Networks); err != nil {
+		return err
+	}
+	if len(c.Networks) > 0 && len(c.ForwardCommand) == 0 {
+		if c.ForwardCommand, err = forwardCommand(); err != nil {
+			return err
+		}
 	}
 	if c.Images == nil || c.Index == nil || c.Seeds == nil {
 		return errors.New("qemu runtime: Images, Index and Seeds are needed")

@@ -27,7 +27,7 @@ func (rec *record) addVolume(v *mriv1alpha1.Volume) *device {
 
 // addNIC gives a NIC of the spec a device; it needs no file, so it is ready at once.
 func (rec *record) addNIC(id string, n *mriv1alpha1.NetworkInterface) *device {
-	d := &device{Kind: kindNIC, Name: n.GetName(), QEMUID: fmt.Sprintf("nic%d", rec.NextDevice), Port: -1, Ready: true, MAC: n.GetMacAddress()}
+	d := &device{Kind: kindNIC, Name: n.GetName(), QEMUID: fmt.Sprintf("nic%d", rec.NextDevice), Port: -1, Ready: true, MAC: n.GetMacAddress(), Network: n.GetNetwork()}
 	rec.NextDevice++
 	if d.MAC == "" {
 		d.MAC = derivedMAC(id, n.GetName())

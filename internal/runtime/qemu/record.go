@@ -110,6 +110,8 @@ type device struct {
 
 	// NICs.
 	MAC string `json:"mac,omitempty"`
+	// Network is the NIC's network: one the pool configures (Config.Networks) restricts it.
+	Network string `json:"network,omitempty"`
 	// SSHPort is the host port forwarded to this NIC's port 22 in the running QEMU.
 	SSHPort int `json:"sshPort,omitempty"`
 }

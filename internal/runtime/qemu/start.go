@@ -115,7 +115,7 @@ func (w *worker) plan() (vm.Spec, string, error) {
 		case kindVolume:
 			s.Disks = append(s.Disks, vm.Disk{ID: d.QEMUID, Path: d.Path, Format: vm.DiskFormat(d.Format), Port: d.Port})
 		case kindNIC:
-			nic := vm.NIC{ID: d.QEMUID, MAC: d.MAC, Port: d.Port}
+			nic := w.r.vmNIC(d, d.Port)
 			if firstNIC {
 				if rec.SSHPort == 0 || !portFree(rec.SSHPort) {
 					p, err := freePort()

@@ -125,9 +125,20 @@ func DiskDevice(d Disk) map[string]any {
 }
 
 // Netdev returns the netdev_add arguments of a NIC plugged while the VM runs. Hotplugged
-// NICs get no port forward.
+// NICs get no SSH port forward; their restriction and guest forwards they keep.
 func Netdev(n NIC) map[string]any {
-	return map[string]any{"type": "user", "id": n.ID}
+	args := map[string]any{"type": "user", "id": n.ID}
+	if n.Restrict {
+		args["restrict"] = true
+	}
+	if len(n.Forwards) > 0 {
+		fwds := make([]map[string]string, len(n.Forwards))
+		for i, f := range n.Forwards {
+			fwds[i] = map[string]string{"str": f.option()}
+		}
+		args["guestfwd"] = fwds
+	}
+	return args
 }
 
 // NICDevice returns the device_add arguments (and -device value) of n.
@@ -137,6 +148,12 @@ func NICDevice(n NIC) map[string]any {
 
 func netdevOption(n NIC) string {
 	opt := "user,id=" + n.ID
+	if n.Restrict {
+		opt += ",restrict=on"
+	}
+	for _, f := range n.Forwards {
+		opt += ",guestfwd=" + optionValue(f.option())
+	}
 	if n.SSHPort != 0 {
 		opt += fmt.Sprintf(",hostfwd=tcp:127.0.0.1:%d-:22", n.SSHPort)
 	}

@@ -105,3 +105,29 @@ func TestArgsRefusals(t *testing.T) {
 		}
 	}
 }
+
+func TestArgsRestrictedNICWithForwards(t *testing.T) {
+	s := baseSpec(computev1alpha1.ArchitectureAMD64)
+	s.NICs = []NIC{{ID: "nic0", MAC: "52:54:00:00:00:01", Port: 1, Restrict: true,
+		Forwards: []Forward{{GuestIP: "10.0.2.100", GuestPort: 5000, Command: "'/usr/bin/anvil' 'forward' '127.0.0.1:5001'"}}}}
+	args, err := Args(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "user,id=nic0,restrict=on,guestfwd=tcp:10.0.2.100:5000-cmd:'/usr/bin/anvil' 'forward' '127.0.0.1:5001'"
+	if got := value(args, "-netdev", 0); got != want {
+		t.Errorf("-netdev %s\nwant    %s", got, want)
+	}
+	s.NICs[0].Forwards[0].Command = "a,b"
+	args, _ = Args(s)
+	if got := value(args, "-netdev", 0); !strings.HasSuffix(got, "-cmd:a,,b") {
+		t.Errorf("a comma in the command is not doubled: %s", got)
+	}
+	hot := Netdev(s.NICs[0])
+	if hot["restrict"] != true || len(hot["guestfwd"].([]map[string]string)) != 1 {
+		t.Errorf("hotplugged netdev %v lost the restriction or the forward", hot)
+	}
+	if open := Netdev(NIC{ID: "nic1"}); open["restrict"] != nil || open["guestfwd"] != nil {
+		t.Errorf("a NIC on a plain network got %v", open)
+	}
+}

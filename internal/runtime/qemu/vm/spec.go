@@ -66,6 +66,23 @@ type NIC struct {
 	Port int
 	// SSHPort, when not 0, forwards 127.0.0.1:SSHPort on the host to the guest's port 22.
 	SSHPort int
+	// Restrict cuts the guest off from the host and the outside (restrict=on): it reaches
+	// only its Forwards.
+	Restrict bool
+	// Forwards are services the guest reaches at addresses of its own network.
+	Forwards []Forward
+}
+
+// Forward is QEMU's guestfwd: a connection to GuestIP:GuestPort runs Command (through
+// /bin/sh), whose standard input and output carry the connection.
+type Forward struct {
+	GuestIP   string
+	GuestPort int
+	Command   string
+}
+
+func (f Forward) option() string {
+	return fmt.Sprintf("tcp:%s:%d-cmd:%s", f.GuestIP, f.GuestPort, f.Command)
 }
 
 // GuestAddress is the address QEMU's user-mode network gives every guest NIC (each NIC

@@ -41,6 +41,21 @@ ignition_hostname() {
 	data_url "$(echo "$flat" | sed -n "s|^storage\.files\.$n\.contents\.source=||p" | head -n1)"
 }
 
+# ignition_write_files writes every storage.files entry of the Ignition config FILE whose
+# contents are a data URL (what anvil's controllers give a guest), creating its folders.
+# /etc/hostname is left to the boot script, which cleans it first.
+ignition_write_files() {
+	local flat n path
+	flat=$(awk -f /etc/testos/json.awk "$1") || return 1
+	for n in $(echo "$flat" | sed -n 's|^storage\.files\.\([0-9]*\)\.path=.*|\1|p'); do
+		path=$(echo "$flat" | sed -n "s|^storage\.files\.$n\.path=||p" | head -n1)
+		case $path in /etc/hostname | "" | *..*) continue ;; /*) ;; *) continue ;; esac
+		mkdir -p "${path%/*}"
+		data_url "$(echo "$flat" | sed -n "s|^storage\.files\.$n\.contents\.source=||p" | head -n1)" >"$path" ||
+			echo "testos: cannot write $path from the Ignition config"
+	done
+}
+
 # data_url decodes an RFC 2397 data URL: data:[<media type>][;base64],<data>.
 data_url() {
 	local meta data

@@ -1,0 +1,114 @@
+package buildagent
+
+import (
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/osimage"
+)
+
+// AgentPath is where the agent sits in a builder's root; the test OS runs it from there
+// when its first-boot config holds a job.
+const AgentPath = "/bin/anvil-build-agent"
+
+// agentEpoch is the time of every file added to the builder: fixed, so the same agent gives
+// the same builder image digest (it is part of every build's input hash).
+const agentEpoch = 0
+
+// PushBuilder publishes the builder image to reference: for every architecture that has
+// both, the test OS of osDir/ARCH with the agent of agentsDir/ARCH/anvil-build-agent added
+// to its initramfs. It returns the pinned reference.
+func PushBuilder(ctx context.Context, reference, osDir, agentsDir string) (string, error) {
+	work, err := os.MkdirTemp("", "anvil-builder-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(work)
+	sources := map[computev1alpha1.Architecture]string{}
+	for _, arch := range computev1alpha1.KnownArchitectures {
+		agent := filepath.Join(agentsDir, string(arch), filepath.Base(AgentPath))
+		if _, err := os.Stat(agent); err != nil {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(osDir, string(arch))); err != nil {
+			continue
+		}
+		out := filepath.Join(work, string(arch))
+		if err := writeBuilder(filepath.Join(osDir, string(arch)), agent, out); err != nil {
+			return "", fmt.Errorf("builder for %s: %w", arch, err)
+		}
+		sources[arch] = out
+	}
+	if len(sources) == 0 {
+		return "", fmt.Errorf("no architecture has both a test OS in %s and an agent in %s: run make testos agents", osDir, agentsDir)
+	}
+	pinned, _, err := osimage.PushDirs(ctx, reference, sources)
+	return pinned, err
+}
+
+// writeBuilder writes one architecture's builder files into out: the OS's kernel and
+// command line, and its initramfs followed by a second archive holding the agent (the
+// kernel unpacks concatenated archives in order).
+func writeBuilder(osArchDir, agent, out string) error {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	for _, f := range []string{"kernel", "cmdline"} {
+		if err := copyFile(filepath.Join(osArchDir, f), filepath.Join(out, f)); err != nil {
+			return err
+		}
+	}
+	if err := copyFile(filepath.Join(osArchDir, "initramfs"), filepath.Join(out, "initramfs")); err != nil {
+		return err
+	}
+	extra := filepath.Join(out, "extra")
+	defer os.RemoveAll(extra)
+	if err := os.MkdirAll(filepath.Join(extra, "bin"), 0o755); err != nil {
+		return err
+	}
+	if err := copyFile(agent, filepath.Join(extra, AgentPath)); err != nil {
+		return err
+	}
+	if err := os.Chmod(filepath.Join(extra, AgentPath), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(out, "initramfs"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	zw, err := gzip.NewWriterLevel(f, gzip.BestSpeed)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	err = Pack(zw, extra, agentEpoch)
+	if cerr := zw.Close(); err == nil {
+		err = cerr
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(to)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}

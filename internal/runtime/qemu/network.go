@@ -1,0 +1,85 @@
+package qemu
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
+)
+
+// Network is a NIC network with a meaning of its own on this pool. A guest on it is cut
+// off from the host and the outside (QEMU's restrict=on) and reaches only its Forwards.
+// A NIC on a network the pool does not name gets QEMU's plain user network.
+type Network struct {
+	Forwards []NetworkForward
+}
+
+// NetworkForward gives the guests of a network one service of the hypervisor: a connection
+// to Guest (an address of the guest's 10.0.2.0/24 network) reaches Target (host:port).
+type NetworkForward struct {
+	Guest  string
+	Target string
+}
+
+// guestNetwork is QEMU's user network; .2 (gateway), .3 (DNS) and .15 (the guest) are taken.
+var guestNetwork = &net.IPNet{IP: net.IPv4(10, 0, 2, 0), Mask: net.CIDRMask(24, 32)}
+
+// checkNetworks refuses forwards QEMU would refuse or that would shadow its own addresses.
+func checkNetworks(networks map[string]Network) error {
+	for name, n := range networks {
+		for _, f := range n.Forwards {
+			host, port, err := net.SplitHostPort(f.Guest)
+			ip := net.ParseIP(host)
+			if err != nil || ip == nil || !guestNetwork.Contains(ip) || ip.Equal(net.IPv4(10, 0, 2, 2)) ||
+				ip.Equal(net.IPv4(10, 0, 2, 3)) || ip.Equal(net.ParseIP(vm.GuestAddress)) {
+				return fmt.Errorf("qemu runtime: network %s: forward from %q: use an address:port of 10.0.2.0/24 other than .2, .3 and .15", name, f.Guest)
+			}
+			if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+				return fmt.Errorf("qemu runtime: network %s: forward from %q: bad port", name, f.Guest)
+			}
+			if _, _, err := net.SplitHostPort(f.Target); err != nil {
+				return fmt.Errorf("qemu runtime: network %s: forward to %q: want host:port", name, f.Target)
+			}
+		}
+	}
+	return nil
+}
+
+// forwardCommand is what QEMU runs per forwarded connection unless the config names one:
+// this program's `forward` subcommand (cmd/anvil), which joins stdin and stdout to a TCP
+// address.
+func forwardCommand() ([]string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	return []string{self, "forward"}, nil
+}
+
+// vmNIC is the QEMU description of a NIC device on root port port.
+func (r *Runtime) vmNIC(d *device, port int) vm.NIC {
+	nic := vm.NIC{ID: d.QEMUID, MAC: d.MAC, Port: port}
+	n, ok := r.cfg.Networks[d.Network]
+	if !ok {
+		return nic
+	}
+	nic.Restrict = true
+	for _, f := range n.Forwards {
+		host, port, _ := net.SplitHostPort(f.Guest) // checked in checkNetworks
+		p, _ := strconv.Atoi(port)
+		nic.Forwards = append(nic.Forwards, vm.Forward{GuestIP: host, GuestPort: p, Command: shellWords(append(r.cfg.ForwardCommand, f.Target))})
+	}
+	return nic
+}
+
+// shellWords quotes words for /bin/sh, which QEMU runs a guestfwd command with.
+func shellWords(words []string) string {
+	q := make([]string, len(words))
+	for i, w := range words {
+		q[i] = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
+}
