@@ -61,7 +61,7 @@ $(BIN)/build-agent/%/anvil-build-agent: $(AGENT_SOURCES)
 
 manifests: $(BIN)/controller-gen ## CRDs and RBAC roles from the Go types and markers.
 	$(BIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd/bases
-	$(BIN)/controller-gen rbac:roleName=anvil-manager paths="./internal/controller/attachment/...;./internal/controller/claim/...;./internal/controller/index/...;./internal/controller/scheduler/...;./internal/controller/secretaccess/..." output:rbac:artifacts:config=config/rbac
+	$(BIN)/controller-gen rbac:roleName=anvil-manager paths="./internal/controller/attachment/...;./internal/controller/claim/...;./internal/controller/index/...;./internal/controller/osimage/...;./internal/controller/scheduler/...;./internal/controller/secretaccess/..." output:rbac:artifacts:config=config/rbac
 	$(BIN)/controller-gen rbac:roleName=anvil-metal paths="./internal/controller/host/...;./internal/runtime/metal/..." output:rbac:artifacts:config=config/rbac/metal
 	$(BIN)/controller-gen rbac:roleName=anvil-poollet paths=./internal/poollet/... output:rbac:artifacts:config=config/rbac/poollet
 
@@ -90,7 +90,7 @@ test-only: ## Unit, integration and end-to-end tests, without the set-up steps.
 	go test $(GO_TEST_FLAGS) ./...
 
 demo: deps tools testos agents build ## A local anvil with the sample objects: see README.
-	$(BIN)/anvil dev --bin-dir $(BIN) --test-os $(BIN)/testos --apply config/samples
+	$(BIN)/anvil dev --bin-dir $(BIN) --test-os $(BIN)/testos --agents $(BIN)/build-agent --apply config/samples
 
 bench: tools testos agents ## Benchmarks and scenarios; figures are printed, never asserted.
 	go test -run '^$$' -bench . -benchmem ./...

@@ -47,6 +47,10 @@ type Options struct {
 	// TestOSDir, when set, holds the test OS (make testos), published to the registry as
 	// TestOSRepository.
 	TestOSDir string
+	// AgentsDir, when set with TestOSDir, holds the build agent per architecture (make
+	// agents); the test OS with the agent added is published as BuilderRepository and OS
+	// image builds are turned on.
+	AgentsDir string
 	// Out receives the human-readable summary of what started and where.
 	Out io.Writer
 }
@@ -80,6 +84,13 @@ func Run(ctx context.Context, o Options) (err error) {
 		if testOS, err = pushTestOS(ctx, o.TestOSDir, reg.Host); err != nil {
 			return err
 		}
+	}
+	builder := "off (no --test-os and --agents)"
+	if o.TestOSDir != "" && o.AgentsDir != "" {
+		if builder, err = pushBuilder(ctx, o.TestOSDir, o.AgentsDir, reg.Host); err != nil {
+			return err
+		}
+		o.Manager.ImageBuilds = imageBuilds(reg.Host)
 	}
 
 	cfg := cp.RESTConfig()
@@ -128,7 +139,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if o.QemuPools {
 		archs, missing := qemuArchitectures()
 		for _, arch := range archs {
-			errs, err := StartQemuPool(mgrCtx, cfg, cp.StateDir(), arch, ctrl.Log)
+			errs, err := StartQemuPool(mgrCtx, cfg, cp.StateDir(), arch, builderNetworks(reg.Host), ctrl.Log)
 			if err != nil {
 				stopManager()
 				<-mgrDone
@@ -161,6 +172,7 @@ func Run(ctx context.Context, o Options) (err error) {
   kube-apiserver  pid %d, https://127.0.0.1:%d
   registry        %s (in this process)
   test OS         %s
+  OS image builds %s
   manager         in this process
   pools           %s
   state           %s (logs in %s)
@@ -169,7 +181,7 @@ Use it with:
   export KUBECONFIG=%s
   kubectl get machineclasses
 Stop with Ctrl-C; objects are kept for the next start.
-`, time.Since(started).Seconds(), etcdPID, o.ControlPlane.EtcdClientPort, apiserverPID, o.ControlPlane.APIServerPort, reg.Host, testOS,
+`, time.Since(started).Seconds(), etcdPID, o.ControlPlane.EtcdClientPort, apiserverPID, o.ControlPlane.APIServerPort, reg.Host, testOS, builder,
 		orNone(poolNames),
 		cp.StateDir(), cp.LogDir(), created, len(seeds)-created, cp.KubeconfigPath())
 

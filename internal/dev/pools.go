@@ -72,7 +72,7 @@ func qemuArchitectures() (found []computev1alpha1.Architecture, missing string) 
 // StartQemuPool runs a qemu runtime for one architecture and its poollet (anvil dev and the
 // boot benchmark use it). Its VMs keep
 // running when anvil dev stops; the next start adopts them.
-func StartQemuPool(ctx context.Context, cfg *rest.Config, stateDir string, arch computev1alpha1.Architecture, log logr.Logger) (<-chan error, error) {
+func StartQemuPool(ctx context.Context, cfg *rest.Config, stateDir string, arch computev1alpha1.Architecture, networks map[string]qemu.Network, log logr.Logger) (<-chan error, error) {
 	name := QemuPoolName(arch)
 	cache, err := osimage.NewCache(filepath.Join(stateDir, "pools", name, "cache"))
 	if err != nil {
@@ -81,7 +81,7 @@ func StartQemuPool(ctx context.Context, cfg *rest.Config, stateDir string, arch 
 	rt, err := qemu.New(qemu.Config{
 		Name: name, StateDir: filepath.Join(stateDir, "pools", name, "vms"),
 		Architectures: []computev1alpha1.Architecture{arch},
-		Images:        cache, Index: &imageref.Registry{}, Seeds: nocloud.WriteISO,
+		Images:        cache, Index: &imageref.Registry{}, Seeds: nocloud.WriteISO, Networks: networks,
 		Log: log.WithName("runtime").WithValues("pool", name),
 	})
 	if err != nil {

@@ -14,6 +14,11 @@ func HashTag(arch, hash string) string {
 	return "build-" + arch + "-" + hash
 }
 
+// LogTag is the output repository's tag of one attempt's build log.
+func LogTag(arch, hash string, attempt int32) string {
+	return fmt.Sprintf("log-%s-%s-%d", arch, hash, attempt)
+}
+
 // BuildName names the OSImageBuild of one set of per-architecture hashes: the OSImage's
 // name and a short hash of the sorted "arch=hash" pairs, so the same inputs always name
 // the same build. It fits a DNS label (63), as the builder Machines' names build on it.

@@ -23,6 +23,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/controller/attachment"
 	claimcontroller "github.com/anvil-dev/anvil/internal/controller/claim"
 	"github.com/anvil-dev/anvil/internal/controller/index"
+	osimagecontroller "github.com/anvil-dev/anvil/internal/controller/osimage"
 	schedulercontroller "github.com/anvil-dev/anvil/internal/controller/scheduler"
 	"github.com/anvil-dev/anvil/internal/controller/secretaccess"
 	"github.com/anvil-dev/anvil/internal/imageref"
@@ -51,6 +52,8 @@ type Options struct {
 	// LeaderElection makes only one of several replicas active at a time.
 	LeaderElection          bool
 	LeaderElectionNamespace string
+	// ImageBuilds is where OS image builds run (the builder image, its network, the registry).
+	ImageBuilds osimagecontroller.Config
 	// SkipControllerNameValidation allows building more than one manager in one process,
 	// as tests and benchmarks do; controller names are otherwise checked for uniqueness.
 	SkipControllerNameValidation bool
@@ -81,6 +84,11 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", o.HealthAddr, "address of the /healthz and /readyz endpoints; 0 turns them off")
 	fs.StringVar(&o.SchedulerStrategy, "scheduler-strategy", o.SchedulerStrategy, "which fitting pool a Machine goes to: spread (most free) or pack (least free)")
 	fs.StringVar(&o.ImageArchitectures, "image-architectures", o.ImageArchitectures, "where the scheduler learns an image's architectures: registry (its index) or any (assume all; the runtime refuses a wrong one)")
+	fs.StringVar(&o.ImageBuilds.BuilderImage, "builder-image", o.ImageBuilds.BuilderImage, "OS image index of builder Machines (an anvil OS image with anvil-build-agent)")
+	fs.StringVar(&o.ImageBuilds.BuilderNetwork, "builder-network", o.ImageBuilds.BuilderNetwork, "NIC network of builder Machines; pools forward the registry to it")
+	fs.StringVar(&o.ImageBuilds.Registry, "builder-registry", o.ImageBuilds.Registry, "host:port of the registry builders read bases from and push to")
+	fs.StringVar(&o.ImageBuilds.GuestRegistry, "builder-guest-registry", o.ImageBuilds.GuestRegistry, "host:port builders reach that registry at on their network")
+	fs.BoolVar(&o.ImageBuilds.GuestPlainHTTP, "builder-guest-plain-http", o.ImageBuilds.GuestPlainHTTP, "builders speak plain HTTP to the registry's guest address")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection, "elect one active manager among replicas")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "namespace of the leader election Lease")
 }
@@ -192,6 +200,7 @@ func addControllers(mgr ctrl.Manager, o Options) error {
 		},
 		func() error { return (&attachment.Reconciler{Client: c}).SetupWithManager(mgr, o.Concurrency) },
 		func() error { return (&secretaccess.Reconciler{Client: c}).SetupWithManager(mgr) },
+		func() error { return osimagecontroller.Setup(mgr, o.ImageBuilds, o.Concurrency) },
 	} {
 		if err := add(); err != nil {
 			return err

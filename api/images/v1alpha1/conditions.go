@@ -29,6 +29,7 @@ const (
 	ReasonNoArchitectures    = "NoArchitectures"
 	ReasonRegistryError      = "RegistryError"
 	ReasonSecretMissing      = "SecretMissing"
+	ReasonSuperseded         = "Superseded"
 )
 
 // Labels on builder Machines, by which a restarted controller finds them again.
@@ -36,4 +37,9 @@ const (
 	LabelOSImage      = "images.anvil.dev/osimage"
 	LabelBuild        = "images.anvil.dev/build"
 	LabelArchitecture = "images.anvil.dev/architecture"
+	LabelAttempt      = "images.anvil.dev/attempt"
 )
+
+// AnnotationSuperseded marks an unfinished OSImageBuild whose OSImage has moved on to other
+// inputs: it stops its builders. The OSImage controller sets and clears it.
+const AnnotationSuperseded = "images.anvil.dev/superseded"

@@ -117,6 +117,11 @@ type OSImageBuildStatus struct {
 	// Index is the digest of the index this build published.
 	// +optional
 	Index string `json:"index,omitempty"`
+	// Published lists that index's entries (a carried-forward one names its own build).
+	// +optional
+	// +listType=map
+	// +listMapKey=architecture
+	Published []PublishedEntry `json:"published,omitempty"`
 	// Counts of architectures by phase, for kubectl's columns.
 	// +optional
 	Reused int32 `json:"reused,omitempty"`

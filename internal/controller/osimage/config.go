@@ -1,0 +1,44 @@
+package osimage
+
+import (
+	"fmt"
+
+	"github.com/anvil-dev/anvil/internal/osimage"
+)
+
+// Config is what both controllers need to know about builders.
+type Config struct {
+	// BuilderImage is the builder OS image index: an anvil OS image with the build agent
+	// (anvil dev publishes the test OS with it).
+	BuilderImage string
+	// BuilderNetwork is the NIC network builder Machines join; the pools give that network
+	// a forward to the registry, and nothing else.
+	BuilderNetwork string
+	// Registry is the registry builders reach (host:port, as the controllers name it);
+	// GuestRegistry is where builders reach it on their network, over plain HTTP when
+	// GuestPlainHTTP.
+	Registry, GuestRegistry string
+	GuestPlainHTTP          bool
+}
+
+// Validate says what to fix.
+func (c Config) Validate() error {
+	if c.BuilderImage == "" || c.BuilderNetwork == "" || c.Registry == "" || c.GuestRegistry == "" {
+		return fmt.Errorf("image builds need a builder image, a builder network, and the registry's address for the controllers and for builders")
+	}
+	return nil
+}
+
+// guestReference rewrites a reference of the builders' registry to the address builders
+// reach it at; a reference to any other registry is refused, since builders reach nothing
+// else.
+func (c Config) guestReference(reference string) (string, error) {
+	ref, err := osimage.ParseReference(reference)
+	if err != nil {
+		return "", err
+	}
+	if ref.Context().RegistryStr() != c.Registry {
+		return "", fmt.Errorf("%s is not on %s, the only registry builders reach", reference, c.Registry)
+	}
+	return c.GuestRegistry + "/" + ref.Context().RepositoryStr(), nil
+}

@@ -1,0 +1,153 @@
+package osimage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	imagesv1alpha1 "github.com/anvil-dev/anvil/api/images/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/imagebuild"
+	"github.com/anvil-dev/anvil/internal/osimage"
+)
+
+// refusal is a problem with an OSImage's inputs that its user fixes: it becomes the Ready
+// condition's reason and message, and no build starts.
+type refusal struct {
+	reason, msg string
+}
+
+func (r *refusal) Error() string { return r.msg }
+
+func refuse(reason, format string, a ...any) error {
+	return &refusal{reason: reason, msg: fmt.Sprintf(format, a...)}
+}
+
+// inputs is an OSImage's inputs as read from the API and the registry.
+type inputs struct {
+	archs   []computev1alpha1.Architecture
+	context map[string][]byte // every context file, by path
+	recipe  imagebuild.Recipe
+	base    string // pinned index reference
+	entries map[computev1alpha1.Architecture]string
+	builder map[computev1alpha1.Architecture]string
+	plans   map[computev1alpha1.Architecture]imagebuild.Arch
+	hashes  map[string]string
+}
+
+// readContext reads every context file from its ConfigMap or Secret key (uncached: the
+// manager keeps no cache of Secrets).
+func (r *OSImageReconciler) readContext(ctx context.Context, o *imagesv1alpha1.OSImage) (map[string][]byte, error) {
+	files := map[string][]byte{}
+	for _, f := range o.Spec.Context {
+		var data []byte
+		var kind string
+		var ref *imagesv1alpha1.KeyReference
+		if f.ConfigMapKeyRef != nil {
+			kind, ref = "ConfigMap", f.ConfigMapKeyRef
+			cm := &corev1.ConfigMap{}
+			if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: ref.Name}, cm); err != nil {
+				if apierrors.IsNotFound(err) {
+					return nil, refuse(imagesv1alpha1.ReasonContextMissing, "context %s: ConfigMap %q does not exist", f.Path, ref.Name)
+				}
+				return nil, err
+			}
+			if s, ok := cm.Data[ref.Key]; ok {
+				data = []byte(s)
+			} else if b, ok := cm.BinaryData[ref.Key]; ok {
+				data = b
+			} else {
+				return nil, refuse(imagesv1alpha1.ReasonContextMissing, "context %s: %s %q has no key %q", f.Path, kind, ref.Name, ref.Key)
+			}
+		} else {
+			kind, ref = "Secret", f.SecretKeyRef
+			s := &corev1.Secret{}
+			if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: ref.Name}, s); err != nil {
+				if apierrors.IsNotFound(err) {
+					return nil, refuse(imagesv1alpha1.ReasonContextMissing, "context %s: Secret %q does not exist", f.Path, ref.Name)
+				}
+				return nil, err
+			}
+			b, ok := s.Data[ref.Key]
+			if !ok {
+				return nil, refuse(imagesv1alpha1.ReasonContextMissing, "context %s: %s %q has no key %q", f.Path, kind, ref.Name, ref.Key)
+			}
+			data = b
+		}
+		files[f.Path] = data
+	}
+	return files, nil
+}
+
+// resolve reads everything the per-architecture hashes depend on and computes them.
+func (r *OSImageReconciler) resolve(ctx context.Context, o *imagesv1alpha1.OSImage, archs []computev1alpha1.Architecture) (*inputs, error) {
+	in := &inputs{archs: archs, plans: map[computev1alpha1.Architecture]imagebuild.Arch{}, hashes: map[string]string{}}
+	var err error
+	if in.context, err = r.readContext(ctx, o); err != nil {
+		return nil, err
+	}
+	in.recipe = imagebuild.Recipe{Containerfiles: o.Spec.Containerfiles, Context: map[string]string{}, KernelCommandLine: o.Spec.KernelCommandLine}
+	for p, b := range in.context {
+		in.recipe.Context[p] = imagebuild.ContentDigest(b)
+	}
+	// The recipe is checked before the registry is asked anything: a typo is found at once.
+	for _, a := range archs {
+		if _, err := in.recipe.ForArchitecture(string(a), "", ""); err != nil {
+			return nil, refuse(imagesv1alpha1.ReasonInvalidRecipe, "%v", err)
+		}
+	}
+	if _, err := r.Config.guestReference(o.Spec.Base); err != nil {
+		return nil, refuse(imagesv1alpha1.ReasonBaseUnavailable, "base: %v", err)
+	}
+	if _, err := r.Config.guestReference(o.Spec.Output.Repository); err != nil {
+		return nil, refuse(imagesv1alpha1.ReasonRegistryError, "output: %v", err)
+	}
+	if in.base, in.entries, err = indexEntries(ctx, o.Spec.Base); err != nil {
+		switch {
+		case errors.Is(err, osimage.ErrImageNotFound):
+			return nil, refuse(imagesv1alpha1.ReasonBaseUnavailable, "base %s does not exist", o.Spec.Base)
+		case errors.Is(err, errNotOSImageIndex), errors.Is(err, osimage.ErrBadReference):
+			return nil, refuse(imagesv1alpha1.ReasonBaseNotOSImage, "base: %v", err)
+		}
+		return nil, fmt.Errorf("reading the base: %w", err)
+	}
+	var missing []string
+	for _, a := range archs {
+		if in.entries[a] == "" {
+			missing = append(missing, string(a))
+		}
+	}
+	if len(missing) > 0 {
+		return nil, refuse(imagesv1alpha1.ReasonBaseLacksArch, "base %s has no entry for %s (it has %s)", o.Spec.Base, strings.Join(missing, ", "), archList(in.entries))
+	}
+	if _, in.builder, err = indexEntries(ctx, r.Config.BuilderImage); err != nil {
+		return nil, refuse(imagesv1alpha1.ReasonBuilderUnavailable, "builder image: %v", err)
+	}
+	for _, a := range archs {
+		if in.builder[a] == "" {
+			return nil, refuse(imagesv1alpha1.ReasonBuilderUnavailable, "the builder image %s has no %s entry: anvil cannot build for %s", r.Config.BuilderImage, a, a)
+		}
+		plan, err := in.recipe.ForArchitecture(string(a), in.entries[a], in.builder[a])
+		if err != nil {
+			return nil, refuse(imagesv1alpha1.ReasonInvalidRecipe, "%v", err)
+		}
+		in.plans[a] = plan
+		in.hashes[string(a)] = plan.Inputs.Hash()
+	}
+	return in, nil
+}
+
+func archList(m map[computev1alpha1.Architecture]string) string {
+	var out []string
+	for a := range m {
+		out = append(out, string(a))
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
+}

@@ -1,0 +1,71 @@
+package osimage
+
+import (
+	"context"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	imagesv1alpha1 "github.com/anvil-dev/anvil/api/images/v1alpha1"
+)
+
+// Setup registers both controllers with the manager.
+func Setup(mgr ctrl.Manager, cfg Config, concurrency int) error {
+	c := mgr.GetClient()
+	images := &OSImageReconciler{Client: c, APIReader: mgr.GetAPIReader(), Config: cfg, Recorder: mgr.GetEventRecorderFor("osimage")}
+	err := ctrl.NewControllerManagedBy(mgr).Named("osimage").
+		For(&imagesv1alpha1.OSImage{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&imagesv1alpha1.OSImageBuild{}).
+		// The fleet's architectures and its builder pools come from the pools.
+		Watches(&computev1alpha1.MachinePool{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+			return allOSImages(ctx, c)
+		})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
+		Complete(images)
+	if err != nil {
+		return err
+	}
+	builds := &BuildReconciler{Client: c, APIReader: mgr.GetAPIReader(), Config: cfg, Recorder: mgr.GetEventRecorderFor("osimagebuild"), Now: time.Now}
+	return ctrl.NewControllerManagedBy(mgr).Named("osimagebuild").
+		For(&imagesv1alpha1.OSImageBuild{}).
+		Owns(&computev1alpha1.Machine{}).
+		// A build reads its OSImage's builder settings and published entries.
+		Watches(&imagesv1alpha1.OSImage{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return buildsOf(ctx, c, o)
+		})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
+		Complete(builds)
+}
+
+func allOSImages(ctx context.Context, c client.Client) []reconcile.Request {
+	list := &imagesv1alpha1.OSImageList{}
+	if err := c.List(ctx, list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing OSImages for a pool change")
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, o := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&o)})
+	}
+	return reqs
+}
+
+func buildsOf(ctx context.Context, c client.Client, o client.Object) []reconcile.Request {
+	list := &imagesv1alpha1.OSImageBuildList{}
+	if err := c.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingLabels{imagesv1alpha1.LabelOSImage: o.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing an OSImage's builds")
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, b := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&b)})
+	}
+	return reqs
+}
