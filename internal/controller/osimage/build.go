@@ -320,7 +320,9 @@ func setArchStatus(b *imagesv1alpha1.OSImageBuild, st imagesv1alpha1.Architectur
 		}
 	}
 	b.Status.Architectures = append(b.Status.Architectures, st)
-	sort.Slice(b.Status.Architectures, func(i, j int) bool { return b.Status.Architectures[i].Architecture < b.Status.Architectures[j].Architecture })
+	sort.Slice(b.Status.Architectures, func(i, j int) bool {
+		return b.Status.Architectures[i].Architecture < b.Status.Architectures[j].Architecture
+	})
 }
 
 func attemptOf(m *computev1alpha1.Machine) int32 {
@@ -350,4 +352,3 @@ func orNone(s []string) string {
 	}
 	return strings.Join(s, ", ")
 }
-
