@@ -123,7 +123,9 @@ if [[ " $steps " == *" demo "* ]]; then
 			if [ -n "$states" ] && ! grep -qv '=Running$' <<<"$states"; then
 				ready=1
 				while read -r console; do
-					[ -z "$console" ] && continue
+					# A VM's console is a log file on this machine; other runtimes name theirs
+					# otherwise (fake://..., or none for a server).
+					[[ $console == /* ]] || continue
 					grep -q "ANVIL-TESTOS-READY" "$console" 2>/dev/null || ready=""
 				done <<<"$consoles"
 				[ -n "$ready" ] && break
