@@ -128,6 +128,9 @@ if [[ " $steps " == *" demo "* ]]; then
 					[[ $console == /* ]] || continue
 					grep -q "ANVIL-TESTOS-READY" "$console" 2>/dev/null || ready=""
 				done <<<"$consoles"
+				# The sample OSImage's builds end with its index published.
+				images=$(kubectl get osimages -A -o jsonpath='{range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' 2>/dev/null || true)
+				[ -n "$images" ] && grep -qv '=True$' <<<"$images" && ready=""
 				[ -n "$ready" ] && break
 			fi
 		fi
@@ -142,7 +145,7 @@ if [[ " $steps " == *" demo "* ]]; then
 		print_report
 		exit 1
 	fi
-	report+=("$(printf '%-14s %5d s  ok: up after %d s; %s' "make demo" "$took" "$up" "$(tr '\n' ' ' <<<"$states")")")
+	report+=("$(printf '%-14s %5d s  ok: up after %d s; %s; %s' "make demo" "$took" "$up" "$(tr '\n' ' ' <<<"$states")" "$(tr '\n' ' ' <<<"$images")")")
 	stop_demo
 fi
 
