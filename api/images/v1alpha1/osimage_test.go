@@ -116,7 +116,6 @@ func TestOSImageBuildSpecIsImmutable(t *testing.T) {
 		Spec: imagesv1alpha1.OSImageBuildSpec{
 			OSImage: "os", Base: "registry.example/anvil/testos@sha256:" + strings.Repeat("0", 64),
 			Output:  imagesv1alpha1.OutputSpec{Repository: "registry.example/team/os", Tag: "latest"},
-			Publish: imagesv1alpha1.PublishAllArchitectures,
 			Architectures: []imagesv1alpha1.ArchitectureInputs{{
 				Architecture: "amd64", InputHash: strings.Repeat("a", 64), BaseDigest: "sha256:b", BuilderDigest: "sha256:c",
 			}},

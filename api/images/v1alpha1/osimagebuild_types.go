@@ -8,6 +8,8 @@ import (
 
 // OSImageBuildSpec is one set of an OSImage's inputs, fixed at creation. The steps, context
 // and credentials of each architecture's job are in the build's job Secret, written with it.
+// When the index is published follows the OSImage's publish policy as it is now: a policy
+// is no input of the images.
 // +kubebuilder:validation:XValidation:rule="self == oldSelf",message="an OSImageBuild records one set of inputs and cannot change: edit its OSImage instead"
 type OSImageBuildSpec struct {
 	// OSImage is the name of the OSImage (in the same namespace) this build is for.
@@ -22,9 +24,6 @@ type OSImageBuildSpec struct {
 	// Output is where the index is published.
 	// +required
 	Output OutputSpec `json:"output"`
-	// Publish says when the output tag moves.
-	// +required
-	Publish PublishPolicy `json:"publish"`
 	// Architectures lists each architecture's inputs.
 	// +required
 	// +listType=map

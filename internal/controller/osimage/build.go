@@ -223,7 +223,16 @@ func (r *BuildReconciler) publish(ctx context.Context, o *imagesv1alpha1.OSImage
 	for _, e := range o.Status.Published {
 		previous[string(e.Architecture)], prevEntry[string(e.Architecture)] = e.Digest, e
 	}
-	p := imagebuild.Publish(b.Spec.Publish, results, previous)
+	policy := o.Spec.Publish
+	if policy == "" {
+		policy = imagesv1alpha1.PublishAllArchitectures
+	}
+	p := imagebuild.Publish(policy, results, previous)
+	if o.Status.LatestBuild != b.Name {
+		// Only the build of the OSImage's current inputs moves the tag: an older one,
+		// reconciled again, must never put its index back.
+		return nil
+	}
 	if p.Wait || len(results) < len(b.Spec.Architectures) {
 		setCondition(b, imagesv1alpha1.ConditionBuilding, true, imagesv1alpha1.ReasonBuilding, buildingMessage(b))
 		return nil
@@ -231,7 +240,7 @@ func (r *BuildReconciler) publish(ctx context.Context, o *imagesv1alpha1.OSImage
 	setCondition(b, imagesv1alpha1.ConditionBuilding, false, imagesv1alpha1.ReasonNotBuilding, "every architecture has ended")
 	if p.Entries == nil {
 		setCondition(b, imagesv1alpha1.ConditionReady, false, imagesv1alpha1.ReasonBuildFailed,
-			fmt.Sprintf("%s failed; the tag %s was not moved (publish: %s)", strings.Join(p.Missing, ", "), b.Spec.Output.Tag, b.Spec.Publish))
+			fmt.Sprintf("%s failed; the tag %s was not moved (publish: %s)", strings.Join(p.Missing, ", "), b.Spec.Output.Tag, policy))
 		return nil
 	}
 	index, err := publishIndex(ctx, b.Spec.Output.Repository, b.Spec.Output.Tag, p.Entries)

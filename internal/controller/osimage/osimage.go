@@ -132,11 +132,8 @@ func (r *OSImageReconciler) createBuild(ctx context.Context, o *imagesv1alpha1.O
 	b := &imagesv1alpha1.OSImageBuild{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: o.Namespace, Labels: map[string]string{imagesv1alpha1.LabelOSImage: o.Name}},
 		Spec: imagesv1alpha1.OSImageBuildSpec{
-			OSImage: o.Name, Base: in.base, Output: o.Spec.Output, Publish: o.Spec.Publish,
+			OSImage: o.Name, Base: in.base, Output: o.Spec.Output,
 		},
-	}
-	if b.Spec.Publish == "" {
-		b.Spec.Publish = imagesv1alpha1.PublishAllArchitectures
 	}
 	for _, a := range in.archs {
 		b.Spec.Architectures = append(b.Spec.Architectures, imagesv1alpha1.ArchitectureInputs{
