@@ -63,7 +63,7 @@ metadata:
   namespace: default
 spec:
   base: REGISTRY/anvil/testos:latest
-  architectures: ARCHS
+  architectures: `+m.archs+`
   containerfiles:
 `+files+`  output: {repository: REGISTRY/e2e/os, tag: "1"}
   publish: `+m.publish+`

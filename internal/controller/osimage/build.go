@@ -40,8 +40,10 @@ type BuildReconciler struct {
 // +kubebuilder:rbac:groups=compute.anvil.dev,resources=machinepools,verbs=get;list;watch
 
 func (r *BuildReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	// Read past the cache: every decision starts from the status the last reconcile wrote
+	// (a stale one would, for one, take a builder deleted after success for a lost one).
 	b := &imagesv1alpha1.OSImageBuild{}
-	if err := r.Client.Get(ctx, req.NamespacedName, b); err != nil {
+	if err := r.APIReader.Get(ctx, req.NamespacedName, b); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !b.DeletionTimestamp.IsZero() {
@@ -75,7 +77,7 @@ func (r *BuildReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	}
 	countPhases(b)
 	if !equality.Semantic.DeepEqual(before.Status, b.Status) {
-		if err := r.Client.Status().Patch(ctx, b, client.MergeFrom(before)); err != nil {
+		if err := r.Client.Status().Patch(ctx, b, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 			return ctrl.Result{}, err
 		}
 	}

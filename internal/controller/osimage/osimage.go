@@ -61,7 +61,7 @@ func (r *OSImageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		o.Status.ObservedGeneration = o.Generation
 	}
 	if !equality.Semantic.DeepEqual(before.Status, o.Status) {
-		if perr := r.Client.Status().Patch(ctx, o, client.MergeFrom(before)); perr != nil {
+		if perr := r.Client.Status().Patch(ctx, o, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); perr != nil {
 			return ctrl.Result{}, perr
 		}
 	}
