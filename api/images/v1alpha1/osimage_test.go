@@ -115,7 +115,7 @@ func TestOSImageBuildSpecIsImmutable(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "os-0123456789", Namespace: "default"},
 		Spec: imagesv1alpha1.OSImageBuildSpec{
 			OSImage: "os", Base: "registry.example/anvil/testos@sha256:" + strings.Repeat("0", 64),
-			Output:  imagesv1alpha1.OutputSpec{Repository: "registry.example/team/os", Tag: "latest"},
+			Output: imagesv1alpha1.OutputSpec{Repository: "registry.example/team/os", Tag: "latest"},
 			Architectures: []imagesv1alpha1.ArchitectureInputs{{
 				Architecture: "amd64", InputHash: strings.Repeat("a", 64), BaseDigest: "sha256:b", BuilderDigest: "sha256:c",
 			}},
