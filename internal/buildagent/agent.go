@@ -145,24 +145,29 @@ func unpackFile(path, dir string) error {
 	return Unpack(r, dir)
 }
 
-// packFile writes dir as a gzip-compressed newc archive. gzip's header carries no name or
-// time, so the bytes depend on the tree alone.
+// packFile writes dir as a gzip-compressed newc archive at path.
 func packFile(dir, path string, mtime int64) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	zw, err := gzip.NewWriterLevel(f, gzip.BestCompression)
-	if err != nil {
-		f.Close()
-		return err
-	}
-	err = Pack(zw, dir, mtime)
-	if cerr := zw.Close(); err == nil {
-		err = cerr
-	}
+	err = packGzip(f, dir, mtime, gzip.BestCompression)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	return err
+}
+
+// packGzip writes dir to w as a gzip-compressed newc archive. gzip's header carries no name
+// or time, so the bytes depend on the tree alone.
+func packGzip(w io.Writer, dir string, mtime int64, level int) error {
+	zw, err := gzip.NewWriterLevel(w, level)
+	if err != nil {
+		return err
+	}
+	if err := Pack(zw, dir, mtime); err != nil {
+		zw.Close()
+		return err
+	}
+	return zw.Close()
 }

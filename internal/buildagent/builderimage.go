@@ -81,15 +81,7 @@ func writeBuilder(osArchDir, agent, out string) error {
 	if err != nil {
 		return err
 	}
-	zw, err := gzip.NewWriterLevel(f, gzip.BestSpeed)
-	if err != nil {
-		f.Close()
-		return err
-	}
-	err = Pack(zw, extra, agentEpoch)
-	if cerr := zw.Close(); err == nil {
-		err = cerr
-	}
+	err = packGzip(f, extra, agentEpoch, gzip.BestSpeed)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -79,28 +79,26 @@ func (r *OSImageReconciler) dockerConfig(ctx context.Context, o *imagesv1alpha1.
 			continue
 		}
 		name := ref.Name
-		{
-			s := &corev1.Secret{}
-			if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: name}, s); err != nil {
-				if apierrors.IsNotFound(err) {
-					return nil, refuse(imagesv1alpha1.ReasonSecretMissing, "registry Secret %q does not exist", name)
-				}
-				return nil, err
+		s := &corev1.Secret{}
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: name}, s); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, refuse(imagesv1alpha1.ReasonSecretMissing, "registry Secret %q does not exist", name)
 			}
-			var cfg struct {
-				Auths map[string]json.RawMessage `json:"auths"`
+			return nil, err
+		}
+		var cfg struct {
+			Auths map[string]json.RawMessage `json:"auths"`
+		}
+		if err := json.Unmarshal(s.Data[corev1.DockerConfigJsonKey], &cfg); err != nil {
+			return nil, refuse(imagesv1alpha1.ReasonSecretMissing, "registry Secret %q: key %s is not a docker config: %v", name, corev1.DockerConfigJsonKey, err)
+		}
+		for host, auth := range cfg.Auths {
+			// Builders reach the registry at its guest address: the credentials follow it.
+			if host == r.Config.Registry {
+				host = r.Config.GuestRegistry
 			}
-			if err := json.Unmarshal(s.Data[corev1.DockerConfigJsonKey], &cfg); err != nil {
-				return nil, refuse(imagesv1alpha1.ReasonSecretMissing, "registry Secret %q: key %s is not a docker config: %v", name, corev1.DockerConfigJsonKey, err)
-			}
-			for host, auth := range cfg.Auths {
-				if _, ok := auths[host]; !ok {
-					// Builders reach the registry at its guest address: the credentials follow it.
-					if host == r.Config.Registry {
-						host = r.Config.GuestRegistry
-					}
-					auths[host] = auth
-				}
+			if _, ok := auths[host]; !ok { // the push Secret's come first
+				auths[host] = auth
 			}
 		}
 	}
