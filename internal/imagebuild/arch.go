@@ -19,16 +19,19 @@ type Builder struct {
 	Unschedulable string
 }
 
-// Outcome is what the attempt's log artifact says, once the builder has powered off.
+// Outcome is what the attempt's log artifact says.
 type Outcome int
 
 const (
-	OutcomeUnknown    Outcome = iota // not read yet
-	OutcomeMissing                   // powered off without pushing a result
+	OutcomeUnknown    Outcome = iota // no log artifact (yet)
 	OutcomeSucceeded                 // pushed the image
 	OutcomeStepFailed                // a recipe step failed: retrying would fail again
 	OutcomeError                     // failed for a reason outside the recipe
 )
+
+// ResultPoll is how often a running builder's result is looked for in the registry, which
+// has no watch; the builder Machine powering off is the other way an attempt's end is seen.
+const ResultPoll = 10 * time.Second
 
 // ArchObservation is everything one architecture's decision reads.
 type ArchObservation struct {
@@ -42,7 +45,8 @@ type ArchObservation struct {
 	ReusedDigest string
 	// Builder is the current attempt's Machine.
 	Builder Builder
-	// Outcome of the current attempt, with its digest or message and the log's tail.
+	// Outcome of the current attempt as its log artifact says, read whenever its builder
+	// exists, with its digest or message and the log's tail.
 	Outcome Outcome
 	Digest  string
 	Message string
@@ -58,8 +62,6 @@ type ArchDecision struct {
 	Status imagesv1alpha1.ArchitectureBuildStatus
 	// Create the current attempt's (Status.Attempts) builder Machine; it is idempotent.
 	Create bool
-	// ReadOutcome: the builder powered off; read its log artifact and decide again.
-	ReadOutcome bool
 	// Keep is the attempt whose builder Machine stays; every other builder Machine of the
 	// architecture is deleted (0: all of them).
 	Keep int32
@@ -97,23 +99,20 @@ func DecideArch(o ArchObservation, now time.Time) ArchDecision {
 		return retryOrFail(st, o, "BuilderLost", "the builder Machine disappeared before the build ended", now)
 	}
 	deadline := o.Builder.Created.Add(o.Timeout)
-	switch {
-	case o.Builder.PoweredOff && o.Outcome == OutcomeUnknown:
-		return ArchDecision{Status: st, ReadOutcome: true, Keep: st.Attempts}
-	case o.Builder.PoweredOff:
+	if o.Outcome != OutcomeUnknown {
 		st.LogTail = o.LogTail
-		switch o.Outcome {
-		case OutcomeSucceeded:
-			st.Phase, st.Digest, st.Reason, st.Message = imagesv1alpha1.BuildPhaseSucceeded, o.Digest, "", ""
-			return finished(st, o, now)
-		case OutcomeStepFailed:
-			st.Phase, st.Reason, st.Message = imagesv1alpha1.BuildPhaseFailed, "StepFailed", o.Message
-			return finished(st, o, now)
-		case OutcomeError:
-			return retryOrFail(st, o, "BuildError", o.Message, now)
-		default:
-			return retryOrFail(st, o, "NoResult", "the builder powered off without pushing a result", now)
-		}
+	}
+	switch {
+	case o.Outcome == OutcomeSucceeded:
+		st.Phase, st.Digest, st.Reason, st.Message = imagesv1alpha1.BuildPhaseSucceeded, o.Digest, "", ""
+		return finished(st, o, now)
+	case o.Outcome == OutcomeStepFailed:
+		st.Phase, st.Reason, st.Message = imagesv1alpha1.BuildPhaseFailed, "StepFailed", o.Message
+		return finished(st, o, now)
+	case o.Outcome == OutcomeError:
+		return retryOrFail(st, o, "BuildError", o.Message, now)
+	case o.Builder.PoweredOff:
+		return retryOrFail(st, o, "NoResult", "the builder powered off without pushing a result", now)
 	case o.Timeout > 0 && !now.Before(deadline):
 		return retryOrFail(st, o, "Timeout", fmt.Sprintf("the attempt took longer than %s", o.Timeout), now)
 	case o.Builder.Running:
@@ -124,7 +123,11 @@ func DecideArch(o ArchObservation, now time.Time) ArchDecision {
 			st.Reason, st.Message = "Unschedulable", o.Builder.Unschedulable
 		}
 	}
-	return ArchDecision{Status: st, Keep: st.Attempts, WakeAt: deadline}
+	wake := now.Add(ResultPoll)
+	if o.Timeout > 0 && deadline.Before(wake) {
+		wake = deadline
+	}
+	return ArchDecision{Status: st, Keep: st.Attempts, WakeAt: wake}
 }
 
 // finished settles a final phase: its builder goes, unless a failed one is to be kept.

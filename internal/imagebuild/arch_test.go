@@ -27,59 +27,58 @@ func TestDecideArch(t *testing.T) {
 	with := func(f func(*ArchObservation)) ArchObservation { o := base; f(&o); return o }
 
 	for _, tc := range []struct {
-		name        string
-		obs         ArchObservation
-		phase       imagesv1alpha1.BuildPhase
-		attempts    int32
-		create      bool
-		readOutcome bool
-		keep        int32
-		reason      string
+		name     string
+		obs      ArchObservation
+		phase    imagesv1alpha1.BuildPhase
+		attempts int32
+		create   bool
+		keep     int32
+		reason   string
 	}{
-		{"new, the hash is in the repository", with(func(o *ArchObservation) { o.Reusable, o.ReusedDigest = true, "sha256:r" }), reused, 0, false, false, 0, ""},
-		{"new: the first attempt", base, pending, 1, true, false, 1, ""},
-		{"pending, create failed or not seen yet: create again (idempotent)", with(func(o *ArchObservation) { o.Status = st(pending, 1) }), pending, 1, true, false, 1, ""},
+		{"new, the hash is in the repository", with(func(o *ArchObservation) { o.Reusable, o.ReusedDigest = true, "sha256:r" }), reused, 0, false, 0, ""},
+		{"new: the first attempt", base, pending, 1, true, 1, ""},
+		{"pending, create failed or not seen yet: create again (idempotent)", with(func(o *ArchObservation) { o.Status = st(pending, 1) }), pending, 1, true, 1, ""},
 		{"builder waits for a pool", with(func(o *ArchObservation) {
 			o.Status, o.Builder = st(pending, 1), Builder{Exists: true, Created: created, Unschedulable: "no pool runs arm64"}
-		}), scheduling, 1, false, false, 1, "Unschedulable"},
-		{"builder runs", with(func(o *ArchObservation) { o.Status, o.Builder = st(scheduling, 1), running }), building, 1, false, false, 1, ""},
-		{"builder powered off: read its result", with(func(o *ArchObservation) { o.Status, o.Builder = st(building, 1), off }), building, 1, false, true, 1, ""},
+		}), scheduling, 1, false, 1, "Unschedulable"},
+		{"builder runs", with(func(o *ArchObservation) { o.Status, o.Builder = st(scheduling, 1), running }), building, 1, false, 1, ""},
+		{"builder powered off without a result", with(func(o *ArchObservation) { o.Status, o.Builder = st(building, 1), off }), pending, 2, true, 2, "NoResult"},
+		{"result pushed while the builder still runs", with(func(o *ArchObservation) {
+			o.Status, o.Builder, o.Outcome, o.Digest = st(building, 1), running, OutcomeSucceeded, "sha256:d"
+		}), succeeded, 1, false, 0, ""},
 		{"succeeded: the builder goes", with(func(o *ArchObservation) {
 			o.Status, o.Builder, o.Outcome, o.Digest = st(building, 1), off, OutcomeSucceeded, "sha256:d"
-		}), succeeded, 1, false, false, 0, ""},
+		}), succeeded, 1, false, 0, ""},
 		{"a step failed: no retry", with(func(o *ArchObservation) {
 			o.Status, o.Builder, o.Outcome, o.Message = st(building, 1), off, OutcomeStepFailed, "line 2: RUN false"
-		}), failed, 1, false, false, 0, "StepFailed"},
+		}), failed, 1, false, 0, "StepFailed"},
 		{"a step failed, keepFailed", with(func(o *ArchObservation) {
 			o.Status, o.Builder, o.Outcome, o.KeepFailed = st(building, 1), off, OutcomeStepFailed, true
-		}), failed, 1, false, false, 1, "StepFailed"},
+		}), failed, 1, false, 1, "StepFailed"},
 		{"error, a retry left: the next attempt replaces the builder", with(func(o *ArchObservation) {
 			o.Status, o.Builder, o.Outcome = st(building, 1), off, OutcomeError
-		}), pending, 2, true, false, 2, "BuildError"},
+		}), pending, 2, true, 2, "BuildError"},
 		{"error, no retry left", with(func(o *ArchObservation) {
 			o.Status, o.Builder, o.Outcome = st(building, 2), off, OutcomeError
-		}), failed, 2, false, false, 0, "BuildError"},
-		{"powered off without a result", with(func(o *ArchObservation) {
-			o.Status, o.Builder, o.Outcome = st(building, 1), off, OutcomeMissing
-		}), pending, 2, true, false, 2, "NoResult"},
+		}), failed, 2, false, 0, "BuildError"},
 		{"timeout", with(func(o *ArchObservation) {
 			o.Status, o.Builder = st(building, 1), Builder{Exists: true, Running: true, Created: now.Add(-31 * time.Minute)}
-		}), pending, 2, true, false, 2, "Timeout"},
-		{"builder deleted under us", with(func(o *ArchObservation) { o.Status = st(building, 1) }), pending, 2, true, false, 2, "BuilderLost"},
+		}), pending, 2, true, 2, "Timeout"},
+		{"builder deleted under us", with(func(o *ArchObservation) { o.Status = st(building, 1) }), pending, 2, true, 2, "BuilderLost"},
 		{"restarted controller adopts the running builder", with(func(o *ArchObservation) {
 			o.HighestAttempt, o.Builder = 2, running
-		}), building, 2, false, false, 2, ""},
+		}), building, 2, false, 2, ""},
 		{"finished stays finished and drops its builder", with(func(o *ArchObservation) {
 			o.Status, o.Builder = st(succeeded, 1), off
-		}), succeeded, 1, false, false, 0, ""},
+		}), succeeded, 1, false, 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := DecideArch(tc.obs, now)
 			if d.Status.Phase != tc.phase || d.Status.Attempts != tc.attempts || d.Create != tc.create ||
-				d.ReadOutcome != tc.readOutcome || d.Keep != tc.keep || d.Status.Reason != tc.reason {
-				t.Errorf("got phase %s attempts %d create %v read %v keep %d reason %q; want %s %d %v %v %d %q",
-					d.Status.Phase, d.Status.Attempts, d.Create, d.ReadOutcome, d.Keep, d.Status.Reason,
-					tc.phase, tc.attempts, tc.create, tc.readOutcome, tc.keep, tc.reason)
+				d.Keep != tc.keep || d.Status.Reason != tc.reason {
+				t.Errorf("got phase %s attempts %d create %v keep %d reason %q; want %s %d %v %d %q",
+					d.Status.Phase, d.Status.Attempts, d.Create, d.Keep, d.Status.Reason,
+					tc.phase, tc.attempts, tc.create, tc.keep, tc.reason)
 			}
 			if d.Status.Phase.Done() && d.Status.CompletionTime == nil {
 				t.Error("a final phase without a completion time")

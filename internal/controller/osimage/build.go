@@ -127,14 +127,16 @@ func (r *BuildReconciler) runArchitectures(ctx context.Context, o *imagesv1alpha
 			}
 			obs.Reusable, obs.ReusedDigest = d != "", d
 		}
-		obs.Builder = observeBuilder(mine[max(obs.Status.Attempts, obs.HighestAttempt)])
-		d := imagebuild.DecideArch(obs, now)
-		if d.ReadOutcome {
-			if err := r.readOutcome(ctx, b, in, d.Status.Attempts, &obs); err != nil {
+		attempt := max(obs.Status.Attempts, obs.HighestAttempt)
+		obs.Builder = observeBuilder(mine[attempt])
+		if obs.Builder.Exists && !obs.Status.Phase.Done() {
+			// The result is in the registry as soon as the agent pushed it, whether or not
+			// the Machine's power-off has been reported yet.
+			if err := r.readOutcome(ctx, b, in, attempt, &obs); err != nil {
 				return wake, err
 			}
-			d = imagebuild.DecideArch(obs, now)
 		}
+		d := imagebuild.DecideArch(obs, now)
 		if err := r.deleteBuilders(ctx, machines, func(m *computev1alpha1.Machine) bool {
 			return m.Labels[imagesv1alpha1.LabelArchitecture] == arch && attemptOf(m) != d.Keep
 		}); err != nil {
@@ -161,8 +163,7 @@ func (r *BuildReconciler) readOutcome(ctx context.Context, b *imagesv1alpha1.OSI
 	res, tail, err := buildagent.ReadResult(ctx, b.Spec.Output.Repository, imagebuild.LogTag(string(in.Architecture), in.InputHash, attempt), logTailLines)
 	switch {
 	case errors.Is(err, buildagent.ErrNoResult):
-		obs.Outcome = imagebuild.OutcomeMissing
-		return nil
+		return nil // not yet, or never: the builder's state tells which
 	case err != nil:
 		return fmt.Errorf("%s: reading the build's result: %w", in.Architecture, err)
 	}
