@@ -156,17 +156,20 @@ func (r *MachineReconciler) delete(ctx context.Context, m *computev1alpha1.Machi
 }
 
 // writeStatus patches status when it differs from what is stored. A reconcile that runs
-// on a cached copy older than our own last write skips: the informer is about to deliver
-// that write, and patching the stale copy would only be refused as a conflict, at the
-// full cost of an update to the apiserver. (Resource versions are compared as the etcd
-// revisions they are; one that is not a number turns the shortcut off.)
+// on a cached copy older than our own last write does not write: patching the stale copy
+// would only be refused as a conflict, at the full cost of an update to the apiserver. It
+// returns errRetry instead, because the informer delivering that write wakes nobody (the
+// Machine watch ignores status-only changes): a runtime change seen on the stale copy, such
+// as a guest's power-off right after its start was reported, would otherwise be dropped.
+// (Resource versions are compared as the etcd revisions they are; one that is not a number
+// turns the shortcut off.)
 func (r *MachineReconciler) writeStatus(ctx context.Context, m *computev1alpha1.Machine, st computev1alpha1.MachineStatus) error {
 	if equality.Semantic.DeepEqual(m.Status, st) {
 		return nil
 	}
 	if last, ok := r.written.Load(m.UID); ok {
 		if cached, err := strconv.ParseUint(m.ResourceVersion, 10, 64); err == nil && cached < last.(uint64) {
-			return nil
+			return errRetry
 		}
 	}
 	// An update, not a patch: the resource version makes it just as safe, and the

@@ -26,7 +26,7 @@ func (r *MachineReconciler) create(ctx context.Context, m *computev1alpha1.Machi
 	if cond != nil {
 		// A missing Secret, class or image is fixed by its user; the poollet may not watch
 		// Secrets (it reads only those it is given), so it looks again after a while.
-		return ctrl.Result{RequeueAfter: r.StuckAfter}, r.condition(ctx, m, *cond)
+		return retryStale(ctrl.Result{RequeueAfter: r.StuckAfter}, r.condition(ctx, m, *cond))
 	}
 	resp, err := r.Runtime.CreateMachine(ctx, &mriv1alpha1.CreateMachineRequest{Machine: &mriv1alpha1.Machine{
 		Metadata: &mriv1alpha1.ObjectMetadata{Labels: map[string]string{
@@ -35,9 +35,9 @@ func (r *MachineReconciler) create(ctx context.Context, m *computev1alpha1.Machi
 	}})
 	if mri.IsRefusal(err) {
 		log.FromContext(ctx).Info("runtime refused the machine; handing it back to the scheduler", "reason", err.Error())
-		return ctrl.Result{}, r.condition(ctx, m, metav1.Condition{Type: computev1alpha1.ConditionScheduled,
+		return retryStale(ctrl.Result{}, r.condition(ctx, m, metav1.Condition{Type: computev1alpha1.ConditionScheduled,
 			Status: metav1.ConditionFalse, Reason: computev1alpha1.ReasonRuntimeRefused,
-			Message: fmt.Sprintf("MachinePool %s refused the machine: %s", r.Pool, mri.MessageOf(err))})
+			Message: fmt.Sprintf("MachinePool %s refused the machine: %s", r.Pool, mri.MessageOf(err))}))
 	}
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("creating the runtime machine: %w", err)
@@ -174,11 +174,13 @@ func (r *MachineReconciler) report(ctx context.Context, m *computev1alpha1.Machi
 		}
 		return ctrl.Result{RequeueAfter: r.StuckAfter}, nil
 	}
-	if err := r.writeStatus(ctx, m, observedStatus(m, rm, r.Pool)); err != nil {
-		if errors.Is(err, errRetry) {
-			return ctrl.Result{Requeue: true}, nil
-		}
-		return ctrl.Result{}, err
+	return retryStale(ctrl.Result{}, r.writeStatus(ctx, m, observedStatus(m, rm, r.Pool)))
+}
+
+// retryStale turns a status write skipped on a stale copy into a quiet requeue.
+func retryStale(res ctrl.Result, err error) (ctrl.Result, error) {
+	if errors.Is(err, errRetry) {
+		return ctrl.Result{Requeue: true}, nil
 	}
-	return ctrl.Result{}, nil
+	return res, err
 }
