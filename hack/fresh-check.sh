@@ -67,7 +67,7 @@ step() {
 }
 
 print_report() {
-	echo "fresh-check: $(git -C "$top" rev-parse --short HEAD), $(nproc) cores, $(date -u +%FT%TZ)"
+	echo "fresh-check: $(git -C "$clone" rev-parse --short HEAD) (the commit cloned), $(nproc) cores, $(date -u +%FT%TZ)"
 	printf '  %s\n' "${report[@]}"
 }
 
