@@ -204,7 +204,7 @@ func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) 
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFile(t, console, want, 3*time.Minute)
+		waitConsole(t, console, want, 1)
 	}
 	if out, err := kubectl(t, kc, "", "delete", "machines", "--all", "-n", "default", "--wait", "--timeout=3m"); err != nil {
 		t.Errorf("deleting the Machines: %v\n%s", err, out)
@@ -277,20 +277,4 @@ func readIndex(t *testing.T, registry string) (string, map[string]string) {
 		entries[e.Platform.Architecture] = e.Digest.String()
 	}
 	return strings.Join(platforms, " "), entries
-}
-
-// waitFile waits until path holds want.
-func waitFile(t *testing.T, path, want string, limit time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		b, _ := os.ReadFile(path)
-		if strings.Contains(string(b), want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s does not say %q after %s:\n%s", path, want, limit, b)
-		}
-		time.Sleep(time.Second)
-	}
 }

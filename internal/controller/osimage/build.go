@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -64,7 +65,7 @@ func (r *BuildReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		if err := r.deleteBuilders(ctx, machines, func(*computev1alpha1.Machine) bool { return true }); err != nil {
 			return ctrl.Result{}, err
 		}
-		setCondition(b, imagesv1alpha1.ConditionBuilding, false, imagesv1alpha1.ReasonSuperseded,
+		setCondition(&b.Status.Conditions, b.Generation, imagesv1alpha1.ConditionBuilding, false, imagesv1alpha1.ReasonSuperseded,
 			"the OSImage's inputs changed: build "+b.Annotations[imagesv1alpha1.AnnotationSuperseded]+" replaces this one")
 	} else {
 		wake, err = r.runArchitectures(ctx, o, b, machines)
@@ -190,7 +191,7 @@ func observeBuilder(m *computev1alpha1.Machine) imagebuild.Builder {
 		Running:    m.Status.State == computev1alpha1.MachineStateRunning,
 		PoweredOff: m.Status.State == computev1alpha1.MachineStateShutdown,
 	}
-	if c := meta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionScheduled); c != nil && c.Status == "False" {
+	if c := meta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionScheduled); c != nil && c.Status == metav1.ConditionFalse {
 		bld.Unschedulable = c.Message
 	}
 	return bld
@@ -237,18 +238,18 @@ func (r *BuildReconciler) publish(ctx context.Context, o *imagesv1alpha1.OSImage
 		return nil
 	}
 	if p.Wait || len(results) < len(b.Spec.Architectures) {
-		setCondition(b, imagesv1alpha1.ConditionBuilding, true, imagesv1alpha1.ReasonBuilding, buildingMessage(b))
+		setCondition(&b.Status.Conditions, b.Generation, imagesv1alpha1.ConditionBuilding, true, imagesv1alpha1.ReasonBuilding, buildingMessage(b))
 		return nil
 	}
-	setCondition(b, imagesv1alpha1.ConditionBuilding, false, imagesv1alpha1.ReasonNotBuilding, "every architecture has ended")
+	setCondition(&b.Status.Conditions, b.Generation, imagesv1alpha1.ConditionBuilding, false, imagesv1alpha1.ReasonNotBuilding, "every architecture has ended")
 	if p.Entries == nil {
-		setCondition(b, imagesv1alpha1.ConditionReady, false, imagesv1alpha1.ReasonBuildFailed,
+		setCondition(&b.Status.Conditions, b.Generation, imagesv1alpha1.ConditionReady, false, imagesv1alpha1.ReasonBuildFailed,
 			fmt.Sprintf("%s failed; the tag %s was not moved (publish: %s)", strings.Join(p.Missing, ", "), b.Spec.Output.Tag, policy))
 		return nil
 	}
 	index, err := publishIndex(ctx, b.Spec.Output.Repository, b.Spec.Output.Tag, p.Entries)
 	if err != nil {
-		setCondition(b, imagesv1alpha1.ConditionReady, false, imagesv1alpha1.ReasonRegistryError, "publishing the index: "+err.Error())
+		setCondition(&b.Status.Conditions, b.Generation, imagesv1alpha1.ConditionReady, false, imagesv1alpha1.ReasonRegistryError, "publishing the index: "+err.Error())
 		return err
 	}
 	if b.Status.Index != index {
@@ -268,13 +269,13 @@ func (r *BuildReconciler) publish(ctx context.Context, o *imagesv1alpha1.OSImage
 		}
 		b.Status.Published = append(b.Status.Published, e)
 	}
-	setCondition(b, imagesv1alpha1.ConditionReady, true, imagesv1alpha1.ReasonPublished,
+	setCondition(&b.Status.Conditions, b.Generation, imagesv1alpha1.ConditionReady, true, imagesv1alpha1.ReasonPublished,
 		fmt.Sprintf("%s:%s is index %s", b.Spec.Output.Repository, b.Spec.Output.Tag, index))
 	if len(p.CarriedForward) > 0 || len(p.Missing) > 0 {
-		setCondition(b, imagesv1alpha1.ConditionDegraded, true, imagesv1alpha1.ReasonCarriedForward,
+		setCondition(&b.Status.Conditions, b.Generation, imagesv1alpha1.ConditionDegraded, true, imagesv1alpha1.ReasonCarriedForward,
 			fmt.Sprintf("failed: %s; carried forward: %s; left out: %s", strings.Join(failedArchs(b), ", "), orNone(p.CarriedForward), orNone(p.Missing)))
 	} else {
-		setCondition(b, imagesv1alpha1.ConditionDegraded, false, imagesv1alpha1.ReasonAllCurrent, "every architecture's entry is built from the current inputs")
+		setCondition(&b.Status.Conditions, b.Generation, imagesv1alpha1.ConditionDegraded, false, imagesv1alpha1.ReasonAllCurrent, "every architecture's entry is built from the current inputs")
 	}
 	return nil
 }

@@ -39,6 +39,9 @@ type inputs struct {
 	builder map[computev1alpha1.Architecture]string
 	plans   map[computev1alpha1.Architecture]imagebuild.Arch
 	hashes  map[string]string
+	// guestBase and guestOutput are the base's and output's repositories as builders
+	// reach them.
+	guestBase, guestOutput string
 }
 
 // readContext reads every context file from its ConfigMap or Secret key (uncached: the
@@ -96,16 +99,19 @@ func (r *OSImageReconciler) resolve(ctx context.Context, o *imagesv1alpha1.OSIma
 	for p, b := range in.context {
 		in.recipe.Context[p] = imagebuild.ContentDigest(b)
 	}
-	// The recipe is checked before the registry is asked anything: a typo is found at once.
+	// The recipe is planned before the registry is asked anything: a typo is found at once.
+	// The entries' digests are filled in once they are read.
 	for _, a := range archs {
-		if _, err := in.recipe.ForArchitecture(string(a), "", ""); err != nil {
+		plan, err := in.recipe.ForArchitecture(string(a), "", "")
+		if err != nil {
 			return nil, refuse(imagesv1alpha1.ReasonInvalidRecipe, "%v", err)
 		}
+		in.plans[a] = plan
 	}
-	if _, err := r.Config.guestReference(o.Spec.Base); err != nil {
+	if in.guestBase, err = r.Config.guestReference(o.Spec.Base); err != nil {
 		return nil, refuse(imagesv1alpha1.ReasonBaseUnavailable, "base: %v", err)
 	}
-	if _, err := r.Config.guestReference(o.Spec.Output.Repository); err != nil {
+	if in.guestOutput, err = r.Config.guestReference(o.Spec.Output.Repository); err != nil {
 		return nil, refuse(imagesv1alpha1.ReasonRegistryError, "output: %v", err)
 	}
 	if in.base, in.entries, err = indexEntries(ctx, o.Spec.Base); err != nil {
@@ -133,10 +139,8 @@ func (r *OSImageReconciler) resolve(ctx context.Context, o *imagesv1alpha1.OSIma
 		if in.builder[a] == "" {
 			return nil, refuse(imagesv1alpha1.ReasonBuilderUnavailable, "the builder image %s has no %s entry: anvil cannot build for %s", r.Config.BuilderImage, a, a)
 		}
-		plan, err := in.recipe.ForArchitecture(string(a), in.entries[a], in.builder[a])
-		if err != nil {
-			return nil, refuse(imagesv1alpha1.ReasonInvalidRecipe, "%v", err)
-		}
+		plan := in.plans[a]
+		plan.Inputs.BaseDigest, plan.Inputs.BuilderDigest = in.entries[a], in.builder[a]
 		in.plans[a] = plan
 		in.hashes[string(a)] = plan.Inputs.Hash()
 	}

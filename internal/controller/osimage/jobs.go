@@ -31,19 +31,11 @@ func (r *OSImageReconciler) ensureJobs(ctx context.Context, o *imagesv1alpha1.OS
 	if err != nil {
 		return err
 	}
-	base, err := r.Config.guestReference(o.Spec.Base)
-	if err != nil {
-		return refuse(imagesv1alpha1.ReasonBaseUnavailable, "base: %v", err)
-	}
-	output, err := r.Config.guestReference(o.Spec.Output.Repository)
-	if err != nil {
-		return refuse(imagesv1alpha1.ReasonRegistryError, "output: %v", err)
-	}
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}, Data: map[string][]byte{}}
 	for _, a := range in.archs {
 		plan := in.plans[a]
 		job := buildagent.Job{
-			Architecture: string(a), Base: base + "@" + in.entries[a], Output: output,
+			Architecture: string(a), Base: in.guestBase + "@" + in.entries[a], Output: in.guestOutput,
 			Tag: imagebuild.HashTag(string(a), in.hashes[string(a)]), Program: plan.Program,
 			Context: map[string][]byte{}, KernelCommandLine: o.Spec.KernelCommandLine, DockerConfig: docker,
 			// The build's time, fixed by its inputs: a rebuild of the same inputs packs the same bytes.

@@ -53,8 +53,8 @@ func (r *OSImageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	err := r.reconcileBuild(ctx, o, pools.Items)
 	var refused *refusal
 	if errors.As(err, &refused) {
-		setCondition(o, imagesv1alpha1.ConditionReady, false, refused.reason, refused.msg)
-		setCondition(o, imagesv1alpha1.ConditionBuilding, false, imagesv1alpha1.ReasonNotBuilding, "the inputs are refused: "+refused.msg)
+		setCondition(&o.Status.Conditions, o.Generation, imagesv1alpha1.ConditionReady, false, refused.reason, refused.msg)
+		setCondition(&o.Status.Conditions, o.Generation, imagesv1alpha1.ConditionBuilding, false, imagesv1alpha1.ReasonNotBuilding, "the inputs are refused: "+refused.msg)
 		err = nil
 	}
 	if err == nil {
@@ -182,17 +182,17 @@ func reportBuild(o *imagesv1alpha1.OSImage, b *imagesv1alpha1.OSImageBuild) {
 	building := meta.FindStatusCondition(b.Status.Conditions, imagesv1alpha1.ConditionBuilding)
 	switch {
 	case building == nil:
-		setCondition(o, imagesv1alpha1.ConditionBuilding, true, imagesv1alpha1.ReasonBuilding, "build "+b.Name+" is starting")
+		setCondition(&o.Status.Conditions, o.Generation, imagesv1alpha1.ConditionBuilding, true, imagesv1alpha1.ReasonBuilding, "build "+b.Name+" is starting")
 	default:
-		setCondition(o, imagesv1alpha1.ConditionBuilding, building.Status == metav1.ConditionTrue, building.Reason, building.Message)
+		setCondition(&o.Status.Conditions, o.Generation, imagesv1alpha1.ConditionBuilding, building.Status == metav1.ConditionTrue, building.Reason, building.Message)
 	}
 	if ready := meta.FindStatusCondition(b.Status.Conditions, imagesv1alpha1.ConditionReady); ready != nil {
-		setCondition(o, imagesv1alpha1.ConditionReady, ready.Status == metav1.ConditionTrue, ready.Reason, ready.Message)
+		setCondition(&o.Status.Conditions, o.Generation, imagesv1alpha1.ConditionReady, ready.Status == metav1.ConditionTrue, ready.Reason, ready.Message)
 	} else {
-		setCondition(o, imagesv1alpha1.ConditionReady, false, imagesv1alpha1.ReasonBuilding, "build "+b.Name+" has not published yet")
+		setCondition(&o.Status.Conditions, o.Generation, imagesv1alpha1.ConditionReady, false, imagesv1alpha1.ReasonBuilding, "build "+b.Name+" has not published yet")
 	}
 	if degraded := meta.FindStatusCondition(b.Status.Conditions, imagesv1alpha1.ConditionDegraded); degraded != nil {
-		setCondition(o, imagesv1alpha1.ConditionDegraded, degraded.Status == metav1.ConditionTrue, degraded.Reason, degraded.Message)
+		setCondition(&o.Status.Conditions, o.Generation, imagesv1alpha1.ConditionDegraded, degraded.Status == metav1.ConditionTrue, degraded.Reason, degraded.Message)
 	}
 	if b.Status.Index != "" {
 		o.Status.Index = b.Status.Index
@@ -200,19 +200,12 @@ func reportBuild(o *imagesv1alpha1.OSImage, b *imagesv1alpha1.OSImageBuild) {
 	}
 }
 
-func setCondition(o client.Object, typ string, status bool, reason, msg string) {
+func setCondition(conds *[]metav1.Condition, generation int64, typ string, status bool, reason, msg string) {
 	s := metav1.ConditionFalse
 	if status {
 		s = metav1.ConditionTrue
 	}
-	var conds *[]metav1.Condition
-	switch v := o.(type) {
-	case *imagesv1alpha1.OSImage:
-		conds = &v.Status.Conditions
-	case *imagesv1alpha1.OSImageBuild:
-		conds = &v.Status.Conditions
-	}
-	meta.SetStatusCondition(conds, metav1.Condition{Type: typ, Status: s, Reason: reason, Message: msg, ObservedGeneration: o.GetGeneration()})
+	meta.SetStatusCondition(conds, metav1.Condition{Type: typ, Status: s, Reason: reason, Message: msg, ObservedGeneration: generation})
 }
 
 // readyArchitectures lists the architectures of the Ready pools.
