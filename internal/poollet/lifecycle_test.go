@@ -25,6 +25,9 @@ func TestMachineLifecycle(t *testing.T) {
 	if m.Status.MachineID == "" || m.Status.Pool != "life" || m.Status.Architecture != "amd64" || len(m.Status.Addresses) == 0 {
 		t.Errorf("running Machine's status lacks id, pool, architecture or address: %+v", m.Status)
 	}
+	if img := m.Status.Image; img == nil || img.Reference != m.Spec.Image || img.Digest == "" {
+		t.Errorf("status.image %+v does not record spec.image %s and the digest it resolved to", img, m.Spec.Image)
+	}
 	if want := "fake://" + m.Status.MachineID + "/console"; m.Status.Console != want {
 		t.Errorf("status.console %q, want the runtime's %q", m.Status.Console, want)
 	}

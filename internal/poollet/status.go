@@ -43,6 +43,10 @@ func observedStatus(m *computev1alpha1.Machine, rm *mriv1alpha1.Machine, pool st
 	st.MachineID = rm.GetMetadata().GetId()
 	st.Pool = pool
 	st.Architecture = mri.ArchFromMRI(rm.GetStatus().GetArchitecture())
+	st.Image = nil
+	if img := rm.GetSpec().GetImage(); img.GetReference() != "" {
+		st.Image = &computev1alpha1.BootedImage{Reference: img.GetReference(), Digest: img.GetDigest()}
+	}
 	st.Addresses = nil
 	for _, a := range rm.GetStatus().GetAddresses() {
 		st.Addresses = append(st.Addresses, computev1alpha1.MachineAddress{Type: a.GetType(), Address: a.GetAddress()})

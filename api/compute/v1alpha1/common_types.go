@@ -61,6 +61,23 @@ const (
 	ConditionIgnitionReady          = "IgnitionReady"
 	ConditionVolumesReady           = "VolumesReady"
 	ConditionNetworkInterfacesReady = "NetworkInterfacesReady"
+	// ConditionImageUpToDate says whether the Machine still runs the image its spec names:
+	// False when spec.image changed after boot, or when the OSImage whose output it names
+	// has published a different entry for its architecture. Absent for other images.
+	ConditionImageUpToDate = "ImageUpToDate"
+)
+
+// Reasons of the ImageUpToDate condition.
+const (
+	// ReasonImageCurrent: the booted entry is the one published for the architecture.
+	ReasonImageCurrent = "Current"
+	// ReasonNewerImagePublished: the OSImage published another entry for the architecture.
+	ReasonNewerImagePublished = "NewerImagePublished"
+	// ReasonImageChanged: spec.image changed after the machine was created; the running
+	// machine keeps the image it booted (replacing it is not supported yet).
+	ReasonImageChanged = "ImageChanged"
+	// ReasonImageUnknown: the booted image could not be read to compare it.
+	ReasonImageUnknown = "ImageUnknown"
 )
 
 // Reasons of the Scheduled condition.

@@ -210,6 +210,9 @@ type MachineStatus struct {
 	// Architecture the machine runs, resolved from the image and pool.
 	// +optional
 	Architecture Architecture `json:"architecture,omitempty"`
+	// Image is what the runtime was given when it created the machine.
+	// +optional
+	Image *BootedImage `json:"image,omitempty"`
 	// Addresses of the machine.
 	// +optional
 	Addresses []MachineAddress `json:"addresses,omitempty"`
@@ -227,6 +230,15 @@ type MachineStatus struct {
 	// +listType=map
 	// +listMapKey=name
 	NetworkInterfaces []AttachmentStatus `json:"networkInterfaces,omitempty"`
+}
+
+// BootedImage is the image a machine was created from.
+type BootedImage struct {
+	// Reference is spec.image as it was when the machine was created.
+	Reference string `json:"reference"`
+	// Digest is what the reference resolved to then: an index's digest for a multi-arch
+	// image, whose entry for status.architecture the machine booted.
+	Digest string `json:"digest"`
 }
 
 // MachineAddress is one address of a machine.

@@ -6,6 +6,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	imagesv1alpha1 "github.com/anvil-dev/anvil/api/images/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/imagebuild"
 )
 
 const (
@@ -15,7 +17,23 @@ const (
 	MachineNetworkInterfaceRefs = "spec.networkInterfaces.networkInterfaceRef.name"
 	// MachinePool indexes Machines by the pool they are bound to.
 	MachinePool = "spec.machinePoolRef.name"
+	// MachineImageTag indexes Machines by the tag spec.image names (imagebuild.TagName).
+	MachineImageTag = "spec.image.tag"
+	// OSImageOutputTag indexes OSImages by their output tag, spelled the same way.
+	OSImageOutputTag = "spec.output.tag"
 )
+
+// OutputTag is the OSImage's output as one tag name.
+func OutputTag(o *imagesv1alpha1.OSImage) string {
+	return imagebuild.TagName(o.Spec.Output.Repository + ":" + o.Spec.Output.Tag)
+}
+
+func nonEmpty(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return []string{s}
+}
 
 // EphemeralName is the name of the Volume or NetworkInterface created for the ephemeral
 // template named device of Machine machine.
@@ -61,6 +79,7 @@ func Register(ctx context.Context, fi client.FieldIndexer) error {
 			}
 			return []string{m.Spec.MachinePoolRef.Name}
 		},
+		MachineImageTag: func(m *computev1alpha1.Machine) []string { return nonEmpty(imagebuild.TagName(m.Spec.Image)) },
 	} {
 		extract := extract
 		if err := fi.IndexField(ctx, &computev1alpha1.Machine{}, field, func(o client.Object) []string {
@@ -73,5 +92,10 @@ func Register(ctx context.Context, fi client.FieldIndexer) error {
 			return err
 		}
 	}
-	return nil
+	return fi.IndexField(ctx, &imagesv1alpha1.OSImage{}, OSImageOutputTag, func(o client.Object) []string {
+		if osi, ok := o.(*imagesv1alpha1.OSImage); ok {
+			return nonEmpty(OutputTag(osi))
+		}
+		return nil
+	})
 }

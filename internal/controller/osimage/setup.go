@@ -14,6 +14,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	imagesv1alpha1 "github.com/anvil-dev/anvil/api/images/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/controller/index"
 )
 
 // Setup registers both controllers with the manager.
@@ -30,6 +31,9 @@ func Setup(mgr ctrl.Manager, cfg Config, concurrency int) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
 		Complete(images)
 	if err != nil {
+		return err
+	}
+	if err := SetupRollout(mgr); err != nil {
 		return err
 	}
 	builds := &BuildReconciler{Client: c, APIReader: mgr.GetAPIReader(), Config: cfg, Recorder: mgr.GetEventRecorderFor("osimagebuild"), Now: time.Now}
@@ -66,6 +70,36 @@ func buildsOf(ctx context.Context, c client.Client, o client.Object) []reconcile
 	reqs := make([]reconcile.Request, 0, len(list.Items))
 	for _, b := range list.Items {
 		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&b)})
+	}
+	return reqs
+}
+
+// SetupRollout registers the ImageUpToDate controller: it looks at a Machine when the
+// Machine changes and when an OSImage naming its tag publishes. It needs the field indexes
+// of package index.
+func SetupRollout(mgr ctrl.Manager) error {
+	c := mgr.GetClient()
+	return ctrl.NewControllerManagedBy(mgr).Named("rollout").
+		For(&computev1alpha1.Machine{}).
+		Watches(&imagesv1alpha1.OSImage{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return machinesNaming(ctx, c, o.(*imagesv1alpha1.OSImage))
+		})).
+		Complete(&RolloutReconciler{Client: c, Recorder: mgr.GetEventRecorderFor("rollout")})
+}
+
+func machinesNaming(ctx context.Context, c client.Client, o *imagesv1alpha1.OSImage) []reconcile.Request {
+	tag := index.OutputTag(o)
+	if tag == "" {
+		return nil
+	}
+	list := &computev1alpha1.MachineList{}
+	if err := c.List(ctx, list, client.InNamespace(o.Namespace), client.MatchingFields{index.MachineImageTag: tag}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing the Machines booting an OSImage's output")
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, m := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&m)})
 	}
 	return reqs
 }

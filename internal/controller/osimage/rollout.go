@@ -1,0 +1,125 @@
+package osimage
+
+import (
+	"context"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	imagesv1alpha1 "github.com/anvil-dev/anvil/api/images/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/controller/index"
+	"github.com/anvil-dev/anvil/internal/imagebuild"
+	"github.com/anvil-dev/anvil/internal/osimage"
+)
+
+// RolloutReconciler keeps each Machine's ImageUpToDate condition: it is the condition's
+// only writer. The poollet records what a machine booted (status.image); this compares
+// that with the Machine's spec and with what the OSImage naming its tag publishes.
+type RolloutReconciler struct {
+	Client   client.Client
+	Recorder record.EventRecorder
+
+	// entries caches the architecture entries of booted indexes by pinned reference: a
+	// digest names the same index forever.
+	entries sync.Map
+}
+
+func (r *RolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	m := &computev1alpha1.Machine{}
+	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if m.Status.Image == nil || !m.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	in := imagebuild.Rollout{SpecImage: m.Spec.Image, Booted: *m.Status.Image, Architecture: m.Status.Architecture}
+	if o, err := r.osImageOf(ctx, m); err != nil {
+		return ctrl.Result{}, err
+	} else if o != nil {
+		in.Output, in.OSImage = true, o.Name
+		for _, e := range o.Status.Published {
+			if e.Architecture == m.Status.Architecture {
+				in.Published = e.Digest
+			}
+		}
+		if in.Published != "" && m.Status.Image.Digest == o.Status.Index {
+			in.BootedEntry = in.Published // the common case: no registry read
+		} else if in.Published != "" {
+			in.BootedEntry, in.EntryError = r.bootedEntry(ctx, m)
+		}
+	}
+	return ctrl.Result{}, r.write(ctx, m, imagebuild.ImageUpToDate(in))
+}
+
+// osImageOf is the OSImage whose output tag the Machine's spec.image names, or nil.
+func (r *RolloutReconciler) osImageOf(ctx context.Context, m *computev1alpha1.Machine) (*imagesv1alpha1.OSImage, error) {
+	tag := imagebuild.TagName(m.Spec.Image)
+	if tag == "" {
+		return nil, nil
+	}
+	list := &imagesv1alpha1.OSImageList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(m.Namespace), client.MatchingFields{index.OSImageOutputTag: tag}); err != nil {
+		return nil, err
+	}
+	if len(list.Items) == 0 {
+		return nil, nil
+	}
+	return &list.Items[0], nil // two OSImages publishing one tag fight anyway; either says what the tag holds
+}
+
+// bootedEntry is the entry for the machine's architecture of the index it booted.
+func (r *RolloutReconciler) bootedEntry(ctx context.Context, m *computev1alpha1.Machine) (string, error) {
+	tag, err := osimage.ParseReference(m.Status.Image.Reference)
+	if err != nil {
+		return "", err
+	}
+	ref := tag.Context().Digest(m.Status.Image.Digest).String()
+	if cached, ok := r.entries.Load(ref); ok {
+		return cached.(map[computev1alpha1.Architecture]string)[m.Status.Architecture], nil
+	}
+	_, entries, err := indexEntries(ctx, ref)
+	if err != nil {
+		return "", err
+	}
+	r.entries.Store(ref, entries)
+	return entries[m.Status.Architecture], nil
+}
+
+// write sets, replaces or removes the condition, with an Event when it turns False.
+func (r *RolloutReconciler) write(ctx context.Context, m *computev1alpha1.Machine, want *metav1.Condition) error {
+	var old *metav1.Condition // a copy: setting the condition below changes the one in the list
+	if c := meta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionImageUpToDate); c != nil {
+		old = c.DeepCopy()
+	}
+	switch {
+	case want == nil && old == nil:
+		return nil
+	case want != nil && old != nil && old.Status == want.Status && old.Reason == want.Reason && old.Message == want.Message:
+		return nil
+	}
+	patch := client.MergeFromWithOptions(m.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	if want == nil {
+		meta.RemoveStatusCondition(&m.Status.Conditions, computev1alpha1.ConditionImageUpToDate)
+	} else {
+		want.ObservedGeneration = m.Generation
+		meta.SetStatusCondition(&m.Status.Conditions, *want)
+	}
+	err := r.Client.Status().Patch(ctx, m, patch)
+	if apierrors.IsConflict(err) {
+		return nil // a newer version is on its way through the informer and will be reconciled
+	}
+	if err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if want != nil && want.Status != metav1.ConditionTrue && (old == nil || old.Reason != want.Reason || old.Message != want.Message) {
+		r.Recorder.Event(m, corev1.EventTypeWarning, want.Reason, want.Message)
+	}
+	return nil
+}

@@ -1,0 +1,69 @@
+package imagebuild
+
+import (
+	"fmt"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+)
+
+// TagName is a tag reference in the one spelling both sides of a comparison use (registry,
+// repository and tag, defaults filled in), or "" when reference is not a tag reference: a
+// Machine pinned by digest asked for that image and no other, so no newer one concerns it.
+func TagName(reference string) string {
+	tag, err := name.NewTag(reference)
+	if err != nil {
+		return ""
+	}
+	return tag.Name()
+}
+
+// Rollout is what a Machine's ImageUpToDate condition is decided from.
+type Rollout struct {
+	// SpecImage is the Machine's spec.image now; Booted what it was created from.
+	SpecImage string
+	Booted    computev1alpha1.BootedImage
+	// Architecture the machine runs.
+	Architecture computev1alpha1.Architecture
+	// Output is true when SpecImage names an OSImage's output tag; OSImage is its name.
+	Output  bool
+	OSImage string
+	// Published is the entry that OSImage publishes for Architecture ("" when none yet).
+	Published string
+	// BootedEntry is the entry of Booted.Digest for Architecture; "" when it could not be
+	// read, with EntryError saying why.
+	BootedEntry string
+	EntryError  error
+}
+
+// ImageUpToDate decides the condition, or nil when the Machine should carry none: its image
+// is not an OSImage's output and its spec still names what it booted.
+func ImageUpToDate(r Rollout) *metav1.Condition {
+	cond := func(status metav1.ConditionStatus, reason, format string, args ...any) *metav1.Condition {
+		return &metav1.Condition{Type: computev1alpha1.ConditionImageUpToDate, Status: status, Reason: reason, Message: fmt.Sprintf(format, args...)}
+	}
+	if r.SpecImage != r.Booted.Reference {
+		return cond(metav1.ConditionFalse, computev1alpha1.ReasonImageChanged,
+			"spec.image is %s but the machine runs %s: changing the image of a created machine is not supported yet; delete and recreate the Machine to boot it",
+			r.SpecImage, r.Booted.Reference)
+	}
+	switch {
+	case !r.Output:
+		return nil
+	case r.Published == "":
+		return cond(metav1.ConditionTrue, computev1alpha1.ReasonImageCurrent,
+			"OSImage %s publishes no %s entry; the machine keeps %s", r.OSImage, r.Architecture, r.Booted.Digest)
+	case r.EntryError != nil:
+		return cond(metav1.ConditionUnknown, computev1alpha1.ReasonImageUnknown,
+			"reading the booted image %s: %v", r.Booted.Digest, r.EntryError)
+	case r.BootedEntry == r.Published:
+		return cond(metav1.ConditionTrue, computev1alpha1.ReasonImageCurrent,
+			"runs %s, the %s entry OSImage %s publishes", r.Published, r.Architecture, r.OSImage)
+	default:
+		return cond(metav1.ConditionFalse, computev1alpha1.ReasonNewerImagePublished,
+			"OSImage %s publishes %s for %s; the machine runs %s: recreate it to boot the new entry",
+			r.OSImage, r.Published, r.Architecture, r.BootedEntry)
+	}
+}
