@@ -31,8 +31,8 @@ type MachineReconciler struct {
 	Reader  client.Reader // uncached: Secrets are read one by one, never listed
 	Runtime mriv1alpha1.MachineRuntimeClient
 	Images  ImageResolver
-	// Architectures the pool runs, in its order of preference; set from the runtime.
-	Architectures func() []computev1alpha1.Architecture
+	// Architectures the pool runs, in its order of preference, and how; set from the runtime.
+	Architectures func() []computev1alpha1.ArchitectureExecution
 	// StuckAfter is how long a runtime step may lag before the call is repeated (a
 	// runtime may lose a step; every MRI call is idempotent).
 	StuckAfter time.Duration

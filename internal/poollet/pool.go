@@ -32,11 +32,12 @@ type PoolReconciler struct {
 	Interval time.Duration
 
 	mu    sync.RWMutex
-	archs []computev1alpha1.Architecture
+	archs []computev1alpha1.ArchitectureExecution
 }
 
-// Architectures returns the pool's architectures as last read from the runtime.
-func (r *PoolReconciler) Architectures() []computev1alpha1.Architecture {
+// Architectures returns the pool's architectures, in the runtime's order of preference,
+// and how it runs each, as last read from the runtime.
+func (r *PoolReconciler) Architectures() []computev1alpha1.ArchitectureExecution {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.archs
@@ -86,10 +87,11 @@ func (r *PoolReconciler) observe(ctx context.Context, mp *computev1alpha1.Machin
 			archs = append(archs, arch)
 		}
 	}
-	r.mu.Lock()
-	r.archs = archs
-	r.mu.Unlock()
 	st.Architectures = archs
+	st.Execution = execution(archs, rs.GetNativeArchitectures())
+	r.mu.Lock()
+	r.archs = st.Execution
+	r.mu.Unlock()
 	st.Capacity = resourcesFromMRI(rs.GetCapacity())
 	st.Allocatable = resourcesFromMRI(rs.GetAllocatable())
 	st.SupportedClasses = supportedClasses(classes, archs, st.Allocatable, rs.GetSupportedClasses())
@@ -144,6 +146,22 @@ func resourcesFromMRI(r *mriv1alpha1.Resources) corev1.ResourceList {
 	}
 	for k, v := range r.GetExtended() {
 		out[corev1.ResourceName(k)] = *resource.NewQuantity(v, resource.DecimalSI)
+	}
+	return out
+}
+
+// execution says, for each architecture, whether the runtime runs it natively; the rest
+// are emulated.
+func execution(archs []computev1alpha1.Architecture, native []mriv1alpha1.Architecture) []computev1alpha1.ArchitectureExecution {
+	out := make([]computev1alpha1.ArchitectureExecution, 0, len(archs))
+	for _, a := range archs {
+		e := computev1alpha1.ExecutionEmulated
+		for _, n := range native {
+			if mri.ArchFromMRI(n) == a {
+				e = computev1alpha1.ExecutionNative
+			}
+		}
+		out = append(out, computev1alpha1.ArchitectureExecution{Architecture: a, Execution: e})
 	}
 	return out
 }

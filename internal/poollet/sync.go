@@ -107,10 +107,12 @@ func (r *MachineReconciler) desiredSpec(ctx context.Context, m *computev1alpha1.
 }
 
 // chooseArchitecture is the pool's most preferred architecture that the Machine and its
-// class allow, or "".
+// class allow (run natively, when the Machine forbids emulation), or "".
 func (r *MachineReconciler) chooseArchitecture(m *computev1alpha1.Machine, class *computev1alpha1.MachineClass) computev1alpha1.Architecture {
-	for _, a := range r.Architectures() {
-		if (m.Spec.Architecture == "" || m.Spec.Architecture == a) && (class.Architecture == "" || class.Architecture == a) {
+	for _, e := range r.Architectures() {
+		a := e.Architecture
+		if (m.Spec.Architecture == "" || m.Spec.Architecture == a) && (class.Architecture == "" || class.Architecture == a) &&
+			(m.Spec.Emulation != computev1alpha1.EmulationForbidden || e.Execution == computev1alpha1.ExecutionNative) {
 			return a
 		}
 	}

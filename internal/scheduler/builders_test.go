@@ -29,6 +29,10 @@ func (b *poolBuilder) arch(a ...computev1alpha1.Architecture) *poolBuilder {
 	b.p.Architectures = ArchSetOf(a...)
 	return b
 }
+func (b *poolBuilder) native(a ...computev1alpha1.Architecture) *poolBuilder {
+	b.p.Native = ArchSetOf(a...)
+	return b
+}
 func (b *poolBuilder) classes(idx ...int) *poolBuilder {
 	b.p.Classes = nil
 	for _, i := range idx {

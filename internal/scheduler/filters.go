@@ -25,6 +25,7 @@ const (
 	ReasonHeartbeatExpired
 	ReasonRefusedRecently
 	ReasonArchitecture
+	ReasonEmulated
 	ReasonClassUnsupported
 	ReasonPoolSelector
 	ReasonTenancy
@@ -45,6 +46,8 @@ func (r Reason) String() string {
 		return "runtime refused this Machine recently"
 	case ReasonArchitecture:
 		return "no matching architecture"
+	case ReasonEmulated:
+		return "runs the architecture only emulated, and the Machine forbids emulation"
 	case ReasonClassUnsupported:
 		return "MachineClass not supported"
 	case ReasonPoolSelector:
@@ -85,6 +88,9 @@ func filterExcluded(p *Pool, r *Request, now time.Time) Reason {
 func filterArchitecture(p *Pool, r *Request, _ time.Time) Reason {
 	if p.Architectures&r.Architectures == 0 {
 		return Reason{Code: ReasonArchitecture}
+	}
+	if r.NativeOnly && p.Native&r.Architectures == 0 {
+		return Reason{Code: ReasonEmulated}
 	}
 	return Reason{}
 }

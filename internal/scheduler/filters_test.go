@@ -39,6 +39,24 @@ func TestFits(t *testing.T) {
 			r.Architectures = ArchSetOf(computev1alpha1.ArchitectureAMD64)
 			return r
 		}, Reason{Code: ReasonArchitecture}},
+		{"emulated, emulation allowed", newPool("p").arch(computev1alpha1.ArchitectureAMD64, computev1alpha1.ArchitectureARM64).native(computev1alpha1.ArchitectureAMD64).build(),
+			func() *Request {
+				r := request(smallClass())
+				r.Architectures = ArchSetOf(computev1alpha1.ArchitectureARM64)
+				return r
+			}, Reason{}},
+		{"emulated, emulation forbidden", newPool("p").arch(computev1alpha1.ArchitectureAMD64, computev1alpha1.ArchitectureARM64).native(computev1alpha1.ArchitectureAMD64).build(),
+			func() *Request {
+				r := request(smallClass())
+				r.Architectures, r.NativeOnly = ArchSetOf(computev1alpha1.ArchitectureARM64), true
+				return r
+			}, Reason{Code: ReasonEmulated}},
+		{"native, emulation forbidden", newPool("p").arch(computev1alpha1.ArchitectureAMD64, computev1alpha1.ArchitectureARM64).native(computev1alpha1.ArchitectureARM64).build(),
+			func() *Request {
+				r := request(smallClass())
+				r.Architectures, r.NativeOnly = ArchSetOf(computev1alpha1.ArchitectureARM64), true
+				return r
+			}, Reason{}},
 		{"class unsupported", newPool("p").classes(3).build(), func() *Request { return request(smallClass()) },
 			Reason{Code: ReasonClassUnsupported}},
 		{"selector mismatch", newPool("p").labels("zone", "a").build(), func() *Request {

@@ -16,6 +16,8 @@ type Pool struct {
 	// Tenants is nil when every namespace may use the pool.
 	Tenants       *Tenants
 	Architectures ArchSet
+	// Native are the architectures among those the pool runs natively, not emulated.
+	Native ArchSet
 	// Classes holds the index (Class.Index) of each supported MachineClass.
 	Classes     Bitset
 	Allocatable Resources
@@ -91,8 +93,10 @@ type Request struct {
 	// Architectures the Machine may run: its own pin, the image's index and the class,
 	// intersected by the caller.
 	Architectures ArchSet
-	PoolSelector  map[string]string
-	Tolerations   []corev1.Toleration
+	// NativeOnly keeps the Machine off pools that would emulate its architecture.
+	NativeOnly   bool
+	PoolSelector map[string]string
+	Tolerations  []corev1.Toleration
 	// ExcludedUntil holds pools whose runtime refused this Machine, until when.
 	ExcludedUntil map[string]time.Time
 }

@@ -9,6 +9,17 @@ const (
 	PowerOff Power = "Off"
 )
 
+// Emulation says whether a Machine may run emulated.
+// +kubebuilder:validation:Enum=Allowed;Forbidden
+type Emulation string
+
+const (
+	// EmulationUnset is the zero value; the API defaults it to Allowed.
+	EmulationUnset     Emulation = ""
+	EmulationAllowed   Emulation = "Allowed"
+	EmulationForbidden Emulation = "Forbidden"
+)
+
 // SecretKeySelector names one key of a Secret in the Machine's namespace.
 type SecretKeySelector struct {
 	// Name of the Secret.

@@ -33,6 +33,12 @@ type MachineSpec struct {
 	// +optional
 	Architecture Architecture `json:"architecture,omitempty"`
 
+	// Emulation says whether the Machine may run on a pool that emulates its architecture
+	// (MachinePool status.execution): Allowed, the default, or Forbidden.
+	// +optional
+	// +kubebuilder:default=Allowed
+	Emulation Emulation `json:"emulation,omitempty"`
+
 	// MachinePoolSelector restricts scheduling to pools with all these labels.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=32

@@ -44,6 +44,12 @@ type MachinePoolStatus struct {
 	// Architectures the pool can run.
 	// +optional
 	Architectures []Architecture `json:"architectures,omitempty"`
+	// Execution says, for each of those architectures, whether the pool runs its guests
+	// natively or emulated. An architecture missing here counts as emulated.
+	// +optional
+	// +listType=map
+	// +listMapKey=architecture
+	Execution []ArchitectureExecution `json:"execution,omitempty"`
 	// Capacity is every resource the pool has.
 	// +optional
 	Capacity corev1.ResourceList `json:"capacity,omitempty"`
@@ -65,12 +71,43 @@ type MachinePoolStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
+// Execution is how a pool runs guests of one architecture.
+// +kubebuilder:validation:Enum=Native;Emulated
+type Execution string
+
+const (
+	// ExecutionUnknown is the zero value, invalid: a pool that does not say is emulated.
+	ExecutionUnknown Execution = ""
+	// ExecutionNative: bare metal, or hardware virtualisation on a host of that architecture.
+	ExecutionNative Execution = "Native"
+	// ExecutionEmulated: the instruction set is emulated (QEMU TCG): correct, many times slower.
+	ExecutionEmulated Execution = "Emulated"
+)
+
+// ArchitectureExecution is how a pool runs one architecture.
+type ArchitectureExecution struct {
+	Architecture Architecture `json:"architecture"`
+	Execution    Execution    `json:"execution"`
+}
+
+// NativeArchitectures are the architectures the pool's status says it runs natively.
+func (s *MachinePoolStatus) NativeArchitectures() []Architecture {
+	var native []Architecture
+	for _, e := range s.Execution {
+		if e.Execution == ExecutionNative {
+			native = append(native, e.Architecture)
+		}
+	}
+	return native
+}
+
 // MachinePool is one runtime endpoint: a hypervisor, or a site of bare-metal servers.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=mpool
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Architectures",type=string,JSONPath=`.status.architectures`
+// +kubebuilder:printcolumn:name="Execution",type=string,JSONPath=`.status.execution[*].execution`,priority=1
 // +kubebuilder:printcolumn:name="CPU",type=string,JSONPath=`.status.allocatable.cpu`
 // +kubebuilder:printcolumn:name="Memory",type=string,JSONPath=`.status.allocatable.memory`
 // +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.spec.providerID`,priority=1

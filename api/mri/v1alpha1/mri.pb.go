@@ -1590,8 +1590,11 @@ type StatusResponse struct {
 	// supported_classes, when not empty, limits the classes the pool runs.
 	SupportedClasses []string   `protobuf:"bytes,4,rep,name=supported_classes,json=supportedClasses,proto3" json:"supported_classes,omitempty"`
 	Addresses        []*Address `protobuf:"bytes,5,rep,name=addresses,proto3" json:"addresses,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// native_architectures are those of architectures run natively: on bare metal, or with
+	// hardware virtualisation on a host of that architecture. The others are emulated.
+	NativeArchitectures []Architecture `protobuf:"varint,6,rep,packed,name=native_architectures,json=nativeArchitectures,proto3,enum=anvil.mri.v1alpha1.Architecture" json:"native_architectures,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -1655,6 +1658,13 @@ func (x *StatusResponse) GetSupportedClasses() []string {
 func (x *StatusResponse) GetAddresses() []*Address {
 	if x != nil {
 		return x.Addresses
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetNativeArchitectures() []Architecture {
+	if x != nil {
+		return x.NativeArchitectures
 	}
 	return nil
 }
@@ -2791,13 +2801,14 @@ const file_api_mri_v1alpha1_mri_proto_rawDesc = "" +
 	"\x0fruntime_version\x18\x02 \x01(\tR\x0eruntimeVersion\x12\x1f\n" +
 	"\vmri_version\x18\x03 \x01(\tR\n" +
 	"mriVersion\"\x0f\n" +
-	"\rStatusRequest\"\xbc\x02\n" +
+	"\rStatusRequest\"\x91\x03\n" +
 	"\x0eStatusResponse\x129\n" +
 	"\bcapacity\x18\x01 \x01(\v2\x1d.anvil.mri.v1alpha1.ResourcesR\bcapacity\x12?\n" +
 	"\vallocatable\x18\x02 \x01(\v2\x1d.anvil.mri.v1alpha1.ResourcesR\vallocatable\x12F\n" +
 	"\rarchitectures\x18\x03 \x03(\x0e2 .anvil.mri.v1alpha1.ArchitectureR\rarchitectures\x12+\n" +
 	"\x11supported_classes\x18\x04 \x03(\tR\x10supportedClasses\x129\n" +
-	"\taddresses\x18\x05 \x03(\v2\x1b.anvil.mri.v1alpha1.AddressR\taddresses\"\xca\x01\n" +
+	"\taddresses\x18\x05 \x03(\v2\x1b.anvil.mri.v1alpha1.AddressR\taddresses\x12S\n" +
+	"\x14native_architectures\x18\x06 \x03(\x0e2 .anvil.mri.v1alpha1.ArchitectureR\x13nativeArchitectures\"\xca\x01\n" +
 	"\x13ListMachinesRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12a\n" +
 	"\x0elabel_selector\x18\x02 \x03(\v2:.anvil.mri.v1alpha1.ListMachinesRequest.LabelSelectorEntryR\rlabelSelector\x1a@\n" +
@@ -3012,54 +3023,55 @@ var file_api_mri_v1alpha1_mri_proto_depIdxs = []int32{
 	8,  // 26: anvil.mri.v1alpha1.StatusResponse.allocatable:type_name -> anvil.mri.v1alpha1.Resources
 	0,  // 27: anvil.mri.v1alpha1.StatusResponse.architectures:type_name -> anvil.mri.v1alpha1.Architecture
 	18, // 28: anvil.mri.v1alpha1.StatusResponse.addresses:type_name -> anvil.mri.v1alpha1.Address
-	52, // 29: anvil.mri.v1alpha1.ListMachinesRequest.label_selector:type_name -> anvil.mri.v1alpha1.ListMachinesRequest.LabelSelectorEntry
-	21, // 30: anvil.mri.v1alpha1.ListMachinesResponse.machines:type_name -> anvil.mri.v1alpha1.Machine
-	21, // 31: anvil.mri.v1alpha1.CreateMachineRequest.machine:type_name -> anvil.mri.v1alpha1.Machine
-	21, // 32: anvil.mri.v1alpha1.CreateMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	1,  // 33: anvil.mri.v1alpha1.UpdateMachinePowerRequest.power:type_name -> anvil.mri.v1alpha1.Power
-	21, // 34: anvil.mri.v1alpha1.UpdateMachinePowerResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	21, // 35: anvil.mri.v1alpha1.RebootMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	53, // 36: anvil.mri.v1alpha1.UpdateMachineLabelsRequest.labels:type_name -> anvil.mri.v1alpha1.UpdateMachineLabelsRequest.LabelsEntry
-	21, // 37: anvil.mri.v1alpha1.UpdateMachineLabelsResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	12, // 38: anvil.mri.v1alpha1.AttachVolumeRequest.volume:type_name -> anvil.mri.v1alpha1.Volume
-	21, // 39: anvil.mri.v1alpha1.AttachVolumeResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	21, // 40: anvil.mri.v1alpha1.DetachVolumeResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	15, // 41: anvil.mri.v1alpha1.AttachNetworkInterfaceRequest.network_interface:type_name -> anvil.mri.v1alpha1.NetworkInterface
-	21, // 42: anvil.mri.v1alpha1.AttachNetworkInterfaceResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	21, // 43: anvil.mri.v1alpha1.DetachNetworkInterfaceResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	6,  // 44: anvil.mri.v1alpha1.MachineEvent.type:type_name -> anvil.mri.v1alpha1.MachineEvent.Type
-	21, // 45: anvil.mri.v1alpha1.MachineEvent.machine:type_name -> anvil.mri.v1alpha1.Machine
-	22, // 46: anvil.mri.v1alpha1.MachineRuntime.Version:input_type -> anvil.mri.v1alpha1.VersionRequest
-	24, // 47: anvil.mri.v1alpha1.MachineRuntime.Status:input_type -> anvil.mri.v1alpha1.StatusRequest
-	26, // 48: anvil.mri.v1alpha1.MachineRuntime.ListMachines:input_type -> anvil.mri.v1alpha1.ListMachinesRequest
-	28, // 49: anvil.mri.v1alpha1.MachineRuntime.CreateMachine:input_type -> anvil.mri.v1alpha1.CreateMachineRequest
-	30, // 50: anvil.mri.v1alpha1.MachineRuntime.DeleteMachine:input_type -> anvil.mri.v1alpha1.DeleteMachineRequest
-	32, // 51: anvil.mri.v1alpha1.MachineRuntime.UpdateMachinePower:input_type -> anvil.mri.v1alpha1.UpdateMachinePowerRequest
-	34, // 52: anvil.mri.v1alpha1.MachineRuntime.RebootMachine:input_type -> anvil.mri.v1alpha1.RebootMachineRequest
-	36, // 53: anvil.mri.v1alpha1.MachineRuntime.UpdateMachineLabels:input_type -> anvil.mri.v1alpha1.UpdateMachineLabelsRequest
-	38, // 54: anvil.mri.v1alpha1.MachineRuntime.AttachVolume:input_type -> anvil.mri.v1alpha1.AttachVolumeRequest
-	40, // 55: anvil.mri.v1alpha1.MachineRuntime.DetachVolume:input_type -> anvil.mri.v1alpha1.DetachVolumeRequest
-	42, // 56: anvil.mri.v1alpha1.MachineRuntime.AttachNetworkInterface:input_type -> anvil.mri.v1alpha1.AttachNetworkInterfaceRequest
-	44, // 57: anvil.mri.v1alpha1.MachineRuntime.DetachNetworkInterface:input_type -> anvil.mri.v1alpha1.DetachNetworkInterfaceRequest
-	46, // 58: anvil.mri.v1alpha1.MachineRuntime.WatchEvents:input_type -> anvil.mri.v1alpha1.WatchEventsRequest
-	23, // 59: anvil.mri.v1alpha1.MachineRuntime.Version:output_type -> anvil.mri.v1alpha1.VersionResponse
-	25, // 60: anvil.mri.v1alpha1.MachineRuntime.Status:output_type -> anvil.mri.v1alpha1.StatusResponse
-	27, // 61: anvil.mri.v1alpha1.MachineRuntime.ListMachines:output_type -> anvil.mri.v1alpha1.ListMachinesResponse
-	29, // 62: anvil.mri.v1alpha1.MachineRuntime.CreateMachine:output_type -> anvil.mri.v1alpha1.CreateMachineResponse
-	31, // 63: anvil.mri.v1alpha1.MachineRuntime.DeleteMachine:output_type -> anvil.mri.v1alpha1.DeleteMachineResponse
-	33, // 64: anvil.mri.v1alpha1.MachineRuntime.UpdateMachinePower:output_type -> anvil.mri.v1alpha1.UpdateMachinePowerResponse
-	35, // 65: anvil.mri.v1alpha1.MachineRuntime.RebootMachine:output_type -> anvil.mri.v1alpha1.RebootMachineResponse
-	37, // 66: anvil.mri.v1alpha1.MachineRuntime.UpdateMachineLabels:output_type -> anvil.mri.v1alpha1.UpdateMachineLabelsResponse
-	39, // 67: anvil.mri.v1alpha1.MachineRuntime.AttachVolume:output_type -> anvil.mri.v1alpha1.AttachVolumeResponse
-	41, // 68: anvil.mri.v1alpha1.MachineRuntime.DetachVolume:output_type -> anvil.mri.v1alpha1.DetachVolumeResponse
-	43, // 69: anvil.mri.v1alpha1.MachineRuntime.AttachNetworkInterface:output_type -> anvil.mri.v1alpha1.AttachNetworkInterfaceResponse
-	45, // 70: anvil.mri.v1alpha1.MachineRuntime.DetachNetworkInterface:output_type -> anvil.mri.v1alpha1.DetachNetworkInterfaceResponse
-	47, // 71: anvil.mri.v1alpha1.MachineRuntime.WatchEvents:output_type -> anvil.mri.v1alpha1.MachineEvent
-	59, // [59:72] is the sub-list for method output_type
-	46, // [46:59] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	0,  // 29: anvil.mri.v1alpha1.StatusResponse.native_architectures:type_name -> anvil.mri.v1alpha1.Architecture
+	52, // 30: anvil.mri.v1alpha1.ListMachinesRequest.label_selector:type_name -> anvil.mri.v1alpha1.ListMachinesRequest.LabelSelectorEntry
+	21, // 31: anvil.mri.v1alpha1.ListMachinesResponse.machines:type_name -> anvil.mri.v1alpha1.Machine
+	21, // 32: anvil.mri.v1alpha1.CreateMachineRequest.machine:type_name -> anvil.mri.v1alpha1.Machine
+	21, // 33: anvil.mri.v1alpha1.CreateMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	1,  // 34: anvil.mri.v1alpha1.UpdateMachinePowerRequest.power:type_name -> anvil.mri.v1alpha1.Power
+	21, // 35: anvil.mri.v1alpha1.UpdateMachinePowerResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	21, // 36: anvil.mri.v1alpha1.RebootMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	53, // 37: anvil.mri.v1alpha1.UpdateMachineLabelsRequest.labels:type_name -> anvil.mri.v1alpha1.UpdateMachineLabelsRequest.LabelsEntry
+	21, // 38: anvil.mri.v1alpha1.UpdateMachineLabelsResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	12, // 39: anvil.mri.v1alpha1.AttachVolumeRequest.volume:type_name -> anvil.mri.v1alpha1.Volume
+	21, // 40: anvil.mri.v1alpha1.AttachVolumeResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	21, // 41: anvil.mri.v1alpha1.DetachVolumeResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	15, // 42: anvil.mri.v1alpha1.AttachNetworkInterfaceRequest.network_interface:type_name -> anvil.mri.v1alpha1.NetworkInterface
+	21, // 43: anvil.mri.v1alpha1.AttachNetworkInterfaceResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	21, // 44: anvil.mri.v1alpha1.DetachNetworkInterfaceResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	6,  // 45: anvil.mri.v1alpha1.MachineEvent.type:type_name -> anvil.mri.v1alpha1.MachineEvent.Type
+	21, // 46: anvil.mri.v1alpha1.MachineEvent.machine:type_name -> anvil.mri.v1alpha1.Machine
+	22, // 47: anvil.mri.v1alpha1.MachineRuntime.Version:input_type -> anvil.mri.v1alpha1.VersionRequest
+	24, // 48: anvil.mri.v1alpha1.MachineRuntime.Status:input_type -> anvil.mri.v1alpha1.StatusRequest
+	26, // 49: anvil.mri.v1alpha1.MachineRuntime.ListMachines:input_type -> anvil.mri.v1alpha1.ListMachinesRequest
+	28, // 50: anvil.mri.v1alpha1.MachineRuntime.CreateMachine:input_type -> anvil.mri.v1alpha1.CreateMachineRequest
+	30, // 51: anvil.mri.v1alpha1.MachineRuntime.DeleteMachine:input_type -> anvil.mri.v1alpha1.DeleteMachineRequest
+	32, // 52: anvil.mri.v1alpha1.MachineRuntime.UpdateMachinePower:input_type -> anvil.mri.v1alpha1.UpdateMachinePowerRequest
+	34, // 53: anvil.mri.v1alpha1.MachineRuntime.RebootMachine:input_type -> anvil.mri.v1alpha1.RebootMachineRequest
+	36, // 54: anvil.mri.v1alpha1.MachineRuntime.UpdateMachineLabels:input_type -> anvil.mri.v1alpha1.UpdateMachineLabelsRequest
+	38, // 55: anvil.mri.v1alpha1.MachineRuntime.AttachVolume:input_type -> anvil.mri.v1alpha1.AttachVolumeRequest
+	40, // 56: anvil.mri.v1alpha1.MachineRuntime.DetachVolume:input_type -> anvil.mri.v1alpha1.DetachVolumeRequest
+	42, // 57: anvil.mri.v1alpha1.MachineRuntime.AttachNetworkInterface:input_type -> anvil.mri.v1alpha1.AttachNetworkInterfaceRequest
+	44, // 58: anvil.mri.v1alpha1.MachineRuntime.DetachNetworkInterface:input_type -> anvil.mri.v1alpha1.DetachNetworkInterfaceRequest
+	46, // 59: anvil.mri.v1alpha1.MachineRuntime.WatchEvents:input_type -> anvil.mri.v1alpha1.WatchEventsRequest
+	23, // 60: anvil.mri.v1alpha1.MachineRuntime.Version:output_type -> anvil.mri.v1alpha1.VersionResponse
+	25, // 61: anvil.mri.v1alpha1.MachineRuntime.Status:output_type -> anvil.mri.v1alpha1.StatusResponse
+	27, // 62: anvil.mri.v1alpha1.MachineRuntime.ListMachines:output_type -> anvil.mri.v1alpha1.ListMachinesResponse
+	29, // 63: anvil.mri.v1alpha1.MachineRuntime.CreateMachine:output_type -> anvil.mri.v1alpha1.CreateMachineResponse
+	31, // 64: anvil.mri.v1alpha1.MachineRuntime.DeleteMachine:output_type -> anvil.mri.v1alpha1.DeleteMachineResponse
+	33, // 65: anvil.mri.v1alpha1.MachineRuntime.UpdateMachinePower:output_type -> anvil.mri.v1alpha1.UpdateMachinePowerResponse
+	35, // 66: anvil.mri.v1alpha1.MachineRuntime.RebootMachine:output_type -> anvil.mri.v1alpha1.RebootMachineResponse
+	37, // 67: anvil.mri.v1alpha1.MachineRuntime.UpdateMachineLabels:output_type -> anvil.mri.v1alpha1.UpdateMachineLabelsResponse
+	39, // 68: anvil.mri.v1alpha1.MachineRuntime.AttachVolume:output_type -> anvil.mri.v1alpha1.AttachVolumeResponse
+	41, // 69: anvil.mri.v1alpha1.MachineRuntime.DetachVolume:output_type -> anvil.mri.v1alpha1.DetachVolumeResponse
+	43, // 70: anvil.mri.v1alpha1.MachineRuntime.AttachNetworkInterface:output_type -> anvil.mri.v1alpha1.AttachNetworkInterfaceResponse
+	45, // 71: anvil.mri.v1alpha1.MachineRuntime.DetachNetworkInterface:output_type -> anvil.mri.v1alpha1.DetachNetworkInterfaceResponse
+	47, // 72: anvil.mri.v1alpha1.MachineRuntime.WatchEvents:output_type -> anvil.mri.v1alpha1.MachineEvent
+	60, // [60:73] is the sub-list for method output_type
+	47, // [47:60] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_api_mri_v1alpha1_mri_proto_init() }

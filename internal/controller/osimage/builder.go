@@ -63,12 +63,17 @@ func (r *BuildReconciler) createBuilder(ctx context.Context, o *imagesv1alpha1.O
 	if err != nil {
 		return err
 	}
+	emulation := computev1alpha1.EmulationForbidden
+	if o.Spec.Builder.AllowEmulated {
+		emulation = computev1alpha1.EmulationAllowed
+	}
 	m := &computev1alpha1.Machine{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: b.Namespace, Labels: labels},
 		Spec: computev1alpha1.MachineSpec{
 			MachineClassRef:     o.Spec.Builder.MachineClassRef,
 			Image:               builderRef.Context().Digest(in.BuilderDigest).String(),
 			Architecture:        in.Architecture,
+			Emulation:           emulation,
 			MachinePoolSelector: o.Spec.Builder.MachinePoolSelector,
 			Tolerations:         o.Spec.Builder.Tolerations,
 			Power:               computev1alpha1.PowerOn,

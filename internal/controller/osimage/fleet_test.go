@@ -27,6 +27,7 @@ func TestEmptyArchitecturesFollowTheFleetAndOnlyGrow(t *testing.T) {
 		t.Fatal(err)
 	}
 	arm.Status.Architectures = []computev1alpha1.Architecture{"arm64"}
+	arm.Status.Execution = []computev1alpha1.ArchitectureExecution{{Architecture: "arm64", Execution: computev1alpha1.ExecutionNative}}
 	arm.Status.Conditions = []metav1.Condition{{Type: computev1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Test", LastTransitionTime: metav1.Now()}}
 	if err := env.Client.Status().Update(ctx, arm); err != nil {
 		t.Fatal(err)

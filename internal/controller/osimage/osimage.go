@@ -118,12 +118,17 @@ func (r *OSImageReconciler) checkBuilderPools(ctx context.Context, o *imagesv1al
 		} else if d != "" {
 			continue
 		}
-		if !hasBuilderPool(pools, a, class) {
+		if !hasBuilderPool(pools, a, class, o.Spec.Builder.AllowEmulated) {
 			missing = append(missing, string(a))
 		}
 	}
 	if len(missing) > 0 {
-		return refuse(imagesv1alpha1.ReasonNoBuilderPool, "no Ready MachinePool runs %s with MachineClass %q for a builder", strings.Join(missing, ", "), class)
+		how := "natively (builder.allowEmulated is false)"
+		if o.Spec.Builder.AllowEmulated {
+			how = "natively or emulated"
+		}
+		return refuse(imagesv1alpha1.ReasonNoBuilderPool, "no Ready MachinePool runs %s %s with MachineClass %q for a builder",
+			strings.Join(missing, ", "), how, class)
 	}
 	return nil
 }
@@ -219,14 +224,19 @@ func readyArchitectures(pools []computev1alpha1.MachinePool) []computev1alpha1.A
 	return out
 }
 
-// hasBuilderPool reports whether a Ready pool runs arch and offers class.
-func hasBuilderPool(pools []computev1alpha1.MachinePool, arch computev1alpha1.Architecture, class string) bool {
+// hasBuilderPool reports whether a Ready pool runs arch (natively, unless emulated is
+// allowed) and offers class.
+func hasBuilderPool(pools []computev1alpha1.MachinePool, arch computev1alpha1.Architecture, class string, emulated bool) bool {
 	for _, p := range pools {
 		if !meta.IsStatusConditionTrue(p.Status.Conditions, computev1alpha1.ConditionReady) {
 			continue
 		}
+		archs := p.Status.Architectures
+		if !emulated {
+			archs = p.Status.NativeArchitectures()
+		}
 		runs := false
-		for _, a := range p.Status.Architectures {
+		for _, a := range archs {
 			runs = runs || a == arch
 		}
 		offers := len(p.Status.SupportedClasses) == 0

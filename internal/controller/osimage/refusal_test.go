@@ -74,6 +74,7 @@ func setup(t *testing.T) (both, amd64Only string) {
 		t.Fatal(err)
 	}
 	pool.Status.Architectures = []computev1alpha1.Architecture{"amd64"}
+	pool.Status.Execution = []computev1alpha1.ArchitectureExecution{{Architecture: "amd64", Execution: computev1alpha1.ExecutionNative}}
 	pool.Status.Conditions = []metav1.Condition{{Type: computev1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Test", LastTransitionTime: metav1.Now()}}
 	if err := env.Client.Status().Update(ctx, pool); err != nil {
 		t.Fatal(err)
@@ -131,6 +132,18 @@ func TestBadInputIsRefusedBeforeAnyBuilder(t *testing.T) {
 	if err := env.Client.Create(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
+	// arm64 runs only emulated: a builder may not use it unless the OSImage allows that.
+	emulated := &computev1alpha1.MachinePool{ObjectMeta: metav1.ObjectMeta{Name: "arm64-emulated"}}
+	if err := env.Client.Create(ctx, emulated); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), emulated) })
+	emulated.Status.Architectures = []computev1alpha1.Architecture{"arm64"}
+	emulated.Status.Execution = []computev1alpha1.ArchitectureExecution{{Architecture: "arm64", Execution: computev1alpha1.ExecutionEmulated}}
+	emulated.Status.Conditions = []metav1.Condition{{Type: computev1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Test", LastTransitionTime: metav1.Now()}}
+	if err := env.Client.Status().Update(ctx, emulated); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name, reason, says string
 		o                  *imagesv1alpha1.OSImage
@@ -154,8 +167,8 @@ func TestBadInputIsRefusedBeforeAnyBuilder(t *testing.T) {
 			recipe("base-missing", env.Registry.Host+"/anvil/nothing:1", "amd64"), nil},
 		{"base-elsewhere", imagesv1alpha1.ReasonBaseUnavailable, "the only registry builders reach",
 			recipe("base-elsewhere", "registry.example/anvil/testos:1", "amd64"), nil},
-		{"no-arm64-pool", imagesv1alpha1.ReasonNoBuilderPool, "no Ready MachinePool runs arm64",
-			recipe("no-arm64-pool", both, "amd64", "arm64"), nil},
+		{"arm64-only-emulated", imagesv1alpha1.ReasonNoBuilderPool, "no Ready MachinePool runs arm64 natively (builder.allowEmulated is false)",
+			recipe("arm64-only-emulated", both, "amd64", "arm64"), nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.mutate != nil {
@@ -199,6 +212,9 @@ func TestValidInputsCreateOneBuilderPerArchitecture(t *testing.T) {
 		t.Fatalf("builder Machines: %d, want 1", len(ms))
 	}
 	m := ms[0]
+	if m.Spec.Emulation != computev1alpha1.EmulationForbidden {
+		t.Errorf("builder %s: emulation %q, want Forbidden as the OSImage does not allow it", m.Name, m.Spec.Emulation)
+	}
 	if m.Spec.Architecture != "amd64" || m.Labels[imagesv1alpha1.LabelAttempt] != "1" || len(m.OwnerReferences) != 1 || m.OwnerReferences[0].Kind != "OSImageBuild" {
 		t.Errorf("builder %s: arch %s, labels %v, owners %v", m.Name, m.Spec.Architecture, m.Labels, m.OwnerReferences)
 	}

@@ -105,6 +105,7 @@ func (r *Reconciler) schedule(ctx context.Context, m *computev1alpha1.Machine) (
 		NamespaceLabels: labels.Set(ns.Labels),
 		Class:           class,
 		Architectures:   archs,
+		NativeOnly:      m.Spec.Emulation == computev1alpha1.EmulationForbidden,
 		PoolSelector:    m.Spec.MachinePoolSelector,
 		Tolerations:     m.Spec.Tolerations,
 		ExcludedUntil:   r.exclusions(m.UID),

@@ -19,6 +19,7 @@ func poolFrom(mp *computev1alpha1.MachinePool, classIndex func(string) int) sche
 		Labels:        mp.Labels,
 		Taints:        mp.Spec.Taints,
 		Architectures: scheduler.ArchSetOf(mp.Status.Architectures...),
+		Native:        scheduler.ArchSetOf(mp.Status.NativeArchitectures()...),
 		Allocatable:   scheduler.ResourcesFrom(mp.Status.Allocatable),
 		Ready:         meta.IsStatusConditionTrue(mp.Status.Conditions, computev1alpha1.ConditionReady),
 	}

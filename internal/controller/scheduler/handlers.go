@@ -101,6 +101,7 @@ func schedulingRelevantChange(a, b *computev1alpha1.MachinePool) bool {
 		!reflect.DeepEqual(a.Spec, b.Spec) ||
 		!reflect.DeepEqual(a.Status.Allocatable, b.Status.Allocatable) ||
 		!reflect.DeepEqual(a.Status.Architectures, b.Status.Architectures) ||
+		!reflect.DeepEqual(a.Status.Execution, b.Status.Execution) ||
 		!reflect.DeepEqual(a.Status.SupportedClasses, b.Status.SupportedClasses)
 }
 

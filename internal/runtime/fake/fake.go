@@ -23,8 +23,10 @@ type Config struct {
 	Name string
 	// Allocatable is what machines may use in total.
 	Allocatable *mriv1alpha1.Resources
-	// Architectures the pool runs.
-	Architectures []mriv1alpha1.Architecture
+	// Architectures the pool runs; NativeArchitectures those of them it says it runs
+	// natively (none by default: a fake runs nothing, so it claims no hardware).
+	Architectures       []mriv1alpha1.Architecture
+	NativeArchitectures []mriv1alpha1.Architecture
 	// Latency is how long each step (boot, power change, attach, delete) takes, plus a
 	// uniformly random Jitter. Zero makes every step complete inside the call.
 	Latency, Jitter time.Duration
@@ -98,8 +100,9 @@ func (r *Runtime) Version(context.Context, *mriv1alpha1.VersionRequest) (*mriv1a
 func (r *Runtime) Status(context.Context, *mriv1alpha1.StatusRequest) (*mriv1alpha1.StatusResponse, error) {
 	return &mriv1alpha1.StatusResponse{
 		Capacity: proto.Clone(r.cfg.Allocatable).(*mriv1alpha1.Resources), Allocatable: proto.Clone(r.cfg.Allocatable).(*mriv1alpha1.Resources),
-		Architectures: r.cfg.Architectures,
-		Addresses:     []*mriv1alpha1.Address{{Type: "Endpoint", Address: "fake://" + r.cfg.Name}},
+		Architectures:       r.cfg.Architectures,
+		NativeArchitectures: r.cfg.NativeArchitectures,
+		Addresses:           []*mriv1alpha1.Address{{Type: "Endpoint", Address: "fake://" + r.cfg.Name}},
 	}, nil
 }
 

@@ -40,7 +40,9 @@ func (r *Runtime) Status(ctx context.Context, _ *mriv1alpha1.StatusRequest) (*mr
 		Allocatable: gproto.Clone(res).(*mriv1alpha1.Resources),
 	}
 	for _, a := range c.Architectures {
+		// Bare metal runs each architecture on servers of that architecture.
 		resp.Architectures = append(resp.Architectures, mri.ArchToMRI(a))
+		resp.NativeArchitectures = append(resp.NativeArchitectures, mri.ArchToMRI(a))
 	}
 	ptrs := make([]*computev1alpha1.MachineClass, len(classes.Items))
 	for i := range classes.Items {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -138,4 +139,10 @@ func (c *Config) defaults() error {
 		return errors.New("qemu runtime: qemu-img is not installed (make deps installs it)")
 	}
 	return nil
+}
+
+// native reports whether guests of arch run natively: with KVM, on a host of arch. TCG
+// emulates every architecture, the host's own included.
+func (c *Config) native(arch computev1alpha1.Architecture) bool {
+	return c.Accel == vm.AccelKVM && string(arch) == goruntime.GOARCH
 }

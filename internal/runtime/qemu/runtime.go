@@ -169,6 +169,9 @@ func (r *Runtime) Status(context.Context, *mriv1alpha1.StatusRequest) (*mriv1alp
 	}
 	for _, a := range r.cfg.Architectures {
 		resp.Architectures = append(resp.Architectures, mri.ArchToMRI(a))
+		if r.cfg.native(a) {
+			resp.NativeArchitectures = append(resp.NativeArchitectures, mri.ArchToMRI(a))
+		}
 	}
 	return resp, nil
 }
