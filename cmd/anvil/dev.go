@@ -9,6 +9,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/controlplane"
 	"github.com/anvil-dev/anvil/internal/dev"
 	"github.com/anvil-dev/anvil/internal/manager"
+	"github.com/anvil-dev/anvil/internal/runtime/qemu"
 )
 
 func newDevCommand() *cobra.Command {
@@ -29,6 +30,7 @@ func newDevCommand() *cobra.Command {
 	// In dev the manager's endpoints are off by default: nothing to scrape, fewer ports to clash.
 	o.Manager.MetricsAddr, o.Manager.HealthAddr = "0", "0"
 	var fakePool string
+	var qemuArchs []string
 	ff := fakeFlags{cpu: "64", memory: "256Gi", archs: []string{"amd64", "arm64"}}
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -47,6 +49,13 @@ the next start finds every object again.`,
 				}
 				o.FakePools = []dev.FakePool{{Name: fakePool, Config: cfg}}
 			}
+			if len(qemuArchs) > 0 {
+				archs, err := qemu.ParseArchitectures(qemuArchs)
+				if err != nil {
+					return err
+				}
+				o.QemuArchitectures = archs
+			}
 			return dev.Run(cmd.Context(), o)
 		},
 	}
@@ -61,6 +70,7 @@ the next start finds every object again.`,
 	f.StringVar(&o.AgentsDir, "agents", o.AgentsDir, "folder of the build agents (make agents; ARCH/anvil-build-agent): with --test-os, publishes the builder image "+dev.BuilderRepository+" and turns OS image builds on")
 	f.StringSliceVar(&o.ApplyDirs, "apply", nil, "folders of YAML manifests whose objects are created when missing (repeatable)")
 	f.BoolVar(&o.QemuPools, "qemu-pools", o.QemuPools, "run a QEMU pool per architecture whose QEMU is installed")
+	f.StringSliceVar(&qemuArchs, "qemu-architectures", nil, "with --qemu-pools, only these architectures (default: every one whose QEMU is installed)")
 	f.BoolVar(&o.MetalPool, "metal-pool", o.MetalPool, "run Ironic with fake-hardware Hosts and a bare-metal pool, when Ironic is installed")
 	f.IntVar(&o.MetalImagePort, "metal-image-port", o.MetalImagePort, "loopback port the bare-metal pool serves OS disks to servers on")
 	f.StringVar(&fakePool, "fake-pool", "dev-fake", "name of an in-process pool of the fake runtime; empty for none")

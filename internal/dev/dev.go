@@ -36,6 +36,8 @@ type Options struct {
 	// QemuPools runs, in-process, a qemu runtime and its poollet for each architecture
 	// whose QEMU is installed.
 	QemuPools bool
+	// QemuArchitectures, when not empty, limits the QEMU pools to these architectures.
+	QemuArchitectures []computev1alpha1.Architecture
 	// MetalPool runs, in-process, Ironic with fake-hardware Hosts, the Host controller, the
 	// metal runtime and its poollet, when Ironic is installed.
 	MetalPool bool
@@ -137,7 +139,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		poolNames = append(poolNames, p.Name+" (fake runtime)")
 	}
 	if o.QemuPools {
-		archs, missing := qemuArchitectures()
+		archs, missing := qemuArchitectures(o.QemuArchitectures)
 		for _, arch := range archs {
 			errs, err := StartQemuPool(mgrCtx, cfg, cp.StateDir(), arch, builderNetworks(reg.Host), ctrl.Log)
 			if err != nil {

@@ -52,10 +52,13 @@ func startFakePool(ctx context.Context, cfg *rest.Config, stateDir string, p Fak
 // QemuPoolName is the pool anvil dev runs for one architecture's VMs.
 func QemuPoolName(arch computev1alpha1.Architecture) string { return "dev-qemu-" + string(arch) }
 
-// qemuArchitectures are the architectures whose QEMU program is installed, and a note
-// naming those that are not.
-func qemuArchitectures() (found []computev1alpha1.Architecture, missing string) {
-	for _, arch := range []computev1alpha1.Architecture{computev1alpha1.ArchitectureAMD64, computev1alpha1.ArchitectureARM64} {
+// qemuArchitectures are the architectures (of want; every one when empty) whose QEMU program
+// is installed, and a note naming those that are not.
+func qemuArchitectures(want []computev1alpha1.Architecture) (found []computev1alpha1.Architecture, missing string) {
+	if len(want) == 0 {
+		want = []computev1alpha1.Architecture{computev1alpha1.ArchitectureAMD64, computev1alpha1.ArchitectureARM64}
+	}
+	for _, arch := range want {
 		program, err := vm.Binary(arch)
 		if err != nil {
 			continue

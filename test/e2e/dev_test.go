@@ -97,6 +97,26 @@ func (d *devProcess) stop(sig syscall.Signal) {
 	}
 }
 
+// kill ends anvil dev as a crash would (SIGKILL) and waits for its etcd and kube-apiserver,
+// which die with it, to be gone, so a new start finds their ports free.
+func (d *devProcess) kill(stateDir string) {
+	d.t.Helper()
+	children := childPIDs(d.t, stateDir)
+	if err := d.cmd.Process.Kill(); err != nil {
+		d.t.Fatal(err)
+	}
+	<-d.exited
+	deadline := time.Now().Add(time.Minute)
+	for _, pid := range children {
+		for syscall.Kill(pid, 0) == nil {
+			if time.Now().After(deadline) {
+				d.t.Fatalf("process %d still runs a minute after anvil dev was killed", pid)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
 func kubectl(t *testing.T, kubeconfig, stdin string, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...)

@@ -17,7 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	imagesv1alpha1 "github.com/anvil-dev/anvil/api/images/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/buildagent"
+	"github.com/anvil-dev/anvil/internal/dev"
+	"github.com/anvil-dev/anvil/internal/imagebuild"
 	"github.com/anvil-dev/anvil/test/testos"
 )
 
@@ -92,9 +96,12 @@ spec: {machineClassRef: {name: e2e-builder}, architecture: arm64, image: REGISTR
 `
 
 // One recipe, built natively for amd64 and arm64 on builder Machines of each architecture
-// (QEMU pools of anvil dev), published as one index; then what a user does next: reorder
-// (nothing builds), change arm64's steps (only arm64 builds), break arm64 (the tag stays, or
-// under CarryForward moves with arm64's old entry), and boot the result on both.
+// (QEMU pools of anvil dev), published as one index; then what a user and the fleet do next:
+// an arm64 pool appears (only arm64 builds, the index grows), reorder (nothing builds),
+// change arm64's steps (only arm64 builds; only the arm64 Machine is out of date), change
+// both (the figure against builds run by hand), crash anvil mid-build (the build completes
+// with no second builder), and break arm64 (the tag stays, or under CarryForward moves with
+// arm64's old entry).
 func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) {
 	state := shortDir(t)
 	t.Cleanup(func() {
@@ -106,10 +113,11 @@ func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) 
 	})
 	registry := "127.0.0.1:" + freePort(t)
 	_, port, _ := strings.Cut(registry, ":")
-	d := startDev(t, "--state-dir", state, "--bin-dir", binDir,
+	args := []string{"--state-dir", state, "--bin-dir", binDir,
 		"--apiserver-port", freePort(t), "--etcd-port", freePort(t), "--etcd-peer-port", freePort(t),
 		"--registry-port", port, "--qemu-pools=true", "--metal-pool=false", "--fake-pool=",
-		"--test-os", testos.Dir(t), "--agents", agentsDir(t))
+		"--test-os", testos.Dir(t), "--agents", agentsDir(t)}
+	d := startDev(t, append(args, "--qemu-architectures=amd64")...)
 	kc := filepath.Join(state, "kubeconfig")
 	apply := func(manifest string) {
 		t.Helper()
@@ -118,84 +126,37 @@ func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) 
 		}
 	}
 	apply(builderClass)
-	recipe := osImageManifest{registry: registry, archs: "[arm64, amd64]", publish: "AllArchitectures",
-		common: "ARG TARGETARCH\nLABEL dev.anvil.arch=$TARGETARCH\nRUN mkdir -p /etc/anvil && echo \"built-on=$(uname -m)\" > /etc/anvil/build",
-		arm64:  "RUN echo arm-only > /etc/anvil/arm"}
+	base := "ARG TARGETARCH\nLABEL dev.anvil.arch=$TARGETARCH\nRUN mkdir -p /etc/anvil && echo \"built-on=$(uname -m)\" > /etc/anvil/build"
+	recipe := osImageManifest{registry: registry, archs: "[]", publish: "AllArchitectures", common: base,
+		arm64: "RUN echo arm-only > /etc/anvil/arm"}
 
-	// 1. Both architectures build, each once, and one index is published.
-	started := time.Now()
+	// 1. With architectures empty and only an amd64 pool, amd64 alone builds.
 	apply(recipe.String())
 	first := waitOSImage(t, kc, "published", func(o *imagesv1alpha1.OSImage) bool { return ready(o) && o.Status.Index != "" })
-	t.Logf("first build: published %s after %s", first.Status.Index, time.Since(started).Round(time.Second))
+	if got := builderEvents(t, kc); strings.Join(got, " ") != "amd64" {
+		t.Errorf("builders created: %v, want one amd64", got)
+	}
+	if platforms, _ := readIndex(t, registry); platforms != "linux/amd64" {
+		t.Errorf("index platforms %q, want linux/amd64 alone", platforms)
+	}
+
+	// 2. An arm64 pool appears (anvil dev restarted with one): arm64 alone builds and the
+	// index grows, amd64's entry as it was.
+	d.stop(syscall.SIGINT)
+	d = startDev(t, args...)
+	grown := waitOSImage(t, kc, "grown", func(o *imagesv1alpha1.OSImage) bool { return ready(o) && o.Status.Index != first.Status.Index })
 	if got := builderEvents(t, kc); strings.Join(got, " ") != "amd64 arm64" {
-		t.Errorf("builders created: %v, want one amd64 and one arm64", got)
+		t.Errorf("builders created: %v, want one more, for arm64", got)
 	}
 	platforms, entries := readIndex(t, registry)
-	if platforms != "linux/amd64 linux/arm64" || entries["amd64"] == entries["arm64"] {
-		t.Errorf("index platforms %q entries %v, want an OCI index of linux/amd64 and linux/arm64", platforms, entries)
+	if platforms != "linux/amd64 linux/arm64" || entries["amd64"] != publishedEntry(first, "amd64") || entries["amd64"] == entries["arm64"] {
+		t.Errorf("index platforms %q entries %v, want linux/amd64 (unchanged: %s) and linux/arm64", platforms, entries, publishedEntry(first, "amd64"))
 	}
 	waitKubectlFor(t, kc, 2*time.Minute, "builders deleted", func(s string) bool { return strings.TrimSpace(s) == "" },
 		"get", "machines", "-n", "default", "-l", "images.anvil.dev/osimage=e2e-os", "-o", "name")
 
-	// 2. Reordering the architectures and the Containerfiles builds nothing.
-	recipe.archs, recipe.armFirst = "[amd64, arm64]", true
-	apply(recipe.String())
-	same := waitOSImage(t, kc, "reordered", func(o *imagesv1alpha1.OSImage) bool { return ready(o) })
-	if same.Status.Index != first.Status.Index || same.Status.LatestBuild != first.Status.LatestBuild {
-		t.Errorf("after reordering: index %s build %s, want %s %s", same.Status.Index, same.Status.LatestBuild, first.Status.Index, first.Status.LatestBuild)
-	}
-	if got := builderEvents(t, kc); len(got) != 2 {
-		t.Errorf("reordering started builders: %v", got)
-	}
-
-	// 3. Changing arm64's own steps builds arm64 alone; amd64's entry stays as it was.
-	recipe.arm64 = "RUN echo arm-changed > /etc/anvil/arm"
-	apply(recipe.String())
-	second := waitOSImage(t, kc, "arm64 rebuilt", func(o *imagesv1alpha1.OSImage) bool { return ready(o) && o.Status.Index != first.Status.Index })
-	if got := builderEvents(t, kc); strings.Join(got, " ") != "amd64 arm64 arm64" {
-		t.Errorf("builders created: %v, want one more, for arm64", got)
-	}
-	_, entries2 := readIndex(t, registry)
-	if entries2["amd64"] != entries["amd64"] || entries2["arm64"] == entries["arm64"] {
-		t.Errorf("entries before %v, after %v: want amd64 unchanged and arm64 new", entries, entries2)
-	}
-
-	// 4. A failing arm64 step with a changed amd64: amd64 builds, arm64 fails with its line,
-	// and under AllArchitectures the tag does not move.
-	recipe.common += "\nRUN echo v2 > /etc/anvil/version"
-	recipe.arm64 = "RUN echo about to fail && false"
-	apply(recipe.String())
-	broken := waitOSImage(t, kc, "arm64 failed", func(o *imagesv1alpha1.OSImage) bool {
-		c := meta.FindStatusCondition(o.Status.Conditions, imagesv1alpha1.ConditionReady)
-		return c != nil && c.Reason == imagesv1alpha1.ReasonBuildFailed
-	})
-	if broken.Status.Index != second.Status.Index {
-		t.Errorf("a failed build moved the tag: %s, want %s", broken.Status.Index, second.Status.Index)
-	}
-	if _, now := readIndex(t, registry); now["arm64"] != entries2["arm64"] || now["amd64"] != entries2["amd64"] {
-		t.Errorf("the registry's tag moved after a failed build: %v", now)
-	}
-	out, _ := kubectl(t, kc, "", "get", "osimagebuild", broken.Status.LatestBuild, "-n", "default", "-o",
-		`jsonpath={range .status.architectures[*]}{.architecture}={.phase}/{.reason}: {.message} | {.logTail}{"\n"}{end}`)
-	if !strings.Contains(out, "amd64=Succeeded") || !strings.Contains(out, "arm64=Failed/StepFailed") ||
-		!strings.Contains(out, "RUN echo about to fail && false") || !strings.Contains(out, "about to fail\n") {
-		t.Errorf("the failed build's status does not name the failing step and its log:\n%s", out)
-	}
-
-	// 5. CarryForward publishes amd64's new entry with arm64's previous one, and says so.
-	recipe.publish = "CarryForward"
-	apply(recipe.String())
-	carried := waitOSImage(t, kc, "carried forward", func(o *imagesv1alpha1.OSImage) bool { return ready(o) && o.Status.Index != second.Status.Index })
-	degraded := meta.FindStatusCondition(carried.Status.Conditions, imagesv1alpha1.ConditionDegraded)
-	if degraded == nil || degraded.Status != metav1.ConditionTrue || !strings.Contains(degraded.Message, "arm64") {
-		t.Errorf("Degraded = %+v, want True naming arm64", degraded)
-	}
-	_, entries3 := readIndex(t, registry)
-	if entries3["arm64"] != entries2["arm64"] || entries3["amd64"] == entries2["amd64"] {
-		t.Errorf("carried-forward index %v: want arm64 %s kept and a new amd64", entries3, entries2["arm64"])
-	}
-
-	// Machines of both architectures boot the output and say where it was built.
+	// Machines of both architectures boot the output and say where it was built; they are
+	// then powered off (their status keeps what they booted) to leave the CPUs to builders.
 	apply(strings.ReplaceAll(builtMachines, "REGISTRY", registry))
 	for arch, want := range map[string]string{"amd64": "built-on=x86_64", "arm64": "built-on=aarch64"} {
 		machine := "built-" + arch
@@ -205,11 +166,171 @@ func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) 
 			t.Fatal(err)
 		}
 		waitConsole(t, console, want, 1)
+		waitKubectl(t, kc, computev1alpha1.ReasonImageCurrent, "get", "machine", machine, "-n", "default", "-o", upToDateReason)
+		if out, err := kubectl(t, kc, "", "patch", "machine", machine, "-n", "default", "--type=merge", "-p", `{"spec":{"power":"Off"}}`); err != nil {
+			t.Fatalf("powering off %s: %v\n%s", machine, err, out)
+		}
+	}
+
+	// 3. Naming the architectures, in another order, and reordering the Containerfiles
+	// builds nothing: the same inputs.
+	recipe.archs, recipe.armFirst = "[arm64, amd64]", true
+	apply(recipe.String())
+	same := waitOSImage(t, kc, "reordered", func(o *imagesv1alpha1.OSImage) bool { return ready(o) })
+	if same.Status.Index != grown.Status.Index || same.Status.LatestBuild != grown.Status.LatestBuild {
+		t.Errorf("after reordering: index %s build %s, want %s %s", same.Status.Index, same.Status.LatestBuild, grown.Status.Index, grown.Status.LatestBuild)
+	}
+	if got := builderEvents(t, kc); len(got) != 2 {
+		t.Errorf("reordering started builders: %v", got)
+	}
+
+	// 4. Changing arm64's own steps builds arm64 alone; amd64's entry stays as it was, and
+	// only the arm64 Machine is told a newer image is published.
+	recipe.arm64 = "RUN echo arm-changed > /etc/anvil/arm"
+	apply(recipe.String())
+	second := waitOSImage(t, kc, "arm64 rebuilt", func(o *imagesv1alpha1.OSImage) bool { return ready(o) && o.Status.Index != grown.Status.Index })
+	if got := builderEvents(t, kc); strings.Join(got, " ") != "amd64 arm64 arm64" {
+		t.Errorf("builders created: %v, want one more, for arm64", got)
+	}
+	_, entries2 := readIndex(t, registry)
+	if entries2["amd64"] != entries["amd64"] || entries2["arm64"] == entries["arm64"] {
+		t.Errorf("entries before %v, after %v: want amd64 unchanged and arm64 new", entries, entries2)
+	}
+	waitKubectl(t, kc, computev1alpha1.ReasonNewerImagePublished, "get", "machine", "built-arm64", "-n", "default", "-o", upToDateReason)
+	waitKubectl(t, kc, computev1alpha1.ReasonImageCurrent, "get", "machine", "built-amd64", "-n", "default", "-o", upToDateReason)
+
+	// 5. Both change: the figure. The wall time from the change to the published index,
+	// against each architecture's builder run by hand (the same builder image and job, as a
+	// Machine of its own, alone) — printed, not asserted.
+	recipe.common = base + "\nRUN echo both > /etc/anvil/both"
+	changed := time.Now()
+	apply(recipe.String())
+	third := waitOSImage(t, kc, "both rebuilt", func(o *imagesv1alpha1.OSImage) bool { return ready(o) && o.Status.Index != second.Status.Index })
+	wall := time.Since(changed)
+	if got := builderEvents(t, kc); len(got) != 5 {
+		t.Errorf("builders created: %v, want one more per architecture", got)
+	}
+	var slowest time.Duration
+	for _, arch := range []string{"amd64", "arm64"} {
+		if took := buildByHand(t, kc, third.Status.LatestBuild, arch); took > slowest {
+			slowest = took
+		}
+	}
+	t.Logf("FIGURE image build: change to published index %s; slowest single-architecture build by hand %s; ratio %.2f (goal <= 1.3)",
+		wall.Round(100*time.Millisecond), slowest.Round(100*time.Millisecond), wall.Seconds()/slowest.Seconds())
+
+	// 6. anvil dev (manager, pools, registry) killed while both builders run: after a
+	// restart the builders are found, none is started twice, and the build completes.
+	recipe.common = base + "\nRUN sleep 40"
+	apply(recipe.String())
+	waitKubectlFor(t, kc, 5*time.Minute, "two builders running", func(s string) bool { return s == "Running Running " },
+		"get", "machines", "-n", "default", "-l", "images.anvil.dev/osimage=e2e-os", "-o", "jsonpath={range .items[*]}{.status.state} {end}")
+	d.kill(state)
+	d = startDev(t, args...)
+	fourth := waitOSImage(t, kc, "built across a crash", func(o *imagesv1alpha1.OSImage) bool { return ready(o) && o.Status.Index != third.Status.Index })
+	if got := builderEvents(t, kc); len(got) != 7 {
+		t.Errorf("builders created: %v, want exactly one more per architecture across the crash", got)
+	}
+
+	// 7. A failing arm64 step with a changed amd64: amd64 builds, arm64 fails with its line,
+	// and under AllArchitectures the tag does not move.
+	recipe.common = base + "\nRUN echo v2 > /etc/anvil/version"
+	recipe.arm64 = "RUN echo about to fail && false"
+	apply(recipe.String())
+	broken := waitOSImage(t, kc, "arm64 failed", func(o *imagesv1alpha1.OSImage) bool {
+		c := meta.FindStatusCondition(o.Status.Conditions, imagesv1alpha1.ConditionReady)
+		return c != nil && c.Reason == imagesv1alpha1.ReasonBuildFailed
+	})
+	if broken.Status.Index != fourth.Status.Index {
+		t.Errorf("a failed build moved the tag: %s, want %s", broken.Status.Index, fourth.Status.Index)
+	}
+	_, entries4 := readIndex(t, registry)
+	if entries4["amd64"] != publishedEntry(fourth, "amd64") || entries4["arm64"] != publishedEntry(fourth, "arm64") {
+		t.Errorf("the registry's tag moved after a failed build: %v", entries4)
+	}
+	out, _ := kubectl(t, kc, "", "get", "osimagebuild", broken.Status.LatestBuild, "-n", "default", "-o",
+		`jsonpath={range .status.architectures[*]}{.architecture}={.phase}/{.reason}: {.message} | {.logTail}{"\n"}{end}`)
+	if !strings.Contains(out, "amd64=Succeeded") || !strings.Contains(out, "arm64=Failed/StepFailed") ||
+		!strings.Contains(out, "RUN echo about to fail && false") || !strings.Contains(out, "about to fail\n") {
+		t.Errorf("the failed build's status does not name the failing step and its log:\n%s", out)
+	}
+
+	// 8. CarryForward publishes amd64's new entry with arm64's previous one, and says so.
+	recipe.publish = "CarryForward"
+	apply(recipe.String())
+	carried := waitOSImage(t, kc, "carried forward", func(o *imagesv1alpha1.OSImage) bool { return ready(o) && o.Status.Index != fourth.Status.Index })
+	degraded := meta.FindStatusCondition(carried.Status.Conditions, imagesv1alpha1.ConditionDegraded)
+	if degraded == nil || degraded.Status != metav1.ConditionTrue || !strings.Contains(degraded.Message, "arm64") {
+		t.Errorf("Degraded = %+v, want True naming arm64", degraded)
+	}
+	_, entries5 := readIndex(t, registry)
+	if entries5["arm64"] != entries4["arm64"] || entries5["amd64"] == entries4["amd64"] {
+		t.Errorf("carried-forward index %v: want arm64 %s kept and a new amd64", entries5, entries4["arm64"])
 	}
 	if out, err := kubectl(t, kc, "", "delete", "machines", "--all", "-n", "default", "--wait", "--timeout=3m"); err != nil {
 		t.Errorf("deleting the Machines: %v\n%s", err, out)
 	}
 	d.stop(syscall.SIGINT)
+}
+
+// upToDateReason is the kubectl output of a Machine's ImageUpToDate reason.
+const upToDateReason = `jsonpath={.status.conditions[?(@.type=="ImageUpToDate")].reason}`
+
+func publishedEntry(o *imagesv1alpha1.OSImage, arch string) string {
+	for _, e := range o.Status.Published {
+		if string(e.Architecture) == arch {
+			return e.Digest
+		}
+	}
+	return ""
+}
+
+// buildByHand runs one architecture's builder of a finished build again, as a Machine the
+// controllers do not know (the same builder image and first-boot job, on the builders'
+// network), alone, and returns the time from its creation until the agent printed its
+// result.
+// Its push finds the image already there, as a retry's does.
+func buildByHand(t *testing.T, kc, build, arch string) time.Duration {
+	t.Helper()
+	out, err := kubectl(t, kc, "", "get", "osimagebuild", build, "-n", "default", "-o",
+		`jsonpath={.spec.architectures[?(@.architecture=="`+arch+`")].builderDigest}`)
+	if err != nil || out == "" {
+		t.Fatalf("the builder digest of %s in %s: %v %s", arch, build, err, out)
+	}
+	image, err := kubectl(t, kc, "", "get", "osimage", "e2e-os", "-n", "default", "-o", "jsonpath={.spec.base}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	registry, _, _ := strings.Cut(image, "/")
+	name := "by-hand-" + arch
+	manifest := `apiVersion: compute.anvil.dev/v1alpha1
+kind: Machine
+metadata: {name: ` + name + `, namespace: default}
+spec:
+  machineClassRef: {name: e2e-builder}
+  architecture: ` + arch + `
+  image: ` + registry + "/" + dev.BuilderRepository[:strings.LastIndex(dev.BuilderRepository, ":")] + "@" + out + `
+  ignitionRef: {name: ` + imagebuild.BuilderName(build, arch, 1) + `}
+  networkInterfaces:
+  - name: build
+    ephemeral: {networkInterfaceTemplate: {spec: {network: ` + dev.BuilderNetwork + `}}}
+`
+	started := time.Now()
+	if out, err := kubectl(t, kc, manifest, "apply", "-f", "-"); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+	waitKubectlFor(t, kc, 5*time.Minute, "booted", func(s string) bool { return s != "" },
+		"get", "machine", name, "-n", "default", "-o", "jsonpath={.status.console}")
+	console, err := kubectl(t, kc, "", "get", "machine", name, "-n", "default", "-o", "jsonpath={.status.console}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitConsole(t, console, buildagent.ResultLinePrefix, 1)
+	took := time.Since(started)
+	if out, err := kubectl(t, kc, "", "delete", "machine", name, "-n", "default", "--wait", "--timeout=3m"); err != nil {
+		t.Fatalf("deleting %s: %v\n%s", name, err, out)
+	}
+	return took
 }
 
 func ready(o *imagesv1alpha1.OSImage) bool {
@@ -230,7 +351,7 @@ func waitOSImage(t *testing.T, kc, what string, ok func(*imagesv1alpha1.OSImage)
 			builds, _ := kubectl(t, kc, "", "get", "osimagebuilds,machines", "-n", "default", "-o", "yaml")
 			t.Fatalf("OSImage not %s after 20 minutes:\n%s\n%s", what, out, builds)
 		}
-		time.Sleep(2 * time.Second)
+		time.Sleep(500 * time.Millisecond)
 	}
 }
 
