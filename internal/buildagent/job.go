@@ -1,6 +1,7 @@
 package buildagent
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 
@@ -52,4 +53,15 @@ func ParseJob(raw []byte) (*Job, error) {
 		return nil, fmt.Errorf("build job: the program is for %q, the job for %q", j.Program.Architecture, j.Architecture)
 	}
 	return &j, nil
+}
+
+// IgnitionConfig is a builder's first-boot config: the job, written to JobPath.
+func IgnitionConfig(job []byte) ([]byte, error) {
+	return json.Marshal(map[string]any{
+		"ignition": map[string]any{"version": "3.4.0"},
+		"storage": map[string]any{"files": []any{map[string]any{
+			"path": JobPath, "mode": 0o600, "overwrite": true,
+			"contents": map[string]any{"source": "data:;base64," + base64.StdEncoding.EncodeToString(job)},
+		}}},
+	})
 }

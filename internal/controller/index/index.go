@@ -21,7 +21,28 @@ const (
 	MachineImageTag = "spec.image.tag"
 	// OSImageOutputTag indexes OSImages by their output tag, spelled the same way.
 	OSImageOutputTag = "spec.output.tag"
+	// OSImageContextRefs indexes OSImages by the ConfigMaps and Secrets of their context,
+	// as ContextRef spells them.
+	OSImageContextRefs = "spec.context.ref"
 )
+
+// ContextRef names a ConfigMap or Secret (kind "ConfigMap" or "Secret") for
+// OSImageContextRefs.
+func ContextRef(kind, name string) string { return kind + "/" + name }
+
+// ContextRefs lists the ConfigMaps and Secrets the OSImage's context reads.
+func ContextRefs(o *imagesv1alpha1.OSImage) []string {
+	var refs []string
+	for _, f := range o.Spec.Context {
+		switch {
+		case f.ConfigMapKeyRef != nil:
+			refs = append(refs, ContextRef("ConfigMap", f.ConfigMapKeyRef.Name))
+		case f.SecretKeyRef != nil:
+			refs = append(refs, ContextRef("Secret", f.SecretKeyRef.Name))
+		}
+	}
+	return refs
+}
 
 // OutputTag is the OSImage's output as one tag name.
 func OutputTag(o *imagesv1alpha1.OSImage) string {
@@ -92,10 +113,19 @@ func Register(ctx context.Context, fi client.FieldIndexer) error {
 			return err
 		}
 	}
-	return fi.IndexField(ctx, &imagesv1alpha1.OSImage{}, OSImageOutputTag, func(o client.Object) []string {
-		if osi, ok := o.(*imagesv1alpha1.OSImage); ok {
-			return nonEmpty(OutputTag(osi))
+	for field, extract := range map[string]func(*imagesv1alpha1.OSImage) []string{
+		OSImageOutputTag:   func(o *imagesv1alpha1.OSImage) []string { return nonEmpty(OutputTag(o)) },
+		OSImageContextRefs: ContextRefs,
+	} {
+		extract := extract
+		if err := fi.IndexField(ctx, &imagesv1alpha1.OSImage{}, field, func(o client.Object) []string {
+			if osi, ok := o.(*imagesv1alpha1.OSImage); ok {
+				return extract(osi)
+			}
+			return nil
+		}); err != nil {
+			return err
 		}
-		return nil
-	})
+	}
+	return nil
 }

@@ -41,7 +41,7 @@ func (r *BuildReconciler) createBuilder(ctx context.Context, o *imagesv1alpha1.O
 	if err != nil {
 		return err
 	}
-	ign, err := ignitionConfig(raw)
+	ign, err := buildagent.IgnitionConfig(raw)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package osimage
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 
 	corev1 "k8s.io/api/core/v1"
@@ -98,15 +97,4 @@ func (r *OSImageReconciler) dockerConfig(ctx context.Context, o *imagesv1alpha1.
 		return nil, nil
 	}
 	return json.Marshal(map[string]any{"auths": auths})
-}
-
-// ignitionConfig is a builder's first-boot config: its job as /etc/anvil/build-job.json.
-func ignitionConfig(job []byte) ([]byte, error) {
-	return json.Marshal(map[string]any{
-		"ignition": map[string]any{"version": "3.4.0"},
-		"storage": map[string]any{"files": []any{map[string]any{
-			"path": buildagent.JobPath, "mode": 0o600, "overwrite": true,
-			"contents": map[string]any{"source": "data:;base64," + base64.StdEncoding.EncodeToString(job)},
-		}}},
-	})
 }

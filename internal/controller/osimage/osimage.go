@@ -33,7 +33,7 @@ type OSImageReconciler struct {
 // +kubebuilder:rbac:groups=images.anvil.dev,resources=osimages/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=images.anvil.dev,resources=osimagebuilds,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=images.anvil.dev,resources=osimagebuilds/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get;create;delete
+// +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 func (r *OSImageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {

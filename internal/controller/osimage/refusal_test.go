@@ -116,7 +116,7 @@ func waitReady(t *testing.T, o *imagesv1alpha1.OSImage, reason string) string {
 	}
 }
 
-func machinesOf(t *testing.T, name string) []computev1alpha1.Machine {
+func machinesOf(t testing.TB, name string) []computev1alpha1.Machine {
 	t.Helper()
 	list := &computev1alpha1.MachineList{}
 	if err := env.Client.List(context.Background(), list, client.InNamespace("default"), client.MatchingLabels{imagesv1alpha1.LabelOSImage: name}); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,6 +29,10 @@ func Setup(mgr ctrl.Manager, cfg Config, concurrency int) error {
 		Watches(&computev1alpha1.MachinePool{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
 			return allOSImages(ctx, c)
 		})).
+		// A context file's content is part of its architecture's inputs. Metadata only: a
+		// change moves the resourceVersion, and the manager keeps no Secret's data.
+		Watches(&corev1.ConfigMap{}, readersOf(c, "ConfigMap"), builder.OnlyMetadata).
+		Watches(&corev1.Secret{}, readersOf(c, "Secret"), builder.OnlyMetadata).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
 		Complete(images)
 	if err != nil {
@@ -46,6 +51,22 @@ func Setup(mgr ctrl.Manager, cfg Config, concurrency int) error {
 		})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
 		Complete(builds)
+}
+
+// readersOf maps a ConfigMap or Secret to the OSImages whose context reads it.
+func readersOf(c client.Client, kind string) handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		list := &imagesv1alpha1.OSImageList{}
+		if err := c.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{index.OSImageContextRefs: index.ContextRef(kind, o.GetName())}); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "listing the OSImages reading a context object", "kind", kind)
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(list.Items))
+		for _, osi := range list.Items {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&osi)})
+		}
+		return reqs
+	})
 }
 
 func allOSImages(ctx context.Context, c client.Client) []reconcile.Request {
