@@ -14,7 +14,10 @@ import (
 
 // process is one supervised child: its output goes to a log file, its pid to a pid file
 // while it runs, and it dies with its parent (Pdeathsig) so a killed anvil leaves no
-// orphan holding the ports or the etcd data directory.
+// orphan holding the ports or the etcd data directory. That signal is SIGKILL: with the
+// parent gone nobody waits for a graceful stop, and kube-apiserver, sent SIGTERM while etcd
+// went away with it, was seen still holding its port 30 s later, failing the next start.
+// etcd's write-ahead log makes a kill safe; the parent's own stop still uses SIGTERM.
 type process struct {
 	name    string
 	cmd     *exec.Cmd
@@ -34,7 +37,7 @@ func startProcess(name, bin string, args []string, logDir, runDir string) (*proc
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// A process group of its own keeps a terminal's Ctrl-C away from the child, so the
 	// parent stops children in order (apiserver before etcd) instead of all at once.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
