@@ -41,6 +41,9 @@ func TestMachineDefaultsPowerOn(t *testing.T) {
 	if got.Spec.Power != computev1alpha1.PowerOn {
 		t.Fatalf("power = %q, want the default On", got.Spec.Power)
 	}
+	if got.Spec.Emulation != computev1alpha1.EmulationAllowed {
+		t.Fatalf("emulation = %q, want the default Allowed", got.Spec.Emulation)
+	}
 }
 
 func TestMachineRejectsInvalid(t *testing.T) {
@@ -52,6 +55,8 @@ func TestMachineRejectsInvalid(t *testing.T) {
 	}{
 		{"unknown power", func(m *computev1alpha1.Machine) { m.Spec.Power = "Maybe" },
 			`spec.power: Unsupported value: "Maybe"`},
+		{"unknown emulation", func(m *computev1alpha1.Machine) { m.Spec.Emulation = "Sometimes" },
+			`spec.emulation: Unsupported value: "Sometimes"`},
 		{"both first-boot configs", func(m *computev1alpha1.Machine) {
 			m.Spec.IgnitionRef = &computev1alpha1.SecretKeySelector{Name: "ign"}
 			m.Spec.UserDataRef = &computev1alpha1.SecretKeySelector{Name: "ud"}
