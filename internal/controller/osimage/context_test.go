@@ -2,8 +2,8 @@ package osimage_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,18 +49,14 @@ func TestContextEditsRebuild(t *testing.T) {
 // latestBuildOtherThan waits for the OSImage's latest build to be set and not to be name.
 func latestBuildOtherThan(t *testing.T, o *imagesv1alpha1.OSImage, name string) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var latest string
+	eventually(t, fmt.Sprintf("OSImage %s: a latest build other than %q", o.Name, name), func() (bool, string) {
 		got := &imagesv1alpha1.OSImage{}
 		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(o), got); err != nil {
 			t.Fatal(err)
 		}
-		if got.Status.LatestBuild != "" && got.Status.LatestBuild != name {
-			return got.Status.LatestBuild
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("OSImage %s: latest build still %q; status %+v", o.Name, name, got.Status)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		latest = got.Status.LatestBuild
+		return latest != "" && latest != name, fmt.Sprintf("status %+v", got.Status)
+	})
+	return latest
 }

@@ -2,6 +2,7 @@ package osimage_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -52,21 +53,18 @@ func TestEmptyArchitecturesFollowTheFleetAndOnlyGrow(t *testing.T) {
 // waitBuild waits until the OSImage's latest build covers n architectures and returns it.
 func waitBuild(t *testing.T, o *imagesv1alpha1.OSImage, n int) *imagesv1alpha1.OSImageBuild {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	b := &imagesv1alpha1.OSImageBuild{}
+	eventually(t, fmt.Sprintf("OSImage %s: a build of %d architectures", o.Name, n), func() (bool, string) {
 		got := &imagesv1alpha1.OSImage{}
 		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(o), got); err != nil {
 			t.Fatal(err)
 		}
-		b := &imagesv1alpha1.OSImageBuild{}
 		if got.Status.LatestBuild != "" {
 			if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: o.Namespace, Name: got.Status.LatestBuild}, b); err == nil && len(b.Spec.Architectures) == n {
-				return b
+				return true, ""
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("OSImage %s: no build of %d architectures; status %+v", o.Name, n, got.Status)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("status %+v", got.Status)
+	})
+	return b
 }

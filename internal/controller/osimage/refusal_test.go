@@ -2,6 +2,7 @@ package osimage_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,12 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	imagesv1alpha1 "github.com/anvil-dev/anvil/api/images/v1alpha1"
-	"github.com/anvil-dev/anvil/internal/controller/index"
 	osimagecontroller "github.com/anvil-dev/anvil/internal/controller/osimage"
 	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/test/harness"
@@ -54,20 +52,8 @@ func setup(t *testing.T) (both, amd64Only string) {
 	amd64Only = push(reg+"/anvil/testos:amd64", "amd64")
 	builder := push(reg+"/anvil/builder:test", "amd64", "arm64")
 
-	skipNames := true // each test runs its own manager in this process
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: &skipNames}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := index.Register(ctx, mgr.GetFieldIndexer()); err != nil {
-		t.Fatal(err)
-	}
 	cfg := osimagecontroller.Config{BuilderImage: builder, BuilderNetwork: "builders", Registry: reg, GuestRegistry: "10.0.2.100:5000", GuestPlainHTTP: true}
-	if err := osimagecontroller.Setup(mgr, cfg, 2); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = mgr.Start(ctx) }()
+	startManager(t, func(mgr ctrl.Manager) error { return osimagecontroller.Setup(mgr, cfg, 2) })
 
 	pool := &computev1alpha1.MachinePool{ObjectMeta: metav1.ObjectMeta{Name: "amd64-only"}}
 	if err := env.Client.Create(ctx, pool); err != nil {
@@ -99,21 +85,20 @@ func recipe(name, base string, archs ...computev1alpha1.Architecture) *imagesv1a
 // waitReady waits for the OSImage's Ready condition to have reason and returns its message.
 func waitReady(t *testing.T, o *imagesv1alpha1.OSImage, reason string) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var msg string
+	eventually(t, "OSImage "+o.Name+" Ready with reason "+reason, func() (bool, string) {
 		got := &imagesv1alpha1.OSImage{}
 		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(o), got); err != nil {
 			t.Fatal(err)
 		}
 		c := meta.FindStatusCondition(got.Status.Conditions, imagesv1alpha1.ConditionReady)
 		if c != nil && c.Reason == reason {
-			return c.Message
+			msg = c.Message
+			return true, ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("OSImage %s: Ready = %+v, want reason %s", o.Name, c, reason)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("%+v", c)
+	})
+	return msg
 }
 
 func machinesOf(t testing.TB, name string) []computev1alpha1.Machine {

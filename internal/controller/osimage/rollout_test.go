@@ -2,22 +2,18 @@ package osimage_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	imagesv1alpha1 "github.com/anvil-dev/anvil/api/images/v1alpha1"
-	"github.com/anvil-dev/anvil/internal/controller/index"
 	osimagecontroller "github.com/anvil-dev/anvil/internal/controller/osimage"
 	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/test/testos"
@@ -26,21 +22,8 @@ import (
 // The rollout signal alone, on a real apiserver and registry: the OSImage's status is
 // written by the test (no build runs), Machines' status.image as the poollet writes it.
 func TestImageUpToDateFollowsThePublishedEntry(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	skipNames := true
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: &skipNames}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := index.Register(ctx, mgr.GetFieldIndexer()); err != nil {
-		t.Fatal(err)
-	}
-	if err := osimagecontroller.SetupRollout(mgr); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = mgr.Start(ctx) }()
+	ctx := context.Background()
+	startManager(t, osimagecontroller.SetupRollout)
 
 	// The published index has both architectures; an older index of the same tag had amd64
 	// only, with the same amd64 image: its amd64 Machine runs the published entry.
@@ -117,40 +100,35 @@ func TestImageUpToDateFollowsThePublishedEntry(t *testing.T) {
 // waitUpToDate waits for the Machine's ImageUpToDate condition and returns its message.
 func waitUpToDate(t *testing.T, m *computev1alpha1.Machine, status metav1.ConditionStatus, reason string) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var msg string
+	eventually(t, fmt.Sprintf("Machine %s: ImageUpToDate %s/%s", m.Name, status, reason), func() (bool, string) {
 		got := &computev1alpha1.Machine{}
 		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(m), got); err != nil {
 			t.Fatal(err)
 		}
 		c := meta.FindStatusCondition(got.Status.Conditions, computev1alpha1.ConditionImageUpToDate)
 		if c != nil && c.Status == status && c.Reason == reason {
-			return c.Message
+			msg = c.Message
+			return true, ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Machine %s: ImageUpToDate = %+v, want %s/%s", m.Name, c, status, reason)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("%+v", c)
+	})
+	return msg
 }
 
 // waitEvent waits for a Warning Event with reason about the Machine.
 func waitEvent(t *testing.T, m *computev1alpha1.Machine, reason string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	eventually(t, fmt.Sprintf("a %s Event for Machine %s", reason, m.Name), func() (bool, string) {
 		events := &corev1.EventList{}
 		if err := env.Client.List(context.Background(), events, client.InNamespace(m.Namespace)); err != nil {
 			t.Fatal(err)
 		}
 		for _, e := range events.Items {
 			if e.InvolvedObject.Name == m.Name && e.Reason == reason && e.Type == corev1.EventTypeWarning {
-				return
+				return true, ""
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s Event for Machine %s", reason, m.Name)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("%d events", len(events.Items))
+	})
 }

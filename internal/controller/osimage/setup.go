@@ -5,6 +5,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -56,42 +58,33 @@ func Setup(mgr ctrl.Manager, cfg Config, concurrency int) error {
 // readersOf maps a ConfigMap or Secret to the OSImages whose context reads it.
 func readersOf(c client.Client, kind string) handler.EventHandler {
 	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-		list := &imagesv1alpha1.OSImageList{}
-		if err := c.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{index.OSImageContextRefs: index.ContextRef(kind, o.GetName())}); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "listing the OSImages reading a context object", "kind", kind)
-			return nil
-		}
-		reqs := make([]reconcile.Request, 0, len(list.Items))
-		for _, osi := range list.Items {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&osi)})
-		}
-		return reqs
+		return listed(ctx, c, &imagesv1alpha1.OSImageList{}, "the OSImages reading a "+kind,
+			client.InNamespace(o.GetNamespace()), client.MatchingFields{index.OSImageContextRefs: index.ContextRef(kind, o.GetName())})
 	})
 }
 
 func allOSImages(ctx context.Context, c client.Client) []reconcile.Request {
-	list := &imagesv1alpha1.OSImageList{}
-	if err := c.List(ctx, list); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing OSImages for a pool change")
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for _, o := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&o)})
-	}
-	return reqs
+	return listed(ctx, c, &imagesv1alpha1.OSImageList{}, "OSImages for a pool change")
 }
 
 func buildsOf(ctx context.Context, c client.Client, o client.Object) []reconcile.Request {
-	list := &imagesv1alpha1.OSImageBuildList{}
-	if err := c.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingLabels{imagesv1alpha1.LabelOSImage: o.GetName()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing an OSImage's builds")
+	return listed(ctx, c, &imagesv1alpha1.OSImageBuildList{}, "an OSImage's builds",
+		client.InNamespace(o.GetNamespace()), client.MatchingLabels{imagesv1alpha1.LabelOSImage: o.GetName()})
+}
+
+// listed is every map function here: list what an event concerns, reconcile each.
+func listed(ctx context.Context, c client.Client, list client.ObjectList, what string, opts ...client.ListOption) []reconcile.Request {
+	if err := c.List(ctx, list, opts...); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing "+what)
 		return nil
 	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for _, b := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&b)})
-	}
+	var reqs []reconcile.Request
+	_ = meta.EachListItem(list, func(item runtime.Object) error {
+		if o, ok := item.(client.Object); ok {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
+		}
+		return nil
+	})
 	return reqs
 }
 
@@ -113,14 +106,6 @@ func machinesNaming(ctx context.Context, c client.Client, o *imagesv1alpha1.OSIm
 	if tag == "" {
 		return nil
 	}
-	list := &computev1alpha1.MachineList{}
-	if err := c.List(ctx, list, client.InNamespace(o.Namespace), client.MatchingFields{index.MachineImageTag: tag}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing the Machines booting an OSImage's output")
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for _, m := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&m)})
-	}
-	return reqs
+	return listed(ctx, c, &computev1alpha1.MachineList{}, "the Machines booting an OSImage's output",
+		client.InNamespace(o.Namespace), client.MatchingFields{index.MachineImageTag: tag})
 }
