@@ -29,15 +29,15 @@ func pushBuilder(ctx context.Context, osDir, agentsDir, registryHost string) (st
 	return "builder " + pinned, nil
 }
 
-// imageBuilds is the manager's build settings for anvil dev's registry and pools.
-func imageBuilds(registryHost string) osimagecontroller.Config {
+// ImageBuilds is the manager's build settings for anvil dev's registry and pools.
+func ImageBuilds(registryHost string) osimagecontroller.Config {
 	return osimagecontroller.Config{
 		BuilderImage: registryHost + "/" + BuilderRepository, BuilderNetwork: BuilderNetwork,
 		Registry: registryHost, GuestRegistry: builderGuestRegistry, GuestPlainHTTP: true,
 	}
 }
 
-// builderNetworks gives anvil dev's QEMU pools the builders' network.
-func builderNetworks(registryHost string) map[string]qemu.Network {
+// BuilderNetworks gives anvil dev's QEMU pools the builders' network.
+func BuilderNetworks(registryHost string) map[string]qemu.Network {
 	return map[string]qemu.Network{BuilderNetwork: {Forwards: []qemu.NetworkForward{{Guest: builderGuestRegistry, Target: registryHost}}}}
 }

@@ -92,7 +92,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		if builder, err = pushBuilder(ctx, o.TestOSDir, o.AgentsDir, reg.Host); err != nil {
 			return err
 		}
-		o.Manager.ImageBuilds = imageBuilds(reg.Host)
+		o.Manager.ImageBuilds = ImageBuilds(reg.Host)
 	}
 
 	cfg := cp.RESTConfig()
@@ -141,7 +141,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if o.QemuPools {
 		archs, missing := qemuArchitectures(o.QemuArchitectures)
 		for _, arch := range archs {
-			errs, err := StartQemuPool(mgrCtx, cfg, cp.StateDir(), arch, builderNetworks(reg.Host), ctrl.Log)
+			errs, err := StartQemuPool(mgrCtx, cfg, cp.StateDir(), arch, BuilderNetworks(reg.Host), ctrl.Log)
 			if err != nil {
 				stopManager()
 				<-mgrDone
