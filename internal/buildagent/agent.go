@@ -27,7 +27,8 @@ func Run(ctx context.Context, job *Job, work string, console io.Writer) (Result,
 	if res.Status != StatusSucceeded {
 		fmt.Fprintf(out, "build failed: %s\n", res.Message)
 	}
-	if err := pushLog(ctx, job, res, log.Bytes(), subject); err != nil {
+	push := func() error { return pushLog(ctx, job, res, log.Bytes(), subject) }
+	if err := registryRetry.do(ctx, console, "pushing the build log", push); err != nil {
 		return res, fmt.Errorf("pushing the build log: %w", err)
 	}
 	return res, nil
@@ -65,7 +66,11 @@ func build(ctx context.Context, job *Job, work string, log io.Writer) (Result, *
 	if err != nil {
 		return fail(err)
 	}
-	base, err := cache.Pull(ctx, job.Base, "", arch)
+	var base osimage.Files
+	err = registryRetry.do(ctx, log, "pulling the base", func() (err error) {
+		base, err = cache.Pull(ctx, job.Base, "", arch)
+		return err
+	})
 	if err != nil {
 		return fail(fmt.Errorf("pulling the base: %w", err))
 	}
@@ -94,7 +99,11 @@ func build(ctx context.Context, job *Job, work string, log io.Writer) (Result, *
 	if err != nil {
 		return fail(err)
 	}
-	digest, err := osimage.PushImage(ctx, job.Output+":"+job.Tag, img)
+	var digest string
+	err = registryRetry.do(ctx, log, "pushing the image", func() (err error) {
+		digest, err = osimage.PushImage(ctx, job.Output+":"+job.Tag, img)
+		return err
+	})
 	if err != nil {
 		return fail(err)
 	}

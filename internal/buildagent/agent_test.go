@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -156,5 +158,48 @@ func TestRunReportsTheFailingStepAndPushesNoImage(t *testing.T) {
 	}
 	if _, _, err := ReadResult(ctx, job.Output, "log-amd64-none-1", 3); !errors.Is(err, ErrNoResult) {
 		t.Fatalf("ReadResult of an attempt that pushed nothing = %v, want ErrNoResult", err)
+	}
+}
+
+// A registry that is away when the build pushes (anvil dev restarting) is waited for: the
+// attempt is not lost.
+func TestRunWaitsForARegistryThatIsAway(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	job := f.job(t, imagebuild.Recipe{Containerfiles: []imagesv1alpha1.Containerfile{{Content: "RUN echo hi > /hi\n"}}}, nil, "1")
+	job.Output = fmt.Sprintf("127.0.0.1:%d/team/os", port)
+
+	var console bytes.Buffer
+	type ended struct {
+		res Result
+		err error
+	}
+	done := make(chan ended, 1)
+	go func() {
+		res, err := Run(ctx, job, t.TempDir(), &console)
+		done <- ended{res, err}
+	}()
+	time.Sleep(3 * time.Second)
+	reg, err := registry.Start(ctx, port, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Stop() })
+	got := <-done
+	if got.err != nil || got.res.Status != StatusSucceeded {
+		t.Fatalf("Run() = %+v, %v\nconsole:\n%s", got.res, got.err, console.String())
+	}
+	if !strings.Contains(console.String(), "pushing the image: ") || !strings.Contains(console.String(), "retrying in") {
+		t.Errorf("the console does not say the push was retried:\n%s", console.String())
+	}
+	if res, _, err := ReadResult(ctx, job.Output, job.LogTag, 1); err != nil || res.Digest != got.res.Digest {
+		t.Errorf("ReadResult() = %+v, %v; want the pushed digest %s", res, err, got.res.Digest)
 	}
 }
