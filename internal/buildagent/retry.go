@@ -45,15 +45,25 @@ func (r retrier) do(ctx context.Context, log io.Writer, what string, op func() e
 }
 
 // transient reports whether err is one a registry that is restarting or overloaded gives:
-// no connection, a dropped one, or a 5xx or 429 answer. A refusal (4xx), a bad reference or
-// a cancelled context is final.
+// no connection, a dropped one, a 5xx or 429 answer, or an upload it forgot. A refusal
+// (4xx), a bad reference or a cancelled context is final.
 func transient(err error) bool {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
 	var te *transport.Error
 	if errors.As(err, &te) {
-		return te.StatusCode >= http.StatusInternalServerError || te.StatusCode == http.StatusTooManyRequests
+		if te.StatusCode >= http.StatusInternalServerError || te.StatusCode == http.StatusTooManyRequests {
+			return true
+		}
+		// An upload begun before the registry restarted is unknown to it: a new push
+		// starts a new one.
+		for _, d := range te.Errors {
+			if d.Code == transport.BlobUploadUnknownErrorCode {
+				return true
+			}
+		}
+		return false
 	}
 	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {

@@ -200,6 +200,9 @@ func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) 
 		`jsonpath={.status.architectures[?(@.architecture=="arm64")].attempts}`); out != "2" {
 		t.Errorf("arm64 attempts %q, want 2", out)
 	}
+	if out, _ := kubectl(t, kc, "", "get", "events", "-n", "default", "--field-selector", "reason=AttemptFailed", "-o", "jsonpath={.items[*].message}"); !strings.HasPrefix(out, "arm64 attempt 1: BuilderLost: ") {
+		t.Errorf("AttemptFailed events %q, want one saying arm64's first builder was lost", out)
+	}
 	_, entries2 := readIndex(t, registry)
 	if entries2["amd64"] != entries["amd64"] || entries2["arm64"] == entries["arm64"] {
 		t.Errorf("entries before %v, after %v: want amd64 unchanged and arm64 new", entries, entries2)
@@ -230,7 +233,11 @@ func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) 
 	d = startDev(t, args...)
 	fourth := waitOSImage(t, kc, "built across a crash", func(o *imagesv1alpha1.OSImage) bool { return ready(o) && o.Status.Index != third.Status.Index })
 	if got := builderEvents(t, kc); len(got) != 8 {
-		t.Errorf("builders created: %v, want exactly one more per architecture across the crash", got)
+		attempts, _ := kubectl(t, kc, "", "get", "osimagebuild", fourth.Status.LatestBuild, "-n", "default", "-o",
+			`jsonpath={range .status.architectures[*]}{.architecture}: attempt {.attempts} {.phase} {.reason} {.message}{"\n"}{end}`)
+		ended, _ := kubectl(t, kc, "", "get", "events", "-n", "default", "--field-selector", "reason=AttemptFailed",
+			"-o", `jsonpath={range .items[*]}{.message}{"\n"}{end}`)
+		t.Errorf("builders created: %v, want exactly one more per architecture across the crash; the build:\n%sattempts that failed:\n%s", got, attempts, ended)
 	}
 
 	// 7. A failing arm64 step with a changed amd64: amd64 builds, arm64 fails with its line,

@@ -143,6 +143,7 @@ func (r *BuildReconciler) runArchitectures(ctx context.Context, o *imagesv1alpha
 		}); err != nil {
 			return wake, err
 		}
+		r.recordEnd(b, obs.Status, d.Status)
 		if d.Create {
 			if err := r.createBuilder(ctx, o, b, in, d.Status.Attempts); err != nil {
 				return wake, err
@@ -157,6 +158,19 @@ func (r *BuildReconciler) runArchitectures(ctx context.Context, o *imagesv1alpha
 		}
 	}
 	return wake, nil
+}
+
+// recordEnd makes an Event of an attempt that ended without an image: a person looking at a
+// slow or failed build sees why each attempt ended, which the status keeps only for the last.
+func (r *BuildReconciler) recordEnd(b *imagesv1alpha1.OSImageBuild, before, after imagesv1alpha1.ArchitectureBuildStatus) {
+	switch {
+	case after.Phase == imagesv1alpha1.BuildPhaseFailed && before.Phase != imagesv1alpha1.BuildPhaseFailed:
+		r.Recorder.Eventf(b, corev1.EventTypeWarning, "ArchitectureFailed", "%s attempt %d: %s: %s",
+			after.Architecture, after.Attempts, after.Reason, after.Message)
+	case after.Attempts > before.Attempts && before.Attempts > 0 && after.Reason != "":
+		r.Recorder.Eventf(b, corev1.EventTypeWarning, "AttemptFailed", "%s attempt %d: %s: %s; starting attempt %d",
+			after.Architecture, after.Attempts-1, after.Reason, after.Message, after.Attempts)
+	}
 }
 
 // readOutcome reads an attempt's log artifact into the observation.
