@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/anvil-dev/anvil/api"
@@ -122,51 +121,11 @@ func Run(ctx context.Context, o Options) (err error) {
 	mgrCtx, stopManager := context.WithCancel(ctx)
 	mgrDone := make(chan error, 1)
 	go func() { mgrDone <- mgr.Start(mgrCtx) }()
-	poolErrs := make(chan error, 2*len(o.FakePools)+4)
-	var poolNames []string
-	for _, p := range o.FakePools {
-		errs, err := startFakePool(mgrCtx, cfg, cp.StateDir(), p)
-		if err != nil {
-			stopManager()
-			<-mgrDone
-			return fmt.Errorf("starting pool %s: %w", p.Name, err)
-		}
-		go func() {
-			for err := range errs {
-				poolErrs <- err
-			}
-		}()
-		poolNames = append(poolNames, p.Name+" (fake runtime)")
-	}
-	if o.QemuPools {
-		archs, missing := qemuArchitectures(o.QemuArchitectures)
-		for _, arch := range archs {
-			errs, err := StartQemuPool(mgrCtx, cfg, cp.StateDir(), arch, BuilderNetworks(reg.Host), ctrl.Log)
-			if err != nil {
-				stopManager()
-				<-mgrDone
-				return fmt.Errorf("starting pool %s: %w", QemuPoolName(arch), err)
-			}
-			go func() {
-				for err := range errs {
-					poolErrs <- err
-				}
-			}()
-			poolNames = append(poolNames, QemuPoolName(arch)+" (QEMU; VMs keep running after Ctrl-C)")
-		}
-		if missing != "" {
-			poolNames = append(poolNames, "no QEMU pool for"+missing)
-		}
-	}
-
-	if o.MetalPool {
-		name, err := startDevMetal(mgrCtx, cfg, c, cp.StateDir(), reg.Host, o.MetalImagePort, poolErrs)
-		if err != nil {
-			stopManager()
-			<-mgrDone
-			return err
-		}
-		poolNames = append(poolNames, name)
+	pools, err := startPools(mgrCtx, o, cfg, c, cp.StateDir(), reg.Host)
+	if err != nil {
+		stopManager()
+		<-mgrDone
+		return err
 	}
 	etcdPID, apiserverPID := cp.PIDs()
 	fmt.Fprintf(o.Out, `anvil dev is up (%.1fs)
@@ -184,7 +143,7 @@ Use it with:
   kubectl get machineclasses
 Stop with Ctrl-C; objects are kept for the next start.
 `, time.Since(started).Seconds(), etcdPID, o.ControlPlane.EtcdClientPort, apiserverPID, o.ControlPlane.APIServerPort, reg.Host, testOS, builder,
-		orNone(poolNames),
+		orNone(pools.names),
 		cp.StateDir(), cp.LogDir(), created, len(seeds)-created, cp.KubeconfigPath())
 
 	select {
@@ -200,7 +159,7 @@ Stop with Ctrl-C; objects are kept for the next start.
 		if err == nil {
 			err = errors.New("the controller manager stopped unexpectedly")
 		}
-	case err = <-poolErrs:
+	case err = <-pools.errs:
 		stopManager()
 		<-mgrDone
 	}

@@ -76,27 +76,23 @@ func StartMetalPool(ctx context.Context, cfg *rest.Config, c client.Client, stat
 	return runPool(ctx, cfg, stateDir, MetalPoolName, poolServer{Runtime: p.Runtime, pool: p}, "metal")
 }
 
-// startDevMetal starts the metal pool when Ironic is installed and says what it started,
-// or why it did not.
-func startDevMetal(ctx context.Context, cfg *rest.Config, c client.Client, stateDir, registryHost string, imagePort int, poolErrs chan<- error) (string, error) {
+// startDevMetal starts the metal pool when Ironic is installed, or says why it did not.
+func startDevMetal(ctx context.Context, cfg *rest.Config, c client.Client, stateDir, registryHost string, imagePort int, pools *poolSet) error {
 	if missing := ironicMissing(); missing != "" {
-		return missing, nil
+		pools.names = append(pools.names, missing)
+		return nil
 	}
 	disk, err := pushMetalDisk(ctx, stateDir, registryHost)
 	if err != nil {
-		return "", err
+		return err
 	}
 	errs, err := StartMetalPool(ctx, cfg, c, stateDir, fmt.Sprintf("127.0.0.1:%d", imagePort), ctrl.Log)
 	if err != nil {
-		return "", fmt.Errorf("starting pool %s: %w", MetalPoolName, err)
+		return fmt.Errorf("starting pool %s: %w", MetalPoolName, err)
 	}
-	go func() {
-		for err := range errs {
-			poolErrs <- err
-		}
-	}()
-	return fmt.Sprintf("%s (Ironic fake hardware: %d Hosts in namespace %s; sample disk %s)",
-		MetalPoolName, 2*metalHostsPerArch, MetalNamespace, disk), nil
+	pools.add(fmt.Sprintf("%s (Ironic fake hardware: %d Hosts in namespace %s; sample disk %s)",
+		MetalPoolName, 2*metalHostsPerArch, MetalNamespace, disk), errs)
+	return nil
 }
 
 // seedMetal creates the dev Hosts and HostPolicy when missing.

@@ -8,6 +8,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
@@ -133,4 +135,53 @@ func runPool(ctx context.Context, cfg *rest.Config, stateDir, name string, rt ru
 		}
 	}()
 	return errs, nil
+}
+
+// poolSet is the pools anvil dev started: their names for the summary, and the errors of
+// all of them on one channel.
+type poolSet struct {
+	names []string
+	errs  chan error
+}
+
+// add records a started pool and forwards its errors.
+func (s *poolSet) add(name string, errs <-chan error) {
+	s.names = append(s.names, name)
+	go func() {
+		for err := range errs {
+			s.errs <- err
+		}
+	}()
+}
+
+// startPools starts the pools o asks for: fake ones, one QEMU pool per architecture this
+// machine can run, and the metal pool.
+func startPools(ctx context.Context, o Options, cfg *rest.Config, c client.Client, stateDir, registryHost string) (*poolSet, error) {
+	pools := &poolSet{errs: make(chan error, 1)}
+	for _, p := range o.FakePools {
+		errs, err := startFakePool(ctx, cfg, stateDir, p)
+		if err != nil {
+			return nil, fmt.Errorf("starting pool %s: %w", p.Name, err)
+		}
+		pools.add(p.Name+" (fake runtime)", errs)
+	}
+	if o.QemuPools {
+		archs, missing := qemuArchitectures(o.QemuArchitectures)
+		for _, arch := range archs {
+			errs, err := StartQemuPool(ctx, cfg, stateDir, arch, BuilderNetworks(registryHost), ctrl.Log)
+			if err != nil {
+				return nil, fmt.Errorf("starting pool %s: %w", QemuPoolName(arch), err)
+			}
+			pools.add(QemuPoolName(arch)+" (QEMU; VMs keep running after Ctrl-C)", errs)
+		}
+		if missing != "" {
+			pools.names = append(pools.names, "no QEMU pool for"+missing)
+		}
+	}
+	if o.MetalPool {
+		if err := startDevMetal(ctx, cfg, c, stateDir, registryHost, o.MetalImagePort, pools); err != nil {
+			return nil, err
+		}
+	}
+	return pools, nil
 }

@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
-	hostcontroller "github.com/anvil-dev/anvil/internal/controller/host"
 	"github.com/anvil-dev/anvil/internal/metal/site"
 	"github.com/anvil-dev/anvil/internal/provisioner"
 )
@@ -60,7 +59,7 @@ func TestHostLifecycle(t *testing.T) {
 	if got.Status.Image.Checksum != d.Checksum() {
 		t.Fatalf("provisioned with %+v, want checksum %s", got.Status.Image, d.Checksum())
 	}
-	node, err := s.Provisioner.Get(ctx, hostcontroller.NodeName(got))
+	node, err := s.Provisioner.Get(ctx, provisioner.NodeName(client.ObjectKeyFromObject(got)))
 	if err != nil || node.State != provisioner.StateActive || node.Image.Checksum != d.Checksum() {
 		t.Fatalf("Ironic's node: %+v, %v; want Active with the image", node, err)
 	}
@@ -98,7 +97,7 @@ func TestHostLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Host not gone after delete: %v", err)
 	}
-	if _, err := s.Provisioner.Get(ctx, hostcontroller.NodeName(got)); !errors.Is(err, provisioner.ErrNotFound) {
+	if _, err := s.Provisioner.Get(ctx, provisioner.NodeName(client.ObjectKeyFromObject(got))); !errors.Is(err, provisioner.ErrNotFound) {
 		t.Fatalf("Ironic still knows the deleted Host: %v", err)
 	}
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(got), &metalv1alpha1.HardwareData{}); !apierrors.IsNotFound(err) {
@@ -186,7 +185,7 @@ func TestDetachAndDelete(t *testing.T) {
 	h.Spec.ConsumerRef = &metalv1alpha1.ConsumerReference{Namespace: "tenant", Name: "x", UID: "x"}
 	create(t, h)
 	waitHost(t, ns, h.Name, "Provisioned", 2*time.Minute, provisioned)
-	node := hostcontroller.NodeName(h)
+	node := provisioner.NodeName(client.ObjectKeyFromObject(h))
 
 	update(t, ns, h.Name, func(h *metalv1alpha1.Host) { h.Spec.Detached = true })
 	waitHost(t, ns, h.Name, "Detached", time.Minute, func(h *metalv1alpha1.Host) bool {

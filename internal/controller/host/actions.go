@@ -8,25 +8,33 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
-	"github.com/anvil-dev/anvil/internal/metal/hostplan"
-	"github.com/anvil-dev/anvil/internal/metal/imagecheck"
+	"github.com/anvil-dev/anvil/internal/controller/host/hostplan"
+	"github.com/anvil-dev/anvil/internal/controller/host/imagecheck"
 	"github.com/anvil-dev/anvil/internal/provisioner"
 )
 
-// act carries out s.plan.Action. A provisioner error becomes part of the plan's report;
-// only API errors are returned, for controller-runtime to retry.
-func (s *step) act(ctx context.Context) error {
+// execute carries out s.plan.Action and says what it came to; what it learnt goes into in
+// for the next decision. Only API errors are returned, for controller-runtime to retry.
+func (s *step) execute(ctx context.Context, in *hostplan.Input) (hostplan.Result, error) {
 	h, p := s.host, s.r.Provisioner
-	name := NodeName(h)
+	name := nodeName(h)
+	if in.Unreachable {
+		return resultOf(ctx, name, s.lookupErr), nil
+	}
 	var err error
 	switch s.plan.Action {
-	case hostplan.ActionWait, hostplan.ActionRegister:
+	case hostplan.ActionWait:
 		if h.Spec.ConsumerRef == nil || !h.Spec.Online {
 			// Nothing runs to reset: a reboot asked of an idle or powered-off server is
 			// carried out by doing nothing.
 			h.Status.RebootToken = h.Annotations[metalv1alpha1.AnnotationReboot]
 		}
-		return nil
+	case hostplan.ActionRegister:
+		var n provisioner.Node
+		if n, err = p.Register(ctx, s.registration); err == nil {
+			s.node, in.Node, in.Reregister = &n, &n, false
+			h.Status.ObservedGeneration, h.Status.CredentialsVersion = h.Generation, s.credentials
+		}
 	case hostplan.ActionInspect:
 		err = p.Inspect(ctx, name)
 		s.inspectStarted = err == nil
@@ -34,9 +42,10 @@ func (s *step) act(ctx context.Context) error {
 		var hw provisioner.Hardware
 		if hw, err = p.Hardware(ctx, name); err == nil {
 			if err := s.r.writeHardware(ctx, h, hw); err != nil {
-				return err
+				return hostplan.Result{}, err
 			}
 			s.inspected = true
+			in.HardwareKnown, in.InspectionStarted = true, false
 		}
 	case hostplan.ActionProvide:
 		err = p.Provide(ctx, name)
@@ -55,59 +64,38 @@ func (s *step) act(ctx context.Context) error {
 	case hostplan.ActionDetach:
 		err = p.Detach(ctx, name)
 		if err == nil && h.DeletionTimestamp != nil {
-			return s.finalize(ctx)
+			return hostplan.Result{Outcome: hostplan.OutcomeDone}, s.finalize(ctx)
 		}
 	case hostplan.ActionDelete:
 		err = p.Delete(ctx, name)
 		if err == nil || errors.Is(err, provisioner.ErrNotFound) {
-			return s.finalize(ctx)
+			return hostplan.Result{Outcome: hostplan.OutcomeDone}, s.finalize(ctx)
 		}
 	case hostplan.ActionRemoveFinalizer:
-		return s.finalize(ctx)
+		return hostplan.Result{Outcome: hostplan.OutcomeDone}, s.finalize(ctx)
 	}
-	if errors.Is(err, provisioner.ErrNotFound) {
-		// The provisioner lost the Host between Get and the call: the next reconcile
-		// registers it again.
-		s.plan.Busy = true
-		return nil
-	}
-	if err != nil {
-		s.actionFailed(ctx, err)
-		return nil
-	}
-	// The provisioner carries calls out asynchronously: look again soon to see the result.
-	s.plan.Busy = true
-	return nil
+	return resultOf(ctx, name, err), nil
 }
 
 // provision checks the image and the config drive, then asks for the deployment.
-func (s *step) provision(ctx context.Context) error {
+func (s *step) provision(ctx context.Context) (hostplan.Result, error) {
 	h := s.host
 	img := h.Spec.Image
 	if err := s.r.Images.Verify(ctx, img.URL, img.Checksum); err != nil {
-		s.plan.Failed, s.plan.Busy = true, false
-		s.plan.Operational = metalv1alpha1.OperationalError
-		s.plan.Reason = metalv1alpha1.ReasonImageUnavailable
 		if errors.Is(err, imagecheck.ErrChecksumMismatch) {
-			s.plan.Reason = metalv1alpha1.ReasonImageChecksumMismatch
+			return hostplan.Result{Outcome: hostplan.OutcomeImageChecksumMismatch, Message: err.Error()}, nil
 		}
-		s.plan.Message = err.Error()
-		return nil
+		return hostplan.Result{Outcome: hostplan.OutcomeImageUnavailable, Message: err.Error()}, nil
 	}
 	drive, missing, err := s.r.configDrive(ctx, h)
 	if err != nil {
-		return err
+		return hostplan.Result{}, err
 	}
 	if missing != "" {
-		s.plan.Failed, s.plan.Busy = true, false
-		s.plan.Operational = metalv1alpha1.OperationalError
-		s.plan.Reason, s.plan.Message = metalv1alpha1.ReasonConfigDriveMissing, missing
-		return nil
+		return hostplan.Result{Outcome: hostplan.OutcomeConfigDriveMissing, Message: missing}, nil
 	}
-	if err := s.r.Provisioner.Provision(ctx, NodeName(h), provisioner.Deployment{Image: imageOf(img), ConfigDrive: drive}); err != nil {
-		s.actionFailed(ctx, err)
-	}
-	return nil
+	err = s.r.Provisioner.Provision(ctx, nodeName(h), provisioner.Deployment{Image: imageOf(img), ConfigDrive: drive})
+	return resultOf(ctx, nodeName(h), err), nil
 }
 
 // finalize removes what anvil keeps for the Host, then the finalizer.

@@ -1,7 +1,9 @@
 // Package host is the Host controller: the only code that calls the provisioner. Each
-// reconcile reads the Host and the provisioner's view of its server, asks
-// internal/metal/hostplan what to do, does that one thing (two when registration comes
-// first) and patches the Host's status once.
+// reconcile observes the Host and the provisioner's view of its server, then loops: hostplan
+// decides the next action, the controller carries it out, and hostplan concludes what the
+// outcome means (a failure's Reason, waiting or backing off) and whether the next action can
+// follow at once (after registering, or reading inspected hardware). Each action runs at
+// most once a reconcile; the status is patched once at the end.
 //
 // The provisioner has no watch, so while a server is busy (enrolling, inspecting,
 // deploying, cleaning) its Host is looked at again every BusyPoll; a Host at rest is

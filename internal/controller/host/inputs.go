@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
-	"github.com/anvil-dev/anvil/internal/metal/hostplan"
 	"github.com/anvil-dev/anvil/internal/provisioner"
 )
 
@@ -27,48 +26,39 @@ func (r *Reconciler) hardwareKnown(ctx context.Context, h *metalv1alpha1.Host) (
 
 // registration builds what the provisioner needs, with the credentials Secret's
 // resourceVersion so a changed Secret registers again. A missing or incomplete Secret
-// comes back as a plan reporting it (the Secret's watch brings the Host back when fixed).
-func (r *Reconciler) registration(ctx context.Context, h *metalv1alpha1.Host) (provisioner.Registration, string, *hostplan.Plan, error) {
-	reg := provisioner.Registration{
-		Name: NodeName(h), BMCAddress: h.Spec.BMC.Address, BootMACAddress: h.Spec.BootMACAddress,
+// comes back as a problem to report (the Secret's watch brings the Host back when fixed).
+func (r *Reconciler) registration(ctx context.Context, h *metalv1alpha1.Host) (reg provisioner.Registration, version, problem string, err error) {
+	reg = provisioner.Registration{
+		Name: nodeName(h), BMCAddress: h.Spec.BMC.Address, BootMACAddress: h.Spec.BootMACAddress,
 		DisableCertificateVerification: h.Spec.BMC.DisableCertificateVerification,
 		Architecture:                   string(h.Spec.Architecture), RootDeviceHints: rootHints(h.Spec.RootDeviceHints),
 	}
 	ref := h.Spec.BMC.CredentialsSecretRef
 	if ref == nil {
 		if strings.HasPrefix(h.Spec.BMC.Address, "fake://") {
-			return reg, "", nil, nil
+			return reg, "", "", nil
 		}
-		return reg, "", credentialsProblem(h, "spec.bmc.credentialsSecretRef is required for "+scheme(h.Spec.BMC.Address)+" BMCs"), nil
+		return reg, "", "spec.bmc.credentialsSecretRef is required for "+scheme(h.Spec.BMC.Address)+" BMCs", nil
 	}
 	sec := &corev1.Secret{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: ref.Name}, sec)
+	err = r.Client.Get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: ref.Name}, sec)
 	if apierrors.IsNotFound(err) {
-		return reg, "", credentialsProblem(h, fmt.Sprintf("Secret %s/%s with the BMC credentials does not exist", h.Namespace, ref.Name)), nil
+		return reg, "", fmt.Sprintf("Secret %s/%s with the BMC credentials does not exist", h.Namespace, ref.Name), nil
 	}
 	if err != nil {
-		return reg, "", nil, err
+		return reg, "", "", err
 	}
 	user, pass := sec.Data["username"], sec.Data["password"]
 	if len(user) == 0 || len(pass) == 0 {
-		return reg, "", credentialsProblem(h, fmt.Sprintf("Secret %s/%s must have the keys username and password", h.Namespace, ref.Name)), nil
+		return reg, "", fmt.Sprintf("Secret %s/%s must have the keys username and password", h.Namespace, ref.Name), nil
 	}
 	reg.Username, reg.Password = string(user), string(pass)
-	return reg, sec.ResourceVersion, nil, nil
+	return reg, sec.ResourceVersion, "", nil
 }
 
 func scheme(address string) string {
 	s, _, _ := strings.Cut(address, "://")
 	return s
-}
-
-func credentialsProblem(h *metalv1alpha1.Host, msg string) *hostplan.Plan {
-	st := h.Status.ProvisioningState
-	if st == "" {
-		st = metalv1alpha1.StateRegistering
-	}
-	return &hostplan.Plan{Action: hostplan.ActionWait, State: st, Operational: metalv1alpha1.OperationalError,
-		Reason: metalv1alpha1.ReasonCredentialsMissing, Message: msg, Failed: true}
 }
 
 func rootHints(h *metalv1alpha1.RootDeviceHints) map[string]any {

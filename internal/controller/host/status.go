@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
-	"github.com/anvil-dev/anvil/internal/metal/hostplan"
+	"github.com/anvil-dev/anvil/internal/controller/host/hostplan"
 	"github.com/anvil-dev/anvil/internal/provisioner"
 )
 

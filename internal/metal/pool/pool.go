@@ -6,11 +6,8 @@ package pool
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/go-logr/logr"
-	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/anvil-dev/anvil/internal/metal/site"
@@ -41,8 +38,8 @@ type Pool struct {
 	done    chan error
 }
 
-// Start starts the site, then the runtime; it returns once the runtime has read its Hosts'
-// cache.
+// Start starts the site, then the runtime; it returns once the site's cache, which the
+// runtime reads, has synced.
 func Start(ctx context.Context, cfg Config) (*Pool, error) {
 	s, err := site.Start(ctx, cfg.Site)
 	if err != nil {
@@ -52,20 +49,15 @@ func Start(ctx context.Context, cfg Config) (*Pool, error) {
 		s.Stop()
 		return nil, err
 	}
-	// Every claim is a few requests and claims are serialised: client-go's default 5 QPS
-	// would be the pool's bottleneck.
-	rc := rest.CopyConfig(cfg.Site.RestConfig)
-	rc.QPS, rc.Burst = 100, 200
-	direct, err := client.New(rc, client.Options{Scheme: s.Scheme})
+	// Every claim is a few requests and claims are serialised: the site's QPS, not
+	// client-go's default of 5 a second.
+	direct, err := client.New(cfg.Site.Limited(), client.Options{Scheme: s.Scheme})
 	if err != nil {
 		return fail(err)
 	}
-	co := metal.CacheOptions(cfg.Site.Namespace)
-	co.Scheme = s.Scheme
-	c, err := cache.New(cfg.Site.RestConfig, co)
-	if err != nil {
-		return fail(err)
-	}
+	// The runtime reads Hosts, HostPolicies and HardwareData of the site's namespace: the
+	// site's cache holds them already (one cache in the process).
+	c := s.Manager.GetCache()
 	images, err := osimage.NewCache(cfg.ImageCacheDir)
 	if err != nil {
 		return fail(err)
@@ -76,13 +68,8 @@ func Start(ctx context.Context, cfg Config) (*Pool, error) {
 		return fail(err)
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
-	p := &Pool{Site: s, Runtime: rt, cancel: cancel, done: make(chan error, 2)}
-	go func() { p.done <- c.Start(runCtx) }()
+	p := &Pool{Site: s, Runtime: rt, cancel: cancel, done: make(chan error, 1)}
 	go func() { p.done <- rt.Run(runCtx) }()
-	if !c.WaitForCacheSync(ctx) {
-		p.Stop()
-		return nil, fmt.Errorf("the metal runtime's cache did not sync")
-	}
 	return p, nil
 }
 
@@ -91,12 +78,10 @@ func Start(ctx context.Context, cfg Config) (*Pool, error) {
 func (p *Pool) Stop() error {
 	p.Runtime.Close()
 	p.cancel()
-	var errs []error
-	for i := 0; i < 2; i++ {
-		if err := <-p.done; err != nil && !errors.Is(err, context.Canceled) {
-			errs = append(errs, err)
-		}
-	}
+	err := <-p.done
 	p.Site.Stop()
-	return errors.Join(errs...)
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
 }

@@ -17,14 +17,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/anvil-dev/anvil/api"
-	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
 	hostcontroller "github.com/anvil-dev/anvil/internal/controller/host"
+	"github.com/anvil-dev/anvil/internal/controller/host/imagecheck"
 	"github.com/anvil-dev/anvil/internal/ironic"
-	"github.com/anvil-dev/anvil/internal/metal/imagecheck"
 	"github.com/anvil-dev/anvil/internal/provisioner"
 	ironicprovisioner "github.com/anvil-dev/anvil/internal/provisioner/ironic"
 )
@@ -54,6 +52,11 @@ type Config struct {
 	BusyPoll time.Duration
 	// MaxBackoff caps the wait between attempts on a failing Host (default 60 s).
 	MaxBackoff time.Duration
+	// QPS and Burst limit the site's and its pool's requests to the apiserver (default
+	// 100 and 200: one status write per Host step, and client-go's default of 5 a second
+	// would pace a fleet's provisioning instead of Ironic).
+	QPS   float32
+	Burst int
 	// Logger receives the site's logs.
 	Logger logr.Logger
 	// WrapProvisioner, when set, wraps the provisioner the Host controller uses (tests
@@ -94,42 +97,8 @@ func Start(ctx context.Context, cfg Config) (*Site, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The supervisor and the provisioner's queue signal; the Host controller hears of it
-	// through triggers, once the manager runs (both only ever drop a signal when one is
-	// already waiting: a resync or BusyPoll follows anyway).
-	restarted := make(chan struct{}, 1)
-	triggers := make(chan event.GenericEvent, 256)
-	irc, err := ironic.Start(ctx, ironic.Config{StateDir: filepath.Join(dir, "ironic"), Port: cfg.IronicPort,
-		Username: user, Password: pass, MaxConcurrentDeploy: cfg.MaxConcurrentDeploy, MaxConcurrentClean: cfg.MaxConcurrentClean,
-		FakeDelays: cfg.FakeDelays, Logger: cfg.Logger.WithName("ironic"), OnRestart: func() { signal(restarted) }})
-	if err != nil {
-		return nil, err
-	}
-	s := &Site{Ironic: irc, Scheme: scheme, done: make(chan error, 1)}
-	fail := func(err error) (*Site, error) {
-		if s.closeProvisioner != nil {
-			s.closeProvisioner()
-		}
-		irc.Stop()
-		return nil, err
-	}
-	prov, err := ironicprovisioner.New(ctx, ironicprovisioner.Options{Endpoint: irc.Endpoint(), Username: user, Password: pass,
-		MaxConcurrentDeploy: cfg.MaxConcurrentDeploy, MaxConcurrentClean: cfg.MaxConcurrentClean, Logger: cfg.Logger.WithName("provisioner"),
-		// A Host told to wait for a deploy or clean slot is reconciled as soon as one frees.
-		OnSlotFree: func(node string) { trigger(triggers, node) }})
-	if err != nil {
-		return fail(err)
-	}
-	s.Provisioner, s.closeProvisioner = prov, prov.Close
-	if cfg.WrapProvisioner != nil {
-		s.Provisioner = cfg.WrapProvisioner(prov)
-	}
 	skip := true
-	// One status write per Host step: client-go's default 5 QPS would pace a fleet's
-	// provisioning instead of Ironic.
-	rc := rest.CopyConfig(cfg.RestConfig)
-	rc.QPS, rc.Burst = 100, 200
-	mgr, err := ctrl.NewManager(rc, ctrl.Options{
+	mgr, err := ctrl.NewManager(cfg.Limited(), ctrl.Options{
 		Scheme:                 scheme,
 		Logger:                 cfg.Logger,
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{cfg.Namespace: {}}},
@@ -138,11 +107,45 @@ func Start(ctx context.Context, cfg Config) (*Site, error) {
 		Controller:             config.Controller{SkipNameValidation: &skip},
 	})
 	if err != nil {
+		return nil, err
+	}
+	r := &hostcontroller.Reconciler{Client: mgr.GetClient(), Images: &imagecheck.Checker{}, BusyPoll: cfg.BusyPoll, MaxBackoff: cfg.MaxBackoff}
+	runCtx, cancel := context.WithCancel(context.Background())
+	runCtx = logr.NewContext(runCtx, cfg.Logger)
+	irc, err := ironic.Start(ctx, ironic.Config{StateDir: filepath.Join(dir, "ironic"), Port: cfg.IronicPort,
+		Username: user, Password: pass, MaxConcurrentDeploy: cfg.MaxConcurrentDeploy, MaxConcurrentClean: cfg.MaxConcurrentClean,
+		FakeDelays: cfg.FakeDelays, Logger: cfg.Logger.WithName("ironic"),
+		// A restarted Ironic may have lost its database: its Hosts are enrolled again now.
+		OnRestart: func() { go r.RecheckAll(runCtx, cfg.Namespace) }})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	s := &Site{Ironic: irc, Manager: mgr, Scheme: scheme, cancel: cancel, done: make(chan error, 1)}
+	fail := func(err error) (*Site, error) {
+		cancel()
+		if s.closeProvisioner != nil {
+			s.closeProvisioner()
+		}
+		irc.Stop()
+		return nil, err
+	}
+	prov, err := ironicprovisioner.New(ctx, ironicprovisioner.Options{Endpoint: irc.Endpoint(), Username: user, Password: pass,
+		MaxConcurrentDeploy: cfg.MaxConcurrentDeploy, MaxConcurrentClean: cfg.MaxConcurrentClean, Logger: cfg.Logger.WithName("provisioner"),
+		// A Host told to wait for a deploy or clean slot is looked at as soon as one frees.
+		OnSlotFree: func(node string) {
+			if key, ok := provisioner.HostKey(node); ok {
+				r.Recheck(key)
+			}
+		}})
+	if err != nil {
 		return fail(err)
 	}
-	s.Manager = mgr
-	r := &hostcontroller.Reconciler{Client: mgr.GetClient(), Provisioner: s.Provisioner, Images: &imagecheck.Checker{},
-		BusyPoll: cfg.BusyPoll, MaxBackoff: cfg.MaxBackoff, Triggers: triggers}
+	s.Provisioner, s.closeProvisioner = prov, prov.Close
+	if cfg.WrapProvisioner != nil {
+		s.Provisioner = cfg.WrapProvisioner(prov)
+	}
+	r.Provisioner = s.Provisioner
 	workers := cfg.Workers
 	if workers == 0 {
 		workers = 64
@@ -150,10 +153,7 @@ func Start(ctx context.Context, cfg Config) (*Site, error) {
 	if err := r.SetupWithManager(ctx, mgr, workers); err != nil {
 		return fail(err)
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
 	go func() { s.done <- mgr.Start(runCtx) }()
-	go retriggerOnRestart(runCtx, restarted, mgr.GetClient(), cfg.Namespace, triggers)
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
 		s.Stop()
 		return nil, fmt.Errorf("the site's cache did not sync")
@@ -161,51 +161,18 @@ func Start(ctx context.Context, cfg Config) (*Site, error) {
 	return s, nil
 }
 
-// retriggerOnRestart reconciles every Host as soon as Ironic has been restarted: a
-// restarted Ironic may have lost its database, and its Hosts must be enrolled again (and
-// adopted) now, not at their next resync.
-func retriggerOnRestart(ctx context.Context, restarted <-chan struct{}, c client.Client, ns string, triggers chan<- event.GenericEvent) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-restarted:
-		}
-		var hosts metalv1alpha1.HostList
-		if err := c.List(ctx, &hosts, client.InNamespace(ns)); err != nil {
-			continue
-		}
-		for i := range hosts.Items {
-			select {
-			case triggers <- event.GenericEvent{Object: &hosts.Items[i]}:
-			case <-ctx.Done():
-				return
-			}
-		}
+// Limited is the site's apiserver configuration with its QPS and Burst (or their
+// defaults): its pool's runtime uses the same.
+func (cfg Config) Limited() *rest.Config {
+	rc := rest.CopyConfig(cfg.RestConfig)
+	rc.QPS, rc.Burst = cfg.QPS, cfg.Burst
+	if rc.QPS <= 0 {
+		rc.QPS = 100
 	}
-}
-
-// signal notes an event without blocking: one pending signal stands for any number.
-func signal(ch chan<- struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
+	if rc.Burst <= 0 {
+		rc.Burst = 200
 	}
-}
-
-// trigger asks for a reconcile of the Host of a provisioner node name, without blocking
-// the provisioner: when the channel is full the Host's BusyPoll brings it back anyway.
-func trigger(triggers chan<- event.GenericEvent, node string) {
-	key, ok := hostcontroller.HostKey(node)
-	if !ok {
-		return
-	}
-	h := &metalv1alpha1.Host{}
-	h.Namespace, h.Name = key.Namespace, key.Name
-	select {
-	case triggers <- event.GenericEvent{Object: h}:
-	default:
-	}
+	return rc
 }
 
 // Stop stops the Host controller, then Ironic. Servers are left as they are.

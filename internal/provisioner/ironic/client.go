@@ -3,7 +3,6 @@ package ironic
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -264,8 +263,3 @@ type rawJSON map[string]any
 
 func (r rawJSON) ToNodeCreateMap() (map[string]any, error) { return r, nil }
 func (r rawJSON) ToPortCreateMap() (map[string]any, error) { return r, nil }
-
-func mustJSON(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
-}

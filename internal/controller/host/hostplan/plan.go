@@ -1,6 +1,8 @@
 // Package hostplan decides, from a Host and what the provisioner says of its server, the
-// one thing the Host controller does next and the status it reports. It calls nothing:
-// the controller gathers the inputs, carries out the Action and writes the status.
+// one thing the Host controller does next and the status it reports (Decide), and what
+// that action's outcome means: a failure's Reason, a wait, or a next step at once
+// (Conclude). It calls nothing: the controller gathers the inputs, carries out the Action
+// and writes the status.
 //
 // The decision is level-based. Registration is checked in every state, so a provisioner
 // that lost its records gets the Host back: re-enrolled, and — when status.image says the
@@ -64,6 +66,12 @@ type Input struct {
 	InspectionStarted bool
 	// RebootRequested: the Host carries a reboot token not carried out yet.
 	RebootRequested bool
+	// CredentialsProblem says what is wrong with the BMC credentials Secret, when
+	// something is: the Host cannot be registered until it is fixed.
+	CredentialsProblem string
+	// Unreachable: the provisioner could not be asked about the Host, so Node says
+	// nothing. The Host keeps its state.
+	Unreachable bool
 }
 
 // Plan is the decision: one action and the status to report while it runs.
@@ -89,6 +97,23 @@ func Decide(in Input) Plan {
 	if st == "" {
 		st = metalv1alpha1.StateRegistering
 	}
+	if in.Unreachable {
+		op := h.Status.OperationalStatus
+		if op == "" {
+			op = metalv1alpha1.OperationalOK
+		}
+		return Plan{Action: ActionWait, State: st, Operational: op, Reason: metalv1alpha1.ReasonProvisionerUnavailable}
+	}
+	p := decide(in, st)
+	if p.Action == ActionRegister && in.CredentialsProblem != "" {
+		return Plan{Action: ActionWait, State: st, Operational: metalv1alpha1.OperationalError,
+			Reason: metalv1alpha1.ReasonCredentialsMissing, Message: in.CredentialsProblem, Failed: true}
+	}
+	return p
+}
+
+func decide(in Input, st metalv1alpha1.ProvisioningState) Plan {
+	h := in.Host
 	if h.DeletionTimestamp != nil {
 		return deleting(in, st)
 	}

@@ -123,6 +123,16 @@ func TestDecide(t *testing.T) {
 		{"clean failure deprovisions again", Input{Host: host(), Node: node(provisioner.StateFailed, failedFrom(provisioner.OpClean))},
 			ActionDeprovision, metalv1alpha1.StateDeprovisioning, metalv1alpha1.OperationalError},
 
+		// The inputs the controller cannot act on.
+		{"missing credentials are reported instead of registering", Input{Host: host(), CredentialsProblem: "no Secret"},
+			ActionWait, metalv1alpha1.StateRegistering, metalv1alpha1.OperationalError},
+		{"missing credentials keep a lost provisioned host's state", Input{Host: host(ran(imgA), state(metalv1alpha1.StateProvisioned)), CredentialsProblem: "no Secret"},
+			ActionWait, metalv1alpha1.StateProvisioned, metalv1alpha1.OperationalError},
+		{"missing credentials do not stop a registered host", Input{Host: host(wants(imgA), online), Node: node(provisioner.StateActive, powered, running(imgA)), CredentialsProblem: "no Secret"},
+			ActionWait, metalv1alpha1.StateProvisioned, metalv1alpha1.OperationalOK},
+		{"an unreachable provisioner keeps the state", Input{Host: host(state(metalv1alpha1.StateProvisioned)), Unreachable: true},
+			ActionWait, metalv1alpha1.StateProvisioned, metalv1alpha1.OperationalOK},
+
 		{"detached host is detached from the provisioner", Input{Host: host(detached, ran(imgA), state(metalv1alpha1.StateProvisioned)), Node: node(provisioner.StateActive)},
 			ActionDetach, metalv1alpha1.StateProvisioned, metalv1alpha1.OperationalDetached},
 		{"detached and forgotten waits", Input{Host: host(detached, state(metalv1alpha1.StateProvisioned))},
