@@ -30,7 +30,7 @@ func TestRefusalHandsMachineBackToScheduler(t *testing.T) {
 	_, err := full.client.CreateMachine(context.Background(), &mriv1alpha1.CreateMachineRequest{Machine: &mriv1alpha1.Machine{
 		Metadata: &mriv1alpha1.ObjectMetadata{Labels: map[string]string{mri.LabelMachineUID: "outsider"}},
 		Spec: &mriv1alpha1.MachineSpec{Resources: &mriv1alpha1.Resources{MilliCpu: 1500, MemoryBytes: 1 << 30},
-			Image: &mriv1alpha1.Image{Digest: "sha256:x"}, Architecture: mriv1alpha1.Architecture_ARCHITECTURE_AMD64,
+			Image: &mriv1alpha1.Image{Reference: "registry.example/outsider:1", Digest: "sha256:x"}, Architecture: mriv1alpha1.Architecture_ARCHITECTURE_AMD64,
 			Power: mriv1alpha1.Power_POWER_ON}}})
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,12 @@ type Target struct {
 	Restart func(t *testing.T) mriv1alpha1.MachineRuntimeClient
 	// Spec returns a machine spec the runtime can run, powered on.
 	Spec func() *mriv1alpha1.MachineSpec
+	// MissingImage is an image the runtime cannot find, such as Spec's reference with a
+	// digest its registry lacks: a create of it is IMAGE_NOT_FOUND.
+	MissingImage *mriv1alpha1.Image
+	// WrongArchImage is an image the runtime finds, without an entry for the
+	// architecture of Spec: a create of it is WRONG_ARCHITECTURE.
+	WrongArchImage *mriv1alpha1.Image
 	// Timeout bounds the wait for a machine to reach a state.
 	Timeout time.Duration
 	// Labels are put on every machine the suite creates, besides its own: what the
@@ -47,7 +53,10 @@ func Run(t *testing.T, target Target) {
 		{"Status", s.status},
 		{"I2_CreateIsIdempotentOnUID", s.createIdempotent},
 		{"E2_UnspecifiedEnumsRefused", s.unspecifiedRefused},
+		{"E1_MalformedSpecRefused", s.malformedRefused},
 		{"E1_WrongArchitectureRefused", s.wrongArchitecture},
+		{"E1_ImageWithoutArchitectureRefused", s.imageWithoutArchitecture},
+		{"E1_ImageNotFound", s.imageNotFound},
 		{"E5_NoCapacityRefused", s.noCapacity},
 		{"E1_UnknownIDNotFound", s.unknownID},
 		{"S1_S2_Lifecycle", s.lifecycle},

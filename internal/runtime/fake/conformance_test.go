@@ -2,6 +2,7 @@ package fake
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,11 +10,18 @@ import (
 	"github.com/anvil-dev/anvil/internal/mri/conformance"
 )
 
+// The images of the conformance pool: the spec's, one of arm64 only, and one it lacks.
+var (
+	osImage      = &mriv1alpha1.Image{Reference: "registry.example/os:1", Digest: "sha256:" + strings.Repeat("0", 64)}
+	armOnlyImage = &mriv1alpha1.Image{Reference: "registry.example/os-arm:1", Digest: "sha256:" + strings.Repeat("1", 64)}
+	missingImage = &mriv1alpha1.Image{Reference: "registry.example/os:1", Digest: "sha256:" + strings.Repeat("2", 64)}
+)
+
 func spec() *mriv1alpha1.MachineSpec {
 	return &mriv1alpha1.MachineSpec{
 		Class:             "small",
 		Resources:         &mriv1alpha1.Resources{MilliCpu: 1000, MemoryBytes: 1 << 30},
-		Image:             &mriv1alpha1.Image{Reference: "registry.example/os:1", Digest: "sha256:0000000000000000000000000000000000000000000000000000000000000000"},
+		Image:             &mriv1alpha1.Image{Reference: osImage.Reference, Digest: osImage.Digest},
 		Architecture:      mriv1alpha1.Architecture_ARCHITECTURE_AMD64,
 		Power:             mriv1alpha1.Power_POWER_ON,
 		Volumes:           []*mriv1alpha1.Volume{{Name: "root", Source: &mriv1alpha1.Volume_ImageDisk{ImageDisk: &mriv1alpha1.ImageDisk{}}}},
@@ -27,11 +35,17 @@ func runConformance(t *testing.T, latency, jitter time.Duration) {
 		Name:          "conformance",
 		Allocatable:   &mriv1alpha1.Resources{MilliCpu: 64000, MemoryBytes: 128 << 30},
 		Architectures: []mriv1alpha1.Architecture{mriv1alpha1.Architecture_ARCHITECTURE_AMD64, mriv1alpha1.Architecture_ARCHITECTURE_ARM64},
-		Latency:       latency, Jitter: jitter,
+		Images: map[string][]mriv1alpha1.Architecture{
+			osImage.Digest:      nil, // its index does not say
+			armOnlyImage.Digest: {mriv1alpha1.Architecture_ARCHITECTURE_ARM64},
+		},
+		Latency:   latency,
+		Jitter:    jitter,
 		StateFile: filepath.Join(dir, "state.json"),
 	}
 	s := conformance.Serve(t, "unix://"+filepath.Join(dir, "mri.sock"), func() (conformance.Runtime, error) { return New(cfg) })
-	conformance.Run(t, conformance.Target{Start: s.Start, Restart: s.Restart, Spec: spec, Timeout: 10 * time.Second})
+	conformance.Run(t, conformance.Target{Start: s.Start, Restart: s.Restart, Spec: spec, Timeout: 10 * time.Second,
+		MissingImage: missingImage, WrongArchImage: armOnlyImage})
 }
 
 func TestConformanceInstant(t *testing.T) { runConformance(t, 0, 0) }

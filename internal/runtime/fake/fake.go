@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -23,6 +24,11 @@ type Config struct {
 	Name string
 	// Allocatable is what machines may use in total.
 	Allocatable *mriv1alpha1.Resources
+	// Images, when set, are the images the pool finds, by digest, each with the
+	// architectures its index offers (none: the index does not say). A create of another
+	// digest is IMAGE_NOT_FOUND, and of an image without the machine's architecture
+	// WRONG_ARCHITECTURE, as a runtime reading a registry answers. Nil finds every image.
+	Images map[string][]mriv1alpha1.Architecture
 	// Architectures the pool runs; NativeArchitectures those of them it says it runs
 	// natively (none by default: a fake runs nothing, so it claims no hardware).
 	Architectures       []mriv1alpha1.Architecture
@@ -120,13 +126,10 @@ func (r *Runtime) ListMachines(_ context.Context, req *mriv1alpha1.ListMachinesR
 
 func (r *Runtime) CreateMachine(_ context.Context, req *mriv1alpha1.CreateMachineRequest) (*mriv1alpha1.CreateMachineResponse, error) {
 	in := req.GetMachine()
-	if err := validateSpec(in.GetSpec()); err != nil {
+	if err := mri.ValidateCreate(in); err != nil {
 		return nil, err
 	}
 	uid := in.GetMetadata().GetLabels()[mri.LabelMachineUID]
-	if uid == "" {
-		return nil, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "label %s is required", mri.LabelMachineUID)
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if id, ok := r.byUID[uid]; ok {
@@ -137,6 +140,9 @@ func (r *Runtime) CreateMachine(_ context.Context, req *mriv1alpha1.CreateMachin
 			"pool %s does not run %s", r.cfg.Name, in.GetSpec().GetArchitecture())
 	}
 	if err := r.admit(in.GetSpec().GetResources()); err != nil {
+		return nil, err
+	}
+	if err := r.findImage(in.GetSpec()); err != nil {
 		return nil, err
 	}
 	if err := r.injectFailure(); err != nil {
@@ -162,22 +168,6 @@ func (r *Runtime) CreateMachine(_ context.Context, req *mriv1alpha1.CreateMachin
 	return &mriv1alpha1.CreateMachineResponse{Machine: proto.Clone(r.machines[id]).(*mriv1alpha1.Machine)}, nil
 }
 
-func validateSpec(s *mriv1alpha1.MachineSpec) error {
-	switch {
-	case s == nil:
-		return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "spec is required")
-	case s.GetPower() == mriv1alpha1.Power_POWER_UNSPECIFIED:
-		return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "spec.power is unspecified: set POWER_ON or POWER_OFF")
-	case s.GetArchitecture() == mriv1alpha1.Architecture_ARCHITECTURE_UNSPECIFIED:
-		return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "spec.architecture is unspecified")
-	case s.GetResources() == nil:
-		return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "spec.resources is required")
-	case s.GetImage().GetDigest() == "":
-		return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "spec.image.digest is required: resolve the reference first")
-	}
-	return nil
-}
-
 func (r *Runtime) runsArchitecture(a mriv1alpha1.Architecture) bool {
 	for _, have := range r.cfg.Architectures {
 		if have == a {
@@ -185,6 +175,23 @@ func (r *Runtime) runsArchitecture(a mriv1alpha1.Architecture) bool {
 		}
 	}
 	return false
+}
+
+// findImage refuses an image the pool does not find, or without the machine's
+// architecture (CONTRACT.md E1).
+func (r *Runtime) findImage(s *mriv1alpha1.MachineSpec) error {
+	if r.cfg.Images == nil {
+		return nil
+	}
+	img := s.GetImage().GetReference() + "@" + s.GetImage().GetDigest()
+	archs, ok := r.cfg.Images[s.GetImage().GetDigest()]
+	if !ok {
+		return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_IMAGE_NOT_FOUND, "image %s not found", img)
+	}
+	if len(archs) > 0 && !slices.Contains(archs, s.GetArchitecture()) {
+		return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_WRONG_ARCHITECTURE, "image %s offers %v, not %s", img, archs, s.GetArchitecture())
+	}
+	return nil
 }
 
 // admit refuses a machine that would take the pool past its allocatable (CONTRACT.md E5).

@@ -108,8 +108,8 @@ func (r *Runtime) UpdateMachineLabels(_ context.Context, req *mriv1alpha1.Update
 
 func (r *Runtime) AttachVolume(_ context.Context, req *mriv1alpha1.AttachVolumeRequest) (*mriv1alpha1.AttachVolumeResponse, error) {
 	v := req.GetVolume()
-	if v.GetName() == "" || v.GetSource() == nil {
-		return nil, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "a volume needs a name and a source")
+	if err := mri.ValidateVolume(v); err != nil {
+		return nil, err
 	}
 	m, err := r.mutate(req.GetId(), func(m *mriv1alpha1.Machine) (bool, error) {
 		return mutate.AttachVolume(m.Spec, v)
@@ -132,8 +132,8 @@ func (r *Runtime) DetachVolume(_ context.Context, req *mriv1alpha1.DetachVolumeR
 
 func (r *Runtime) AttachNetworkInterface(_ context.Context, req *mriv1alpha1.AttachNetworkInterfaceRequest) (*mriv1alpha1.AttachNetworkInterfaceResponse, error) {
 	n := req.GetNetworkInterface()
-	if n.GetName() == "" || n.GetNetwork() == "" {
-		return nil, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "a network interface needs a name and a network")
+	if err := mri.ValidateNetworkInterface(n); err != nil {
+		return nil, err
 	}
 	m, err := r.mutate(req.GetId(), func(m *mriv1alpha1.Machine) (bool, error) {
 		return mutate.AttachNetworkInterface(m.Spec, n)

@@ -31,14 +31,17 @@ const imageTimeout = 10 * time.Second
 // meanwhile is a conflict, and the next one is tried.
 func (r *Runtime) CreateMachine(ctx context.Context, req *mriv1alpha1.CreateMachineRequest) (*mriv1alpha1.CreateMachineResponse, error) {
 	in := req.GetMachine()
+	if err := mri.ValidateCreate(in); err != nil {
+		return nil, err
+	}
 	spec := in.GetSpec()
 	if err := validateSpec(spec); err != nil {
 		return nil, err
 	}
 	labels := in.GetMetadata().GetLabels()
 	uid, ns := labels[mri.LabelMachineUID], labels[LabelMachineNamespace]
-	if uid == "" || ns == "" {
-		return nil, invalid("labels %s and %s are required: the namespace decides which Hosts HostPolicies allow", mri.LabelMachineUID, LabelMachineNamespace)
+	if ns == "" {
+		return nil, invalid("label %s is required: the namespace decides which Hosts HostPolicies allow", LabelMachineNamespace)
 	}
 	if err := r.awaitReady(ctx); err != nil {
 		return nil, err
@@ -222,24 +225,12 @@ func invalid(format string, args ...any) error {
 	return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, format, args...)
 }
 
-// validateSpec refuses what no Host can be given. A bare-metal machine has the server's
-// own disks and NICs: one image disk at most, no other volume.
+// validateSpec refuses, after mri.ValidateCreate, what no Host can be given: first-boot
+// data larger than a config drive holds, and any volume but one image disk, since a
+// bare-metal machine has the server's own disks and NICs.
 func validateSpec(s *mriv1alpha1.MachineSpec) error {
-	switch {
-	case s == nil:
-		return invalid("spec is required")
-	case s.GetPower() == mriv1alpha1.Power_POWER_UNSPECIFIED:
-		return invalid("spec.power is unspecified: set POWER_ON or POWER_OFF")
-	case s.GetArchitecture() == mriv1alpha1.Architecture_ARCHITECTURE_UNSPECIFIED || mri.ArchFromMRI(s.GetArchitecture()) == "":
-		return invalid("spec.architecture is unspecified")
-	case s.GetResources().GetMilliCpu() <= 0 || s.GetResources().GetMemoryBytes() <= 0:
-		return invalid("spec.resources needs cpu and memory")
-	case s.GetImage().GetReference() == "" || !strings.HasPrefix(s.GetImage().GetDigest(), "sha256:"):
-		return invalid("spec.image needs a reference and its sha256 digest: resolve the reference first")
-	case s.GetFirstBoot() != nil && s.GetFirstBoot().GetFormat() == mriv1alpha1.ConfigFormat_CONFIG_FORMAT_UNSPECIFIED:
-		return invalid("spec.first_boot.format is unspecified: set NONE, IGNITION or CLOUD_INIT")
-	case len(s.GetFirstBoot().GetData()) > maxUserData:
-		return invalid("spec.first_boot.data is %d bytes; a config drive holds at most %d", len(s.GetFirstBoot().GetData()), maxUserData)
+	if n := len(s.GetFirstBoot().GetData()); n > maxUserData {
+		return invalid("spec.first_boot.data is %d bytes; a config drive holds at most %d", n, maxUserData)
 	}
 	images := 0
 	for _, v := range s.GetVolumes() {
@@ -249,13 +240,6 @@ func validateSpec(s *mriv1alpha1.MachineSpec) error {
 		if images++; images > 1 {
 			return invalid("volume %q: a bare-metal machine has one image disk", v.GetName())
 		}
-	}
-	names := map[string]bool{}
-	for _, n := range s.GetNetworkInterfaces() {
-		if n.GetName() == "" || names[n.GetName()] {
-			return invalid("network interface %q: names must be set and unique", n.GetName())
-		}
-		names[n.GetName()] = true
 	}
 	return nil
 }

@@ -99,28 +99,29 @@ func TestConfigDriveSecret(t *testing.T) {
 	}
 }
 
+// validateSpec checks what bare metal cannot do; the contract's own checks are
+// mri.ValidateCreate's, which CreateMachine makes first.
 func TestValidateSpec(t *testing.T) {
 	good := func() *mriv1alpha1.MachineSpec {
 		return &mriv1alpha1.MachineSpec{Power: mriv1alpha1.Power_POWER_ON, Architecture: mriv1alpha1.Architecture_ARCHITECTURE_AMD64,
 			Resources: &mriv1alpha1.Resources{MilliCpu: 1000, MemoryBytes: 1 << 30},
 			Image:     &mriv1alpha1.Image{Reference: "r.example/os:1", Digest: "sha256:" + strings.Repeat("0", 64)},
+			FirstBoot: &mriv1alpha1.FirstBootConfig{Format: mriv1alpha1.ConfigFormat_CONFIG_FORMAT_CLOUD_INIT, Data: make([]byte, maxUserData)},
 			Volumes:   []*mriv1alpha1.Volume{{Name: "root", Source: &mriv1alpha1.Volume_ImageDisk{ImageDisk: &mriv1alpha1.ImageDisk{}}}}}
 	}
 	if err := validateSpec(good()); err != nil {
 		t.Fatal(err)
 	}
 	for name, breakIt := range map[string]func(*mriv1alpha1.MachineSpec){
-		"power":        func(s *mriv1alpha1.MachineSpec) { s.Power = 0 },
-		"architecture": func(s *mriv1alpha1.MachineSpec) { s.Architecture = 0 },
-		"resources":    func(s *mriv1alpha1.MachineSpec) { s.Resources = nil },
-		"digest":       func(s *mriv1alpha1.MachineSpec) { s.Image.Digest = "" },
-		"first boot":   func(s *mriv1alpha1.MachineSpec) { s.FirstBoot = &mriv1alpha1.FirstBootConfig{} },
+		"first boot too large": func(s *mriv1alpha1.MachineSpec) { s.FirstBoot.Data = make([]byte, maxUserData+1) },
 		"empty disk": func(s *mriv1alpha1.MachineSpec) {
 			s.Volumes = append(s.Volumes, &mriv1alpha1.Volume{Name: "data", Source: &mriv1alpha1.Volume_EmptyDisk{EmptyDisk: &mriv1alpha1.EmptyDisk{SizeBytes: 1}}})
 		},
-		"two image disks": func(s *mriv1alpha1.MachineSpec) { s.Volumes = append(s.Volumes, s.Volumes[0]) },
-		"nic twice": func(s *mriv1alpha1.MachineSpec) {
-			s.NetworkInterfaces = []*mriv1alpha1.NetworkInterface{{Name: "a"}, {Name: "a"}}
+		"handle": func(s *mriv1alpha1.MachineSpec) {
+			s.Volumes = append(s.Volumes, &mriv1alpha1.Volume{Name: "data", Source: &mriv1alpha1.Volume_Handle{Handle: "ns/data"}})
+		},
+		"two image disks": func(s *mriv1alpha1.MachineSpec) {
+			s.Volumes = append(s.Volumes, &mriv1alpha1.Volume{Name: "other", Source: &mriv1alpha1.Volume_ImageDisk{ImageDisk: &mriv1alpha1.ImageDisk{}}})
 		},
 	} {
 		s := good()

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/mri"
 	"github.com/anvil-dev/anvil/internal/mri/mutate"
 )
 
@@ -155,7 +156,7 @@ func (r *Runtime) DetachVolume(_ context.Context, req *mriv1alpha1.DetachVolumeR
 
 func (r *Runtime) AttachNetworkInterface(_ context.Context, req *mriv1alpha1.AttachNetworkInterfaceRequest) (*mriv1alpha1.AttachNetworkInterfaceResponse, error) {
 	n := req.GetNetworkInterface()
-	if err := validateNIC(n); err != nil {
+	if err := mri.ValidateNetworkInterface(n); err != nil {
 		return nil, err
 	}
 	m, err := r.mutate(req.GetId(), func(m *machine) (bool, error) {

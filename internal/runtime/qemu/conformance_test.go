@@ -2,6 +2,7 @@ package qemu
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,17 +12,21 @@ import (
 )
 
 // TestConformance boots the test OS under QEMU for every case of the MRI suite. The pool
-// offers amd64 only, so the suite's wrong-architecture case has one to refuse.
+// offers amd64 only, so the suite's wrong-architecture case has one to refuse, and an
+// arm64-only image has no entry for the pool's machines.
 func TestConformance(t *testing.T) {
 	img := pushTestOS(t, computev1alpha1.ArchitectureAMD64, computev1alpha1.ArchitectureARM64)
+	armOnly := pushTestOS(t, computev1alpha1.ArchitectureARM64)
 	cfg := testConfig(t, computev1alpha1.ArchitectureAMD64)
 	s := conformance.Serve(t, "unix://"+filepath.Join(t.TempDir(), "mri.sock"), func() (conformance.Runtime, error) { return New(cfg) })
 	start := time.Now()
 	conformance.Run(t, conformance.Target{
-		Start:   s.Start,
-		Restart: s.Restart,
-		Spec:    func() *mriv1alpha1.MachineSpec { return machineSpec(img, mriv1alpha1.Architecture_ARCHITECTURE_AMD64) },
-		Timeout: 120 * time.Second,
+		Start:          s.Start,
+		Restart:        s.Restart,
+		Spec:           func() *mriv1alpha1.MachineSpec { return machineSpec(img, mriv1alpha1.Architecture_ARCHITECTURE_AMD64) },
+		Timeout:        120 * time.Second,
+		MissingImage:   &mriv1alpha1.Image{Reference: img.Reference, Digest: "sha256:" + strings.Repeat("0123456789abcdef", 4)},
+		WrongArchImage: &mriv1alpha1.Image{Reference: armOnly.Reference, Digest: armOnly.Digest},
 	})
 	t.Logf("conformance suite took %s", time.Since(start).Round(time.Second))
 }

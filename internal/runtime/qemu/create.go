@@ -28,14 +28,14 @@ const indexTimeout = 10 * time.Second
 
 func (r *Runtime) CreateMachine(ctx context.Context, req *mriv1alpha1.CreateMachineRequest) (*mriv1alpha1.CreateMachineResponse, error) {
 	in := req.GetMachine()
+	if err := mri.ValidateCreate(in); err != nil {
+		return nil, err
+	}
 	spec := in.GetSpec()
 	if err := validateSpec(spec); err != nil {
 		return nil, err
 	}
 	uid := in.GetMetadata().GetLabels()[mri.LabelMachineUID]
-	if uid == "" {
-		return nil, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "label %s is required", mri.LabelMachineUID)
-	}
 	if existing, err := r.byUIDClone(uid); existing != nil || err != nil {
 		return &mriv1alpha1.CreateMachineResponse{Machine: existing}, err
 	}
@@ -157,48 +157,29 @@ func (r *Runtime) newID() (string, error) {
 	return "", errors.New("no free id after 10 tries")
 }
 
+// minMemory is the least memory a machine of this runtime may ask for.
+const minMemory = 16 << 20
+
+// validateSpec refuses, after mri.ValidateCreate, what this runtime cannot run: too
+// little memory for a guest, an image reference its registry client cannot read, a
+// volume handle outside its volumes folder.
 func validateSpec(s *mriv1alpha1.MachineSpec) error {
-	invalid := func(format string, args ...any) error {
-		return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, format, args...)
-	}
-	switch {
-	case s == nil:
-		return invalid("spec is required")
-	case s.GetPower() == mriv1alpha1.Power_POWER_UNSPECIFIED:
-		return invalid("spec.power is unspecified: set POWER_ON or POWER_OFF")
-	case s.GetArchitecture() == mriv1alpha1.Architecture_ARCHITECTURE_UNSPECIFIED:
-		return invalid("spec.architecture is unspecified")
-	case s.GetResources().GetMilliCpu() <= 0 || s.GetResources().GetMemoryBytes() < 16<<20:
-		return invalid("spec.resources needs cpu and at least 16 MiB of memory")
-	case s.GetImage().GetReference() == "" || s.GetImage().GetDigest() == "":
-		return invalid("spec.image needs a reference and its digest: resolve the reference first")
-	case s.GetFirstBoot() != nil && s.GetFirstBoot().GetFormat() == mriv1alpha1.ConfigFormat_CONFIG_FORMAT_UNSPECIFIED:
-		return invalid("spec.first_boot.format is unspecified: set NONE, IGNITION or CLOUD_INIT")
+	if s.GetResources().GetMemoryBytes() < minMemory {
+		return invalid("spec.resources.memory_bytes is %d: a QEMU machine needs at least 16 MiB", s.GetResources().GetMemoryBytes())
 	}
 	if _, err := pinned(s.GetImage()); err != nil {
 		return invalid("spec.image: %v", err)
 	}
-	names := map[string]bool{}
 	for _, v := range s.GetVolumes() {
-		if err := validateVolume(v); err != nil {
+		if err := validateHandle(v); err != nil {
 			return err
 		}
-		if names[v.GetName()] {
-			return invalid("volume %q appears twice", v.GetName())
-		}
-		names[v.GetName()] = true
-	}
-	names = map[string]bool{}
-	for _, n := range s.GetNetworkInterfaces() {
-		if err := validateNIC(n); err != nil {
-			return err
-		}
-		if names[n.GetName()] {
-			return invalid("network interface %q appears twice", n.GetName())
-		}
-		names[n.GetName()] = true
 	}
 	return nil
+}
+
+func invalid(format string, args ...any) error {
+	return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, format, args...)
 }
 
 // pinned is the image reference pinned to its digest, as the cache and index read it.

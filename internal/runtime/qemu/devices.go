@@ -3,7 +3,6 @@ package qemu
 import (
 	"crypto/sha256"
 	"fmt"
-	"net"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -101,40 +100,18 @@ func handlePath(state, handle string) string {
 	return filepath.Join(state, volumesDir, filepath.FromSlash(handle))
 }
 
+// validateVolume refuses a volume to attach: the contract's check, then this runtime's.
 func validateVolume(v *mriv1alpha1.Volume) error {
-	invalid := func(format string, args ...any) error {
-		return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, format, args...)
+	if err := mri.ValidateVolume(v); err != nil {
+		return err
 	}
-	if v.GetName() == "" {
-		return invalid("a volume needs a name")
-	}
-	switch src := v.GetSource().(type) {
-	case *mriv1alpha1.Volume_ImageDisk:
-		if src.ImageDisk.GetSizeBytes() < 0 {
-			return invalid("volume %s: negative size", v.GetName())
-		}
-	case *mriv1alpha1.Volume_EmptyDisk:
-		if src.EmptyDisk.GetSizeBytes() <= 0 {
-			return invalid("volume %s: an empty disk needs a size", v.GetName())
-		}
-	case *mriv1alpha1.Volume_Handle:
-		if !handlePattern.MatchString(src.Handle) || strings.Contains(src.Handle, "..") {
-			return invalid("volume %s: handle %q must be a relative path of letters, digits, '.', '_' and '-'", v.GetName(), src.Handle)
-		}
-	default:
-		return invalid("volume %s needs a source: image_disk, empty_disk or handle", v.GetName())
-	}
-	return nil
+	return validateHandle(v)
 }
 
-func validateNIC(n *mriv1alpha1.NetworkInterface) error {
-	if n.GetName() == "" || n.GetNetwork() == "" {
-		return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "a network interface needs a name and a network")
-	}
-	if mac := n.GetMacAddress(); mac != "" {
-		if hw, err := net.ParseMAC(mac); err != nil || len(hw) != 6 {
-			return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "network interface %s: MAC address %q is not xx:xx:xx:xx:xx:xx", n.GetName(), mac)
-		}
+// validateHandle refuses a handle that is not a path below the volumes folder.
+func validateHandle(v *mriv1alpha1.Volume) error {
+	if h, ok := v.GetSource().(*mriv1alpha1.Volume_Handle); ok && (!handlePattern.MatchString(h.Handle) || strings.Contains(h.Handle, "..")) {
+		return invalid("volume %s: handle %q must be a relative path of letters, digits, '.', '_' and '-'", v.GetName(), h.Handle)
 	}
 	return nil
 }

@@ -1,0 +1,132 @@
+package mri
+
+import (
+	"net"
+	"strings"
+
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+)
+
+// ValidateCreate refuses with INVALID a machine no runtime can create: a spec missing
+// what the contract needs or an enum left UNSPECIFIED or set to a value the MRI does not
+// define (CONTRACT.md E1, E2), or no machine-uid label (I2). It is the contract's check,
+// made alike by every runtime; a runtime checks its own limits (architectures, sizes,
+// devices) after it.
+func ValidateCreate(m *mriv1alpha1.Machine) error {
+	if err := validateSpec(m.GetSpec()); err != nil {
+		return err
+	}
+	if m.GetMetadata().GetLabels()[LabelMachineUID] == "" {
+		return invalid("label %s is required: CreateMachine is idempotent on it", LabelMachineUID)
+	}
+	return nil
+}
+
+func validateSpec(s *mriv1alpha1.MachineSpec) error {
+	if s == nil {
+		return invalid("spec is required")
+	}
+	if err := checkEnum("spec.power", s.GetPower(), mriv1alpha1.Power_name, "POWER_ON or POWER_OFF"); err != nil {
+		return err
+	}
+	if err := checkEnum("spec.architecture", s.GetArchitecture(), mriv1alpha1.Architecture_name, "AMD64, ARM64, RISCV64, PPC64LE or S390X"); err != nil {
+		return err
+	}
+	if res := s.GetResources(); res.GetMilliCpu() <= 0 || res.GetMemoryBytes() <= 0 {
+		return invalid("spec.resources needs cpu and memory: set milli_cpu and memory_bytes above zero")
+	}
+	if img := s.GetImage(); img.GetReference() == "" || !strings.HasPrefix(img.GetDigest(), "sha256:") {
+		return invalid("spec.image needs a reference and its sha256 digest: resolve the reference first")
+	}
+	// A machine without first-boot data may leave first_boot out; one that sets it says
+	// how to read the data.
+	if fb := s.GetFirstBoot(); fb != nil {
+		if err := checkEnum("spec.first_boot.format", fb.GetFormat(), mriv1alpha1.ConfigFormat_name, "NONE, IGNITION or CLOUD_INIT"); err != nil {
+			return err
+		}
+	}
+	vols := s.GetVolumes()
+	for i, v := range vols {
+		if err := ValidateVolume(v); err != nil {
+			return err
+		}
+		if named(vols[:i], v.GetName()) {
+			return invalid("volume %q appears twice: give each volume its own name", v.GetName())
+		}
+	}
+	nics := s.GetNetworkInterfaces()
+	for i, n := range nics {
+		if err := ValidateNetworkInterface(n); err != nil {
+			return err
+		}
+		if named(nics[:i], n.GetName()) {
+			return invalid("network interface %q appears twice: give each network interface its own name", n.GetName())
+		}
+	}
+	return nil
+}
+
+// ValidateVolume refuses with INVALID a volume without a name or a source, or with a size
+// no disk has: at create and when attached.
+func ValidateVolume(v *mriv1alpha1.Volume) error {
+	if v.GetName() == "" {
+		return invalid("a volume needs a name")
+	}
+	switch src := v.GetSource().(type) {
+	case *mriv1alpha1.Volume_ImageDisk:
+		if src.ImageDisk.GetSizeBytes() < 0 {
+			return invalid("volume %s: negative size: set image_disk.size_bytes to 0 to keep the image's size", v.GetName())
+		}
+	case *mriv1alpha1.Volume_EmptyDisk:
+		if src.EmptyDisk.GetSizeBytes() <= 0 {
+			return invalid("volume %s: an empty disk needs a size", v.GetName())
+		}
+	case *mriv1alpha1.Volume_Handle:
+		if src.Handle == "" {
+			return invalid("volume %s: the handle is empty: name the disk it stands for", v.GetName())
+		}
+	default:
+		return invalid("volume %s needs a source: image_disk, empty_disk or handle", v.GetName())
+	}
+	return nil
+}
+
+// ValidateNetworkInterface refuses with INVALID a network interface without a name or a
+// network, or with a MAC address that is not one: at create and when attached.
+func ValidateNetworkInterface(n *mriv1alpha1.NetworkInterface) error {
+	if n.GetName() == "" || n.GetNetwork() == "" {
+		return invalid("a network interface needs a name and a network")
+	}
+	if mac := n.GetMacAddress(); mac != "" {
+		if hw, err := net.ParseMAC(mac); err != nil || len(hw) != 6 {
+			return invalid("network interface %s: MAC address %q is not xx:xx:xx:xx:xx:xx", n.GetName(), mac)
+		}
+	}
+	return nil
+}
+
+// checkEnum refuses the zero value, so that a missing field never means a default (E2),
+// and a value the MRI does not define, which a newer caller may send (E1).
+func checkEnum[E ~int32](field string, v E, names map[int32]string, set string) error {
+	if v == 0 {
+		return invalid("%s is unspecified: set %s", field, set)
+	}
+	if _, ok := names[int32(v)]; !ok {
+		return invalid("%s is %d, which MRI v1alpha1 does not define: set %s", field, int32(v), set)
+	}
+	return nil
+}
+
+// named reports whether one of list is called name.
+func named[T interface{ GetName() string }](list []T, name string) bool {
+	for _, x := range list {
+		if x.GetName() == name {
+			return true
+		}
+	}
+	return false
+}
+
+func invalid(format string, args ...any) error {
+	return Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, format, args...)
+}

@@ -1,0 +1,159 @@
+package mri
+
+import (
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+)
+
+// validMachine is a machine every runtime's contract check accepts.
+func validMachine() *mriv1alpha1.Machine {
+	return &mriv1alpha1.Machine{
+		Metadata: &mriv1alpha1.ObjectMetadata{Labels: map[string]string{LabelMachineUID: "u1"}},
+		Spec: &mriv1alpha1.MachineSpec{
+			Resources:    &mriv1alpha1.Resources{MilliCpu: 1000, MemoryBytes: 1 << 30},
+			Image:        &mriv1alpha1.Image{Reference: "registry.example/os:1", Digest: "sha256:" + strings.Repeat("0", 64)},
+			Architecture: mriv1alpha1.Architecture_ARCHITECTURE_AMD64,
+			Power:        mriv1alpha1.Power_POWER_ON,
+			FirstBoot:    &mriv1alpha1.FirstBootConfig{Format: mriv1alpha1.ConfigFormat_CONFIG_FORMAT_CLOUD_INIT, Data: []byte("#cloud-config\n")},
+			Volumes: []*mriv1alpha1.Volume{
+				{Name: "root", Source: &mriv1alpha1.Volume_ImageDisk{ImageDisk: &mriv1alpha1.ImageDisk{}}},
+				{Name: "data", Source: &mriv1alpha1.Volume_EmptyDisk{EmptyDisk: &mriv1alpha1.EmptyDisk{SizeBytes: 1 << 20}}},
+				{Name: "shared", Source: &mriv1alpha1.Volume_Handle{Handle: "default/shared"}},
+			},
+			NetworkInterfaces: []*mriv1alpha1.NetworkInterface{
+				{Name: "eth0", Network: "default"},
+				{Name: "eth1", Network: "storage", MacAddress: "52:54:00:12:34:56"},
+			},
+		},
+	}
+}
+
+func emptyDisk(name string, size int64) *mriv1alpha1.Volume {
+	return &mriv1alpha1.Volume{Name: name, Source: &mriv1alpha1.Volume_EmptyDisk{EmptyDisk: &mriv1alpha1.EmptyDisk{SizeBytes: size}}}
+}
+
+func TestValidateCreate(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(m *mriv1alpha1.Machine)
+		// says is part of the message, which tells the caller what to fix; "" for none.
+		says string
+	}{
+		{"valid", func(*mriv1alpha1.Machine) {}, ""},
+		{"no first boot", func(m *mriv1alpha1.Machine) { m.Spec.FirstBoot = nil }, ""},
+		{"first boot NONE", func(m *mriv1alpha1.Machine) {
+			m.Spec.FirstBoot = &mriv1alpha1.FirstBootConfig{Format: mriv1alpha1.ConfigFormat_CONFIG_FORMAT_NONE}
+		}, ""},
+		{"no volumes or network interfaces", func(m *mriv1alpha1.Machine) { m.Spec.Volumes, m.Spec.NetworkInterfaces = nil, nil }, ""},
+		{"image disk of size 0 keeps the image's", func(m *mriv1alpha1.Machine) {
+			m.Spec.Volumes[0].Source = &mriv1alpha1.Volume_ImageDisk{ImageDisk: &mriv1alpha1.ImageDisk{SizeBytes: 0}}
+		}, ""},
+		{"power off", func(m *mriv1alpha1.Machine) { m.Spec.Power = mriv1alpha1.Power_POWER_OFF }, ""},
+
+		{"no spec", func(m *mriv1alpha1.Machine) { m.Spec = nil }, "spec is required"},
+		{"no machine", nil, "spec is required"},
+		{"no uid label", func(m *mriv1alpha1.Machine) { m.Metadata.Labels = map[string]string{"team": "a"} }, "label " + LabelMachineUID + " is required"},
+		{"no metadata", func(m *mriv1alpha1.Machine) { m.Metadata = nil }, "label " + LabelMachineUID + " is required"},
+
+		// E2: every enum the caller sets.
+		{"power unspecified", func(m *mriv1alpha1.Machine) { m.Spec.Power = mriv1alpha1.Power_POWER_UNSPECIFIED },
+			"spec.power is unspecified: set POWER_ON or POWER_OFF"},
+		{"architecture unspecified", func(m *mriv1alpha1.Machine) { m.Spec.Architecture = mriv1alpha1.Architecture_ARCHITECTURE_UNSPECIFIED },
+			"spec.architecture is unspecified: set AMD64"},
+		{"first boot format unspecified", func(m *mriv1alpha1.Machine) {
+			m.Spec.FirstBoot.Format = mriv1alpha1.ConfigFormat_CONFIG_FORMAT_UNSPECIFIED
+		}, "spec.first_boot.format is unspecified: set NONE, IGNITION or CLOUD_INIT"},
+		{"empty first boot", func(m *mriv1alpha1.Machine) { m.Spec.FirstBoot = &mriv1alpha1.FirstBootConfig{} },
+			"spec.first_boot.format is unspecified"},
+		{"power the MRI does not define", func(m *mriv1alpha1.Machine) { m.Spec.Power = 9 },
+			"spec.power is 9, which MRI v1alpha1 does not define: set POWER_ON or POWER_OFF"},
+		{"architecture the MRI does not define", func(m *mriv1alpha1.Machine) { m.Spec.Architecture = 42 },
+			"spec.architecture is 42"},
+		{"first boot format the MRI does not define", func(m *mriv1alpha1.Machine) { m.Spec.FirstBoot.Format = 7 },
+			"spec.first_boot.format is 7"},
+
+		{"no resources", func(m *mriv1alpha1.Machine) { m.Spec.Resources = nil }, "spec.resources needs cpu and memory"},
+		{"no cpu", func(m *mriv1alpha1.Machine) { m.Spec.Resources.MilliCpu = 0 }, "spec.resources needs cpu and memory"},
+		{"negative memory", func(m *mriv1alpha1.Machine) { m.Spec.Resources.MemoryBytes = -1 }, "spec.resources needs cpu and memory"},
+		{"no image", func(m *mriv1alpha1.Machine) { m.Spec.Image = nil }, "spec.image needs a reference and its sha256 digest"},
+		{"no reference", func(m *mriv1alpha1.Machine) { m.Spec.Image.Reference = "" }, "resolve the reference first"},
+		{"no digest", func(m *mriv1alpha1.Machine) { m.Spec.Image.Digest = "" }, "resolve the reference first"},
+		{"digest not sha256", func(m *mriv1alpha1.Machine) { m.Spec.Image.Digest = "md5:abc" }, "its sha256 digest"},
+
+		{"volume without a name", func(m *mriv1alpha1.Machine) { m.Spec.Volumes[1].Name = "" }, "a volume needs a name"},
+		{"volume without a source", func(m *mriv1alpha1.Machine) { m.Spec.Volumes[1].Source = nil }, "volume data needs a source"},
+		{"image disk of negative size", func(m *mriv1alpha1.Machine) {
+			m.Spec.Volumes[0].Source = &mriv1alpha1.Volume_ImageDisk{ImageDisk: &mriv1alpha1.ImageDisk{SizeBytes: -1}}
+		}, "volume root: negative size"},
+		{"empty disk without a size", func(m *mriv1alpha1.Machine) { m.Spec.Volumes[1] = emptyDisk("data", 0) }, "volume data: an empty disk needs a size"},
+		{"empty handle", func(m *mriv1alpha1.Machine) { m.Spec.Volumes[2].Source = &mriv1alpha1.Volume_Handle{} }, "volume shared: the handle is empty"},
+		{"volume twice", func(m *mriv1alpha1.Machine) { m.Spec.Volumes = append(m.Spec.Volumes, emptyDisk("root", 1)) },
+			`volume "root" appears twice`},
+
+		{"network interface without a name", func(m *mriv1alpha1.Machine) { m.Spec.NetworkInterfaces[1].Name = "" },
+			"a network interface needs a name and a network"},
+		{"network interface without a network", func(m *mriv1alpha1.Machine) { m.Spec.NetworkInterfaces[1].Network = "" },
+			"a network interface needs a name and a network"},
+		{"MAC address that is not one", func(m *mriv1alpha1.Machine) { m.Spec.NetworkInterfaces[1].MacAddress = "52:54:00" },
+			`network interface eth1: MAC address "52:54:00" is not xx:xx:xx:xx:xx:xx`},
+		{"MAC address of 8 bytes", func(m *mriv1alpha1.Machine) { m.Spec.NetworkInterfaces[1].MacAddress = "02:00:5e:10:00:00:00:01" },
+			"is not xx:xx:xx:xx:xx:xx"},
+		{"network interface twice", func(m *mriv1alpha1.Machine) {
+			m.Spec.NetworkInterfaces = append(m.Spec.NetworkInterfaces, &mriv1alpha1.NetworkInterface{Name: "eth0", Network: "storage"})
+		}, `network interface "eth0" appears twice`},
+
+		// The first rule broken is the one reported.
+		{"spec before labels", func(m *mriv1alpha1.Machine) {
+			m.Spec.Power, m.Metadata.Labels = 0, nil
+		}, "spec.power is unspecified"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var m *mriv1alpha1.Machine
+			if tc.change != nil {
+				m = validMachine()
+				tc.change(m)
+			}
+			err := ValidateCreate(m)
+			if tc.says == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if status.Code(err) != codes.InvalidArgument || ReasonOf(err) != mriv1alpha1.ErrorReason_ERROR_REASON_INVALID {
+				t.Fatalf("%v, want InvalidArgument/INVALID", err)
+			}
+			if msg := MessageOf(err); !strings.Contains(msg, tc.says) {
+				t.Fatalf("message %q does not say %q", msg, tc.says)
+			}
+		})
+	}
+}
+
+// Attach calls check a volume or network interface as a create does.
+func TestValidateAttached(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		err   error
+		valid bool
+	}{
+		{"empty disk", ValidateVolume(emptyDisk("data", 1)), true},
+		{"handle", ValidateVolume(&mriv1alpha1.Volume{Name: "v", Source: &mriv1alpha1.Volume_Handle{Handle: "ns/v"}}), true},
+		{"nil volume", ValidateVolume(nil), false},
+		{"volume without a source", ValidateVolume(&mriv1alpha1.Volume{Name: "data"}), false},
+		{"empty disk of size 0", ValidateVolume(emptyDisk("data", 0)), false},
+		{"network interface", ValidateNetworkInterface(&mriv1alpha1.NetworkInterface{Name: "eth1", Network: "default"}), true},
+		{"upper-case MAC", ValidateNetworkInterface(&mriv1alpha1.NetworkInterface{Name: "eth1", Network: "default", MacAddress: "52:54:00:AB:CD:EF"}), true},
+		{"nil network interface", ValidateNetworkInterface(nil), false},
+		{"network interface without a network", ValidateNetworkInterface(&mriv1alpha1.NetworkInterface{Name: "eth1"}), false},
+	} {
+		if tc.valid != (tc.err == nil) || (!tc.valid && ReasonOf(tc.err) != mriv1alpha1.ErrorReason_ERROR_REASON_INVALID) {
+			t.Errorf("%s: %v, want valid %v or INVALID", tc.name, tc.err, tc.valid)
+		}
+	}
+}
