@@ -122,7 +122,7 @@ func filterTaints(p *Pool, r *Request, _ time.Time) Reason {
 	for i := range p.Taints {
 		t := &p.Taints[i]
 		if t.Effect == corev1.TaintEffectPreferNoSchedule {
-			continue
+			continue // a preference, scored by Schedule
 		}
 		if !tolerated(t, r.Tolerations) {
 			return Reason{Code: ReasonTaint, Taint: t}

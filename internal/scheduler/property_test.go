@@ -57,6 +57,11 @@ func genWorld(t *rapid.T) *world {
 		if rapid.IntRange(0, 4).Draw(t, "tainted") == 0 {
 			p.Taints = []corev1.Taint{{Key: "dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule}}
 		}
+		for _, key := range []string{"maintenance", "old-hardware"} {
+			if rapid.IntRange(0, 3).Draw(t, "preferNoSchedule") == 0 {
+				p.Taints = append(p.Taints, corev1.Taint{Key: key, Effect: corev1.TaintEffectPreferNoSchedule})
+			}
+		}
 		w.cache.SetPool(p)
 		w.cache.SetHeartbeat(p.Name, testNow.Add(time.Minute))
 		w.pools = append(w.pools, p)
@@ -75,6 +80,9 @@ func genRequest(t *rapid.T, w *world) *Request {
 	}
 	if rapid.Bool().Draw(t, "tolerates") {
 		r.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}}
+	}
+	if rapid.IntRange(0, 3).Draw(t, "toleratesMaintenance") == 0 {
+		r.Tolerations = append(r.Tolerations, corev1.Toleration{Key: "maintenance", Operator: corev1.TolerationOpExists})
 	}
 	return r
 }
@@ -141,6 +149,39 @@ func TestPropertyEveryPlaceableMachineIsBound(t *testing.T) {
 				cur, _ := w.cache.Pool(p.Name)
 				if Fits(&cur, r, testNow).Code == ReasonNone {
 					t.Fatalf("%s is left pending though pool %s can hold it", uid, p.Name)
+				}
+			}
+		}
+	})
+}
+
+// A PreferNoSchedule taint only ranks: a decision never picks a pool with more untolerated
+// PreferNoSchedule taints than another pool that fits, and never leaves a Machine pending
+// because of them.
+func TestPropertyPreferNoScheduleOnlyRanks(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		w := genWorld(t)
+		n := rapid.IntRange(1, 20).Draw(t, "machines")
+		for i := 0; i < n; i++ {
+			r := genRequest(t, w)
+			var fitting []Pool
+			for _, p := range w.pools {
+				cur, _ := w.cache.Pool(p.Name)
+				if Fits(&cur, r, testNow).Code == ReasonNone {
+					fitting = append(fitting, cur)
+				}
+			}
+			d := w.cache.ScheduleAndAssume(types.UID(fmt.Sprintf("m%d", i)), r, testNow, StrategySpread)
+			if d.Pool == nil {
+				if len(fitting) > 0 {
+					t.Fatalf("left pending though %d pools fit", len(fitting))
+				}
+				continue
+			}
+			for i := range fitting {
+				if untoleratedPreferences(&fitting[i], r) < untoleratedPreferences(d.Pool, r) {
+					t.Fatalf("chose %s with %d untolerated PreferNoSchedule taints over %s with %d",
+						d.Pool.Name, untoleratedPreferences(d.Pool, r), fitting[i].Name, untoleratedPreferences(&fitting[i], r))
 				}
 			}
 		}

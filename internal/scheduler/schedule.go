@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // Strategy says which of the pools that fit wins.
@@ -38,21 +40,25 @@ type Decision struct {
 	Rejections Rejections
 }
 
-// Schedule picks a pool for r among pools, which must be sorted by name: among equally
-// good pools the first by name wins, so the same inputs always give the same answer.
+// Schedule picks a pool for r among pools, which must be sorted by name. Among the pools
+// that fit, the fewest untolerated PreferNoSchedule taints win, then the strategy's score;
+// among equally good pools the first by name wins, so the same inputs always give the
+// same answer.
 func Schedule(pools []*Pool, r *Request, now time.Time, s Strategy) Decision {
 	var best *Pool
+	var bestAvoid int
 	var bestScore float64
 	for _, p := range pools {
 		if Fits(p, r, now).Code != ReasonNone {
 			continue
 		}
+		avoid := untoleratedPreferences(p, r)
 		score := freeAfter(p, r)
 		if s == StrategyPack {
 			score = -score
 		}
-		if best == nil || score > bestScore {
-			best, bestScore = p, score
+		if best == nil || avoid < bestAvoid || (avoid == bestAvoid && score > bestScore) {
+			best, bestAvoid, bestScore = p, avoid, score
 		}
 	}
 	if best != nil {
@@ -65,6 +71,21 @@ func Schedule(pools []*Pool, r *Request, now time.Time, s Strategy) Decision {
 		rej.add(Fits(p, r, now))
 	}
 	return Decision{Rejections: rej}
+}
+
+// untoleratedPreferences counts the pool's PreferNoSchedule taints that r does not
+// tolerate. It outranks the strategy rather than weighing against free space: a pool so
+// tainted is used only when no pool with fewer such taints fits, which is what the taint
+// asks for: an untainted pool with room never loses to an emptier tainted one.
+func untoleratedPreferences(p *Pool, r *Request) int {
+	n := 0
+	for i := range p.Taints {
+		t := &p.Taints[i]
+		if t.Effect == corev1.TaintEffectPreferNoSchedule && !tolerated(t, r.Tolerations) {
+			n++
+		}
+	}
+	return n
 }
 
 // freeAfter is the fraction of cpu plus the fraction of memory the pool would have left

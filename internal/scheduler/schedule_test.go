@@ -61,3 +61,55 @@ func TestParseStrategy(t *testing.T) {
 		t.Error("ParseStrategy accepted an unknown strategy")
 	}
 }
+
+func TestSchedulePrefersPoolsWithoutUntoleratedPreferNoScheduleTaints(t *testing.T) {
+	soft := func(b *poolBuilder) *poolBuilder {
+		return b.taint("maintenance", "soon", corev1.TaintEffectPreferNoSchedule)
+	}
+	tolerates := func(r *Request) {
+		r.Tolerations = []corev1.Toleration{{Key: "maintenance", Operator: corev1.TolerationOpExists}}
+	}
+	// In each case the soft-tainted pool sorts first and wins on free space, so only the
+	// taint keeps the Machine off it.
+	cases := []struct {
+		name     string
+		pools    []*Pool
+		strategy Strategy
+		mutate   func(*Request)
+		want     string
+	}{
+		{"spread avoids the tainted pool", []*Pool{soft(newPool("a")).build(), newPool("b").alloc(4000, 8*gi).build()},
+			StrategySpread, nil, "b"},
+		{"pack avoids the tainted pool", []*Pool{soft(newPool("a")).alloc(2000, 4*gi).build(), newPool("b").build()},
+			StrategyPack, nil, "b"},
+		{"equal pools: the untainted one, not the first by name", []*Pool{soft(newPool("a")).build(), newPool("b").build()},
+			StrategySpread, nil, "b"},
+		{"a tolerated taint is no reason to avoid", []*Pool{soft(newPool("a")).build(), newPool("b").build()},
+			StrategySpread, tolerates, "a"},
+		{"a hard taint's toleration does not cover it", []*Pool{soft(newPool("a")).build(), newPool("b").build()},
+			StrategySpread, func(r *Request) {
+				r.Tolerations = []corev1.Toleration{{Key: "maintenance", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+			}, "b"},
+		{"the tainted pool when nothing else fits", []*Pool{soft(newPool("a")).build(), newPool("b").alloc(8000, gi).build()},
+			StrategySpread, nil, "a"},
+		{"fewer untolerated taints win", []*Pool{
+			soft(newPool("a")).taint("old-hardware", "", corev1.TaintEffectPreferNoSchedule).build(),
+			soft(newPool("b")).alloc(4000, 8*gi).build(),
+		}, StrategySpread, nil, "b"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := request(smallClass())
+			if tc.mutate != nil {
+				tc.mutate(r)
+			}
+			got := "none"
+			if d := Schedule(tc.pools, r, testNow, tc.strategy); d.Pool != nil {
+				got = d.Pool.Name
+			}
+			if got != tc.want {
+				t.Fatalf("chose %s, want %s", got, tc.want)
+			}
+		})
+	}
+}

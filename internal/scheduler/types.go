@@ -11,7 +11,8 @@ import (
 type Pool struct {
 	Name   string
 	Labels map[string]string
-	// Taints that keep Machines off (NoSchedule and NoExecute; PreferNoSchedule only scores).
+	// Taints that keep Machines off (NoSchedule and NoExecute). PreferNoSchedule keeps
+	// nothing off; it only ranks the pools that fit (see Schedule).
 	Taints []corev1.Taint
 	// Tenants is nil when every namespace may use the pool.
 	Tenants       *Tenants

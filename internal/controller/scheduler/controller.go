@@ -3,9 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -30,20 +27,16 @@ type Reconciler struct {
 	Resolver ImageResolver
 	Strategy scheduler.Strategy
 	// RefusalBackoff is how long a pool whose runtime refused a Machine is excluded for it.
+	// It is kept in memory: a restart forgets it (see package internal/scheduler for why).
 	RefusalBackoff time.Duration
 	// ImageRetry is how long a Machine whose image could not be read waits to try again.
 	ImageRetry time.Duration
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
 
-	mu sync.Mutex
-	// pending holds the unschedulable Machines, retried when the cluster changes.
-	pending map[types.NamespacedName]struct{}
-	// excluded holds, per Machine, the pools whose runtime refused it and until when.
-	excluded map[types.UID]map[string]time.Time
-	// refusals holds, per Machine, what each refusing pool's runtime said, so the
-	// Unschedulable message keeps the runtime's reason (no Host a HostPolicy allows, ...).
-	refusals map[types.UID]map[string]string
+	// queue holds the unschedulable Machines and the runtimes' refusals; SetupWithManager
+	// makes it with RefusalBackoff.
+	queue *scheduler.Queue
 }
 
 // +kubebuilder:rbac:groups=compute.anvil.dev,resources=machines,verbs=get;list;watch;patch
@@ -56,15 +49,15 @@ type Reconciler struct {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	m := &computev1alpha1.Machine{}
 	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
-		r.setPending(req.NamespacedName, false)
+		r.queue.SetPending(req.NamespacedName, false)
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !m.DeletionTimestamp.IsZero() || m.Status.State == computev1alpha1.MachineStateTerminated {
-		r.setPending(req.NamespacedName, false)
+		r.queue.SetPending(req.NamespacedName, false)
 		return ctrl.Result{}, r.releaseUnbound(ctx, m)
 	}
 	if m.Spec.MachinePoolRef != nil {
-		r.setPending(req.NamespacedName, false)
+		r.queue.SetPending(req.NamespacedName, false)
 		return r.reconcileBound(ctx, m)
 	}
 	if _, charged := r.Cache.ChargedPool(m.UID); charged {
@@ -77,7 +70,7 @@ func (r *Reconciler) schedule(ctx context.Context, m *computev1alpha1.Machine) (
 	key := client.ObjectKeyFromObject(m)
 	class := r.Cache.Class(m.Spec.MachineClassRef.Name)
 	if class == nil {
-		r.setPending(key, true)
+		r.queue.SetPending(key, true)
 		return ctrl.Result{}, r.setScheduled(ctx, m, metav1.ConditionFalse, computev1alpha1.ReasonClassNotFound,
 			fmt.Sprintf("MachineClass %q does not exist", m.Spec.MachineClassRef.Name))
 	}
@@ -90,7 +83,7 @@ func (r *Reconciler) schedule(ctx context.Context, m *computev1alpha1.Machine) (
 	}
 	if archs == 0 {
 		// No pool could ever fit: say which requirements contradict, not "N pools: ...".
-		r.setPending(key, true)
+		r.queue.SetPending(key, true)
 		return ctrl.Result{}, r.setScheduled(ctx, m, metav1.ConditionFalse, computev1alpha1.ReasonUnschedulable,
 			fmt.Sprintf("no architecture satisfies the Machine (%s), its MachineClass (%s) and its image (%s) together",
 				orAny(m.Spec.Architecture), archList(class.Architectures), archList(image)))
@@ -108,19 +101,19 @@ func (r *Reconciler) schedule(ctx context.Context, m *computev1alpha1.Machine) (
 		NativeOnly:      m.Spec.Emulation == computev1alpha1.EmulationForbidden,
 		PoolSelector:    m.Spec.MachinePoolSelector,
 		Tolerations:     m.Spec.Tolerations,
-		ExcludedUntil:   r.exclusions(m.UID),
+		ExcludedUntil:   r.queue.ExcludedUntil(m.UID),
 	}
 	d := r.Cache.ScheduleAndAssume(m.UID, request, now, r.Strategy)
 	if d.Pool == nil {
-		r.setPending(key, true)
+		r.queue.SetPending(key, true)
 		msg := "no MachinePool fits: " + d.Rejections.Summary()
-		if refused := r.refusalText(m.UID); refused != "" {
+		if refused := r.queue.RefusalText(m.UID); refused != "" {
 			msg += " (" + refused + ")"
 		}
 		err := r.setScheduled(ctx, m, metav1.ConditionFalse, computev1alpha1.ReasonUnschedulable, msg)
-		return ctrl.Result{RequeueAfter: untilFirstExpiry(request.ExcludedUntil, now)}, err
+		return ctrl.Result{RequeueAfter: r.queue.RetryAfter(m.UID, now)}, err
 	}
-	r.setPending(key, false)
+	r.queue.SetPending(key, false)
 	if err := r.bind(ctx, m, d.Pool.Name); err != nil {
 		r.Cache.Forget(m.UID)
 		if apierrors.IsConflict(err) {
@@ -199,7 +192,7 @@ func (r *Reconciler) reconcileBound(ctx context.Context, m *computev1alpha1.Mach
 		return ctrl.Result{}, nil // a user's pin stays, refused or not; the condition says why
 	}
 	pool := m.Spec.MachinePoolRef.Name
-	r.exclude(m.UID, pool, r.Now().Add(r.RefusalBackoff), c.Message)
+	r.queue.Refuse(m.UID, pool, c.Message, r.Now())
 	patch := client.MergeFromWithOptions(m.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	m.Spec.MachinePoolRef = nil
 	delete(m.Annotations, computev1alpha1.AnnotationBoundBy)
@@ -235,91 +228,6 @@ func (r *Reconciler) setScheduled(ctx context.Context, m *computev1alpha1.Machin
 		return nil // a newer version is on its way through the informer and will be reconciled
 	}
 	return client.IgnoreNotFound(err)
-}
-
-func (r *Reconciler) setPending(key types.NamespacedName, pending bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if pending {
-		r.pending[key] = struct{}{}
-	} else {
-		delete(r.pending, key)
-	}
-}
-
-// pendingKeys returns the unschedulable Machines, to retry after a change.
-func (r *Reconciler) pendingKeys() []types.NamespacedName {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	keys := make([]types.NamespacedName, 0, len(r.pending))
-	for k := range r.pending {
-		keys = append(keys, k)
-	}
-	return keys
-}
-
-func (r *Reconciler) exclude(uid types.UID, pool string, until time.Time, refusal string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.excluded[uid] == nil {
-		r.excluded[uid] = map[string]time.Time{}
-	}
-	r.excluded[uid][pool] = until
-	if r.refusals == nil {
-		r.refusals = map[types.UID]map[string]string{}
-	}
-	if r.refusals[uid] == nil {
-		r.refusals[uid] = map[string]string{}
-	}
-	r.refusals[uid][pool] = refusal
-}
-
-// refusalText joins what the runtimes that refused the Machine said, pool by pool in name
-// order; "" when none did.
-func (r *Reconciler) refusalText(uid types.UID) string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	pools := make([]string, 0, len(r.refusals[uid]))
-	for pool := range r.refusals[uid] {
-		pools = append(pools, pool)
-	}
-	sort.Strings(pools)
-	var parts []string
-	for _, pool := range pools {
-		if msg := r.refusals[uid][pool]; msg != "" {
-			parts = append(parts, msg)
-		}
-	}
-	return strings.Join(parts, "; ")
-}
-
-func (r *Reconciler) exclusions(uid types.UID) map[string]time.Time {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make(map[string]time.Time, len(r.excluded[uid]))
-	for pool, until := range r.excluded[uid] {
-		out[pool] = until
-	}
-	return out
-}
-
-func (r *Reconciler) forgetExclusions(uid types.UID) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.excluded, uid)
-	delete(r.refusals, uid)
-}
-
-// untilFirstExpiry is how long until the earliest exclusion ends (an outside clock, so a
-// timed requeue is right here), or zero when there is none in the future.
-func untilFirstExpiry(excluded map[string]time.Time, now time.Time) time.Duration {
-	var d time.Duration
-	for _, until := range excluded {
-		if left := until.Sub(now); left > 0 && (d == 0 || left < d) {
-			d = left
-		}
-	}
-	return d
 }
 
 // releaseUnbound lets a deleted Machine go when no pool holds it: the finalizer the

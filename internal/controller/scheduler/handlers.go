@@ -17,13 +17,13 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 )
 
-type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+type requestQueue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 
 // The handlers below keep the Cache current as events arrive, and retry the pending
 // (unschedulable) Machines only when a change could make one of them fit.
 
-func (r *Reconciler) wakePending(q queue) {
-	for _, key := range r.pendingKeys() {
+func (r *Reconciler) wakePending(q requestQueue) {
+	for _, key := range r.queue.Pending() {
 		q.Add(reconcile.Request{NamespacedName: key})
 	}
 }
@@ -31,7 +31,7 @@ func (r *Reconciler) wakePending(q queue) {
 // machineHandler charges bound Machines, frees deleted and Terminated ones, and queues
 // the Machines that need a decision.
 func (r *Reconciler) machineHandler() handler.EventHandler {
-	observe := func(o client.Object, q queue) {
+	observe := func(o client.Object, q requestQueue) {
 		m, ok := o.(*computev1alpha1.Machine)
 		if !ok {
 			return
@@ -49,20 +49,19 @@ func (r *Reconciler) machineHandler() handler.EventHandler {
 		q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(m)})
 	}
 	return handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, q queue) { observe(e.Object, q) },
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q queue) { observe(e.ObjectNew, q) },
-		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q queue) {
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q requestQueue) { observe(e.Object, q) },
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q requestQueue) { observe(e.ObjectNew, q) },
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q requestQueue) {
 			if m, ok := e.Object.(*computev1alpha1.Machine); ok {
 				r.release(m, q)
-				r.forgetExclusions(m.UID)
-				r.setPending(client.ObjectKeyFromObject(m), false)
+				r.queue.Forget(client.ObjectKeyFromObject(m), m.UID)
 			}
 		},
 	}
 }
 
 // release frees what a Machine held; a freed pool may now fit a pending Machine.
-func (r *Reconciler) release(m *computev1alpha1.Machine, q queue) {
+func (r *Reconciler) release(m *computev1alpha1.Machine, q requestQueue) {
 	if _, charged := r.Cache.ChargedPool(m.UID); charged {
 		r.Cache.Forget(m.UID)
 		r.wakePending(q)
@@ -70,15 +69,15 @@ func (r *Reconciler) release(m *computev1alpha1.Machine, q queue) {
 }
 
 func (r *Reconciler) poolHandler() handler.EventHandler {
-	set := func(o client.Object, q queue) {
+	set := func(o client.Object, q requestQueue) {
 		if mp, ok := o.(*computev1alpha1.MachinePool); ok {
 			r.Cache.SetPool(poolFrom(mp, r.Cache.ClassIndex))
 			r.wakePending(q)
 		}
 	}
 	return handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, q queue) { set(e.Object, q) },
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q queue) {
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q requestQueue) { set(e.Object, q) },
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q requestQueue) {
 			oldPool, okOld := e.ObjectOld.(*computev1alpha1.MachinePool)
 			newPool, okNew := e.ObjectNew.(*computev1alpha1.MachinePool)
 			if okOld && okNew && !schedulingRelevantChange(oldPool, newPool) {
@@ -86,7 +85,7 @@ func (r *Reconciler) poolHandler() handler.EventHandler {
 			}
 			set(e.ObjectNew, q)
 		},
-		DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ queue) { r.Cache.RemovePool(e.Object.GetName()) },
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ requestQueue) { r.Cache.RemovePool(e.Object.GetName()) },
 	}
 }
 
@@ -108,7 +107,7 @@ func schedulingRelevantChange(a, b *computev1alpha1.MachinePool) bool {
 // leaseHandler records pool heartbeats. A renewal of a live Lease changes no decision,
 // so only a Lease that comes back from expiry wakes pending Machines.
 func (r *Reconciler) leaseHandler() handler.EventHandler {
-	set := func(o client.Object, q queue) {
+	set := func(o client.Object, q requestQueue) {
 		l, ok := o.(*coordinationv1.Lease)
 		if !ok || l.Namespace != computev1alpha1.PoolLeaseNamespace {
 			return
@@ -120,9 +119,9 @@ func (r *Reconciler) leaseHandler() handler.EventHandler {
 		}
 	}
 	return handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, q queue) { set(e.Object, q) },
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q queue) { set(e.ObjectNew, q) },
-		DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ queue) {
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q requestQueue) { set(e.Object, q) },
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q requestQueue) { set(e.ObjectNew, q) },
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ requestQueue) {
 			if e.Object.GetNamespace() == computev1alpha1.PoolLeaseNamespace {
 				r.Cache.RemoveHeartbeat(e.Object.GetName())
 			}
@@ -131,16 +130,16 @@ func (r *Reconciler) leaseHandler() handler.EventHandler {
 }
 
 func (r *Reconciler) classHandler() handler.EventHandler {
-	set := func(o client.Object, q queue) {
+	set := func(o client.Object, q requestQueue) {
 		if mc, ok := o.(*computev1alpha1.MachineClass); ok {
 			r.Cache.SetClass(mc.Name, schedulerResources(mc), classArchitectures(mc))
 			r.wakePending(q)
 		}
 	}
 	return handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, q queue) { set(e.Object, q) },
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q queue) { set(e.ObjectNew, q) },
-		DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ queue) { r.Cache.RemoveClass(e.Object.GetName()) },
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q requestQueue) { set(e.Object, q) },
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q requestQueue) { set(e.ObjectNew, q) },
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ requestQueue) { r.Cache.RemoveClass(e.Object.GetName()) },
 	}
 }
 
@@ -148,7 +147,7 @@ func (r *Reconciler) classHandler() handler.EventHandler {
 // tenant policies select namespaces by label.
 func (r *Reconciler) namespaceHandler() handler.EventHandler {
 	return handler.Funcs{
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q queue) {
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q requestQueue) {
 			a, okA := e.ObjectOld.(*corev1.Namespace)
 			b, okB := e.ObjectNew.(*corev1.Namespace)
 			if okA && okB && !reflect.DeepEqual(a.Labels, b.Labels) {

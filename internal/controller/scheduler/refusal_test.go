@@ -7,23 +7,29 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 )
 
-// refuse does what a poollet does when its runtime turns a Machine down.
+// refuse does what a poollet does when its runtime turns a Machine down. The scheduler
+// may write the Machine at the same moment (Scheduled=True after a rebind), so a conflict
+// is retried, as a poollet would.
 func refuse(t *testing.T, key client.ObjectKey) {
 	t.Helper()
-	m := &computev1alpha1.Machine{}
-	if err := env.Client.Get(context.Background(), key, m); err != nil {
-		t.Fatal(err)
-	}
-	meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{
-		Type: computev1alpha1.ConditionScheduled, Status: metav1.ConditionFalse,
-		Reason: computev1alpha1.ReasonRuntimeRefused, Message: "no capacity", ObservedGeneration: m.Generation,
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		m := &computev1alpha1.Machine{}
+		if err := env.Client.Get(context.Background(), key, m); err != nil {
+			return err
+		}
+		meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{
+			Type: computev1alpha1.ConditionScheduled, Status: metav1.ConditionFalse,
+			Reason: computev1alpha1.ReasonRuntimeRefused, Message: "no capacity", ObservedGeneration: m.Generation,
+		})
+		return env.Client.Status().Update(context.Background(), m)
 	})
-	if err := env.Client.Status().Update(context.Background(), m); err != nil {
+	if err != nil {
 		t.Fatal(err)
 	}
 }

@@ -6,7 +6,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
@@ -35,8 +34,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	if r.RefusalBackoff == 0 {
 		r.RefusalBackoff = 5 * time.Minute
 	}
-	r.pending = map[types.NamespacedName]struct{}{}
-	r.excluded = map[types.UID]map[string]time.Time{}
+	r.queue = scheduler.NewQueue(r.RefusalBackoff)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("scheduler").
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
