@@ -26,7 +26,7 @@ type Reconciler struct {
 	Resync time.Duration
 	// MaxBackoff caps the wait after repeated failures (default 60 s).
 	MaxBackoff time.Duration
-	rechecks rechecks
+	rechecks   rechecks
 }
 
 // +kubebuilder:rbac:groups=metal.anvil.dev,resources=hosts,verbs=get;list;watch;update;patch
@@ -35,7 +35,9 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 
 // nodeName is the provisioner's name for h.
-func nodeName(h *metalv1alpha1.Host) string { return provisioner.NodeName(client.ObjectKeyFromObject(h)) }
+func nodeName(h *metalv1alpha1.Host) string {
+	return provisioner.NodeName(client.ObjectKeyFromObject(h))
+}
 
 // Reconcile does the next step for one Host.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {

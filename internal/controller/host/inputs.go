@@ -38,7 +38,7 @@ func (r *Reconciler) registration(ctx context.Context, h *metalv1alpha1.Host) (r
 		if strings.HasPrefix(h.Spec.BMC.Address, "fake://") {
 			return reg, "", "", nil
 		}
-		return reg, "", "spec.bmc.credentialsSecretRef is required for "+scheme(h.Spec.BMC.Address)+" BMCs", nil
+		return reg, "", "spec.bmc.credentialsSecretRef is required for " + scheme(h.Spec.BMC.Address) + " BMCs", nil
 	}
 	sec := &corev1.Secret{}
 	err = r.Client.Get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: ref.Name}, sec)
