@@ -29,7 +29,7 @@ func newMetalRuntimeCommand() *cobra.Command {
 			}
 			cfg.Site.RestConfig = rc
 			cfg.Site.Logger = ctrl.Log.WithName("site")
-			cfg.Log = ctrl.Log.WithName("runtime")
+			cfg.Logger = ctrl.Log.WithName("runtime")
 			cfg.ImageCacheDir = cacheDir
 			if cfg.ImageCacheDir == "" {
 				cfg.ImageCacheDir = filepath.Join(cfg.Site.StateDir, "cache")

@@ -41,7 +41,7 @@ func newQEMURuntimeCommand() *cobra.Command {
 				return err
 			}
 			cfg.Images, cfg.Index, cfg.Seeds = cache, &imageref.Registry{}, nocloud.WriteISO
-			cfg.Log = ctrl.Log.WithName("runtime").WithValues("pool", cfg.Name)
+			cfg.Logger = ctrl.Log.WithName("runtime").WithValues("pool", cfg.Name)
 			rt, err := qemu.New(cfg)
 			if err != nil {
 				return err

@@ -68,7 +68,7 @@ func StartMetalPool(ctx context.Context, cfg *rest.Config, c client.Client, stat
 		Site: site.Config{RestConfig: cfg, Namespace: MetalNamespace, StateDir: dir,
 			Logger: log.WithName("site").WithValues("pool", MetalPoolName)},
 		Name: MetalPoolName, ImageCacheDir: filepath.Join(dir, "cache"), ImageListen: imageListen,
-		Log: log.WithName("runtime").WithValues("pool", MetalPoolName),
+		Logger: log.WithName("runtime").WithValues("pool", MetalPoolName),
 	})
 	if err != nil {
 		return nil, err

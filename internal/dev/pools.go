@@ -87,7 +87,7 @@ func StartQemuPool(ctx context.Context, cfg *rest.Config, stateDir string, arch 
 		Name: name, StateDir: filepath.Join(stateDir, "pools", name, "vms"),
 		Architectures: []computev1alpha1.Architecture{arch},
 		Images:        cache, Index: &imageref.Registry{}, Seeds: nocloud.WriteISO, Networks: networks,
-		Log: log.WithName("runtime").WithValues("pool", name),
+		Logger: log.WithName("runtime").WithValues("pool", name),
 	})
 	if err != nil {
 		return nil, err

@@ -25,7 +25,7 @@ func (e *runtimeEvents) Start(ctx context.Context) error {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		if err := e.stream(ctx); err != nil && ctx.Err() == nil {
-			log.FromContext(ctx).V(1).Info("runtime event stream ended; reopening", "error", err.Error(), "after", backoff)
+			log.FromContext(ctx).V(1).Info("runtime event stream ended; reopening", "error", err, "after", backoff)
 		}
 		select {
 		case <-ctx.Done():

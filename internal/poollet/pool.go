@@ -49,7 +49,8 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Re
 	err := r.Client.Get(ctx, client.ObjectKey{Name: r.Pool}, mp)
 	if apierrors.IsNotFound(err) {
 		// Deleted under a running poollet: the pool still exists, so its object comes back.
-		return ctrl.Result{Requeue: true}, ensurePool(ctx, r.Client, r)
+		// Its creation is watched: the status follows then.
+		return ctrl.Result{}, ensurePool(ctx, r.Client, r)
 	}
 	if err != nil {
 		return ctrl.Result{}, err

@@ -13,6 +13,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/controller/requeue"
 	"github.com/anvil-dev/anvil/internal/mri"
 )
 
@@ -182,7 +183,7 @@ func (r *MachineReconciler) report(ctx context.Context, m *computev1alpha1.Machi
 // retryStale turns a status write skipped on a stale copy into a quiet requeue.
 func retryStale(res ctrl.Result, err error) (ctrl.Result, error) {
 	if errors.Is(err, errRetry) {
-		return ctrl.Result{Requeue: true}, nil
+		return requeue.AfterConflict(), nil
 	}
 	return res, err
 }

@@ -14,6 +14,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/controller/index"
+	"github.com/anvil-dev/anvil/internal/controller/requeue"
 )
 
 // Reconciler writes a Machine's VolumesReady and NetworkInterfacesReady conditions.
@@ -58,7 +59,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if err := r.Client.Status().Patch(ctx, m, patch); err != nil {
 		if apierrors.IsConflict(err) {
-			return ctrl.Result{Requeue: true}, nil
+			return requeue.AfterConflict(), nil
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}

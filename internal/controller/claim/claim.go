@@ -18,6 +18,7 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/claim"
 	"github.com/anvil-dev/anvil/internal/controller/index"
+	"github.com/anvil-dev/anvil/internal/controller/requeue"
 )
 
 // Reasons of the Claimed condition.
@@ -116,7 +117,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	meta.SetStatusCondition(obj.conditions(), cond)
 	if err := r.Client.Status().Patch(ctx, raw, patch); err != nil {
 		if apierrors.IsConflict(err) {
-			return ctrl.Result{Requeue: true}, nil
+			return requeue.AfterConflict(), nil
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}

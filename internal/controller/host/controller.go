@@ -12,6 +12,7 @@ import (
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/controller/host/hostplan"
 	"github.com/anvil-dev/anvil/internal/controller/host/imagecheck"
+	"github.com/anvil-dev/anvil/internal/controller/requeue"
 	"github.com/anvil-dev/anvil/internal/provisioner"
 )
 
@@ -52,7 +53,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		controllerutil.AddFinalizer(h, metalv1alpha1.FinalizerHost)
 		if err := r.Client.Update(ctx, h); err != nil {
 			if apierrors.IsConflict(err) {
-				return ctrl.Result{Requeue: true}, nil
+				return requeue.AfterConflict(), nil
 			}
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
@@ -66,7 +67,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if err := r.patchStatus(ctx, h, &s.before); err != nil {
 		if apierrors.IsConflict(err) {
-			return ctrl.Result{Requeue: true}, nil
+			return requeue.AfterConflict(), nil
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}

@@ -7,5 +7,6 @@
 //
 // The provisioner has no watch, so while a server is busy (enrolling, inspecting,
 // deploying, cleaning) its Host is looked at again every BusyPoll; a Host at rest is
-// looked at every Resync, and at once when something signals Triggers (Ironic restarted).
+// looked at every Resync, and at once on Recheck (a deploy or clean slot freed, Ironic
+// restarted and maybe lost its records).
 package host

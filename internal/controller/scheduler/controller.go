@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/controller/requeue"
 	"github.com/anvil-dev/anvil/internal/scheduler"
 )
 
@@ -118,7 +119,7 @@ func (r *Reconciler) schedule(ctx context.Context, m *computev1alpha1.Machine) (
 		r.Cache.Forget(m.UID)
 		if apierrors.IsConflict(err) {
 			// Our copy was stale; the informer will bring the new one. Not a failure.
-			return ctrl.Result{Requeue: true}, nil
+			return requeue.AfterConflict(), nil
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -199,7 +200,7 @@ func (r *Reconciler) reconcileBound(ctx context.Context, m *computev1alpha1.Mach
 	controllerutil.RemoveFinalizer(m, computev1alpha1.FinalizerRuntimeMachine) // no pool, no runtime machine
 	if err := r.Client.Patch(ctx, m, patch); err != nil {
 		if apierrors.IsConflict(err) {
-			return ctrl.Result{Requeue: true}, nil
+			return requeue.AfterConflict(), nil
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}

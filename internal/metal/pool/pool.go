@@ -27,7 +27,7 @@ type Config struct {
 	// ImageListen is the image server's address (default 127.0.0.1:0). Keep it fixed
 	// across restarts: provisioned Hosts' image URLs name it.
 	ImageListen string
-	Log         logr.Logger
+	Logger      logr.Logger
 }
 
 // Pool is a running pool.
@@ -63,7 +63,7 @@ func Start(ctx context.Context, cfg Config) (*Pool, error) {
 		return fail(err)
 	}
 	rt, err := metal.New(metal.Options{Client: direct, APIReader: direct, Cache: c, Namespace: cfg.Site.Namespace,
-		PoolName: cfg.Name, Images: images, ImageListen: cfg.ImageListen, Log: cfg.Log})
+		PoolName: cfg.Name, Images: images, ImageListen: cfg.ImageListen, Logger: cfg.Logger})
 	if err != nil {
 		return fail(err)
 	}

@@ -87,7 +87,7 @@ func (r *Runtime) DeleteMachine(ctx context.Context, req *mriv1alpha1.DeleteMach
 	if err != nil {
 		return nil, err
 	}
-	r.opts.Log.Info("machine deleting", "machine", req.GetId())
+	r.opts.Logger.Info("machine deleting", "machine", req.GetId())
 	return &mriv1alpha1.DeleteMachineResponse{}, nil
 }
 

@@ -89,7 +89,7 @@ func (r *Runtime) CreateMachine(ctx context.Context, req *mriv1alpha1.CreateMach
 	if err != nil {
 		return nil, err
 	}
-	r.opts.Log.Info("machine created", "machine", id, "uid", uid, "namespace", ns, "host", m.host)
+	r.opts.Logger.Info("machine created", "machine", id, "uid", uid, "namespace", ns, "host", m.host)
 	r.queue.Add(m.host)
 	return &mriv1alpha1.CreateMachineResponse{Machine: m.machine}, nil
 }
@@ -129,7 +129,7 @@ func (r *Runtime) claimFirst(ctx context.Context, c *claim, inv placement.Invent
 	}
 	dropSecret := func() {
 		if err := r.opts.Client.Delete(context.WithoutCancel(ctx), secret); client.IgnoreNotFound(err) != nil {
-			r.opts.Log.Error(err, "config drive of a machine that got no Host not removed; the sweep will", "machine", c.id)
+			r.opts.Logger.Error(err, "config drive of a machine that got no Host not removed; the sweep will", "machine", c.id)
 		}
 	}
 	for _, cand := range candidates {
@@ -273,7 +273,7 @@ func (r *Runtime) tryClaim(ctx context.Context, inv placement.Inventory, preq pl
 		case apierrors.IsNotFound(err):
 			return nil, nil
 		case apierrors.IsConflict(err):
-			r.opts.Log.V(1).Info("Host changed while claiming it; reading it again", "host", h.Name, "machine", c.id)
+			r.opts.Logger.V(1).Info("Host changed while claiming it; reading it again", "host", h.Name, "machine", c.id)
 			continue
 		}
 		// The claim may or may not have been written: a repeated create finds out, and

@@ -206,7 +206,7 @@ func (s *site) startOn(listen string) (*running, error) {
 		return nil, err
 	}
 	rt, err := New(Options{Client: env.Client, Cache: c, Namespace: s.infra, PoolName: "metal", Images: images,
-		ImageListen: listen, Log: testr.NewWithOptions(s.t, testr.Options{Verbosity: 1}), sweepGrace: s.sweepGrace})
+		ImageListen: listen, Logger: testr.NewWithOptions(s.t, testr.Options{Verbosity: 1}), sweepGrace: s.sweepGrace})
 	if err != nil {
 		return nil, err
 	}

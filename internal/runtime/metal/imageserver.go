@@ -64,7 +64,7 @@ func (r *Runtime) serveDisk(w http.ResponseWriter, req *http.Request) {
 	defer cancel()
 	files, err := r.opts.Images.Pull(ctx, src.reference, src.digest, src.arch)
 	if err != nil {
-		r.opts.Log.Error(err, "pulling a disk to serve it", "image", src.reference, "digest", src.digest, "architecture", src.arch)
+		r.opts.Logger.Error(err, "pulling a disk to serve it", "image", src.reference, "digest", src.digest, "architecture", src.arch)
 		http.Error(w, "the image could not be pulled", http.StatusBadGateway)
 		return
 	}
@@ -112,13 +112,13 @@ func (r *Runtime) prefetch(h *metalv1alpha1.Host) {
 		start := time.Now()
 		if _, err := r.opts.Images.Pull(ctx, src.reference, src.digest, src.arch); err != nil {
 			if !errors.Is(err, context.Canceled) {
-				r.opts.Log.Error(err, "prefetching a disk", "image", src.reference, "architecture", src.arch)
+				r.opts.Logger.Error(err, "prefetching a disk", "image", src.reference, "architecture", src.arch)
 			}
 			r.mu.Lock()
 			delete(r.prefetched, checksum)
 			r.mu.Unlock()
 			return
 		}
-		r.opts.Log.V(1).Info("disk in the cache", "image", src.reference, "architecture", src.arch, "duration", time.Since(start))
+		r.opts.Logger.V(1).Info("disk in the cache", "image", src.reference, "architecture", src.arch, "duration", time.Since(start))
 	}()
 }

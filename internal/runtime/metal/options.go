@@ -47,7 +47,7 @@ type Options struct {
 	ImageURL string
 	// Workers is how many Hosts the Run loop handles at once; default 4.
 	Workers int
-	Log     logr.Logger
+	Logger  logr.Logger
 
 	// sweepGrace spares config-drive Secrets this young (default sweepGrace).
 	sweepGrace time.Duration

@@ -49,7 +49,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 	go func() {
 		defer wg.Done()
 		if err := srv.Serve(r.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			r.opts.Log.Error(err, "image server stopped")
+			r.opts.Logger.Error(err, "image server stopped")
 		}
 	}()
 	defer srv.Close()
@@ -61,7 +61,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 	if err := r.start(ctx); err != nil {
 		return err
 	}
-	r.opts.Log.Info("metal runtime ready", "namespace", r.opts.Namespace, "pool", r.opts.PoolName, "images", r.imageURL)
+	r.opts.Logger.Info("metal runtime ready", "namespace", r.opts.Namespace, "pool", r.opts.PoolName, "images", r.imageURL)
 	r.queue.Add(sweepKey)
 	for range r.opts.Workers {
 		wg.Add(1)
@@ -198,7 +198,7 @@ func (r *Runtime) work(ctx context.Context) bool {
 		// Someone else wrote the Host meanwhile: look again, it is no failure.
 		r.queue.AddRateLimited(key)
 	case err != nil && ctx.Err() == nil:
-		r.opts.Log.Error(err, "retrying", "host", key)
+		r.opts.Logger.Error(err, "retrying", "host", key)
 		r.queue.AddRateLimited(key)
 	case after > 0:
 		r.queue.Forget(key)
@@ -266,7 +266,7 @@ func (r *Runtime) release(ctx context.Context, h *metalv1alpha1.Host, rec *recor
 		return err
 	}
 	r.assume(fresh)
-	r.opts.Log.Info("machine deleted; Host released", "machine", rec.ID, "host", h.Name)
+	r.opts.Logger.Info("machine deleted; Host released", "machine", rec.ID, "host", h.Name)
 	return nil
 }
 
@@ -314,7 +314,7 @@ func (r *Runtime) sweep(ctx context.Context) (time.Duration, error) {
 		if err := r.opts.Client.Delete(ctx, s, client.Preconditions{UID: &s.UID}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
 			return 0, err
 		}
-		r.opts.Log.Info("removed the config drive of a machine no Host holds", "machine", id, "secret", s.Name)
+		r.opts.Logger.Info("removed the config drive of a machine no Host holds", "machine", id, "secret", s.Name)
 	}
 	return again, nil
 }

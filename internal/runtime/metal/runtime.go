@@ -252,7 +252,7 @@ func (r *Runtime) refreshLocked(name string) {
 	if had && prev.host != name {
 		// Two Hosts carry one machine: only a claim made outside this runtime's rules
 		// does that. Keep the first; the operators must release the other.
-		r.opts.Log.Error(nil, "two Hosts claim one machine; ignoring the second", "machine", id, "host", prev.host, "second", name)
+		r.opts.Logger.Error(nil, "two Hosts claim one machine; ignoring the second", "machine", id, "host", prev.host, "second", name)
 		return
 	}
 	r.machines[id], r.byHost[name] = next, id
@@ -269,7 +269,7 @@ func (r *Runtime) viewLocked(h *metalv1alpha1.Host) *machineView {
 	rec, spec, err := decodeRecord(h)
 	if err != nil {
 		// Only a hand edit breaks a record: leave the Host for its operators.
-		r.opts.Log.Error(err, "Host carries an unreadable machine record; not reporting it", "host", h.Name)
+		r.opts.Logger.Error(err, "Host carries an unreadable machine record; not reporting it", "host", h.Name)
 		return nil
 	}
 	if rec == nil {

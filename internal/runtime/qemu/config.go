@@ -58,7 +58,7 @@ type Config struct {
 	Images Images
 	Index  ImageIndex
 	Seeds  SeedWriter
-	Log    logr.Logger
+	Logger logr.Logger
 
 	// programs maps an architecture to its QEMU program; tests may replace it.
 	programs map[computev1alpha1.Architecture]string
@@ -124,7 +124,7 @@ func (c *Config) defaults() error {
 				return fmt.Errorf("qemu runtime: %w", err)
 			}
 			if _, err := exec.LookPath(p); err != nil {
-				c.Log.Info("architecture not offered: its QEMU is not installed (make deps installs it)", "architecture", a, "program", p)
+				c.Logger.Info("architecture not offered: its QEMU is not installed (make deps installs it)", "architecture", a, "program", p)
 				continue
 			}
 			c.programs[a] = p

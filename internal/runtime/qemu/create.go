@@ -74,7 +74,7 @@ func (r *Runtime) CreateMachine(ctx context.Context, req *mriv1alpha1.CreateMach
 	r.machines[id], r.byUID[uid] = m, id
 	r.events.Publish(mriv1alpha1.MachineEvent_TYPE_ADDED, m.rec.Machine)
 	r.startWorker(id, m)
-	r.cfg.Log.Info("machine created", "id", id, "uid", uid, "architecture", arch)
+	r.cfg.Logger.Info("machine created", "id", id, "uid", uid, "architecture", arch)
 	return &mriv1alpha1.CreateMachineResponse{Machine: proto.Clone(m.rec.Machine).(*mriv1alpha1.Machine)}, nil
 }
 
@@ -209,7 +209,7 @@ func (r *Runtime) checkImage(ctx context.Context, img *mriv1alpha1.Image, arch c
 		if registryNotFound(err) {
 			return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_IMAGE_NOT_FOUND, "image %s: %v", ref, err)
 		}
-		r.cfg.Log.Info("image index unreadable at create; the pull will retry", "image", ref, "error", err.Error())
+		r.cfg.Logger.Info("image index unreadable at create; the pull will retry", "image", ref, "error", err)
 		return nil
 	}
 	if len(archs) == 0 {

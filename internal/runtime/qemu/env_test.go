@@ -79,7 +79,7 @@ func testConfig(t testing.TB, archs ...computev1alpha1.Architecture) Config {
 		Name: "qemu", StateDir: filepath.Join(root, "state"), Architectures: archs,
 		PowerOffGrace: 10 * time.Second,
 		Images:        cache, Index: &imageref.Registry{}, Seeds: nocloud.WriteISO,
-		Log: testr.NewWithInterface(t, testr.Options{Verbosity: 1}),
+		Logger: testr.NewWithInterface(t, testr.Options{Verbosity: 1}),
 	}
 	t.Cleanup(func() { killQEMUsUnder(t, cfg.StateDir) })
 	return cfg

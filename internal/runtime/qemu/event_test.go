@@ -18,7 +18,7 @@ import (
 func bareWorker(t *testing.T, rec *record) *worker {
 	t.Helper()
 	state := t.TempDir()
-	r := &Runtime{cfg: Config{StateDir: state, Log: logr.Discard()}, machines: map[string]*machine{}, byUID: map[string]string{},
+	r := &Runtime{cfg: Config{StateDir: state, Logger: logr.Discard()}, machines: map[string]*machine{}, byUID: map[string]string{},
 		events: events.NewHub(watchBuffer)}
 	id := rec.Machine.Metadata.Id
 	if err := os.MkdirAll(machineDir(state, id), 0o700); err != nil {

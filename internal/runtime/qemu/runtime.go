@@ -110,14 +110,14 @@ func (r *Runtime) load() error {
 			if err := removeMachineFiles(dir); err != nil {
 				return err
 			}
-			r.cfg.Log.Info("removed files of an interrupted create or delete", "dir", dir)
+			r.cfg.Logger.Info("removed files of an interrupted create or delete", "dir", dir)
 			continue
 		}
 		rec, err := readRecord(dir)
 		if err != nil {
 			// Records are replaced atomically, so this is damage from outside: keep the
 			// files for a human rather than delete a VM's disks.
-			r.cfg.Log.Error(err, "machine folder skipped: unreadable record", "dir", dir)
+			r.cfg.Logger.Error(err, "machine folder skipped: unreadable record", "dir", dir)
 			continue
 		}
 		id := rec.Machine.Metadata.Id

@@ -37,7 +37,7 @@ const (
 func (r *Runtime) startWorker(id string, m *machine) {
 	w := &worker{
 		r: r, id: id, m: m, dir: machineDir(r.cfg.StateDir, id), socket: qmpSocketPath(r.cfg.StateDir, id),
-		log: r.cfg.Log.WithValues("machine", id),
+		log: r.cfg.Logger.WithValues("machine", id),
 	}
 	r.wg.Add(1)
 	go func() {
@@ -336,6 +336,6 @@ func (w *worker) releaseBackend(ctx context.Context, qemuID string) {
 		err = w.qmp.Execute(qctx, "netdev_del", map[string]string{"id": qemuID}, nil)
 	}
 	if err != nil {
-		w.log.V(1).Info("backend of an unplugged device not removed", "device", qemuID, "error", err.Error())
+		w.log.V(1).Info("backend of an unplugged device not removed", "device", qemuID, "error", err)
 	}
 }
