@@ -55,6 +55,8 @@ func newMetalRuntimeCommand() *cobra.Command {
 	f.IntVar(&cfg.Site.MaxConcurrentDeploy, "max-concurrent-deploy", 0, "deployments at once, in Ironic and in anvil's queue (0: Ironic's default, 250)")
 	f.IntVar(&cfg.Site.MaxConcurrentClean, "max-concurrent-clean", 0, "cleanings at once (0: Ironic's default, 50)")
 	f.IntVar(&cfg.Site.Workers, "workers", 64, "Hosts reconciled at once (each waits on Ironic while it works)")
+	f.Float32Var(&cfg.Site.QPS, "kube-api-qps", 100, "requests per second the site and its runtime may each send to the apiserver")
+	f.IntVar(&cfg.Site.Burst, "kube-api-burst", 200, "requests they may send in a burst above --kube-api-qps")
 	_ = cmd.MarkFlagRequired("namespace")
 	return cmd
 }
