@@ -25,7 +25,7 @@ func TestWriteStatusOnAStaleCopyIsRetriedNotDropped(t *testing.T) {
 	if err := r.writeStatus(context.Background(), m, st); !errors.Is(err, errRetry) {
 		t.Fatalf("writeStatus on a copy older than our own write = %v, want errRetry", err)
 	}
-	if res, err := retryStale(ctrl.Result{}, r.writeStatus(context.Background(), m, st)); err != nil || !res.Requeue {
+	if res, err := retryStale(ctrl.Result{}, r.writeStatus(context.Background(), m, st)); err != nil || res.RequeueAfter <= 0 {
 		t.Fatalf("the reconcile ends with %+v, %v; want a requeue", res, err)
 	}
 }
