@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	goflag "flag"
 	"fmt"
 	"os"
@@ -17,7 +18,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := newRootCommand().ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "anvil:", err)
+		if !errors.Is(err, errQuiet) {
+			fmt.Fprintln(os.Stderr, "anvil:", err)
+		}
 		stop()
 		os.Exit(1)
 	}

@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -162,44 +164,115 @@ func TestRunReportsTheFailingStepAndPushesNoImage(t *testing.T) {
 }
 
 // A registry that is away when the build pushes (anvil dev restarting) is waited for: the
-// attempt is not lost.
+// attempt is not lost. Away is either nothing listening, or, as a builder sees it through
+// its guest forward, a connection accepted and closed unanswered.
 func TestRunWaitsForARegistryThatIsAway(t *testing.T) {
 	f := newFixture(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	job := f.job(t, imagebuild.Recipe{Containerfiles: []imagesv1alpha1.Containerfile{{Content: "RUN echo hi > /hi\n"}}}, nil, "1")
-	job.Output = fmt.Sprintf("127.0.0.1:%d/team/os", port)
+	for _, away := range []string{"refused", "closed unanswered"} {
+		t.Run(away, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			port := l.Addr().(*net.TCPAddr).Port
+			back := make(chan string, 1) // the registry's address, once it is back
+			if away == "refused" {
+				_ = l.Close()
+			} else {
+				t.Cleanup(func() { _ = l.Close() })
+				go forwardWhenBack(l, back)
+			}
+			job := f.job(t, imagebuild.Recipe{Containerfiles: []imagesv1alpha1.Containerfile{{Content: "RUN echo hi > /hi\n"}}}, nil, "1")
+			job.Output = fmt.Sprintf("127.0.0.1:%d/team/os", port)
 
-	var console bytes.Buffer
-	type ended struct {
-		res Result
-		err error
+			console := &lockedBuffer{}
+			type ended struct {
+				res Result
+				err error
+			}
+			done := make(chan ended, 1)
+			go func() {
+				res, err := Run(ctx, job, t.TempDir(), console)
+				done <- ended{res, err}
+			}()
+			for !strings.Contains(console.String(), "retrying in") { // the registry comes back only once it was missed
+				select {
+				case got := <-done:
+					t.Fatalf("Run() ended before it retried: %+v, %v\n%s", got.res, got.err, console.String())
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+			listen := port
+			if away != "refused" {
+				listen = 0
+			}
+			reg, err := registry.Start(ctx, listen, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = reg.Stop() })
+			back <- reg.Host
+			got := <-done
+			if got.err != nil || got.res.Status != StatusSucceeded {
+				t.Fatalf("Run() = %+v, %v\nconsole:\n%s", got.res, got.err, console.String())
+			}
+			if !strings.Contains(console.String(), "pushing the image: ") || !strings.Contains(console.String(), "retrying in") {
+				t.Errorf("the console does not say the push was retried:\n%s", console.String())
+			}
+			if res, _, err := ReadResult(ctx, job.Output, job.LogTag, 1); err != nil || res.Digest != got.res.Digest {
+				t.Errorf("ReadResult() = %+v, %v; want the pushed digest %s", res, err, got.res.Digest)
+			}
+		})
 	}
-	done := make(chan ended, 1)
-	go func() {
-		res, err := Run(ctx, job, t.TempDir(), &console)
-		done <- ended{res, err}
-	}()
-	time.Sleep(3 * time.Second)
-	reg, err := registry.Start(ctx, port, "")
-	if err != nil {
-		t.Fatal(err)
+}
+
+// forwardWhenBack is a guest forward in front of a registry: until the registry's address
+// arrives on back, it accepts each connection and closes it unanswered; then it joins each
+// connection to the registry.
+func forwardWhenBack(l net.Listener, back <-chan string) {
+	target := ""
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		select {
+		case target = <-back:
+		default:
+		}
+		if target == "" {
+			_ = c.Close()
+			continue
+		}
+		go func() {
+			defer c.Close()
+			r, err := net.Dial("tcp", target)
+			if err != nil {
+				return
+			}
+			defer r.Close()
+			go func() { _, _ = io.Copy(r, c) }()
+			_, _ = io.Copy(c, r)
+		}()
 	}
-	t.Cleanup(func() { _ = reg.Stop() })
-	got := <-done
-	if got.err != nil || got.res.Status != StatusSucceeded {
-		t.Fatalf("Run() = %+v, %v\nconsole:\n%s", got.res, got.err, console.String())
-	}
-	if !strings.Contains(console.String(), "pushing the image: ") || !strings.Contains(console.String(), "retrying in") {
-		t.Errorf("the console does not say the push was retried:\n%s", console.String())
-	}
-	if res, _, err := ReadResult(ctx, job.Output, job.LogTag, 1); err != nil || res.Digest != got.res.Digest {
-		t.Errorf("ReadResult() = %+v, %v; want the pushed digest %s", res, err, got.res.Digest)
-	}
+}
+
+// lockedBuffer is a console the test reads while the agent writes it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
