@@ -19,6 +19,11 @@ packages=(
 	# the redfish (python3-sushy) and ipmi (ipmitool) drivers.
 	ironic-api
 	ironic-conductor
+	# Ironic's redfish-virtual-media boot builds a BIOS boot ISO of a kernel + initramfs
+	# image (ramdisk deploy) for emulated servers (internal/bmcemu): mkisofs and isolinux.
+	genisoimage
+	isolinux
+	syslinux-common
 )
 
 missing=()

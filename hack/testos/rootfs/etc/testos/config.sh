@@ -8,20 +8,21 @@ read_ignition() {
 	[ -r "$ignition_config" ] && cat "$ignition_config" >"$1"
 }
 
-# read_nocloud mounts the ISO9660 filesystem labelled cidata (or CIDATA) on DIR. The label
-# is read from the primary volume descriptor by hand: busybox's findfs gives up on devices
-# as small as a seed can be. The seed's virtio disk is probed while virtio_blk loads, but a
-# slow machine gets a moment.
-read_nocloud() {
-	local tries=0 dev
+# mount_iso mounts the ISO9660 filesystem whose volume label is one of LABELS (a
+# space-separated list) on DIR. The label is read from the primary volume descriptor by
+# hand: busybox's findfs gives up on devices as small as a seed can be. The disk is probed
+# while virtio_blk loads, but a slow machine gets a moment.
+mount_iso() {
+	local tries=0 dev label
 	while [ $tries -lt 10 ]; do
 		for dev in /dev/vd[a-z] /dev/sr[0-9]; do
 			[ -b "$dev" ] || continue
 			[ "$(dd if="$dev" bs=1 skip=32769 count=5 2>/dev/null)" = CD001 ] || continue
-			case $(dd if="$dev" bs=1 skip=32808 count=32 2>/dev/null | tr -d ' ') in
-			cidata | CIDATA)
-				mkdir -p "$1"
-				mount -t iso9660 -o ro "$dev" "$1" && return 0
+			label=$(dd if="$dev" bs=1 skip=32808 count=32 2>/dev/null | tr -d ' ')
+			case " $1 " in
+			*" $label "*)
+				mkdir -p "$2"
+				mount -t iso9660 -o ro "$dev" "$2" && return 0
 				;;
 			esac
 		done
@@ -29,6 +30,23 @@ read_nocloud() {
 		sleep 0.1
 	done
 	return 1
+}
+
+# read_nocloud mounts a cloud-init NoCloud seed (label cidata) on DIR.
+read_nocloud() { mount_iso "cidata CIDATA" "$1"; }
+
+# read_configdrive mounts an OpenStack config drive (label config-2), as Ironic attaches
+# one to a deployed server, on DIR.
+read_configdrive() { mount_iso "config-2 CONFIG-2" "$1"; }
+
+# configdrive_hostname prints the hostname of the config drive mounted on DIR: its
+# meta_data.json's hostname, else user_data's hostname:.
+configdrive_hostname() {
+	local v
+	v=$(grep -o '"hostname"[[:space:]]*:[[:space:]]*"[^"]*"' "$1/openstack/latest/meta_data.json" 2>/dev/null |
+		head -n1 | sed 's/.*:[[:space:]]*"//; s/"$//')
+	[ -n "$v" ] || v=$(sed -n 's/^hostname:[[:space:]]*//p' "$1/openstack/latest/user_data" 2>/dev/null | head -n1)
+	echo "$v"
 }
 
 # ignition_hostname prints the contents of the storage.files entry whose path is

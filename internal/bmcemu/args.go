@@ -1,0 +1,96 @@
+package bmcemu
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Spec is one emulated server: what its BMC reports and its QEMU is started with.
+type Spec struct {
+	// Name is the ComputerSystem's and the Manager's id in the BMC's URLs.
+	Name      string
+	CPUs      int
+	MemoryMiB int64
+	// DiskGiB is the size of the server's one disk (a sparse qcow2 file).
+	DiskGiB int64
+	// MAC is the address of its one NIC.
+	MAC string
+}
+
+var (
+	nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+	macRE  = regexp.MustCompile(`^([0-9a-f]{2}:){5}[0-9a-f]{2}$`)
+)
+
+// validate says what is wrong with s, if anything.
+func (s Spec) validate() error {
+	switch {
+	case !nameRE.MatchString(s.Name):
+		return fmt.Errorf("server name %q: use lower-case letters, digits and dashes", s.Name)
+	case s.CPUs < 1 || s.MemoryMiB < 64:
+		return fmt.Errorf("server %s: needs at least 1 cpu and 64 MiB of memory", s.Name)
+	case s.DiskGiB < 1:
+		return fmt.Errorf("server %s: needs a disk of at least 1 GiB", s.Name)
+	case !macRE.MatchString(s.MAC):
+		return fmt.Errorf("server %s: MAC %q: write six lower-case hex pairs separated by colons", s.Name, s.MAC)
+	}
+	return nil
+}
+
+// Boot source override targets the emulator offers.
+const (
+	targetNone = "None"
+	targetCd   = "Cd"
+	targetHdd  = "Hdd"
+)
+
+// launch is what one start of a server's QEMU needs besides its Spec.
+type launch struct {
+	disk, console, qmp, pidFile string
+	// cd and usb are the inserted media's files ("" when empty).
+	cd, usb string
+	// bootCd: the boot override says Cd, so the CD-ROM boots first.
+	bootCd bool
+}
+
+// qemuArgs is the QEMU command line (without the program) of an amd64 server: SeaBIOS on
+// q35, a virtio disk, an IDE CD-ROM whose tray QMP can load and empty (id "cd"), the USB
+// stick as a read-only virtio disk when one is inserted, and a NIC on a restricted user
+// network. Boot order is by bootindex, so the override decides it.
+func qemuArgs(s Spec, l launch, accel string) []string {
+	diskIndex, cdIndex := 0, 1
+	if l.bootCd {
+		diskIndex, cdIndex = 1, 0
+	}
+	cd := "if=none,id=cdmedia,media=cdrom,readonly=on"
+	if l.cd != "" {
+		cd += ",format=raw,file=" + optionValue(l.cd)
+	}
+	args := []string{
+		"-name", "guest=" + s.Name,
+		"-nodefaults", "-no-user-config", "-display", "none",
+		"-machine", "q35", "-accel", accel,
+		"-smp", strconv.Itoa(s.CPUs), "-m", strconv.FormatInt(s.MemoryMiB, 10) + "M",
+		"-chardev", "file,id=console,append=on,path=" + optionValue(l.console),
+		"-serial", "chardev:console",
+		"-qmp", "unix:" + optionValue(l.qmp) + ",server=on,wait=off",
+		"-pidfile", l.pidFile,
+		"-drive", "if=none,id=disk,format=qcow2,file=" + optionValue(l.disk),
+		"-device", fmt.Sprintf("virtio-blk-pci,drive=disk,id=diskdev,bus=pcie.0,bootindex=%d", diskIndex),
+		"-drive", cd,
+		"-device", fmt.Sprintf("ide-cd,drive=cdmedia,id=cd,bus=ide.0,bootindex=%d", cdIndex),
+	}
+	if l.usb != "" {
+		args = append(args,
+			"-drive", "if=none,id=usbmedia,format=raw,readonly=on,file="+optionValue(l.usb),
+			"-device", "virtio-blk-pci,drive=usbmedia,id=usb,bus=pcie.0")
+	}
+	return append(args,
+		"-netdev", "user,id=net0,restrict=on",
+		"-device", "virtio-net-pci,netdev=net0,id=nic0,bus=pcie.0,mac="+s.MAC)
+}
+
+// optionValue escapes a value inside QEMU's comma-separated options.
+func optionValue(v string) string { return strings.ReplaceAll(v, ",", ",,") }

@@ -1,0 +1,61 @@
+package bmcemu
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestQemuArgsFollowTheBootOverrideAndMedia(t *testing.T) {
+	l := launch{disk: "/s/disk.qcow2", console: "/s/console.log", qmp: "/s/qmp.sock", pidFile: "/s/qemu.pid"}
+	for _, tc := range []struct {
+		name     string
+		l        func(launch) launch
+		want     []string
+		wantNone []string
+	}{
+		{"disk first", func(l launch) launch { return l },
+			[]string{"drive=disk,id=diskdev,bus=pcie.0,bootindex=0", "id=cd,bus=ide.0,bootindex=1", "if=none,id=cdmedia,media=cdrom,readonly=on",
+				"user,id=net0,restrict=on", "mac=52:54:00:12:34:56"},
+			[]string{"usbmedia", "file=/m"}},
+		{"Cd override boots the CD-ROM first", func(l launch) launch { l.bootCd = true; return l },
+			[]string{"bootindex=1", "id=cd,bus=ide.0,bootindex=0"}, nil},
+		{"inserted media are attached", func(l launch) launch { l.cd, l.usb = "/m/cd,1", "/m/usb"; return l },
+			[]string{"media=cdrom,readonly=on,format=raw,file=/m/cd,,1", "id=usbmedia,format=raw,readonly=on,file=/m/usb", "drive=usbmedia,id=usb"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := strings.Join(qemuArgs(spec, tc.l(l), "tcg"), " ")
+			for _, w := range tc.want {
+				if !strings.Contains(args, w) {
+					t.Errorf("args lack %q:\n%s", w, args)
+				}
+			}
+			for _, w := range tc.wantNone {
+				if strings.Contains(args, w) {
+					t.Errorf("args have %q:\n%s", w, args)
+				}
+			}
+		})
+	}
+}
+
+func TestSpecValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mod  func(*Spec)
+		want string
+	}{
+		{"valid", func(*Spec) {}, ""},
+		{"bad name", func(s *Spec) { s.Name = "Server_1" }, "lower-case"},
+		{"no cpu", func(s *Spec) { s.CPUs = 0 }, "at least 1 cpu"},
+		{"tiny memory", func(s *Spec) { s.MemoryMiB = 16 }, "64 MiB"},
+		{"no disk", func(s *Spec) { s.DiskGiB = 0 }, "disk"},
+		{"bad MAC", func(s *Spec) { s.MAC = "52:54:00:12:34" }, "six lower-case hex pairs"},
+	} {
+		s := spec
+		tc.mod(&s)
+		err := s.validate()
+		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: validate() = %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}

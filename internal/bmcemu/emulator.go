@@ -1,0 +1,113 @@
+package bmcemu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/go-logr/logr"
+)
+
+// Config says which servers to emulate and how their BMC is reached.
+type Config struct {
+	// StateDir holds a folder per server: disk, console log, media, QEMU's socket and log.
+	StateDir string
+	// Listen is the BMC's address (default 127.0.0.1:0, a free port).
+	Listen string
+	// Username and Password are the only credentials the BMC accepts.
+	Username, Password string
+	Servers            []Spec
+	// Accel is QEMU's accelerator: tcg (default) or kvm.
+	Accel  string
+	Logger logr.Logger
+}
+
+// Emulator is a running BMC and its servers.
+type Emulator struct {
+	cfg      Config
+	machines map[string]*machine
+	names    []string
+	srv      *http.Server
+	addr     string
+	done     chan error
+}
+
+// Start serves the BMC. Servers start powered off.
+func Start(cfg Config) (*Emulator, error) {
+	if cfg.Username == "" || cfg.Password == "" {
+		return nil, errors.New("bmcemu: a username and password are needed")
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:0"
+	}
+	if cfg.Accel == "" {
+		cfg.Accel = "tcg"
+	}
+	e := &Emulator{cfg: cfg, machines: map[string]*machine{}, done: make(chan error, 1)}
+	for _, s := range cfg.Servers {
+		if err := s.validate(); err != nil {
+			return nil, err
+		}
+		if e.machines[s.Name] != nil {
+			return nil, fmt.Errorf("bmcemu: two servers are named %s", s.Name)
+		}
+		dir := filepath.Join(cfg.StateDir, s.Name)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
+		e.machines[s.Name] = newMachine(s, dir, cfg.Accel, cfg.Logger)
+		e.names = append(e.names, s.Name)
+	}
+	sort.Strings(e.names)
+	l, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("bmcemu: %w", err)
+	}
+	e.addr = l.Addr().String()
+	e.srv = &http.Server{Handler: e.handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		err := e.srv.Serve(l)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		e.done <- err
+	}()
+	return e, nil
+}
+
+// Address is the redfish+http:// BMC address of server name, as a Host's spec.bmc.address.
+func (e *Emulator) Address(name string) string {
+	return "redfish+http://" + e.addr + "/redfish/v1/Systems/" + name
+}
+
+// ConsolePath is the file server name's serial console is written to.
+func (e *Emulator) ConsolePath(name string) string {
+	if m := e.machines[name]; m != nil {
+		return m.consolePath()
+	}
+	return ""
+}
+
+// Close stops the BMC and pulls every server's plug.
+func (e *Emulator) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := e.srv.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = e.srv.Close()
+	}
+	err = errors.Join(err, <-e.done)
+	for _, name := range e.names {
+		m := e.machines[name]
+		m.mu.Lock()
+		err = errors.Join(err, m.powerOff(context.Background(), true))
+		m.mu.Unlock()
+	}
+	return err
+}

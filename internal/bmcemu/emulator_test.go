@@ -1,0 +1,262 @@
+package bmcemu
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/runtime/qemu/qmp"
+	"github.com/anvil-dev/anvil/test/testos"
+)
+
+const user, pass = "admin", "s3cret-bmc"
+
+var spec = Spec{Name: "server-1", CPUs: 2, MemoryMiB: 1024, DiskGiB: 8, MAC: "52:54:00:12:34:56"}
+
+// bmc is a test's view of the emulator: requests with or without credentials.
+type bmc struct {
+	t    *testing.T
+	e    *Emulator
+	base string
+}
+
+func start(t *testing.T) *bmc {
+	t.Helper()
+	e, err := Start(Config{StateDir: t.TempDir(), Username: user, Password: pass, Servers: []Spec{spec},
+		Logger: testr.New(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := e.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return &bmc{t: t, e: e, base: "http://" + e.addr}
+}
+
+// do sends a request with the right credentials (unless auth says otherwise) and returns
+// the status and decoded body.
+func (b *bmc) do(method, path string, body any, auth ...string) (int, map[string]any) {
+	b.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		raw, _ := json.Marshal(body)
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, b.base+path, rd)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	u, p := user, pass
+	if len(auth) == 2 {
+		u, p = auth[0], auth[1]
+	}
+	req.SetBasicAuth(u, p)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out := map[string]any{}
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}
+
+func (b *bmc) power() string {
+	b.t.Helper()
+	_, sys := b.do("GET", root+"/Systems/server-1", nil)
+	return sys["PowerState"].(string)
+}
+
+func TestCredentialsAndInventory(t *testing.T) {
+	b := start(t)
+	if code, _ := b.do("GET", root, nil, "", ""); code != http.StatusOK {
+		t.Errorf("service root without credentials: %d, want 200", code)
+	}
+	if code, _ := b.do("GET", root+"/Systems/server-1", nil, user, "wrong"); code != http.StatusUnauthorized {
+		t.Errorf("a wrong password: %d, want 401", code)
+	}
+	if code, _ := b.do("GET", root+"/Systems/server-2", nil); code != http.StatusNotFound {
+		t.Errorf("an unknown system: %d, want 404", code)
+	}
+	code, sys := b.do("GET", root+"/Systems/server-1", nil)
+	if code != http.StatusOK || sys["PowerState"] != "Off" {
+		t.Fatalf("system: %d %v", code, sys)
+	}
+	if got := sys["MemorySummary"].(map[string]any)["TotalSystemMemoryGiB"]; got != 1.0 {
+		t.Errorf("memory %v GiB, want 1", got)
+	}
+	_, cpu := b.do("GET", root+"/Systems/server-1/Processors/1", nil)
+	_, nic := b.do("GET", root+"/Systems/server-1/EthernetInterfaces/1", nil)
+	_, disk := b.do("GET", root+"/Systems/server-1/SimpleStorage/1", nil)
+	if cpu["TotalThreads"] != 2.0 || nic["MACAddress"] != spec.MAC ||
+		disk["Devices"].([]any)[0].(map[string]any)["CapacityBytes"] != float64(8<<30) {
+		t.Errorf("inventory: cpu %v, nic %v, disk %v", cpu, nic, disk)
+	}
+	for _, bad := range []map[string]any{
+		{"Boot": map[string]any{"BootSourceOverrideTarget": "Floppy"}},
+		{"Boot": map[string]any{"BootSourceOverrideEnabled": "Always"}},
+		{"Boot": map[string]any{"BootSourceOverrideMode": "UEFI"}},
+	} {
+		if code, _ := b.do("PATCH", root+"/Systems/server-1", bad); code != http.StatusBadRequest {
+			t.Errorf("PATCH %v: %d, want 400", bad, code)
+		}
+	}
+	if code, _ := b.do("POST", root+"/Systems/server-1/Actions/ComputerSystem.Reset", map[string]any{"ResetType": "Nmi"}); code != http.StatusBadRequest {
+		t.Errorf("an unsupported reset: %d, want 400", code)
+	}
+}
+
+// The test OS booted as Ironic's ramdisk deploy boots it: a BIOS ISO of its kernel and
+// initramfs in the virtual CD-ROM, a config drive in the virtual USB stick, the boot
+// override on Cd, Reset On. The guest prints the config drive's hostname and marker.
+func TestBootsTheInsertedCDWithItsConfigDrive(t *testing.T) {
+	b := start(t)
+	dir := t.TempDir()
+	bootISO(t, filepath.Join(dir, "boot.iso"))
+	configDrive(t, filepath.Join(dir, "config.iso"), "server-one", "from-the-stick")
+	media := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	defer media.Close()
+	cd := root + "/Managers/server-1/VirtualMedia/Cd"
+	usb := root + "/Managers/server-1/VirtualMedia/UsbStick"
+	if code, _ := b.do("POST", usb+"/Actions/VirtualMedia.InsertMedia", map[string]any{"Image": media.URL + "/config.iso"}); code != http.StatusNoContent {
+		t.Fatalf("InsertMedia UsbStick: %d", code)
+	}
+
+	if code, _ := b.do("POST", cd+"/Actions/VirtualMedia.InsertMedia", map[string]any{"Image": media.URL + "/boot.iso"}); code != http.StatusNoContent {
+		t.Fatalf("InsertMedia: %d", code)
+	}
+	if _, vm := b.do("GET", cd, nil); vm["Inserted"] != true || vm["Image"] != media.URL+"/boot.iso" {
+		t.Errorf("the Cd after InsertMedia: %v", vm)
+	}
+	if code, _ := b.do("POST", cd+"/Actions/VirtualMedia.InsertMedia", map[string]any{"Image": media.URL + "/boot.iso"}); code != http.StatusConflict {
+		t.Errorf("a second InsertMedia: %d, want 409", code)
+	}
+	if code, _ := b.do("PATCH", root+"/Systems/server-1", map[string]any{"Boot": map[string]any{
+		"BootSourceOverrideTarget": "Cd", "BootSourceOverrideEnabled": "Continuous", "BootSourceOverrideMode": "Legacy"}}); code != http.StatusNoContent {
+		t.Fatalf("PATCH Boot: %d", code)
+	}
+	if code, _ := b.do("POST", root+"/Systems/server-1/Actions/ComputerSystem.Reset", map[string]any{"ResetType": "On"}); code != http.StatusNoContent {
+		t.Fatalf("Reset On: %d", code)
+	}
+	if b.power() != "On" {
+		t.Fatal("not On after Reset On")
+	}
+	waitConsole(t, b.e.ConsolePath("server-1"), testos.ReadyLine(computev1alpha1.ArchitectureAMD64, "server-one", "from-the-stick"), 1)
+
+	// Ejected while it runs: QEMU's drive is empty.
+	if code, _ := b.do("POST", cd+"/Actions/VirtualMedia.EjectMedia", map[string]any{}); code != http.StatusNoContent {
+		t.Fatalf("EjectMedia: %d", code)
+	}
+	if inserted := cdInserted(t, b.e.machines["server-1"].qmpSocket()); inserted {
+		t.Error("QEMU's CD-ROM still holds the medium after EjectMedia")
+	}
+	if code, _ := b.do("POST", root+"/Systems/server-1/Actions/ComputerSystem.Reset", map[string]any{"ResetType": "ForceOff"}); code != http.StatusNoContent || b.power() != "Off" {
+		t.Fatalf("ForceOff: %d, power %s", code, b.power())
+	}
+}
+
+// bootISO builds at path what Ironic's prepare_boot_iso builds for a BIOS ramdisk deploy:
+// isolinux booting the test OS's kernel and initramfs.
+func bootISO(t *testing.T, path string) {
+	t.Helper()
+	osDir := testos.Dir(t)
+	tree := t.TempDir()
+	mustRun(t, "mkdir", "-p", filepath.Join(tree, "isolinux"))
+	for from, to := range map[string]string{
+		"/usr/lib/ISOLINUX/isolinux.bin":             "isolinux/isolinux.bin",
+		"/usr/lib/syslinux/modules/bios/ldlinux.c32": "isolinux/ldlinux.c32",
+		filepath.Join(osDir, "amd64", "kernel"):      "vmlinuz",
+		filepath.Join(osDir, "amd64", "initramfs"):   "initrd",
+	} {
+		mustRun(t, "cp", from, filepath.Join(tree, to))
+	}
+	cfg := "default boot\nprompt 0\nlabel boot\n  kernel /vmlinuz\n  append initrd=/initrd console=ttyS0\n"
+	if err := writeFile(filepath.Join(tree, "isolinux", "isolinux.cfg"), cfg); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, "genisoimage", "-quiet", "-o", path, "-b", "isolinux/isolinux.bin", "-c", "isolinux/boot.cat",
+		"-no-emul-boot", "-boot-load-size", "4", "-boot-info-table", "-J", "-R", tree)
+}
+
+// configDrive builds at path an OpenStack config drive as Ironic makes one: ISO9660
+// labelled config-2 with openstack/latest/{meta_data.json,user_data}.
+func configDrive(t *testing.T, path, hostname, marker string) {
+	t.Helper()
+	tree := t.TempDir()
+	latest := filepath.Join(tree, "openstack", "latest")
+	mustRun(t, "mkdir", "-p", latest)
+	if err := writeFile(filepath.Join(latest, "meta_data.json"), `{"uuid": "x", "hostname": "`+hostname+`"}`); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFile(filepath.Join(latest, "user_data"), "#cloud-config\n# anvil-marker="+marker+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, "genisoimage", "-quiet", "-o", path, "-V", "config-2", "-J", "-R", tree)
+}
+
+func writeFile(path, s string) error { return os.WriteFile(path, []byte(s), 0o644) }
+
+func mustRun(t *testing.T, name string, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s (make deps installs what is missing)", name, strings.Join(args, " "), err, out)
+	}
+}
+
+// cdInserted asks the running QEMU whether its CD-ROM holds a medium.
+func cdInserted(t *testing.T, socket string) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := qmp.Dial(ctx, socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var blocks []struct {
+		Qdev     string `json:"qdev"`
+		Inserted *struct {
+			File string `json:"file"`
+		} `json:"inserted"`
+	}
+	if err := c.Execute(ctx, "query-block", nil, &blocks); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range blocks {
+		if b.Qdev == "cd" || strings.HasSuffix(b.Qdev, "/cd") {
+			return b.Inserted != nil
+		}
+	}
+	t.Fatalf("QEMU has no CD-ROM: %+v", blocks)
+	return false
+}
+
+// waitConsole waits until the console file shows want n times.
+func waitConsole(t *testing.T, path, want string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		raw, _ := os.ReadFile(path)
+		if strings.Count(string(raw), want) >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("console %s never showed %q %d times:\n%s", path, want, n, raw[max(0, len(raw)-3000):])
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}

@@ -1,0 +1,200 @@
+package bmcemu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/anvil-dev/anvil/internal/runtime/qemu/qmp"
+	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
+)
+
+// Virtual media slots of a server's Manager.
+const (
+	slotCd  = "Cd"
+	slotUSB = "UsbStick"
+)
+
+// machine is one emulated server: its files, its QEMU process, and what its BMC holds
+// (media, boot override). The mutex serialises every BMC action on it.
+type machine struct {
+	spec  Spec
+	dir   string
+	accel string
+	log   logr.Logger
+
+	mu   sync.Mutex
+	proc *vm.Process
+	// media holds, per slot, the URL of the inserted image; its file is mediaPath(slot).
+	media map[string]string
+	// override is the boot source override: target and Disabled, Once or Continuous.
+	override, overrideEnabled string
+}
+
+func newMachine(s Spec, dir, accel string, log logr.Logger) *machine {
+	return &machine{spec: s, dir: dir, accel: accel, log: log.WithValues("server", s.Name),
+		media: map[string]string{}, override: targetNone, overrideEnabled: "Disabled"}
+}
+
+func (m *machine) path(name string) string      { return filepath.Join(m.dir, name) }
+func (m *machine) qmpSocket() string            { return m.path("qmp.sock") }
+func (m *machine) consolePath() string          { return m.path("console.log") }
+func (m *machine) mediaPath(slot string) string { return m.path("media-" + slot) }
+
+// on reports whether the server's QEMU runs. Called with mu held.
+func (m *machine) on() bool { return m.proc != nil && m.proc.Alive(m.qmpSocket()) }
+
+// powerOn starts QEMU unless it runs. A Once override is spent by this start.
+func (m *machine) powerOn(ctx context.Context) error {
+	if m.on() {
+		return nil
+	}
+	disk := m.path("disk.qcow2")
+	if _, err := os.Stat(disk); errors.Is(err, os.ErrNotExist) {
+		if err := vm.CreateEmpty(ctx, disk, m.spec.DiskGiB<<30); err != nil {
+			return err
+		}
+	}
+	l := launch{disk: disk, console: m.consolePath(), qmp: m.qmpSocket(), pidFile: m.path("qemu.pid"),
+		bootCd: m.overrideEnabled != "Disabled" && m.override == targetCd}
+	if m.media[slotCd] != "" {
+		l.cd = m.mediaPath(slotCd)
+	}
+	if m.media[slotUSB] != "" {
+		l.usb = m.mediaPath(slotUSB)
+	}
+	_ = os.Remove(m.qmpSocket())
+	p, err := vm.Launch("qemu-system-x86_64", qemuArgs(m.spec, l, m.accel), m.path("qemu.log"))
+	if err != nil {
+		return err
+	}
+	m.proc = p
+	if m.overrideEnabled == "Once" {
+		m.overrideEnabled, m.override = "Disabled", targetNone
+	}
+	m.log.Info("powered on", "pid", p.PID, "bootCd", l.bootCd, "cd", m.media[slotCd], "usb", m.media[slotUSB])
+	return nil
+}
+
+// powerOff pulls the plug (force) or presses the power button (the guest decides).
+func (m *machine) powerOff(ctx context.Context, force bool) error {
+	if !m.on() {
+		return nil
+	}
+	if !force {
+		return m.qmp(ctx, "system_powerdown", nil)
+	}
+	m.log.Info("powered off", "pid", m.proc.PID)
+	return m.proc.Kill(m.qmpSocket(), 2*time.Second)
+}
+
+// restart is a cold restart, so a boot override set since the last start applies.
+func (m *machine) restart(ctx context.Context) error {
+	if err := m.powerOff(ctx, true); err != nil {
+		return err
+	}
+	return m.powerOn(ctx)
+}
+
+// qmp runs one command on the running QEMU.
+func (m *machine) qmp(ctx context.Context, command string, args any) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := dialQMP(ctx, m.qmpSocket())
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.Execute(ctx, command, args, nil)
+}
+
+// dialQMP connects to a QEMU that may have been started a moment ago and not yet opened
+// its socket.
+func dialQMP(ctx context.Context, socket string) (*qmp.Client, error) {
+	for {
+		c, err := qmp.Dial(ctx, socket)
+		if err == nil {
+			return c, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("QMP %s: %w", socket, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// insert downloads url into slot's file and, for the CD-ROM of a running server, loads it
+// into the drive through QMP. A USB stick inserted while the server runs appears at its
+// next start.
+func (m *machine) insert(ctx context.Context, slot, url string) error {
+	if m.media[slot] != "" {
+		return errInserted
+	}
+	if err := download(ctx, url, m.mediaPath(slot)); err != nil {
+		return err
+	}
+	m.media[slot] = url
+	if slot == slotCd && m.on() {
+		return m.qmp(ctx, "blockdev-change-medium", map[string]any{
+			"id": "cd", "filename": m.mediaPath(slot), "format": "raw", "read-only-mode": "read-only"})
+	}
+	return nil
+}
+
+// eject empties slot, opening the running CD-ROM's tray first.
+func (m *machine) eject(ctx context.Context, slot string) error {
+	if m.media[slot] == "" {
+		return nil
+	}
+	if slot == slotCd && m.on() {
+		if err := m.qmp(ctx, "eject", map[string]any{"id": "cd", "force": true}); err != nil {
+			return err
+		}
+	}
+	delete(m.media, slot)
+	return os.Remove(m.mediaPath(slot))
+}
+
+// errInserted: Redfish asks for an eject before another insert.
+var errInserted = errors.New("a medium is already inserted: eject it first")
+
+// download fetches url into path, replacing it only once the whole body arrived.
+func download(ctx context.Context, url, path string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("image URL %q: %w", url, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("downloading %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("downloading %s: %s", url, resp.Status)
+	}
+	tmp := path + ".part"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, resp.Body)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("downloading %s: %w", url, err)
+	}
+	return os.Rename(tmp, path)
+}
