@@ -92,7 +92,7 @@ test-only: ## Unit, integration and end-to-end tests, without the set-up steps.
 demo: deps tools testos agents build ## A local anvil with the sample objects: see README.
 	$(BIN)/anvil dev --bin-dir $(BIN) --test-os $(BIN)/testos --agents $(BIN)/build-agent --apply config/samples
 
-bench: tools testos agents ## Benchmarks and scenarios; figures are printed, never asserted.
+bench: tools testos agents build ## Benchmarks and scenarios; figures are printed, never asserted.
 	go test -run '^$$' -bench . -benchmem ./...
 	go run ./test/scale/scheduling -machines 10000 -pools 1000 -rounds 2
 	go run ./test/scale/pools -machines 10000 -pools 100

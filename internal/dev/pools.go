@@ -77,7 +77,7 @@ func qemuArchitectures(want []computev1alpha1.Architecture) (found []computev1al
 // StartQemuPool runs a qemu runtime for one architecture and its poollet (anvil dev and the
 // boot benchmark use it). Its VMs keep
 // running when anvil dev stops; the next start adopts them.
-func StartQemuPool(ctx context.Context, cfg *rest.Config, stateDir string, arch computev1alpha1.Architecture, networks map[string]qemu.Network, log logr.Logger) (<-chan error, error) {
+func StartQemuPool(ctx context.Context, cfg *rest.Config, stateDir string, arch computev1alpha1.Architecture, networks map[string]qemu.Network, forward []string, log logr.Logger) (<-chan error, error) {
 	name := QemuPoolName(arch)
 	cache, err := osimage.NewCache(filepath.Join(stateDir, "pools", name, "cache"))
 	if err != nil {
@@ -86,7 +86,7 @@ func StartQemuPool(ctx context.Context, cfg *rest.Config, stateDir string, arch 
 	rt, err := qemu.New(qemu.Config{
 		Name: name, StateDir: filepath.Join(stateDir, "pools", name, "vms"),
 		Architectures: []computev1alpha1.Architecture{arch},
-		Images:        cache, Index: &imageref.Registry{}, Seeds: nocloud.WriteISO, Networks: networks,
+		Images:        cache, Index: &imageref.Registry{}, Seeds: nocloud.WriteISO, Networks: networks, ForwardCommand: forward,
 		Logger: log.WithName("runtime").WithValues("pool", name),
 	})
 	if err != nil {
@@ -168,7 +168,7 @@ func startPools(ctx context.Context, o Options, cfg *rest.Config, c client.Clien
 	if o.QemuPools {
 		archs, missing := qemuArchitectures(o.QemuArchitectures)
 		for _, arch := range archs {
-			errs, err := StartQemuPool(ctx, cfg, stateDir, arch, BuilderNetworks(registryHost), ctrl.Log)
+			errs, err := StartQemuPool(ctx, cfg, stateDir, arch, BuilderNetworks(registryHost), nil, ctrl.Log)
 			if err != nil {
 				return nil, fmt.Errorf("starting pool %s: %w", QemuPoolName(arch), err)
 			}

@@ -72,9 +72,22 @@ func (b *bench) change(ctx context.Context, marker string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
+	said := start
 	for deadline := start.Add(limit); time.Now().Before(deadline); time.Sleep(poll) {
 		if err := b.c.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
 			return 0, err
+		}
+		if time.Since(said) > 30*time.Second { // a slow round says where it is
+			said = time.Now()
+			if c := meta.FindStatusCondition(o.Status.Conditions, imagesv1alpha1.ConditionReady); c != nil {
+				fmt.Fprintf(os.Stderr, "  after %s: Ready=%s %s: %s\n", time.Since(start).Round(time.Second), c.Status, c.Reason, c.Message)
+			}
+			build := &imagesv1alpha1.OSImageBuild{}
+			if b.c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: o.Status.LatestBuild}, build) == nil {
+				for _, a := range build.Status.Architectures {
+					fmt.Fprintf(os.Stderr, "    %s: %s %s: %s %s\n", a.Architecture, a.Phase, a.Reason, a.Message, a.LogTail)
+				}
+			}
 		}
 		if o.Status.ObservedGeneration == o.Generation && meta.IsStatusConditionTrue(o.Status.Conditions, imagesv1alpha1.ConditionReady) &&
 			o.Status.Index != "" && o.Status.Index != b.index {

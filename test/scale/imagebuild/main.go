@@ -60,6 +60,13 @@ func run(rounds int) error {
 			return fmt.Errorf("the build agent is missing from %s: run make agents", agents)
 		}
 	}
+	// QEMU runs `anvil forward` for each connection a builder makes to the registry; this
+	// program is not anvil, so it names the built one.
+	anvil := filepath.Join(root, "bin", "anvil")
+	if _, err := os.Stat(anvil); err != nil {
+		return fmt.Errorf("anvil is missing from %s: run make build", anvil)
+	}
+	forward := []string{anvil, "forward"}
 	env, err := harness.Start()
 	if err != nil {
 		return err
@@ -98,7 +105,7 @@ func run(rounds int) error {
 	go func() { mgrDone <- mgr.Start(ctx) }()
 	defer func() { cancel(); <-mgrDone }()
 	for _, a := range architectures {
-		poolErrs, err := dev.StartQemuPool(ctx, env.Config, state, a, dev.BuilderNetworks(reg), logr.Discard())
+		poolErrs, err := dev.StartQemuPool(ctx, env.Config, state, a, dev.BuilderNetworks(reg), forward, logr.Discard())
 		if err != nil {
 			return err
 		}

@@ -93,7 +93,7 @@ func run(rounds int, arch computev1alpha1.Architecture) error {
 	mgrDone := make(chan error, 1)
 	go func() { mgrDone <- mgr.Start(ctx) }()
 	defer func() { cancel(); <-mgrDone }()
-	poolErrs, err := dev.StartQemuPool(ctx, env.Config, state, arch, nil, logr.Discard())
+	poolErrs, err := dev.StartQemuPool(ctx, env.Config, state, arch, nil, nil, logr.Discard())
 	if err != nil {
 		return err
 	}
