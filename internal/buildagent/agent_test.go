@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -187,7 +186,7 @@ func TestRunWaitsForARegistryThatIsAway(t *testing.T) {
 			job := f.job(t, imagebuild.Recipe{Containerfiles: []imagesv1alpha1.Containerfile{{Content: "RUN echo hi > /hi\n"}}}, nil, "1")
 			job.Output = fmt.Sprintf("127.0.0.1:%d/team/os", port)
 
-			console := &lockedBuffer{}
+			console := &testos.SyncBuffer{}
 			type ended struct {
 				res Result
 				err error
@@ -257,22 +256,4 @@ func forwardWhenBack(l net.Listener, back <-chan string) {
 			_, _ = io.Copy(c, r)
 		}()
 	}
-}
-
-// lockedBuffer is a console the test reads while the agent writes it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

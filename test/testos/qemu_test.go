@@ -2,7 +2,6 @@ package testos
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,7 +27,7 @@ type vm struct {
 	cmd     *exec.Cmd
 	serial  string
 	qmp     string
-	stderr  *syncBuffer
+	stderr  *SyncBuffer
 	started time.Time
 	done    chan struct{} // closed once QEMU has exited; then err is its exit
 	err     error
@@ -70,7 +68,7 @@ func boot(t *testing.T, arch, initrdArch computev1alpha1.Architecture, extra ...
 	v := &vm{
 		serial: filepath.Join(work, "serial.log"),
 		qmp:    filepath.Join(work, "qmp.sock"),
-		stderr: &syncBuffer{},
+		stderr: &SyncBuffer{},
 		done:   make(chan struct{}),
 	}
 	args = append(args,
@@ -206,20 +204,3 @@ func qmp(socket, command string) error {
 	return nil
 }
 
-// syncBuffer collects QEMU's output while tests read it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
