@@ -203,4 +203,3 @@ func qmp(socket, command string) error {
 	}
 	return nil
 }
-
