@@ -3,6 +3,7 @@ package ironic
 import (
 	"fmt"
 	"io"
+	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,6 +22,10 @@ type Config struct {
 	Host string
 	// Port is the API's port; 0 picks a free loopback port once, kept across restarts.
 	Port int
+	// BootFilesPort is the port of the HTTP server that gives BMCs the boot ISOs and
+	// config drives Ironic builds for virtual-media boot ([deploy] http_url); 0 picks a
+	// free one.
+	BootFilesPort int
 	// Username and Password are the API's only credentials (HTTP basic auth).
 	Username, Password string
 	// MaxConcurrentDeploy and MaxConcurrentClean are Ironic's own limits
@@ -70,6 +75,9 @@ const (
 	healthFailures = 3
 )
 
+// isolinuxBin is the BIOS boot loader of the ISOs Ironic builds (package isolinux).
+const isolinuxBin = "/usr/lib/ISOLINUX/isolinux.bin"
+
 // paths are the files Ironic is run with, all inside StateDir.
 type paths struct {
 	dir, conf, htpasswd, db, log, pid, tftp, http, locks string
@@ -94,8 +102,10 @@ func pathsIn(dir string) paths {
 // together:
 //   - fake-hardware: all fake interfaces; what tests and the dev site use.
 //   - redfish: sushy is installed (python3-sushy); redfish power/management/inspect and
-//     redfish-virtual-media boot load without other services. Deploying a real server
-//     still needs an IPA ramdisk (direct deploy), which anvil does not ship yet.
+//     redfish-virtual-media boot load without other services. The ramdisk deploy boots a
+//     kernel + initramfs image from an ISO Ironic builds (mkisofs, isolinux) and attaches
+//     the config drive as a second medium; a whole-disk image still needs an IPA ramdisk
+//     (direct deploy), which anvil does not ship.
 //   - ipmi: ipmitool; its only boot interfaces are pxe/ipxe, whose loading writes boot
 //     files into [pxe] tftp_root and [deploy] http_root, so those point into StateDir.
 //     Nothing serves them (no TFTP/DHCP): enroll, manage, power and inspect work,
@@ -105,7 +115,7 @@ var interfaces = [][2]string{
 	{"enabled_bios_interfaces", "fake,no-bios,redfish"},
 	{"enabled_boot_interfaces", "fake,redfish-virtual-media,pxe"},
 	{"enabled_console_interfaces", "fake,no-console"},
-	{"enabled_deploy_interfaces", "fake,direct"},
+	{"enabled_deploy_interfaces", "fake,direct,ramdisk"},
 	{"enabled_inspect_interfaces", "fake,redfish,no-inspect"},
 	{"enabled_management_interfaces", "fake,redfish,ipmitool"},
 	{"enabled_network_interfaces", "noop"},
@@ -141,6 +151,9 @@ func renderConfig(c Config, p paths) string {
 	for _, kv := range interfaces {
 		line(kv[0], kv[1])
 	}
+	// Debian's isolinux package puts it here, not where Ironic looks by default; Ironic
+	// finds ldlinux.c32 (syslinux-common) itself.
+	line("isolinux_bin", isolinuxBin)
 	b.WriteString("\n[database]\n")
 	line("connection", "sqlite:///"+p.db)
 	b.WriteString("\n[dhcp]\n")
@@ -161,6 +174,7 @@ func renderConfig(c Config, p paths) string {
 	line("tftp_root", p.tftp)
 	b.WriteString("\n[deploy]\n")
 	line("http_root", p.http)
+	line("http_url", "http://"+net.JoinHostPort(c.Host, strconv.Itoa(c.BootFilesPort)))
 	b.WriteString("\n[oslo_concurrency]\n")
 	line("lock_path", p.locks)
 	b.WriteString("\n[fake]\n")

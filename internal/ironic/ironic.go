@@ -31,6 +31,8 @@ type Ironic struct {
 	out      io.Writer
 	logFile  *os.File
 	http     *http.Client
+	// bootFiles serves [deploy] http_root to BMCs.
+	bootFiles *bootFiles
 
 	mu       sync.Mutex
 	cur      *proc
@@ -65,9 +67,11 @@ func Start(ctx context.Context, cfg Config) (*Ironic, error) {
 	// An Ironic left by a process that died without stopping it holds the port and the
 	// database; it was started by us (the pid file says so), so end it.
 	killStale(p)
-	if cfg.Port == 0 {
-		if cfg.Port, err = freePort(cfg.Host); err != nil {
-			return nil, err
+	for _, port := range []*int{&cfg.Port, &cfg.BootFilesPort} {
+		if *port == 0 {
+			if *port, err = freePort(cfg.Host); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if err := writeFiles(cfg, p); err != nil {
@@ -96,8 +100,13 @@ func Start(ctx context.Context, cfg Config) (*Ironic, error) {
 		http: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}},
 		done: make(chan struct{}),
 	}
+	if i.bootFiles, err = serveBootFiles(cfg.Host, cfg.BootFilesPort, p.http); err != nil {
+		logFile.Close()
+		return nil, err
+	}
 	pr, err := i.startAndWait(ctx)
 	if err != nil {
+		i.bootFiles.stop()
 		logFile.Close()
 		return nil, err
 	}
@@ -139,6 +148,7 @@ func (i *Ironic) Stop() {
 	i.once.Do(func() {
 		i.cancel()
 		<-i.done
+		i.bootFiles.stop()
 		i.logFile.Close()
 	})
 }

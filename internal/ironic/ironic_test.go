@@ -209,7 +209,7 @@ func TestMissingBinaryNamesInstallScript(t *testing.T) {
 }
 
 func TestRenderConfig(t *testing.T) {
-	c := Config{Host: "127.0.0.1", Port: 1234, MaxConcurrentDeploy: 10,
+	c := Config{Host: "127.0.0.1", Port: 1234, BootFilesPort: 1235, MaxConcurrentDeploy: 10,
 		FakeDelays: FakeDelays{Deploy: Delay{Min: 2, Max: 5}, Power: Delay{Min: 1}}}
 	got := renderConfig(c, pathsIn("/s"))
 	for _, want := range []string{
@@ -217,6 +217,8 @@ func TestRenderConfig(t *testing.T) {
 		"connection = sqlite:////s/ironic.db", "dhcp_provider = none", "automated_clean = false",
 		"max_concurrent_deploy = 10", "host_ip = 127.0.0.1", "port = 1234",
 		"deploy_delay = 2,5", "power_delay = 1", "enabled_network_interfaces = noop",
+		"enabled_deploy_interfaces = fake,direct,ramdisk", "http_root = /s/httpboot", "http_url = http://127.0.0.1:1235",
+		"isolinux_bin = /usr/lib/ISOLINUX/isolinux.bin",
 	} {
 		if !strings.Contains(got, want+"\n") {
 			t.Errorf("ironic.conf lacks %q:\n%s", want, got)

@@ -39,9 +39,10 @@ type Provisioner interface {
 	// Reboot resets a powered-on node. It is not idempotent by itself: callers record
 	// which request they carried out (anvil keeps the reboot token in the Host's status).
 	Reboot(ctx context.Context, name string) error
-	// Adopt takes a Manageable node that is already running image into Active without
-	// writing its disk: for servers whose records the provisioner lost.
-	Adopt(ctx context.Context, name string, image Image) error
+	// Adopt takes a Manageable node that is already running d's image into Active
+	// without writing its disk or rebooting it: for servers whose records the
+	// provisioner lost. d's config drive is not used.
+	Adopt(ctx context.Context, name string, d Deployment) error
 	// Detach makes the provisioner forget the node without touching the server.
 	Detach(ctx context.Context, name string) error
 	// Delete forgets the node; the caller deprovisions first when the server must be
@@ -123,18 +124,45 @@ type Node struct {
 	RegistrationHash string
 }
 
-// Image is a disk image a node is written with.
+// Image is what a node is provisioned with: a disk image written to its disk (URL,
+// Checksum, Format), or a kernel and initramfs it boots from RAM (Kernel, Initramfs,
+// KernelArguments).
 type Image struct {
 	URL string
 	// Checksum is "sha256:<hex>".
 	Checksum string
 	// Format is raw or qcow2.
 	Format string
+	// Kernel and Initramfs, when set, are booted from RAM instead of a disk image.
+	Kernel, Initramfs *File
+	// KernelArguments is the kernel's command line.
+	KernelArguments string
 }
+
+// File is one file a node boots.
+type File struct {
+	URL string
+	// Checksum is "sha256:<hex>".
+	Checksum string
+}
+
+// Ramdisk reports whether the image is a kernel and initramfs booted from RAM.
+func (i Image) Ramdisk() bool { return i.Kernel != nil }
+
+// BootMode is the firmware a node boots with.
+type BootMode string
+
+const (
+	BootModeUEFI   BootMode = "uefi"
+	BootModeLegacy BootMode = "bios"
+)
 
 // Deployment is what Provision writes.
 type Deployment struct {
 	Image Image
+	// BootMode is how the node's firmware boots the deployment; empty leaves it to the
+	// provisioner's default.
+	BootMode BootMode
 	// ConfigDrive is the first-boot data; nil writes none.
 	ConfigDrive *ConfigDrive
 }

@@ -38,8 +38,8 @@ func (c *countingProvisioner) Provision(ctx context.Context, name string, d prov
 	return err
 }
 
-func (c *countingProvisioner) Adopt(ctx context.Context, name string, img provisioner.Image) error {
-	err := c.Provisioner.Adopt(ctx, name, img)
+func (c *countingProvisioner) Adopt(ctx context.Context, name string, d provisioner.Deployment) error {
+	err := c.Provisioner.Adopt(ctx, name, d)
 	if err == nil {
 		c.mu.Lock()
 		c.adopt[name]++

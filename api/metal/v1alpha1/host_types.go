@@ -33,6 +33,12 @@ type HostSpec struct {
 	// +optional
 	RootDeviceHints *RootDeviceHints `json:"rootDeviceHints,omitempty"`
 
+	// BootMode is the server's firmware: UEFI, or Legacy (BIOS). The provisioner boots
+	// the server's deploy media and image in this mode.
+	// +optional
+	// +kubebuilder:default=UEFI
+	BootMode BootMode `json:"bootMode,omitempty"`
+
 	// Image, when set, is what the Host should be provisioned with. Clearing it
 	// deprovisions the Host.
 	// +optional
@@ -102,23 +108,80 @@ type RootDeviceHints struct {
 	Rotational *bool `json:"rotational,omitempty"`
 }
 
-// HostImage is a disk image a server is written with.
+// HostImage is what a server is provisioned with: a disk image written to its disk (url,
+// checksum, format), or a kernel and initramfs it boots from RAM with nothing written to
+// its disks (kernel, initramfs, kernelArguments; Ironic's ramdisk deploy, which boots them
+// from an ISO over Redfish virtual media).
+// +kubebuilder:validation:XValidation:rule="has(self.url) != has(self.kernel)",message="image: give url and checksum (a disk image) or kernel and initramfs (booted from RAM), not both"
+// +kubebuilder:validation:XValidation:rule="has(self.kernel) == has(self.initramfs)",message="image: kernel and initramfs go together"
+// +kubebuilder:validation:XValidation:rule="!has(self.url) || has(self.checksum)",message="image.checksum is required with image.url"
+// +kubebuilder:validation:XValidation:rule="has(self.url) || (!has(self.checksum) && !has(self.format))",message="image.checksum and image.format describe image.url; a kernel and initramfs carry their own checksums"
+// +kubebuilder:validation:XValidation:rule="has(self.kernel) || !has(self.kernelArguments)",message="image.kernelArguments is the command line of image.kernel"
 type HostImage struct {
-	// URL the provisioner downloads the image from.
-	// +required
+	// URL the provisioner downloads the disk image from.
+	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('http://') || self.startsWith('https://')",message="image.url must be an http:// or https:// URL"
+	URL string `json:"url,omitempty"`
+	// Checksum of the disk image: sha256:<64 hex digits>.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^sha256:[0-9a-f]{64}$`
+	Checksum string `json:"checksum,omitempty"`
+	// Format of the disk image; raw when empty.
+	// +optional
+	Format ImageFormat `json:"format,omitempty"`
+	// Kernel the server boots from RAM.
+	// +optional
+	Kernel *BootFile `json:"kernel,omitempty"`
+	// Initramfs the kernel runs from RAM.
+	// +optional
+	Initramfs *BootFile `json:"initramfs,omitempty"`
+	// KernelArguments is the kernel's command line.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	KernelArguments string `json:"kernelArguments,omitempty"`
+}
+
+// BootFile is one file a server boots: where it is and its checksum.
+type BootFile struct {
+	// URL the provisioner downloads the file from.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('http://') || self.startsWith('https://')",message="the URL of a kernel or initramfs must be http:// or https://"
 	URL string `json:"url"`
-	// Checksum of the image: sha256:<64 hex digits>.
+	// Checksum of the file: sha256:<64 hex digits>.
 	// +required
 	// +kubebuilder:validation:Pattern=`^sha256:[0-9a-f]{64}$`
 	Checksum string `json:"checksum"`
-	// Format of the image.
-	// +optional
-	// +kubebuilder:default=raw
-	Format ImageFormat `json:"format,omitempty"`
 }
+
+// Ramdisk reports whether the image is a kernel and initramfs booted from RAM.
+func (i *HostImage) Ramdisk() bool { return i != nil && i.Kernel != nil }
+
+// Same reports whether o boots what i boots. Checksums decide, not URLs: the same bytes
+// served from another address are the same image; a disk's format and a kernel's
+// command line count too.
+func (i *HostImage) Same(o *HostImage) bool {
+	switch {
+	case i == nil || o == nil || i.Ramdisk() != o.Ramdisk():
+		return false
+	case i.Ramdisk():
+		return i.Initramfs != nil && o.Initramfs != nil && i.Kernel.Checksum == o.Kernel.Checksum &&
+			i.Initramfs.Checksum == o.Initramfs.Checksum && i.KernelArguments == o.KernelArguments
+	}
+	return i.Checksum == o.Checksum && i.Format.OrRaw() == o.Format.OrRaw()
+}
+
+// BootMode is a server's firmware.
+// +kubebuilder:validation:Enum=UEFI;Legacy
+type BootMode string
+
+const (
+	BootModeUEFI   BootMode = "UEFI"
+	BootModeLegacy BootMode = "Legacy"
+)
 
 // ImageFormat is the format of a Host's disk image.
 // +kubebuilder:validation:Enum=raw;qcow2
@@ -128,6 +191,14 @@ const (
 	ImageFormatRaw   ImageFormat = "raw"
 	ImageFormatQCOW2 ImageFormat = "qcow2"
 )
+
+// OrRaw is the format, raw when empty.
+func (f ImageFormat) OrRaw() ImageFormat {
+	if f == "" {
+		return ImageFormatRaw
+	}
+	return f
+}
 
 // ConsumerReference names the Machine holding a Host.
 type ConsumerReference struct {

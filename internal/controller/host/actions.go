@@ -60,7 +60,7 @@ func (s *step) execute(ctx context.Context, in *hostplan.Input) (hostplan.Result
 			h.Status.RebootToken = h.Annotations[metalv1alpha1.AnnotationReboot]
 		}
 	case hostplan.ActionAdopt:
-		err = p.Adopt(ctx, name, imageOf(h.Status.Image))
+		err = p.Adopt(ctx, name, deploymentOf(h, h.Status.Image))
 	case hostplan.ActionDetach:
 		err = p.Detach(ctx, name)
 		if err == nil && h.DeletionTimestamp != nil {
@@ -80,12 +80,14 @@ func (s *step) execute(ctx context.Context, in *hostplan.Input) (hostplan.Result
 // provision checks the image and the config drive, then asks for the deployment.
 func (s *step) provision(ctx context.Context) (hostplan.Result, error) {
 	h := s.host
-	img := h.Spec.Image
-	if err := s.r.Images.Verify(ctx, img.URL, img.Checksum); err != nil {
-		if errors.Is(err, imagecheck.ErrChecksumMismatch) {
-			return hostplan.Result{Outcome: hostplan.OutcomeImageChecksumMismatch, Message: err.Error()}, nil
+	img := hostplan.ImageOf(h.Spec.Image)
+	for _, f := range imageFiles(img) {
+		if err := s.r.Images.Verify(ctx, f.URL, f.Checksum); err != nil {
+			if errors.Is(err, imagecheck.ErrChecksumMismatch) {
+				return hostplan.Result{Outcome: hostplan.OutcomeImageChecksumMismatch, Message: err.Error()}, nil
+			}
+			return hostplan.Result{Outcome: hostplan.OutcomeImageUnavailable, Message: err.Error()}, nil
 		}
-		return hostplan.Result{Outcome: hostplan.OutcomeImageUnavailable, Message: err.Error()}, nil
 	}
 	drive, missing, err := s.r.configDrive(ctx, h)
 	if err != nil {
@@ -94,7 +96,9 @@ func (s *step) provision(ctx context.Context) (hostplan.Result, error) {
 	if missing != "" {
 		return hostplan.Result{Outcome: hostplan.OutcomeConfigDriveMissing, Message: missing}, nil
 	}
-	err = s.r.Provisioner.Provision(ctx, nodeName(h), provisioner.Deployment{Image: imageOf(img), ConfigDrive: drive})
+	d := deploymentOf(h, h.Spec.Image)
+	d.ConfigDrive = drive
+	err = s.r.Provisioner.Provision(ctx, nodeName(h), d)
 	return resultOf(ctx, nodeName(h), err), nil
 }
 
@@ -115,13 +119,24 @@ func (s *step) finalize(ctx context.Context) error {
 	return nil
 }
 
-func imageOf(img *metalv1alpha1.HostImage) provisioner.Image {
-	if img == nil {
-		return provisioner.Image{}
+// deploymentOf is img deployed on h, booted in h's boot mode.
+func deploymentOf(h *metalv1alpha1.Host, img *metalv1alpha1.HostImage) provisioner.Deployment {
+	mode := provisioner.BootModeUEFI
+	if h.Spec.BootMode == metalv1alpha1.BootModeLegacy {
+		mode = provisioner.BootModeLegacy
 	}
-	format := string(img.Format)
-	if format == "" {
-		format = string(metalv1alpha1.ImageFormatRaw)
+	return provisioner.Deployment{Image: hostplan.ImageOf(img), BootMode: mode}
+}
+
+// imageFiles are the files of img the image check reads: the disk image, or the kernel
+// and initramfs.
+func imageFiles(img provisioner.Image) []provisioner.File {
+	if img.Ramdisk() {
+		files := []provisioner.File{*img.Kernel}
+		if img.Initramfs != nil {
+			files = append(files, *img.Initramfs)
+		}
+		return files
 	}
-	return provisioner.Image{URL: img.URL, Checksum: img.Checksum, Format: format}
+	return []provisioner.File{{URL: img.URL, Checksum: img.Checksum}}
 }

@@ -78,7 +78,7 @@ func TestFullCycle(t *testing.T) {
 	}
 	waitState(t, p, name, provisioner.StateAvailable)
 
-	if err := p.Adopt(ctx, name, testImage); !errors.Is(err, provisioner.ErrWrongState) {
+	if err := p.Adopt(ctx, name, provisioner.Deployment{Image: testImage}); !errors.Is(err, provisioner.ErrWrongState) {
 		t.Errorf("Adopt of an available node: %v, want ErrWrongState", err)
 	}
 	twice(t, "Delete", func() error { return p.Delete(ctx, name) })
@@ -119,7 +119,7 @@ func TestWrongStates(t *testing.T) {
 		t.Errorf("Register with an unsupported BMC: %v, want ErrInvalid", err)
 	}
 	// Adopted nodes can be deprovisioned; an active node cannot be deleted.
-	if err := p.Adopt(ctx, name, testImage); err != nil {
+	if err := p.Adopt(ctx, name, provisioner.Deployment{Image: testImage}); err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, p, name, provisioner.StateActive)

@@ -157,6 +157,9 @@ func (p *Provisioner) update(ctx context.Context, n *nodes.Node, r provisioner.R
 	}
 	ops = append(ops, nodes.UpdateOperation{Op: nodes.AddOp, Path: "/driver_info", Value: d.DriverInfo})
 	for k, v := range d.Interfaces {
+		if k == "deploy_interface" && n.Driver == d.Driver && (n.DeployInterface == "direct" || n.DeployInterface == "ramdisk") {
+			continue // chosen per image by Provision and Adopt: a new registration keeps it
+		}
 		ops = append(ops, nodes.UpdateOperation{Op: nodes.AddOp, Path: "/" + k, Value: v})
 	}
 	props := properties(r)

@@ -88,7 +88,7 @@ func (p *Provisioner) startWork(ctx context.Context, q *queue, name string, targ
 // Provision implements provisioner.Provisioner; it takes a deploy slot. A node deploying
 // or active with the same image is success; a failed deploy is started again.
 func (p *Provisioner) Provision(ctx context.Context, name string, d provisioner.Deployment) error {
-	info, err := instanceInfo(d.Image)
+	info, err := instanceInfo(d.Image, d.BootMode)
 	if err != nil {
 		return fmt.Errorf("provision node %s: %w", name, err)
 	}
@@ -113,16 +113,35 @@ func (p *Provisioner) Provision(ctx context.Context, name string, d provisioner.
 	default:
 		return wrongStateErr(n, "provision")
 	}
+	ops, err := imageOps(n, d.Image, info)
+	if err != nil {
+		return fmt.Errorf("provision node %s: %w", name, err)
+	}
 	if err := p.admit(p.deploys, name); err != nil {
 		return err
 	}
-	p.log.Info("provisioning node", "node", name, "image", d.Image.URL)
-	ops := nodes.UpdateOpts{nodes.UpdateOperation{Op: nodes.AddOp, Path: "/instance_info", Value: info}}
+	p.log.Info("provisioning node", "node", name, "image", d.Image.URL, "ramdisk", d.Image.Ramdisk())
 	if _, err := p.patch(ctx, name, "setting the image", ops); err != nil {
 		p.wake(p.deploys.release(name))
 		return err
 	}
 	return p.startWork(ctx, p.deploys, name, nodes.TargetActive, cd)
+}
+
+// imageOps sets the node's instance_info to info and, on a node that deploys through an
+// agent or a ramdisk (redfish), the deploy interface img needs. A kernel and initramfs
+// boot only from virtual media: a node that boots over PXE (ipmi) cannot take them.
+func imageOps(n *nodes.Node, img provisioner.Image, info map[string]any) (nodes.UpdateOpts, error) {
+	ops := nodes.UpdateOpts{nodes.UpdateOperation{Op: nodes.AddOp, Path: "/instance_info", Value: info}}
+	switch {
+	case n.Driver == "redfish":
+		if want := deployInterface(img); n.DeployInterface != want {
+			ops = append(ops, nodes.UpdateOperation{Op: nodes.ReplaceOp, Path: "/deploy_interface", Value: want})
+		}
+	case img.Ramdisk() && n.Driver != "fake-hardware":
+		return nil, fmt.Errorf("a kernel and initramfs are booted through Redfish virtual media; a %s BMC cannot: %w", n.Driver, provisioner.ErrInvalid)
+	}
+	return ops, nil
 }
 
 // Deprovision implements provisioner.Provisioner; it takes a clean slot.
@@ -190,8 +209,8 @@ func (p *Provisioner) Reboot(ctx context.Context, name string) error {
 }
 
 // Adopt implements provisioner.Provisioner; it takes a deploy slot.
-func (p *Provisioner) Adopt(ctx context.Context, name string, img provisioner.Image) error {
-	info, err := instanceInfo(img)
+func (p *Provisioner) Adopt(ctx context.Context, name string, d provisioner.Deployment) error {
+	info, err := instanceInfo(d.Image, d.BootMode)
 	if err != nil {
 		return fmt.Errorf("adopt node %s: %w", name, err)
 	}
@@ -201,7 +220,7 @@ func (p *Provisioner) Adopt(ctx context.Context, name string, img provisioner.Im
 	}
 	switch n.ProvisionState {
 	case stAdopting, stActive:
-		if sameImage(imageOf(n.InstanceInfo), img) {
+		if sameImage(imageOf(n.InstanceInfo), d.Image) {
 			return nil
 		}
 		return fmt.Errorf("adopt node %s: it is %q with another image: %w", name, n.ProvisionState, provisioner.ErrWrongState)
@@ -212,11 +231,14 @@ func (p *Provisioner) Adopt(ctx context.Context, name string, img provisioner.Im
 	default:
 		return wrongStateErr(n, "adopt")
 	}
+	ops, err := imageOps(n, d.Image, info)
+	if err != nil {
+		return fmt.Errorf("adopt node %s: %w", name, err)
+	}
 	if err := p.admit(p.deploys, name); err != nil {
 		return err
 	}
-	p.log.Info("adopting node", "node", name, "image", img.URL)
-	ops := nodes.UpdateOpts{nodes.UpdateOperation{Op: nodes.AddOp, Path: "/instance_info", Value: info}}
+	p.log.Info("adopting node", "node", name, "image", d.Image.URL, "ramdisk", d.Image.Ramdisk())
 	if _, err := p.patch(ctx, name, "setting the image", ops); err != nil {
 		p.wake(p.deploys.release(name))
 		return err

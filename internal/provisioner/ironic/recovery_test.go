@@ -88,7 +88,7 @@ func TestAdoptAfterDatabaseLoss(t *testing.T) {
 			}
 		}
 	}()
-	twice(t, "Adopt", func() error { return p.Adopt(ctx, name, testImage) })
+	twice(t, "Adopt", func() error { return p.Adopt(ctx, name, provisioner.Deployment{Image: testImage}) })
 	n := waitState(t, p, name, provisioner.StateActive)
 	close(stop)
 	<-done

@@ -58,7 +58,7 @@ func (r *Runtime) CreateMachine(ctx context.Context, req *mriv1alpha1.CreateMach
 	if archs := inv.Capacity().Architectures; !slices.Contains(archs, arch) {
 		return nil, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_WRONG_ARCHITECTURE, "pool %s has Hosts of %v, not %s", r.opts.PoolName, archs, arch)
 	}
-	d, err := r.resolveDisk(ctx, spec.GetImage(), arch)
+	files, err := r.resolveBootFiles(ctx, spec.GetImage(), arch)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +84,7 @@ func (r *Runtime) CreateMachine(ctx context.Context, req *mriv1alpha1.CreateMach
 	if refusal != nil {
 		return nil, refuse(r.opts.PoolName, refusal)
 	}
-	c := &claim{id: id, uid: uid, namespace: ns, labels: labels, annotations: in.GetMetadata().GetAnnotations(), spec: spec, disk: d}
+	c := &claim{id: id, uid: uid, namespace: ns, labels: labels, annotations: in.GetMetadata().GetAnnotations(), spec: spec, files: files}
 	m, err := r.claimFirst(ctx, c, inv, preq, candidates)
 	if err != nil {
 		return nil, err
@@ -99,7 +99,7 @@ type claim struct {
 	id, uid, namespace  string
 	labels, annotations map[string]string
 	spec                *mriv1alpha1.MachineSpec
-	disk                disk
+	files               bootFiles
 }
 
 // claimFirst writes the config drive, then claims the first candidate still free when
@@ -159,7 +159,7 @@ func (r *Runtime) claimFirst(ctx context.Context, c *claim, inv placement.Invent
 // this runtime, the config drive, the power, and the record.
 func (r *Runtime) claimHost(h *metalv1alpha1.Host, c *claim, secret string) error {
 	h.Spec.ConsumerRef = &metalv1alpha1.ConsumerReference{Namespace: c.namespace, Name: machineName(c.id, c.labels), UID: c.uid}
-	h.Spec.Image = &metalv1alpha1.HostImage{URL: r.diskURL(c.disk.Digest.Hex), Checksum: c.disk.Digest.String(), Format: c.disk.Format}
+	h.Spec.Image = c.files.hostImage(r.fileURL)
 	h.Spec.ConfigDrive = &metalv1alpha1.SecretReference{Name: secret}
 	h.Spec.Online = c.spec.GetPower() == mriv1alpha1.Power_POWER_ON
 	delete(h.Annotations, AnnotationReboot)
@@ -182,32 +182,34 @@ func (r *Runtime) writeSecret(ctx context.Context, s *corev1.Secret) error {
 	return r.opts.Client.Update(ctx, have)
 }
 
-// resolveDisk finds the image's disk for arch, refusing as the qemu runtime does an
-// image that does not exist or lacks the architecture, and one without a disk.
-func (r *Runtime) resolveDisk(ctx context.Context, img *mriv1alpha1.Image, a computev1alpha1.Architecture) (disk, error) {
+// resolveBootFiles finds what a server boots of the image's entry for arch, refusing as
+// the qemu runtime does an image that does not exist or lacks the architecture, and one
+// with nothing a server can boot.
+func (r *Runtime) resolveBootFiles(ctx context.Context, img *mriv1alpha1.Image, a computev1alpha1.Architecture) (bootFiles, error) {
 	ctx, cancel := context.WithTimeout(ctx, imageTimeout)
 	defer cancel()
-	// Manifests and config only, kept in the image cache: the disk is pulled after the
+	// Manifests and config only, kept in the image cache: the files are pulled after the
 	// claim.
 	e, err := r.opts.Images.Entry(ctx, img.GetReference(), img.GetDigest(), a)
 	if err == nil {
-		var d disk
-		if d, err = diskOf(e); err == nil {
-			return d, nil
+		var b bootFiles
+		if b, err = bootFilesOf(e); err == nil {
+			return b, nil
 		}
 	}
 	switch {
 	case errors.Is(err, osimage.ErrImageNotFound):
-		return disk{}, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_IMAGE_NOT_FOUND, "image %s@%s: %v", img.GetReference(), img.GetDigest(), err)
+		return bootFiles{}, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_IMAGE_NOT_FOUND, "image %s@%s: %v", img.GetReference(), img.GetDigest(), err)
 	case errors.Is(err, osimage.ErrWrongArchitecture):
-		return disk{}, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_WRONG_ARCHITECTURE, "%v", err)
-	case errors.Is(err, errNoDisk), errors.Is(err, osimage.ErrNotOSImage), errors.Is(err, osimage.ErrBadReference):
-		return disk{}, invalid("%v", err)
+		return bootFiles{}, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_WRONG_ARCHITECTURE, "%v", err)
+	case errors.Is(err, errNotBootable), errors.Is(err, osimage.ErrNotOSImage), errors.Is(err, osimage.ErrBadReference):
+		return bootFiles{}, invalid("%v", err)
 	}
-	return disk{}, unavailable("reading the image's manifests", err)
+	return bootFiles{}, unavailable("reading the image's manifests", err)
 }
 
-func (r *Runtime) diskURL(hex string) string {
+// fileURL is where the image server serves the blob of sha256 hex.
+func (r *Runtime) fileURL(hex string) string {
 	return strings.TrimSuffix(r.imageURL, "/") + imagePath + hex
 }
 

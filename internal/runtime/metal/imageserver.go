@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,26 +15,27 @@ import (
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
 )
 
-// imagePath is where the image server serves disks: imagePath + <sha256 hex>.
+// imagePath is where the image server serves disks, kernels and initramfs files:
+// imagePath + <sha256 hex>.
 const imagePath = "/images/sha256/"
 
-// pullTimeout bounds one pull of a disk into the cache.
+// pullTimeout bounds one pull of an image's files into the cache.
 const pullTimeout = 30 * time.Minute
 
-// source is where a disk comes from: the image of a machine holding a Host.
+// source is where a file comes from: the image of a machine holding a Host.
 type source struct {
 	reference, digest string
 	arch              computev1alpha1.Architecture
 }
 
-// diskSource finds a machine whose Host asks for the disk with this checksum. The server
-// serves nothing else: not other blobs of the cache, not disks no Host wants.
-func (r *Runtime) diskSource(checksum string) (source, bool) {
+// fileSource finds a machine whose Host asks for the file with this checksum. The server
+// serves nothing else: not other blobs of the cache, not files no Host wants.
+func (r *Runtime) fileSource(checksum string) (source, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, v := range r.machines {
 		h := r.hosts[v.host]
-		if h == nil || h.Spec.Image == nil || h.Spec.Image.Checksum != checksum {
+		if h == nil || !slices.Contains(checksums(h.Spec.Image), checksum) {
 			continue
 		}
 		img := v.machine.GetSpec().GetImage()
@@ -42,9 +44,10 @@ func (r *Runtime) diskSource(checksum string) (source, bool) {
 	return source{}, false
 }
 
-// serveDisk serves one disk blob from the cache, pulling it first if needed. Ranges and
-// HEAD work, as the provisioner's downloader may use either.
-func (r *Runtime) serveDisk(w http.ResponseWriter, req *http.Request) {
+// serveFile serves one blob (disk, kernel or initramfs) from the cache, pulling the
+// image first if needed. Ranges and HEAD work, as the provisioner's downloader may use
+// either.
+func (r *Runtime) serveFile(w http.ResponseWriter, req *http.Request) {
 	if req.Method != http.MethodGet && req.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
@@ -55,7 +58,7 @@ func (r *Runtime) serveDisk(w http.ResponseWriter, req *http.Request) {
 		http.NotFound(w, req)
 		return
 	}
-	src, ok := r.diskSource("sha256:" + sum)
+	src, ok := r.fileSource("sha256:" + sum)
 	if !ok {
 		http.NotFound(w, req)
 		return
@@ -64,39 +67,40 @@ func (r *Runtime) serveDisk(w http.ResponseWriter, req *http.Request) {
 	defer cancel()
 	files, err := r.opts.Images.Pull(ctx, src.reference, src.digest, src.arch)
 	if err != nil {
-		r.opts.Logger.Error(err, "pulling a disk to serve it", "image", src.reference, "digest", src.digest, "architecture", src.arch)
+		r.opts.Logger.Error(err, "pulling an image to serve its file", "image", src.reference, "digest", src.digest, "architecture", src.arch)
 		http.Error(w, "the image could not be pulled", http.StatusBadGateway)
 		return
 	}
 	// The cache names blobs by digest: serve the file only when it is the one asked for.
-	if files.Disk == "" || filepath.Base(files.Disk) != sum {
+	i := slices.IndexFunc([]string{files.Disk, files.Kernel, files.Initramfs}, func(p string) bool { return p != "" && filepath.Base(p) == sum })
+	if i < 0 {
 		http.NotFound(w, req)
 		return
 	}
-	f, err := os.Open(files.Disk)
+	f, err := os.Open([]string{files.Disk, files.Kernel, files.Initramfs}[i])
 	if err != nil {
-		http.Error(w, "the disk is not readable", http.StatusInternalServerError)
+		http.Error(w, "the file is not readable", http.StatusInternalServerError)
 		return
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		http.Error(w, "the disk is not readable", http.StatusInternalServerError)
+		http.Error(w, "the file is not readable", http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	http.ServeContent(w, req, "", fi.ModTime(), f)
 }
 
-// prefetch starts pulling a claimed Host's disk into the cache, once per disk, so the
-// provisioner's download does not wait for the registry. Failures are left to the image
-// server, which pulls again when asked.
+// prefetch starts pulling a claimed Host's image into the cache, once per image file set,
+// so the provisioner's download does not wait for the registry. Failures are left to the
+// image server, which pulls again when asked.
 func (r *Runtime) prefetch(h *metalv1alpha1.Host) {
 	if h.Spec.Image == nil || provisioned(h) {
 		return
 	}
-	checksum := h.Spec.Image.Checksum
-	src, ok := r.diskSource(checksum)
+	checksum := checksums(h.Spec.Image)[0]
+	src, ok := r.fileSource(checksum)
 	r.mu.Lock()
 	if !ok || r.prefetched[checksum] || r.closed {
 		r.mu.Unlock()
@@ -112,13 +116,13 @@ func (r *Runtime) prefetch(h *metalv1alpha1.Host) {
 		start := time.Now()
 		if _, err := r.opts.Images.Pull(ctx, src.reference, src.digest, src.arch); err != nil {
 			if !errors.Is(err, context.Canceled) {
-				r.opts.Logger.Error(err, "prefetching a disk", "image", src.reference, "architecture", src.arch)
+				r.opts.Logger.Error(err, "prefetching an image", "image", src.reference, "architecture", src.arch)
 			}
 			r.mu.Lock()
 			delete(r.prefetched, checksum)
 			r.mu.Unlock()
 			return
 		}
-		r.opts.Logger.V(1).Info("disk in the cache", "image", src.reference, "architecture", src.arch, "duration", time.Since(start))
+		r.opts.Logger.V(1).Info("image in the cache", "image", src.reference, "architecture", src.arch, "duration", time.Since(start))
 	}()
 }

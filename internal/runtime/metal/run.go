@@ -77,7 +77,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 
 func (r *Runtime) imageHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc(imagePath, r.serveDisk)
+	mux.HandleFunc(imagePath, r.serveFile)
 	return mux
 }
 

@@ -102,9 +102,9 @@ func TestRefusals(t *testing.T) {
 		{"image without the architecture", func(m *mriv1alpha1.Machine) {
 			m.Spec.Image = &mriv1alpha1.Image{Reference: s.images["arm-only"].Reference, Digest: s.images["arm-only"].Digest}
 		}, mriv1alpha1.ErrorReason_ERROR_REASON_WRONG_ARCHITECTURE, "the index offers [linux/arm64]"},
-		{"image without a disk", func(m *mriv1alpha1.Machine) {
+		{"image with nothing a server boots", func(m *mriv1alpha1.Machine) {
 			m.Spec.Image = &mriv1alpha1.Image{Reference: s.images["kernel-only"].Reference, Digest: s.images["kernel-only"].Digest}
-		}, mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "no disk layer for bare metal"},
+		}, mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "no disk layer and no kernel with an initramfs"},
 		{"image that does not exist", func(m *mriv1alpha1.Machine) { m.Spec.Image.Digest = "sha256:" + strings.Repeat("0", 64) },
 			mriv1alpha1.ErrorReason_ERROR_REASON_IMAGE_NOT_FOUND, "image not found"},
 		{"empty disk", func(m *mriv1alpha1.Machine) {

@@ -40,20 +40,10 @@ type observation struct {
 	attached   bool
 }
 
-// provisioned reports whether the Host runs the image its spec asks for. Checksum and
-// format are compared, not the URL: the same disk served from another address is the
-// same machine.
+// provisioned reports whether the Host runs the image its spec asks for (HostImage.Same:
+// the same files served from another address are the same machine).
 func provisioned(h *metalv1alpha1.Host) bool {
-	want, have := h.Spec.Image, h.Status.Image
-	return h.Status.ProvisioningState == metalv1alpha1.StateProvisioned && want != nil && have != nil &&
-		want.Checksum == have.Checksum && format(want.Format) == format(have.Format)
-}
-
-func format(f metalv1alpha1.ImageFormat) metalv1alpha1.ImageFormat {
-	if f == "" {
-		return metalv1alpha1.ImageFormatRaw
-	}
-	return f
+	return h.Status.ProvisioningState == metalv1alpha1.StateProvisioned && h.Spec.Image.Same(h.Status.Image)
 }
 
 // released reports whether a deleted machine's Host is free again: deprovisioned, no

@@ -284,8 +284,38 @@ func deleting(in Input, st metalv1alpha1.ProvisioningState) Plan {
 	return p
 }
 
-// SameImage reports whether the provisioner's image is the one the Host asks for. The
-// checksum decides: the same bytes under another URL need no new deployment.
+// SameImage reports whether the provisioner's image is the one the Host asks for
+// (HostImage.Same: checksums decide, not URLs).
 func SameImage(want *metalv1alpha1.HostImage, have provisioner.Image) bool {
-	return want != nil && want.Checksum == have.Checksum
+	return want.Same(HostImageOf(have))
+}
+
+// HostImageOf is the provisioner's image as a Host's.
+func HostImageOf(img provisioner.Image) *metalv1alpha1.HostImage {
+	file := func(f *provisioner.File) *metalv1alpha1.BootFile {
+		if f == nil {
+			return nil
+		}
+		return &metalv1alpha1.BootFile{URL: f.URL, Checksum: f.Checksum}
+	}
+	return &metalv1alpha1.HostImage{URL: img.URL, Checksum: img.Checksum, Format: metalv1alpha1.ImageFormat(img.Format),
+		Kernel: file(img.Kernel), Initramfs: file(img.Initramfs), KernelArguments: img.KernelArguments}
+}
+
+// ImageOf is a Host's image as the provisioner's.
+func ImageOf(img *metalv1alpha1.HostImage) provisioner.Image {
+	switch {
+	case img == nil:
+		return provisioner.Image{}
+	case img.Ramdisk():
+		return provisioner.Image{Kernel: fileOf(img.Kernel), Initramfs: fileOf(img.Initramfs), KernelArguments: img.KernelArguments}
+	}
+	return provisioner.Image{URL: img.URL, Checksum: img.Checksum, Format: string(img.Format.OrRaw())}
+}
+
+func fileOf(f *metalv1alpha1.BootFile) *provisioner.File {
+	if f == nil {
+		return nil
+	}
+	return &provisioner.File{URL: f.URL, Checksum: f.Checksum}
 }

@@ -197,3 +197,45 @@ func TestRegistrationReason(t *testing.T) {
 		}
 	}
 }
+
+// An image round-trips through the provisioner's form, and the same files under other
+// URLs are the same image; a disk is never a kernel, nor one command line another.
+func TestSameImage(t *testing.T) {
+	kernel := &metalv1alpha1.BootFile{URL: "http://x/k", Checksum: "sha256:kk"}
+	initramfs := &metalv1alpha1.BootFile{URL: "http://x/r", Checksum: "sha256:rr"}
+	ramdisk := &metalv1alpha1.HostImage{Kernel: kernel, Initramfs: initramfs, KernelArguments: "console=ttyS0"}
+	moved := &metalv1alpha1.HostImage{Kernel: &metalv1alpha1.BootFile{URL: "http://y/k", Checksum: "sha256:kk"},
+		Initramfs: &metalv1alpha1.BootFile{URL: "http://y/r", Checksum: "sha256:rr"}, KernelArguments: "console=ttyS0"}
+	otherArgs := ramdisk.DeepCopy()
+	otherArgs.KernelArguments = "quiet"
+	otherInitramfs := ramdisk.DeepCopy()
+	otherInitramfs.Initramfs.Checksum = "sha256:r2"
+	qcow := imgA.DeepCopy()
+	qcow.Format = metalv1alpha1.ImageFormatQCOW2
+	rawA := imgA.DeepCopy()
+	rawA.Format = metalv1alpha1.ImageFormatRaw
+	for _, tc := range []struct {
+		name       string
+		want, have *metalv1alpha1.HostImage
+		same       bool
+	}{
+		{"disk", imgA, imgA, true},
+		{"disk, format raw spelled out", imgA, rawA, true},
+		{"other disk", imgA, imgB, false},
+		{"other format", imgA, qcow, false},
+		{"ramdisk", ramdisk, ramdisk, true},
+		{"ramdisk served elsewhere", ramdisk, moved, true},
+		{"other command line", ramdisk, otherArgs, false},
+		{"other initramfs", ramdisk, otherInitramfs, false},
+		{"disk for ramdisk", ramdisk, imgA, false},
+		{"ramdisk for disk", imgA, ramdisk, false},
+		{"nothing wanted", nil, ramdisk, false},
+	} {
+		if got := SameImage(tc.want, ImageOf(tc.have)); got != tc.same {
+			t.Errorf("%s: SameImage = %v, want %v", tc.name, got, tc.same)
+		}
+		if got := tc.want.Same(tc.have); got != tc.same {
+			t.Errorf("%s: HostImage.Same = %v, want %v", tc.name, got, tc.same)
+		}
+	}
+}
