@@ -94,6 +94,23 @@ func (e *Emulator) ConsolePath(name string) string {
 	return ""
 }
 
+// InsertedMedia lists the virtual media slots of server name that hold a medium.
+func (e *Emulator) InsertedMedia(name string) []string {
+	m := e.machines[name]
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var slots []string
+	for _, slot := range []string{slotCd, slotUSB} {
+		if m.media[slot] != "" {
+			slots = append(slots, slot)
+		}
+	}
+	return slots
+}
+
 // Close stops the BMC and pulls every server's plug.
 func (e *Emulator) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -175,6 +175,9 @@ func renderConfig(c Config, p paths) string {
 	b.WriteString("\n[deploy]\n")
 	line("http_root", p.http)
 	line("http_url", "http://"+net.JoinHostPort(c.Host, strconv.Itoa(c.BootFilesPort)))
+	b.WriteString("\n[redfish]\n")
+	// There is no Swift: virtual media images are published under [deploy] http_url.
+	line("use_swift", "false")
 	b.WriteString("\n[oslo_concurrency]\n")
 	line("lock_path", p.locks)
 	b.WriteString("\n[fake]\n")

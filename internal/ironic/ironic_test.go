@@ -218,7 +218,7 @@ func TestRenderConfig(t *testing.T) {
 		"max_concurrent_deploy = 10", "host_ip = 127.0.0.1", "port = 1234",
 		"deploy_delay = 2,5", "power_delay = 1", "enabled_network_interfaces = noop",
 		"enabled_deploy_interfaces = fake,direct,ramdisk", "http_root = /s/httpboot", "http_url = http://127.0.0.1:1235",
-		"isolinux_bin = /usr/lib/ISOLINUX/isolinux.bin",
+		"isolinux_bin = /usr/lib/ISOLINUX/isolinux.bin", "use_swift = false",
 	} {
 		if !strings.Contains(got, want+"\n") {
 			t.Errorf("ironic.conf lacks %q:\n%s", want, got)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -29,14 +30,22 @@ type devProcess struct {
 	exited  chan error
 }
 
+// The ports are below the kernel's ephemeral range (32768-60999 here): anvil dev is
+// killed and started again on the same ports, and in between the kernel may give an
+// ephemeral port to any process's outgoing connection, which then holds it ("port ... is
+// already in use" on the restart, seen in CI).
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		port := strconv.Itoa(20000 + rand.IntN(12000))
+		l, err := net.Listen("tcp", "127.0.0.1:"+port)
+		if err == nil {
+			l.Close()
+			return port
+		}
 	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	t.Fatal("no free port in 20000-31999 after 100 tries")
+	return ""
 }
 
 // startDev runs anvil dev with args and waits until it says it is up.

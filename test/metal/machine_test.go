@@ -97,6 +97,16 @@ func startMetalPool(t *testing.T, name, ns string) *pool.Pool {
 		if err := p.Stop(); err != nil {
 			t.Errorf("stopping the pool: %v", err)
 		}
+		if t.Failed() {
+			var hosts metalv1alpha1.HostList
+			_ = env.Client.List(context.Background(), &hosts, client.InNamespace(ns))
+			for i := range hosts.Items {
+				t.Logf("Host %s: %s", hosts.Items[i].Name, describe(&hosts.Items[i]))
+			}
+			if b, err := os.ReadFile(p.Site.Ironic.LogPath()); err == nil {
+				t.Logf("ironic.log (tail):\n%s", lastLines(string(b), 40))
+			}
+		}
 	})
 	runInBackground(t, "metal runtime", func(ctx context.Context) error { return mri.ServeListener(ctx, l, p.Runtime) })
 	t.Cleanup(func() { _ = conn.Close() })

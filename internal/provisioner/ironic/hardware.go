@@ -42,11 +42,25 @@ func (p *Provisioner) Hardware(ctx context.Context, name string) (provisioner.Ha
 	})
 	switch {
 	case errors.Is(err, provisioner.ErrNotFound):
-		return hw, nil // inspected without an inventory (fake, or Ironic's DB was lost)
+		// Inspected without an inventory (redfish inspection in Ironic 21 stores none, or
+		// Ironic's DB was lost): the NICs are the ports inspection created.
+		return p.withPorts(ctx, n, hw)
 	case err != nil:
 		return provisioner.Hardware{}, err
 	}
 	return mergeInventory(hw, inv.Inventory), nil
+}
+
+// withPorts adds the node's ports to hw as its NICs, named after their MAC addresses.
+func (p *Provisioner) withPorts(ctx context.Context, n *nodes.Node, hw provisioner.Hardware) (provisioner.Hardware, error) {
+	have, err := p.portsOf(ctx, n)
+	if err != nil {
+		return provisioner.Hardware{}, err
+	}
+	for _, pt := range have {
+		hw.NICs = append(hw.NICs, provisioner.NIC{Name: pt.Address, MACAddress: pt.Address})
+	}
+	return hw, nil
 }
 
 // hardwareFromProperties reads cpu_arch, cpus, memory_mb and local_gb (numbers or strings).

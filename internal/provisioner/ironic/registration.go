@@ -57,6 +57,10 @@ func driverFor(r provisioner.Registration) (driverSpec, error) {
 		if r.DisableCertificateVerification {
 			info["redfish_verify_ca"] = false
 		}
+		// Every tear-down then ejects the virtual USB stick, where a ramdisk deployment's
+		// config drive is, even for a node adopted without its config drive: one
+		// tenant's first-boot data never stays in the server the next tenant gets.
+		info["config_via_removable"] = true
 		// Virtual media is the only boot that needs no PXE/TFTP service beside Ironic, so
 		// redfish:// and redfish-virtualmedia:// boot the same way.
 		return driverSpec{Driver: "redfish", DriverInfo: info, Interfaces: interfaces(

@@ -19,12 +19,12 @@ func TestDriverFor(t *testing.T) {
 		{"fake://h1", false, "fake-hardware", map[string]any{}},
 		{"redfish://10.0.0.1/redfish/v1/Systems/1", true, "redfish", map[string]any{
 			"redfish_address": "https://10.0.0.1", "redfish_system_id": "/redfish/v1/Systems/1",
-			"redfish_username": "root", "redfish_password": "pw", "redfish_verify_ca": false}},
+			"redfish_username": "root", "redfish_password": "pw", "redfish_verify_ca": false, "config_via_removable": true}},
 		{"redfish+http://127.0.0.1:8000/redfish/v1/Systems/abc/", false, "redfish", map[string]any{
 			"redfish_address": "http://127.0.0.1:8000", "redfish_system_id": "/redfish/v1/Systems/abc",
-			"redfish_username": "root", "redfish_password": "pw"}},
+			"redfish_username": "root", "redfish_password": "pw", "config_via_removable": true}},
 		{"redfish://bmc.example", false, "redfish", map[string]any{
-			"redfish_address": "https://bmc.example", "redfish_username": "root", "redfish_password": "pw"}},
+			"redfish_address": "https://bmc.example", "redfish_username": "root", "redfish_password": "pw", "config_via_removable": true}},
 		{"ipmi://10.0.0.2", false, "ipmi", map[string]any{
 			"ipmi_address": "10.0.0.2", "ipmi_port": "623", "ipmi_username": "root", "ipmi_password": "pw"}},
 		{"ipmi://10.0.0.2:6230", false, "ipmi", map[string]any{

@@ -82,9 +82,21 @@ func stateOf(n *nodes.Node) (provisioner.State, provisioner.Operation) {
 	return provisioner.StateUnknown, provisioner.OpNone
 }
 
-// busy: Ironic is working on the node (a target state, a power change, or its lock).
+// busy: Ironic is working on the node (a target state, a power change, or its lock). A
+// failed state keeps the target it failed to reach ("deploy failed", target "active"):
+// nothing is in progress there.
 func busy(n *nodes.Node) bool {
-	return n.TargetProvisionState != "" || n.TargetPowerState != "" || n.Reservation != ""
+	working := n.TargetProvisionState != "" && !failed(n.ProvisionState)
+	return working || n.TargetPowerState != "" || n.Reservation != ""
+}
+
+// failed: a state Ironic leaves a node in after an operation failed.
+func failed(state string) bool {
+	switch state {
+	case stDeployFailed, stCleanFailed, stInspectFailed, stAdoptFailed, stError:
+		return true
+	}
+	return false
 }
 
 // nodeOf is the provisioner's view of an Ironic node.

@@ -1,6 +1,7 @@
 package ironic
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/gophercloud/gophercloud/v2/openstack/baremetal/v1/nodes"
@@ -53,7 +54,7 @@ func TestNodeOf(t *testing.T) {
 		Extra: map[string]any{extraHash: "h1"},
 	})
 	if n.State != provisioner.StateActive || !n.Busy || n.PowerOn == nil || *n.PowerOn || n.RegistrationHash != "h1" ||
-		n.Image != (provisioner.Image{URL: "http://i/x.raw", Checksum: "sha256:ab", Format: "raw"}) {
+		!reflect.DeepEqual(n.Image, provisioner.Image{URL: "http://i/x.raw", Checksum: "sha256:ab", Format: "raw"}) {
 		t.Errorf("nodeOf = %+v", n)
 	}
 	if n := nodeOf(&nodes.Node{ProvisionState: "available"}); n.Busy || n.PowerOn != nil {
@@ -62,5 +63,24 @@ func TestNodeOf(t *testing.T) {
 	m := nodeOf(&nodes.Node{ProvisionState: "active", Maintenance: true, Fault: "power failure", MaintenanceReason: "BMC gone"})
 	if m.LastError != "BMC gone" {
 		t.Errorf("a node in maintenance for a fault: LastError %q, want the maintenance reason", m.LastError)
+	}
+}
+
+// A failed state keeps the target it failed to reach; Ironic is not working on it then.
+func TestBusy(t *testing.T) {
+	for _, tc := range []struct {
+		n    nodes.Node
+		busy bool
+	}{
+		{nodes.Node{ProvisionState: "deploying", TargetProvisionState: "active"}, true},
+		{nodes.Node{ProvisionState: "deploy failed", TargetProvisionState: "active"}, false},
+		{nodes.Node{ProvisionState: "deploy failed", TargetProvisionState: "active", Reservation: "c"}, true},
+		{nodes.Node{ProvisionState: "clean failed", TargetProvisionState: "available"}, false},
+		{nodes.Node{ProvisionState: "active", TargetPowerState: "power off"}, true},
+		{nodes.Node{ProvisionState: "available"}, false},
+	} {
+		if got := busy(&tc.n); got != tc.busy {
+			t.Errorf("busy(%s -> %s, power target %q, lock %q) = %v", tc.n.ProvisionState, tc.n.TargetProvisionState, tc.n.TargetPowerState, tc.n.Reservation, got)
+		}
 	}
 }

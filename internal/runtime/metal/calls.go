@@ -73,15 +73,15 @@ func (r *Runtime) mutate(ctx context.Context, id string, fn change) (*mriv1alpha
 }
 
 // DeleteMachine clears the Host's image and config drive, which makes the Host
-// controller deprovision it; the Run loop releases the Host once it is Available again,
-// and the machine is gone.
+// controller deprovision it, and its power intent, so the freed server stays off; the Run
+// loop releases the Host once it is Available again, and the machine is gone.
 func (r *Runtime) DeleteMachine(ctx context.Context, req *mriv1alpha1.DeleteMachineRequest) (*mriv1alpha1.DeleteMachineResponse, error) {
 	_, err := r.mutate(ctx, req.GetId(), func(h *metalv1alpha1.Host, rec *record, _ *mriv1alpha1.MachineSpec) (bool, error) {
 		if rec.DeletedAt != 0 {
 			return false, nil
 		}
 		rec.DeletedAt = time.Now().UnixNano()
-		h.Spec.Image, h.Spec.ConfigDrive = nil, nil
+		h.Spec.Image, h.Spec.ConfigDrive, h.Spec.Online = nil, nil, false
 		return true, nil
 	})
 	if err != nil {

@@ -1,0 +1,267 @@
+package metal
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/bmcemu"
+	"github.com/anvil-dev/anvil/internal/osimage"
+	"github.com/anvil-dev/anvil/test/testos"
+)
+
+const bmcUser, bmcPassword = "admin", "emulated-bmc-password"
+
+var emulatedServer = bmcemu.Spec{Name: "server-1", CPUs: 2, MemoryMiB: 1024, DiskGiB: 8, MAC: "52:54:00:aa:00:01"}
+
+// startEmulator runs a Redfish BMC in front of QEMU servers until the test ends.
+func startEmulator(t *testing.T, servers ...bmcemu.Spec) *bmcemu.Emulator {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "anvil-bmc-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := bmcemu.Start(bmcemu.Config{StateDir: dir, Username: bmcUser, Password: bmcPassword, Servers: servers,
+		Logger: testr.NewWithOptions(t, testr.Options{Verbosity: 0})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := e.Close(); err != nil {
+			t.Errorf("stopping the BMC emulator: %v", err)
+		}
+		_ = os.RemoveAll(dir)
+	})
+	return e
+}
+
+// emulatedHost is a Host for an emulated server, its BMC credentials in a Secret.
+func emulatedHost(t *testing.T, ns string, e *bmcemu.Emulator, s bmcemu.Spec, password string) *metalv1alpha1.Host {
+	t.Helper()
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s.Name + "-bmc"},
+		Data: map[string][]byte{"username": []byte(bmcUser), "password": []byte(password)}}
+	create(t, secret)
+	return &metalv1alpha1.Host{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s.Name},
+		Spec: metalv1alpha1.HostSpec{
+			BMC:            metalv1alpha1.BMC{Address: e.Address(s.Name), CredentialsSecretRef: &metalv1alpha1.SecretReference{Name: secret.Name}},
+			BootMACAddress: s.MAC,
+			Architecture:   computev1alpha1.ArchitectureAMD64,
+			// The emulator's amd64 servers boot SeaBIOS.
+			BootMode: metalv1alpha1.BootModeLegacy,
+		},
+	}
+}
+
+// pushTestOS publishes the test OS (kernel and initramfs, no disk) and returns its
+// reference.
+func pushTestOS(t *testing.T) string {
+	t.Helper()
+	dir := testos.Dir(t)
+	ref := env.Registry.Host + "/metal/testos:1"
+	if _, _, err := osimage.PushDirs(context.Background(), ref, map[computev1alpha1.Architecture]string{"amd64": filepath.Join(dir, "amd64")}); err != nil {
+		t.Fatal(err)
+	}
+	return ref
+}
+
+// redfishPower is the server's power state as its BMC reports it.
+func redfishPower(t *testing.T, e *bmcemu.Emulator, name string) string {
+	t.Helper()
+	addr := strings.TrimPrefix(e.Address(name), "redfish+")
+	req, err := http.NewRequest(http.MethodGet, addr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth(bmcUser, bmcPassword)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var sys struct{ PowerState string }
+	if err := json.NewDecoder(resp.Body).Decode(&sys); err != nil {
+		t.Fatal(err)
+	}
+	return sys.PowerState
+}
+
+// waitConsole waits until the server's console shows want n times, and returns it.
+func waitConsole(t *testing.T, path, want string, n int, timeout time.Duration) string {
+	t.Helper()
+	var raw []byte
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		raw, _ = os.ReadFile(path)
+		return strings.Count(string(raw), want) >= n, nil
+	})
+	if err != nil {
+		t.Fatalf("console %s never showed %q %d times:\n%s", path, want, n, lastLines(string(raw), 30))
+	}
+	return string(raw)
+}
+
+// A Host with an emulated server behind a Redfish BMC is inspected through the BMC (its
+// HardwareData is the VM's), a tenant's Machine is deployed on it by Ironic (virtual
+// media, ramdisk deploy) and boots the Machine's image with its own first-boot config;
+// power follows the Machine; deleted, the server is powered off with its media ejected,
+// and a second tenant's Machine boots its own image and marker on it. Ironic killed with
+// its database deleted adopts the running server without rebooting it.
+func TestEmulatedServerBootsTenantMachines(t *testing.T) {
+	ctx := context.Background()
+	infra := newNamespace(t, "infra")
+	tenantA, tenantB := newNamespace(t, "tenant-a"), newNamespace(t, "tenant-b")
+	e := startEmulator(t, emulatedServer)
+	console := e.ConsolePath(emulatedServer.Name)
+	class := &computev1alpha1.MachineClass{ObjectMeta: metav1.ObjectMeta{Name: "emulated-small"},
+		Capabilities: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("512Mi")}}
+	policy := &metalv1alpha1.HostPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: infra, Name: "tenants"},
+		Spec: metalv1alpha1.HostPolicySpec{Namespaces: []string{tenantA, tenantB}}}
+	create(t, class, policy, emulatedHost(t, infra, e, emulatedServer, bmcPassword))
+	startManager(t)
+	p := startMetalPool(t, "emulated", infra)
+	image := pushTestOS(t)
+
+	// Inspected out of band: what the BMC reports is the VM's.
+	waitHost(t, infra, emulatedServer.Name, "Available", 3*time.Minute, inState(metalv1alpha1.StateAvailable))
+	hw := &metalv1alpha1.HardwareData{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: infra, Name: emulatedServer.Name}, hw); err != nil {
+		t.Fatalf("HardwareData: %v", err)
+	}
+	if hw.Spec.CPU.Count != int32(emulatedServer.CPUs) || hw.Spec.MemoryMiB != emulatedServer.MemoryMiB || !hasMAC(hw, emulatedServer.MAC) {
+		t.Errorf("HardwareData %+v, want the VM's %d CPUs, %d MiB and NIC %s", hw.Spec, emulatedServer.CPUs, emulatedServer.MemoryMiB, emulatedServer.MAC)
+	}
+
+	deploy := func(ns, name, marker string) {
+		t.Helper()
+		ud := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-user-data"},
+			Data: map[string][]byte{"userData": []byte("#cloud-config\n# anvil-marker=" + marker + "\n")}}
+		m := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: computev1alpha1.MachineSpec{MachineClassRef: computev1alpha1.MachineClassReference{Name: class.Name}, Image: image,
+				UserDataRef: &computev1alpha1.SecretKeySelector{Name: ud.Name, Key: "userData"}}}
+		create(t, ud, m)
+		machineState(t, ns, name, "Running", 5*time.Minute, func(m *computev1alpha1.Machine) bool {
+			return m.Status.State == computev1alpha1.MachineStateRunning
+		})
+	}
+	ready := "ANVIL-TESTOS-READY arch=x86_64 "
+	deploy(tenantA, "alpha", "alpha")
+	out := waitConsole(t, console, "marker=alpha", 1, 3*time.Minute)
+	if strings.Count(out, ready) != 1 {
+		t.Fatalf("the server booted %d times for one deployment:\n%s", strings.Count(out, ready), lastLines(out, 30))
+	}
+	if got := redfishPower(t, e, emulatedServer.Name); got != "On" {
+		t.Errorf("the BMC says the deployed server is %s", got)
+	}
+
+	// Ironic loses its database: the running server is adopted, not rebooted.
+	restarts := p.Site.Ironic.Restarts()
+	if err := syscall.Kill(p.Site.Ironic.PID(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(filepath.Dir(p.Site.Ironic.LogPath()), "ironic.db")); err != nil {
+		t.Fatalf("deleting Ironic's database: %v", err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
+		return p.Site.Ironic.Restarts() > restarts, nil
+	}); err != nil {
+		t.Fatal("Ironic was not restarted after being killed")
+	}
+	waitHost(t, infra, emulatedServer.Name, "adopted", 3*time.Minute, func(h *metalv1alpha1.Host) bool {
+		node, err := p.Site.Provisioner.Get(ctx, infra+"~"+h.Name)
+		return provisioned(h) && err == nil && node.State == "Active"
+	})
+	machineState(t, tenantA, "alpha", "still Running", 10*time.Second, func(m *computev1alpha1.Machine) bool {
+		return m.Status.State == computev1alpha1.MachineStateRunning
+	})
+	time.Sleep(5 * time.Second) // a reboot would print the ready line again within seconds
+	if raw, _ := os.ReadFile(console); strings.Count(string(raw), ready) != 1 {
+		t.Fatalf("adopting the server rebooted it:\n%s", lastLines(string(raw), 30))
+	}
+
+	// Power follows the Machine, and the BMC says so.
+	setPower(t, tenantA, "alpha", computev1alpha1.PowerOff)
+	machineState(t, tenantA, "alpha", "Shutdown", 2*time.Minute, func(m *computev1alpha1.Machine) bool {
+		return m.Status.State == computev1alpha1.MachineStateShutdown
+	})
+	if got := redfishPower(t, e, emulatedServer.Name); got != "Off" {
+		t.Errorf("the BMC says the server is %s after the Machine was powered off", got)
+	}
+	setPower(t, tenantA, "alpha", computev1alpha1.PowerOn)
+	machineState(t, tenantA, "alpha", "Running again", 2*time.Minute, func(m *computev1alpha1.Machine) bool {
+		return m.Status.State == computev1alpha1.MachineStateRunning
+	})
+	waitConsole(t, console, "marker=alpha", 2, 3*time.Minute)
+
+	// Deleted: powered off, media ejected, the Host free for the next tenant.
+	if err := env.Client.Delete(ctx, &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: tenantA, Name: "alpha"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitHost(t, infra, emulatedServer.Name, "Available and free again", 3*time.Minute, func(h *metalv1alpha1.Host) bool {
+		return inState(metalv1alpha1.StateAvailable)(h) && h.Spec.ConsumerRef == nil && h.Status.Image == nil
+	})
+	if got := redfishPower(t, e, emulatedServer.Name); got != "Off" {
+		t.Errorf("the BMC says the released server is %s", got)
+	}
+	if inserted := e.InsertedMedia(emulatedServer.Name); len(inserted) != 0 {
+		t.Errorf("the released server still holds media %v", inserted)
+	}
+
+	deploy(tenantB, "beta", "beta")
+	out = waitConsole(t, console, "marker=beta", 1, 3*time.Minute)
+	if last := out[strings.LastIndex(out, ready):]; strings.Contains(last, "alpha") {
+		t.Errorf("the second tenant's boot shows the first's data:\n%s", last)
+	}
+	if err := env.Client.Delete(ctx, &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: tenantB, Name: "beta"}}); client.IgnoreNotFound(err) != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: tenantB, Name: "beta"}, &computev1alpha1.Machine{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	if err != nil {
+		t.Fatalf("the second Machine was not deleted: %v", err)
+	}
+}
+
+// A wrong BMC password is refused by the emulated BMC: the Host says so and nothing is
+// deployed or powered.
+func TestEmulatedServerWrongPassword(t *testing.T) {
+	infra := newNamespace(t, "infra")
+	s := emulatedServer
+	s.Name, s.MAC = "server-wrong", "52:54:00:aa:00:02"
+	e := startEmulator(t, s)
+	startSite(t, infra, nil)
+	create(t, emulatedHost(t, infra, e, s, "not-the-password"))
+	h := waitHost(t, infra, s.Name, "failed with CredentialsInvalid", 2*time.Minute, failedWith(metalv1alpha1.ReasonCredentialsInvalid))
+	if strings.Contains(describe(h), "not-the-password") {
+		t.Errorf("the status shows the password: %s", describe(h))
+	}
+	if got := redfishPower(t, e, s.Name); got != "Off" {
+		t.Errorf("the server is %s", got)
+	}
+}
+
+func hasMAC(hw *metalv1alpha1.HardwareData, mac string) bool {
+	for _, n := range hw.Spec.NICs {
+		if strings.EqualFold(n.MACAddress, mac) {
+			return true
+		}
+	}
+	return false
+}
