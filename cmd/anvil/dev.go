@@ -26,6 +26,7 @@ func newDevCommand() *cobra.Command {
 		QemuPools:      true,
 		MetalPool:      true,
 		MetalImagePort: 5002,
+		BMCPort:        5003,
 	}
 	// In dev the manager's endpoints are off by default: nothing to scrape, fewer ports to clash.
 	o.Manager.MetricsAddr, o.Manager.HealthAddr = "0", "0"
@@ -73,6 +74,8 @@ the next start finds every object again.`,
 	f.StringSliceVar(&qemuArchs, "qemu-architectures", nil, "with --qemu-pools, only these architectures (default: every one whose QEMU is installed)")
 	f.BoolVar(&o.MetalPool, "metal-pool", o.MetalPool, "run Ironic with fake-hardware Hosts and a bare-metal pool, when Ironic is installed")
 	f.IntVar(&o.MetalImagePort, "metal-image-port", o.MetalImagePort, "loopback port the bare-metal pool serves OS disks to servers on")
+	f.IntVar(&o.EmulatedServers, "emulated-servers", o.EmulatedServers, "amd64 QEMU servers behind a Redfish BMC emulator in the bare-metal pool, deployed by Ironic (0: none)")
+	f.IntVar(&o.BMCPort, "bmc-port", o.BMCPort, "loopback port of the emulated servers' Redfish BMC")
 	f.StringVar(&fakePool, "fake-pool", "dev-fake", "name of an in-process pool of the fake runtime; empty for none")
 	ff.addFlags(cmd)
 	o.Manager.AddFlags(f)

@@ -42,6 +42,11 @@ type Options struct {
 	MetalPool bool
 	// MetalImagePort is the loopback port the bare-metal pool serves OS disks on.
 	MetalImagePort int
+	// EmulatedServers is how many QEMU servers behind a Redfish BMC emulator the metal
+	// pool gets beside its fake-hardware Hosts.
+	EmulatedServers int
+	// BMCPort is the loopback port of the emulated servers' BMC.
+	BMCPort int
 	// RegistryPort is the loopback port of the embedded OCI registry; its blobs are kept
 	// in the state directory.
 	RegistryPort int

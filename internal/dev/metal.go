@@ -76,8 +76,9 @@ func StartMetalPool(ctx context.Context, cfg *rest.Config, c client.Client, stat
 	return runPool(ctx, cfg, stateDir, MetalPoolName, poolServer{Runtime: p.Runtime, pool: p}, "metal")
 }
 
-// startDevMetal starts the metal pool when Ironic is installed, or says why it did not.
-func startDevMetal(ctx context.Context, cfg *rest.Config, c client.Client, stateDir, registryHost string, imagePort int, pools *poolSet) error {
+// startDevMetal starts the metal pool when Ironic is installed, or says why it did not:
+// fake-hardware Hosts, and o.EmulatedServers servers behind the BMC emulator.
+func startDevMetal(ctx context.Context, cfg *rest.Config, c client.Client, stateDir, registryHost string, o Options, pools *poolSet) error {
 	if missing := ironicMissing(); missing != "" {
 		pools.names = append(pools.names, missing)
 		return nil
@@ -86,12 +87,24 @@ func startDevMetal(ctx context.Context, cfg *rest.Config, c client.Client, state
 	if err != nil {
 		return err
 	}
-	errs, err := StartMetalPool(ctx, cfg, c, stateDir, fmt.Sprintf("127.0.0.1:%d", imagePort), ctrl.Log)
+	if err := ensureNamespace(ctx, c, MetalNamespace); err != nil {
+		return err
+	}
+	emulated := ""
+	if o.EmulatedServers > 0 {
+		e, err := startEmulatedServers(ctx, c, stateDir, o.EmulatedServers, o.BMCPort, ctrl.Log)
+		if err != nil {
+			return err
+		}
+		emulated = fmt.Sprintf(", %d emulated amd64 servers (Redfish BMC on 127.0.0.1:%d; consoles %s)",
+			o.EmulatedServers, o.BMCPort, filepath.Dir(filepath.Dir(e.ConsolePath(emulatedSpec(1).Name))))
+	}
+	errs, err := StartMetalPool(ctx, cfg, c, stateDir, fmt.Sprintf("127.0.0.1:%d", o.MetalImagePort), ctrl.Log)
 	if err != nil {
 		return fmt.Errorf("starting pool %s: %w", MetalPoolName, err)
 	}
-	pools.add(fmt.Sprintf("%s (Ironic fake hardware: %d Hosts in namespace %s; sample disk %s)",
-		MetalPoolName, 2*metalHostsPerArch, MetalNamespace, disk), errs)
+	pools.add(fmt.Sprintf("%s (Ironic: %d fake-hardware Hosts%s, in namespace %s; sample disk %s)",
+		MetalPoolName, 2*metalHostsPerArch, emulated, MetalNamespace, disk), errs)
 	return nil
 }
 

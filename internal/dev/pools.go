@@ -179,7 +179,7 @@ func startPools(ctx context.Context, o Options, cfg *rest.Config, c client.Clien
 		}
 	}
 	if o.MetalPool {
-		if err := startDevMetal(ctx, cfg, c, stateDir, registryHost, o.MetalImagePort, pools); err != nil {
+		if err := startDevMetal(ctx, cfg, c, stateDir, registryHost, o, pools); err != nil {
 			return nil, err
 		}
 	}

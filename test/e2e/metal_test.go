@@ -40,24 +40,29 @@ spec:
   machinePoolSelector: {compute.anvil.dev/runtime: metal-b}
 `
 
-// The demo's bare-metal pool provisions the sample Machine onto a fake-hardware Host of a
-// real Ironic; and `anvil runtime metal` with `anvil poollet`, as a site would run them,
-// provisions a Machine onto its own Host and gives the Host back when it is deleted.
+// The demo's bare-metal pool deploys the sample Machine onto an emulated server through
+// real Ironic and the Redfish BMC emulator, and the server's console shows the Machine's
+// marker; and `anvil runtime metal` with `anvil poollet`, as a site would run them,
+// provisions a Machine onto its own (fake-hardware) Host and gives the Host back when it
+// is deleted.
 func TestBareMetalPools(t *testing.T) {
 	state := t.TempDir()
 	registryPort := freePort(t)
 	d := startDev(t, "--state-dir", state, "--bin-dir", binDir, "--fake-pool", "",
 		"--apiserver-port", freePort(t), "--etcd-port", freePort(t), "--etcd-peer-port", freePort(t),
 		"--registry-port", registryPort, "--qemu-pools=false", "--metal-image-port", freePort(t),
+		"--emulated-servers", "1", "--bmc-port", freePort(t),
 		"--test-os", testos.Dir(t), "--apply", samplesOnPort(t, registryPort))
 	t.Cleanup(func() { d.stop(syscall.SIGTERM) })
 	kubeconfig := filepath.Join(state, "kubeconfig")
 
-	waitKubectlLong(t, kubeconfig, "Running", 3*time.Minute, "get", "machine", "metal-1", "-n", "default", "-o", "jsonpath={.status.state}")
+	waitKubectlLong(t, kubeconfig, "Running", 5*time.Minute, "get", "machine", "metal-1", "-n", "default", "-o", "jsonpath={.status.state}")
 	waitKubectl(t, kubeconfig, "dev-metal", "get", "machine", "metal-1", "-n", "default", "-o", "jsonpath={.spec.machinePoolRef.name}")
-	waitKubectl(t, kubeconfig, "Provisioned", "get", "hosts", "-n", "anvil-metal", "-o",
-		`jsonpath={.items[?(@.spec.consumerRef.name=="metal-1")].status.provisioningState}`)
-	waitKubectl(t, kubeconfig, "8", "get", "hardwaredata", "metal-1", "-n", "default", "-o", "jsonpath={.spec.cpu.count}")
+	waitKubectl(t, kubeconfig, "Provisioned", "get", "host", "emulated-1", "-n", "anvil-metal", "-o",
+		`jsonpath={.status.provisioningState}`)
+	waitKubectl(t, kubeconfig, "metal-1", "get", "host", "emulated-1", "-n", "anvil-metal", "-o", `jsonpath={.spec.consumerRef.name}`)
+	waitKubectl(t, kubeconfig, "2", "get", "hardwaredata", "metal-1", "-n", "default", "-o", "jsonpath={.spec.cpu.count}")
+	waitConsole(t, filepath.Join(state, "pools", "dev-metal", "servers", "emulated-1", "console.log"), "marker=metal-1", 1)
 
 	// A second site, run as its own processes.
 	image := "127.0.0.1:" + registryPort + "/anvil/metal-disk:latest"
@@ -82,3 +87,4 @@ func TestBareMetalPools(t *testing.T) {
 	waitKubectlLong(t, kubeconfig, "Available/", 2*time.Minute, "get", "host", "b-1", "-n", "site-b", "-o",
 		"jsonpath={.status.provisioningState}/{.spec.consumerRef.name}")
 }
+

@@ -1,0 +1,101 @@
+package dev
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/bmcemu"
+)
+
+// Emulated servers: QEMU VMs behind anvil's Redfish BMC emulator, enrolled as Hosts of the
+// metal pool, so Ironic really powers, boots (virtual media) and deploys them.
+const (
+	// emulatedBMCSecret holds the emulated BMC's credentials in MetalNamespace.
+	emulatedBMCSecret = "emulated-bmc"
+	// LabelEmulated marks the Hosts of emulated servers.
+	LabelEmulated = "anvil.dev/emulated"
+)
+
+// emulatedSpec is emulated server i (from 1): amd64, SeaBIOS, small enough for TCG.
+func emulatedSpec(i int) bmcemu.Spec {
+	return bmcemu.Spec{Name: fmt.Sprintf("emulated-%d", i), CPUs: 2, MemoryMiB: 1024, DiskGiB: 8,
+		MAC: fmt.Sprintf("52:54:00:e0:00:%02x", i)}
+}
+
+// startEmulatedServers runs the BMC emulator for n servers on port (kept across restarts,
+// as Hosts name it) and enrols each as a Host. The BMC's password is generated once and
+// kept in a Secret. The emulator stops, powering its servers off, when ctx ends.
+func startEmulatedServers(ctx context.Context, c client.Client, stateDir string, n, port int, log logr.Logger) (*bmcemu.Emulator, error) {
+	user, password, err := emulatedCredentials(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	specs := make([]bmcemu.Spec, n)
+	for i := range specs {
+		specs[i] = emulatedSpec(i + 1)
+	}
+	e, err := bmcemu.Start(bmcemu.Config{StateDir: filepath.Join(stateDir, "pools", MetalPoolName, "servers"),
+		Listen: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Username: user, Password: password, Servers: specs,
+		Logger: log.WithName("bmc")})
+	if err != nil {
+		return nil, fmt.Errorf("the emulated servers' BMC (--bmc-port %d): %w", port, err)
+	}
+	go func() {
+		<-ctx.Done()
+		if err := e.Close(); err != nil {
+			log.Error(err, "stopping the emulated servers")
+		}
+	}()
+	for _, s := range specs {
+		h := &metalv1alpha1.Host{
+			ObjectMeta: metav1.ObjectMeta{Namespace: MetalNamespace, Name: s.Name,
+				Labels: map[string]string{"rack": "dev", LabelEmulated: "true"}},
+			Spec: metalv1alpha1.HostSpec{
+				BMC: metalv1alpha1.BMC{Address: e.Address(s.Name),
+					CredentialsSecretRef: &metalv1alpha1.SecretReference{Name: emulatedBMCSecret}},
+				BootMACAddress: s.MAC,
+				Architecture:   computev1alpha1.ArchitectureAMD64,
+				BootMode:       metalv1alpha1.BootModeLegacy,
+			},
+		}
+		if err := client.IgnoreAlreadyExists(c.Create(ctx, h)); err != nil {
+			return nil, fmt.Errorf("creating Host %s: %w", s.Name, err)
+		}
+	}
+	return e, nil
+}
+
+// emulatedCredentials reads the emulated BMC's credentials, generating them the first time.
+func emulatedCredentials(ctx context.Context, c client.Client) (user, password string, err error) {
+	s := &corev1.Secret{}
+	err = c.Get(ctx, client.ObjectKey{Namespace: MetalNamespace, Name: emulatedBMCSecret}, s)
+	if err == nil {
+		return string(s.Data["username"]), string(s.Data["password"]), nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return "", "", err
+	}
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", "", err
+	}
+	s = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: MetalNamespace, Name: emulatedBMCSecret},
+		Data: map[string][]byte{"username": []byte("admin"), "password": []byte(hex.EncodeToString(b))}}
+	if err := c.Create(ctx, s); err != nil {
+		return "", "", fmt.Errorf("creating Secret %s: %w", emulatedBMCSecret, err)
+	}
+	return "admin", hex.EncodeToString(b), nil
+}
