@@ -29,8 +29,12 @@ func (s Spec) validate() error {
 	switch {
 	case !nameRE.MatchString(s.Name):
 		return fmt.Errorf("server name %q: use lower-case letters, digits and dashes", s.Name)
-	case s.CPUs < 1 || s.MemoryMiB < 64:
-		return fmt.Errorf("server %s: needs at least 1 cpu and 64 MiB of memory", s.Name)
+	case s.CPUs < 1 || s.MemoryMiB < 1024:
+		return fmt.Errorf("server %s: needs at least 1 cpu and 1024 MiB of memory", s.Name)
+	case s.MemoryMiB%1024 != 0:
+		// Redfish reports TotalSystemMemoryGiB, which sushy reads as a whole number:
+		// Ironic's inspection fails on a server whose memory it reads as 0 GiB.
+		return fmt.Errorf("server %s: memory %d MiB: give whole GiB (a multiple of 1024)", s.Name, s.MemoryMiB)
 	case s.DiskGiB < 1:
 		return fmt.Errorf("server %s: needs a disk of at least 1 GiB", s.Name)
 	case !macRE.MatchString(s.MAC):

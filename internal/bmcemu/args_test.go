@@ -47,7 +47,8 @@ func TestSpecValidate(t *testing.T) {
 		{"valid", func(*Spec) {}, ""},
 		{"bad name", func(s *Spec) { s.Name = "Server_1" }, "lower-case"},
 		{"no cpu", func(s *Spec) { s.CPUs = 0 }, "at least 1 cpu"},
-		{"tiny memory", func(s *Spec) { s.MemoryMiB = 16 }, "64 MiB"},
+		{"tiny memory", func(s *Spec) { s.MemoryMiB = 16 }, "1024 MiB"},
+		{"memory not in whole GiB", func(s *Spec) { s.MemoryMiB = 1536 }, "whole GiB"},
 		{"no disk", func(s *Spec) { s.DiskGiB = 0 }, "disk"},
 		{"bad MAC", func(s *Spec) { s.MAC = "52:54:00:12:34" }, "six lower-case hex pairs"},
 	} {

@@ -225,7 +225,7 @@ func checkPortFree(port int, flag string) error {
 	}
 	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
-		return fmt.Errorf("port %d on 127.0.0.1 is already in use: stop whatever holds it (another \"anvil dev\"?) or choose a free port with %s", port, flag)
+		return fmt.Errorf("port %d on 127.0.0.1 is already in use (%v): stop whatever holds it (another \"anvil dev\"?) or choose a free port with %s", port, err, flag)
 	}
 	return l.Close()
 }

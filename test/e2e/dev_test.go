@@ -77,7 +77,10 @@ func startDev(t *testing.T, args ...string) *devProcess {
 	case <-up:
 		d.upAfter = time.Since(start)
 	case err := <-d.exited:
-		t.Fatalf("anvil dev exited before it was up (%v):\n%s", err, d.Output())
+		// Which process holds a port it found taken, to tell a leftover of ours from a
+		// stranger.
+		sockets, _ := exec.Command("ss", "-tanp").CombinedOutput()
+		t.Fatalf("anvil dev exited before it was up (%v):\n%s\nsockets:\n%s", err, d.Output(), sockets)
 	case <-time.After(3 * time.Minute):
 		t.Fatalf("anvil dev not up after 3 minutes:\n%s", d.Output())
 	}
