@@ -99,6 +99,8 @@ bench: tools testos agents build ## Benchmarks and scenarios; figures are printe
 	go run ./test/scale/vmboot -rounds 3
 	go run ./test/scale/vmboot -rounds 3 -arch arm64
 	go run ./test/scale/metalhosts -hosts 200 -rounds 1
+	go run ./test/scale/emulated -servers 1 -rounds 3
+	go run ./test/scale/emulated -servers 10 -rounds 1
 	go run ./test/scale/imagebuild -rounds 3
 
 fresh-check: ## make test and make demo in a fresh clone with every cache empty, timed (hack/fresh-check.sh).

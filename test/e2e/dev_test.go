@@ -134,14 +134,24 @@ func (d *devProcess) kill(stateDir string) {
 }
 
 // running reports whether pid is a live process: not gone, and not a zombie waiting for a
-// parent that may never reap it.
+// parent that may never reap it. A killed multi-threaded process (kube-apiserver) shows
+// its leader as a zombie while its other threads still exit, holding its files and its
+// listening port: it runs until the leader is the only thread left.
 func running(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return false
 	}
-	_, rest, ok := strings.Cut(string(stat), ") ")
-	return ok && !strings.HasPrefix(rest, "Z")
+	zombie, threads := false, 0
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "State:"); ok {
+			zombie = strings.HasPrefix(strings.TrimSpace(v), "Z")
+		}
+		if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+			threads, _ = strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	return !zombie || threads > 1
 }
 
 func kubectl(t *testing.T, kubeconfig, stdin string, args ...string) (string, error) {
