@@ -19,6 +19,9 @@ packages=(
 	# the redfish (python3-sushy) and ipmi (ipmitool) drivers.
 	ironic-api
 	ironic-conductor
+	# ironic-inspector (and ironic-inspector-dbsync): in-band inspection of ipmi servers,
+	# run by internal/ironic beside Ironic.
+	ironic-inspector
 	# Ironic's redfish-virtual-media boot builds a BIOS boot ISO of a kernel + initramfs
 	# image (ramdisk deploy) for emulated servers (internal/bmcemu): mkisofs and isolinux.
 	genisoimage

@@ -19,8 +19,8 @@ func TestBootFilesServesHTTPRootReadOnly(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "redfish", "boot-x.iso"), []byte("iso bytes"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port, err := freePort("127.0.0.1")
-	if err != nil {
+	var port int
+	if err := pickPorts("127.0.0.1", &port); err != nil {
 		t.Fatal(err)
 	}
 	b, err := serveBootFiles("127.0.0.1", port, root)

@@ -14,7 +14,8 @@ import (
 
 // Config says how to run Ironic.
 type Config struct {
-	// StateDir holds ironic.conf, the htpasswd file, the SQLite database and ironic.log.
+	// StateDir holds ironic.conf, the htpasswd file, the SQLite database and ironic.log,
+	// and ironic-inspector's files beside them (inspector.conf, inspector.db...).
 	// It must be an absolute path or one that can be made absolute; it is created.
 	StateDir string
 	// Host is the API's listen address; 127.0.0.1 when empty. Loopback only: the API
@@ -26,7 +27,11 @@ type Config struct {
 	// config drives Ironic builds for virtual-media boot ([deploy] http_url); 0 picks a
 	// free one.
 	BootFilesPort int
-	// Username and Password are the API's only credentials (HTTP basic auth).
+	// InspectorPort is ironic-inspector's port; 0 picks a free loopback port once, kept
+	// across restarts.
+	InspectorPort int
+	// Username and Password are the API's credentials (HTTP basic auth). Ironic has one
+	// more user, ironic-inspector's, with a password Start generates.
 	Username, Password string
 	// MaxConcurrentDeploy and MaxConcurrentClean are Ironic's own limits
 	// ([conductor] max_concurrent_deploy / max_concurrent_clean); 0 keeps Ironic's
@@ -34,17 +39,19 @@ type Config struct {
 	MaxConcurrentDeploy, MaxConcurrentClean int
 	// FakeDelays slow the fake-hardware interfaces down, for realistic load tests.
 	FakeDelays FakeDelays
-	// Log, when set, receives Ironic's output as well as StateDir/ironic.log.
+	// Log, when set, receives Ironic's output as well as StateDir/ironic.log, and
+	// ironic-inspector's as well as StateDir/ironic-inspector.log.
 	Log io.Writer
-	// Logger receives the supervisor's own messages (starts, restarts).
+	// Logger receives the supervisor's own messages (starts, restarts) about both programs.
 	Logger logr.Logger
 	// OnRestart, when set, is called each time a restarted Ironic answers again (perhaps
-	// with an empty database). It must return quickly.
+	// with an empty database); not for ironic-inspector. It must return quickly.
 	OnRestart func()
-	// StartTimeout bounds how long one start may take to answer; 60 s when zero.
+	// StartTimeout bounds how long one start of either program may take to answer; 60 s
+	// when zero.
 	StartTimeout time.Duration
-	// HealthInterval is how often a running Ironic is asked whether it answers; 3 s
-	// when zero. Three failures in a row restart it.
+	// HealthInterval is how often a running Ironic or ironic-inspector is asked whether
+	// it answers; 3 s when zero. Three failures in a row restart it.
 	HealthInterval time.Duration
 }
 
@@ -71,16 +78,22 @@ const (
 	DefaultHost           = "127.0.0.1"
 	DefaultStartTimeout   = 60 * time.Second
 	DefaultHealthInterval = 3 * time.Second
-	// healthFailures in a row make the supervisor restart Ironic.
+	// healthFailures in a row make the supervisor restart a program.
 	healthFailures = 3
 )
 
 // isolinuxBin is the BIOS boot loader of the ISOs Ironic builds (package isolinux).
 const isolinuxBin = "/usr/lib/ISOLINUX/isolinux.bin"
 
-// paths are the files Ironic is run with, all inside StateDir.
+// paths are the files Ironic and ironic-inspector are run with, all inside StateDir.
 type paths struct {
 	dir, conf, htpasswd, db, log, pid, tftp, http, locks string
+	insp                                                 inspectorPaths
+}
+
+// inspectorPaths are ironic-inspector's files.
+type inspectorPaths struct {
+	conf, htpasswd, db, log, pid string
 }
 
 func pathsIn(dir string) paths {
@@ -94,6 +107,13 @@ func pathsIn(dir string) paths {
 		tftp:     filepath.Join(dir, "tftpboot"),
 		http:     filepath.Join(dir, "httpboot"),
 		locks:    filepath.Join(dir, "locks"),
+		insp: inspectorPaths{
+			conf:     filepath.Join(dir, "inspector.conf"),
+			htpasswd: filepath.Join(dir, "inspector-htpasswd"),
+			db:       filepath.Join(dir, "inspector.db"),
+			log:      filepath.Join(dir, "ironic-inspector.log"),
+			pid:      filepath.Join(dir, "ironic-inspector.pid"),
+		},
 	}
 }
 
@@ -108,15 +128,17 @@ func pathsIn(dir string) paths {
 //     (direct deploy), which anvil does not ship.
 //   - ipmi: ipmitool; its only boot interfaces are pxe/ipxe, whose loading writes boot
 //     files into [pxe] tftp_root and [deploy] http_root, so those point into StateDir.
-//     Nothing serves them (no TFTP/DHCP): enroll, manage, power and inspect work,
-//     deploying an ipmi server needs a PXE set-up anvil does not provide.
+//     Nothing serves them (no TFTP/DHCP): enroll, manage and power work; inspection
+//     goes through ironic-inspector (inspect interface inspector), which has the server
+//     PXE-boot an agent ramdisk, so it finishes only where a PXE set-up, which anvil
+//     does not provide, serves one; deploying an ipmi server needs the same.
 var interfaces = [][2]string{
 	{"enabled_hardware_types", "fake-hardware,redfish,ipmi"},
 	{"enabled_bios_interfaces", "fake,no-bios,redfish"},
 	{"enabled_boot_interfaces", "fake,redfish-virtual-media,pxe"},
 	{"enabled_console_interfaces", "fake,no-console"},
 	{"enabled_deploy_interfaces", "fake,direct,ramdisk"},
-	{"enabled_inspect_interfaces", "fake,redfish,no-inspect"},
+	{"enabled_inspect_interfaces", "fake,redfish,inspector,no-inspect"},
 	{"enabled_management_interfaces", "fake,redfish,ipmitool"},
 	{"enabled_network_interfaces", "noop"},
 	{"enabled_power_interfaces", "fake,redfish,ipmitool"},
@@ -126,8 +148,20 @@ var interfaces = [][2]string{
 	{"enabled_vendor_interfaces", "fake,no-vendor,ipmitool"},
 }
 
-// renderConfig is ironic.conf for c (defaults applied) and the files in p.
-func renderConfig(c Config, p paths) string {
+// quietLogLevels is Ironic's own default_log_levels with the API's access log (one line a
+// request: with a few dozen nodes polled it drowns everything else) turned down to
+// warnings; ironic-inspector, polled by the supervisor and Ironic, gets it too.
+var quietLogLevels = strings.Join([]string{
+	"amqp=WARNING", "amqplib=WARNING", "qpid.messaging=INFO", "oslo.messaging=INFO",
+	"oslo_messaging=INFO", "sqlalchemy=WARNING", "stevedore=INFO", "eventlet.wsgi.server=WARNING",
+	"iso8601=WARNING", "requests=WARNING", "glanceclient=WARNING", "urllib3.connectionpool=WARNING",
+	"keystonemiddleware.auth_token=INFO", "keystoneauth.session=INFO", "openstack=WARNING",
+	"oslo_policy=WARNING", "oslo_concurrency.lockutils=WARNING",
+}, ",")
+
+// renderConfig is ironic.conf for c (defaults applied), the files in p and the
+// generated credentials sec.
+func renderConfig(c Config, p paths, sec secrets) string {
 	var b strings.Builder
 	line := func(k string, v any) { fmt.Fprintf(&b, "%s = %v\n", k, v) }
 	b.WriteString("# Written by anvil (internal/ironic) on every start; edits are lost.\n[DEFAULT]\n")
@@ -139,15 +173,7 @@ func renderConfig(c Config, p paths) string {
 	line("host", "anvil-ironic")
 	line("use_stderr", "true")
 	line("debug", "false")
-	// Ironic's own list with the API's access log (one line a request: with a few dozen
-	// nodes polled it drowns everything else) turned down to warnings.
-	line("default_log_levels", strings.Join([]string{
-		"amqp=WARNING", "amqplib=WARNING", "qpid.messaging=INFO", "oslo.messaging=INFO",
-		"oslo_messaging=INFO", "sqlalchemy=WARNING", "stevedore=INFO", "eventlet.wsgi.server=WARNING",
-		"iso8601=WARNING", "requests=WARNING", "glanceclient=WARNING", "urllib3.connectionpool=WARNING",
-		"keystonemiddleware.auth_token=INFO", "keystoneauth.session=INFO", "openstack=WARNING",
-		"oslo_policy=WARNING", "oslo_concurrency.lockutils=WARNING",
-	}, ","))
+	line("default_log_levels", quietLogLevels)
 	for _, kv := range interfaces {
 		line(kv[0], kv[1])
 	}
@@ -175,6 +201,13 @@ func renderConfig(c Config, p paths) string {
 	b.WriteString("\n[deploy]\n")
 	line("http_root", p.http)
 	line("http_url", "http://"+net.JoinHostPort(c.Host, strconv.Itoa(c.BootFilesPort)))
+	b.WriteString("\n[inspector]\n")
+	// The inspect interface "inspector" reaches ironic-inspector here (keystoneauth's
+	// http_basic plugin; Ironic's own default, auth_type none, would get 401).
+	line("auth_type", "http_basic")
+	line("username", ironicInspectorUser)
+	line("password", sec.toInspector)
+	line("endpoint_override", "http://"+net.JoinHostPort(c.Host, strconv.Itoa(c.InspectorPort)))
 	b.WriteString("\n[redfish]\n")
 	// There is no Swift: virtual media images are published under [deploy] http_url.
 	line("use_swift", "false")

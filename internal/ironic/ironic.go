@@ -19,44 +19,63 @@ import (
 )
 
 // InstallHint is what to run when Ironic's programs are missing.
-const InstallHint = "run hack/install-deps.sh (it installs the ironic-api and ironic-conductor packages)"
+const InstallHint = "run hack/install-deps.sh (it installs the ironic-api, ironic-conductor and ironic-inspector packages)"
 
-// Ironic is a running, supervised Ironic. Its methods are safe for concurrent use.
+// Ironic is a running, supervised Ironic with its ironic-inspector. Its methods are safe
+// for concurrent use.
 type Ironic struct {
-	cfg      Config
-	p        paths
-	endpoint string
-	bin      string // ironic
-	dbsync   string // ironic-dbsync
-	out      io.Writer
-	logFile  *os.File
-	http     *http.Client
+	cfg       Config
+	p         paths
+	ironic    *service
+	inspector *service
+	// secrets are the generated credentials between Ironic and ironic-inspector.
+	secrets secrets
+	http    *http.Client
+	logs    []*os.File
+	// sharedLog is Config.Log, written by both programs' output one write at a time.
+	sharedLog io.Writer
 	// bootFiles serves [deploy] http_root to BMCs.
 	bootFiles *bootFiles
 
-	mu       sync.Mutex
-	cur      *proc
-	restarts int
-
 	cancel context.CancelFunc
-	done   chan struct{}
 	once   sync.Once
 }
 
-// Start writes the configuration, creates or upgrades the database, starts Ironic and
-// returns once its API answers an authenticated request. ctx bounds the start only; Ironic
-// runs, restarted when needed, until Stop.
+// programs are the paths of the programs Start runs.
+type programs struct {
+	ironic, dbsync, inspector, inspectorDBSync string
+}
+
+// lookPrograms finds every program before anything starts, so a missing package is
+// named at once rather than after Ironic already runs.
+func lookPrograms() (programs, error) {
+	var pr programs
+	for _, f := range []struct {
+		dst  *string
+		name string
+	}{
+		{&pr.ironic, "ironic"}, {&pr.dbsync, "ironic-dbsync"},
+		{&pr.inspector, "ironic-inspector"}, {&pr.inspectorDBSync, "ironic-inspector-dbsync"},
+	} {
+		path, err := exec.LookPath(f.name)
+		if err != nil {
+			return programs{}, fmt.Errorf("%s is not installed (%w): %s", f.name, err, InstallHint)
+		}
+		*f.dst = path
+	}
+	return pr, nil
+}
+
+// Start writes the configuration, creates or upgrades the databases, starts Ironic and
+// ironic-inspector and returns once both APIs answer an authenticated request. ctx bounds
+// the start only; both run, each restarted when needed, until Stop.
 func Start(ctx context.Context, cfg Config) (*Ironic, error) {
 	if err := validate(&cfg); err != nil {
 		return nil, err
 	}
-	bin, err := exec.LookPath("ironic")
+	progs, err := lookPrograms()
 	if err != nil {
-		return nil, fmt.Errorf("ironic is not installed (%w): %s", err, InstallHint)
-	}
-	dbsync, err := exec.LookPath("ironic-dbsync")
-	if err != nil {
-		return nil, fmt.Errorf("ironic-dbsync is not installed (%w): %s", err, InstallHint)
+		return nil, err
 	}
 	p := pathsIn(cfg.StateDir)
 	for _, d := range []string{p.dir, p.tftp, p.http, p.locks} {
@@ -64,106 +83,180 @@ func Start(ctx context.Context, cfg Config) (*Ironic, error) {
 			return nil, fmt.Errorf("creating Ironic's state directory: %w", err)
 		}
 	}
-	// An Ironic left by a process that died without stopping it holds the port and the
-	// database; it was started by us (the pid file says so), so end it.
-	killStale(p)
-	for _, port := range []*int{&cfg.Port, &cfg.BootFilesPort} {
-		if *port == 0 {
-			if *port, err = freePort(cfg.Host); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if err := writeFiles(cfg, p); err != nil {
+	// Programs left by a process that died without stopping them hold the ports and the
+	// databases; they were started by us (the pid files say so), so end them.
+	killStale(p.pid, p.conf)
+	killStale(p.insp.pid, p.insp.conf)
+	if err := pickPorts(cfg.Host, &cfg.Port, &cfg.BootFilesPort, &cfg.InspectorPort); err != nil {
 		return nil, err
 	}
-	if err := ensureSchema(ctx, dbsync, p, true); err != nil {
-		return nil, err
-	}
-	logFile, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	sec, err := newSecrets()
 	if err != nil {
-		return nil, fmt.Errorf("opening Ironic's log: %w", err)
+		return nil, err
 	}
-	var out io.Writer = logFile
-	if cfg.Log != nil {
-		out = io.MultiWriter(logFile, cfg.Log)
+	if err := writeFiles(cfg, p, sec); err != nil {
+		return nil, err
 	}
 	i := &Ironic{
-		cfg:      cfg,
-		p:        p,
-		endpoint: fmt.Sprintf("http://%s/", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))),
-		bin:      bin,
-		dbsync:   dbsync,
-		out:      out,
-		logFile:  logFile,
-		// Loopback only: no proxy, and a short timeout so a hung Ironic counts as down.
+		cfg:     cfg,
+		p:       p,
+		secrets: sec,
+		// Loopback only: no proxy, and a short timeout so a hung program counts as down.
 		http: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}},
-		done: make(chan struct{}),
+	}
+	if err := i.newServices(progs); err != nil {
+		i.closeLogs()
+		return nil, err
+	}
+	for _, s := range []*service{i.ironic, i.inspector} {
+		if err := s.schema.ensure(ctx, true); err != nil {
+			i.closeLogs()
+			return nil, err
+		}
 	}
 	if i.bootFiles, err = serveBootFiles(cfg.Host, cfg.BootFilesPort, p.http); err != nil {
-		logFile.Close()
+		i.closeLogs()
 		return nil, err
 	}
-	pr, err := i.startAndWait(ctx)
-	if err != nil {
+	if err := i.startBoth(ctx); err != nil {
 		i.bootFiles.stop()
-		logFile.Close()
+		i.closeLogs()
 		return nil, err
 	}
-	i.cur = pr
 	sctx, cancel := context.WithCancel(context.Background())
 	i.cancel = cancel
-	go i.supervise(sctx)
-	i.cfg.Logger.Info("Ironic started", "endpoint", i.endpoint, "pid", pr.pid, "stateDir", p.dir)
+	go i.ironic.supervise(sctx)
+	go i.inspector.supervise(sctx)
+	i.cfg.Logger.Info("Ironic started", "endpoint", i.Endpoint(), "pid", i.PID(),
+		"inspectorEndpoint", i.InspectorEndpoint(), "inspectorPID", i.InspectorPID(), "stateDir", p.dir)
 	return i, nil
 }
 
+// newServices opens the logs and describes the two supervised programs.
+func (i *Ironic) newServices(progs programs) error {
+	c, p := i.cfg, i.p
+	ironicOut, err := i.openLog(p.log)
+	if err != nil {
+		return err
+	}
+	inspectorOut, err := i.openLog(p.insp.log)
+	if err != nil {
+		return err
+	}
+	i.ironic = &service{
+		name: "ironic", bin: progs.ironic, conf: p.conf, dir: p.dir, pidFile: p.pid, logPath: p.log, out: ironicOut,
+		endpoint:  fmt.Sprintf("http://%s/", net.JoinHostPort(c.Host, strconv.Itoa(c.Port))),
+		healthy:   i.Healthy,
+		schema:    schema{dbsync: progs.dbsync, conf: p.conf, db: p.db, create: "create_schema", upgrade: "upgrade"},
+		onRestart: c.OnRestart, startTimeout: c.StartTimeout, healthInterval: c.HealthInterval, log: c.Logger,
+		done: make(chan struct{}),
+	}
+	i.inspector = &service{
+		name: "ironic-inspector", bin: progs.inspector, conf: p.insp.conf, dir: p.dir, pidFile: p.insp.pid, logPath: p.insp.log,
+		out:      inspectorOut,
+		endpoint: fmt.Sprintf("http://%s/", net.JoinHostPort(c.Host, strconv.Itoa(c.InspectorPort))),
+		healthy:  i.inspectorHealthy,
+		// ironic-inspector-dbsync has no create_schema: its upgrade creates a schema too.
+		schema:       schema{dbsync: progs.inspectorDBSync, conf: p.insp.conf, db: p.insp.db, create: "upgrade", upgrade: "upgrade"},
+		startTimeout: c.StartTimeout, healthInterval: c.HealthInterval, log: c.Logger,
+		done: make(chan struct{}),
+	}
+	return nil
+}
+
+// openLog opens one program's log file, copied to Config.Log when set.
+func (i *Ironic) openLog(name string) (io.Writer, error) {
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", name, err)
+	}
+	i.logs = append(i.logs, f)
+	if i.cfg.Log == nil {
+		return f, nil
+	}
+	if i.sharedLog == nil {
+		i.sharedLog = &lockedWriter{w: i.cfg.Log}
+	}
+	return io.MultiWriter(f, i.sharedLog), nil
+}
+
+// lockedWriter serialises writes from several goroutines to one writer.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+func (i *Ironic) closeLogs() {
+	for _, f := range i.logs {
+		f.Close()
+	}
+}
+
+// startBoth starts Ironic, then ironic-inspector, each waited for; a failure ends what
+// already runs.
+func (i *Ironic) startBoth(ctx context.Context) error {
+	pr, err := i.ironic.startAndWait(ctx)
+	if err != nil {
+		return err
+	}
+	i.ironic.setCurrent(pr)
+	ipr, err := i.inspector.startAndWait(ctx)
+	if err != nil {
+		i.ironic.terminate(pr, 0)
+		i.ironic.setCurrent(nil)
+		return err
+	}
+	i.inspector.setCurrent(ipr)
+	return nil
+}
+
 // Endpoint is the API's base URL, with a trailing slash (http://127.0.0.1:PORT/).
-func (i *Ironic) Endpoint() string { return i.endpoint }
+func (i *Ironic) Endpoint() string { return i.ironic.endpoint }
 
 // PID is the process id of the running Ironic (also its process group), 0 between a
 // crash and the restart.
-func (i *Ironic) PID() int {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	if i.cur == nil {
-		return 0
-	}
-	return i.cur.pid
-}
+func (i *Ironic) PID() int { return i.ironic.PID() }
 
 // Restarts counts how many times the supervisor started Ironic again.
-func (i *Ironic) Restarts() int {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	return i.restarts
-}
+func (i *Ironic) Restarts() int { return i.ironic.Restarts() }
 
 // LogPath is StateDir/ironic.log.
 func (i *Ironic) LogPath() string { return i.p.log }
 
-// Stop ends supervision, sends Ironic's process group SIGTERM, then SIGKILL after a grace,
-// and waits for it. Calling it again does nothing.
+// Stop ends supervision, sends both programs' process groups SIGTERM, then SIGKILL after
+// a grace, and waits for them. Calling it again does nothing.
 func (i *Ironic) Stop() {
 	i.once.Do(func() {
 		i.cancel()
-		<-i.done
+		<-i.inspector.done
+		<-i.ironic.done
 		i.bootFiles.stop()
-		i.logFile.Close()
+		i.closeLogs()
 	})
 }
 
 // Healthy reports whether the API answers an authenticated request now.
 func (i *Ironic) Healthy(ctx context.Context) bool {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
 	// /v1 itself answers without credentials; listing one node checks auth and the
 	// database as well.
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, i.endpoint+"v1/nodes?limit=1", nil)
+	return i.answers(ctx, i.Endpoint()+"v1/nodes?limit=1", i.cfg.Username, i.cfg.Password)
+}
+
+// answers reports whether an authenticated GET of url returns 200 now.
+func (i *Ironic) answers(ctx context.Context, url, user, password string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return false
 	}
-	req.SetBasicAuth(i.cfg.Username, i.cfg.Password)
+	req.SetBasicAuth(user, password)
 	resp, err := i.http.Do(req)
 	if err != nil {
 		return false
@@ -188,6 +281,9 @@ func validate(c *Config) error {
 	if strings.ContainsAny(c.Username, ":\n") || strings.Contains(c.Password, "\n") {
 		return errors.New("ironic: Username must not contain ':' or a newline, nor Password a newline")
 	}
+	if c.Username == inspectorIronicUser {
+		return fmt.Errorf("ironic: Username %q is ironic-inspector's own user; choose another", inspectorIronicUser)
+	}
 	if c.Host == "" {
 		c.Host = DefaultHost
 	}
@@ -200,28 +296,61 @@ func validate(c *Config) error {
 	return nil
 }
 
-func freePort(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port for Ironic: %w", err)
+// pickPorts sets each port left 0 to a free one, all different: every listener is held
+// until all are picked, so the kernel cannot hand out one port twice.
+func pickPorts(host string, ports ...*int) error {
+	for _, port := range ports {
+		if *port != 0 {
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return fmt.Errorf("finding a free port for Ironic: %w", err)
+		}
+		defer l.Close()
+		*port = l.Addr().(*net.TCPAddr).Port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return nil
 }
 
-// writeFiles writes the htpasswd file and ironic.conf, both readable by the owner only.
-func writeFiles(c Config, p paths) error {
-	// The password is 32 random bytes in practice, so bcrypt's cost buys nothing; and
-	// Ironic checks the hash on every request, blocking its one event loop (cost 10 takes
-	// ~50 ms a request here, cost 4 under 1 ms).
-	hash, err := bcrypt.GenerateFromPassword([]byte(c.Password), bcrypt.MinCost)
+// writeFiles writes the htpasswd files and the configurations of Ironic and
+// ironic-inspector, all readable by the owner only.
+func writeFiles(c Config, p paths, sec secrets) error {
+	ironicUsers, err := htpasswd(c.Username, c.Password, inspectorIronicUser, sec.toIronic)
 	if err != nil {
-		return fmt.Errorf("hashing Ironic's password: %w", err)
-	}
-	if err := writeFile(p.htpasswd, c.Username+":"+string(hash)+"\n"); err != nil {
 		return err
 	}
-	return writeFile(p.conf, renderConfig(c, p))
+	inspectorUsers, err := htpasswd(ironicInspectorUser, sec.toInspector)
+	if err != nil {
+		return err
+	}
+	for _, f := range []struct{ name, content string }{
+		{p.htpasswd, ironicUsers},
+		{p.conf, renderConfig(c, p, sec)},
+		{p.insp.htpasswd, inspectorUsers},
+		{p.insp.conf, renderInspectorConfig(c, p, sec)},
+	} {
+		if err := writeFile(f.name, f.content); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// htpasswd is an htpasswd file of the user, password pairs given.
+func htpasswd(userPasswords ...string) (string, error) {
+	var b strings.Builder
+	for k := 0; k+1 < len(userPasswords); k += 2 {
+		// The passwords are 32 random bytes in practice, so bcrypt's cost buys nothing;
+		// and the programs check the hash on every request, blocking their one event
+		// loop (cost 10 takes ~50 ms a request here, cost 4 under 1 ms).
+		hash, err := bcrypt.GenerateFromPassword([]byte(userPasswords[k+1]), bcrypt.MinCost)
+		if err != nil {
+			return "", fmt.Errorf("hashing the password of %s: %w", userPasswords[k], err)
+		}
+		b.WriteString(userPasswords[k] + ":" + string(hash) + "\n")
+	}
+	return b.String(), nil
 }
 
 // writeFile replaces name atomically, so a crash never leaves half a file.
@@ -236,38 +365,7 @@ func writeFile(name, content string) error {
 	return nil
 }
 
-// ensureSchema creates the database when its file is missing or empty (SQLite creates an
-// empty file when Ironic opens a deleted database), and runs the migrations on an existing
-// one when upgrade is set (cheap and idempotent: about a second at the head revision).
-func ensureSchema(ctx context.Context, dbsync string, p paths, upgrade bool) error {
-	st, err := os.Stat(p.db)
-	switch {
-	case err == nil && st.Size() > 0:
-		if !upgrade {
-			return nil
-		}
-		return runDBSync(ctx, dbsync, p, "upgrade")
-	case err == nil || errors.Is(err, os.ErrNotExist):
-		if err := os.Remove(p.db); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("removing Ironic's empty database: %w", err)
-		}
-		return runDBSync(ctx, dbsync, p, "create_schema")
-	default:
-		return fmt.Errorf("checking Ironic's database: %w", err)
-	}
-}
-
-func runDBSync(ctx context.Context, dbsync string, p paths, command string) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, dbsync, "--config-file", p.conf, command).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("ironic-dbsync %s: %w; its output ends with:\n%s", command, err, lastLines(string(out), 15))
-	}
-	return nil
-}
-
-// tail returns the last lines of ironic.log, for errors about a failed start.
+// tail returns the last lines of a log, for errors about a failed start.
 func tail(name string, n int) string {
 	f, err := os.Open(name)
 	if err != nil {

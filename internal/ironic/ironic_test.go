@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -78,7 +79,7 @@ func TestStartAnswersOnlyAuthenticated(t *testing.T) {
 	if code, _ := get(t, nodes, "anvil", "wrong"); code != http.StatusUnauthorized {
 		t.Errorf("GET /v1/nodes with a wrong password = %d, want 401", code)
 	}
-	for _, f := range []string{"ironic.conf", "htpasswd"} {
+	for _, f := range []string{"ironic.conf", "htpasswd", "inspector.conf", "inspector-htpasswd"} {
 		b, err := os.ReadFile(irc.p.dir + "/" + f)
 		if err != nil {
 			t.Fatal(err)
@@ -161,13 +162,15 @@ func TestRestartAfterDatabaseLostWhileRunning(t *testing.T) {
 
 func TestStopLeavesNoProcess(t *testing.T) {
 	irc := startTest(t, nil)
-	pid := irc.PID()
+	pids := []int{irc.PID(), irc.InspectorPID()}
 	irc.Stop()
-	if err := syscall.Kill(-pid, 0); !errors.Is(err, syscall.ESRCH) {
-		t.Errorf("process group %d still exists after Stop (kill -0: %v)", pid, err)
+	for _, pid := range pids {
+		if err := syscall.Kill(-pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("process group %d still exists after Stop (kill -0: %v)", pid, err)
+		}
 	}
-	if irc.PID() != 0 {
-		t.Errorf("PID() = %d after Stop, want 0", irc.PID())
+	if irc.PID() != 0 || irc.InspectorPID() != 0 {
+		t.Errorf("PID() = %d, InspectorPID() = %d after Stop, want 0", irc.PID(), irc.InspectorPID())
 	}
 	irc.Stop() // twice is harmless
 }
@@ -208,10 +211,34 @@ func TestMissingBinaryNamesInstallScript(t *testing.T) {
 	}
 }
 
+// Ironic installed without ironic-inspector: Start names the missing program and the
+// script, and starts nothing.
+func TestMissingInspectorNamesInstallScript(t *testing.T) {
+	bin := t.TempDir()
+	for _, name := range []string{"ironic", "ironic-dbsync"} {
+		path, err := exec.LookPath(name)
+		if err != nil {
+			t.Fatalf("%s is not installed: %s", name, InstallHint)
+		}
+		if err := os.Symlink(path, filepath.Join(bin, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", bin)
+	dir := t.TempDir()
+	_, err := Start(context.Background(), Config{StateDir: dir, Username: "a", Password: "b"})
+	if err == nil || !strings.Contains(err.Error(), "ironic-inspector is not installed") || !strings.Contains(err.Error(), "hack/install-deps.sh") {
+		t.Errorf("Start without ironic-inspector installed: %v, want an error naming ironic-inspector and hack/install-deps.sh", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ironic.pid")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Ironic was started although ironic-inspector is missing (ironic.pid: %v)", err)
+	}
+}
+
 func TestRenderConfig(t *testing.T) {
-	c := Config{Host: "127.0.0.1", Port: 1234, BootFilesPort: 1235, MaxConcurrentDeploy: 10,
+	c := Config{Host: "127.0.0.1", Port: 1234, BootFilesPort: 1235, InspectorPort: 1236, MaxConcurrentDeploy: 10,
 		FakeDelays: FakeDelays{Deploy: Delay{Min: 2, Max: 5}, Power: Delay{Min: 1}}}
-	got := renderConfig(c, pathsIn("/s"))
+	got := renderConfig(c, pathsIn("/s"), secrets{toInspector: "to-inspector", toIronic: "to-ironic"})
 	for _, want := range []string{
 		"rpc_transport = none", "auth_strategy = http_basic", "http_basic_auth_user_file = /s/htpasswd",
 		"connection = sqlite:////s/ironic.db", "dhcp_provider = none", "automated_clean = false",
@@ -219,6 +246,9 @@ func TestRenderConfig(t *testing.T) {
 		"deploy_delay = 2,5", "power_delay = 1", "enabled_network_interfaces = noop",
 		"enabled_deploy_interfaces = fake,direct,ramdisk", "http_root = /s/httpboot", "http_url = http://127.0.0.1:1235",
 		"isolinux_bin = /usr/lib/ISOLINUX/isolinux.bin", "use_swift = false",
+		"enabled_inspect_interfaces = fake,redfish,inspector,no-inspect",
+		"[inspector]", "auth_type = http_basic", "username = ironic", "password = to-inspector",
+		"endpoint_override = http://127.0.0.1:1236",
 	} {
 		if !strings.Contains(got, want+"\n") {
 			t.Errorf("ironic.conf lacks %q:\n%s", want, got)
@@ -226,5 +256,8 @@ func TestRenderConfig(t *testing.T) {
 	}
 	if strings.Contains(got, "max_concurrent_clean") {
 		t.Error("max_concurrent_clean written although 0 (Ironic's default wanted)")
+	}
+	if strings.Contains(got, "to-ironic") {
+		t.Error("ironic.conf holds ironic-inspector's password for Ironic")
 	}
 }

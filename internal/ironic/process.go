@@ -13,12 +13,12 @@ import (
 	"time"
 )
 
-// stopGrace is how long Ironic gets to end after SIGTERM before SIGKILL on Stop. An Ironic
-// that stopped answering is killed at once: without its database it takes a minute to
+// stopGrace is how long a program gets to end after SIGTERM before SIGKILL on Stop. One
+// that stopped answering is killed at once: Ironic without its database takes a minute to
 // shut down, and its conductor frees its own locks when it starts again.
 const stopGrace = 10 * time.Second
 
-// proc is one run of the ironic process.
+// proc is one run of a supervised program.
 type proc struct {
 	cmd     *exec.Cmd
 	pid     int
@@ -27,54 +27,54 @@ type proc struct {
 	err     error         // Wait's result, set before exited is closed
 }
 
-// startProcess starts ironic in its own process group and records its pid.
-func (i *Ironic) startProcess() (*proc, error) {
-	cmd := exec.Command(i.bin, "--config-file", i.p.conf)
-	cmd.Dir = i.p.dir
+// startProcess starts the program in its own process group and records its pid.
+func (s *service) startProcess() (*proc, error) {
+	cmd := exec.Command(s.bin, "--config-file", s.conf)
+	cmd.Dir = s.dir
 	// SQLAlchemy's deprecation warnings about Ironic's own code, on every query shape.
 	cmd.Env = append(os.Environ(), "PYTHONWARNINGS=ignore")
-	cmd.Stdout = i.out
-	cmd.Stderr = i.out
+	cmd.Stdout = s.out
+	cmd.Stderr = s.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		// Its own group, so Stop reaches anything it spawns (ipmitool...).
 		Setpgid: true,
-		// Ironic must not outlive anvil; a restarted anvil also ends a leftover one
+		// No program may outlive anvil; a restarted anvil also ends a leftover one
 		// through the pid file (killStale).
 		Pdeathsig: syscall.SIGKILL,
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting ironic: %w", err)
+		return nil, fmt.Errorf("starting %s: %w", s.name, err)
 	}
 	pr := &proc{cmd: cmd, pid: cmd.Process.Pid, started: time.Now(), exited: make(chan struct{})}
 	go func() {
 		pr.err = cmd.Wait()
 		close(pr.exited)
 	}()
-	_ = writeFile(i.p.pid, strconv.Itoa(pr.pid)+"\n")
+	_ = writeFile(s.pidFile, strconv.Itoa(pr.pid)+"\n")
 	return pr, nil
 }
 
-// startAndWait starts ironic and waits until the API answers, or fails with the end of
-// ironic.log when the process ends or does not answer within StartTimeout.
-func (i *Ironic) startAndWait(ctx context.Context) (*proc, error) {
-	pr, err := i.startProcess()
+// startAndWait starts the program and waits until its API answers, or fails with the end
+// of its log when the process ends or does not answer within startTimeout.
+func (s *service) startAndWait(ctx context.Context) (*proc, error) {
+	pr, err := s.startProcess()
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, i.cfg.StartTimeout)
+	ctx, cancel := context.WithTimeout(ctx, s.startTimeout)
 	defer cancel()
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
 		case <-pr.exited:
-			return nil, fmt.Errorf("ironic exited while starting (%v); the end of %s:\n%s", pr.err, i.p.log, tail(i.p.log, 20))
+			return nil, fmt.Errorf("%s exited while starting (%v); the end of %s:\n%s", s.name, pr.err, s.logPath, tail(s.logPath, 20))
 		case <-ctx.Done():
-			i.terminate(pr, 0)
-			return nil, fmt.Errorf("ironic did not answer on %s within %s (%w); the end of %s:\n%s",
-				i.endpoint, i.cfg.StartTimeout, ctx.Err(), i.p.log, tail(i.p.log, 20))
+			s.terminate(pr, 0)
+			return nil, fmt.Errorf("%s did not answer on %s within %s (%w); the end of %s:\n%s",
+				s.name, s.endpoint, s.startTimeout, ctx.Err(), s.logPath, tail(s.logPath, 20))
 		case <-tick.C:
-			if i.Healthy(ctx) {
+			if s.healthy(ctx) {
 				return pr, nil
 			}
 		}
@@ -84,7 +84,7 @@ func (i *Ironic) startAndWait(ctx context.Context) (*proc, error) {
 // terminate sends the process group SIGTERM (unless grace is 0), SIGKILL after grace, and
 // waits for the process. The group is killed once more after the leader ended, for
 // children it left.
-func (i *Ironic) terminate(pr *proc, grace time.Duration) {
+func (s *service) terminate(pr *proc, grace time.Duration) {
 	if grace > 0 {
 		_ = syscall.Kill(-pr.pid, syscall.SIGTERM)
 		select {
@@ -97,10 +97,10 @@ func (i *Ironic) terminate(pr *proc, grace time.Duration) {
 	_ = syscall.Kill(-pr.pid, syscall.SIGKILL)
 }
 
-// killStale ends the Ironic named by the pid file when that process is still running with
-// this state directory's configuration: a previous anvil started it and died.
-func killStale(p paths) {
-	b, err := os.ReadFile(p.pid)
+// killStale ends the program named by pidFile when that process is still running with
+// the configuration file conf: a previous anvil started it and died.
+func killStale(pidFile, conf string) {
+	b, err := os.ReadFile(pidFile)
 	if err != nil {
 		return
 	}
@@ -109,7 +109,7 @@ func killStale(p paths) {
 		return
 	}
 	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if err != nil || !bytes.Contains(cmdline, []byte(p.conf)) {
+	if err != nil || !bytes.Contains(cmdline, []byte(conf)) {
 		return
 	}
 	_ = syscall.Kill(-pid, syscall.SIGKILL)

@@ -2,7 +2,11 @@ package ironic
 
 import (
 	"context"
+	"io"
+	"sync"
 	"time"
+
+	"github.com/go-logr/logr"
 )
 
 // Back-off between restarts: doubles from minBackoff up to maxBackoff, and starts over
@@ -13,52 +17,82 @@ const (
 	stableRun  = time.Minute
 )
 
-// supervise restarts Ironic when it exits or fails healthFailures health checks in a
-// row, until ctx ends; then it stops Ironic.
-func (i *Ironic) supervise(ctx context.Context) {
-	defer close(i.done)
-	tick := time.NewTicker(i.cfg.HealthInterval)
+// service is one supervised program (ironic, ironic-inspector): started in its own
+// process group with a pid file, asked whether it answers, and started again when it
+// exits or stops answering. Its methods are safe for concurrent use.
+type service struct {
+	// name is the program, as logs and errors name it.
+	name string
+	bin  string
+	// conf is the --config-file; a leftover process is recognised by it (killStale).
+	conf     string
+	dir      string
+	pidFile  string
+	logPath  string
+	out      io.Writer
+	endpoint string
+	// healthy reports whether the program answers an authenticated request now.
+	healthy func(context.Context) bool
+	// schema is created again before a restart when the database was lost.
+	schema schema
+	// onRestart, when set, is called each time a restarted program answers again.
+	onRestart      func()
+	startTimeout   time.Duration
+	healthInterval time.Duration
+	log            logr.Logger
+
+	mu       sync.Mutex
+	cur      *proc
+	restarts int
+	done     chan struct{} // closed when supervise has stopped the program
+}
+
+// supervise restarts the program when it exits or fails healthFailures health checks in
+// a row, until ctx ends; then it stops the program.
+func (s *service) supervise(ctx context.Context) {
+	defer close(s.done)
+	tick := time.NewTicker(s.healthInterval)
 	defer tick.Stop()
 	backoff := minBackoff
 	failures := 0
-	pr := i.current()
+	pr := s.current()
 	for {
 		select {
 		case <-ctx.Done():
-			i.terminate(pr, stopGrace)
-			i.setCurrent(nil)
+			s.terminate(pr, stopGrace)
+			s.setCurrent(nil)
 			return
 		case <-pr.exited:
-			i.cfg.Logger.Info("Ironic exited; restarting", "pid", pr.pid, "result", errString(pr.err))
+			s.log.Info("Program exited; restarting", "program", s.name, "pid", pr.pid, "result", errString(pr.err))
 		case <-tick.C:
-			if i.Healthy(ctx) {
+			if s.healthy(ctx) {
 				failures = 0
 				continue
 			}
 			if failures++; failures < healthFailures {
 				continue
 			}
-			i.cfg.Logger.Info("Ironic stopped answering; restarting", "pid", pr.pid, "failedChecks", failures)
-			i.terminate(pr, 0)
+			s.log.Info("Program stopped answering; restarting", "program", s.name, "pid", pr.pid, "failedChecks", failures)
+			s.terminate(pr, 0)
 		}
 		failures = 0
-		i.setCurrent(nil)
+		s.setCurrent(nil)
 		if time.Since(pr.started) >= stableRun {
 			backoff = minBackoff
 		}
-		next, ok := i.restart(ctx, &backoff)
+		next, ok := s.restart(ctx, &backoff)
 		if !ok {
 			return
 		}
 		pr = next
-		tick.Reset(i.cfg.HealthInterval)
+		tick.Reset(s.healthInterval)
 	}
 }
 
-// restart starts Ironic again, after the back-off, until it answers or ctx ends. The
-// schema is created again first when the database was lost; the Host controller then
-// enrolls the nodes again and adopts the provisioned ones.
-func (i *Ironic) restart(ctx context.Context, backoff *time.Duration) (*proc, bool) {
+// restart starts the program again, after the back-off, until it answers or ctx ends.
+// The schema is created again first when the database was lost; for Ironic, the Host
+// controller then enrolls the nodes again and adopts the provisioned ones.
+func (s *service) restart(ctx context.Context, backoff *time.Duration) (*proc, bool) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -66,40 +100,58 @@ func (i *Ironic) restart(ctx context.Context, backoff *time.Duration) (*proc, bo
 		case <-time.After(*backoff):
 		}
 		*backoff = min(2**backoff, maxBackoff)
-		i.mu.Lock()
-		i.restarts++
-		i.mu.Unlock()
-		if err := ensureSchema(ctx, i.dbsync, i.p, false); err != nil {
-			i.cfg.Logger.Error(err, "Ironic's database cannot be created; retrying")
+		s.mu.Lock()
+		s.restarts++
+		s.mu.Unlock()
+		if err := s.schema.ensure(ctx, false); err != nil {
+			s.log.Error(err, "The database cannot be created; retrying", "program", s.name)
 			continue
 		}
-		pr, err := i.startAndWait(ctx)
+		pr, err := s.startAndWait(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, false
 			}
-			i.cfg.Logger.Error(err, "Ironic did not start again; retrying", "backoff", *backoff)
+			s.log.Error(err, "The program did not start again; retrying", "program", s.name, "backoff", *backoff)
 			continue
 		}
-		i.setCurrent(pr)
-		i.cfg.Logger.Info("Ironic restarted", "pid", pr.pid, "restarts", i.Restarts())
-		if i.cfg.OnRestart != nil {
-			i.cfg.OnRestart()
+		s.setCurrent(pr)
+		s.log.Info("Program restarted", "program", s.name, "pid", pr.pid, "restarts", s.Restarts())
+		if s.onRestart != nil {
+			s.onRestart()
 		}
 		return pr, true
 	}
 }
 
-func (i *Ironic) current() *proc {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	return i.cur
+// PID is the running process's id (also its process group), 0 between a crash and the
+// restart.
+func (s *service) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur == nil {
+		return 0
+	}
+	return s.cur.pid
 }
 
-func (i *Ironic) setCurrent(pr *proc) {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	i.cur = pr
+// Restarts counts how many times the supervisor started the program again.
+func (s *service) Restarts() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.restarts
+}
+
+func (s *service) current() *proc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur
+}
+
+func (s *service) setCurrent(pr *proc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cur = pr
 }
 
 func errString(err error) string {

@@ -87,4 +87,3 @@ func TestBareMetalPools(t *testing.T) {
 	waitKubectlLong(t, kubeconfig, "Available/", 2*time.Minute, "get", "host", "b-1", "-n", "site-b", "-o",
 		"jsonpath={.status.provisioningState}/{.spec.consumerRef.name}")
 }
-

@@ -73,12 +73,15 @@ func driverFor(r provisioner.Registration) (driverSpec, error) {
 		if host == "" {
 			return driverSpec{}, fmt.Errorf("BMC address %q has no host: %w", r.BMCAddress, provisioner.ErrInvalid)
 		}
+		// IPMI tells nothing about the hardware, so inspection is in-band: ironic-inspector
+		// (internal/ironic runs it) has the server PXE-boot an agent ramdisk that reports
+		// back, which needs a PXE set-up beside Ironic.
 		return driverSpec{Driver: "ipmi", DriverInfo: map[string]any{
 			"ipmi_address":  host,
 			"ipmi_port":     port,
 			"ipmi_username": r.Username,
 			"ipmi_password": r.Password,
-		}, Interfaces: interfaces("no-bios", "pxe", "no-console", "direct", "no-inspect", "ipmitool", "ipmitool", "no-raid", "no-rescue", "no-vendor")}, nil
+		}, Interfaces: interfaces("no-bios", "pxe", "no-console", "direct", "inspector", "ipmitool", "ipmitool", "no-raid", "no-rescue", "no-vendor")}, nil
 	}
 	return driverSpec{}, fmt.Errorf("BMC address scheme %q is not supported (fake, redfish, redfish+http, redfish+https, ipmi): %w", u.Scheme, provisioner.ErrInvalid)
 }
