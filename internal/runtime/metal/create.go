@@ -70,6 +70,7 @@ func (r *Runtime) CreateMachine(ctx context.Context, req *mriv1alpha1.CreateMach
 	preq := placement.Request{
 		Architecture: arch, MilliCPU: res.GetMilliCpu(), MemoryBytes: res.GetMemoryBytes(), Extended: res.GetExtended(),
 		Class: spec.GetClass(), HostSelector: spec.GetHostSelector(), Namespace: ns, NamespaceLabels: nsLabels,
+		Ramdisk: files.Disk.Hex == "",
 	}
 
 	r.claimMu.Lock()

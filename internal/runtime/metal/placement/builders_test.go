@@ -39,6 +39,10 @@ func size(cpus int32, mib int64) hostOpt {
 
 func noHardware(h *metalv1alpha1.Host) { h.Status.Hardware = nil }
 
+func bmc(address string) hostOpt {
+	return func(h *metalv1alpha1.Host) { h.Spec.BMC.Address = address }
+}
+
 func labelled(kv ...string) hostOpt {
 	return func(h *metalv1alpha1.Host) {
 		h.Labels = map[string]string{}

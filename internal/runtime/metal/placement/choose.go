@@ -24,6 +24,9 @@ type Request struct {
 	// Namespace of the Machine, with its labels, for the HostPolicies.
 	Namespace       string
 	NamespaceLabels map[string]string
+	// Ramdisk: the image is a kernel and initramfs booted from RAM, which only a BMC with
+	// virtual media (Redfish) or fake hardware can boot.
+	Ramdisk bool
 }
 
 // Why a request has no Host, from the most to the least fundamental.
@@ -32,6 +35,7 @@ type Reason string
 const (
 	ReasonWrongArchitecture Reason = "WrongArchitecture"
 	ReasonNoFit             Reason = "NoFit"
+	ReasonNoVirtualMedia    Reason = "NoVirtualMedia"
 	ReasonNoSelectorMatch   Reason = "NoSelectorMatch"
 	ReasonNotPermitted      Reason = "NotPermitted"
 	ReasonAllInUse          Reason = "AllInUse"
@@ -63,7 +67,7 @@ func (req Request) Fits(size Size) bool {
 // a Host read fresh from the API server just before claiming it.
 func (inv Inventory) Matches(req Request, h *metalv1alpha1.Host) bool {
 	size, ok := inv.SizeOf(h)
-	return ok && h.Spec.Architecture == req.Architecture && req.Fits(size) &&
+	return ok && h.Spec.Architecture == req.Architecture && req.Fits(size) && (!req.Ramdisk || BootsFromRAM(h)) &&
 		labels.SelectorFromSet(req.HostSelector).Matches(labels.Set(h.Labels)) &&
 		Permitted(h, inv.Policies, req.Namespace, req.NamespaceLabels) && Free(h)
 }
@@ -89,6 +93,12 @@ func (inv Inventory) Candidates(req Request) ([]*metalv1alpha1.Host, *Refusal) {
 	if len(fitting) == 0 {
 		return nil, &Refusal{ReasonNoFit, fmt.Sprintf("no %s Host fits class %s (%s)", req.Architecture, req.Class, req.describe())}
 	}
+	if req.Ramdisk {
+		if fitting = filter(fitting, BootsFromRAM); len(fitting) == 0 {
+			return nil, &Refusal{ReasonNoVirtualMedia, fmt.Sprintf("no %s Host that fits class %s can boot a kernel and initramfs: "+
+				"that needs a Redfish BMC with virtual media (redfish://), and these are ipmi://", req.Architecture, req.Class)}
+		}
+	}
 	sel := labels.SelectorFromSet(req.HostSelector)
 	selected := filter(fitting, func(h *metalv1alpha1.Host) bool { return sel.Matches(labels.Set(h.Labels)) })
 	if len(selected) == 0 {
@@ -109,6 +119,13 @@ func (inv Inventory) Candidates(req Request) ([]*metalv1alpha1.Host, *Refusal) {
 	}
 	slices.SortFunc(free, func(a, b *metalv1alpha1.Host) int { return strings.Compare(a.Name, b.Name) })
 	return free, nil
+}
+
+// BootsFromRAM reports whether the Host's BMC can boot a kernel and initramfs: Redfish
+// virtual media (the provisioner's ramdisk deploy) or fake hardware.
+func BootsFromRAM(h *metalv1alpha1.Host) bool {
+	a := h.Spec.BMC.Address
+	return strings.HasPrefix(a, "redfish") || strings.HasPrefix(a, "fake:")
 }
 
 func filter(hosts []*metalv1alpha1.Host, keep func(*metalv1alpha1.Host) bool) []*metalv1alpha1.Host {
