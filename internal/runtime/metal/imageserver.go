@@ -72,12 +72,17 @@ func (r *Runtime) serveFile(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	// The cache names blobs by digest: serve the file only when it is the one asked for.
-	i := slices.IndexFunc([]string{files.Disk, files.Kernel, files.Initramfs}, func(p string) bool { return p != "" && filepath.Base(p) == sum })
-	if i < 0 {
+	path := ""
+	for _, p := range []string{files.Disk, files.Kernel, files.Initramfs} {
+		if p != "" && filepath.Base(p) == sum {
+			path = p
+		}
+	}
+	if path == "" {
 		http.NotFound(w, req)
 		return
 	}
-	f, err := os.Open([]string{files.Disk, files.Kernel, files.Initramfs}[i])
+	f, err := os.Open(path)
 	if err != nil {
 		http.Error(w, "the file is not readable", http.StatusInternalServerError)
 		return
