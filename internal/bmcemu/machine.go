@@ -77,11 +77,39 @@ func (m *machine) powerOn(ctx context.Context) error {
 		return err
 	}
 	m.proc = p
+	if err := m.awaitStart(ctx, p); err != nil {
+		return err
+	}
 	if m.overrideEnabled == "Once" {
 		m.overrideEnabled, m.override = "Disabled", targetNone
 	}
 	m.log.Info("powered on", "pid", p.PID, "bootCd", l.bootCd, "cd", m.media[slotCd], "usb", m.media[slotUSB])
 	return nil
+}
+
+// awaitStart returns once the new QEMU answers on its QMP socket, so a server reported
+// On after Reset On is on (a BMC's power-on is done when the action returns); a QEMU that
+// exits first is an error with the end of its log.
+func (m *machine) awaitStart(ctx context.Context, p *vm.Process) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	go func() {
+		select {
+		case <-p.Exited():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	c, err := dialQMP(ctx, m.qmpSocket())
+	if err == nil {
+		c.Close()
+		return nil
+	}
+	log, _ := os.ReadFile(m.path("qemu.log"))
+	if len(log) > 2000 {
+		log = log[len(log)-2000:]
+	}
+	return fmt.Errorf("the server's QEMU did not start (%w): %s", err, log)
 }
 
 // powerOff pulls the plug (force) or presses the power button (the guest decides).
