@@ -22,9 +22,8 @@ import (
 	"github.com/anvil-dev/anvil/internal/manager"
 	"github.com/anvil-dev/anvil/internal/metal/pool"
 	"github.com/anvil-dev/anvil/internal/metal/site"
-	"github.com/anvil-dev/anvil/internal/mri"
 	"github.com/anvil-dev/anvil/internal/osimage"
-	"github.com/anvil-dev/anvil/internal/poollet"
+	"github.com/anvil-dev/anvil/test/metalpool"
 )
 
 // startManager runs anvil's manager (scheduler and the rest) for the test.
@@ -64,35 +63,13 @@ func startMetalPool(t *testing.T, name, ns string) *pool.Pool {
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	p, err := pool.Start(ctx, pool.Config{
+	p, err := metalpool.Start(ctx, env.Config, env.Client, pool.Config{
 		Site: site.Config{RestConfig: env.Config, Namespace: ns, StateDir: dir, BusyPoll: 500 * time.Millisecond},
 		Name: name, ImageCacheDir: filepath.Join(dir, "cache"),
-	})
+	}, 2*time.Second)
 	if err != nil {
 		t.Fatalf("starting the metal pool: %v", err)
 	}
-	endpoint := "unix://" + filepath.Join(dir, "mri.sock")
-	l, err := mri.Listen(endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, conn, err := mri.Dial(endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Poollets renew their Lease there; anvil dev and installs create it, the harness not.
-	leases := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: computev1alpha1.PoolLeaseNamespace}}
-	if err := env.Client.Create(context.Background(), leases); client.IgnoreAlreadyExists(err) != nil {
-		t.Fatal(err)
-	}
-	o := poollet.DefaultOptions(name)
-	o.Runtime, o.ProviderID, o.SkipControllerNameValidation = rt, "metal://"+name, true
-	o.Interval, o.StuckAfter = 2*time.Second, 5*time.Second
-	mgr, err := poollet.New(env.Config, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Cleanups run last-registered first: the poollet stops, then the runtime, then the site.
 	t.Cleanup(func() {
 		if err := p.Stop(); err != nil {
 			t.Errorf("stopping the pool: %v", err)
@@ -108,10 +85,7 @@ func startMetalPool(t *testing.T, name, ns string) *pool.Pool {
 			}
 		}
 	})
-	runInBackground(t, "metal runtime", func(ctx context.Context) error { return mri.ServeListener(ctx, l, p.Runtime) })
-	t.Cleanup(func() { _ = conn.Close() })
-	runInBackground(t, "poollet", mgr.Start)
-	return p
+	return p.Pool
 }
 
 // pushDisk publishes a raw disk for amd64 and returns its reference.

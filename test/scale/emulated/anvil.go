@@ -24,11 +24,10 @@ import (
 	"github.com/anvil-dev/anvil/internal/manager"
 	"github.com/anvil-dev/anvil/internal/metal/pool"
 	"github.com/anvil-dev/anvil/internal/metal/site"
-	"github.com/anvil-dev/anvil/internal/mri"
 	"github.com/anvil-dev/anvil/internal/osimage"
-	"github.com/anvil-dev/anvil/internal/poollet"
 	"github.com/anvil-dev/anvil/internal/provisioner"
 	"github.com/anvil-dev/anvil/test/harness"
+	"github.com/anvil-dev/anvil/test/metalpool"
 )
 
 const poolName, className = "emulated", "emulated-small"
@@ -38,12 +37,12 @@ const poolName, className = "emulated", "emulated-small"
 type anvilPath struct {
 	env     *harness.Env
 	bmc     *bmcemu.Emulator
-	pool    *pool.Pool
+	pool    *metalpool.Running
 	names   []string
 	image   string
 	version func() string
 	cancel  context.CancelFunc
-	done    []chan error
+	done    chan error
 }
 
 // newEmulator starts a BMC emulator with n servers named prefix-1..n.
@@ -76,7 +75,6 @@ func startAnvil(ctx context.Context, env *harness.Env, o options, state, testOS 
 			Spec: metalv1alpha1.HostPolicySpec{Namespaces: []string{namespace}}},
 		&computev1alpha1.MachineClass{ObjectMeta: metav1.ObjectMeta{Name: className}, Capabilities: corev1.ResourceList{
 			corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse(fmt.Sprintf("%dMi", o.memoryMiB))}},
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: computev1alpha1.PoolLeaseNamespace}},
 	}
 	for _, s := range specs {
 		a.names = append(a.names, s.Name)
@@ -97,13 +95,14 @@ func startAnvil(ctx context.Context, env *harness.Env, o options, state, testOS 
 	var inner provisioner.Provisioner
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	a.pool, err = pool.Start(startCtx, pool.Config{
+	a.pool, err = metalpool.Start(startCtx, env.Config, env.Client, pool.Config{
 		Site: site.Config{RestConfig: env.Config, Namespace: namespace, StateDir: filepath.Join(state, "pool"),
 			MaxConcurrentDeploy: o.maxDeploy, BusyPoll: time.Second, Logger: logr.Discard(),
 			WrapProvisioner: func(p provisioner.Provisioner) provisioner.Provisioner { inner = p; return p }},
 		Name: poolName, ImageCacheDir: filepath.Join(state, "pool", "cache"), Logger: logr.Discard(),
-	})
+	}, 2*time.Second)
 	if err != nil {
+		_ = e.Close()
 		return nil, err
 	}
 	a.version = func() string {
@@ -112,7 +111,7 @@ func startAnvil(ctx context.Context, env *harness.Env, o options, state, testOS 
 		}
 		return "?"
 	}
-	if err := a.startProcesses(state); err != nil {
+	if err := a.startManager(); err != nil {
 		a.stop()
 		return nil, err
 	}
@@ -123,37 +122,17 @@ func startAnvil(ctx context.Context, env *harness.Env, o options, state, testOS 
 	return a, nil
 }
 
-// startProcesses runs the manager, the metal runtime behind a socket and the poollet.
-func (a *anvilPath) startProcesses(state string) error {
-	ctx, cancel := context.WithCancel(context.Background())
-	a.cancel = cancel
+// startManager runs anvil's manager (the scheduler and the rest) in this process.
+func (a *anvilPath) startManager() error {
 	mo := manager.DefaultOptions()
 	mo.MetricsAddr, mo.HealthAddr, mo.SkipControllerNameValidation = "0", "0", true
 	mgr, err := manager.New(a.env.Config, mo)
 	if err != nil {
 		return err
 	}
-	endpoint := "unix://" + filepath.Join(state, "mri.sock")
-	l, err := mri.Listen(endpoint)
-	if err != nil {
-		return err
-	}
-	rt, _, err := mri.Dial(endpoint)
-	if err != nil {
-		return err
-	}
-	po := poollet.DefaultOptions(poolName)
-	po.Runtime, po.ProviderID, po.SkipControllerNameValidation = rt, "metal://"+poolName, true
-	pl, err := poollet.New(a.env.Config, po)
-	if err != nil {
-		return err
-	}
-	for _, f := range []func(context.Context) error{mgr.Start, pl.Start,
-		func(ctx context.Context) error { return mri.ServeListener(ctx, l, a.pool.Runtime) }} {
-		done := make(chan error, 1)
-		a.done = append(a.done, done)
-		go func() { done <- f(ctx) }()
-	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a.cancel, a.done = cancel, make(chan error, 1)
+	go func() { a.done <- mgr.Start(ctx) }()
 	return nil
 }
 
@@ -162,13 +141,9 @@ func (a *anvilPath) microversion() string { return a.version() }
 func (a *anvilPath) stop() {
 	if a.cancel != nil {
 		a.cancel()
-		for _, d := range a.done {
-			<-d
-		}
+		<-a.done
 	}
-	if a.pool != nil {
-		_ = a.pool.Stop()
-	}
+	_ = a.pool.Stop()
 	_ = a.bmc.Close()
 }
 
