@@ -10,13 +10,13 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/anvil-dev/anvil/internal/ironic"
 	"github.com/anvil-dev/anvil/internal/provisioner"
+	"github.com/anvil-dev/anvil/test/testos"
 )
 
 func TestDriverFor(t *testing.T) {
@@ -132,7 +132,7 @@ func startIPMIBMC(t *testing.T, user, password string) (int, func() string) {
 	if err := os.WriteFile(script, []byte(ipmiBMC), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out := &bmcOutput{}
+	out := &testos.SyncBuffer{} // what the BMC prints, read while it runs
 	cmd := exec.Command(python, script, strconv.Itoa(port))
 	cmd.Env = append(os.Environ(), "BMC_USER="+user, "BMC_PASSWORD="+password)
 	cmd.Stdout, cmd.Stderr = out, out
@@ -157,24 +157,6 @@ func startIPMIBMC(t *testing.T, user, password string) (int, func() string) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	return port, out.String
-}
-
-// bmcOutput is what the BMC printed, written by its process and read by the test.
-type bmcOutput struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (o *bmcOutput) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.b.Write(p)
-}
-
-func (o *bmcOutput) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.b.String()
 }
 
 // An ipmi:// Host is inspected by ironic-inspector. Registered against an IPMI BMC on a
