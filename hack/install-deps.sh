@@ -27,6 +27,13 @@ packages=(
 	genisoimage
 	isolinux
 	syslinux-common
+	# arm64 emulated servers boot UEFI (AAVMF firmware); the UEFI boot ISOs Ironic builds
+	# carry an EFI system partition made by hack/esp/build.sh with grub-mkimage, mkfs.vfat
+	# and mtools.
+	qemu-efi-aarch64
+	grub-common
+	dosfstools
+	mtools
 )
 
 missing=()

@@ -52,6 +52,7 @@ func newMetalRuntimeCommand() *cobra.Command {
 	f.StringVar(&cacheDir, "cache-dir", "", "OS image cache (default <state-dir>/cache)")
 	f.IntVar(&cfg.Site.IronicPort, "ironic-port", 6385, "Ironic's API port on 127.0.0.1")
 	f.StringVar(&cfg.ImageListen, "image-listen", "127.0.0.1:6180", "address of the server that serves OS disks to servers; keep it fixed across restarts")
+	f.StringVar(&cfg.Site.ESPImage, "esp-image", "", "EFI system partition image for the UEFI boot ISOs Ironic builds (make esp: bin/esp.img); without it only Legacy Hosts boot kernel + initramfs images")
 	f.IntVar(&cfg.Site.MaxConcurrentDeploy, "max-concurrent-deploy", 0, "deployments at once, in Ironic and in anvil's queue (0: Ironic's default, 250)")
 	f.IntVar(&cfg.Site.MaxConcurrentClean, "max-concurrent-clean", 0, "cleanings at once (0: Ironic's default, 50)")
 	f.IntVar(&cfg.Site.Workers, "workers", 64, "Hosts reconciled at once (each waits on Ironic while it works)")

@@ -5,6 +5,9 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
 )
 
 // Spec is one emulated server: what its BMC reports and its QEMU is started with.
@@ -17,7 +20,41 @@ type Spec struct {
 	DiskGiB int64
 	// MAC is the address of its one NIC.
 	MAC string
+	// Architecture is the server's CPU: amd64 (also when empty) boots SeaBIOS, that is
+	// Legacy boot only; arm64 boots UEFI only, with the AAVMF firmware (package
+	// qemu-efi-aarch64), as arm64 servers do.
+	Architecture computev1alpha1.Architecture
 }
+
+// Boot modes, as Redfish's BootSourceOverrideMode names them.
+const (
+	bootLegacy = "Legacy"
+	bootUEFI   = "UEFI"
+)
+
+// arch is the server's architecture, amd64 when the Spec leaves it out.
+func (s Spec) arch() computev1alpha1.Architecture {
+	if s.Architecture == "" {
+		return computev1alpha1.ArchitectureAMD64
+	}
+	return s.Architecture
+}
+
+// BootMode is how the server boots: Legacy (amd64) or UEFI (arm64). A Host for it says
+// the same in spec.bootMode.
+func (s Spec) BootMode() string {
+	if s.arch() == computev1alpha1.ArchitectureARM64 {
+		return bootUEFI
+	}
+	return bootLegacy
+}
+
+// The AAVMF firmware: its code, read-only and shared, and the template of the variable
+// store each arm64 server gets a copy of (its NVRAM, kept across power cycles).
+const (
+	aavmfCode = "/usr/share/AAVMF/AAVMF_CODE.fd"
+	aavmfVars = "/usr/share/AAVMF/AAVMF_VARS.fd"
+)
 
 var (
 	nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
@@ -39,6 +76,8 @@ func (s Spec) validate() error {
 		return fmt.Errorf("server %s: needs a disk of at least 1 GiB", s.Name)
 	case !macRE.MatchString(s.MAC):
 		return fmt.Errorf("server %s: MAC %q: write six lower-case hex pairs separated by colons", s.Name, s.MAC)
+	case s.arch() != computev1alpha1.ArchitectureAMD64 && s.arch() != computev1alpha1.ArchitectureARM64:
+		return fmt.Errorf("server %s: architecture %q: use amd64 or arm64", s.Name, s.Architecture)
 	}
 	return nil
 }
@@ -53,17 +92,25 @@ const (
 // launch is what one start of a server's QEMU needs besides its Spec.
 type launch struct {
 	disk, console, qmp, pidFile string
+	// vars is an arm64 server's UEFI variable store.
+	vars string
 	// cd and usb are the inserted media's files ("" when empty).
 	cd, usb string
 	// bootCd: the boot override says Cd, so the CD-ROM boots first.
 	bootCd bool
 }
 
-// qemuArgs is the QEMU command line (without the program) of an amd64 server: SeaBIOS on
-// q35, a virtio disk, an IDE CD-ROM whose tray QMP can load and empty (id "cd"), the USB
+// qemuArgs is the QEMU command line (without the program) of a server: its board (q35
+// with SeaBIOS for amd64; virt with AAVMF for arm64), a virtio disk, a CD-ROM whose tray
+// QMP can load and empty (id "cd": IDE on q35, SCSI on virt, which has no IDE), the USB
 // stick as a read-only virtio disk when one is inserted, and a NIC on a restricted user
-// network. Boot order is by bootindex, so the override decides it.
-func qemuArgs(s Spec, l launch, accel string) []string {
+// network. Boot order is by bootindex (SeaBIOS and the UEFI firmware both follow it), so
+// the override decides it.
+func qemuArgs(s Spec, l launch, accel string) ([]string, error) {
+	machine, cpu, err := vm.Board(s.arch(), vm.Accel(accel), s.CPUs)
+	if err != nil {
+		return nil, fmt.Errorf("server %s: %w", s.Name, err)
+	}
 	diskIndex, cdIndex := 0, 1
 	if l.bootCd {
 		diskIndex, cdIndex = 1, 0
@@ -75,17 +122,30 @@ func qemuArgs(s Spec, l launch, accel string) []string {
 	args := []string{
 		"-name", "guest=" + s.Name,
 		"-nodefaults", "-no-user-config", "-display", "none",
-		"-machine", "q35", "-accel", accel,
-		"-smp", strconv.Itoa(s.CPUs), "-m", strconv.FormatInt(s.MemoryMiB, 10) + "M",
-		"-chardev", "file,id=console,append=on,path=" + optionValue(l.console),
+		"-machine", machine, "-accel", accel,
+	}
+	if cpu != "" {
+		args = append(args, "-cpu", cpu)
+	}
+	cdBus := "ide.0"
+	if s.arch() == computev1alpha1.ArchitectureARM64 {
+		cdBus = "scsi.0"
+		args = append(args,
+			"-drive", "if=pflash,format=raw,readonly=on,file="+optionValue(aavmfCode),
+			"-drive", "if=pflash,format=raw,file="+optionValue(l.vars),
+			"-device", "virtio-scsi-pci,id=scsi,bus=pcie.0")
+	}
+	args = append(args,
+		"-smp", strconv.Itoa(s.CPUs), "-m", strconv.FormatInt(s.MemoryMiB, 10)+"M",
+		"-chardev", "file,id=console,append=on,path="+optionValue(l.console),
 		"-serial", "chardev:console",
-		"-qmp", "unix:" + optionValue(l.qmp) + ",server=on,wait=off",
+		"-qmp", "unix:"+optionValue(l.qmp)+",server=on,wait=off",
 		"-pidfile", l.pidFile,
-		"-drive", "if=none,id=disk,format=qcow2,file=" + optionValue(l.disk),
+		"-drive", "if=none,id=disk,format=qcow2,file="+optionValue(l.disk),
 		"-device", fmt.Sprintf("virtio-blk-pci,drive=disk,id=diskdev,bus=pcie.0,bootindex=%d", diskIndex),
 		"-drive", cd,
-		"-device", fmt.Sprintf("ide-cd,drive=cdmedia,id=cd,bus=ide.0,bootindex=%d", cdIndex),
-	}
+		"-device", fmt.Sprintf("%s,drive=cdmedia,id=cd,bus=%s,bootindex=%d", cdDevice(s), cdBus, cdIndex),
+	)
 	if l.usb != "" {
 		args = append(args,
 			"-drive", "if=none,id=usbmedia,format=raw,readonly=on,file="+optionValue(l.usb),
@@ -93,7 +153,15 @@ func qemuArgs(s Spec, l launch, accel string) []string {
 	}
 	return append(args,
 		"-netdev", "user,id=net0,restrict=on",
-		"-device", "virtio-net-pci,netdev=net0,id=nic0,bus=pcie.0,mac="+s.MAC)
+		"-device", "virtio-net-pci,netdev=net0,id=nic0,bus=pcie.0,mac="+s.MAC), nil
+}
+
+// cdDevice is the CD-ROM's QEMU device: IDE on q35, SCSI on virt.
+func cdDevice(s Spec) string {
+	if s.arch() == computev1alpha1.ArchitectureARM64 {
+		return "scsi-cd"
+	}
+	return "ide-cd"
 }
 
 // optionValue escapes a value inside QEMU's comma-separated options.

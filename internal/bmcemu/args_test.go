@@ -3,27 +3,41 @@ package bmcemu
 import (
 	"strings"
 	"testing"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 )
 
 func TestQemuArgsFollowTheBootOverrideAndMedia(t *testing.T) {
 	l := launch{disk: "/s/disk.qcow2", console: "/s/console.log", qmp: "/s/qmp.sock", pidFile: "/s/qemu.pid"}
+	arm := spec
+	arm.Architecture = computev1alpha1.ArchitectureARM64
 	for _, tc := range []struct {
 		name     string
+		s        Spec
 		l        func(launch) launch
 		want     []string
 		wantNone []string
 	}{
-		{"disk first", func(l launch) launch { return l },
+		{"disk first", spec, func(l launch) launch { return l },
 			[]string{"drive=disk,id=diskdev,bus=pcie.0,bootindex=0", "id=cd,bus=ide.0,bootindex=1", "if=none,id=cdmedia,media=cdrom,readonly=on",
 				"user,id=net0,restrict=on", "mac=52:54:00:12:34:56"},
-			[]string{"usbmedia", "file=/m"}},
-		{"Cd override boots the CD-ROM first", func(l launch) launch { l.bootCd = true; return l },
+			[]string{"usbmedia", "file=/m", "pflash", "scsi"}},
+		{"Cd override boots the CD-ROM first", spec, func(l launch) launch { l.bootCd = true; return l },
 			[]string{"bootindex=1", "id=cd,bus=ide.0,bootindex=0"}, nil},
-		{"inserted media are attached", func(l launch) launch { l.cd, l.usb = "/m/cd,1", "/m/usb"; return l },
+		{"inserted media are attached", spec, func(l launch) launch { l.cd, l.usb = "/m/cd,1", "/m/usb"; return l },
 			[]string{"media=cdrom,readonly=on,format=raw,file=/m/cd,,1", "id=usbmedia,format=raw,readonly=on,file=/m/usb", "drive=usbmedia,id=usb"}, nil},
+		{"arm64 boots AAVMF on virt, its CD-ROM on SCSI", arm, func(l launch) launch { l.vars, l.bootCd = "/s/efivars.fd", true; return l },
+			[]string{"-machine virt", "-cpu cortex-a57", "if=pflash,format=raw,readonly=on,file=" + aavmfCode,
+				"if=pflash,format=raw,file=/s/efivars.fd", "virtio-scsi-pci,id=scsi", "scsi-cd,drive=cdmedia,id=cd,bus=scsi.0,bootindex=0",
+				"diskdev,bus=pcie.0,bootindex=1"},
+			[]string{"ide", "q35"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			args := strings.Join(qemuArgs(spec, tc.l(l), "tcg"), " ")
+			list, err := qemuArgs(tc.s, tc.l(l), "tcg")
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := strings.Join(list, " ")
 			for _, w := range tc.want {
 				if !strings.Contains(args, w) {
 					t.Errorf("args lack %q:\n%s", w, args)
@@ -51,6 +65,8 @@ func TestSpecValidate(t *testing.T) {
 		{"memory not in whole GiB", func(s *Spec) { s.MemoryMiB = 1536 }, "whole GiB"},
 		{"no disk", func(s *Spec) { s.DiskGiB = 0 }, "disk"},
 		{"bad MAC", func(s *Spec) { s.MAC = "52:54:00:12:34" }, "six lower-case hex pairs"},
+		{"arm64", func(s *Spec) { s.Architecture = computev1alpha1.ArchitectureARM64 }, ""},
+		{"unknown architecture", func(s *Spec) { s.Architecture = "riscv64" }, "use amd64 or arm64"},
 	} {
 		s := spec
 		tc.mod(&s)

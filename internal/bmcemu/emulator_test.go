@@ -32,9 +32,17 @@ type bmc struct {
 	base string
 }
 
-func start(t *testing.T) *bmc {
+// armSpec is an arm64 server: UEFI only.
+var armSpec = Spec{Name: "server-arm", CPUs: 1, MemoryMiB: 1024, DiskGiB: 8, MAC: "52:54:00:12:34:57",
+	Architecture: computev1alpha1.ArchitectureARM64}
+
+// start runs a BMC for the servers given (spec when none).
+func start(t *testing.T, servers ...Spec) *bmc {
 	t.Helper()
-	e, err := Start(Config{StateDir: t.TempDir(), Username: user, Password: pass, Servers: []Spec{spec},
+	if len(servers) == 0 {
+		servers = []Spec{spec}
+	}
+	e, err := Start(Config{StateDir: t.TempDir(), Username: user, Password: pass, Servers: servers,
 		Logger: testr.New(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -167,6 +175,75 @@ func TestBootsTheInsertedCDWithItsConfigDrive(t *testing.T) {
 	if code, _ := b.do("POST", root+"/Systems/server-1/Actions/ComputerSystem.Reset", map[string]any{"ResetType": "ForceOff"}); code != http.StatusNoContent || b.power() != "Off" {
 		t.Fatalf("ForceOff: %d, power %s", code, b.power())
 	}
+}
+
+// An arm64 server boots UEFI only: its BMC says so and refuses a Legacy override, reports
+// an ARM processor, and boots a UEFI ISO built the way Ironic builds one (the ESP of make
+// esp, grub.cfg at boot/grub/grub.cfg) with its config drive on the USB stick.
+func TestArm64ServerBootsAUEFIISO(t *testing.T) {
+	b := start(t, armSpec)
+	sys := root + "/Systems/server-arm"
+	if _, s := b.do("GET", sys, nil); s["Boot"].(map[string]any)["BootSourceOverrideMode"] != "UEFI" {
+		t.Errorf("BootSourceOverrideMode = %v, want UEFI", s["Boot"])
+	}
+	if _, p := b.do("GET", sys+"/Processors/1", nil); p["ProcessorArchitecture"] != "ARM" || p["InstructionSet"] != "ARM-A64" {
+		t.Errorf("processor: %v", p)
+	}
+	if code, _ := b.do("PATCH", sys, map[string]any{"Boot": map[string]any{"BootSourceOverrideMode": "Legacy"}}); code != http.StatusBadRequest {
+		t.Errorf("PATCH a Legacy override: %d, want 400", code)
+	}
+
+	dir := t.TempDir()
+	uefiBootISO(t, filepath.Join(dir, "boot.iso"))
+	configDrive(t, filepath.Join(dir, "config.iso"), "arm-one", "arm-stick")
+	media := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	defer media.Close()
+	mgr := root + "/Managers/server-arm/VirtualMedia/"
+	for slot, file := range map[string]string{"UsbStick": "config.iso", "Cd": "boot.iso"} {
+		if code, _ := b.do("POST", mgr+slot+"/Actions/VirtualMedia.InsertMedia", map[string]any{"Image": media.URL + "/" + file}); code != http.StatusNoContent {
+			t.Fatalf("InsertMedia %s: %d", slot, code)
+		}
+	}
+	if code, _ := b.do("PATCH", sys, map[string]any{"Boot": map[string]any{
+		"BootSourceOverrideTarget": "Cd", "BootSourceOverrideEnabled": "Once", "BootSourceOverrideMode": "UEFI"}}); code != http.StatusNoContent {
+		t.Fatalf("PATCH Boot: %d", code)
+	}
+	if code, _ := b.do("POST", sys+"/Actions/ComputerSystem.Reset", map[string]any{"ResetType": "On"}); code != http.StatusNoContent {
+		t.Fatalf("Reset On: %d", code)
+	}
+	waitConsole(t, b.e.ConsolePath("server-arm"), testos.ReadyLine(computev1alpha1.ArchitectureARM64, "arm-one", "arm-stick"), 1)
+	if inserted := cdInserted(t, b.e.machines["server-arm"].qmpSocket()); !inserted {
+		t.Error("QEMU's SCSI CD-ROM is empty while the Cd slot holds the ISO")
+	}
+	if code, _ := b.do("POST", mgr+"Cd/Actions/VirtualMedia.EjectMedia", map[string]any{}); code != http.StatusNoContent {
+		t.Fatalf("EjectMedia: %d", code)
+	}
+	if inserted := cdInserted(t, b.e.machines["server-arm"].qmpSocket()); inserted {
+		t.Error("QEMU's CD-ROM still holds the medium after EjectMedia")
+	}
+}
+
+// uefiBootISO builds at path what Ironic's create_esp_image_for_uefi builds with
+// [DEFAULT] esp_image set (internal/ironic): the ESP as boot/grub/efiboot.img, the El
+// Torito image, and a grub.cfg at boot/grub/grub.cfg booting the arm64 test OS.
+func uefiBootISO(t *testing.T, path string) {
+	t.Helper()
+	osDir := testos.Dir(t)
+	tree := t.TempDir()
+	mustRun(t, "mkdir", "-p", filepath.Join(tree, "boot", "grub"))
+	for from, to := range map[string]string{
+		testos.ESPImage(t):                         "boot/grub/efiboot.img",
+		filepath.Join(osDir, "arm64", "kernel"):    "vmlinuz",
+		filepath.Join(osDir, "arm64", "initramfs"): "initrd",
+	} {
+		mustRun(t, "cp", from, filepath.Join(tree, to))
+	}
+	cfg := "set timeout=0\nmenuentry boot {\nlinux /vmlinuz console=ttyAMA0\ninitrd /initrd\n}\n"
+	if err := writeFile(filepath.Join(tree, "boot", "grub", "grub.cfg"), cfg); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, "genisoimage", "-quiet", "-r", "-V", "VMEDIA_BOOT_ISO", "-l", "-e", "boot/grub/efiboot.img",
+		"-no-emul-boot", "-o", path, tree)
 }
 
 // bootISO builds at path what Ironic's prepare_boot_iso builds for a BIOS ramdisk deploy:

@@ -65,6 +65,12 @@ func (m *machine) powerOn(ctx context.Context) error {
 	}
 	l := launch{disk: disk, console: m.consolePath(), qmp: m.qmpSocket(), pidFile: m.path("qemu.pid"),
 		bootCd: m.overrideEnabled != "Disabled" && m.override == targetCd}
+	if m.spec.BootMode() == bootUEFI {
+		l.vars = m.path("efivars.fd")
+		if err := copyOnce(aavmfVars, l.vars); err != nil {
+			return fmt.Errorf("the server's UEFI variable store (package qemu-efi-aarch64): %w", err)
+		}
+	}
 	if m.media[slotCd] != "" {
 		l.cd = m.mediaPath(slotCd)
 	}
@@ -72,7 +78,15 @@ func (m *machine) powerOn(ctx context.Context) error {
 		l.usb = m.mediaPath(slotUSB)
 	}
 	_ = os.Remove(m.qmpSocket())
-	p, err := vm.Launch("qemu-system-x86_64", qemuArgs(m.spec, l, m.accel), m.path("qemu.log"))
+	program, err := vm.Binary(m.spec.arch())
+	if err != nil {
+		return err
+	}
+	args, err := qemuArgs(m.spec, l, m.accel)
+	if err != nil {
+		return err
+	}
+	p, err := vm.Launch(program, args, m.path("qemu.log"))
 	if err != nil {
 		return err
 	}
@@ -190,6 +204,33 @@ func (m *machine) eject(ctx context.Context, slot string) error {
 	}
 	delete(m.media, slot)
 	return os.Remove(m.mediaPath(slot))
+}
+
+// copyOnce copies src to dst unless dst exists: a server's NVRAM starts as the firmware's
+// template and then keeps what the firmware writes.
+func copyOnce(src, dst string) error {
+	if _, err := os.Stat(dst); err == nil {
+		return nil
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	tmp := dst + ".new"
+	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, dst)
 }
 
 // errInserted: Redfish asks for an eject before another insert.

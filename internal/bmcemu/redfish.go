@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 )
 
 // The Redfish resources the emulator serves: what sushy (Ironic's Redfish library) reads to
@@ -107,8 +109,12 @@ func (e *Emulator) system(w http.ResponseWriter, r *http.Request, m *machine, se
 	case get && len(seg) == 1 && seg[0] == "Processors":
 		reply(w, members(base+"/Processors", "Processors", base+"/Processors/1"))
 	case get && len(seg) == 2 && seg[0] == "Processors" && seg[1] == "1":
+		arch, set := "x86", "x86-64"
+		if m.spec.arch() == computev1alpha1.ArchitectureARM64 {
+			arch, set = "ARM", "ARM-A64"
+		}
 		reply(w, map[string]any{"@odata.id": base + "/Processors/1", "@odata.type": "#Processor.v1_3_0.Processor",
-			"Id": "1", "Name": "CPU", "ProcessorType": "CPU", "ProcessorArchitecture": "x86", "InstructionSet": "x86-64",
+			"Id": "1", "Name": "CPU", "ProcessorType": "CPU", "ProcessorArchitecture": arch, "InstructionSet": set,
 			"TotalCores": m.spec.CPUs, "TotalThreads": m.spec.CPUs, "Status": enabled()})
 	case get && len(seg) == 1 && seg[0] == "EthernetInterfaces":
 		reply(w, members(base+"/EthernetInterfaces", "Ethernet Interfaces", base+"/EthernetInterfaces/1"))
@@ -187,8 +193,8 @@ func (m *machine) setOverride(boot map[string]string) error {
 		}
 		enabled = v
 	}
-	if v, ok := boot["BootSourceOverrideMode"]; ok && v != "Legacy" {
-		return fmt.Errorf("BootSourceOverrideMode %q: the emulated servers boot BIOS (Legacy) only", v)
+	if v, ok := boot["BootSourceOverrideMode"]; ok && v != m.spec.BootMode() {
+		return fmt.Errorf("BootSourceOverrideMode %q: this %s server boots %s only", v, m.spec.arch(), m.spec.BootMode())
 	}
 	m.override, m.overrideEnabled = target, enabled
 	return nil
@@ -231,7 +237,7 @@ func systemResource(m *machine, base string) map[string]any {
 		"Status": enabled(), "SystemType": "Physical", "Manufacturer": "anvil", "Model": "emulated server (QEMU)",
 		"Boot": map[string]any{
 			"BootSourceOverrideEnabled": m.overrideEnabled, "BootSourceOverrideTarget": m.override,
-			"BootSourceOverrideTarget@Redfish.AllowableValues": overrideTargets, "BootSourceOverrideMode": "Legacy"},
+			"BootSourceOverrideTarget@Redfish.AllowableValues": overrideTargets, "BootSourceOverrideMode": m.spec.BootMode()},
 		"ProcessorSummary":   map[string]any{"Count": m.spec.CPUs, "Status": enabled()},
 		"MemorySummary":      map[string]any{"TotalSystemMemoryGiB": float64(m.spec.MemoryMiB) / 1024, "Status": enabled()},
 		"Processors":         link(base + "/Processors"),

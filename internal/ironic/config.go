@@ -37,6 +37,12 @@ type Config struct {
 	// ([conductor] max_concurrent_deploy / max_concurrent_clean); 0 keeps Ironic's
 	// defaults (250 and 50).
 	MaxConcurrentDeploy, MaxConcurrentClean int
+	// ESPImage is the EFI system partition image (hack/esp/build.sh, make esp) Ironic puts
+	// into the UEFI boot ISOs it builds for virtual-media deploys ([DEFAULT] esp_image).
+	// Without one, only Legacy (BIOS) Hosts can boot a kernel + initramfs image through
+	// virtual media: Ironic fails a UEFI one with "Neither deploy ISO nor ESP image
+	// configured".
+	ESPImage string
 	// FakeDelays slow the fake-hardware interfaces down, for realistic load tests.
 	FakeDelays FakeDelays
 	// Log, when set, receives Ironic's output as well as StateDir/ironic.log, and
@@ -82,13 +88,28 @@ const (
 	healthFailures = 3
 )
 
+// grubConfigPath is where on a UEFI boot ISO Ironic writes its grub.cfg; the ESP's
+// embedded config (hack/esp/embedded.cfg) looks for it there.
+const grubConfigPath = "boot/grub/grub.cfg"
+
+// grubTemplate is the grub.cfg of Ironic's UEFI boot ISOs (Jinja, rendered by Ironic).
+// Ironic's own uses linuxefi/initrdefi, which only distributions' patched x86 GRUBs have;
+// upstream GRUB's linux/initrd boot an EFI kernel on every architecture.
+const grubTemplate = `set default=0
+set timeout=1
+menuentry "anvil" {
+linux {{ linux }} {{ kernel_params }}
+initrd {{ initrd }}
+}
+`
+
 // isolinuxBin is the BIOS boot loader of the ISOs Ironic builds (package isolinux).
 const isolinuxBin = "/usr/lib/ISOLINUX/isolinux.bin"
 
 // paths are the files Ironic and ironic-inspector are run with, all inside StateDir.
 type paths struct {
-	dir, conf, htpasswd, db, log, pid, tftp, http, locks string
-	insp                                                 inspectorPaths
+	dir, conf, htpasswd, db, log, pid, tftp, http, locks, grubTemplate string
+	insp                                                               inspectorPaths
 }
 
 // inspectorPaths are ironic-inspector's files.
@@ -98,15 +119,16 @@ type inspectorPaths struct {
 
 func pathsIn(dir string) paths {
 	return paths{
-		dir:      dir,
-		conf:     filepath.Join(dir, "ironic.conf"),
-		htpasswd: filepath.Join(dir, "htpasswd"),
-		db:       filepath.Join(dir, "ironic.db"),
-		log:      filepath.Join(dir, "ironic.log"),
-		pid:      filepath.Join(dir, "ironic.pid"),
-		tftp:     filepath.Join(dir, "tftpboot"),
-		http:     filepath.Join(dir, "httpboot"),
-		locks:    filepath.Join(dir, "locks"),
+		dir:          dir,
+		conf:         filepath.Join(dir, "ironic.conf"),
+		htpasswd:     filepath.Join(dir, "htpasswd"),
+		db:           filepath.Join(dir, "ironic.db"),
+		log:          filepath.Join(dir, "ironic.log"),
+		pid:          filepath.Join(dir, "ironic.pid"),
+		tftp:         filepath.Join(dir, "tftpboot"),
+		http:         filepath.Join(dir, "httpboot"),
+		locks:        filepath.Join(dir, "locks"),
+		grubTemplate: filepath.Join(dir, "grub.cfg.template"),
 		insp: inspectorPaths{
 			conf:     filepath.Join(dir, "inspector.conf"),
 			htpasswd: filepath.Join(dir, "inspector-htpasswd"),
@@ -180,6 +202,13 @@ func renderConfig(c Config, p paths, sec secrets) string {
 	// Debian's isolinux package puts it here, not where Ironic looks by default; Ironic
 	// finds ldlinux.c32 (syslinux-common) itself.
 	line("isolinux_bin", isolinuxBin)
+	// UEFI boot ISOs: the ESP's GRUB reads the grub.cfg Ironic writes at this path
+	// (hack/esp/embedded.cfg), rendered from anvil's template (see grubTemplate).
+	if c.ESPImage != "" {
+		line("esp_image", c.ESPImage)
+	}
+	line("grub_config_path", grubConfigPath)
+	line("grub_config_template", p.grubTemplate)
 	b.WriteString("\n[database]\n")
 	line("connection", "sqlite:///"+p.db)
 	b.WriteString("\n[dhcp]\n")

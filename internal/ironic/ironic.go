@@ -284,6 +284,16 @@ func validate(c *Config) error {
 	if c.Username == inspectorIronicUser {
 		return fmt.Errorf("ironic: Username %q is ironic-inspector's own user; choose another", inspectorIronicUser)
 	}
+	if c.ESPImage != "" {
+		esp, err := filepath.Abs(c.ESPImage)
+		if err != nil {
+			return fmt.Errorf("ironic: ESPImage: %w", err)
+		}
+		if _, err := os.Stat(esp); err != nil {
+			return fmt.Errorf("ironic: ESPImage: %w (make esp builds one)", err)
+		}
+		c.ESPImage = esp
+	}
 	if c.Host == "" {
 		c.Host = DefaultHost
 	}
@@ -327,6 +337,7 @@ func writeFiles(c Config, p paths, sec secrets) error {
 	for _, f := range []struct{ name, content string }{
 		{p.htpasswd, ironicUsers},
 		{p.conf, renderConfig(c, p, sec)},
+		{p.grubTemplate, grubTemplate},
 		{p.insp.htpasswd, inspectorUsers},
 		{p.insp.conf, renderInspectorConfig(c, p, sec)},
 	} {

@@ -36,6 +36,21 @@ func Dir(t testing.TB) string {
 	return dir
 }
 
+// ESPImage returns the absolute path of bin/esp.img (make esp): the EFI system partition
+// whose GRUB boots the UEFI ISOs Ironic builds, failing the test when it is missing.
+func ESPImage(t testing.TB) string {
+	t.Helper()
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(root, "bin", "esp.img")
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("the ESP image is missing (%v): run make esp", err)
+	}
+	return path
+}
+
 // ReadyLine is the line the guest prints on its console once it has read its first-boot
 // config: hostname from the config (testos when it names none), marker the value after
 // anvil-marker= in the config's bytes (none when there is none).

@@ -44,6 +44,9 @@ type Config struct {
 	// MaxConcurrentDeploy and MaxConcurrentClean limit Ironic and anvil's queue in front
 	// of it alike; 0 keeps Ironic's defaults (250 and 50).
 	MaxConcurrentDeploy, MaxConcurrentClean int
+	// ESPImage is the EFI system partition image of the UEFI boot ISOs Ironic builds (make
+	// esp); without it only Legacy Hosts boot a kernel + initramfs image (ironic.Config).
+	ESPImage string
 	// FakeDelays slow Ironic's fake hardware down (tests, benchmarks).
 	FakeDelays ironic.FakeDelays
 	// Workers is how many Hosts are reconciled at once (default 64).
@@ -114,7 +117,7 @@ func Start(ctx context.Context, cfg Config) (*Site, error) {
 	runCtx = logr.NewContext(runCtx, cfg.Logger)
 	irc, err := ironic.Start(ctx, ironic.Config{StateDir: filepath.Join(dir, "ironic"), Port: cfg.IronicPort,
 		Username: user, Password: pass, MaxConcurrentDeploy: cfg.MaxConcurrentDeploy, MaxConcurrentClean: cfg.MaxConcurrentClean,
-		FakeDelays: cfg.FakeDelays, Logger: cfg.Logger.WithName("ironic"),
+		ESPImage: cfg.ESPImage, FakeDelays: cfg.FakeDelays, Logger: cfg.Logger.WithName("ironic"),
 		// A restarted Ironic may have lost its database: its Hosts are enrolled again now.
 		OnRestart: func() { go r.RecheckAll(runCtx, cfg.Namespace) }})
 	if err != nil {

@@ -18,7 +18,7 @@ func Args(s Spec) ([]string, error) {
 	if s.Kernel == "" {
 		return nil, fmt.Errorf("vm %s: no kernel to boot", s.Name)
 	}
-	machine, cpu, err := board(s.Architecture, s.Accel, s.CPUs)
+	machine, cpu, err := Board(s.Architecture, s.Accel, s.CPUs)
 	if err != nil {
 		return nil, err
 	}
@@ -74,9 +74,9 @@ func Args(s Spec) ([]string, error) {
 	return args, nil
 }
 
-// board returns the machine type and cpu model. aarch64 under TCG uses cortex-a57: "max"
+// Board returns the machine type and cpu model. aarch64 under TCG uses cortex-a57: "max"
 // emulates pointer authentication and boots markedly slower.
-func board(arch computev1alpha1.Architecture, accel Accel, cpus int) (machine, cpu string, err error) {
+func Board(arch computev1alpha1.Architecture, accel Accel, cpus int) (machine, cpu string, err error) {
 	if accel != AccelTCG && accel != AccelKVM {
 		return "", "", fmt.Errorf("accelerator %q: use tcg or kvm", accel)
 	}
