@@ -95,7 +95,7 @@ test-only: ## Unit, integration and end-to-end tests, without the set-up steps.
 	go test $(GO_TEST_FLAGS) ./...
 
 demo: deps tools testos esp agents build ## A local anvil with the sample objects: see README.
-	$(BIN)/anvil dev --bin-dir $(BIN) --test-os $(BIN)/testos --agents $(BIN)/build-agent --emulated-servers 2 --apply config/samples
+	$(BIN)/anvil dev --bin-dir $(BIN) --test-os $(BIN)/testos --agents $(BIN)/build-agent --emulated-servers 2 --emulated-arm64-servers 1 --apply config/samples
 
 bench: tools testos esp agents build ## Benchmarks and scenarios; figures are printed, never asserted.
 	go test -run '^$$' -bench . -benchmem ./...

@@ -57,6 +57,11 @@ the next start finds every object again.`,
 				}
 				o.QemuArchitectures = archs
 			}
+			if o.ESPImage == "" {
+				if esp := filepath.Join(o.ControlPlane.BinDir, "esp.img"); isFile(esp) {
+					o.ESPImage = esp
+				}
+			}
 			return dev.Run(cmd.Context(), o)
 		},
 	}
@@ -75,6 +80,8 @@ the next start finds every object again.`,
 	f.BoolVar(&o.MetalPool, "metal-pool", o.MetalPool, "run Ironic with fake-hardware Hosts and a bare-metal pool, when Ironic is installed")
 	f.IntVar(&o.MetalImagePort, "metal-image-port", o.MetalImagePort, "loopback port the bare-metal pool serves OS disks to servers on")
 	f.IntVar(&o.EmulatedServers, "emulated-servers", o.EmulatedServers, "amd64 QEMU servers behind a Redfish BMC emulator in the bare-metal pool, deployed by Ironic (0: none)")
+	f.IntVar(&o.EmulatedARM64Servers, "emulated-arm64-servers", o.EmulatedARM64Servers, "arm64 QEMU servers (UEFI) behind the same BMC emulator; they need --esp-image (0: none)")
+	f.StringVar(&o.ESPImage, "esp-image", "", "EFI system partition image for the UEFI boot ISOs Ironic builds (default: esp.img in --bin-dir when there, built by make esp)")
 	f.IntVar(&o.BMCPort, "bmc-port", o.BMCPort, "loopback port of the emulated servers' Redfish BMC")
 	f.StringVar(&fakePool, "fake-pool", "dev-fake", "name of an in-process pool of the fake runtime; empty for none")
 	ff.addFlags(cmd)
@@ -92,4 +99,10 @@ func defaultBinDir() string {
 		}
 	}
 	return "bin"
+}
+
+// isFile reports whether path names a regular file.
+func isFile(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular()
 }

@@ -43,8 +43,13 @@ type Options struct {
 	// MetalImagePort is the loopback port the bare-metal pool serves OS disks on.
 	MetalImagePort int
 	// EmulatedServers is how many QEMU servers behind a Redfish BMC emulator the metal
-	// pool gets beside its fake-hardware Hosts.
+	// pool gets beside its fake-hardware Hosts (amd64, booting BIOS).
 	EmulatedServers int
+	// EmulatedARM64Servers is how many arm64 ones (UEFI) it gets; they need ESPImage.
+	EmulatedARM64Servers int
+	// ESPImage is the EFI system partition image of the UEFI boot ISOs Ironic builds (make
+	// esp), needed by Hosts that boot UEFI.
+	ESPImage string
 	// BMCPort is the loopback port of the emulated servers' BMC.
 	BMCPort int
 	// RegistryPort is the loopback port of the embedded OCI registry; its blobs are kept

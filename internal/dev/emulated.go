@@ -29,23 +29,28 @@ const (
 	LabelEmulated = "anvil.dev/emulated"
 )
 
-// emulatedSpec is emulated server i (from 1): amd64, SeaBIOS, small enough for TCG.
-func emulatedSpec(i int) bmcemu.Spec {
-	return bmcemu.Spec{Name: fmt.Sprintf("emulated-%d", i), CPUs: 2, MemoryMiB: 1024, DiskGiB: 8,
-		MAC: fmt.Sprintf("52:54:00:e0:00:%02x", i)}
+// emulatedSpecs are amd emulated amd64 servers (emulated-1...: SeaBIOS) and arm arm64
+// ones (emulated-arm64-1...: UEFI), each small enough for TCG.
+func emulatedSpecs(amd, arm int) []bmcemu.Spec {
+	var specs []bmcemu.Spec
+	for i := 1; i <= amd; i++ {
+		specs = append(specs, bmcemu.Spec{Name: fmt.Sprintf("emulated-%d", i), CPUs: 2, MemoryMiB: 1024, DiskGiB: 8,
+			MAC: fmt.Sprintf("52:54:00:e0:00:%02x", i), Architecture: computev1alpha1.ArchitectureAMD64})
+	}
+	for i := 1; i <= arm; i++ {
+		specs = append(specs, bmcemu.Spec{Name: fmt.Sprintf("emulated-arm64-%d", i), CPUs: 2, MemoryMiB: 1024, DiskGiB: 8,
+			MAC: fmt.Sprintf("52:54:00:e1:00:%02x", i), Architecture: computev1alpha1.ArchitectureARM64})
+	}
+	return specs
 }
 
-// startEmulatedServers runs the BMC emulator for n servers on port (kept across restarts,
-// as Hosts name it) and enrols each as a Host. The BMC's password is generated once and
-// kept in a Secret. The emulator stops, powering its servers off, when ctx ends.
-func startEmulatedServers(ctx context.Context, c client.Client, stateDir string, n, port int, log logr.Logger) (*bmcemu.Emulator, error) {
+// startEmulatedServers runs the BMC emulator for specs on port (kept across restarts, as
+// Hosts name it) and enrols each as a Host. The BMC's password is generated once and kept
+// in a Secret. The emulator stops, powering its servers off, when ctx ends.
+func startEmulatedServers(ctx context.Context, c client.Client, stateDir string, specs []bmcemu.Spec, port int, log logr.Logger) (*bmcemu.Emulator, error) {
 	user, password, err := emulatedCredentials(ctx, c)
 	if err != nil {
 		return nil, err
-	}
-	specs := make([]bmcemu.Spec, n)
-	for i := range specs {
-		specs[i] = emulatedSpec(i + 1)
 	}
 	e, err := bmcemu.Start(bmcemu.Config{StateDir: filepath.Join(stateDir, "pools", MetalPoolName, "servers"),
 		Listen: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Username: user, Password: password, Servers: specs,
@@ -67,8 +72,8 @@ func startEmulatedServers(ctx context.Context, c client.Client, stateDir string,
 				BMC: metalv1alpha1.BMC{Address: e.Address(s.Name),
 					CredentialsSecretRef: &metalv1alpha1.SecretReference{Name: emulatedBMCSecret}},
 				BootMACAddress: s.MAC,
-				Architecture:   computev1alpha1.ArchitectureAMD64,
-				BootMode:       metalv1alpha1.BootModeLegacy,
+				Architecture:   s.Architecture,
+				BootMode:       metalv1alpha1.BootMode(s.BootMode()),
 			},
 		}
 		if err := client.IgnoreAlreadyExists(c.Create(ctx, h)); err != nil {

@@ -57,25 +57,29 @@ func emulatedHost(t *testing.T, ns string, e *bmcemu.Emulator, s bmcemu.Spec, pa
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s.Name + "-bmc"},
 		Data: map[string][]byte{"username": []byte(bmcUser), "password": []byte(password)}}
 	create(t, secret)
-	return &metalv1alpha1.Host{
+	h := &metalv1alpha1.Host{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s.Name},
 		Spec: metalv1alpha1.HostSpec{
 			BMC:            metalv1alpha1.BMC{Address: e.Address(s.Name), CredentialsSecretRef: &metalv1alpha1.SecretReference{Name: secret.Name}},
 			BootMACAddress: s.MAC,
 			Architecture:   computev1alpha1.ArchitectureAMD64,
-			// The emulator's amd64 servers boot SeaBIOS.
+			// The emulator's amd64 servers boot SeaBIOS, its arm64 ones UEFI.
 			BootMode: metalv1alpha1.BootModeLegacy,
 		},
 	}
+	if s.Architecture == computev1alpha1.ArchitectureARM64 {
+		h.Spec.Architecture, h.Spec.BootMode = s.Architecture, metalv1alpha1.BootModeUEFI
+	}
+	return h
 }
 
-// pushTestOS publishes the test OS (kernel and initramfs, no disk) and returns its
+// pushTestOS publishes the test OS (kernel and initramfs, no disk) of arch and returns its
 // reference.
-func pushTestOS(t *testing.T) string {
+func pushTestOS(t *testing.T, arch computev1alpha1.Architecture) string {
 	t.Helper()
 	dir := testos.Dir(t)
-	ref := env.Registry.Host + "/metal/testos:1"
-	if _, _, err := osimage.PushDirs(context.Background(), ref, map[computev1alpha1.Architecture]string{"amd64": filepath.Join(dir, "amd64")}); err != nil {
+	ref := env.Registry.Host + "/metal/testos-" + string(arch) + ":1"
+	if _, _, err := osimage.PushDirs(context.Background(), ref, map[computev1alpha1.Architecture]string{arch: filepath.Join(dir, string(arch))}); err != nil {
 		t.Fatal(err)
 	}
 	return ref
@@ -135,7 +139,7 @@ func TestEmulatedServerBootsTenantMachines(t *testing.T) {
 	create(t, class, policy, emulatedHost(t, infra, e, emulatedServer, bmcPassword))
 	startManager(t)
 	p := startMetalPool(t, "emulated", infra)
-	image := pushTestOS(t)
+	image := pushTestOS(t, computev1alpha1.ArchitectureAMD64)
 
 	// Inspected out of band: what the BMC reports is the VM's.
 	waitHost(t, infra, emulatedServer.Name, "Available", 3*time.Minute, inState(metalv1alpha1.StateAvailable))
@@ -236,6 +240,62 @@ func TestEmulatedServerBootsTenantMachines(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("the second Machine was not deleted: %v", err)
+	}
+}
+
+// An arm64 emulated server (UEFI, AAVMF) is inspected through its BMC and deployed by
+// Ironic from a UEFI boot ISO (the ESP of make esp): the Machine boots the arm64 test OS
+// with its own first-boot config; deleted, the server is off with no media and the Host
+// is free again.
+func TestEmulatedArm64Server(t *testing.T) {
+	ctx := context.Background()
+	infra, tenant := newNamespace(t, "infra"), newNamespace(t, "tenant")
+	s := bmcemu.Spec{Name: "server-arm", CPUs: 1, MemoryMiB: 1024, DiskGiB: 8, MAC: "52:54:00:aa:00:03",
+		Architecture: computev1alpha1.ArchitectureARM64}
+	e := startEmulator(t, s)
+	class := &computev1alpha1.MachineClass{ObjectMeta: metav1.ObjectMeta{Name: "emulated-arm"},
+		Capabilities: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("512Mi")}}
+	policy := &metalv1alpha1.HostPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: infra, Name: "tenants"},
+		Spec: metalv1alpha1.HostPolicySpec{Namespaces: []string{tenant}}}
+	create(t, class, policy, emulatedHost(t, infra, e, s, bmcPassword))
+	startManager(t)
+	startMetalPool(t, "emulated-arm", infra)
+	image := pushTestOS(t, computev1alpha1.ArchitectureARM64)
+
+	waitHost(t, infra, s.Name, "Available", 3*time.Minute, inState(metalv1alpha1.StateAvailable))
+	hw := &metalv1alpha1.HardwareData{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: infra, Name: s.Name}, hw); err != nil {
+		t.Fatalf("HardwareData: %v", err)
+	}
+	if hw.Spec.Architecture != computev1alpha1.ArchitectureARM64 || hw.Spec.CPU.Count != 1 || hw.Spec.MemoryMiB != s.MemoryMiB || !hasMAC(hw, s.MAC) {
+		t.Errorf("HardwareData %+v, want arm64, 1 CPU, %d MiB and NIC %s", hw.Spec, s.MemoryMiB, s.MAC)
+	}
+
+	ud := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "arm-user-data"},
+		Data: map[string][]byte{"userData": []byte("#cloud-config\n# anvil-marker=arm-tenant\n")}}
+	m := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "arm"},
+		Spec: computev1alpha1.MachineSpec{MachineClassRef: computev1alpha1.MachineClassReference{Name: class.Name}, Image: image,
+			Architecture: computev1alpha1.ArchitectureARM64, UserDataRef: &computev1alpha1.SecretKeySelector{Name: ud.Name, Key: "userData"}}}
+	create(t, ud, m)
+	machineState(t, tenant, "arm", "Running", 5*time.Minute, func(m *computev1alpha1.Machine) bool {
+		return m.Status.State == computev1alpha1.MachineStateRunning
+	})
+	out := waitConsole(t, e.ConsolePath(s.Name), "ANVIL-TESTOS-READY arch=aarch64 ", 1, 3*time.Minute)
+	if !strings.Contains(out, testos.ReadyLine(computev1alpha1.ArchitectureARM64, "arm", "arm-tenant")) {
+		t.Errorf("the server booted without the Machine's first-boot config:\n%s", lastLines(out, 20))
+	}
+
+	if err := env.Client.Delete(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	waitHost(t, infra, s.Name, "Available and free again", 3*time.Minute, func(h *metalv1alpha1.Host) bool {
+		return inState(metalv1alpha1.StateAvailable)(h) && h.Spec.ConsumerRef == nil && h.Status.Image == nil
+	})
+	if got := redfishPower(t, e, s.Name); got != "Off" {
+		t.Errorf("the BMC says the released server is %s", got)
+	}
+	if inserted := e.InsertedMedia(s.Name); len(inserted) != 0 {
+		t.Errorf("the released server still holds media %v", inserted)
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/metal/site"
 	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/test/metalpool"
+	"github.com/anvil-dev/anvil/test/testos"
 )
 
 // startManager runs anvil's manager (scheduler and the rest) for the test.
@@ -64,7 +65,8 @@ func startMetalPool(t *testing.T, name, ns string) *pool.Pool {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	p, err := metalpool.Start(ctx, env.Config, env.Client, pool.Config{
-		Site: site.Config{RestConfig: env.Config, Namespace: ns, StateDir: dir, BusyPoll: 500 * time.Millisecond},
+		Site: site.Config{RestConfig: env.Config, Namespace: ns, StateDir: dir, BusyPoll: 500 * time.Millisecond,
+			ESPImage: testos.ESPImage(t)},
 		Name: name, ImageCacheDir: filepath.Join(dir, "cache"),
 	}, 2*time.Second)
 	if err != nil {
