@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/test/testos"
 )
 
@@ -40,9 +41,9 @@ spec:
   machinePoolSelector: {compute.anvil.dev/runtime: metal-b}
 `
 
-// The demo's bare-metal pool deploys the sample Machine onto an emulated server through
-// real Ironic and the Redfish BMC emulator, and the server's console shows the Machine's
-// marker; and `anvil runtime metal` with `anvil poollet`, as a site would run them,
+// The demo's bare-metal pool deploys the sample Machines onto emulated servers (amd64
+// BIOS, arm64 UEFI) through real Ironic and the Redfish BMC emulator, and each server's
+// console shows its Machine's marker; and `anvil runtime metal` with `anvil poollet`, as a site would run them,
 // provisions a Machine onto its own (fake-hardware) Host and gives the Host back when it
 // is deleted.
 func TestBareMetalPools(t *testing.T) {
@@ -51,7 +52,7 @@ func TestBareMetalPools(t *testing.T) {
 	d := startDev(t, "--state-dir", state, "--bin-dir", binDir, "--fake-pool", "",
 		"--apiserver-port", freePort(t), "--etcd-port", freePort(t), "--etcd-peer-port", freePort(t),
 		"--registry-port", registryPort, "--qemu-pools=false", "--metal-image-port", freePort(t),
-		"--emulated-servers", "1", "--bmc-port", freePort(t),
+		"--emulated-servers", "1", "--emulated-arm64-servers", "1", "--bmc-port", freePort(t),
 		"--test-os", testos.Dir(t), "--apply", samplesOnPort(t, registryPort))
 	t.Cleanup(func() { d.stop(syscall.SIGTERM) })
 	kubeconfig := filepath.Join(state, "kubeconfig")
@@ -63,6 +64,12 @@ func TestBareMetalPools(t *testing.T) {
 	waitKubectl(t, kubeconfig, "metal-1", "get", "host", "emulated-1", "-n", "anvil-metal", "-o", `jsonpath={.spec.consumerRef.name}`)
 	waitKubectl(t, kubeconfig, "2", "get", "hardwaredata", "metal-1", "-n", "default", "-o", "jsonpath={.spec.cpu.count}")
 	waitConsole(t, filepath.Join(state, "pools", "dev-metal", "servers", "emulated-1", "console.log"), "marker=metal-1", 1)
+	// The arm64 sample boots UEFI on the arm64 emulated server, from an ISO Ironic built
+	// around the ESP anvil dev found in --bin-dir.
+	waitKubectlLong(t, kubeconfig, "Running", 5*time.Minute, "get", "machine", "metal-arm64-1", "-n", "default", "-o", "jsonpath={.status.state}")
+	waitKubectl(t, kubeconfig, "metal-arm64-1", "get", "host", "emulated-arm64-1", "-n", "anvil-metal", "-o", `jsonpath={.spec.consumerRef.name}`)
+	waitConsole(t, filepath.Join(state, "pools", "dev-metal", "servers", "emulated-arm64-1", "console.log"),
+		testos.ReadyLine(computev1alpha1.ArchitectureARM64, "metal-arm64-1", "metal-arm64-1"), 1)
 
 	// A second site, run as its own processes.
 	image := "127.0.0.1:" + registryPort + "/anvil/metal-disk:latest"
