@@ -54,7 +54,7 @@ testos: $(BIN)/testos/VERSIONS ## The test OS (kernel, initramfs, cmdline) for a
 $(BIN)/testos/VERSIONS: $(shell find hack/testos -type f)
 	hack/testos/build.sh $(BIN)/testos
 
-esp: $(BIN)/esp.img ## The EFI system partition Ironic puts into the UEFI boot ISOs it builds (arm64 GRUB).
+esp: $(BIN)/esp.img ## The EFI system partition Ironic puts into the UEFI boot ISOs it builds (GRUB for amd64 and arm64).
 
 $(BIN)/esp.img: $(shell find hack/esp -type f) hack/testos/archive.sh
 	hack/esp/build.sh $@

@@ -27,10 +27,11 @@ packages=(
 	genisoimage
 	isolinux
 	syslinux-common
-	# arm64 emulated servers boot UEFI (AAVMF firmware); the UEFI boot ISOs Ironic builds
-	# carry an EFI system partition made by hack/esp/build.sh with grub-mkimage, mkfs.vfat
-	# and mtools.
+	# Emulated servers that boot UEFI (arm64: AAVMF; amd64 when asked: OVMF); the UEFI boot
+	# ISOs Ironic builds carry an EFI system partition made by hack/esp/build.sh with
+	# grub-mkimage, mkfs.vfat and mtools.
 	qemu-efi-aarch64
+	ovmf
 	grub-common
 	dosfstools
 	mtools

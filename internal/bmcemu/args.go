@@ -20,10 +20,12 @@ type Spec struct {
 	DiskGiB int64
 	// MAC is the address of its one NIC.
 	MAC string
-	// Architecture is the server's CPU: amd64 (also when empty) boots SeaBIOS, that is
-	// Legacy boot only; arm64 boots UEFI only, with the AAVMF firmware (package
-	// qemu-efi-aarch64), as arm64 servers do.
+	// Architecture is the server's CPU: amd64 (also when empty) or arm64.
 	Architecture computev1alpha1.Architecture
+	// UEFI makes an amd64 server boot UEFI (OVMF, package ovmf) instead of SeaBIOS
+	// (Legacy). arm64 servers always boot UEFI (AAVMF, package qemu-efi-aarch64), as
+	// arm64 servers do.
+	UEFI bool
 }
 
 // Boot modes, as Redfish's BootSourceOverrideMode names them.
@@ -40,21 +42,22 @@ func (s Spec) arch() computev1alpha1.Architecture {
 	return s.Architecture
 }
 
-// BootMode is how the server boots: Legacy (amd64) or UEFI (arm64). A Host for it says
-// the same in spec.bootMode.
+// BootMode is how the server boots: UEFI (arm64, or amd64 with UEFI set) or Legacy. A
+// Host for it says the same in spec.bootMode.
 func (s Spec) BootMode() string {
-	if s.arch() == computev1alpha1.ArchitectureARM64 {
+	if s.UEFI || s.arch() == computev1alpha1.ArchitectureARM64 {
 		return bootUEFI
 	}
 	return bootLegacy
 }
 
-// The AAVMF firmware: its code, read-only and shared, and the template of the variable
-// store each arm64 server gets a copy of (its NVRAM, kept across power cycles).
-const (
-	aavmfCode = "/usr/share/AAVMF/AAVMF_CODE.fd"
-	aavmfVars = "/usr/share/AAVMF/AAVMF_VARS.fd"
-)
+// uefiFirmware is, per architecture, the UEFI firmware's code (read-only, shared) and the
+// template of the variable store each server gets a copy of (its NVRAM, kept across
+// power cycles). Without Secure Boot: the ESP's GRUB is not signed.
+var uefiFirmware = map[computev1alpha1.Architecture]struct{ code, vars string }{
+	computev1alpha1.ArchitectureAMD64: {"/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VARS_4M.fd"},
+	computev1alpha1.ArchitectureARM64: {"/usr/share/AAVMF/AAVMF_CODE.fd", "/usr/share/AAVMF/AAVMF_VARS.fd"},
+}
 
 var (
 	nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
@@ -92,7 +95,7 @@ const (
 // launch is what one start of a server's QEMU needs besides its Spec.
 type launch struct {
 	disk, console, qmp, pidFile string
-	// vars is an arm64 server's UEFI variable store.
+	// vars is a UEFI server's variable store.
 	vars string
 	// cd and usb are the inserted media's files ("" when empty).
 	cd, usb string
@@ -101,7 +104,7 @@ type launch struct {
 }
 
 // qemuArgs is the QEMU command line (without the program) of a server: its board (q35
-// with SeaBIOS for amd64; virt with AAVMF for arm64), a virtio disk, a CD-ROM whose tray
+// for amd64, with SeaBIOS or OVMF; virt with AAVMF for arm64), a virtio disk, a CD-ROM whose tray
 // QMP can load and empty (id "cd": IDE on q35, SCSI on virt, which has no IDE), the USB
 // stick as a read-only virtio disk when one is inserted, and a NIC on a restricted user
 // network. Boot order is by bootindex (SeaBIOS and the UEFI firmware both follow it), so
@@ -127,13 +130,15 @@ func qemuArgs(s Spec, l launch, accel string) ([]string, error) {
 	if cpu != "" {
 		args = append(args, "-cpu", cpu)
 	}
+	if s.BootMode() == bootUEFI {
+		args = append(args,
+			"-drive", "if=pflash,format=raw,readonly=on,file="+optionValue(uefiFirmware[s.arch()].code),
+			"-drive", "if=pflash,format=raw,file="+optionValue(l.vars))
+	}
 	cdBus := "ide.0"
 	if s.arch() == computev1alpha1.ArchitectureARM64 {
 		cdBus = "scsi.0"
-		args = append(args,
-			"-drive", "if=pflash,format=raw,readonly=on,file="+optionValue(aavmfCode),
-			"-drive", "if=pflash,format=raw,file="+optionValue(l.vars),
-			"-device", "virtio-scsi-pci,id=scsi,bus=pcie.0")
+		args = append(args, "-device", "virtio-scsi-pci,id=scsi,bus=pcie.0")
 	}
 	args = append(args,
 		"-smp", strconv.Itoa(s.CPUs), "-m", strconv.FormatInt(s.MemoryMiB, 10)+"M",

@@ -9,8 +9,8 @@ import (
 
 func TestQemuArgsFollowTheBootOverrideAndMedia(t *testing.T) {
 	l := launch{disk: "/s/disk.qcow2", console: "/s/console.log", qmp: "/s/qmp.sock", pidFile: "/s/qemu.pid"}
-	arm := spec
-	arm.Architecture = computev1alpha1.ArchitectureARM64
+	arm, uefi := spec, spec
+	arm.Architecture, uefi.UEFI = computev1alpha1.ArchitectureARM64, true
 	for _, tc := range []struct {
 		name     string
 		s        Spec
@@ -27,10 +27,14 @@ func TestQemuArgsFollowTheBootOverrideAndMedia(t *testing.T) {
 		{"inserted media are attached", spec, func(l launch) launch { l.cd, l.usb = "/m/cd,1", "/m/usb"; return l },
 			[]string{"media=cdrom,readonly=on,format=raw,file=/m/cd,,1", "id=usbmedia,format=raw,readonly=on,file=/m/usb", "drive=usbmedia,id=usb"}, nil},
 		{"arm64 boots AAVMF on virt, its CD-ROM on SCSI", arm, func(l launch) launch { l.vars, l.bootCd = "/s/efivars.fd", true; return l },
-			[]string{"-machine virt", "-cpu cortex-a57", "if=pflash,format=raw,readonly=on,file=" + aavmfCode,
+			[]string{"-machine virt", "-cpu cortex-a57", "if=pflash,format=raw,readonly=on,file=/usr/share/AAVMF/AAVMF_CODE.fd",
 				"if=pflash,format=raw,file=/s/efivars.fd", "virtio-scsi-pci,id=scsi", "scsi-cd,drive=cdmedia,id=cd,bus=scsi.0,bootindex=0",
 				"diskdev,bus=pcie.0,bootindex=1"},
 			[]string{"ide", "q35"}},
+		{"amd64 with UEFI boots OVMF on q35", uefi, func(l launch) launch { l.vars = "/s/efivars.fd"; return l },
+			[]string{"-machine q35", "if=pflash,format=raw,readonly=on,file=/usr/share/OVMF/OVMF_CODE_4M.fd",
+				"if=pflash,format=raw,file=/s/efivars.fd", "ide-cd,drive=cdmedia,id=cd,bus=ide.0,bootindex=1"},
+			[]string{"scsi", "-machine virt"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			list, err := qemuArgs(tc.s, tc.l(l), "tcg")

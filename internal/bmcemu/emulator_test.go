@@ -177,68 +177,82 @@ func TestBootsTheInsertedCDWithItsConfigDrive(t *testing.T) {
 	}
 }
 
-// An arm64 server boots UEFI only: its BMC says so and refuses a Legacy override, reports
-// an ARM processor, and boots a UEFI ISO built the way Ironic builds one (the ESP of make
-// esp, grub.cfg at boot/grub/grub.cfg) with its config drive on the USB stick.
-func TestArm64ServerBootsAUEFIISO(t *testing.T) {
-	b := start(t, armSpec)
-	sys := root + "/Systems/server-arm"
-	if _, s := b.do("GET", sys, nil); s["Boot"].(map[string]any)["BootSourceOverrideMode"] != "UEFI" {
-		t.Errorf("BootSourceOverrideMode = %v, want UEFI", s["Boot"])
-	}
-	if _, p := b.do("GET", sys+"/Processors/1", nil); p["ProcessorArchitecture"] != "ARM" || p["InstructionSet"] != "ARM-A64" {
-		t.Errorf("processor: %v", p)
-	}
-	if code, _ := b.do("PATCH", sys, map[string]any{"Boot": map[string]any{"BootSourceOverrideMode": "Legacy"}}); code != http.StatusBadRequest {
-		t.Errorf("PATCH a Legacy override: %d, want 400", code)
-	}
+// UEFI servers (arm64 always; amd64 when asked) say so, refuse a Legacy override, report
+// their processor, and boot a UEFI ISO built the way Ironic builds one (the ESP of make
+// esp, grub.cfg at boot/grub/grub.cfg) with the config drive on the USB stick.
+func TestUEFIServersBootAUEFIISO(t *testing.T) {
+	amdUEFI := spec
+	amdUEFI.Name, amdUEFI.MAC, amdUEFI.UEFI = "server-uefi", "52:54:00:12:34:58", true
+	for _, tc := range []struct {
+		s         Spec
+		arch, isa string
+		console   string
+	}{
+		{armSpec, "ARM", "ARM-A64", "console=ttyAMA0"},
+		{amdUEFI, "x86", "x86-64", "console=ttyS0"},
+	} {
+		t.Run(string(tc.s.arch()), func(t *testing.T) {
+			b := start(t, tc.s)
+			name := tc.s.Name
+			sys := root + "/Systems/" + name
+			if _, s := b.do("GET", sys, nil); s["Boot"].(map[string]any)["BootSourceOverrideMode"] != "UEFI" {
+				t.Errorf("BootSourceOverrideMode = %v, want UEFI", s["Boot"])
+			}
+			if _, p := b.do("GET", sys+"/Processors/1", nil); p["ProcessorArchitecture"] != tc.arch || p["InstructionSet"] != tc.isa {
+				t.Errorf("processor: %v", p)
+			}
+			if code, _ := b.do("PATCH", sys, map[string]any{"Boot": map[string]any{"BootSourceOverrideMode": "Legacy"}}); code != http.StatusBadRequest {
+				t.Errorf("PATCH a Legacy override: %d, want 400", code)
+			}
 
-	dir := t.TempDir()
-	uefiBootISO(t, filepath.Join(dir, "boot.iso"))
-	configDrive(t, filepath.Join(dir, "config.iso"), "arm-one", "arm-stick")
-	media := httptest.NewServer(http.FileServer(http.Dir(dir)))
-	defer media.Close()
-	mgr := root + "/Managers/server-arm/VirtualMedia/"
-	for slot, file := range map[string]string{"UsbStick": "config.iso", "Cd": "boot.iso"} {
-		if code, _ := b.do("POST", mgr+slot+"/Actions/VirtualMedia.InsertMedia", map[string]any{"Image": media.URL + "/" + file}); code != http.StatusNoContent {
-			t.Fatalf("InsertMedia %s: %d", slot, code)
-		}
-	}
-	if code, _ := b.do("PATCH", sys, map[string]any{"Boot": map[string]any{
-		"BootSourceOverrideTarget": "Cd", "BootSourceOverrideEnabled": "Once", "BootSourceOverrideMode": "UEFI"}}); code != http.StatusNoContent {
-		t.Fatalf("PATCH Boot: %d", code)
-	}
-	if code, _ := b.do("POST", sys+"/Actions/ComputerSystem.Reset", map[string]any{"ResetType": "On"}); code != http.StatusNoContent {
-		t.Fatalf("Reset On: %d", code)
-	}
-	waitConsole(t, b.e.ConsolePath("server-arm"), testos.ReadyLine(computev1alpha1.ArchitectureARM64, "arm-one", "arm-stick"), 1)
-	if inserted := cdInserted(t, b.e.machines["server-arm"].qmpSocket()); !inserted {
-		t.Error("QEMU's SCSI CD-ROM is empty while the Cd slot holds the ISO")
-	}
-	if code, _ := b.do("POST", mgr+"Cd/Actions/VirtualMedia.EjectMedia", map[string]any{}); code != http.StatusNoContent {
-		t.Fatalf("EjectMedia: %d", code)
-	}
-	if inserted := cdInserted(t, b.e.machines["server-arm"].qmpSocket()); inserted {
-		t.Error("QEMU's CD-ROM still holds the medium after EjectMedia")
+			dir := t.TempDir()
+			uefiBootISO(t, filepath.Join(dir, "boot.iso"), tc.s.arch(), tc.console)
+			configDrive(t, filepath.Join(dir, "config.iso"), name, "uefi-stick")
+			media := httptest.NewServer(http.FileServer(http.Dir(dir)))
+			defer media.Close()
+			mgr := root + "/Managers/" + name + "/VirtualMedia/"
+			for slot, file := range map[string]string{"UsbStick": "config.iso", "Cd": "boot.iso"} {
+				if code, _ := b.do("POST", mgr+slot+"/Actions/VirtualMedia.InsertMedia", map[string]any{"Image": media.URL + "/" + file}); code != http.StatusNoContent {
+					t.Fatalf("InsertMedia %s: %d", slot, code)
+				}
+			}
+			if code, _ := b.do("PATCH", sys, map[string]any{"Boot": map[string]any{
+				"BootSourceOverrideTarget": "Cd", "BootSourceOverrideEnabled": "Once", "BootSourceOverrideMode": "UEFI"}}); code != http.StatusNoContent {
+				t.Fatalf("PATCH Boot: %d", code)
+			}
+			if code, _ := b.do("POST", sys+"/Actions/ComputerSystem.Reset", map[string]any{"ResetType": "On"}); code != http.StatusNoContent {
+				t.Fatalf("Reset On: %d", code)
+			}
+			waitConsole(t, b.e.ConsolePath(name), testos.ReadyLine(tc.s.arch(), name, "uefi-stick"), 1)
+			if inserted := cdInserted(t, b.e.machines[name].qmpSocket()); !inserted {
+				t.Error("QEMU's CD-ROM is empty while the Cd slot holds the ISO")
+			}
+			if code, _ := b.do("POST", mgr+"Cd/Actions/VirtualMedia.EjectMedia", map[string]any{}); code != http.StatusNoContent {
+				t.Fatalf("EjectMedia: %d", code)
+			}
+			if inserted := cdInserted(t, b.e.machines[name].qmpSocket()); inserted {
+				t.Error("QEMU's CD-ROM still holds the medium after EjectMedia")
+			}
+		})
 	}
 }
 
 // uefiBootISO builds at path what Ironic's create_esp_image_for_uefi builds with
 // [DEFAULT] esp_image set (internal/ironic): the ESP as boot/grub/efiboot.img, the El
-// Torito image, and a grub.cfg at boot/grub/grub.cfg booting the arm64 test OS.
-func uefiBootISO(t *testing.T, path string) {
+// Torito image, and a grub.cfg at boot/grub/grub.cfg booting arch's test OS.
+func uefiBootISO(t *testing.T, path string, arch computev1alpha1.Architecture, console string) {
 	t.Helper()
 	osDir := testos.Dir(t)
 	tree := t.TempDir()
 	mustRun(t, "mkdir", "-p", filepath.Join(tree, "boot", "grub"))
 	for from, to := range map[string]string{
-		testos.ESPImage(t):                         "boot/grub/efiboot.img",
-		filepath.Join(osDir, "arm64", "kernel"):    "vmlinuz",
-		filepath.Join(osDir, "arm64", "initramfs"): "initrd",
+		testos.ESPImage(t):                              "boot/grub/efiboot.img",
+		filepath.Join(osDir, string(arch), "kernel"):    "vmlinuz",
+		filepath.Join(osDir, string(arch), "initramfs"): "initrd",
 	} {
 		mustRun(t, "cp", from, filepath.Join(tree, to))
 	}
-	cfg := "set timeout=0\nmenuentry boot {\nlinux /vmlinuz console=ttyAMA0\ninitrd /initrd\n}\n"
+	cfg := "set timeout=0\nmenuentry boot {\nlinux /vmlinuz " + console + "\ninitrd /initrd\n}\n"
 	if err := writeFile(filepath.Join(tree, "boot", "grub", "grub.cfg"), cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -67,8 +67,8 @@ func (m *machine) powerOn(ctx context.Context) error {
 		bootCd: m.overrideEnabled != "Disabled" && m.override == targetCd}
 	if m.spec.BootMode() == bootUEFI {
 		l.vars = m.path("efivars.fd")
-		if err := copyOnce(aavmfVars, l.vars); err != nil {
-			return fmt.Errorf("the server's UEFI variable store (package qemu-efi-aarch64): %w", err)
+		if err := copyOnce(uefiFirmware[m.spec.arch()].vars, l.vars); err != nil {
+			return fmt.Errorf("the server's UEFI variable store (packages ovmf, qemu-efi-aarch64): %w", err)
 		}
 	}
 	if m.media[slotCd] != "" {

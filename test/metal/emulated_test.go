@@ -63,13 +63,12 @@ func emulatedHost(t *testing.T, ns string, e *bmcemu.Emulator, s bmcemu.Spec, pa
 			BMC:            metalv1alpha1.BMC{Address: e.Address(s.Name), CredentialsSecretRef: &metalv1alpha1.SecretReference{Name: secret.Name}},
 			BootMACAddress: s.MAC,
 			Architecture:   computev1alpha1.ArchitectureAMD64,
-			// The emulator's amd64 servers boot SeaBIOS, its arm64 ones UEFI.
-			BootMode: metalv1alpha1.BootModeLegacy,
 		},
 	}
-	if s.Architecture == computev1alpha1.ArchitectureARM64 {
-		h.Spec.Architecture, h.Spec.BootMode = s.Architecture, metalv1alpha1.BootModeUEFI
+	if s.Architecture != "" {
+		h.Spec.Architecture = s.Architecture
 	}
+	h.Spec.BootMode = metalv1alpha1.BootMode(s.BootMode())
 	return h
 }
 
@@ -243,59 +242,71 @@ func TestEmulatedServerBootsTenantMachines(t *testing.T) {
 	}
 }
 
-// An arm64 emulated server (UEFI, AAVMF) is inspected through its BMC and deployed by
-// Ironic from a UEFI boot ISO (the ESP of make esp): the Machine boots the arm64 test OS
-// with its own first-boot config; deleted, the server is off with no media and the Host
-// is free again.
-func TestEmulatedArm64Server(t *testing.T) {
+// Emulated servers that boot UEFI, an arm64 one (AAVMF) and an amd64 one (OVMF), are
+// inspected through their BMC and deployed at once by Ironic from UEFI boot ISOs (built
+// around the ESP of make esp): each Machine boots its architecture's test OS with its own
+// first-boot config; deleted, each server is off with no media and its Host free again.
+func TestEmulatedUEFIServers(t *testing.T) {
 	ctx := context.Background()
 	infra, tenant := newNamespace(t, "infra"), newNamespace(t, "tenant")
-	s := bmcemu.Spec{Name: "server-arm", CPUs: 1, MemoryMiB: 1024, DiskGiB: 8, MAC: "52:54:00:aa:00:03",
-		Architecture: computev1alpha1.ArchitectureARM64}
-	e := startEmulator(t, s)
-	class := &computev1alpha1.MachineClass{ObjectMeta: metav1.ObjectMeta{Name: "emulated-arm"},
+	servers := []bmcemu.Spec{
+		{Name: "server-arm", CPUs: 1, MemoryMiB: 1024, DiskGiB: 8, MAC: "52:54:00:aa:00:03", Architecture: computev1alpha1.ArchitectureARM64},
+		{Name: "server-uefi", CPUs: 1, MemoryMiB: 1024, DiskGiB: 8, MAC: "52:54:00:aa:00:04", Architecture: computev1alpha1.ArchitectureAMD64, UEFI: true},
+	}
+	e := startEmulator(t, servers...)
+	class := &computev1alpha1.MachineClass{ObjectMeta: metav1.ObjectMeta{Name: "emulated-uefi"},
 		Capabilities: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("512Mi")}}
 	policy := &metalv1alpha1.HostPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: infra, Name: "tenants"},
 		Spec: metalv1alpha1.HostPolicySpec{Namespaces: []string{tenant}}}
-	create(t, class, policy, emulatedHost(t, infra, e, s, bmcPassword))
+	create(t, class, policy)
+	for _, s := range servers {
+		create(t, emulatedHost(t, infra, e, s, bmcPassword))
+	}
 	startManager(t)
-	startMetalPool(t, "emulated-arm", infra)
-	image := pushTestOS(t, computev1alpha1.ArchitectureARM64)
+	startMetalPool(t, "emulated-uefi", infra)
 
-	waitHost(t, infra, s.Name, "Available", 3*time.Minute, inState(metalv1alpha1.StateAvailable))
-	hw := &metalv1alpha1.HardwareData{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: infra, Name: s.Name}, hw); err != nil {
-		t.Fatalf("HardwareData: %v", err)
+	machines := make([]*computev1alpha1.Machine, len(servers))
+	for i, s := range servers {
+		waitHost(t, infra, s.Name, "Available", 3*time.Minute, inState(metalv1alpha1.StateAvailable))
+		hw := &metalv1alpha1.HardwareData{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: infra, Name: s.Name}, hw); err != nil {
+			t.Fatalf("HardwareData: %v", err)
+		}
+		if hw.Spec.Architecture != s.Architecture || hw.Spec.CPU.Count != 1 || hw.Spec.MemoryMiB != s.MemoryMiB || !hasMAC(hw, s.MAC) {
+			t.Errorf("HardwareData of %s: %+v, want %s, 1 CPU, %d MiB and NIC %s", s.Name, hw.Spec, s.Architecture, s.MemoryMiB, s.MAC)
+		}
+		name := "on-" + s.Name
+		ud := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: name + "-user-data"},
+			Data: map[string][]byte{"userData": []byte("#cloud-config\n# anvil-marker=" + name + "\n")}}
+		machines[i] = &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: name},
+			Spec: computev1alpha1.MachineSpec{MachineClassRef: computev1alpha1.MachineClassReference{Name: class.Name},
+				Image: pushTestOS(t, s.Architecture), Architecture: s.Architecture,
+				UserDataRef: &computev1alpha1.SecretKeySelector{Name: ud.Name, Key: "userData"}}}
+		create(t, ud, machines[i])
 	}
-	if hw.Spec.Architecture != computev1alpha1.ArchitectureARM64 || hw.Spec.CPU.Count != 1 || hw.Spec.MemoryMiB != s.MemoryMiB || !hasMAC(hw, s.MAC) {
-		t.Errorf("HardwareData %+v, want arm64, 1 CPU, %d MiB and NIC %s", hw.Spec, s.MemoryMiB, s.MAC)
+	for i, s := range servers {
+		machineState(t, tenant, machines[i].Name, "Running", 5*time.Minute, func(m *computev1alpha1.Machine) bool {
+			return m.Status.State == computev1alpha1.MachineStateRunning
+		})
+		out := waitConsole(t, e.ConsolePath(s.Name), "ANVIL-TESTOS-READY arch="+testos.UnameMachine(s.Architecture)+" ", 1, 3*time.Minute)
+		if !strings.Contains(out, testos.ReadyLine(s.Architecture, machines[i].Name, machines[i].Name)) {
+			t.Errorf("%s booted without its Machine's first-boot config:\n%s", s.Name, lastLines(out, 20))
+		}
 	}
 
-	ud := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "arm-user-data"},
-		Data: map[string][]byte{"userData": []byte("#cloud-config\n# anvil-marker=arm-tenant\n")}}
-	m := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "arm"},
-		Spec: computev1alpha1.MachineSpec{MachineClassRef: computev1alpha1.MachineClassReference{Name: class.Name}, Image: image,
-			Architecture: computev1alpha1.ArchitectureARM64, UserDataRef: &computev1alpha1.SecretKeySelector{Name: ud.Name, Key: "userData"}}}
-	create(t, ud, m)
-	machineState(t, tenant, "arm", "Running", 5*time.Minute, func(m *computev1alpha1.Machine) bool {
-		return m.Status.State == computev1alpha1.MachineStateRunning
-	})
-	out := waitConsole(t, e.ConsolePath(s.Name), "ANVIL-TESTOS-READY arch=aarch64 ", 1, 3*time.Minute)
-	if !strings.Contains(out, testos.ReadyLine(computev1alpha1.ArchitectureARM64, "arm", "arm-tenant")) {
-		t.Errorf("the server booted without the Machine's first-boot config:\n%s", lastLines(out, 20))
-	}
-
-	if err := env.Client.Delete(ctx, m); err != nil {
-		t.Fatal(err)
-	}
-	waitHost(t, infra, s.Name, "Available and free again", 3*time.Minute, func(h *metalv1alpha1.Host) bool {
-		return inState(metalv1alpha1.StateAvailable)(h) && h.Spec.ConsumerRef == nil && h.Status.Image == nil
-	})
-	if got := redfishPower(t, e, s.Name); got != "Off" {
-		t.Errorf("the BMC says the released server is %s", got)
-	}
-	if inserted := e.InsertedMedia(s.Name); len(inserted) != 0 {
-		t.Errorf("the released server still holds media %v", inserted)
+	for i, s := range servers {
+		if err := env.Client.Delete(ctx, machines[i]); err != nil {
+			t.Fatal(err)
+		}
+		waitHost(t, infra, s.Name, "Available and free again", 3*time.Minute, func(h *metalv1alpha1.Host) bool {
+			return inState(metalv1alpha1.StateAvailable)(h) && h.Spec.ConsumerRef == nil && h.Status.Image == nil
+		})
+		if got := redfishPower(t, e, s.Name); got != "Off" {
+			t.Errorf("the BMC says the released %s is %s", s.Name, got)
+		}
+		if inserted := e.InsertedMedia(s.Name); len(inserted) != 0 {
+			t.Errorf("the released %s still holds media %v", s.Name, inserted)
+		}
 	}
 }
 
