@@ -17,18 +17,9 @@ out=$(realpath -m "$1")
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${TESTOS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/anvil/testos}
 
-for tool in apt-get apt-cache dpkg-deb flock sha256sum grub-mkimage mkfs.vfat mmd mcopy; do
-	command -v "$tool" >/dev/null || { echo "esp: $tool is missing: run make deps" >&2; exit 1; }
-done
-
-mkdir -p "$cache"
-exec 9>"$cache/lock"
-flock 9 # one build at a time shares the cache
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-
 # shellcheck source=hack/testos/archive.sh
 source "$here/../testos/archive.sh"
+begin_build esp apt-get apt-cache dpkg-deb flock sha256sum grub-mkimage mkfs.vfat mmd mcopy
 
 # GRUB's name for an architecture's EFI platform, and the removable-media boot file the
 # UEFI specification gives it.
@@ -70,7 +61,8 @@ done < <(grep -v '^#' "$here/packages")
 # 8 MiB: room for a loader per architecture; --invariant fixes the volume id and times.
 img=$work/esp.img
 mkfs.vfat --invariant -n ANVIL-ESP -C "$img" 8192 >/dev/null
-export MTOOLS_SKIP_CHECK=1
+# Fixed times for the folders mmd makes (mcopy -m keeps the files' own).
+export MTOOLS_SKIP_CHECK=1 SOURCE_DATE_EPOCH=1577836800
 mmd -i "$img" ::/EFI ::/EFI/BOOT
 for f in "$work"/efi/*; do
 	mcopy -m -i "$img" "$f" ::/EFI/BOOT/

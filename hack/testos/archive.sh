@@ -4,11 +4,27 @@
 #
 # The caller sets:
 #   cache  the package cache folder (one subfolder per architecture)
-#   work   a scratch folder that lives as long as one build
+#   work   a scratch folder that lives as long as one build (begin_build makes it)
 #
 # fetch ARCH PACKAGE VERSION prints the path of the .deb to use for a pin. It never calls
 # itself: a pin resolves once to what the archive has, and a replacement, once found, is
 # remembered in the cache so that a later build neither asks the archive nor warns again.
+
+# begin_build NAME TOOL... starts a build that uses the cache: it fails naming any TOOL
+# missing, takes the cache's lock (one build at a time shares it; held until the script
+# exits) and makes the scratch folder $work, removed on exit.
+begin_build() {
+	local name=$1 tool
+	shift
+	for tool in "$@"; do
+		command -v "$tool" >/dev/null || { echo "$name: $tool is missing: run make deps" >&2; exit 1; }
+	done
+	mkdir -p "$cache"
+	exec 9>"$cache/lock"
+	flock 9
+	work=$(mktemp -d)
+	trap 'rm -rf "$work"' EXIT
+}
 
 # apt_opts ARCH prints apt options that point every list, cache and status file at ARCH's
 # own folder in the cache, never at the machine's own apt state.

@@ -18,20 +18,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 cache=${TESTOS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/anvil/testos}
 archs=(amd64 arm64)
 
-for tool in apt-get apt-cache dpkg-deb cpio gzip flock sha256sum; do
-	command -v "$tool" >/dev/null || { echo "testos: $tool is missing: run make deps" >&2; exit 1; }
-done
-
-mkdir -p "$cache"
-for a in "${archs[@]}"; do mkdir -p "$cache/$a/debs"; done
-exec 9>"$cache/lock"
-flock 9 # one build at a time shares the cache
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-
-# apt_opts, update_lists and fetch: the archive lookups, with their own test.
+# begin_build, apt_opts, update_lists and fetch: the archive lookups, with their own test.
 # shellcheck source=hack/testos/archive.sh
 source "$here/archive.sh"
+begin_build testos apt-get apt-cache dpkg-deb cpio gzip flock sha256sum
+for a in "${archs[@]}"; do mkdir -p "$cache/$a/debs"; done
 
 # module_order prints, for the kernel modules tree MODDIR, the .ko files to load for the
 # wanted modules, dependencies first. Modules the kernel has built in are left out.
