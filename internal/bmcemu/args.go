@@ -125,6 +125,7 @@ func qemuArgs(s Spec, l launch, accel string) ([]string, error) {
 	args := []string{
 		"-name", "guest=" + s.Name,
 		"-nodefaults", "-no-user-config", "-display", "none",
+		"-sandbox", vm.Sandbox,
 		"-machine", machine, "-accel", accel,
 	}
 	if cpu != "" {

@@ -15,8 +15,6 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 )
 
-// qcow2Magic starts every qcow2 file; it tells a mislabelled disk before it is pushed.
-var qcow2Magic = []byte{'Q', 'F', 'I', 0xfb}
 
 // Build makes one architecture's OS image from local files. The image holds no
 // timestamps, so the same files always give the same digest.
@@ -102,6 +100,10 @@ func checkDiskFormat(path string, format DiskFormat) error {
 		return fmt.Errorf("disk %s is declared qcow2 but is not a qcow2 file", path)
 	case format == DiskFormatRaw && isQCOW2:
 		return fmt.Errorf("disk %s is declared raw but is a qcow2 file", path)
+	case isQCOW2:
+		if err := checkQCOW2File(path); err != nil {
+			return fmt.Errorf("disk %s: %w", path, err)
+		}
 	}
 	return nil
 }

@@ -111,7 +111,8 @@ func (c *Cache) Entry(ctx context.Context, reference, digest string, arch comput
 }
 
 // Pull fetches (once, even when called concurrently) the layers of the entry Entry names
-// and returns its files as paths inside the cache (callers must not modify them).
+// and returns its files as paths inside the cache (callers must not modify them). A qcow2
+// disk whose header names another file is refused with ErrUnsafeDisk.
 func (c *Cache) Pull(ctx context.Context, reference, digest string, arch computev1alpha1.Architecture) (Files, error) {
 	e, err := c.Entry(ctx, reference, digest, arch)
 	if err != nil {
@@ -131,6 +132,11 @@ func (c *Cache) Pull(ctx context.Context, reference, digest string, arch compute
 		case MediaTypeDiskRaw:
 			files.Disk, files.DiskFormat = p, DiskFormatRaw
 		case MediaTypeDiskQCOW2:
+			// Checked at every pull, not only the first: the cache may be older than
+			// this check.
+			if err := checkQCOW2File(p); err != nil {
+				return Files{}, fmt.Errorf("%s: disk layer %s: %w", reference, l.Digest, err)
+			}
 			files.Disk, files.DiskFormat = p, DiskFormatQCOW2
 		}
 	}

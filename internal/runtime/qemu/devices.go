@@ -3,12 +3,14 @@ package qemu
 import (
 	"crypto/sha256"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/mri"
+	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
 )
 
@@ -98,6 +100,25 @@ var handlePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9]
 // handlePath is where the disk of a volume handle lives.
 func handlePath(state, handle string) string {
 	return filepath.Join(state, volumesDir, filepath.FromSlash(handle))
+}
+
+// handleFormat is the format a handle volume's file is opened with, decided by its name,
+// never probed from its bytes: a guest writes its raw disk, so a probe would let it write
+// a qcow2 header naming a host file (say /etc/shadow) that QEMU then opens as the disk.
+// A file named *.qcow2 is qcow2, and its header must name no other file; any other is raw.
+func handleFormat(path string) (vm.DiskFormat, error) {
+	if !strings.HasSuffix(path, ".qcow2") {
+		return vm.FormatRaw, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if err := osimage.CheckQCOW2(f); err != nil {
+		return "", err
+	}
+	return vm.FormatQCOW2, nil
 }
 
 // validateVolume refuses a volume to attach: the contract's check, then this runtime's.

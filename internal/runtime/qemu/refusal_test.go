@@ -2,14 +2,25 @@ package qemu
 
 import (
 	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/mri"
+	"github.com/anvil-dev/anvil/internal/osimage"
+	"github.com/anvil-dev/anvil/internal/registry"
+	"github.com/anvil-dev/anvil/test/testos"
 )
 
 func createErr(rt *Runtime, uid string, spec *mriv1alpha1.MachineSpec) error {
@@ -86,4 +97,78 @@ func TestCapacityAdmission(t *testing.T) {
 	create(t, rt, "first", spec)
 	create(t, rt, "second", spec)
 	wantRefusal(t, "a third half", createErr(rt, "third", spec), codes.ResourceExhausted, mriv1alpha1.ErrorReason_ERROR_REASON_NO_CAPACITY)
+}
+
+// The attack: a tenant pushes, with any OCI tool, an image whose qcow2 disk names a host
+// file as its backing file, hoping to boot with that file as its disk. The runtime refuses
+// the image (UnsafeImage) and never starts QEMU for it.
+func TestRefusesADiskThatNamesAHostFile(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "host-secret")
+	if err := os.WriteFile(secret, []byte("HOST-SECRET"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	disk := filepath.Join(dir, "disk.qcow2")
+	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", "-b", secret, "-F", "raw", disk).CombinedOutput(); err != nil {
+		t.Fatalf("qemu-img: %v\n%s", err, out)
+	}
+	img := pushRawImage(t, computev1alpha1.ArchitectureAMD64, map[types.MediaType]string{
+		osimage.MediaTypeKernel:    filepath.Join(testos.Dir(t), "amd64", "kernel"),
+		osimage.MediaTypeInitramfs: filepath.Join(testos.Dir(t), "amd64", "initramfs"),
+		osimage.MediaTypeDiskQCOW2: disk,
+	})
+	cfg := testConfig(t, computev1alpha1.ArchitectureAMD64)
+	rt := newRuntime(t, cfg)
+	m := create(t, rt, "backed", machineSpec(img, mriv1alpha1.Architecture_ARCHITECTURE_AMD64))
+	m = await(t, rt, m.Metadata.Id, "refused the image", func(m *mriv1alpha1.Machine) bool {
+		for _, c := range m.GetStatus().GetConditions() {
+			if c.Type == CondImagePulled && !c.Status && c.Reason == "UnsafeImage" {
+				return true
+			}
+		}
+		return false
+	})
+	if m.Status.State != mriv1alpha1.MachineState_MACHINE_STATE_TERMINATED {
+		t.Errorf("state %s, want Terminated", m.Status.State)
+	}
+	if pids := qemusUnder(cfg.StateDir); len(pids) != 0 {
+		t.Errorf("QEMU runs for the refused image: %v", pids)
+	}
+	remove(t, rt, m.Metadata.Id)
+	await(t, rt, m.Metadata.Id, "went away", gone)
+}
+
+// pushRawImage pushes an OS image of the given layers as a generic OCI client would,
+// without anvil's own checks, and returns it.
+func pushRawImage(t *testing.T, arch computev1alpha1.Architecture, layers map[types.MediaType]string) testImage {
+	t.Helper()
+	reg, err := registry.Start(context.Background(), 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Stop() })
+	img, err := mutate.ConfigFile(mutate.MediaType(empty.Image, types.OCIManifestSchema1), &v1.ConfigFile{Architecture: string(arch), OS: osimage.OS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mt := range []types.MediaType{osimage.MediaTypeKernel, osimage.MediaTypeInitramfs, osimage.MediaTypeDiskRaw, osimage.MediaTypeDiskQCOW2} {
+		path, ok := layers[mt]
+		if !ok {
+			continue
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if img, err = mutate.AppendLayers(img, static.NewLayer(b, mt)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	img = mutate.ConfigMediaType(img, osimage.MediaTypeConfig)
+	ref := reg.Host + "/tenant/hostile:1"
+	digest, err := osimage.PushImage(context.Background(), ref, img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testImage{Reference: ref, Digest: digest}
 }

@@ -60,6 +60,8 @@ func (w *worker) startPull() {
 			m.rec.Failure = &failure{Reason: "WrongArchitecture", Message: err.Error()}
 		case errors.Is(err, osimage.ErrImageNotFound):
 			m.rec.Failure = &failure{Reason: "ImageNotFound", Message: err.Error()}
+		case errors.Is(err, osimage.ErrUnsafeDisk):
+			m.rec.Failure = &failure{Reason: "UnsafeImage", Message: err.Error()}
 		case err != nil:
 			m.obs.pullErr = err.Error()
 			m.failedLocked()
@@ -115,7 +117,7 @@ func (w *worker) makeDisk(ctx context.Context, d *device, v *mriv1alpha1.Volume,
 		if _, err := os.Stat(path); err != nil {
 			return "", "", fmt.Errorf("no disk file %s for handle %q: %w", path, h, err)
 		}
-		format, _, err := vm.Inspect(ctx, path, "")
+		format, err := handleFormat(path)
 		return path, format, err
 	}
 	path := filepath.Join(w.dir, disksDir, d.QEMUID+".qcow2")

@@ -9,6 +9,12 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 )
 
+// Sandbox is QEMU's seccomp filter for guests: a QEMU a guest breaks out of cannot gain
+// privileges (setuid), change its scheduling, or use obsolete system calls. Spawning
+// stays allowed: a NIC's guest forwards run their command through /bin/sh, and a NIC
+// with forwards may be hot-plugged into a running VM.
+const Sandbox = "on,obsolete=deny,elevateprivileges=deny,resourcecontrol=deny"
+
 // Args returns QEMU's command line (without the program) for s. The same device
 // descriptions serve for hotplug, so a device plugged later looks like one from the start.
 func Args(s Spec) ([]string, error) {
@@ -25,6 +31,7 @@ func Args(s Spec) ([]string, error) {
 	args := []string{
 		"-name", "guest=" + s.Name,
 		"-nodefaults", "-no-user-config", "-display", "none",
+		"-sandbox", Sandbox,
 		"-machine", machine, "-accel", string(s.Accel),
 	}
 	if cpu != "" {

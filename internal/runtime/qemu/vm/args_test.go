@@ -59,6 +59,11 @@ func TestArgsPerArchitecture(t *testing.T) {
 		if got := value(args, "-accel", 0); got != string(tc.accel) {
 			t.Errorf("accel %q", got)
 		}
+		// Every guest's QEMU runs under the seccomp sandbox; the guest-boot tests start
+		// QEMU with it, so a filter that broke a VM would fail them.
+		if got := value(args, "-sandbox", 0); got != Sandbox || !strings.Contains(got, "elevateprivileges=deny") {
+			t.Errorf("%s/%s: sandbox %q, want %q", tc.arch, tc.accel, got, Sandbox)
+		}
 	}
 }
 
