@@ -15,7 +15,6 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 )
 
-
 // Build makes one architecture's OS image from local files. The image holds no
 // timestamps, so the same files always give the same digest.
 func Build(f Files) (v1.Image, error) {
