@@ -10,13 +10,14 @@ import (
 
 func newPoolletCommand() *cobra.Command {
 	var endpoint string
+	var peers []uint
 	o := poollet.DefaultOptions("")
 	cmd := &cobra.Command{
 		Use:   "poollet",
 		Short: "Run the agent of one MachinePool against its runtime",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			rt, conn, err := mri.Dial(endpoint)
+			rt, conn, err := mri.Dial(endpoint, peerOption(peers))
 			if err != nil {
 				return err
 			}
@@ -36,6 +37,7 @@ func newPoolletCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&o.Pool, "pool", "", "name of the MachinePool (required)")
 	f.StringVar(&endpoint, "runtime", "", "the runtime's endpoint, unix:///path.sock (required)")
+	addPeerFlag(f, &peers)
 	f.StringVar(&o.ProviderID, "provider-id", "", "spec.providerID of a pool this poollet creates")
 	f.StringToStringVar(&o.Labels, "labels", nil, "labels of a pool this poollet creates")
 	f.DurationVar(&o.Interval, "interval", o.Interval, "how often the runtime's capacity is read and the Lease renewed")

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
@@ -58,6 +59,7 @@ func (f *fakeFlags) config(name string) (fake.Config, error) {
 
 func newFakeRuntimeCommand() *cobra.Command {
 	var socket, name string
+	var peers []uint
 	f := fakeFlags{cpu: "64", memory: "256Gi", archs: []string{"amd64"}}
 	cmd := &cobra.Command{
 		Use:   "fake",
@@ -74,11 +76,12 @@ func newFakeRuntimeCommand() *cobra.Command {
 			}
 			defer rt.Close()
 			fmt.Fprintf(cmd.OutOrStdout(), "fake runtime %s serving on %s\n", name, socket)
-			return mri.Serve(cmd.Context(), socket, rt)
+			return mri.Serve(cmd.Context(), socket, rt, peerOption(peers))
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&socket, "socket", "unix:///tmp/anvil-fake.sock", "where to serve, unix:///path")
+	fl.StringVar(&socket, "socket", mri.DefaultEndpoint("fake"), "where to serve, unix:///path (its folder must be writable by its owner alone)")
+	addPeerFlag(fl, &peers)
 	fl.StringVar(&name, "name", "fake", "runtime name, used in machine ids")
 	fl.StringVar(&f.stateFile, "state-file", f.stateFile, "keep machines across restarts in this file")
 	f.addFlags(cmd)
@@ -97,4 +100,19 @@ func (f *fakeFlags) addFlags(cmd *cobra.Command) {
 	fl.Float64Var(&f.failure, "failure-rate", f.failure, "probability that a call fails with UNAVAILABLE")
 	fl.Float64Var(&f.silentFailure, "silent-failure-rate", f.silentFailure, "probability that a call succeeds but its effect is lost")
 	fl.Int64Var(&f.seed, "seed", f.seed, "seed of latency and failure randomness")
+}
+
+// addPeerFlag adds --peer-uid: users, besides this process's own, whose processes may be
+// at the other end of the MRI socket (checked with SO_PEERCRED on both ends).
+func addPeerFlag(f *pflag.FlagSet, peers *[]uint) {
+	f.UintSliceVar(peers, "peer-uid", nil, "uids, besides this process's own, allowed at the other end of the MRI socket (repeatable)")
+}
+
+// peerOption allows the --peer-uid users.
+func peerOption(peers []uint) mri.Option {
+	uids := make([]uint32, len(peers))
+	for i, p := range peers {
+		uids[i] = uint32(p)
+	}
+	return mri.AllowPeers(uids...)
 }

@@ -13,6 +13,7 @@ import (
 
 func newMetalRuntimeCommand() *cobra.Command {
 	var listen, cacheDir string
+	var peers []uint
 	cfg := pool.Config{Name: "metal"}
 	cmd := &cobra.Command{
 		Use: "metal",
@@ -41,11 +42,12 @@ func newMetalRuntimeCommand() *cobra.Command {
 			defer func() { _ = p.Stop() }()
 			fmt.Fprintf(cmd.OutOrStdout(), "metal runtime %s serving on %s (Hosts of namespace %s, Ironic %s, images %s)\n",
 				cfg.Name, listen, cfg.Site.Namespace, p.Site.Ironic.Endpoint(), p.Runtime.ImageURL())
-			return mri.Serve(cmd.Context(), listen, p.Runtime)
+			return mri.Serve(cmd.Context(), listen, p.Runtime, peerOption(peers))
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&listen, "listen", "unix:///tmp/anvil-metal.sock", "where to serve the MRI, unix:///path")
+	f.StringVar(&listen, "listen", mri.DefaultEndpoint("metal"), "where to serve the MRI, unix:///path (its folder must be writable by its owner alone)")
+	addPeerFlag(f, &peers)
 	f.StringVar(&cfg.Name, "name", cfg.Name, "name of the MachinePool; starts every machine id")
 	f.StringVar(&cfg.Site.Namespace, "namespace", "", "infrastructure namespace holding the site's Hosts, their Secrets and HostPolicies (required)")
 	f.StringVar(&cfg.Site.StateDir, "state-dir", "/var/lib/anvil/metal", "folder for Ironic's configuration, database and log")

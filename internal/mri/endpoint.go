@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 )
@@ -25,13 +24,17 @@ func socketPath(endpoint string) (string, error) {
 }
 
 // Listen opens the unix socket of endpoint, replacing a stale socket file left by a
-// runtime that died, but refusing one another runtime is still serving on.
+// runtime that died, but refusing one another runtime is still serving on. Its folder is
+// made (0750) when missing, and refused when anyone but its owner may write to it.
 func Listen(endpoint string) (net.Listener, error) {
 	path, err := socketPath(endpoint)
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return nil, err
+	}
+	if err := checkSocketDir(filepath.Dir(path)); err != nil {
 		return nil, err
 	}
 	if _, err := os.Stat(path); err == nil {
@@ -51,18 +54,19 @@ func Listen(endpoint string) (net.Listener, error) {
 }
 
 // Serve serves rt on endpoint until ctx ends.
-func Serve(ctx context.Context, endpoint string, rt mriv1alpha1.MachineRuntimeServer) error {
+func Serve(ctx context.Context, endpoint string, rt mriv1alpha1.MachineRuntimeServer, opts ...Option) error {
 	l, err := Listen(endpoint)
 	if err != nil {
 		return err
 	}
-	return ServeListener(ctx, l, rt)
+	return ServeListener(ctx, l, rt, opts...)
 }
 
 // ServeListener serves rt on l until ctx ends. Listening first lets a caller know the
-// socket exists before it dials.
-func ServeListener(ctx context.Context, l net.Listener, rt mriv1alpha1.MachineRuntimeServer) error {
-	s := grpc.NewServer()
+// socket exists before it dials. Clients not running as an allowed user (the process's
+// own, and AllowPeers') are refused.
+func ServeListener(ctx context.Context, l net.Listener, rt mriv1alpha1.MachineRuntimeServer, opts ...Option) error {
+	s := grpc.NewServer(grpc.Creds(newPeerCheck(opts)))
 	mriv1alpha1.RegisterMachineRuntimeServer(s, rt)
 	go func() {
 		<-ctx.Done()
@@ -75,13 +79,14 @@ func ServeListener(ctx context.Context, l net.Listener, rt mriv1alpha1.MachineRu
 }
 
 // Dial returns a client for the runtime at endpoint. It connects lazily, so a runtime
-// that is down now is reached once it is back.
-func Dial(endpoint string) (mriv1alpha1.MachineRuntimeClient, *grpc.ClientConn, error) {
+// that is down now is reached once it is back. A runtime not running as an allowed user
+// (the process's own, and AllowPeers') is refused before anything is sent.
+func Dial(endpoint string, opts ...Option) (mriv1alpha1.MachineRuntimeClient, *grpc.ClientConn, error) {
 	path, err := socketPath(endpoint)
 	if err != nil {
 		return nil, nil, err
 	}
-	conn, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(newPeerCheck(opts)))
 	if err != nil {
 		return nil, nil, err
 	}
