@@ -19,7 +19,7 @@ import (
 
 func newQEMURuntimeCommand() *cobra.Command {
 	var (
-		peers []uint
+		peers                   []uint
 		listen, cacheDir, accel string
 		archs                   []string
 		cfg                     = qemu.Config{Name: "qemu", CPUOvercommit: 4, MemoryOvercommit: 1, PowerOffGrace: 10 * time.Second}
