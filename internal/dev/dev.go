@@ -17,6 +17,7 @@ import (
 
 	"github.com/anvil-dev/anvil/api"
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/config/admission"
 	"github.com/anvil-dev/anvil/config/crd"
 	"github.com/anvil-dev/anvil/internal/controlplane"
 	"github.com/anvil-dev/anvil/internal/manager"
@@ -114,6 +115,9 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	if err := crd.Install(ctx, c); err != nil {
+		return err
+	}
+	if err := admission.Install(ctx, c); err != nil {
 		return err
 	}
 	if err := ensureNamespace(ctx, c, computev1alpha1.PoolLeaseNamespace); err != nil {

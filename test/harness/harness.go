@@ -17,6 +17,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/anvil-dev/anvil/api"
+	"github.com/anvil-dev/anvil/config/admission"
 	"github.com/anvil-dev/anvil/config/crd"
 	"github.com/anvil-dev/anvil/internal/manifest"
 	"github.com/anvil-dev/anvil/internal/registry"
@@ -60,7 +61,8 @@ func Main(m *testing.M, env **Env) {
 	os.Exit(code)
 }
 
-// Start starts etcd and kube-apiserver, installs anvil's CRDs and starts the registry.
+// Start starts etcd and kube-apiserver, installs anvil's CRDs and admission policies and
+// starts the registry.
 func Start() (*Env, error) {
 	assets, err := AssetsDir()
 	if err != nil {
@@ -91,6 +93,12 @@ func Start() (*Env, error) {
 	if err != nil {
 		_ = te.Stop()
 		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := admission.Install(ctx, c); err != nil {
+		_ = te.Stop()
+		return nil, fmt.Errorf("installing anvil's admission policies: %w", err)
 	}
 	reg, err := registry.Start(context.Background(), 0, "")
 	if err != nil {

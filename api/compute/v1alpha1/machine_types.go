@@ -44,8 +44,11 @@ type MachineSpec struct {
 	// +kubebuilder:validation:MaxProperties=32
 	MachinePoolSelector map[string]string `json:"machinePoolSelector,omitempty"`
 
-	// MachinePoolRef is the pool the Machine runs on. The scheduler sets it; a user may set
-	// it at creation to pin the Machine. Once set it cannot be changed to another pool.
+	// MachinePoolRef is the pool the Machine runs on. The scheduler sets it after checking
+	// the pool's tenants and taints. Setting, changing or clearing it needs the bind verb
+	// on that pool (admission policy anvil-machine-binding): the scheduler and
+	// infrastructure admins have it, tenants choose pools with machinePoolSelector. Once
+	// set it cannot be changed to another pool.
 	// +optional
 	MachinePoolRef *LocalObjectReference `json:"machinePoolRef,omitempty"`
 

@@ -43,6 +43,9 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=compute.anvil.dev,resources=machines,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=compute.anvil.dev,resources=machines/status,verbs=get;patch
 // +kubebuilder:rbac:groups=compute.anvil.dev,resources=machinepools;machineclasses,verbs=get;list;watch
+// The admission policy anvil-machine-binding (config/admission) lets only holders of bind on a pool set a
+// Machine's machinePoolRef to it.
+// +kubebuilder:rbac:groups=compute.anvil.dev,resources=machinepools,verbs=bind
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 
