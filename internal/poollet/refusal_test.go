@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
@@ -160,4 +162,83 @@ func TestInvalidIgnitionIsACondition(t *testing.T) {
 	waitRuntime(t, p, m, "got the Ignition config", func(rm *mriv1alpha1.Machine) bool {
 		return rm.Spec.FirstBoot.GetFormat() == mriv1alpha1.ConfigFormat_CONFIG_FORMAT_IGNITION && string(rm.Spec.FirstBoot.GetData()) == valid
 	})
+}
+
+// Defence in depth: a Machine bound to a pool without the scheduler (by a holder of bind)
+// whose tenant policy leaves its namespace out, or whose taint it does not tolerate, is
+// not created by the poollet; it says why. Once the pool admits it, it runs.
+func TestPoolletRechecksTenantsAndTaints(t *testing.T) {
+	ctx := context.Background()
+	p := newPool(t, "guarded", nil)
+	mp := &computev1alpha1.MachinePool{}
+	waitPool := func() {
+		t.Helper()
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: p.name}, mp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitPool()
+	patch := client.MergeFrom(mp.DeepCopy())
+	mp.Spec.Tenants = &computev1alpha1.TenantPolicy{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "gold"}}}
+	mp.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "gold", Effect: corev1.TaintEffectNoSchedule}}
+	if err := env.Client.Patch(ctx, mp, patch); err != nil {
+		t.Fatal(err)
+	}
+	refusedFor := func(why string) func(*computev1alpha1.Machine) bool {
+		return func(m *computev1alpha1.Machine) bool {
+			c := meta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionScheduled)
+			return c != nil && c.Reason == computev1alpha1.ReasonRuntimeRefused && strings.Contains(c.Message, "does not admit") &&
+				strings.Contains(c.Message, why)
+		}
+	}
+	m := newMachine(t, "guarded", "bound-by-hand", func(m *computev1alpha1.Machine) {
+		m.Spec.MachinePoolRef = &computev1alpha1.LocalObjectReference{Name: p.name}
+	})
+	waitFor(t, m, "refused for its namespace", refusedFor("tenant policy"))
+	if n := len(p.runtimeMachines(m)); n != 0 {
+		t.Fatalf("the runtime holds %d machines of a Machine the pool does not admit", n)
+	}
+
+	ns := &corev1.Namespace{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: m.Namespace}, ns); err != nil {
+		t.Fatal(err)
+	}
+	nsPatch := client.MergeFrom(ns.DeepCopy())
+	ns.Labels = map[string]string{"tier": "gold"}
+	if err := env.Client.Patch(ctx, ns, nsPatch); err != nil {
+		t.Fatal(err)
+	}
+	touch(t, m) // the poollet does not watch namespaces: a change of the Machine wakes it
+	waitFor(t, m, "refused for the taint", refusedFor("taint"))
+	if n := len(p.runtimeMachines(m)); n != 0 {
+		t.Fatalf("the runtime holds %d machines of a Machine that does not tolerate the pool's taint", n)
+	}
+
+	cur := &computev1alpha1.Machine{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), cur); err != nil {
+		t.Fatal(err)
+	}
+	mPatch := client.MergeFrom(cur.DeepCopy())
+	cur.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "gold", Effect: corev1.TaintEffectNoSchedule}}
+	if err := env.Client.Patch(ctx, cur, mPatch); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, m, "ran once admitted", inState(computev1alpha1.MachineStateRunning))
+}
+
+// touch changes an annotation of m, so its controllers look at it again.
+func touch(t *testing.T, m *computev1alpha1.Machine) {
+	t.Helper()
+	cur := &computev1alpha1.Machine{}
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(m), cur); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(cur.DeepCopy())
+	if cur.Annotations == nil {
+		cur.Annotations = map[string]string{}
+	}
+	cur.Annotations["test.anvil.dev/touched"] = time.Now().String()
+	if err := env.Client.Patch(context.Background(), cur, patch); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -62,6 +62,9 @@ func (r *MachineReconciler) desiredSpec(ctx context.Context, m *computev1alpha1.
 		return nil, &metav1.Condition{Type: computev1alpha1.ConditionScheduled, Status: metav1.ConditionFalse,
 			Reason: computev1alpha1.ReasonRuntimeRefused, Message: fmt.Sprintf("MachinePool %s runs none of the architectures the Machine allows", r.Pool)}, nil
 	}
+	if cond, err := r.admits(ctx, m); cond != nil || err != nil {
+		return nil, cond, err
+	}
 	digest, err := r.Images.Resolve(ctx, m.Spec.Image, arch)
 	if err != nil {
 		return nil, &metav1.Condition{Type: computev1alpha1.ConditionImageReady, Status: metav1.ConditionFalse,

@@ -148,6 +148,17 @@ func filterResources(p *Pool, r *Request, _ time.Time) Reason {
 	return Reason{}
 }
 
+// Admits runs the filters of what a pool's owners decided, whatever its capacity: its
+// tenant policy and its taints. A poollet runs them again before it creates a runtime
+// machine, so a binding made without the scheduler (by a holder of the bind verb) or
+// before the pool's policy changed does not skip them.
+func Admits(p *Pool, r *Request) Reason {
+	if x := filterTenancy(p, r, time.Time{}); x.Code != ReasonNone {
+		return x
+	}
+	return filterTaints(p, r, time.Time{})
+}
+
 // Fits runs every filter, cheapest first, and returns the first refusal or the zero
 // Reason. The calls are written out rather than looped over a slice of funcs so the
 // compiler can inline the small filters: this is the inner loop of every decision.

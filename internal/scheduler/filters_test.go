@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
@@ -124,5 +125,42 @@ func TestFitsCountsUsedResources(t *testing.T) {
 	p.used = Resources{MilliCPU: 1500, Memory: gi}
 	if got := Fits(p, request(smallClass()), testNow); got.Code != ReasonInsufficient || got.Resource != "cpu" {
 		t.Fatalf("Fits = %s, want insufficient cpu once 1.5 of 2 cpu are used", got)
+	}
+}
+
+// Admits is tenancy and taints alone: a full, not ready pool still admits what its owners
+// allow, and refuses what they do not.
+func TestAdmits(t *testing.T) {
+	gold := TenantsFrom(&computev1alpha1.TenantPolicy{Namespaces: []string{"a"},
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "gold"}}})
+	for _, tc := range []struct {
+		name   string
+		pool   *Pool
+		ns     string
+		labels labels.Set
+		tols   []corev1.Toleration
+		want   ReasonCode
+	}{
+		{"full and not ready, every tenant", newPool("p").alloc(0, 0).notReady().build(), "x", nil, nil, ReasonNone},
+		{"named namespace", newPool("p").tenants(gold).build(), "a", nil, nil, ReasonNone},
+		{"selected namespace", newPool("p").tenants(gold).build(), "b", labels.Set{"tier": "gold"}, nil, ReasonNone},
+		{"other namespace", newPool("p").tenants(gold).build(), "b", labels.Set{"tier": "silver"}, nil, ReasonTenancy},
+		{"untolerated taint", newPool("p").taint("k", "v", corev1.TaintEffectNoSchedule).build(), "x", nil, nil, ReasonTaint},
+		{"tolerated taint", newPool("p").taint("k", "v", corev1.TaintEffectNoSchedule).build(), "x", nil,
+			[]corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}}, ReasonNone},
+		{"a preference is no refusal", newPool("p").taint("k", "v", corev1.TaintEffectPreferNoSchedule).build(), "x", nil, nil, ReasonNone},
+	} {
+		r := &Request{Namespace: tc.ns, NamespaceLabels: tc.labels, Tolerations: tc.tols}
+		if got := Admits(tc.pool, r); got.Code != tc.want {
+			t.Errorf("%s: %v, want code %v", tc.name, got, tc.want)
+		}
+	}
+	if TenantsFrom(nil) != nil || TenantsFrom(&computev1alpha1.TenantPolicy{}) != nil {
+		t.Error("an empty tenant policy must allow every namespace (nil)")
+	}
+	bad := TenantsFrom(&computev1alpha1.TenantPolicy{NamespaceSelector: &metav1.LabelSelector{
+		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "k", Operator: "Bogus"}}}})
+	if bad.Allows("x", labels.Set{"k": "v"}) {
+		t.Error("an invalid selector allowed a namespace")
 	}
 }

@@ -4,7 +4,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 )
 
 // Pool is the scheduler's view of one MachinePool.
@@ -64,6 +67,29 @@ type Tenants struct {
 	// Selector is nil when only Namespaces allow.
 	Selector labels.Selector
 }
+
+// TenantsFrom converts a pool's tenant policy; nil (every namespace) when it names none.
+// An invalid selector allows nobody rather than everybody.
+func TenantsFrom(t *computev1alpha1.TenantPolicy) *Tenants {
+	if t == nil || (len(t.Namespaces) == 0 && t.NamespaceSelector == nil) {
+		return nil
+	}
+	out := &Tenants{Namespaces: map[string]struct{}{}}
+	for _, ns := range t.Namespaces {
+		out.Namespaces[ns] = struct{}{}
+	}
+	if t.NamespaceSelector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(t.NamespaceSelector)
+		if err != nil {
+			sel = labels.Nothing()
+		}
+		out.Selector = sel
+	}
+	return out
+}
+
+// NeedsLabels reports whether Allows reads the namespace's labels.
+func (t *Tenants) NeedsLabels() bool { return t != nil && t.Selector != nil }
 
 // Allows reports whether the namespace ns with labels nsLabels may use the pool.
 func (t *Tenants) Allows(ns string, nsLabels labels.Set) bool {

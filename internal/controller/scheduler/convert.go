@@ -5,8 +5,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/scheduler"
@@ -26,19 +24,7 @@ func poolFrom(mp *computev1alpha1.MachinePool, classIndex func(string) int) sche
 	for _, c := range mp.Status.SupportedClasses {
 		p.Classes = p.Classes.With(classIndex(c))
 	}
-	if t := mp.Spec.Tenants; t != nil && (len(t.Namespaces) > 0 || t.NamespaceSelector != nil) {
-		p.Tenants = &scheduler.Tenants{Namespaces: map[string]struct{}{}}
-		for _, ns := range t.Namespaces {
-			p.Tenants.Namespaces[ns] = struct{}{}
-		}
-		if t.NamespaceSelector != nil {
-			sel, err := metav1.LabelSelectorAsSelector(t.NamespaceSelector)
-			if err != nil {
-				sel = labels.Nothing() // an invalid selector allows nobody rather than everybody
-			}
-			p.Tenants.Selector = sel
-		}
-	}
+	p.Tenants = scheduler.TenantsFrom(mp.Spec.Tenants)
 	return p
 }
 
