@@ -17,7 +17,7 @@ func newPoolletCommand() *cobra.Command {
 		Short: "Run the agent of one MachinePool against its runtime",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			rt, conn, err := mri.Dial(endpoint, peerOption(peers))
+			rt, conn, err := mri.Dial(endpoint, peerOption(peers), mri.Pool(o.Pool))
 			if err != nil {
 				return err
 			}

@@ -76,7 +76,7 @@ func newFakeRuntimeCommand() *cobra.Command {
 			}
 			defer rt.Close()
 			fmt.Fprintf(cmd.OutOrStdout(), "fake runtime %s serving on %s\n", name, socket)
-			return mri.Serve(cmd.Context(), socket, rt, peerOption(peers))
+			return mri.Serve(cmd.Context(), socket, rt, peerOption(peers), mri.Pool(name))
 		},
 	}
 	fl := cmd.Flags()

@@ -42,7 +42,7 @@ func newMetalRuntimeCommand() *cobra.Command {
 			defer func() { _ = p.Stop() }()
 			fmt.Fprintf(cmd.OutOrStdout(), "metal runtime %s serving on %s (Hosts of namespace %s, Ironic %s, images %s)\n",
 				cfg.Name, listen, cfg.Site.Namespace, p.Site.Ironic.Endpoint(), p.Runtime.ImageURL())
-			return mri.Serve(cmd.Context(), listen, p.Runtime, peerOption(peers))
+			return mri.Serve(cmd.Context(), listen, p.Runtime, peerOption(peers), mri.Pool(cfg.Name))
 		},
 	}
 	f := cmd.Flags()

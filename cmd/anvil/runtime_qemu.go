@@ -49,7 +49,7 @@ func newQEMURuntimeCommand() *cobra.Command {
 			}
 			defer rt.Close()
 			fmt.Fprintf(cmd.OutOrStdout(), "qemu runtime %s serving on %s (state %s, cache %s)\n", cfg.Name, listen, cfg.StateDir, cacheDir)
-			return mri.Serve(cmd.Context(), listen, rt, peerOption(peers))
+			return mri.Serve(cmd.Context(), listen, rt, peerOption(peers), mri.Pool(cfg.Name))
 		},
 	}
 	fl := cmd.Flags()

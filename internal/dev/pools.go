@@ -104,7 +104,7 @@ func runPool(ctx context.Context, cfg *rest.Config, stateDir, name string, rt ru
 		rt.Close()
 		return nil, err
 	}
-	client, conn, err := mri.Dial(endpoint)
+	client, conn, err := mri.Dial(endpoint, mri.Pool(name))
 	if err != nil {
 		l.Close()
 		rt.Close()
@@ -124,7 +124,7 @@ func runPool(ctx context.Context, cfg *rest.Config, stateDir, name string, rt ru
 	errs := make(chan error, 2)
 	go func() {
 		defer rt.Close()
-		if err := mri.ServeListener(ctx, l, rt); err != nil {
+		if err := mri.ServeListener(ctx, l, rt, mri.Pool(name)); err != nil {
 			errs <- fmt.Errorf("%s runtime %s: %w", kind, name, err)
 		}
 	}()

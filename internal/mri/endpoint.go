@@ -66,7 +66,7 @@ func Serve(ctx context.Context, endpoint string, rt mriv1alpha1.MachineRuntimeSe
 // socket exists before it dials. Clients not running as an allowed user (the process's
 // own, and AllowPeers') are refused.
 func ServeListener(ctx context.Context, l net.Listener, rt mriv1alpha1.MachineRuntimeServer, opts ...Option) error {
-	s := grpc.NewServer(grpc.Creds(newPeerCheck(opts)))
+	s := grpc.NewServer(grpc.Creds(newPeerCheck(optionsOf(opts))))
 	mriv1alpha1.RegisterMachineRuntimeServer(s, rt)
 	go func() {
 		<-ctx.Done()
@@ -86,7 +86,7 @@ func Dial(endpoint string, opts ...Option) (mriv1alpha1.MachineRuntimeClient, *g
 	if err != nil {
 		return nil, nil, err
 	}
-	conn, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(newPeerCheck(opts)))
+	conn, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(newPeerCheck(optionsOf(opts))))
 	if err != nil {
 		return nil, nil, err
 	}

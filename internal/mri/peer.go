@@ -21,33 +21,51 @@ import (
 // their own socket in its place.
 
 // Option changes how Dial and ServeListener check their peer.
-type Option func(*peerCheck)
+type Option func(*options)
+
+type options struct {
+	uids []uint32
+	// pool is the MachinePool this end is for (rule I5): a server announces it to every
+	// client as the connection opens; a client refuses a server announcing another.
+	pool string
+}
 
 // AllowPeers lets processes of these user ids be the other end too; the process's own
 // uid is always allowed (a poollet and its runtime usually run as one user).
 func AllowPeers(uids ...uint32) Option {
-	return func(p *peerCheck) { p.uids = append(p.uids, uids...) }
+	return func(o *options) { o.uids = append(o.uids, uids...) }
 }
 
 // OnlyPeers replaces the allowed user ids, the process's own included; tests use it to
 // show that a peer not on the list is refused.
 func OnlyPeers(uids ...uint32) Option {
-	return func(p *peerCheck) { p.uids = slices.Clone(uids) }
+	return func(o *options) { o.uids = slices.Clone(uids) }
+}
+
+// Pool names the MachinePool this end is for (rule I5). ServeListener announces it on
+// every connection as it opens; Dial refuses, on every connection, a runtime that
+// announces another. A poollet started with a mistyped --pool, or a second poollet on
+// another pool's socket, would otherwise read that pool's machines as its own garbage.
+func Pool(name string) Option {
+	return func(o *options) { o.pool = name }
+}
+
+func optionsOf(opts []Option) options {
+	o := options{uids: []uint32{uint32(os.Getuid())}}
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
 }
 
 // peerCheck is gRPC transport credentials for unix sockets that admit only the peers
 // whose uid is listed. It adds no encryption: the kernel carries the bytes.
 type peerCheck struct {
 	uids []uint32
+	pool string
 }
 
-func newPeerCheck(opts []Option) *peerCheck {
-	p := &peerCheck{uids: []uint32{uint32(os.Getuid())}}
-	for _, o := range opts {
-		o(p)
-	}
-	return p
-}
+func newPeerCheck(o options) *peerCheck { return &peerCheck{uids: o.uids, pool: o.pool} }
 
 // ErrPeerRefused means the process at the other end of the socket runs as a user the
 // check does not allow.
@@ -94,11 +112,31 @@ func (p *peerCheck) check(conn net.Conn) (net.Conn, credentials.AuthInfo, error)
 }
 
 func (p *peerCheck) ClientHandshake(_ context.Context, _ string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	return p.check(conn)
+	c, info, err := p.check(conn)
+	if err != nil {
+		return nil, nil, err
+	}
+	pool, err := readHello(c)
+	if err == nil && p.pool != "" && pool != p.pool {
+		err = fmt.Errorf("%w: it serves pool %s, this client is for pool %s; check the poollet's --pool and --runtime (MRI rule I5)", ErrWrongPool, pool, p.pool)
+	}
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	return c, info, nil
 }
 
 func (p *peerCheck) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	return p.check(conn)
+	c, info, err := p.check(conn)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := writeHello(c, p.pool); err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	return c, info, nil
 }
 
 func (p *peerCheck) Info() credentials.ProtocolInfo {
@@ -106,7 +144,7 @@ func (p *peerCheck) Info() credentials.ProtocolInfo {
 }
 
 func (p *peerCheck) Clone() credentials.TransportCredentials {
-	return &peerCheck{uids: slices.Clone(p.uids)}
+	return &peerCheck{uids: slices.Clone(p.uids), pool: p.pool}
 }
 
 func (p *peerCheck) OverrideServerName(string) error { return nil }

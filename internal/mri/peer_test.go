@@ -144,3 +144,70 @@ func TestSocketDirProblem(t *testing.T) {
 		}
 	}
 }
+
+// poolRuntime serves Version naming its pool, and counts Status calls.
+type poolRuntime struct {
+	countingRuntime
+	pool string
+}
+
+func (r *poolRuntime) Version(context.Context, *mriv1alpha1.VersionRequest) (*mriv1alpha1.VersionResponse, error) {
+	return &mriv1alpha1.VersionResponse{RuntimeName: "test", MriVersion: "v1alpha1", Pool: r.pool}, nil
+}
+
+// A client for pool "a" calls a runtime of pool "a"; the socket is then served by a
+// runtime of pool "b" (restarted with another --name, or another runtime took the path):
+// once the connection was lost, the client asks again, and refuses "b" before any call.
+func TestPoolRefusesAnotherPoolsRuntime(t *testing.T) {
+	endpoint := "unix://" + filepath.Join(t.TempDir(), "run", "rt.sock")
+	start := func(rt mriv1alpha1.MachineRuntimeServer) func() {
+		l, err := Listen(endpoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- ServeListener(ctx, l, rt, Pool(rt.(*poolRuntime).pool)) }()
+		return func() { cancel(); <-done }
+	}
+	c, conn, err := Dial(endpoint, Pool("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	status := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, err := c.Status(ctx, &mriv1alpha1.StatusRequest{})
+		return err
+	}
+
+	a := &poolRuntime{pool: "a"}
+	stopA := start(a)
+	if err := status(); err != nil || a.calls.Load() != 1 {
+		t.Fatalf("the runtime of pool a: %v, %d calls", err, a.calls.Load())
+	}
+	stopA()
+
+	b := &poolRuntime{pool: "b"}
+	defer start(b)()
+	err = wait(func() error { return status() }, func(err error) bool { return IsWrongPool(err) })
+	if !IsWrongPool(err) || !strings.Contains(err.Error(), "serves pool b,") {
+		t.Fatalf("a call to pool b's runtime: %v, want the wrong-pool refusal", err)
+	}
+	if b.calls.Load() != 0 {
+		t.Errorf("%d calls reached the runtime of another pool", b.calls.Load())
+	}
+}
+
+// wait repeats call until done(err) holds or 10 s pass, and returns its last error.
+func wait(call func() error, done func(error) bool) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := call()
+		if done(err) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

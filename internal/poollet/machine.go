@@ -49,6 +49,13 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	m := &computev1alpha1.Machine{}
 	err := r.Client.Get(ctx, req.NamespacedName, m)
 	if apierrors.IsNotFound(err) {
+		// The cache holds only this pool's Machines, and may lag: deleting what it does not
+		// hold needs the API server's word that the Machine is gone or bound elsewhere.
+		if err := r.Reader.Get(ctx, req.NamespacedName, m); err == nil && m.Spec.MachinePoolRef != nil && m.Spec.MachinePoolRef.Name == r.Pool {
+			return ctrl.Result{RequeueAfter: time.Second}, nil
+		} else if client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, err
+		}
 		_, err := r.runtimeMachine(ctx, req.NamespacedName, "") // all of it is garbage now
 		return ctrl.Result{}, err
 	}

@@ -77,6 +77,11 @@ func (r *PoolReconciler) observe(ctx context.Context, mp *computev1alpha1.Machin
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	rs, err := r.Runtime.Status(cctx, &mriv1alpha1.StatusRequest{})
+	if mri.IsWrongPool(err) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: computev1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+			Reason: computev1alpha1.ReasonWrongRuntime, Message: mri.MessageOf(err), ObservedGeneration: mp.Generation})
+		return st
+	}
 	if err != nil {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: computev1alpha1.ConditionReady, Status: metav1.ConditionFalse,
 			Reason: computev1alpha1.ReasonRuntimeUnreachable, Message: "the runtime does not answer: " + err.Error(), ObservedGeneration: mp.Generation})

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
@@ -169,15 +170,15 @@ func TestInvalidIgnitionIsACondition(t *testing.T) {
 // not created by the poollet; it says why. Once the pool admits it, it runs.
 func TestPoolletRechecksTenantsAndTaints(t *testing.T) {
 	ctx := context.Background()
+	startControllers(t)
 	p := newPool(t, "guarded", nil)
 	mp := &computev1alpha1.MachinePool{}
-	waitPool := func() {
-		t.Helper()
-		if err := env.Client.Get(ctx, client.ObjectKey{Name: p.name}, mp); err != nil {
-			t.Fatal(err)
-		}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		err := env.Client.Get(ctx, client.ObjectKey{Name: p.name}, mp)
+		return err == nil, client.IgnoreNotFound(err)
+	}); err != nil {
+		t.Fatalf("the poollet did not create pool %s: %v", p.name, err)
 	}
-	waitPool()
 	patch := client.MergeFrom(mp.DeepCopy())
 	mp.Spec.Tenants = &computev1alpha1.TenantPolicy{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "gold"}}}
 	mp.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "gold", Effect: corev1.TaintEffectNoSchedule}}
@@ -241,4 +242,47 @@ func touch(t *testing.T, m *computev1alpha1.Machine) {
 	if err := env.Client.Patch(context.Background(), cur, patch); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// The attack (or the typo): a poollet started with another pool's name is pointed at a
+// runtime's socket. Its cache holds only Machines bound to its own pool, so the runtime's
+// machines look like the garbage of Machines that are gone. The runtime names the pool it
+// serves (MRI rule I5) and the poollet refuses it before any call: its pool says
+// WrongRuntime, and the other pool's machine keeps running.
+func TestPoolletOfAnotherPoolDeletesNothing(t *testing.T) {
+	ctx := context.Background()
+	startControllers(t)
+	real := newPool(t, "victim", nil)
+	m := newMachine(t, "victim", "precious", func(m *computev1alpha1.Machine) {
+		m.Spec.MachinePoolRef = &computev1alpha1.LocalObjectReference{Name: real.name}
+	})
+	waitFor(t, m, "ran", inState(computev1alpha1.MachineStateRunning))
+
+	typo := &testPool{t: t, name: "victim-typo", endpoint: real.endpoint}
+	c, conn, err := mri.Dial(real.endpoint, mri.Pool(typo.name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	typo.client = c
+	typo.startPoollet()
+	t.Cleanup(typo.stopPoollet)
+
+	// The runtime's event stream is offered to the wrong poollet for a few heartbeats.
+	time.Sleep(3 * time.Second)
+	if n := len(real.runtimeMachines(m)); n != 1 {
+		t.Fatalf("the victim's runtime holds %d machines of its Machine, want 1", n)
+	}
+	mp := &computev1alpha1.MachinePool{}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: typo.name}, mp); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		c := meta.FindStatusCondition(mp.Status.Conditions, computev1alpha1.ConditionReady)
+		return c != nil && c.Reason == computev1alpha1.ReasonWrongRuntime && strings.Contains(c.Message, "serves pool victim,"), nil
+	})
+	if err != nil {
+		t.Fatalf("pool %s never said its runtime serves another pool: %+v", typo.name, mp.Status.Conditions)
+	}
+	waitFor(t, m, "still running", inState(computev1alpha1.MachineStateRunning))
 }

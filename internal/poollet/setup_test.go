@@ -76,7 +76,7 @@ func startPool(t *testing.T, p *testPool, mutate func(*fake.Config)) *testPool {
 	if mutate != nil {
 		mutate(&p.cfg)
 	}
-	c, conn, err := mri.Dial(p.endpoint)
+	c, conn, err := mri.Dial(p.endpoint, mri.Pool(name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func (p *testPool) startRuntime() {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p.rt, p.stopRT, p.rtDone = rt, cancel, make(chan error, 1)
-	go func() { p.rtDone <- mri.ServeListener(ctx, l, rt) }()
+	go func() { p.rtDone <- mri.ServeListener(ctx, l, rt, mri.Pool(p.cfg.Name)) }()
 }
 
 func (p *testPool) stopRuntime() {

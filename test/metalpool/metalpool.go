@@ -47,7 +47,7 @@ func Start(ctx context.Context, rc *rest.Config, c client.Client, cfg pool.Confi
 	if err != nil {
 		return nil, errors.Join(err, p.Stop())
 	}
-	rt, conn, err := mri.Dial(endpoint)
+	rt, conn, err := mri.Dial(endpoint, mri.Pool(cfg.Name))
 	if err != nil {
 		return nil, errors.Join(err, l.Close(), p.Stop())
 	}
@@ -61,7 +61,7 @@ func Start(ctx context.Context, rc *rest.Config, c client.Client, cfg pool.Confi
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	r.run(runCtx, func(ctx context.Context) error { return mri.ServeListener(ctx, l, p.Runtime) })
+	r.run(runCtx, func(ctx context.Context) error { return mri.ServeListener(ctx, l, p.Runtime, mri.Pool(cfg.Name)) })
 	r.run(runCtx, mgr.Start)
 	return r, nil
 }

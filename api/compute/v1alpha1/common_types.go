@@ -136,5 +136,7 @@ const (
 	ReasonRuntimeError       = "RuntimeError"
 	ReasonRuntimeReachable   = "RuntimeReachable"
 	ReasonRuntimeUnreachable = "RuntimeUnreachable"
+	// ReasonWrongRuntime: the runtime at the poollet's endpoint serves another pool.
+	ReasonWrongRuntime = "WrongRuntime"
 	ReasonDuplicateMachines  = "DuplicateRuntimeMachines"
 )

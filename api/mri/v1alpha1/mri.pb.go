@@ -1489,7 +1489,10 @@ type VersionResponse struct {
 	RuntimeName    string                 `protobuf:"bytes,1,opt,name=runtime_name,json=runtimeName,proto3" json:"runtime_name,omitempty"`
 	RuntimeVersion string                 `protobuf:"bytes,2,opt,name=runtime_version,json=runtimeVersion,proto3" json:"runtime_version,omitempty"`
 	// mri_version is "v1alpha1".
-	MriVersion    string `protobuf:"bytes,3,opt,name=mri_version,json=mriVersion,proto3" json:"mri_version,omitempty"`
+	MriVersion string `protobuf:"bytes,3,opt,name=mri_version,json=mriVersion,proto3" json:"mri_version,omitempty"`
+	// pool is the MachinePool this runtime serves (rule I5); the same name opens every
+	// connection, and a poollet of another pool refuses the runtime there.
+	Pool          string `protobuf:"bytes,4,opt,name=pool,proto3" json:"pool,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1541,6 +1544,13 @@ func (x *VersionResponse) GetRuntimeVersion() string {
 func (x *VersionResponse) GetMriVersion() string {
 	if x != nil {
 		return x.MriVersion
+	}
+	return ""
+}
+
+func (x *VersionResponse) GetPool() string {
+	if x != nil {
+		return x.Pool
 	}
 	return ""
 }
@@ -2795,12 +2805,13 @@ const file_api_mri_v1alpha1_mri_proto_rawDesc = "" +
 	"\bmetadata\x18\x01 \x01(\v2\".anvil.mri.v1alpha1.ObjectMetadataR\bmetadata\x123\n" +
 	"\x04spec\x18\x02 \x01(\v2\x1f.anvil.mri.v1alpha1.MachineSpecR\x04spec\x129\n" +
 	"\x06status\x18\x03 \x01(\v2!.anvil.mri.v1alpha1.MachineStatusR\x06status\"\x10\n" +
-	"\x0eVersionRequest\"~\n" +
+	"\x0eVersionRequest\"\x92\x01\n" +
 	"\x0fVersionResponse\x12!\n" +
 	"\fruntime_name\x18\x01 \x01(\tR\vruntimeName\x12'\n" +
 	"\x0fruntime_version\x18\x02 \x01(\tR\x0eruntimeVersion\x12\x1f\n" +
 	"\vmri_version\x18\x03 \x01(\tR\n" +
-	"mriVersion\"\x0f\n" +
+	"mriVersion\x12\x12\n" +
+	"\x04pool\x18\x04 \x01(\tR\x04pool\"\x0f\n" +
 	"\rStatusRequest\"\x91\x03\n" +
 	"\x0eStatusResponse\x129\n" +
 	"\bcapacity\x18\x01 \x01(\v2\x1d.anvil.mri.v1alpha1.ResourcesR\bcapacity\x12?\n" +

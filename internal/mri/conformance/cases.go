@@ -19,8 +19,8 @@ func (s *suite) version(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.MriVersion != "v1alpha1" || v.RuntimeName == "" {
-		t.Fatalf("Version = %v, want mri_version v1alpha1 and a runtime name", v)
+	if v.MriVersion != "v1alpha1" || v.RuntimeName == "" || v.Pool == "" {
+		t.Fatalf("Version = %v, want mri_version v1alpha1, a runtime name and the pool it serves (I5)", v)
 	}
 }
 

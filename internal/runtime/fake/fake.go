@@ -100,7 +100,7 @@ func (r *Runtime) Close() {
 }
 
 func (r *Runtime) Version(context.Context, *mriv1alpha1.VersionRequest) (*mriv1alpha1.VersionResponse, error) {
-	return &mriv1alpha1.VersionResponse{RuntimeName: r.cfg.Name, RuntimeVersion: "0.1.0", MriVersion: "v1alpha1"}, nil
+	return &mriv1alpha1.VersionResponse{RuntimeName: r.cfg.Name, RuntimeVersion: "0.1.0", MriVersion: "v1alpha1", Pool: r.cfg.Name}, nil
 }
 
 func (r *Runtime) Status(context.Context, *mriv1alpha1.StatusRequest) (*mriv1alpha1.StatusResponse, error) {

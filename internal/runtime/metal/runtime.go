@@ -156,7 +156,7 @@ func (r *Runtime) awaitReady(ctx context.Context) error {
 }
 
 func (r *Runtime) Version(context.Context, *mriv1alpha1.VersionRequest) (*mriv1alpha1.VersionResponse, error) {
-	return &mriv1alpha1.VersionResponse{RuntimeName: "metal/" + r.opts.PoolName, RuntimeVersion: Version, MriVersion: "v1alpha1"}, nil
+	return &mriv1alpha1.VersionResponse{RuntimeName: "metal/" + r.opts.PoolName, RuntimeVersion: Version, MriVersion: "v1alpha1", Pool: r.opts.PoolName}, nil
 }
 
 func (r *Runtime) ListMachines(ctx context.Context, req *mriv1alpha1.ListMachinesRequest) (*mriv1alpha1.ListMachinesResponse, error) {

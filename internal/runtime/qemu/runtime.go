@@ -157,7 +157,7 @@ func (r *Runtime) Close() {
 }
 
 func (r *Runtime) Version(context.Context, *mriv1alpha1.VersionRequest) (*mriv1alpha1.VersionResponse, error) {
-	return &mriv1alpha1.VersionResponse{RuntimeName: r.cfg.Name, RuntimeVersion: Version, MriVersion: "v1alpha1"}, nil
+	return &mriv1alpha1.VersionResponse{RuntimeName: r.cfg.Name, RuntimeVersion: Version, MriVersion: "v1alpha1", Pool: r.cfg.Name}, nil
 }
 
 // Status reports the host's resources times the overcommit ratios, as both capacity and

@@ -62,8 +62,8 @@ func runPoollets(args []string) error {
 		if err != nil {
 			return err
 		}
-		go func() { errs <- mri.ServeListener(ctx, l, rt) }()
-		client, _, err := mri.Dial(endpoint)
+		go func() { errs <- mri.ServeListener(ctx, l, rt, mri.Pool(name)) }()
+		client, _, err := mri.Dial(endpoint, mri.Pool(name))
 		if err != nil {
 			return err
 		}
