@@ -137,6 +137,6 @@ const (
 	ReasonRuntimeReachable   = "RuntimeReachable"
 	ReasonRuntimeUnreachable = "RuntimeUnreachable"
 	// ReasonWrongRuntime: the runtime at the poollet's endpoint serves another pool.
-	ReasonWrongRuntime = "WrongRuntime"
-	ReasonDuplicateMachines  = "DuplicateRuntimeMachines"
+	ReasonWrongRuntime      = "WrongRuntime"
+	ReasonDuplicateMachines = "DuplicateRuntimeMachines"
 )
