@@ -7,12 +7,9 @@ import (
 	"io/fs"
 	"path"
 	"sort"
-	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -74,29 +71,9 @@ func Install(ctx context.Context, c client.Client) error {
 		return err
 	}
 	for _, want := range objs {
-		if err := createOrUpdate(ctx, c, want); err != nil {
+		if err := manifest.Apply(ctx, c, want); err != nil {
 			return fmt.Errorf("installing %T %s: %w", want, want.GetName(), err)
 		}
 	}
 	return nil
-}
-
-func createOrUpdate(ctx context.Context, c client.Client, want client.Object) error {
-	return wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Steps: 8},
-		func(ctx context.Context) (bool, error) {
-			have := want.DeepCopyObject().(client.Object)
-			err := c.Get(ctx, client.ObjectKeyFromObject(want), have)
-			switch {
-			case apierrors.IsNotFound(err):
-				err = c.Create(ctx, want.DeepCopyObject().(client.Object))
-			case err == nil:
-				update := want.DeepCopyObject().(client.Object)
-				update.SetResourceVersion(have.GetResourceVersion())
-				err = c.Update(ctx, update)
-			}
-			if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
-				return false, nil
-			}
-			return err == nil, err
-		})
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -57,7 +56,7 @@ func Install(ctx context.Context, c client.Client) error {
 		return err
 	}
 	for _, want := range crds {
-		if err := createOrUpdate(ctx, c, want); err != nil {
+		if err := manifest.Apply(ctx, c, want); err != nil {
 			return fmt.Errorf("installing CRD %s: %w", want.Name, err)
 		}
 	}
@@ -67,26 +66,6 @@ func Install(ctx context.Context, c client.Client) error {
 		}
 	}
 	return nil
-}
-
-func createOrUpdate(ctx context.Context, c client.Client, want *apiextv1.CustomResourceDefinition) error {
-	return wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Steps: 8},
-		func(ctx context.Context) (bool, error) {
-			have := &apiextv1.CustomResourceDefinition{}
-			err := c.Get(ctx, client.ObjectKey{Name: want.Name}, have)
-			switch {
-			case apierrors.IsNotFound(err):
-				err = c.Create(ctx, want.DeepCopy())
-			case err == nil:
-				have.Spec = want.Spec
-				have.Labels, have.Annotations = want.Labels, want.Annotations
-				err = c.Update(ctx, have)
-			}
-			if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
-				return false, nil // someone else wrote it between our read and write: read again
-			}
-			return err == nil, err
-		})
 }
 
 func waitEstablished(ctx context.Context, c client.Client, name string) error {

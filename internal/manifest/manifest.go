@@ -11,9 +11,11 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -101,4 +103,31 @@ func CreateMissing(ctx context.Context, c client.Client, objs []*unstructured.Un
 		}
 	}
 	return created, nil
+}
+
+// Apply makes the object named like want match want: it creates it, or replaces the
+// stored one (labels, annotations and spec: everything but status), keeping its
+// resourceVersion, finalizers (the API server puts one on every CRD) and owners. A write that raced another is read and tried again. Installers of
+// objects anvil ships (CRDs, admission policies) use it, so a new version replaces the
+// old one.
+func Apply(ctx context.Context, c client.Client, want client.Object) error {
+	return wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Steps: 8},
+		func(ctx context.Context) (bool, error) {
+			have := want.DeepCopyObject().(client.Object)
+			err := c.Get(ctx, client.ObjectKeyFromObject(want), have)
+			switch {
+			case apierrors.IsNotFound(err):
+				err = c.Create(ctx, want.DeepCopyObject().(client.Object))
+			case err == nil:
+				update := want.DeepCopyObject().(client.Object)
+				update.SetResourceVersion(have.GetResourceVersion())
+				update.SetFinalizers(have.GetFinalizers())
+				update.SetOwnerReferences(have.GetOwnerReferences())
+				err = c.Update(ctx, update)
+			}
+			if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+				return false, nil // someone else wrote it between our read and write: read again
+			}
+			return err == nil, err
+		})
 }

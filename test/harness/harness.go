@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -183,4 +185,24 @@ func (e *Env) InstallRBAC(ctx context.Context, dir string, bindings ...client.Ob
 		}
 	}
 	return nil
+}
+
+// InstallTenant gives user the shipped tenant roles, as an operator onboarding a tenant
+// would: anvil-tenant in namespace ns and the MachineClass reader cluster-wide.
+func (e *Env) InstallTenant(ctx context.Context, user, ns string) error {
+	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
+	return e.InstallRBAC(ctx, "tenant",
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "tenant-" + user, Namespace: ns}, Subjects: subject,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "anvil-tenant"}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "classes-" + user}, Subjects: subject,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "anvil-machineclass-reader"}},
+	)
+}
+
+// As returns a client acting as user in groups (and system:authenticated) through the
+// apiserver's impersonation: the user's own permissions, checked by the real authorizer.
+func (e *Env) As(user string, groups ...string) (client.Client, error) {
+	cfg := rest.CopyConfig(e.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
+	return client.New(cfg, client.Options{Scheme: e.Scheme})
 }

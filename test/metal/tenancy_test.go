@@ -5,10 +5,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
@@ -16,16 +14,10 @@ import (
 	"github.com/anvil-dev/anvil/internal/metal/site"
 )
 
-// installTenantRBAC creates the shipped tenant roles and binds anvil-tenant to user in ns.
+// installTenantRBAC gives user the shipped tenant roles in ns.
 func installTenantRBAC(t *testing.T, user, ns string) {
 	t.Helper()
-	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
-	if err := env.InstallRBAC(context.Background(), "tenant",
-		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "tenant-" + user, Namespace: ns}, Subjects: subject,
-			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "anvil-tenant"}},
-		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "classes-" + user}, Subjects: subject,
-			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "anvil-machineclass-reader"}},
-	); err != nil {
+	if err := env.InstallTenant(context.Background(), user, ns); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -33,9 +25,7 @@ func installTenantRBAC(t *testing.T, user, ns string) {
 // as is a client acting as user, through the apiserver's impersonation.
 func as(t *testing.T, user string) client.Client {
 	t.Helper()
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
-	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	c, err := env.As(user)
 	if err != nil {
 		t.Fatal(err)
 	}

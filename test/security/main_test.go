@@ -5,9 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/anvil-dev/anvil/test/harness"
@@ -34,17 +32,10 @@ func create(t *testing.T, c client.Client, objs ...client.Object) {
 	}
 }
 
-// tenant is user, given the shipped tenant role in ns (and the class reader role), and a
-// client acting as that user.
+// tenant is user, given the shipped tenant roles in ns, and a client acting as that user.
 func tenant(t *testing.T, user, ns string) client.Client {
 	t.Helper()
-	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
-	if err := env.InstallRBAC(context.Background(), "tenant",
-		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "tenant-" + user, Namespace: ns}, Subjects: subject,
-			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "anvil-tenant"}},
-		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "classes-" + user}, Subjects: subject,
-			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "anvil-machineclass-reader"}},
-	); err != nil {
+	if err := env.InstallTenant(context.Background(), user, ns); err != nil {
 		t.Fatal(err)
 	}
 	return as(t, user)
@@ -67,9 +58,7 @@ func manager(t *testing.T) client.Client {
 // as is a client acting as user (in groups), through the apiserver's impersonation.
 func as(t *testing.T, user string, groups ...string) client.Client {
 	t.Helper()
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
-	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	c, err := env.As(user, groups...)
 	if err != nil {
 		t.Fatal(err)
 	}
