@@ -10,14 +10,14 @@ import (
 
 func newPoolletCommand() *cobra.Command {
 	var endpoint string
-	var peers []uint
+	var peers []uint32
 	o := poollet.DefaultOptions("")
 	cmd := &cobra.Command{
 		Use:   "poollet",
 		Short: "Run the agent of one MachinePool against its runtime",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			rt, conn, err := mri.Dial(endpoint, peerOption(peers), mri.Pool(o.Pool))
+			rt, conn, err := mri.Dial(endpoint, mri.AllowPeers(peers...), mri.Pool(o.Pool))
 			if err != nil {
 				return err
 			}

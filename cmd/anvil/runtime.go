@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -59,7 +61,7 @@ func (f *fakeFlags) config(name string) (fake.Config, error) {
 
 func newFakeRuntimeCommand() *cobra.Command {
 	var socket, name string
-	var peers []uint
+	var peers []uint32
 	f := fakeFlags{cpu: "64", memory: "256Gi", archs: []string{"amd64"}}
 	cmd := &cobra.Command{
 		Use:   "fake",
@@ -76,7 +78,7 @@ func newFakeRuntimeCommand() *cobra.Command {
 			}
 			defer rt.Close()
 			fmt.Fprintf(cmd.OutOrStdout(), "fake runtime %s serving on %s\n", name, socket)
-			return mri.Serve(cmd.Context(), socket, rt, peerOption(peers), mri.Pool(name))
+			return mri.Serve(cmd.Context(), socket, rt, mri.AllowPeers(peers...), mri.Pool(name))
 		},
 	}
 	fl := cmd.Flags()
@@ -104,15 +106,30 @@ func (f *fakeFlags) addFlags(cmd *cobra.Command) {
 
 // addPeerFlag adds --peer-uid: users, besides this process's own, whose processes may be
 // at the other end of the MRI socket (checked with SO_PEERCRED on both ends).
-func addPeerFlag(f *pflag.FlagSet, peers *[]uint) {
-	f.UintSliceVar(peers, "peer-uid", nil, "uids, besides this process's own, allowed at the other end of the MRI socket (repeatable)")
+func addPeerFlag(f *pflag.FlagSet, peers *[]uint32) {
+	f.Var((*uidList)(peers), "peer-uid", "uid, besides this process's own, allowed at the other end of the MRI socket (repeatable)")
 }
 
-// peerOption allows the --peer-uid users.
-func peerOption(peers []uint) mri.Option {
-	uids := make([]uint32, len(peers))
-	for i, p := range peers {
-		uids[i] = uint32(p)
+// uidList is a repeatable flag of user ids; a value that is not one is refused at parse.
+type uidList []uint32
+
+func (l *uidList) Set(v string) error {
+	for _, part := range strings.Split(v, ",") {
+		uid, err := strconv.ParseUint(strings.TrimSpace(part), 10, 32)
+		if err != nil {
+			return fmt.Errorf("%q is not a user id (0 to 4294967295)", part)
+		}
+		*l = append(*l, uint32(uid))
 	}
-	return mri.AllowPeers(uids...)
+	return nil
 }
+
+func (l *uidList) String() string {
+	parts := make([]string, len(*l))
+	for i, u := range *l {
+		parts[i] = strconv.FormatUint(uint64(u), 10)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (l *uidList) Type() string { return "uids" }

@@ -13,7 +13,7 @@ import (
 
 func newMetalRuntimeCommand() *cobra.Command {
 	var listen, cacheDir string
-	var peers []uint
+	var peers []uint32
 	cfg := pool.Config{Name: "metal"}
 	cmd := &cobra.Command{
 		Use: "metal",
@@ -42,7 +42,7 @@ func newMetalRuntimeCommand() *cobra.Command {
 			defer func() { _ = p.Stop() }()
 			fmt.Fprintf(cmd.OutOrStdout(), "metal runtime %s serving on %s (Hosts of namespace %s, Ironic %s, images %s)\n",
 				cfg.Name, listen, cfg.Site.Namespace, p.Site.Ironic.Endpoint(), p.Runtime.ImageURL())
-			return mri.Serve(cmd.Context(), listen, p.Runtime, peerOption(peers), mri.Pool(cfg.Name))
+			return mri.Serve(cmd.Context(), listen, p.Runtime, mri.AllowPeers(peers...), mri.Pool(cfg.Name))
 		},
 	}
 	f := cmd.Flags()

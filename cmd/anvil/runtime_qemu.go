@@ -19,7 +19,7 @@ import (
 
 func newQEMURuntimeCommand() *cobra.Command {
 	var (
-		peers                   []uint
+		peers                   []uint32
 		listen, cacheDir, accel string
 		archs                   []string
 		cfg                     = qemu.Config{Name: "qemu", CPUOvercommit: 4, MemoryOvercommit: 1, PowerOffGrace: 10 * time.Second}
@@ -49,7 +49,7 @@ func newQEMURuntimeCommand() *cobra.Command {
 			}
 			defer rt.Close()
 			fmt.Fprintf(cmd.OutOrStdout(), "qemu runtime %s serving on %s (state %s, cache %s)\n", cfg.Name, listen, cfg.StateDir, cacheDir)
-			return mri.Serve(cmd.Context(), listen, rt, peerOption(peers), mri.Pool(cfg.Name))
+			return mri.Serve(cmd.Context(), listen, rt, mri.AllowPeers(peers...), mri.Pool(cfg.Name))
 		},
 	}
 	fl := cmd.Flags()

@@ -62,6 +62,9 @@ func (w *worker) startPull() {
 			m.rec.Failure = &failure{Reason: "ImageNotFound", Message: err.Error()}
 		case errors.Is(err, osimage.ErrUnsafeDisk):
 			m.rec.Failure = &failure{Reason: "UnsafeImage", Message: err.Error()}
+		case errors.Is(err, osimage.ErrNotOSImage):
+			// Content does not change under a digest: pulling again cannot help.
+			m.rec.Failure = &failure{Reason: "NotOSImage", Message: err.Error()}
 		case err != nil:
 			m.obs.pullErr = err.Error()
 			m.failedLocked()
