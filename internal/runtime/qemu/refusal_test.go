@@ -172,3 +172,23 @@ func pushRawImage(t *testing.T, arch computev1alpha1.Architecture, layers map[ty
 	}
 	return testImage{Reference: ref, Digest: digest}
 }
+
+// An image whose config is not an anvil OS image's (here: no architecture) cannot become
+// one by pulling again: the machine fails with NotOSImage instead of retrying forever.
+func TestRefusesAnImageThatIsNotAnOSImage(t *testing.T) {
+	img := pushRawImage(t, "", map[types.MediaType]string{
+		osimage.MediaTypeKernel: filepath.Join(testos.Dir(t), "amd64", "kernel"),
+	})
+	rt := newRuntime(t, testConfig(t, computev1alpha1.ArchitectureAMD64))
+	m := create(t, rt, "not-os", machineSpec(img, mriv1alpha1.Architecture_ARCHITECTURE_AMD64))
+	await(t, rt, m.Metadata.Id, "failed with NotOSImage", func(m *mriv1alpha1.Machine) bool {
+		for _, c := range m.GetStatus().GetConditions() {
+			if c.Type == CondImagePulled && !c.Status && c.Reason == "NotOSImage" {
+				return m.Status.State == mriv1alpha1.MachineState_MACHINE_STATE_TERMINATED
+			}
+		}
+		return false
+	})
+	remove(t, rt, m.Metadata.Id)
+	await(t, rt, m.Metadata.Id, "went away", gone)
+}
