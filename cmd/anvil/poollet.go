@@ -42,6 +42,7 @@ func newPoolletCommand() *cobra.Command {
 	f.StringToStringVar(&o.Labels, "labels", nil, "labels of a pool this poollet creates")
 	f.DurationVar(&o.Interval, "interval", o.Interval, "how often the runtime's capacity is read and the Lease renewed")
 	f.DurationVar(&o.LeaseDuration, "lease-duration", o.LeaseDuration, "how long the pool counts as alive after a renewal")
+	f.IntVar(&o.MaxOrphans, "max-orphans", o.MaxOrphans, "runtime machines without a Machine of the pool deleted on its own; with more, all are kept and the pool says so (OrphansHeld)")
 	f.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "Machines reconciled at once")
 	f.Float32Var(&o.QPS, "kube-api-qps", o.QPS, "requests per second to the apiserver")
 	f.IntVar(&o.Burst, "kube-api-burst", o.Burst, "request burst to the apiserver")

@@ -36,6 +36,8 @@ type MachineReconciler struct {
 	// StuckAfter is how long a runtime step may lag before the call is repeated (a
 	// runtime may lose a step; every MRI call is idempotent).
 	StuckAfter time.Duration
+	// Orphans says when runtime machines without a Machine may be deleted.
+	Orphans *orphanGuard
 
 	// lagging holds, per runtime machine id, when it was first seen behind its spec.
 	lagging sync.Map
@@ -57,6 +59,9 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			return ctrl.Result{}, err
 		}
 		_, err := r.runtimeMachine(ctx, req.NamespacedName, "") // all of it is garbage now
+		if held, _ := r.Orphans.holds(); held && err == nil {
+			return ctrl.Result{RequeueAfter: r.StuckAfter}, nil // look again once they may go
+		}
 		return ctrl.Result{}, err
 	}
 	if err != nil {
@@ -97,10 +102,15 @@ func (r *MachineReconciler) runtimeMachine(ctx context.Context, key types.Namesp
 		return nil, fmt.Errorf("listing runtime machines: %w", err)
 	}
 	var mine, garbage []*mriv1alpha1.Machine
+	held, orphans := r.Orphans.holds()
 	for _, rm := range list.GetMachines() {
-		if uid != "" && rm.GetMetadata().GetLabels()[mri.LabelMachineUID] == string(uid) {
+		switch {
+		case uid != "" && rm.GetMetadata().GetLabels()[mri.LabelMachineUID] == string(uid):
 			mine = append(mine, rm)
-		} else {
+		case held:
+			log.FromContext(ctx).Info("keeping a runtime machine without a Machine: too many orphans to delete on its own",
+				"id", rm.GetMetadata().GetId(), "orphans", orphans, "limit", r.Orphans.limit)
+		default:
 			garbage = append(garbage, rm)
 		}
 	}

@@ -30,6 +30,8 @@ type PoolReconciler struct {
 	// Interval is how often the runtime's capacity is read again: the runtime has no
 	// watch for it, so this is an outside clock.
 	Interval time.Duration
+	// Orphans is counted on every read, and said in the status when it holds.
+	Orphans *orphanGuard
 
 	mu    sync.RWMutex
 	archs []computev1alpha1.ArchitectureExecution
@@ -60,6 +62,10 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Re
 		return ctrl.Result{}, err
 	}
 	want := r.observe(ctx, mp, classes.Items)
+	if n, err := countOrphans(ctx, r.Client, r.Runtime); err == nil {
+		r.Orphans.set(n)
+	}
+	r.Orphans.condition(&want, mp.Generation)
 	if !equality.Semantic.DeepEqual(mp.Status, want) {
 		patch := client.MergeFrom(mp.DeepCopy())
 		mp.Status = want

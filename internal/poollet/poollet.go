@@ -42,7 +42,10 @@ type Options struct {
 	// LeaseDuration is how long the pool counts as alive after a renewal.
 	LeaseDuration time.Duration
 	// StuckAfter is how long a runtime step may lag before its call is repeated.
-	StuckAfter  time.Duration
+	StuckAfter time.Duration
+	// MaxOrphans is how many runtime machines without a Machine of the pool the poollet
+	// deletes on its own; with more, it keeps them all and says so (OrphansHeld).
+	MaxOrphans  int
 	Concurrency int
 	QPS         float32
 	Burst       int
@@ -56,7 +59,7 @@ type Options struct {
 // DefaultOptions suit a poollet next to its runtime.
 func DefaultOptions(pool string) Options {
 	return Options{Pool: pool, Images: RegistryImages{Registry: &imageref.Registry{TagTTL: 30 * time.Second}}, Interval: 10 * time.Second, LeaseDuration: 40 * time.Second,
-		StuckAfter: 30 * time.Second, Concurrency: 8, QPS: 50, Burst: 100, MetricsAddr: "0"}
+		StuckAfter: 30 * time.Second, MaxOrphans: 10, Concurrency: 8, QPS: 50, Burst: 100, MetricsAddr: "0"}
 }
 
 // New returns a manager running the poollet; Start runs it.
@@ -85,10 +88,11 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	orphans := &orphanGuard{limit: o.MaxOrphans}
 	pool := &PoolReconciler{Pool: o.Pool, ProviderID: o.ProviderID, Labels: o.Labels, Client: mgr.GetClient(),
-		Runtime: o.Runtime, Interval: o.Interval}
+		Runtime: o.Runtime, Interval: o.Interval, Orphans: orphans}
 	machines := &MachineReconciler{Pool: o.Pool, Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Runtime: o.Runtime,
-		Images: o.Images, Architectures: pool.Architectures, StuckAfter: o.StuckAfter}
+		Images: o.Images, Architectures: pool.Architectures, StuckAfter: o.StuckAfter, Orphans: orphans}
 	events := &runtimeEvents{runtime: o.Runtime, out: make(chan event.TypedGenericEvent[*computev1alpha1.Machine], 1024)}
 	poolKey := reconcile.Request{NamespacedName: client.ObjectKey{Name: o.Pool}}
 

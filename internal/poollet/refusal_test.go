@@ -2,6 +2,7 @@ package poollet_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/mri"
+	"github.com/anvil-dev/anvil/internal/poollet"
 	"github.com/anvil-dev/anvil/internal/runtime/fake"
 )
 
@@ -285,4 +287,68 @@ func TestPoolletOfAnotherPoolDeletesNothing(t *testing.T) {
 		t.Fatalf("pool %s never said its runtime serves another pool: %+v", typo.name, mp.Status.Conditions)
 	}
 	waitFor(t, m, "still running", inState(computev1alpha1.MachineStateRunning))
+}
+
+// Many runtime machines without a Machine of the pool at once (a Machine list from the
+// wrong place, a wrong runtime): the poollet deletes none of them and says so on the pool;
+// once they are few again (an operator removed some), it deletes the rest.
+func TestTooManyOrphansAreKept(t *testing.T) {
+	ctx := context.Background()
+	startControllers(t)
+	p := startPool(t, &testPool{t: t, name: "orphans", maxOrphans: 2}, nil)
+	var ids []string
+	for i := 0; i < 3; i++ {
+		rm, err := p.client.CreateMachine(ctx, &mriv1alpha1.CreateMachineRequest{Machine: &mriv1alpha1.Machine{
+			Metadata: &mriv1alpha1.ObjectMetadata{Labels: map[string]string{mri.LabelMachineUID: fmt.Sprintf("gone-%d", i),
+				poollet.LabelMachineNamespace: "ns-orphans", poollet.LabelMachineName: fmt.Sprintf("gone-%d", i)}},
+			Spec: &mriv1alpha1.MachineSpec{Resources: &mriv1alpha1.Resources{MilliCpu: 100, MemoryBytes: 1 << 20},
+				Image: &mriv1alpha1.Image{Reference: "registry.example/os:1", Digest: "sha256:x"}, Architecture: mriv1alpha1.Architecture_ARCHITECTURE_AMD64,
+				Power: mriv1alpha1.Power_POWER_ON}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, rm.GetMachine().GetMetadata().GetId())
+	}
+	count := func() int {
+		list, err := p.client.ListMachines(ctx, &mriv1alpha1.ListMachinesRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, m := range list.GetMachines() {
+			if m.GetMetadata().GetDeletedAtUnixNano() == 0 {
+				n++
+			}
+		}
+		return n
+	}
+	poolCondition := func(want bool) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			mp := &computev1alpha1.MachinePool{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Name: p.name}, mp); err != nil {
+				return false, client.IgnoreNotFound(err)
+			}
+			c := meta.FindStatusCondition(mp.Status.Conditions, computev1alpha1.ConditionOrphansHeld)
+			return (c != nil && c.Reason == computev1alpha1.ReasonTooManyOrphans && strings.Contains(c.Message, "3 runtime machines")) == want, nil
+		})
+		if err != nil {
+			t.Fatalf("pool %s never had OrphansHeld=%v", p.name, want)
+		}
+	}
+	poolCondition(true)
+	time.Sleep(3 * time.Second) // several intervals and retries of the poollet
+	if n := count(); n != 3 {
+		t.Fatalf("the poollet deleted %d of 3 orphans while there were too many", 3-n)
+	}
+
+	if _, err := p.client.DeleteMachine(ctx, &mriv1alpha1.DeleteMachineRequest{Id: ids[0]}); err != nil {
+		t.Fatal(err)
+	}
+	poolCondition(false)
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return count() == 0, nil
+	}); err != nil {
+		t.Fatalf("%d orphans left once they were few enough to delete", count())
+	}
 }

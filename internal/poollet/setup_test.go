@@ -41,6 +41,8 @@ type testPool struct {
 	labels map[string]string
 	// restConfig is the poollet's identity; nil is the test's admin.
 	restConfig *rest.Config
+	// maxOrphans overrides the poollet's default when not zero.
+	maxOrphans int
 	endpoint   string
 	rt         *fake.Runtime
 	client     mriv1alpha1.MachineRuntimeClient
@@ -119,6 +121,9 @@ func (p *testPool) startPoollet() {
 	o := poollet.DefaultOptions(p.name)
 	o.Runtime, o.Interval, o.LeaseDuration, o.StuckAfter = p.client, 500*time.Millisecond, 10*time.Second, time.Second
 	o.SkipControllerNameValidation = true
+	if p.maxOrphans != 0 {
+		o.MaxOrphans = p.maxOrphans
+	}
 	o.Labels = map[string]string{poolLabel: p.name}
 	for k, v := range p.labels {
 		o.Labels[k] = v

@@ -76,6 +76,10 @@ const (
 	// False when spec.image changed after boot, or when the OSImage whose output it names
 	// has published a different entry for its architecture. Absent for other images.
 	ConditionImageUpToDate = "ImageUpToDate"
+	// ConditionOrphansHeld, on a MachinePool, says its poollet holds back deleting the
+	// runtime machines that have no Machine of the pool, because there are more of them
+	// than it may delete on its own (reason TooManyOrphans). Absent otherwise.
+	ConditionOrphansHeld = "OrphansHeld"
 )
 
 // Reasons of the ImageUpToDate condition.
@@ -137,6 +141,8 @@ const (
 	ReasonRuntimeReachable   = "RuntimeReachable"
 	ReasonRuntimeUnreachable = "RuntimeUnreachable"
 	// ReasonWrongRuntime: the runtime at the poollet's endpoint serves another pool.
-	ReasonWrongRuntime      = "WrongRuntime"
+	ReasonWrongRuntime = "WrongRuntime"
+	// ReasonTooManyOrphans: see ConditionOrphansHeld.
+	ReasonTooManyOrphans    = "TooManyOrphans"
 	ReasonDuplicateMachines = "DuplicateRuntimeMachines"
 )
