@@ -9,11 +9,15 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 )
 
-// Sandbox is QEMU's seccomp filter for guests: a QEMU a guest breaks out of cannot gain
-// privileges (setuid), change its scheduling, or use obsolete system calls. Spawning
-// stays allowed: a NIC's guest forwards run their command through /bin/sh, and a NIC
-// with forwards may be hot-plugged into a running VM.
-const Sandbox = "on,obsolete=deny,elevateprivileges=deny,resourcecontrol=deny"
+// Sandbox is QEMU's seccomp filter for guests: a QEMU a guest breaks out of cannot use
+// the system calls QEMU never needs (mount, reboot, kexec, module loading, obsolete ones).
+// The filter is inherited by what QEMU spawns, and a NIC's guest forwards spawn a command
+// per connection (a NIC with forwards may also be hot-plugged), so two stricter groups
+// are left out: elevateprivileges=deny blocks setsid, which libslirp's child calls
+// before it runs the command (seen as SIGSYS on syscall 112: an image build's registry
+// forward died so), and resourcecontrol=deny blocks the CPU affinity calls a Go program
+// such as anvil forward makes as it starts (sched_getaffinity, read by the Go runtime).
+const Sandbox = "on,obsolete=deny"
 
 // Args returns QEMU's command line (without the program) for s. The same device
 // descriptions serve for hotplug, so a device plugged later looks like one from the start.
