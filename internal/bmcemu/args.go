@@ -136,9 +136,10 @@ func qemuArgs(s Spec, l launch, accel string) ([]string, error) {
 			"-drive", "if=pflash,format=raw,readonly=on,file="+optionValue(uefiFirmware[s.arch()].code),
 			"-drive", "if=pflash,format=raw,file="+optionValue(l.vars))
 	}
-	cdBus := "ide.0"
+	// The CD-ROM: IDE on q35; virt has no IDE, so SCSI there.
+	cdDevice, cdBus := "ide-cd", "ide.0"
 	if s.arch() == computev1alpha1.ArchitectureARM64 {
-		cdBus = "scsi.0"
+		cdDevice, cdBus = "scsi-cd", "scsi.0"
 		args = append(args, "-device", "virtio-scsi-pci,id=scsi,bus=pcie.0")
 	}
 	args = append(args,
@@ -150,7 +151,7 @@ func qemuArgs(s Spec, l launch, accel string) ([]string, error) {
 		"-drive", "if=none,id=disk,format=qcow2,file="+optionValue(l.disk),
 		"-device", fmt.Sprintf("virtio-blk-pci,drive=disk,id=diskdev,bus=pcie.0,bootindex=%d", diskIndex),
 		"-drive", cd,
-		"-device", fmt.Sprintf("%s,drive=cdmedia,id=cd,bus=%s,bootindex=%d", cdDevice(s), cdBus, cdIndex),
+		"-device", fmt.Sprintf("%s,drive=cdmedia,id=cd,bus=%s,bootindex=%d", cdDevice, cdBus, cdIndex),
 	)
 	if l.usb != "" {
 		args = append(args,
@@ -160,14 +161,6 @@ func qemuArgs(s Spec, l launch, accel string) ([]string, error) {
 	return append(args,
 		"-netdev", "user,id=net0,restrict=on",
 		"-device", "virtio-net-pci,netdev=net0,id=nic0,bus=pcie.0,mac="+s.MAC), nil
-}
-
-// cdDevice is the CD-ROM's QEMU device: IDE on q35, SCSI on virt.
-func cdDevice(s Spec) string {
-	if s.arch() == computev1alpha1.ArchitectureARM64 {
-		return "scsi-cd"
-	}
-	return "ide-cd"
 }
 
 // optionValue escapes a value inside QEMU's comma-separated options.

@@ -100,7 +100,7 @@ func checkDiskFormat(path string, format DiskFormat) error {
 	case format == DiskFormatRaw && isQCOW2:
 		return fmt.Errorf("disk %s is declared raw but is a qcow2 file", path)
 	case isQCOW2:
-		if err := checkQCOW2File(path); err != nil {
+		if err := CheckQCOW2File(path); err != nil {
 			return fmt.Errorf("disk %s: %w", path, err)
 		}
 	}

@@ -134,7 +134,7 @@ func (c *Cache) Pull(ctx context.Context, reference, digest string, arch compute
 		case MediaTypeDiskQCOW2:
 			// Checked at every pull, not only the first: the cache may be older than
 			// this check.
-			if err := checkQCOW2File(p); err != nil {
+			if err := CheckQCOW2File(p); err != nil {
 				return Files{}, fmt.Errorf("%s: disk layer %s: %w", reference, l.Digest, err)
 			}
 			files.Disk, files.DiskFormat = p, DiskFormatQCOW2

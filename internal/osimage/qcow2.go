@@ -58,8 +58,8 @@ func CheckQCOW2(r io.ReaderAt) error {
 	return nil
 }
 
-// checkQCOW2File is CheckQCOW2 of the file at path.
-func checkQCOW2File(path string) error {
+// CheckQCOW2File is CheckQCOW2 of the file at path.
+func CheckQCOW2File(path string) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err

@@ -3,7 +3,6 @@ package qemu
 import (
 	"crypto/sha256"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -110,12 +109,7 @@ func handleFormat(path string) (vm.DiskFormat, error) {
 	if !strings.HasSuffix(path, ".qcow2") {
 		return vm.FormatRaw, nil
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	if err := osimage.CheckQCOW2(f); err != nil {
+	if err := osimage.CheckQCOW2File(path); err != nil {
 		return "", err
 	}
 	return vm.FormatQCOW2, nil
