@@ -135,3 +135,24 @@ func TestWrongArchitectureFails(t *testing.T) {
 		t.Errorf("the wrong architecture printed a marker: %q", lines)
 	}
 }
+
+// A user data that is a script runs once, as cloud-init runs one, between the two lines
+// the attack tests read a guest's findings from; its exit status is on the last.
+func TestUserDataScriptRuns(t *testing.T) {
+	iso := seed(t, "#!/bin/sh\n# anvil-marker=script-5\necho found-$((6*7))\nexit 3\n", "instance-id: i-script\n")
+	v := boot(t, computev1alpha1.ArchitectureAMD64, computev1alpha1.ArchitectureAMD64, seedDrive(iso)...)
+	line, _ := v.waitForLine(t, "ANVIL-TESTOS-READY", markerDeadline)
+	if want := ReadyLine(computev1alpha1.ArchitectureAMD64, "testos", "script-5"); line != want {
+		t.Fatalf("marker line = %q, want %q", line, want)
+	}
+	end, _ := v.waitForLine(t, "ANVIL-TESTOS-SCRIPT-END", markerDeadline)
+	if end != "ANVIL-TESTOS-SCRIPT-END rc=3" {
+		t.Errorf("end line = %q, want rc=3", end)
+	}
+	console := v.console()
+	begin := strings.Index(console, "ANVIL-TESTOS-SCRIPT-BEGIN")
+	if begin < 0 || !strings.Contains(console[begin:], "\nfound-42") {
+		t.Errorf("the script's output is not between its lines:\n%s", console)
+	}
+	v.powerOff(t)
+}
