@@ -7,8 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
-	"path/filepath"
+	"path"
 	"sort"
 	"strings"
 	"time"
@@ -53,7 +54,13 @@ func stripComments(doc []byte) []byte {
 
 // ReadDir decodes every object in the *.yaml and *.yml files of dir, files in name order.
 func ReadDir(dir string) ([]*unstructured.Unstructured, error) {
-	entries, err := os.ReadDir(dir)
+	return ReadFS(os.DirFS(dir), ".")
+}
+
+// ReadFS is ReadDir for the folder dir of fsys (an embedded one, for manifests a binary
+// ships).
+func ReadFS(fsys fs.FS, dir string) ([]*unstructured.Unstructured, error) {
+	entries, err := fs.ReadDir(fsys, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +73,7 @@ func ReadDir(dir string) ([]*unstructured.Unstructured, error) {
 	sort.Strings(names)
 	var objs []*unstructured.Unstructured
 	for _, name := range names {
-		raw, err := os.ReadFile(filepath.Join(dir, name))
+		raw, err := fs.ReadFile(fsys, path.Join(dir, name))
 		if err != nil {
 			return nil, err
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/anvil-dev/anvil/api"
 	"github.com/anvil-dev/anvil/config/admission"
 	"github.com/anvil-dev/anvil/config/crd"
+	"github.com/anvil-dev/anvil/config/rbac"
 	"github.com/anvil-dev/anvil/internal/manifest"
 	"github.com/anvil-dev/anvil/internal/registry"
 )
@@ -168,11 +169,7 @@ func RepoRoot() (string, error) {
 // InstallRBAC creates the shipped roles of config/rbac/<dir> and the given bindings, each
 // only when missing, as an operator installing anvil would.
 func (e *Env) InstallRBAC(ctx context.Context, dir string, bindings ...client.Object) error {
-	root, err := RepoRoot()
-	if err != nil {
-		return err
-	}
-	objs, err := manifest.ReadDir(filepath.Join(root, "config", "rbac", dir))
+	objs, err := rbac.Load(dir)
 	if err != nil {
 		return err
 	}
