@@ -2,6 +2,8 @@ package controlplane
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -83,13 +85,19 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 	if err := cp.pki.ensure(time.Now()); err != nil {
 		return nil, err
 	}
+	if err := cp.pki.writeEtcd(time.Now()); err != nil {
+		return nil, fmt.Errorf("creating etcd's certificates: %w", err)
+	}
+	etcdClient, err := cp.etcdHTTPClient()
+	if err != nil {
+		return nil, err
+	}
 
 	logs, run := filepath.Join(cfg.StateDir, "logs"), filepath.Join(cfg.StateDir, "run")
 	if cp.etcd, err = startProcess("etcd", etcdBin, cp.etcdArgs(), logs, run); err != nil {
 		return nil, err
 	}
-	etcdHealth := fmt.Sprintf("http://127.0.0.1:%d/health", cfg.EtcdClientPort)
-	if err := waitHealthy(ctx, cp.etcd, http.DefaultClient, etcdHealth, cfg.ReadyTimeout); err != nil {
+	if err := waitHealthy(ctx, cp.etcd, etcdClient, cp.EtcdURL()+"/health", cfg.ReadyTimeout); err != nil {
 		return nil, err
 	}
 	if cp.apiserver, err = startProcess("kube-apiserver", apiserverBin, cp.apiserverArgs(), logs, run); err != nil {
@@ -111,9 +119,13 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 	return cp, nil
 }
 
+// etcdArgs serve clients and peers on loopback with TLS, and take only clients (and
+// peers) with a certificate of the etcd CA: every Secret is in etcd in the clear, and
+// anything on the host (or a guest reaching the host's loopback) could otherwise read it.
 func (cp *ControlPlane) etcdArgs() []string {
-	client := fmt.Sprintf("http://127.0.0.1:%d", cp.cfg.EtcdClientPort)
-	peer := fmt.Sprintf("http://127.0.0.1:%d", cp.cfg.EtcdPeerPort)
+	p := cp.pki
+	client := cp.EtcdURL()
+	peer := fmt.Sprintf("https://127.0.0.1:%d", cp.cfg.EtcdPeerPort)
 	return []string{
 		"--name=anvil-dev",
 		"--data-dir=" + filepath.Join(cp.cfg.StateDir, "etcd"),
@@ -122,6 +134,14 @@ func (cp *ControlPlane) etcdArgs() []string {
 		"--listen-peer-urls=" + peer,
 		"--initial-advertise-peer-urls=" + peer,
 		"--initial-cluster=anvil-dev=" + peer,
+		"--client-cert-auth",
+		"--trusted-ca-file=" + p.etcdCACert(),
+		"--cert-file=" + p.etcdCert(),
+		"--key-file=" + p.etcdKey(),
+		"--peer-client-cert-auth",
+		"--peer-trusted-ca-file=" + p.etcdCACert(),
+		"--peer-cert-file=" + p.etcdCert(),
+		"--peer-key-file=" + p.etcdKey(),
 		"--log-level=warn",
 	}
 }
@@ -129,7 +149,10 @@ func (cp *ControlPlane) etcdArgs() []string {
 func (cp *ControlPlane) apiserverArgs() []string {
 	p := cp.pki
 	return []string{
-		"--etcd-servers=" + fmt.Sprintf("http://127.0.0.1:%d", cp.cfg.EtcdClientPort),
+		"--etcd-servers=" + cp.EtcdURL(),
+		"--etcd-cafile=" + p.etcdCACert(),
+		"--etcd-certfile=" + p.etcdClientCert(),
+		"--etcd-keyfile=" + p.etcdClientKey(),
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(cp.cfg.APIServerPort),
@@ -143,6 +166,36 @@ func (cp *ControlPlane) apiserverArgs() []string {
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--cert-dir=" + filepath.Join(cp.cfg.StateDir, "pki", "generated"),
 	}
+}
+
+// EtcdURL is etcd's client URL (TLS; a client certificate of EtcdClientFiles is required).
+func (cp *ControlPlane) EtcdURL() string {
+	return fmt.Sprintf("https://127.0.0.1:%d", cp.cfg.EtcdClientPort)
+}
+
+// EtcdClientFiles are the etcd CA and the apiserver's etcd client certificate and key,
+// valid until the next start.
+func (cp *ControlPlane) EtcdClientFiles() (ca, cert, key string) {
+	return cp.pki.etcdCACert(), cp.pki.etcdClientCert(), cp.pki.etcdClientKey()
+}
+
+// etcdHTTPClient speaks to etcd as the apiserver does, for the health check.
+func (cp *ControlPlane) etcdHTTPClient() (*http.Client, error) {
+	caFile, certFile, keyFile := cp.EtcdClientFiles()
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("etcd's client certificate: %w", err)
+	}
+	caPEM, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("%s holds no certificate", caFile)
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}}}, nil
 }
 
 func (cp *ControlPlane) restConfig() (*rest.Config, error) {

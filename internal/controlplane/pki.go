@@ -64,13 +64,61 @@ func (p pki) ensure(now time.Time) error {
 }
 
 func (p pki) writeCA(now time.Time) error {
+	return newCA(p.caCert(), p.caKey(), "anvil-dev-ca", now)
+}
+
+func (p pki) writeServing(now time.Time) error {
+	return issue(p.caCert(), p.caKey(), p.servingCert(), p.servingKey(), &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "kube-apiserver"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(serviceIP)},
+	}, now)
+}
+
+// etcd's key material lives in pki/etcd and is made anew at every start: only the
+// apiserver started beside it holds a client certificate, and a copy taken of an earlier
+// one stops working at the next start.
+func (p pki) etcdDir() string        { return filepath.Join(p.dir, "etcd") }
+func (p pki) etcdCACert() string     { return filepath.Join(p.etcdDir(), "ca.crt") }
+func (p pki) etcdCAKey() string      { return filepath.Join(p.etcdDir(), "ca.key") }
+func (p pki) etcdCert() string       { return filepath.Join(p.etcdDir(), "etcd.crt") }
+func (p pki) etcdKey() string        { return filepath.Join(p.etcdDir(), "etcd.key") }
+func (p pki) etcdClientCert() string { return filepath.Join(p.etcdDir(), "apiserver-etcd-client.crt") }
+func (p pki) etcdClientKey() string  { return filepath.Join(p.etcdDir(), "apiserver-etcd-client.key") }
+
+// writeEtcd makes etcd's CA, etcd's own certificate (serving clients and its peer port,
+// on loopback) and the apiserver's client certificate.
+func (p pki) writeEtcd(now time.Time) error {
+	if err := os.MkdirAll(p.etcdDir(), 0o700); err != nil {
+		return err
+	}
+	if err := newCA(p.etcdCACert(), p.etcdCAKey(), "anvil-dev-etcd-ca", now); err != nil {
+		return err
+	}
+	if err := issue(p.etcdCACert(), p.etcdCAKey(), p.etcdCert(), p.etcdKey(), &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "etcd"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, // peers are both
+		DNSNames:    []string{"localhost"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+	}, now); err != nil {
+		return err
+	}
+	return issue(p.etcdCACert(), p.etcdCAKey(), p.etcdClientCert(), p.etcdClientKey(), &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "kube-apiserver-etcd-client"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, now)
+}
+
+// newCA writes a self-signed CA certificate and its key.
+func newCA(certPath, keyPath, name string, now time.Time) error {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "anvil-dev-ca"},
+		Subject:               pkix.Name{CommonName: name},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.AddDate(10, 0, 0),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
@@ -81,14 +129,16 @@ func (p pki) writeCA(now time.Time) error {
 	if err != nil {
 		return err
 	}
-	if err := writeKey(p.caKey(), key); err != nil {
+	if err := writeKey(keyPath, key); err != nil {
 		return err
 	}
-	return writePEM(p.caCert(), "CERTIFICATE", der)
+	return writePEM(certPath, "CERTIFICATE", der)
 }
 
-func (p pki) writeServing(now time.Time) error {
-	ca, caKey, err := p.loadCA()
+// issue writes a certificate for a new key, signed by the CA at caCert and caKey: tmpl
+// gives its names and extended key usages, issue the rest.
+func issue(caCert, caKey, certPath, keyPath string, tmpl *x509.Certificate, now time.Time) error {
+	ca, signer, err := loadCA(caCert, caKey)
 	if err != nil {
 		return err
 	}
@@ -96,28 +146,21 @@ func (p pki) writeServing(now time.Time) error {
 	if err != nil {
 		return err
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: "kube-apiserver"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.AddDate(10, 0, 0),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(serviceIP)},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	tmpl.SerialNumber = serial()
+	tmpl.NotBefore, tmpl.NotAfter = now.Add(-time.Hour), now.AddDate(10, 0, 0)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, signer)
 	if err != nil {
 		return err
 	}
-	if err := writeKey(p.servingKey(), key); err != nil {
+	if err := writeKey(keyPath, key); err != nil {
 		return err
 	}
-	return writePEM(p.servingCert(), "CERTIFICATE", der)
+	return writePEM(certPath, "CERTIFICATE", der)
 }
 
-func (p pki) loadCA() (*x509.Certificate, *ecdsa.PrivateKey, error) {
-	certDER, err := readPEM(p.caCert(), "CERTIFICATE")
+func loadCA(certPath, keyPath string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	certDER, err := readPEM(certPath, "CERTIFICATE")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -125,7 +168,7 @@ func (p pki) loadCA() (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	keyDER, err := readPEM(p.caKey(), "EC PRIVATE KEY")
+	keyDER, err := readPEM(keyPath, "EC PRIVATE KEY")
 	if err != nil {
 		return nil, nil, err
 	}

@@ -143,7 +143,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	etcdPID, apiserverPID := cp.PIDs()
 	fmt.Fprintf(o.Out, `anvil dev is up (%.1fs)
-  etcd            pid %d, 127.0.0.1:%d
+  etcd            pid %d, https://127.0.0.1:%d (client certificates only)
   kube-apiserver  pid %d, https://127.0.0.1:%d
   registry        %s (in this process)
   test OS         %s

@@ -13,6 +13,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/config/rbac"
 	"github.com/anvil-dev/anvil/internal/imageref"
 	"github.com/anvil-dev/anvil/internal/mri"
 	"github.com/anvil-dev/anvil/internal/nocloud"
@@ -114,7 +115,14 @@ func runPool(ctx context.Context, cfg *rest.Config, stateDir, name string, rt ru
 	o.Runtime, o.ProviderID = client, kind+"://"+name
 	o.Labels = map[string]string{LabelRuntime: kind}
 	o.SkipControllerNameValidation = true
-	mgr, err := poollet.New(cfg, o)
+	identity, err := poolletIdentity(ctx, cfg, name)
+	if err != nil {
+		l.Close()
+		conn.Close()
+		rt.Close()
+		return nil, err
+	}
+	mgr, err := poollet.New(identity, o)
 	if err != nil {
 		l.Close()
 		conn.Close()
@@ -135,6 +143,24 @@ func runPool(ctx context.Context, cfg *rest.Config, stateDir, name string, rt ru
 		}
 	}()
 	return errs, nil
+}
+
+// poolletIdentity is cfg acting as the pool's own poollet ServiceAccount, with the shipped
+// poollet roles: as on a real pool host, the poollet can then write only what its pool's
+// scope allows (admission policy anvil-poollet-scope), though it runs in the admin's
+// process.
+func poolletIdentity(ctx context.Context, cfg *rest.Config, pool string) (*rest.Config, error) {
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return nil, err
+	}
+	imp, err := rbac.InstallPoollet(ctx, c, pool)
+	if err != nil {
+		return nil, fmt.Errorf("the identity of poollet %s: %w", pool, err)
+	}
+	identity := rest.CopyConfig(cfg)
+	identity.Impersonate = imp
+	return identity, nil
 }
 
 // poolSet is the pools anvil dev started: their names for the summary, and the errors of
