@@ -33,7 +33,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=metal.anvil.dev,resources=hosts,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=metal.anvil.dev,resources=hosts/status,verbs=get;patch;update
 // +kubebuilder:rbac:groups=metal.anvil.dev,resources=hardwaredata,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=anvil-metal,resources=secrets,verbs=get;list;watch
 
 // nodeName is the provisioner's name for h.
 func nodeName(h *metalv1alpha1.Host) string {

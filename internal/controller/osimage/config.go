@@ -2,6 +2,7 @@ package osimage
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/anvil-dev/anvil/internal/osimage"
 )
@@ -19,6 +20,20 @@ type Config struct {
 	// GuestPlainHTTP.
 	Registry, GuestRegistry string
 	GuestPlainHTTP          bool
+	// SecretRecheck is how often an OSImage whose context reads a Secret reads it again
+	// (DefaultSecretRecheck when zero). The manager holds no list or watch on Secrets (it
+	// would read every Secret of the cluster), so a Secret's edit is found by looking.
+	SecretRecheck time.Duration
+}
+
+// DefaultSecretRecheck is SecretRecheck when unset.
+const DefaultSecretRecheck = time.Minute
+
+func (c Config) secretRecheck() time.Duration {
+	if c.SecretRecheck > 0 {
+		return c.SecretRecheck
+	}
+	return DefaultSecretRecheck
 }
 
 // Validate says what to fix.

@@ -13,7 +13,8 @@ import (
 )
 
 // Editing a context file's ConfigMap or Secret, and nothing else, makes a new build: the
-// controller watches them rather than waiting for the OSImage to change.
+// controller watches ConfigMaps and looks at Secrets again (SecretRecheck; it may not
+// watch Secrets) rather than waiting for the OSImage to change.
 func TestContextEditsRebuild(t *testing.T) {
 	both, _ := setup(t)
 	ctx := context.Background()

@@ -33,7 +33,10 @@ type OSImageReconciler struct {
 // +kubebuilder:rbac:groups=images.anvil.dev,resources=osimages/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=images.anvil.dev,resources=osimagebuilds,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=images.anvil.dev,resources=osimagebuilds/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=configmaps;secrets,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;delete
+// Secrets by name only (context files, registry credentials; builders' job and first-boot
+// Secrets): list or watch would read every Secret of the cluster.
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 func (r *OSImageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -65,7 +68,21 @@ func (r *OSImageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			return ctrl.Result{}, perr
 		}
 	}
+	if err == nil && readsSecrets(o) {
+		// No watch tells of a context Secret's edit (see Config.SecretRecheck): look again.
+		return ctrl.Result{RequeueAfter: r.Config.secretRecheck()}, nil
+	}
 	return ctrl.Result{}, err
+}
+
+// readsSecrets says whether a context file of o comes from a Secret.
+func readsSecrets(o *imagesv1alpha1.OSImage) bool {
+	for _, f := range o.Spec.Context {
+		if f.SecretKeyRef != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // reconcileBuild makes sure the OSImageBuild of the current inputs exists, marks the

@@ -52,7 +52,8 @@ func setup(t *testing.T) (both, amd64Only string) {
 	amd64Only = push(reg+"/anvil/testos:amd64", "amd64")
 	builder := push(reg+"/anvil/builder:test", "amd64", "arm64")
 
-	cfg := osimagecontroller.Config{BuilderImage: builder, BuilderNetwork: "builders", Registry: reg, GuestRegistry: "10.0.2.100:5000", GuestPlainHTTP: true}
+	cfg := osimagecontroller.Config{BuilderImage: builder, BuilderNetwork: "builders", Registry: reg, GuestRegistry: "10.0.2.100:5000", GuestPlainHTTP: true,
+		SecretRecheck: time.Second}
 	startManager(t, func(mgr ctrl.Manager) error { return osimagecontroller.Setup(mgr, cfg, 2) })
 
 	pool := &computev1alpha1.MachinePool{ObjectMeta: metav1.ObjectMeta{Name: "amd64-only"}}

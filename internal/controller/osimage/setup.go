@@ -32,9 +32,9 @@ func Setup(mgr ctrl.Manager, cfg Config, concurrency int) error {
 			return allOSImages(ctx, c)
 		})).
 		// A context file's content is part of its architecture's inputs. Metadata only: a
-		// change moves the resourceVersion, and the manager keeps no Secret's data.
+		// change moves the resourceVersion. Secrets are not watched: the reconciler looks
+		// at them again (Config.SecretRecheck).
 		Watches(&corev1.ConfigMap{}, readersOf(c, "ConfigMap"), builder.OnlyMetadata).
-		Watches(&corev1.Secret{}, readersOf(c, "Secret"), builder.OnlyMetadata).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
 		Complete(images)
 	if err != nil {
@@ -55,7 +55,7 @@ func Setup(mgr ctrl.Manager, cfg Config, concurrency int) error {
 		Complete(builds)
 }
 
-// readersOf maps a ConfigMap or Secret to the OSImages whose context reads it.
+// readersOf maps a ConfigMap to the OSImages whose context reads it.
 func readersOf(c client.Client, kind string) handler.EventHandler {
 	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		return listed(ctx, c, &imagesv1alpha1.OSImageList{}, "the OSImages reading a "+kind,
