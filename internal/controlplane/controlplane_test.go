@@ -17,23 +17,13 @@ import (
 	"github.com/anvil-dev/anvil/test/harness"
 )
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 func testConfig(t *testing.T, stateDir string) Config {
 	t.Helper()
 	bin, err := harness.AssetsDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Config{StateDir: stateDir, BinDir: bin, APIServerPort: freePort(t), EtcdClientPort: freePort(t), EtcdPeerPort: freePort(t)}
+	return Config{StateDir: stateDir, BinDir: bin, APIServerPort: harness.FreePort(t), EtcdClientPort: harness.FreePort(t), EtcdPeerPort: harness.FreePort(t)}
 }
 
 // One control plane is started twice on one state directory: what the first wrote, the

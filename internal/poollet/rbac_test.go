@@ -5,14 +5,13 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
-	"github.com/anvil-dev/anvil/internal/controller/secretaccess"
+	"github.com/anvil-dev/anvil/config/rbac"
 )
 
 // The poollet runs as its own ServiceAccount with the shipped role
@@ -22,11 +21,12 @@ func TestPoolletRunsWithItsOwnNarrowIdentity(t *testing.T) {
 	startControllers(t)
 	ctx := context.Background()
 	pool := "narrow"
-	user := "system:serviceaccount:" + secretaccess.PoolletNamespace + ":" + secretaccess.ServiceAccountName(pool)
-	installPoolletRBAC(t, user)
-
+	imp, err := rbac.InstallPoollet(ctx, env.Client, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
 	identity := rest.CopyConfig(env.Config)
-	identity.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:serviceaccounts", "system:authenticated"}}
+	identity.Impersonate = imp
 	startPool(t, &testPool{t: t, name: pool, restConfig: identity}, nil)
 
 	ns := "ns-" + pool
@@ -56,19 +56,5 @@ func TestPoolletRunsWithItsOwnNarrowIdentity(t *testing.T) {
 	}
 	if err := as.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)); !apierrors.IsForbidden(err) {
 		t.Errorf("listing Secrets: %v, want Forbidden", err)
-	}
-}
-
-// installPoolletRBAC creates the shipped poollet roles and binds them to user.
-func installPoolletRBAC(t *testing.T, user string) {
-	t.Helper()
-	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
-	if err := env.InstallRBAC(context.Background(), "poollet",
-		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "anvil-poollet-narrow"}, Subjects: subject,
-			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "anvil-poollet"}},
-		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "anvil-poollet-narrow", Namespace: computev1alpha1.PoolLeaseNamespace},
-			Subjects: subject, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "anvil-poollet"}},
-	); err != nil {
-		t.Fatal(err)
 	}
 }

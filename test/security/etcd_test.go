@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -40,7 +39,7 @@ func TestEtcdOfAnvilDevNeedsAClientCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := controlplane.Config{StateDir: t.TempDir(), BinDir: bin,
-		APIServerPort: freePort(t), EtcdClientPort: freePort(t), EtcdPeerPort: freePort(t)}
+		APIServerPort: harness.FreePort(t), EtcdClientPort: harness.FreePort(t), EtcdPeerPort: harness.FreePort(t)}
 	cp, err := controlplane.Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -144,14 +143,4 @@ func selfSigned(t *testing.T) *tls.Certificate {
 		t.Fatal(err)
 	}
 	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
