@@ -167,8 +167,8 @@ func TestPoolletCannotWriteOtherPools(t *testing.T) {
 		first++
 	}
 	var firstErr error
-	_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		firstErr = attempts[first].do(ctx)
+	_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		firstErr = attempts[first].do(ctx) // not the poll's context: its deadline would cut the last try short
 		return firstErr != nil, nil
 	})
 	refused, allowed := 0, 0
