@@ -10,9 +10,11 @@ import (
 	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
 )
 
-// Network is a NIC network with a meaning of its own on this pool. A guest on it is cut
-// off from the host and the outside (QEMU's restrict=on) and reaches only its Forwards.
-// A NIC on a network the pool does not name gets QEMU's plain user network.
+// Network is a NIC network with a meaning of its own on this pool: the services of the
+// host its guests are given. Every NIC, on a network the pool names or not, is cut off
+// from the host and the outside (QEMU's restrict=on): without it QEMU's gateway 10.0.2.2
+// is the host's loopback (in anvil dev: etcd, the registry, other VMs' SSH forwards).
+// A guest reaches only its network's Forwards.
 type Network struct {
 	Forwards []NetworkForward
 }
@@ -61,12 +63,8 @@ func forwardCommand() ([]string, error) {
 
 // vmNIC is the QEMU description of a NIC device on root port port.
 func (r *Runtime) vmNIC(d *device, port int) vm.NIC {
-	nic := vm.NIC{ID: d.QEMUID, MAC: d.MAC, Port: port}
-	n, ok := r.cfg.Networks[d.Network]
-	if !ok {
-		return nic
-	}
-	nic.Restrict = true
+	nic := vm.NIC{ID: d.QEMUID, MAC: d.MAC, Port: port, Restrict: true}
+	n := r.cfg.Networks[d.Network] // a network the pool does not name has no forwards
 	for _, f := range n.Forwards {
 		host, port, _ := net.SplitHostPort(f.Guest) // checked in checkNetworks
 		p, _ := strconv.Atoi(port)
