@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
@@ -55,10 +56,17 @@ type Config struct {
 	Networks       map[string]Network
 	ForwardCommand []string
 
+	// QEMUUser is who QEMU drops to (-runas) when the runtime runs as root (default
+	// DefaultQEMUUser); it must exist. A runtime that is not root starts QEMU as itself.
+	QEMUUser string
+
 	Images Images
 	Index  ImageIndex
 	Seeds  SeedWriter
 	Logger logr.Logger
+
+	// runAs is QEMUUser resolved, nil when the runtime is not root.
+	runAs *qemuUser
 
 	// programs maps an architecture to its QEMU program; tests may replace it.
 	programs map[computev1alpha1.Architecture]string
@@ -106,6 +114,19 @@ func (c *Config) defaults() error {
 	if len(c.Networks) > 0 && len(c.ForwardCommand) == 0 {
 		if c.ForwardCommand, err = forwardCommand(); err != nil {
 			return err
+		}
+	}
+	if os.Geteuid() == 0 {
+		if c.QEMUUser == "" {
+			c.QEMUUser = DefaultQEMUUser
+		}
+		if c.runAs, err = lookupQEMUUser(c.QEMUUser); err != nil {
+			return err
+		}
+		if hasForwards(c.Networks) {
+			if why := c.runAs.canRun(c.ForwardCommand[0]); why != "" {
+				return fmt.Errorf("qemu runtime: QEMU runs the guest-forward command %s as user %s, who cannot: %s", c.ForwardCommand[0], c.QEMUUser, why)
+			}
 		}
 	}
 	if c.Images == nil || c.Index == nil || c.Seeds == nil {

@@ -3,6 +3,7 @@ package qemu
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"time"
@@ -38,7 +39,7 @@ func (w *worker) plug(ctx context.Context, qemuID string) {
 	var err error
 	if dev.Kind == kindVolume {
 		disk := vm.Disk{ID: dev.QEMUID, Path: dev.Path, Format: vm.DiskFormat(dev.Format), Port: port}
-		if err = w.qmp.Execute(qctx, "blockdev-add", vm.Blockdev(disk), nil); err == nil || duplicate(err) {
+		if err = w.plugDisk(qctx, disk); err == nil || duplicate(err) {
 			if err = w.qmp.Execute(qctx, "device_add", vm.DiskDevice(disk), nil); err != nil && !duplicate(err) {
 				_ = w.qmp.Execute(qctx, "blockdev-del", map[string]string{"node-name": dev.QEMUID}, nil)
 			}
@@ -70,6 +71,28 @@ func (w *worker) plug(ctx context.Context, qemuID string) {
 		m.obs.plugErr, m.obs.plugFailures = "", 0
 	})
 	w.log.Info("device plugged", "device", dev.QEMUID, "name", dev.Name, "port", port)
+}
+
+// plugDisk adds the block node of a disk plugged while QEMU runs. The runtime opens the
+// file and hands QEMU the descriptor (an fd set): QEMU has dropped to its unprivileged
+// user by then (-runas) and cannot open the runtime's files by path, nor should it.
+func (w *worker) plugDisk(ctx context.Context, disk vm.Disk) error {
+	f, err := os.OpenFile(disk.Path, os.O_RDWR, 0)
+	if err != nil {
+		// Reported as a refusal, not a broken connection: the plug is retried later.
+		return &qmp.Error{Class: "GenericError", Desc: err.Error()}
+	}
+	defer f.Close()
+	var set struct {
+		FDSetID int `json:"fdset-id"`
+	}
+	if err := w.qmp.ExecuteWithFile(ctx, "add-fd", map[string]any{"opaque": disk.ID}, &set, f); err != nil {
+		return err
+	}
+	// QEMU keeps the copy the block node uses; the set itself is no longer needed.
+	defer w.qmp.Execute(ctx, "remove-fd", map[string]any{"fdset-id": set.FDSetID}, nil) //nolint:errcheck
+	disk.Path = fmt.Sprintf("/dev/fdset/%d", set.FDSetID)
+	return w.qmp.Execute(ctx, "blockdev-add", vm.Blockdev(disk), nil)
 }
 
 // freeRootPort returns a root port of the running QEMU no plugged device uses, or -1.

@@ -50,6 +50,16 @@ func checkNetworks(networks map[string]Network) error {
 	return nil
 }
 
+// hasForwards reports whether any network gives its guests a forward.
+func hasForwards(networks map[string]Network) bool {
+	for _, n := range networks {
+		if len(n.Forwards) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // forwardCommand is what QEMU runs per forwarded connection unless the config names one:
 // this program's `forward` subcommand (cmd/anvil), which joins stdin and stdout to a TCP
 // address.

@@ -69,7 +69,11 @@ func forwardCommandForTest(t *testing.T, cfg Config) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(filepath.Dir(cfg.StateDir), "forward.test")
+	root := filepath.Dir(cfg.StateDir)
+	if err := os.Chmod(root, 0o711); err != nil { // QEMU's user runs the command from here
+		t.Fatal(err)
+	}
+	bin := filepath.Join(root, "forward.test")
 	if err := os.WriteFile(bin, raw, 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -38,6 +38,9 @@ func Args(s Spec) ([]string, error) {
 		"-sandbox", Sandbox,
 		"-machine", machine, "-accel", string(s.Accel),
 	}
+	if s.RunAs != "" {
+		args = append(args, "-runas", s.RunAs)
+	}
 	if cpu != "" {
 		args = append(args, "-cpu", cpu)
 	}

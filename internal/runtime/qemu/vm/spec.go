@@ -44,6 +44,10 @@ type Spec struct {
 	RootPorts int
 
 	QMPSocket, ConsoleLog, PIDFile string
+	// RunAs, when set ("uid:gid"), is the unprivileged user QEMU drops to once it has
+	// opened its files (-runas): a guest that escapes into QEMU is not root on the host.
+	// Files plugged later are handed over as descriptors, never opened by path.
+	RunAs string
 }
 
 // Disk is a virtio block device.

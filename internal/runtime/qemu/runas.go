@@ -1,0 +1,111 @@
+package qemu
+
+import (
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"syscall"
+)
+
+// DefaultQEMUUser is the unprivileged user QEMU drops to when the runtime runs as root;
+// hack/install-deps.sh creates it.
+const DefaultQEMUUser = "anvil-qemu"
+
+// qemuUser is who QEMU runs as once it has opened its files.
+type qemuUser struct {
+	Name     string
+	UID, GID uint32
+	Groups   []uint32
+}
+
+// runAs is QEMU's -runas value.
+func (u *qemuUser) runAs() string {
+	if u == nil {
+		return ""
+	}
+	return fmt.Sprintf("%d:%d", u.UID, u.GID)
+}
+
+// lookupQEMUUser resolves the user QEMU drops to. A runtime running as root never starts
+// QEMU as root: a missing user stops the runtime, saying how to create it.
+func lookupQEMUUser(name string) (*qemuUser, error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return nil, fmt.Errorf("qemu runtime: it runs as root, so QEMU drops to the unprivileged user %q, which does not exist (%v): create it with `useradd --system --no-create-home --shell /usr/sbin/nologin %s` (hack/install-deps.sh does) or name another with --qemu-user", name, err, name)
+	}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err1 != nil || err2 != nil {
+		return nil, fmt.Errorf("qemu runtime: user %q has a non-numeric uid %q or gid %q", name, u.Uid, u.Gid)
+	}
+	if uid == 0 || gid == 0 {
+		return nil, fmt.Errorf("qemu runtime: QEMU user %q is root (uid %d, gid %d): name an unprivileged user with --qemu-user", name, uid, gid)
+	}
+	qu := &qemuUser{Name: name, UID: uint32(uid), GID: uint32(gid)}
+	ids, _ := u.GroupIds()
+	for _, g := range ids {
+		if n, err := strconv.ParseUint(g, 10, 32); err == nil {
+			qu.Groups = append(qu.Groups, uint32(n))
+		}
+	}
+	return qu, nil
+}
+
+// canRun reports why u cannot run the program at path: QEMU runs a guest forward's
+// command after it has dropped to u, so the program and every folder above it must be
+// open to u. Empty when u can.
+func (u *qemuUser) canRun(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return err.Error()
+	}
+	for dir := filepath.Dir(abs); ; dir = filepath.Dir(dir) {
+		if why := u.lacks(dir, 0o1); why != "" {
+			return why
+		}
+		if dir == "/" {
+			break
+		}
+	}
+	return u.lacks(abs, 0o5)
+}
+
+// lacks says what u lacks of the permission bits want (as "other" bits: 1 search or run,
+// 4 read) on path, or "" when u has them.
+func (u *qemuUser) lacks(path string, want os.FileMode) string {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err.Error()
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return ""
+	}
+	if !permits(fi.Mode().Perm(), st.Uid, st.Gid, u.UID, u.GID, u.Groups, want) {
+		return fmt.Sprintf("%s (mode %v, owner %d:%d) is closed to user %s", path, fi.Mode().Perm(), st.Uid, st.Gid, u.Name)
+	}
+	return ""
+}
+
+// permits applies Unix permission bits: the owner's class if uid owns the file, else the
+// group's if one of its groups does, else the others'.
+func permits(mode os.FileMode, fileUID, fileGID, uid, gid uint32, groups []uint32, want os.FileMode) bool {
+	switch {
+	case fileUID == uid:
+		return (mode>>6)&want == want
+	case fileGID == gid || contains(groups, fileGID):
+		return (mode>>3)&want == want
+	}
+	return mode&want == want
+}
+
+func contains(list []uint32, v uint32) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,86 @@
+package qemu
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/test/testos"
+)
+
+// A guest that escapes into its QEMU must not be root on the host: the QEMU of a guest
+// started by a root runtime runs as the unprivileged QEMU user, and the guest still boots.
+func TestQEMUDropsRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test checks what a root runtime does: run it as root (CI does)")
+	}
+	img := pushTestOS(t, computev1alpha1.ArchitectureAMD64)
+	rt := newRuntime(t, testConfig(t, computev1alpha1.ArchitectureAMD64))
+	spec := machineSpec(img, mriv1alpha1.Architecture_ARCHITECTURE_AMD64)
+	spec.Hostname = "vm-unprivileged"
+	spec.FirstBoot.Data = []byte("#cloud-config\n# anvil-marker=unprivileged\n")
+	m := await(t, rt, create(t, rt, "unprivileged", spec).Metadata.Id, "ran", isRunning)
+	awaitConsole(t, m.Status.Console, testos.ReadyLine(computev1alpha1.ArchitectureAMD64, "vm-unprivileged", "unprivileged"))
+
+	status, err := os.ReadFile("/proc/" + pidOf(t, m) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if !strings.HasPrefix(line, "Uid:") && !strings.HasPrefix(line, "Gid:") {
+			continue
+		}
+		for _, id := range strings.Fields(line)[1:] { // real, effective, saved, filesystem
+			if id == "0" {
+				t.Errorf("the guest's QEMU runs as root: %s", line)
+			}
+		}
+	}
+	checkSSHForward(t, m)
+}
+
+// A root runtime whose QEMU user is missing refuses to start, saying how to create the
+// user, rather than run QEMU as root.
+func TestMissingQEMUUserStopsTheRuntime(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("run as root (CI does): a runtime that is not root has no user to drop to")
+	}
+	cfg := testConfig(t, computev1alpha1.ArchitectureAMD64)
+	cfg.QEMUUser = "anvil-no-such-user"
+	_, err := New(cfg)
+	if err == nil || !strings.Contains(err.Error(), "useradd --system") || !strings.Contains(err.Error(), "anvil-no-such-user") {
+		t.Fatalf("New with a missing QEMU user = %v, want a refusal saying how to create it", err)
+	}
+	cfg.QEMUUser = "root"
+	if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), "is root") {
+		t.Fatalf("New with QEMU user root = %v, want a refusal", err)
+	}
+}
+
+func TestPermits(t *testing.T) {
+	const user, group, other = 999, 995, 1234
+	for _, tc := range []struct {
+		name             string
+		mode             os.FileMode
+		fileUID, fileGID uint32
+		groups           []uint32
+		want             os.FileMode
+		ok               bool
+	}{
+		{"root's private folder", 0o700, 0, 0, nil, 0o1, false},
+		{"searchable by others", 0o711, 0, 0, nil, 0o1, true},
+		{"a program others may run", 0o755, 0, 0, nil, 0o5, true},
+		{"others may read but not run", 0o644, 0, 0, nil, 0o5, false},
+		{"the user owns it", 0o700, user, other, nil, 0o5, true},
+		{"the owner class wins over others", 0o007, user, other, nil, 0o1, false},
+		{"its primary group", 0o750, 0, group, nil, 0o5, true},
+		{"a supplementary group", 0o750, 0, other, []uint32{other}, 0o5, true},
+		{"the group class wins over others", 0o705, 0, group, nil, 0o5, false},
+	} {
+		if got := permits(tc.mode, tc.fileUID, tc.fileGID, user, group, tc.groups, tc.want); got != tc.ok {
+			t.Errorf("%s: permits = %v, want %v", tc.name, got, tc.ok)
+		}
+	}
+}
