@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
 )
 
@@ -48,6 +50,22 @@ func checkNetworks(networks map[string]Network) error {
 		}
 	}
 	return nil
+}
+
+// poolNetworks is what the pool reports of its networks (MRI Status), sorted by name, so
+// a tenant sees what a NIC on each reaches. No network has NAT: see natRefused in
+// cmd/anvil.
+func poolNetworks(networks map[string]Network) []*mriv1alpha1.PoolNetwork {
+	out := make([]*mriv1alpha1.PoolNetwork, 0, len(networks))
+	for name, n := range networks {
+		pn := &mriv1alpha1.PoolNetwork{Name: name}
+		for _, f := range n.Forwards {
+			pn.Forwards = append(pn.Forwards, &mriv1alpha1.NetworkForward{Guest: f.Guest, Target: f.Target})
+		}
+		out = append(out, pn)
+	}
+	slices.SortFunc(out, func(a, b *mriv1alpha1.PoolNetwork) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // hasForwards reports whether any network gives its guests a forward.

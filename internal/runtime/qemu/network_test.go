@@ -1,6 +1,7 @@
 package qemu
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -146,4 +147,29 @@ func TestGuestReachesOnlyItsForwards(t *testing.T) {
 	}
 	// The runtime's own host-to-guest forward still works on a restricted NIC.
 	checkSSHForward(t, get(t, rt, plainM.Metadata.Id))
+}
+
+// The runtime declares its networks over MRI (the poollet writes them to the pool's
+// status): each with its forwards, sorted by name, none with NAT.
+func TestStatusDeclaresNetworks(t *testing.T) {
+	cfg := testConfig(t, computev1alpha1.ArchitectureAMD64)
+	cfg.ForwardCommand = []string{"/bin/true"}
+	cfg.Networks = map[string]Network{
+		"z-db":     {Forwards: []NetworkForward{{Guest: "10.0.2.50:5432", Target: "127.0.0.1:5432"}}},
+		"builders": {Forwards: []NetworkForward{{Guest: "10.0.2.100:5000", Target: "127.0.0.1:5001"}}},
+	}
+	st, err := newRuntime(t, cfg).Status(context.Background(), &mriv1alpha1.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, n := range st.Networks {
+		for _, f := range n.Forwards {
+			got = append(got, fmt.Sprintf("%s %s->%s nat=%v", n.Name, f.Guest, f.Target, n.Nat))
+		}
+	}
+	want := []string{"builders 10.0.2.100:5000->127.0.0.1:5001 nat=false", "z-db 10.0.2.50:5432->127.0.0.1:5432 nat=false"}
+	if strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Errorf("Status networks = %q, want %q", got, want)
+	}
 }
