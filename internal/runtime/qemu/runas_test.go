@@ -1,12 +1,18 @@
 package qemu
 
 import (
+	"context"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/test/testos"
 )
 
@@ -83,4 +89,32 @@ func TestPermits(t *testing.T) {
 			t.Errorf("%s: permits = %v, want %v", tc.name, got, tc.ok)
 		}
 	}
+}
+
+// An image disk plugged into a running VM is an overlay whose backing file is in the image
+// cache, which QEMU's unprivileged user cannot open: the runtime hands it over too.
+func TestPlugsAnImageDiskIntoAnUnprivilegedQEMU(t *testing.T) {
+	disk := filepath.Join(t.TempDir(), "disk.qcow2")
+	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", disk, "1M").CombinedOutput(); err != nil {
+		t.Fatalf("qemu-img: %v\n%s", err, out)
+	}
+	img := pushRawImage(t, computev1alpha1.ArchitectureAMD64, map[types.MediaType]string{
+		osimage.MediaTypeKernel:    filepath.Join(testos.Dir(t), "amd64", "kernel"),
+		osimage.MediaTypeInitramfs: filepath.Join(testos.Dir(t), "amd64", "initramfs"),
+		osimage.MediaTypeDiskQCOW2: disk,
+	})
+	rt := newRuntime(t, testConfig(t, computev1alpha1.ArchitectureAMD64))
+	m := await(t, rt, create(t, rt, "image-disk", machineSpec(img, mriv1alpha1.Architecture_ARCHITECTURE_AMD64)).Metadata.Id, "ran", isRunning)
+	vol := &mriv1alpha1.Volume{Name: "second", Source: &mriv1alpha1.Volume_ImageDisk{ImageDisk: &mriv1alpha1.ImageDisk{}}}
+	if _, err := rt.AttachVolume(context.Background(), &mriv1alpha1.AttachVolumeRequest{Id: m.Metadata.Id, Volume: vol}); err != nil {
+		t.Fatal(err)
+	}
+	await(t, rt, m.Metadata.Id, "plugged the image disk", func(m *mriv1alpha1.Machine) bool {
+		for _, a := range m.GetStatus().GetVolumes() {
+			if a.Name == "second" && a.State == mriv1alpha1.AttachState_ATTACH_STATE_ATTACHED {
+				return true
+			}
+		}
+		return false
+	})
 }

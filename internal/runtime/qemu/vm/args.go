@@ -130,6 +130,9 @@ func Blockdev(d Disk) map[string]any {
 		file["read-only"] = true
 		node["read-only"] = true
 	}
+	if d.Backing != nil {
+		node["backing"] = Blockdev(*d.Backing)
+	}
 	return node
 }
 

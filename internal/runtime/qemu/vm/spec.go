@@ -59,6 +59,9 @@ type Disk struct {
 	ReadOnly bool
 	// Port is the index of the root port the disk is plugged into.
 	Port int
+	// Backing, when set, is the qcow2 overlay's backing disk, named to QEMU rather than
+	// read from the overlay's header (a disk plugged later passes both as descriptors).
+	Backing *Disk
 }
 
 // NIC is a virtio network card on QEMU's user-mode network.
