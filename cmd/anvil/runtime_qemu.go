@@ -63,7 +63,7 @@ func newQEMURuntimeCommand() *cobra.Command {
 	fl.Float64Var(&cfg.CPUOvercommit, "cpu-overcommit", cfg.CPUOvercommit, "allocatable cpu = host cpus times this")
 	fl.Float64Var(&cfg.MemoryOvercommit, "memory-overcommit", cfg.MemoryOvercommit, "allocatable memory = host memory times this")
 	fl.Var(&networkForwards{&cfg.Networks}, "network-forward", "NETWORK=GUEST-ADDR:PORT=TARGET-HOST:PORT (repeatable): NICs on NETWORK reach only the named services, GUEST-ADDR in 10.0.2.0/24")
-	fl.StringVar(&cfg.QEMUUser, "qemu-user", qemu.DefaultQEMUUser, "when the runtime runs as root, the unprivileged user QEMU drops to (-runas); it must exist (hack/install-deps.sh creates "+qemu.DefaultQEMUUser+")")
+	fl.StringVar(&cfg.QEMUUser, "qemu-user", vm.DefaultUser, "when the runtime runs as root, the unprivileged user QEMU drops to (-runas); it must exist (hack/install-deps.sh creates "+vm.DefaultUser+")")
 	fl.Var(natRefused{}, "network-nat", "NETWORK: outbound NAT for the NICs on NETWORK; not offered yet, refused (see docs/qemu-runtime.md)")
 	fl.DurationVar(&cfg.PowerOffGrace, "power-off-grace", cfg.PowerOffGrace, "how long a guest has to power off on the power button before QEMU is stopped")
 	_ = cmd.MarkFlagRequired("state-dir")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
@@ -57,7 +56,7 @@ type Config struct {
 	ForwardCommand []string
 
 	// QEMUUser is who QEMU drops to (-runas) when the runtime runs as root (default
-	// DefaultQEMUUser); it must exist. A runtime that is not root starts QEMU as itself.
+	// vm.DefaultUser); it must exist. A runtime that is not root starts QEMU as itself.
 	QEMUUser string
 
 	Images Images
@@ -66,7 +65,7 @@ type Config struct {
 	Logger logr.Logger
 
 	// runAs is QEMUUser resolved, nil when the runtime is not root.
-	runAs *qemuUser
+	runAs *vm.User
 
 	// programs maps an architecture to its QEMU program; tests may replace it.
 	programs map[computev1alpha1.Architecture]string
@@ -116,17 +115,12 @@ func (c *Config) defaults() error {
 			return err
 		}
 	}
-	if os.Geteuid() == 0 {
-		if c.QEMUUser == "" {
-			c.QEMUUser = DefaultQEMUUser
-		}
-		if c.runAs, err = lookupQEMUUser(c.QEMUUser); err != nil {
-			return err
-		}
-		if hasForwards(c.Networks) {
-			if why := c.runAs.canRun(c.ForwardCommand[0]); why != "" {
-				return fmt.Errorf("qemu runtime: QEMU runs the guest-forward command %s as user %s, who cannot: %s", c.ForwardCommand[0], c.QEMUUser, why)
-			}
+	if c.runAs, err = vm.UserForRoot(c.QEMUUser); err != nil {
+		return fmt.Errorf("qemu runtime: %w", err)
+	}
+	if c.runAs != nil && hasForwards(c.Networks) {
+		if why := c.runAs.CannotRun(c.ForwardCommand[0]); why != "" {
+			return fmt.Errorf("qemu runtime: QEMU runs the guest-forward command %s as user %s, who cannot: %s", c.ForwardCommand[0], c.runAs.Name, why)
 		}
 	}
 	if c.Images == nil || c.Index == nil || c.Seeds == nil {

@@ -1,4 +1,4 @@
-package qemu
+package vm
 
 import (
 	"fmt"
@@ -9,41 +9,49 @@ import (
 	"syscall"
 )
 
-// DefaultQEMUUser is the unprivileged user QEMU drops to when the runtime runs as root;
-// hack/install-deps.sh creates it.
-const DefaultQEMUUser = "anvil-qemu"
+// DefaultUser is the unprivileged user QEMU drops to when its starter (a runtime, the
+// emulated servers) runs as root; hack/install-deps.sh creates it.
+const DefaultUser = "anvil-qemu"
 
-// qemuUser is who QEMU runs as once it has opened its files.
-type qemuUser struct {
+// User is who QEMU runs as once it has opened its files (Spec.RunAs).
+type User struct {
 	Name     string
 	UID, GID uint32
 	Groups   []uint32
 }
 
-// runAs is QEMU's -runas value.
-func (u *qemuUser) runAs() string {
+// RunAs is QEMU's -runas value; empty for nil (QEMU runs as its starter).
+func (u *User) RunAs() string {
 	if u == nil {
 		return ""
 	}
 	return fmt.Sprintf("%d:%d", u.UID, u.GID)
 }
 
-// lookupQEMUUser resolves the user QEMU drops to. A runtime running as root never starts
-// QEMU as root: a missing user stops the runtime, saying how to create it.
-func lookupQEMUUser(name string) (*qemuUser, error) {
+// UserForRoot is the user QEMU drops to when its starter runs as root: name, or
+// DefaultUser when empty; nil when the starter is not root (QEMU cannot change user then).
+// A starter running as root never starts QEMU as root: a missing user is an error that
+// says how to create it.
+func UserForRoot(name string) (*User, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	if name == "" {
+		name = DefaultUser
+	}
 	u, err := user.Lookup(name)
 	if err != nil {
-		return nil, fmt.Errorf("qemu runtime: it runs as root, so QEMU drops to the unprivileged user %q, which does not exist (%v): create it with `useradd --system --no-create-home --shell /usr/sbin/nologin %s` (hack/install-deps.sh does) or name another with --qemu-user", name, err, name)
+		return nil, fmt.Errorf("running as root, QEMU drops to the unprivileged user %q, which does not exist (%v): create it with `useradd --system --no-create-home --shell /usr/sbin/nologin %s` (hack/install-deps.sh does) or name another with --qemu-user", name, err, name)
 	}
 	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
 	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
 	if err1 != nil || err2 != nil {
-		return nil, fmt.Errorf("qemu runtime: user %q has a non-numeric uid %q or gid %q", name, u.Uid, u.Gid)
+		return nil, fmt.Errorf("QEMU user %q has a non-numeric uid %q or gid %q", name, u.Uid, u.Gid)
 	}
 	if uid == 0 || gid == 0 {
-		return nil, fmt.Errorf("qemu runtime: QEMU user %q is root (uid %d, gid %d): name an unprivileged user with --qemu-user", name, uid, gid)
+		return nil, fmt.Errorf("QEMU user %q is root (uid %d, gid %d): name an unprivileged user with --qemu-user", name, uid, gid)
 	}
-	qu := &qemuUser{Name: name, UID: uint32(uid), GID: uint32(gid)}
+	qu := &User{Name: name, UID: uint32(uid), GID: uint32(gid)}
 	ids, _ := u.GroupIds()
 	for _, g := range ids {
 		if n, err := strconv.ParseUint(g, 10, 32); err == nil {
@@ -53,10 +61,10 @@ func lookupQEMUUser(name string) (*qemuUser, error) {
 	return qu, nil
 }
 
-// canRun reports why u cannot run the program at path: QEMU runs a guest forward's
-// command after it has dropped to u, so the program and every folder above it must be
-// open to u. Empty when u can.
-func (u *qemuUser) canRun(path string) string {
+// CannotRun says why u cannot run the program at path, empty when it can: QEMU runs a
+// guest forward's command after it has dropped to u, so the program and every folder
+// above it must be open to u.
+func (u *User) CannotRun(path string) string {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return err.Error()
@@ -74,7 +82,7 @@ func (u *qemuUser) canRun(path string) string {
 
 // lacks says what u lacks of the permission bits want (as "other" bits: 1 search or run,
 // 4 read) on path, or "" when u has them.
-func (u *qemuUser) lacks(path string, want os.FileMode) string {
+func (u *User) lacks(path string, want os.FileMode) string {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return err.Error()
