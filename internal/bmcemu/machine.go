@@ -149,6 +149,11 @@ func (m *machine) restart(ctx context.Context) error {
 
 // qmp runs one command on the running QEMU.
 func (m *machine) qmp(ctx context.Context, command string, args any) error {
+	return m.withQMP(ctx, func(ctx context.Context, c *qmp.Client) error { return c.Execute(ctx, command, args, nil) })
+}
+
+// withQMP runs do on a connection to the running QEMU, within 10 s.
+func (m *machine) withQMP(ctx context.Context, do func(context.Context, *qmp.Client) error) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	c, err := dialQMP(ctx, m.qmpSocket())
@@ -156,7 +161,7 @@ func (m *machine) qmp(ctx context.Context, command string, args any) error {
 		return err
 	}
 	defer c.Close()
-	return c.Execute(ctx, command, args, nil)
+	return do(ctx, c)
 }
 
 // dialQMP connects to a QEMU that may have been started a moment ago and not yet opened
@@ -201,23 +206,18 @@ func (m *machine) changeMedium(ctx context.Context, path string) error {
 		return err
 	}
 	defer f.Close()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	c, err := dialQMP(ctx, m.qmpSocket())
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	var set struct {
-		FDSetID int `json:"fdset-id"`
-	}
-	if err := c.ExecuteWithFile(ctx, "add-fd", map[string]any{"opaque": "cd"}, &set, f); err != nil {
-		return err
-	}
-	// QEMU keeps the copy the medium uses; the set itself goes.
-	defer c.Execute(ctx, "remove-fd", map[string]any{"fdset-id": set.FDSetID}, nil) //nolint:errcheck
-	return c.Execute(ctx, "blockdev-change-medium", map[string]any{
-		"id": "cd", "filename": fmt.Sprintf("/dev/fdset/%d", set.FDSetID), "format": "raw", "read-only-mode": "read-only"}, nil)
+	return m.withQMP(ctx, func(ctx context.Context, c *qmp.Client) error {
+		var set struct {
+			FDSetID int `json:"fdset-id"`
+		}
+		if err := c.ExecuteWithFile(ctx, "add-fd", map[string]any{"opaque": "cd"}, &set, f); err != nil {
+			return err
+		}
+		// QEMU keeps the copy the medium uses; the set itself goes.
+		defer c.Execute(ctx, "remove-fd", map[string]any{"fdset-id": set.FDSetID}, nil) //nolint:errcheck
+		return c.Execute(ctx, "blockdev-change-medium", map[string]any{
+			"id": "cd", "filename": fmt.Sprintf("/dev/fdset/%d", set.FDSetID), "format": "raw", "read-only-mode": "read-only"}, nil)
+	})
 }
 
 // eject empties slot, opening the running CD-ROM's tray first.
