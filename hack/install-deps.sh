@@ -37,17 +37,26 @@ packages=(
 	mtools
 )
 
+# The qemu runtime, run as root, starts QEMU as this unprivileged user (-runas; its
+# --qemu-user flag): a guest that escapes into QEMU is not root on the host.
+qemu_user=anvil-qemu
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+ensure_qemu_user() {
+	id -u "$qemu_user" >/dev/null 2>&1 || $sudo useradd --system --no-create-home --shell /usr/sbin/nologin "$qemu_user"
+}
+
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
+	ensure_qemu_user
 	exit 0
 fi
 
 echo "installing: ${missing[*]}"
-sudo=""
-[ "$(id -u)" -eq 0 ] || sudo="sudo"
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+ensure_qemu_user

@@ -2,11 +2,10 @@ package main
 
 import (
 	"errors"
-	"io"
-	"net"
-	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/anvil-dev/anvil/internal/runtime/qemu"
 )
 
 // errQuiet ends a command whose failure must not be printed: main exits 1 and says nothing.
@@ -27,21 +26,9 @@ func newForwardCommand() *cobra.Command {
 		Hidden: true,
 		Args:   cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			conn, err := net.DialTimeout("tcp", args[0], 10*time.Second)
-			if err != nil {
+			if err := qemu.Forward(cmd.InOrStdin(), cmd.OutOrStdout(), args[0]); err != nil {
 				return errQuiet
 			}
-			defer conn.Close()
-			done := make(chan struct{})
-			go func() {
-				_, _ = io.Copy(cmd.OutOrStdout(), conn)
-				close(done)
-			}()
-			_, _ = io.Copy(conn, cmd.InOrStdin())
-			if tcp, ok := conn.(*net.TCPConn); ok {
-				_ = tcp.CloseWrite() // the guest is done sending; the answer may still come
-			}
-			<-done
 			return nil
 		},
 	}

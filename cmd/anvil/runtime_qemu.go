@@ -63,6 +63,8 @@ func newQEMURuntimeCommand() *cobra.Command {
 	fl.Float64Var(&cfg.CPUOvercommit, "cpu-overcommit", cfg.CPUOvercommit, "allocatable cpu = host cpus times this")
 	fl.Float64Var(&cfg.MemoryOvercommit, "memory-overcommit", cfg.MemoryOvercommit, "allocatable memory = host memory times this")
 	fl.Var(&networkForwards{&cfg.Networks}, "network-forward", "NETWORK=GUEST-ADDR:PORT=TARGET-HOST:PORT (repeatable): NICs on NETWORK reach only the named services, GUEST-ADDR in 10.0.2.0/24")
+	fl.StringVar(&cfg.QEMUUser, "qemu-user", vm.DefaultUser, "when the runtime runs as root, the unprivileged user QEMU drops to (-runas); it must exist (hack/install-deps.sh creates "+vm.DefaultUser+")")
+	fl.Var(natRefused{}, "network-nat", "NETWORK: outbound NAT for the NICs on NETWORK; not offered yet, refused (see docs/qemu-runtime.md)")
 	fl.DurationVar(&cfg.PowerOffGrace, "power-off-grace", cfg.PowerOffGrace, "how long a guest has to power off on the power button before QEMU is stopped")
 	_ = cmd.MarkFlagRequired("state-dir")
 	return cmd
@@ -85,4 +87,15 @@ func (f *networkForwards) Set(v string) error {
 	n.Forwards = append(n.Forwards, qemu.NetworkForward{Guest: parts[1], Target: parts[2]})
 	(*f.networks)[parts[0]] = n
 	return nil
+}
+
+// natRefused refuses --network-nat. QEMU's own NAT (slirp without restrict) also maps its
+// gateway 10.0.2.2 to the host's loopback, which is the hole restrict=on closes; NAT that
+// cannot reach the loopback (passt with --no-map-gw) is not built yet.
+type natRefused struct{}
+
+func (natRefused) String() string { return "" }
+func (natRefused) Type() string   { return "network" }
+func (natRefused) Set(v string) error {
+	return fmt.Errorf("outbound NAT for network %q is not offered: QEMU's NAT would also give the guest the host's loopback at 10.0.2.2; every NIC reaches only its network's --network-forward services", v)
 }

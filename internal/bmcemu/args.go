@@ -101,6 +101,8 @@ type launch struct {
 	cd, usb string
 	// bootCd: the boot override says Cd, so the CD-ROM boots first.
 	bootCd bool
+	// runAs is QEMU's -runas ("" to stay the emulator's user).
+	runAs string
 }
 
 // qemuArgs is the QEMU command line (without the program) of a server: its board (q35
@@ -127,6 +129,9 @@ func qemuArgs(s Spec, l launch, accel string) ([]string, error) {
 		"-nodefaults", "-no-user-config", "-display", "none",
 		"-sandbox", vm.Sandbox,
 		"-machine", machine, "-accel", accel,
+	}
+	if l.runAs != "" {
+		args = append(args, "-runas", l.runAs)
 	}
 	if cpu != "" {
 		args = append(args, "-cpu", cpu)

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+
+	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
 )
 
 // Config says which servers to emulate and how their BMC is reached.
@@ -24,8 +26,11 @@ type Config struct {
 	Username, Password string
 	Servers            []Spec
 	// Accel is QEMU's accelerator: tcg (default) or kvm.
-	Accel  string
-	Logger logr.Logger
+	Accel string
+	// QEMUUser is who the servers' QEMU drops to when the emulator runs as root (default
+	// vm.DefaultUser); it must exist.
+	QEMUUser string
+	Logger   logr.Logger
 }
 
 // Emulator is a running BMC and its servers.
@@ -49,6 +54,10 @@ func Start(cfg Config) (*Emulator, error) {
 	if cfg.Accel == "" {
 		cfg.Accel = "tcg"
 	}
+	runAs, err := vm.UserForRoot(cfg.QEMUUser)
+	if err != nil {
+		return nil, fmt.Errorf("bmcemu: %w", err)
+	}
 	e := &Emulator{cfg: cfg, machines: map[string]*machine{}, done: make(chan error, 1)}
 	for _, s := range cfg.Servers {
 		if err := s.validate(); err != nil {
@@ -61,7 +70,7 @@ func Start(cfg Config) (*Emulator, error) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, err
 		}
-		e.machines[s.Name] = newMachine(s, dir, cfg.Accel, cfg.Logger)
+		e.machines[s.Name] = newMachine(s, dir, cfg.Accel, runAs.RunAs(), cfg.Logger)
 		e.names = append(e.names, s.Name)
 	}
 	sort.Strings(e.names)

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -171,6 +173,29 @@ func TestBootsTheInsertedCDWithItsConfigDrive(t *testing.T) {
 	}
 	if inserted := cdInserted(t, b.e.machines["server-1"].qmpSocket()); inserted {
 		t.Error("QEMU's CD-ROM still holds the medium after EjectMedia")
+	}
+	// Inserted again while it runs: QEMU, no longer root, gets the file as a descriptor.
+	if code, _ := b.do("POST", cd+"/Actions/VirtualMedia.InsertMedia", map[string]any{"Image": media.URL + "/boot.iso"}); code != http.StatusNoContent {
+		t.Fatalf("InsertMedia while on: %d", code)
+	}
+	if inserted := cdInserted(t, b.e.machines["server-1"].qmpSocket()); !inserted {
+		t.Error("QEMU's CD-ROM is empty after InsertMedia while on")
+	}
+	// A server's QEMU started by a root emulator is not root (a guest escaping into it).
+	if os.Geteuid() == 0 {
+		m := b.e.machines["server-1"]
+		m.mu.Lock()
+		pid := m.proc.PID
+		m.mu.Unlock()
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(status), "\n") {
+			if f := strings.Fields(line); len(f) > 1 && (f[0] == "Uid:" || f[0] == "Gid:") && slices.Contains(f[1:], "0") {
+				t.Errorf("the server's QEMU runs as root: %s", line)
+			}
+		}
 	}
 	if code, _ := b.do("POST", root+"/Systems/server-1/Actions/ComputerSystem.Reset", map[string]any{"ResetType": "ForceOff"}); code != http.StatusNoContent || b.power() != "Off" {
 		t.Fatalf("ForceOff: %d, power %s", code, b.power())

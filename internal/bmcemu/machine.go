@@ -29,6 +29,7 @@ type machine struct {
 	spec  Spec
 	dir   string
 	accel string
+	runAs string // QEMU's -runas, "" to stay the emulator's user
 	log   logr.Logger
 
 	mu   sync.Mutex
@@ -39,8 +40,8 @@ type machine struct {
 	override, overrideEnabled string
 }
 
-func newMachine(s Spec, dir, accel string, log logr.Logger) *machine {
-	return &machine{spec: s, dir: dir, accel: accel, log: log.WithValues("server", s.Name),
+func newMachine(s Spec, dir, accel, runAs string, log logr.Logger) *machine {
+	return &machine{spec: s, dir: dir, accel: accel, runAs: runAs, log: log.WithValues("server", s.Name),
 		media: map[string]string{}, override: targetNone, overrideEnabled: "Disabled"}
 }
 
@@ -64,7 +65,7 @@ func (m *machine) powerOn(ctx context.Context) error {
 		}
 	}
 	l := launch{disk: disk, console: m.consolePath(), qmp: m.qmpSocket(), pidFile: m.path("qemu.pid"),
-		bootCd: m.overrideEnabled != "Disabled" && m.override == targetCd}
+		bootCd: m.overrideEnabled != "Disabled" && m.override == targetCd, runAs: m.runAs}
 	if m.spec.BootMode() == bootUEFI {
 		l.vars = m.path("efivars.fd")
 		if err := copyOnce(uefiFirmware[m.spec.arch()].vars, l.vars); err != nil {
@@ -148,6 +149,11 @@ func (m *machine) restart(ctx context.Context) error {
 
 // qmp runs one command on the running QEMU.
 func (m *machine) qmp(ctx context.Context, command string, args any) error {
+	return m.withQMP(ctx, func(ctx context.Context, c *qmp.Client) error { return c.Execute(ctx, command, args, nil) })
+}
+
+// withQMP runs do on a connection to the running QEMU, within 10 s.
+func (m *machine) withQMP(ctx context.Context, do func(context.Context, *qmp.Client) error) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	c, err := dialQMP(ctx, m.qmpSocket())
@@ -155,7 +161,7 @@ func (m *machine) qmp(ctx context.Context, command string, args any) error {
 		return err
 	}
 	defer c.Close()
-	return c.Execute(ctx, command, args, nil)
+	return do(ctx, c)
 }
 
 // dialQMP connects to a QEMU that may have been started a moment ago and not yet opened
@@ -186,10 +192,32 @@ func (m *machine) insert(ctx context.Context, slot, url string) error {
 	}
 	m.media[slot] = url
 	if slot == slotCd && m.on() {
-		return m.qmp(ctx, "blockdev-change-medium", map[string]any{
-			"id": "cd", "filename": m.mediaPath(slot), "format": "raw", "read-only-mode": "read-only"})
+		return m.changeMedium(ctx, m.mediaPath(slot))
 	}
 	return nil
+}
+
+// changeMedium loads path into the running CD-ROM. QEMU gets the file as a descriptor
+// (an fd set): it has dropped to its unprivileged user and cannot open the emulator's
+// files by path.
+func (m *machine) changeMedium(ctx context.Context, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return m.withQMP(ctx, func(ctx context.Context, c *qmp.Client) error {
+		var set struct {
+			FDSetID int `json:"fdset-id"`
+		}
+		if err := c.ExecuteWithFile(ctx, "add-fd", map[string]any{"opaque": "cd"}, &set, f); err != nil {
+			return err
+		}
+		// QEMU keeps the copy the medium uses; the set itself goes.
+		defer c.Execute(ctx, "remove-fd", map[string]any{"fdset-id": set.FDSetID}, nil) //nolint:errcheck
+		return c.Execute(ctx, "blockdev-change-medium", map[string]any{
+			"id": "cd", "filename": fmt.Sprintf("/dev/fdset/%d", set.FDSetID), "format": "raw", "read-only-mode": "read-only"}, nil)
+	})
 }
 
 // eject empties slot, opening the running CD-ROM's tray first.

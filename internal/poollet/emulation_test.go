@@ -65,3 +65,26 @@ func TestEmulationForbiddenKeepsAMachineToNativeArchitectures(t *testing.T) {
 		t.Errorf("emulation defaulted to %q, want Allowed", got.Spec.Emulation)
 	}
 }
+
+// A pool's networks, as its runtime reports them, are in its status: what a NIC on each
+// reaches (its forwards, whether it has NAT) is declared in the API, not only on the
+// runtime's command line.
+func TestPoolStatusDeclaresNetworks(t *testing.T) {
+	startControllers(t)
+	newPool(t, "networks", func(c *fake.Config) {
+		c.Networks = []*mriv1alpha1.PoolNetwork{{Name: "anvil-builders",
+			Forwards: []*mriv1alpha1.NetworkForward{{Guest: "10.0.2.100:5000", Target: "127.0.0.1:5001"}}}}
+	})
+	want := []computev1alpha1.PoolNetwork{{Name: "anvil-builders",
+		Forwards: []computev1alpha1.NetworkForward{{Guest: "10.0.2.100:5000", Target: "127.0.0.1:5001"}}}}
+	var mp computev1alpha1.MachinePool
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: "networks"}, &mp); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return reflect.DeepEqual(mp.Status.Networks, want), nil
+	})
+	if err != nil {
+		t.Fatalf("pool status.networks = %+v, never %+v: %v", mp.Status.Networks, want, err)
+	}
+}

@@ -111,9 +111,23 @@ func (r *PoolReconciler) observe(ctx context.Context, mp *computev1alpha1.Machin
 	for _, a := range rs.GetAddresses() {
 		st.Addresses = append(st.Addresses, computev1alpha1.MachineAddress{Type: a.GetType(), Address: a.GetAddress()})
 	}
+	st.Networks = networksFromMRI(rs.GetNetworks())
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: computev1alpha1.ConditionReady, Status: metav1.ConditionTrue,
 		Reason: computev1alpha1.ReasonRuntimeReachable, Message: "the runtime answers", ObservedGeneration: mp.Generation})
 	return st
+}
+
+// networksFromMRI is the pool's networks as the API shows them to tenants.
+func networksFromMRI(in []*mriv1alpha1.PoolNetwork) []computev1alpha1.PoolNetwork {
+	var out []computev1alpha1.PoolNetwork
+	for _, n := range in {
+		pn := computev1alpha1.PoolNetwork{Name: n.GetName(), NAT: n.GetNat()}
+		for _, f := range n.GetForwards() {
+			pn.Forwards = append(pn.Forwards, computev1alpha1.NetworkForward{Guest: f.GetGuest(), Target: f.GetTarget()})
+		}
+		out = append(out, pn)
+	}
+	return out
 }
 
 // supportedClasses are the classes one machine of which fits the pool, on one of its

@@ -41,6 +41,12 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(tmp)
+	// anvil dev's QEMU drops to an unprivileged user (anvil-qemu) and runs `anvil forward`
+	// as that user for the builders' registry forward: the folder must be open to it.
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
 	anvilBin = filepath.Join(tmp, "anvil")
 	build := exec.Command("go", "build", "-o", anvilBin, "./cmd/anvil")
 	build.Dir, build.Stdout, build.Stderr = repoRoot, os.Stderr, os.Stderr

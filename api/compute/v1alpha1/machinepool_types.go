@@ -64,6 +64,13 @@ type MachinePoolStatus struct {
 	// Addresses of the pool's runtime endpoint.
 	// +optional
 	Addresses []MachineAddress `json:"addresses,omitempty"`
+	// Networks are the NIC networks with a meaning on this pool: what a Machine's
+	// NetworkInterface on one reaches. A NIC on a network not listed reaches nothing of
+	// the pool's host and nothing beyond it.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Networks []PoolNetwork `json:"networks,omitempty"`
 	// Conditions: Ready.
 	// +optional
 	// +listType=map
@@ -99,6 +106,25 @@ func (s *MachinePoolStatus) NativeArchitectures() []Architecture {
 		}
 	}
 	return native
+}
+
+// PoolNetwork is what a NIC network of a pool gives its guests.
+type PoolNetwork struct {
+	// Name is what a NetworkInterface's network names.
+	Name string `json:"name"`
+	// Forwards are the host's services a guest reaches at addresses of its own network.
+	// +optional
+	Forwards []NetworkForward `json:"forwards,omitempty"`
+	// NAT gives the guest outbound connections to the outside world.
+	// +optional
+	NAT bool `json:"nat,omitempty"`
+}
+
+// NetworkForward: a guest's connection to Guest (address:port of the guest's network)
+// reaches Target (a service of the pool's host).
+type NetworkForward struct {
+	Guest  string `json:"guest"`
+	Target string `json:"target"`
 }
 
 // MachinePool is one runtime endpoint: a hypervisor, or a site of bare-metal servers.

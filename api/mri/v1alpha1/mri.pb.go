@@ -407,7 +407,7 @@ func (x MachineEvent_Type) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MachineEvent_Type.Descriptor instead.
 func (MachineEvent_Type) EnumDescriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{40, 0}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{42, 0}
 }
 
 type ErrorDetail struct {
@@ -1603,8 +1603,12 @@ type StatusResponse struct {
 	// native_architectures are those of architectures run natively: on bare metal, or with
 	// hardware virtualisation on a host of that architecture. The others are emulated.
 	NativeArchitectures []Architecture `protobuf:"varint,6,rep,packed,name=native_architectures,json=nativeArchitectures,proto3,enum=anvil.mri.v1alpha1.Architecture" json:"native_architectures,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// networks are the NIC networks with a meaning on this pool, sorted by name: what a
+	// guest with a NIC on one reaches. A NIC on a network not listed reaches nothing of the
+	// host and nothing beyond it.
+	Networks      []*PoolNetwork `protobuf:"bytes,7,rep,name=networks,proto3" json:"networks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -1679,6 +1683,129 @@ func (x *StatusResponse) GetNativeArchitectures() []Architecture {
 	return nil
 }
 
+func (x *StatusResponse) GetNetworks() []*PoolNetwork {
+	if x != nil {
+		return x.Networks
+	}
+	return nil
+}
+
+// PoolNetwork is what a NIC network gives its guests.
+type PoolNetwork struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// forwards are the host's services a guest reaches at addresses of its own network.
+	Forwards []*NetworkForward `protobuf:"bytes,2,rep,name=forwards,proto3" json:"forwards,omitempty"`
+	// nat gives the guest outbound connections to the outside world.
+	Nat           bool `protobuf:"varint,3,opt,name=nat,proto3" json:"nat,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PoolNetwork) Reset() {
+	*x = PoolNetwork{}
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PoolNetwork) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PoolNetwork) ProtoMessage() {}
+
+func (x *PoolNetwork) ProtoReflect() protoreflect.Message {
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PoolNetwork.ProtoReflect.Descriptor instead.
+func (*PoolNetwork) Descriptor() ([]byte, []int) {
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *PoolNetwork) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PoolNetwork) GetForwards() []*NetworkForward {
+	if x != nil {
+		return x.Forwards
+	}
+	return nil
+}
+
+func (x *PoolNetwork) GetNat() bool {
+	if x != nil {
+		return x.Nat
+	}
+	return false
+}
+
+// NetworkForward: a guest's connection to guest (address:port) reaches target.
+type NetworkForward struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Guest         string                 `protobuf:"bytes,1,opt,name=guest,proto3" json:"guest,omitempty"`
+	Target        string                 `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NetworkForward) Reset() {
+	*x = NetworkForward{}
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NetworkForward) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NetworkForward) ProtoMessage() {}
+
+func (x *NetworkForward) ProtoReflect() protoreflect.Message {
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NetworkForward.ProtoReflect.Descriptor instead.
+func (*NetworkForward) Descriptor() ([]byte, []int) {
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *NetworkForward) GetGuest() string {
+	if x != nil {
+		return x.Guest
+	}
+	return ""
+}
+
+func (x *NetworkForward) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
 type ListMachinesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// id, when set, selects one machine.
@@ -1691,7 +1818,7 @@ type ListMachinesRequest struct {
 
 func (x *ListMachinesRequest) Reset() {
 	*x = ListMachinesRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[19]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1703,7 +1830,7 @@ func (x *ListMachinesRequest) String() string {
 func (*ListMachinesRequest) ProtoMessage() {}
 
 func (x *ListMachinesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[19]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1716,7 +1843,7 @@ func (x *ListMachinesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMachinesRequest.ProtoReflect.Descriptor instead.
 func (*ListMachinesRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{19}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListMachinesRequest) GetId() string {
@@ -1742,7 +1869,7 @@ type ListMachinesResponse struct {
 
 func (x *ListMachinesResponse) Reset() {
 	*x = ListMachinesResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[20]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1754,7 +1881,7 @@ func (x *ListMachinesResponse) String() string {
 func (*ListMachinesResponse) ProtoMessage() {}
 
 func (x *ListMachinesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[20]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1767,7 +1894,7 @@ func (x *ListMachinesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMachinesResponse.ProtoReflect.Descriptor instead.
 func (*ListMachinesResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{20}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListMachinesResponse) GetMachines() []*Machine {
@@ -1786,7 +1913,7 @@ type CreateMachineRequest struct {
 
 func (x *CreateMachineRequest) Reset() {
 	*x = CreateMachineRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[21]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1798,7 +1925,7 @@ func (x *CreateMachineRequest) String() string {
 func (*CreateMachineRequest) ProtoMessage() {}
 
 func (x *CreateMachineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[21]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1811,7 +1938,7 @@ func (x *CreateMachineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMachineRequest.ProtoReflect.Descriptor instead.
 func (*CreateMachineRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{21}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CreateMachineRequest) GetMachine() *Machine {
@@ -1830,7 +1957,7 @@ type CreateMachineResponse struct {
 
 func (x *CreateMachineResponse) Reset() {
 	*x = CreateMachineResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[22]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1842,7 +1969,7 @@ func (x *CreateMachineResponse) String() string {
 func (*CreateMachineResponse) ProtoMessage() {}
 
 func (x *CreateMachineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[22]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1855,7 +1982,7 @@ func (x *CreateMachineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMachineResponse.ProtoReflect.Descriptor instead.
 func (*CreateMachineResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{22}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CreateMachineResponse) GetMachine() *Machine {
@@ -1874,7 +2001,7 @@ type DeleteMachineRequest struct {
 
 func (x *DeleteMachineRequest) Reset() {
 	*x = DeleteMachineRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[23]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1886,7 +2013,7 @@ func (x *DeleteMachineRequest) String() string {
 func (*DeleteMachineRequest) ProtoMessage() {}
 
 func (x *DeleteMachineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[23]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1899,7 +2026,7 @@ func (x *DeleteMachineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMachineRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMachineRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{23}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeleteMachineRequest) GetId() string {
@@ -1917,7 +2044,7 @@ type DeleteMachineResponse struct {
 
 func (x *DeleteMachineResponse) Reset() {
 	*x = DeleteMachineResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[24]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1929,7 +2056,7 @@ func (x *DeleteMachineResponse) String() string {
 func (*DeleteMachineResponse) ProtoMessage() {}
 
 func (x *DeleteMachineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[24]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1942,7 +2069,7 @@ func (x *DeleteMachineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMachineResponse.ProtoReflect.Descriptor instead.
 func (*DeleteMachineResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{24}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{26}
 }
 
 type UpdateMachinePowerRequest struct {
@@ -1955,7 +2082,7 @@ type UpdateMachinePowerRequest struct {
 
 func (x *UpdateMachinePowerRequest) Reset() {
 	*x = UpdateMachinePowerRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[25]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1967,7 +2094,7 @@ func (x *UpdateMachinePowerRequest) String() string {
 func (*UpdateMachinePowerRequest) ProtoMessage() {}
 
 func (x *UpdateMachinePowerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[25]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1980,7 +2107,7 @@ func (x *UpdateMachinePowerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMachinePowerRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMachinePowerRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{25}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *UpdateMachinePowerRequest) GetId() string {
@@ -2006,7 +2133,7 @@ type UpdateMachinePowerResponse struct {
 
 func (x *UpdateMachinePowerResponse) Reset() {
 	*x = UpdateMachinePowerResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[26]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2018,7 +2145,7 @@ func (x *UpdateMachinePowerResponse) String() string {
 func (*UpdateMachinePowerResponse) ProtoMessage() {}
 
 func (x *UpdateMachinePowerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[26]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2031,7 +2158,7 @@ func (x *UpdateMachinePowerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMachinePowerResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMachinePowerResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{26}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *UpdateMachinePowerResponse) GetMachine() *Machine {
@@ -2051,7 +2178,7 @@ type RebootMachineRequest struct {
 
 func (x *RebootMachineRequest) Reset() {
 	*x = RebootMachineRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[27]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2063,7 +2190,7 @@ func (x *RebootMachineRequest) String() string {
 func (*RebootMachineRequest) ProtoMessage() {}
 
 func (x *RebootMachineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[27]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2076,7 +2203,7 @@ func (x *RebootMachineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebootMachineRequest.ProtoReflect.Descriptor instead.
 func (*RebootMachineRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{27}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RebootMachineRequest) GetId() string {
@@ -2102,7 +2229,7 @@ type RebootMachineResponse struct {
 
 func (x *RebootMachineResponse) Reset() {
 	*x = RebootMachineResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[28]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2114,7 +2241,7 @@ func (x *RebootMachineResponse) String() string {
 func (*RebootMachineResponse) ProtoMessage() {}
 
 func (x *RebootMachineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[28]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2127,7 +2254,7 @@ func (x *RebootMachineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebootMachineResponse.ProtoReflect.Descriptor instead.
 func (*RebootMachineResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{28}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RebootMachineResponse) GetMachine() *Machine {
@@ -2147,7 +2274,7 @@ type UpdateMachineLabelsRequest struct {
 
 func (x *UpdateMachineLabelsRequest) Reset() {
 	*x = UpdateMachineLabelsRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[29]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2159,7 +2286,7 @@ func (x *UpdateMachineLabelsRequest) String() string {
 func (*UpdateMachineLabelsRequest) ProtoMessage() {}
 
 func (x *UpdateMachineLabelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[29]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2172,7 +2299,7 @@ func (x *UpdateMachineLabelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMachineLabelsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMachineLabelsRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{29}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *UpdateMachineLabelsRequest) GetId() string {
@@ -2198,7 +2325,7 @@ type UpdateMachineLabelsResponse struct {
 
 func (x *UpdateMachineLabelsResponse) Reset() {
 	*x = UpdateMachineLabelsResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[30]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2210,7 +2337,7 @@ func (x *UpdateMachineLabelsResponse) String() string {
 func (*UpdateMachineLabelsResponse) ProtoMessage() {}
 
 func (x *UpdateMachineLabelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[30]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2223,7 +2350,7 @@ func (x *UpdateMachineLabelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMachineLabelsResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMachineLabelsResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{30}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *UpdateMachineLabelsResponse) GetMachine() *Machine {
@@ -2243,7 +2370,7 @@ type AttachVolumeRequest struct {
 
 func (x *AttachVolumeRequest) Reset() {
 	*x = AttachVolumeRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[31]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2255,7 +2382,7 @@ func (x *AttachVolumeRequest) String() string {
 func (*AttachVolumeRequest) ProtoMessage() {}
 
 func (x *AttachVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[31]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2268,7 +2395,7 @@ func (x *AttachVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachVolumeRequest.ProtoReflect.Descriptor instead.
 func (*AttachVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{31}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AttachVolumeRequest) GetId() string {
@@ -2294,7 +2421,7 @@ type AttachVolumeResponse struct {
 
 func (x *AttachVolumeResponse) Reset() {
 	*x = AttachVolumeResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[32]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2306,7 +2433,7 @@ func (x *AttachVolumeResponse) String() string {
 func (*AttachVolumeResponse) ProtoMessage() {}
 
 func (x *AttachVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[32]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2319,7 +2446,7 @@ func (x *AttachVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachVolumeResponse.ProtoReflect.Descriptor instead.
 func (*AttachVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{32}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AttachVolumeResponse) GetMachine() *Machine {
@@ -2339,7 +2466,7 @@ type DetachVolumeRequest struct {
 
 func (x *DetachVolumeRequest) Reset() {
 	*x = DetachVolumeRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[33]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2351,7 +2478,7 @@ func (x *DetachVolumeRequest) String() string {
 func (*DetachVolumeRequest) ProtoMessage() {}
 
 func (x *DetachVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[33]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2364,7 +2491,7 @@ func (x *DetachVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetachVolumeRequest.ProtoReflect.Descriptor instead.
 func (*DetachVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{33}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DetachVolumeRequest) GetId() string {
@@ -2390,7 +2517,7 @@ type DetachVolumeResponse struct {
 
 func (x *DetachVolumeResponse) Reset() {
 	*x = DetachVolumeResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[34]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2402,7 +2529,7 @@ func (x *DetachVolumeResponse) String() string {
 func (*DetachVolumeResponse) ProtoMessage() {}
 
 func (x *DetachVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[34]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2415,7 +2542,7 @@ func (x *DetachVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetachVolumeResponse.ProtoReflect.Descriptor instead.
 func (*DetachVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{34}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DetachVolumeResponse) GetMachine() *Machine {
@@ -2435,7 +2562,7 @@ type AttachNetworkInterfaceRequest struct {
 
 func (x *AttachNetworkInterfaceRequest) Reset() {
 	*x = AttachNetworkInterfaceRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[35]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2447,7 +2574,7 @@ func (x *AttachNetworkInterfaceRequest) String() string {
 func (*AttachNetworkInterfaceRequest) ProtoMessage() {}
 
 func (x *AttachNetworkInterfaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[35]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2460,7 +2587,7 @@ func (x *AttachNetworkInterfaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachNetworkInterfaceRequest.ProtoReflect.Descriptor instead.
 func (*AttachNetworkInterfaceRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{35}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *AttachNetworkInterfaceRequest) GetId() string {
@@ -2486,7 +2613,7 @@ type AttachNetworkInterfaceResponse struct {
 
 func (x *AttachNetworkInterfaceResponse) Reset() {
 	*x = AttachNetworkInterfaceResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[36]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2498,7 +2625,7 @@ func (x *AttachNetworkInterfaceResponse) String() string {
 func (*AttachNetworkInterfaceResponse) ProtoMessage() {}
 
 func (x *AttachNetworkInterfaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[36]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2511,7 +2638,7 @@ func (x *AttachNetworkInterfaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachNetworkInterfaceResponse.ProtoReflect.Descriptor instead.
 func (*AttachNetworkInterfaceResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{36}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *AttachNetworkInterfaceResponse) GetMachine() *Machine {
@@ -2531,7 +2658,7 @@ type DetachNetworkInterfaceRequest struct {
 
 func (x *DetachNetworkInterfaceRequest) Reset() {
 	*x = DetachNetworkInterfaceRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[37]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2543,7 +2670,7 @@ func (x *DetachNetworkInterfaceRequest) String() string {
 func (*DetachNetworkInterfaceRequest) ProtoMessage() {}
 
 func (x *DetachNetworkInterfaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[37]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2556,7 +2683,7 @@ func (x *DetachNetworkInterfaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetachNetworkInterfaceRequest.ProtoReflect.Descriptor instead.
 func (*DetachNetworkInterfaceRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{37}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DetachNetworkInterfaceRequest) GetId() string {
@@ -2582,7 +2709,7 @@ type DetachNetworkInterfaceResponse struct {
 
 func (x *DetachNetworkInterfaceResponse) Reset() {
 	*x = DetachNetworkInterfaceResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[38]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2594,7 +2721,7 @@ func (x *DetachNetworkInterfaceResponse) String() string {
 func (*DetachNetworkInterfaceResponse) ProtoMessage() {}
 
 func (x *DetachNetworkInterfaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[38]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2607,7 +2734,7 @@ func (x *DetachNetworkInterfaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetachNetworkInterfaceResponse.ProtoReflect.Descriptor instead.
 func (*DetachNetworkInterfaceResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{38}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DetachNetworkInterfaceResponse) GetMachine() *Machine {
@@ -2625,7 +2752,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[39]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2637,7 +2764,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[39]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2650,7 +2777,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{39}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{41}
 }
 
 type MachineEvent struct {
@@ -2663,7 +2790,7 @@ type MachineEvent struct {
 
 func (x *MachineEvent) Reset() {
 	*x = MachineEvent{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[40]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2675,7 +2802,7 @@ func (x *MachineEvent) String() string {
 func (*MachineEvent) ProtoMessage() {}
 
 func (x *MachineEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[40]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2688,7 +2815,7 @@ func (x *MachineEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineEvent.ProtoReflect.Descriptor instead.
 func (*MachineEvent) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{40}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *MachineEvent) GetType() MachineEvent_Type {
@@ -2812,14 +2939,22 @@ const file_api_mri_v1alpha1_mri_proto_rawDesc = "" +
 	"\vmri_version\x18\x03 \x01(\tR\n" +
 	"mriVersion\x12\x12\n" +
 	"\x04pool\x18\x04 \x01(\tR\x04pool\"\x0f\n" +
-	"\rStatusRequest\"\x91\x03\n" +
+	"\rStatusRequest\"\xce\x03\n" +
 	"\x0eStatusResponse\x129\n" +
 	"\bcapacity\x18\x01 \x01(\v2\x1d.anvil.mri.v1alpha1.ResourcesR\bcapacity\x12?\n" +
 	"\vallocatable\x18\x02 \x01(\v2\x1d.anvil.mri.v1alpha1.ResourcesR\vallocatable\x12F\n" +
 	"\rarchitectures\x18\x03 \x03(\x0e2 .anvil.mri.v1alpha1.ArchitectureR\rarchitectures\x12+\n" +
 	"\x11supported_classes\x18\x04 \x03(\tR\x10supportedClasses\x129\n" +
 	"\taddresses\x18\x05 \x03(\v2\x1b.anvil.mri.v1alpha1.AddressR\taddresses\x12S\n" +
-	"\x14native_architectures\x18\x06 \x03(\x0e2 .anvil.mri.v1alpha1.ArchitectureR\x13nativeArchitectures\"\xca\x01\n" +
+	"\x14native_architectures\x18\x06 \x03(\x0e2 .anvil.mri.v1alpha1.ArchitectureR\x13nativeArchitectures\x12;\n" +
+	"\bnetworks\x18\a \x03(\v2\x1f.anvil.mri.v1alpha1.PoolNetworkR\bnetworks\"s\n" +
+	"\vPoolNetwork\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12>\n" +
+	"\bforwards\x18\x02 \x03(\v2\".anvil.mri.v1alpha1.NetworkForwardR\bforwards\x12\x10\n" +
+	"\x03nat\x18\x03 \x01(\bR\x03nat\">\n" +
+	"\x0eNetworkForward\x12\x14\n" +
+	"\x05guest\x18\x01 \x01(\tR\x05guest\x12\x16\n" +
+	"\x06target\x18\x02 \x01(\tR\x06target\"\xca\x01\n" +
 	"\x13ListMachinesRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12a\n" +
 	"\x0elabel_selector\x18\x02 \x03(\v2:.anvil.mri.v1alpha1.ListMachinesRequest.LabelSelectorEntryR\rlabelSelector\x1a@\n" +
@@ -2947,7 +3082,7 @@ func file_api_mri_v1alpha1_mri_proto_rawDescGZIP() []byte {
 }
 
 var file_api_mri_v1alpha1_mri_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_api_mri_v1alpha1_mri_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_api_mri_v1alpha1_mri_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_api_mri_v1alpha1_mri_proto_goTypes = []any{
 	(Architecture)(0),                      // 0: anvil.mri.v1alpha1.Architecture
 	(Power)(0),                             // 1: anvil.mri.v1alpha1.Power
@@ -2975,40 +3110,42 @@ var file_api_mri_v1alpha1_mri_proto_goTypes = []any{
 	(*VersionResponse)(nil),                // 23: anvil.mri.v1alpha1.VersionResponse
 	(*StatusRequest)(nil),                  // 24: anvil.mri.v1alpha1.StatusRequest
 	(*StatusResponse)(nil),                 // 25: anvil.mri.v1alpha1.StatusResponse
-	(*ListMachinesRequest)(nil),            // 26: anvil.mri.v1alpha1.ListMachinesRequest
-	(*ListMachinesResponse)(nil),           // 27: anvil.mri.v1alpha1.ListMachinesResponse
-	(*CreateMachineRequest)(nil),           // 28: anvil.mri.v1alpha1.CreateMachineRequest
-	(*CreateMachineResponse)(nil),          // 29: anvil.mri.v1alpha1.CreateMachineResponse
-	(*DeleteMachineRequest)(nil),           // 30: anvil.mri.v1alpha1.DeleteMachineRequest
-	(*DeleteMachineResponse)(nil),          // 31: anvil.mri.v1alpha1.DeleteMachineResponse
-	(*UpdateMachinePowerRequest)(nil),      // 32: anvil.mri.v1alpha1.UpdateMachinePowerRequest
-	(*UpdateMachinePowerResponse)(nil),     // 33: anvil.mri.v1alpha1.UpdateMachinePowerResponse
-	(*RebootMachineRequest)(nil),           // 34: anvil.mri.v1alpha1.RebootMachineRequest
-	(*RebootMachineResponse)(nil),          // 35: anvil.mri.v1alpha1.RebootMachineResponse
-	(*UpdateMachineLabelsRequest)(nil),     // 36: anvil.mri.v1alpha1.UpdateMachineLabelsRequest
-	(*UpdateMachineLabelsResponse)(nil),    // 37: anvil.mri.v1alpha1.UpdateMachineLabelsResponse
-	(*AttachVolumeRequest)(nil),            // 38: anvil.mri.v1alpha1.AttachVolumeRequest
-	(*AttachVolumeResponse)(nil),           // 39: anvil.mri.v1alpha1.AttachVolumeResponse
-	(*DetachVolumeRequest)(nil),            // 40: anvil.mri.v1alpha1.DetachVolumeRequest
-	(*DetachVolumeResponse)(nil),           // 41: anvil.mri.v1alpha1.DetachVolumeResponse
-	(*AttachNetworkInterfaceRequest)(nil),  // 42: anvil.mri.v1alpha1.AttachNetworkInterfaceRequest
-	(*AttachNetworkInterfaceResponse)(nil), // 43: anvil.mri.v1alpha1.AttachNetworkInterfaceResponse
-	(*DetachNetworkInterfaceRequest)(nil),  // 44: anvil.mri.v1alpha1.DetachNetworkInterfaceRequest
-	(*DetachNetworkInterfaceResponse)(nil), // 45: anvil.mri.v1alpha1.DetachNetworkInterfaceResponse
-	(*WatchEventsRequest)(nil),             // 46: anvil.mri.v1alpha1.WatchEventsRequest
-	(*MachineEvent)(nil),                   // 47: anvil.mri.v1alpha1.MachineEvent
-	nil,                                    // 48: anvil.mri.v1alpha1.Resources.ExtendedEntry
-	nil,                                    // 49: anvil.mri.v1alpha1.ObjectMetadata.LabelsEntry
-	nil,                                    // 50: anvil.mri.v1alpha1.ObjectMetadata.AnnotationsEntry
-	nil,                                    // 51: anvil.mri.v1alpha1.MachineSpec.HostSelectorEntry
-	nil,                                    // 52: anvil.mri.v1alpha1.ListMachinesRequest.LabelSelectorEntry
-	nil,                                    // 53: anvil.mri.v1alpha1.UpdateMachineLabelsRequest.LabelsEntry
+	(*PoolNetwork)(nil),                    // 26: anvil.mri.v1alpha1.PoolNetwork
+	(*NetworkForward)(nil),                 // 27: anvil.mri.v1alpha1.NetworkForward
+	(*ListMachinesRequest)(nil),            // 28: anvil.mri.v1alpha1.ListMachinesRequest
+	(*ListMachinesResponse)(nil),           // 29: anvil.mri.v1alpha1.ListMachinesResponse
+	(*CreateMachineRequest)(nil),           // 30: anvil.mri.v1alpha1.CreateMachineRequest
+	(*CreateMachineResponse)(nil),          // 31: anvil.mri.v1alpha1.CreateMachineResponse
+	(*DeleteMachineRequest)(nil),           // 32: anvil.mri.v1alpha1.DeleteMachineRequest
+	(*DeleteMachineResponse)(nil),          // 33: anvil.mri.v1alpha1.DeleteMachineResponse
+	(*UpdateMachinePowerRequest)(nil),      // 34: anvil.mri.v1alpha1.UpdateMachinePowerRequest
+	(*UpdateMachinePowerResponse)(nil),     // 35: anvil.mri.v1alpha1.UpdateMachinePowerResponse
+	(*RebootMachineRequest)(nil),           // 36: anvil.mri.v1alpha1.RebootMachineRequest
+	(*RebootMachineResponse)(nil),          // 37: anvil.mri.v1alpha1.RebootMachineResponse
+	(*UpdateMachineLabelsRequest)(nil),     // 38: anvil.mri.v1alpha1.UpdateMachineLabelsRequest
+	(*UpdateMachineLabelsResponse)(nil),    // 39: anvil.mri.v1alpha1.UpdateMachineLabelsResponse
+	(*AttachVolumeRequest)(nil),            // 40: anvil.mri.v1alpha1.AttachVolumeRequest
+	(*AttachVolumeResponse)(nil),           // 41: anvil.mri.v1alpha1.AttachVolumeResponse
+	(*DetachVolumeRequest)(nil),            // 42: anvil.mri.v1alpha1.DetachVolumeRequest
+	(*DetachVolumeResponse)(nil),           // 43: anvil.mri.v1alpha1.DetachVolumeResponse
+	(*AttachNetworkInterfaceRequest)(nil),  // 44: anvil.mri.v1alpha1.AttachNetworkInterfaceRequest
+	(*AttachNetworkInterfaceResponse)(nil), // 45: anvil.mri.v1alpha1.AttachNetworkInterfaceResponse
+	(*DetachNetworkInterfaceRequest)(nil),  // 46: anvil.mri.v1alpha1.DetachNetworkInterfaceRequest
+	(*DetachNetworkInterfaceResponse)(nil), // 47: anvil.mri.v1alpha1.DetachNetworkInterfaceResponse
+	(*WatchEventsRequest)(nil),             // 48: anvil.mri.v1alpha1.WatchEventsRequest
+	(*MachineEvent)(nil),                   // 49: anvil.mri.v1alpha1.MachineEvent
+	nil,                                    // 50: anvil.mri.v1alpha1.Resources.ExtendedEntry
+	nil,                                    // 51: anvil.mri.v1alpha1.ObjectMetadata.LabelsEntry
+	nil,                                    // 52: anvil.mri.v1alpha1.ObjectMetadata.AnnotationsEntry
+	nil,                                    // 53: anvil.mri.v1alpha1.MachineSpec.HostSelectorEntry
+	nil,                                    // 54: anvil.mri.v1alpha1.ListMachinesRequest.LabelSelectorEntry
+	nil,                                    // 55: anvil.mri.v1alpha1.UpdateMachineLabelsRequest.LabelsEntry
 }
 var file_api_mri_v1alpha1_mri_proto_depIdxs = []int32{
 	5,  // 0: anvil.mri.v1alpha1.ErrorDetail.reason:type_name -> anvil.mri.v1alpha1.ErrorReason
-	48, // 1: anvil.mri.v1alpha1.Resources.extended:type_name -> anvil.mri.v1alpha1.Resources.ExtendedEntry
-	49, // 2: anvil.mri.v1alpha1.ObjectMetadata.labels:type_name -> anvil.mri.v1alpha1.ObjectMetadata.LabelsEntry
-	50, // 3: anvil.mri.v1alpha1.ObjectMetadata.annotations:type_name -> anvil.mri.v1alpha1.ObjectMetadata.AnnotationsEntry
+	50, // 1: anvil.mri.v1alpha1.Resources.extended:type_name -> anvil.mri.v1alpha1.Resources.ExtendedEntry
+	51, // 2: anvil.mri.v1alpha1.ObjectMetadata.labels:type_name -> anvil.mri.v1alpha1.ObjectMetadata.LabelsEntry
+	52, // 3: anvil.mri.v1alpha1.ObjectMetadata.annotations:type_name -> anvil.mri.v1alpha1.ObjectMetadata.AnnotationsEntry
 	4,  // 4: anvil.mri.v1alpha1.FirstBootConfig.format:type_name -> anvil.mri.v1alpha1.ConfigFormat
 	13, // 5: anvil.mri.v1alpha1.Volume.image_disk:type_name -> anvil.mri.v1alpha1.ImageDisk
 	14, // 6: anvil.mri.v1alpha1.Volume.empty_disk:type_name -> anvil.mri.v1alpha1.EmptyDisk
@@ -3019,7 +3156,7 @@ var file_api_mri_v1alpha1_mri_proto_depIdxs = []int32{
 	11, // 11: anvil.mri.v1alpha1.MachineSpec.first_boot:type_name -> anvil.mri.v1alpha1.FirstBootConfig
 	12, // 12: anvil.mri.v1alpha1.MachineSpec.volumes:type_name -> anvil.mri.v1alpha1.Volume
 	15, // 13: anvil.mri.v1alpha1.MachineSpec.network_interfaces:type_name -> anvil.mri.v1alpha1.NetworkInterface
-	51, // 14: anvil.mri.v1alpha1.MachineSpec.host_selector:type_name -> anvil.mri.v1alpha1.MachineSpec.HostSelectorEntry
+	53, // 14: anvil.mri.v1alpha1.MachineSpec.host_selector:type_name -> anvil.mri.v1alpha1.MachineSpec.HostSelectorEntry
 	3,  // 15: anvil.mri.v1alpha1.AttachmentStatus.state:type_name -> anvil.mri.v1alpha1.AttachState
 	2,  // 16: anvil.mri.v1alpha1.MachineStatus.state:type_name -> anvil.mri.v1alpha1.MachineState
 	0,  // 17: anvil.mri.v1alpha1.MachineStatus.architecture:type_name -> anvil.mri.v1alpha1.Architecture
@@ -3035,54 +3172,56 @@ var file_api_mri_v1alpha1_mri_proto_depIdxs = []int32{
 	0,  // 27: anvil.mri.v1alpha1.StatusResponse.architectures:type_name -> anvil.mri.v1alpha1.Architecture
 	18, // 28: anvil.mri.v1alpha1.StatusResponse.addresses:type_name -> anvil.mri.v1alpha1.Address
 	0,  // 29: anvil.mri.v1alpha1.StatusResponse.native_architectures:type_name -> anvil.mri.v1alpha1.Architecture
-	52, // 30: anvil.mri.v1alpha1.ListMachinesRequest.label_selector:type_name -> anvil.mri.v1alpha1.ListMachinesRequest.LabelSelectorEntry
-	21, // 31: anvil.mri.v1alpha1.ListMachinesResponse.machines:type_name -> anvil.mri.v1alpha1.Machine
-	21, // 32: anvil.mri.v1alpha1.CreateMachineRequest.machine:type_name -> anvil.mri.v1alpha1.Machine
-	21, // 33: anvil.mri.v1alpha1.CreateMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	1,  // 34: anvil.mri.v1alpha1.UpdateMachinePowerRequest.power:type_name -> anvil.mri.v1alpha1.Power
-	21, // 35: anvil.mri.v1alpha1.UpdateMachinePowerResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	21, // 36: anvil.mri.v1alpha1.RebootMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	53, // 37: anvil.mri.v1alpha1.UpdateMachineLabelsRequest.labels:type_name -> anvil.mri.v1alpha1.UpdateMachineLabelsRequest.LabelsEntry
-	21, // 38: anvil.mri.v1alpha1.UpdateMachineLabelsResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	12, // 39: anvil.mri.v1alpha1.AttachVolumeRequest.volume:type_name -> anvil.mri.v1alpha1.Volume
-	21, // 40: anvil.mri.v1alpha1.AttachVolumeResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	21, // 41: anvil.mri.v1alpha1.DetachVolumeResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	15, // 42: anvil.mri.v1alpha1.AttachNetworkInterfaceRequest.network_interface:type_name -> anvil.mri.v1alpha1.NetworkInterface
-	21, // 43: anvil.mri.v1alpha1.AttachNetworkInterfaceResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	21, // 44: anvil.mri.v1alpha1.DetachNetworkInterfaceResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	6,  // 45: anvil.mri.v1alpha1.MachineEvent.type:type_name -> anvil.mri.v1alpha1.MachineEvent.Type
-	21, // 46: anvil.mri.v1alpha1.MachineEvent.machine:type_name -> anvil.mri.v1alpha1.Machine
-	22, // 47: anvil.mri.v1alpha1.MachineRuntime.Version:input_type -> anvil.mri.v1alpha1.VersionRequest
-	24, // 48: anvil.mri.v1alpha1.MachineRuntime.Status:input_type -> anvil.mri.v1alpha1.StatusRequest
-	26, // 49: anvil.mri.v1alpha1.MachineRuntime.ListMachines:input_type -> anvil.mri.v1alpha1.ListMachinesRequest
-	28, // 50: anvil.mri.v1alpha1.MachineRuntime.CreateMachine:input_type -> anvil.mri.v1alpha1.CreateMachineRequest
-	30, // 51: anvil.mri.v1alpha1.MachineRuntime.DeleteMachine:input_type -> anvil.mri.v1alpha1.DeleteMachineRequest
-	32, // 52: anvil.mri.v1alpha1.MachineRuntime.UpdateMachinePower:input_type -> anvil.mri.v1alpha1.UpdateMachinePowerRequest
-	34, // 53: anvil.mri.v1alpha1.MachineRuntime.RebootMachine:input_type -> anvil.mri.v1alpha1.RebootMachineRequest
-	36, // 54: anvil.mri.v1alpha1.MachineRuntime.UpdateMachineLabels:input_type -> anvil.mri.v1alpha1.UpdateMachineLabelsRequest
-	38, // 55: anvil.mri.v1alpha1.MachineRuntime.AttachVolume:input_type -> anvil.mri.v1alpha1.AttachVolumeRequest
-	40, // 56: anvil.mri.v1alpha1.MachineRuntime.DetachVolume:input_type -> anvil.mri.v1alpha1.DetachVolumeRequest
-	42, // 57: anvil.mri.v1alpha1.MachineRuntime.AttachNetworkInterface:input_type -> anvil.mri.v1alpha1.AttachNetworkInterfaceRequest
-	44, // 58: anvil.mri.v1alpha1.MachineRuntime.DetachNetworkInterface:input_type -> anvil.mri.v1alpha1.DetachNetworkInterfaceRequest
-	46, // 59: anvil.mri.v1alpha1.MachineRuntime.WatchEvents:input_type -> anvil.mri.v1alpha1.WatchEventsRequest
-	23, // 60: anvil.mri.v1alpha1.MachineRuntime.Version:output_type -> anvil.mri.v1alpha1.VersionResponse
-	25, // 61: anvil.mri.v1alpha1.MachineRuntime.Status:output_type -> anvil.mri.v1alpha1.StatusResponse
-	27, // 62: anvil.mri.v1alpha1.MachineRuntime.ListMachines:output_type -> anvil.mri.v1alpha1.ListMachinesResponse
-	29, // 63: anvil.mri.v1alpha1.MachineRuntime.CreateMachine:output_type -> anvil.mri.v1alpha1.CreateMachineResponse
-	31, // 64: anvil.mri.v1alpha1.MachineRuntime.DeleteMachine:output_type -> anvil.mri.v1alpha1.DeleteMachineResponse
-	33, // 65: anvil.mri.v1alpha1.MachineRuntime.UpdateMachinePower:output_type -> anvil.mri.v1alpha1.UpdateMachinePowerResponse
-	35, // 66: anvil.mri.v1alpha1.MachineRuntime.RebootMachine:output_type -> anvil.mri.v1alpha1.RebootMachineResponse
-	37, // 67: anvil.mri.v1alpha1.MachineRuntime.UpdateMachineLabels:output_type -> anvil.mri.v1alpha1.UpdateMachineLabelsResponse
-	39, // 68: anvil.mri.v1alpha1.MachineRuntime.AttachVolume:output_type -> anvil.mri.v1alpha1.AttachVolumeResponse
-	41, // 69: anvil.mri.v1alpha1.MachineRuntime.DetachVolume:output_type -> anvil.mri.v1alpha1.DetachVolumeResponse
-	43, // 70: anvil.mri.v1alpha1.MachineRuntime.AttachNetworkInterface:output_type -> anvil.mri.v1alpha1.AttachNetworkInterfaceResponse
-	45, // 71: anvil.mri.v1alpha1.MachineRuntime.DetachNetworkInterface:output_type -> anvil.mri.v1alpha1.DetachNetworkInterfaceResponse
-	47, // 72: anvil.mri.v1alpha1.MachineRuntime.WatchEvents:output_type -> anvil.mri.v1alpha1.MachineEvent
-	60, // [60:73] is the sub-list for method output_type
-	47, // [47:60] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	26, // 30: anvil.mri.v1alpha1.StatusResponse.networks:type_name -> anvil.mri.v1alpha1.PoolNetwork
+	27, // 31: anvil.mri.v1alpha1.PoolNetwork.forwards:type_name -> anvil.mri.v1alpha1.NetworkForward
+	54, // 32: anvil.mri.v1alpha1.ListMachinesRequest.label_selector:type_name -> anvil.mri.v1alpha1.ListMachinesRequest.LabelSelectorEntry
+	21, // 33: anvil.mri.v1alpha1.ListMachinesResponse.machines:type_name -> anvil.mri.v1alpha1.Machine
+	21, // 34: anvil.mri.v1alpha1.CreateMachineRequest.machine:type_name -> anvil.mri.v1alpha1.Machine
+	21, // 35: anvil.mri.v1alpha1.CreateMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	1,  // 36: anvil.mri.v1alpha1.UpdateMachinePowerRequest.power:type_name -> anvil.mri.v1alpha1.Power
+	21, // 37: anvil.mri.v1alpha1.UpdateMachinePowerResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	21, // 38: anvil.mri.v1alpha1.RebootMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	55, // 39: anvil.mri.v1alpha1.UpdateMachineLabelsRequest.labels:type_name -> anvil.mri.v1alpha1.UpdateMachineLabelsRequest.LabelsEntry
+	21, // 40: anvil.mri.v1alpha1.UpdateMachineLabelsResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	12, // 41: anvil.mri.v1alpha1.AttachVolumeRequest.volume:type_name -> anvil.mri.v1alpha1.Volume
+	21, // 42: anvil.mri.v1alpha1.AttachVolumeResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	21, // 43: anvil.mri.v1alpha1.DetachVolumeResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	15, // 44: anvil.mri.v1alpha1.AttachNetworkInterfaceRequest.network_interface:type_name -> anvil.mri.v1alpha1.NetworkInterface
+	21, // 45: anvil.mri.v1alpha1.AttachNetworkInterfaceResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	21, // 46: anvil.mri.v1alpha1.DetachNetworkInterfaceResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	6,  // 47: anvil.mri.v1alpha1.MachineEvent.type:type_name -> anvil.mri.v1alpha1.MachineEvent.Type
+	21, // 48: anvil.mri.v1alpha1.MachineEvent.machine:type_name -> anvil.mri.v1alpha1.Machine
+	22, // 49: anvil.mri.v1alpha1.MachineRuntime.Version:input_type -> anvil.mri.v1alpha1.VersionRequest
+	24, // 50: anvil.mri.v1alpha1.MachineRuntime.Status:input_type -> anvil.mri.v1alpha1.StatusRequest
+	28, // 51: anvil.mri.v1alpha1.MachineRuntime.ListMachines:input_type -> anvil.mri.v1alpha1.ListMachinesRequest
+	30, // 52: anvil.mri.v1alpha1.MachineRuntime.CreateMachine:input_type -> anvil.mri.v1alpha1.CreateMachineRequest
+	32, // 53: anvil.mri.v1alpha1.MachineRuntime.DeleteMachine:input_type -> anvil.mri.v1alpha1.DeleteMachineRequest
+	34, // 54: anvil.mri.v1alpha1.MachineRuntime.UpdateMachinePower:input_type -> anvil.mri.v1alpha1.UpdateMachinePowerRequest
+	36, // 55: anvil.mri.v1alpha1.MachineRuntime.RebootMachine:input_type -> anvil.mri.v1alpha1.RebootMachineRequest
+	38, // 56: anvil.mri.v1alpha1.MachineRuntime.UpdateMachineLabels:input_type -> anvil.mri.v1alpha1.UpdateMachineLabelsRequest
+	40, // 57: anvil.mri.v1alpha1.MachineRuntime.AttachVolume:input_type -> anvil.mri.v1alpha1.AttachVolumeRequest
+	42, // 58: anvil.mri.v1alpha1.MachineRuntime.DetachVolume:input_type -> anvil.mri.v1alpha1.DetachVolumeRequest
+	44, // 59: anvil.mri.v1alpha1.MachineRuntime.AttachNetworkInterface:input_type -> anvil.mri.v1alpha1.AttachNetworkInterfaceRequest
+	46, // 60: anvil.mri.v1alpha1.MachineRuntime.DetachNetworkInterface:input_type -> anvil.mri.v1alpha1.DetachNetworkInterfaceRequest
+	48, // 61: anvil.mri.v1alpha1.MachineRuntime.WatchEvents:input_type -> anvil.mri.v1alpha1.WatchEventsRequest
+	23, // 62: anvil.mri.v1alpha1.MachineRuntime.Version:output_type -> anvil.mri.v1alpha1.VersionResponse
+	25, // 63: anvil.mri.v1alpha1.MachineRuntime.Status:output_type -> anvil.mri.v1alpha1.StatusResponse
+	29, // 64: anvil.mri.v1alpha1.MachineRuntime.ListMachines:output_type -> anvil.mri.v1alpha1.ListMachinesResponse
+	31, // 65: anvil.mri.v1alpha1.MachineRuntime.CreateMachine:output_type -> anvil.mri.v1alpha1.CreateMachineResponse
+	33, // 66: anvil.mri.v1alpha1.MachineRuntime.DeleteMachine:output_type -> anvil.mri.v1alpha1.DeleteMachineResponse
+	35, // 67: anvil.mri.v1alpha1.MachineRuntime.UpdateMachinePower:output_type -> anvil.mri.v1alpha1.UpdateMachinePowerResponse
+	37, // 68: anvil.mri.v1alpha1.MachineRuntime.RebootMachine:output_type -> anvil.mri.v1alpha1.RebootMachineResponse
+	39, // 69: anvil.mri.v1alpha1.MachineRuntime.UpdateMachineLabels:output_type -> anvil.mri.v1alpha1.UpdateMachineLabelsResponse
+	41, // 70: anvil.mri.v1alpha1.MachineRuntime.AttachVolume:output_type -> anvil.mri.v1alpha1.AttachVolumeResponse
+	43, // 71: anvil.mri.v1alpha1.MachineRuntime.DetachVolume:output_type -> anvil.mri.v1alpha1.DetachVolumeResponse
+	45, // 72: anvil.mri.v1alpha1.MachineRuntime.AttachNetworkInterface:output_type -> anvil.mri.v1alpha1.AttachNetworkInterfaceResponse
+	47, // 73: anvil.mri.v1alpha1.MachineRuntime.DetachNetworkInterface:output_type -> anvil.mri.v1alpha1.DetachNetworkInterfaceResponse
+	49, // 74: anvil.mri.v1alpha1.MachineRuntime.WatchEvents:output_type -> anvil.mri.v1alpha1.MachineEvent
+	62, // [62:75] is the sub-list for method output_type
+	49, // [49:62] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_api_mri_v1alpha1_mri_proto_init() }
@@ -3101,7 +3240,7 @@ func file_api_mri_v1alpha1_mri_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_mri_v1alpha1_mri_proto_rawDesc), len(file_api_mri_v1alpha1_mri_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   47,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -33,6 +33,8 @@ type Config struct {
 	// natively (none by default: a fake runs nothing, so it claims no hardware).
 	Architectures       []mriv1alpha1.Architecture
 	NativeArchitectures []mriv1alpha1.Architecture
+	// Networks are reported by Status as the pool's NIC networks.
+	Networks []*mriv1alpha1.PoolNetwork
 	// Latency is how long each step (boot, power change, attach, delete) takes, plus a
 	// uniformly random Jitter. Zero makes every step complete inside the call.
 	Latency, Jitter time.Duration
@@ -108,6 +110,7 @@ func (r *Runtime) Status(context.Context, *mriv1alpha1.StatusRequest) (*mriv1alp
 		Capacity: proto.Clone(r.cfg.Allocatable).(*mriv1alpha1.Resources), Allocatable: proto.Clone(r.cfg.Allocatable).(*mriv1alpha1.Resources),
 		Architectures:       r.cfg.Architectures,
 		NativeArchitectures: r.cfg.NativeArchitectures,
+		Networks:            r.cfg.Networks,
 		Addresses:           []*mriv1alpha1.Address{{Type: "Endpoint", Address: "fake://" + r.cfg.Name}},
 	}, nil
 }

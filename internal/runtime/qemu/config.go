@@ -55,10 +55,17 @@ type Config struct {
 	Networks       map[string]Network
 	ForwardCommand []string
 
+	// QEMUUser is who QEMU drops to (-runas) when the runtime runs as root (default
+	// vm.DefaultUser); it must exist. A runtime that is not root starts QEMU as itself.
+	QEMUUser string
+
 	Images Images
 	Index  ImageIndex
 	Seeds  SeedWriter
 	Logger logr.Logger
+
+	// runAs is QEMUUser resolved, nil when the runtime is not root.
+	runAs *vm.User
 
 	// programs maps an architecture to its QEMU program; tests may replace it.
 	programs map[computev1alpha1.Architecture]string
@@ -106,6 +113,14 @@ func (c *Config) defaults() error {
 	if len(c.Networks) > 0 && len(c.ForwardCommand) == 0 {
 		if c.ForwardCommand, err = forwardCommand(); err != nil {
 			return err
+		}
+	}
+	if c.runAs, err = vm.UserForRoot(c.QEMUUser); err != nil {
+		return fmt.Errorf("qemu runtime: %w", err)
+	}
+	if c.runAs != nil && hasForwards(c.Networks) {
+		if why := c.runAs.CannotRun(c.ForwardCommand[0]); why != "" {
+			return fmt.Errorf("qemu runtime: QEMU runs the guest-forward command %s as user %s, who cannot: %s", c.ForwardCommand[0], c.runAs.Name, why)
 		}
 	}
 	if c.Images == nil || c.Index == nil || c.Seeds == nil {

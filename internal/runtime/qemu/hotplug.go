@@ -3,6 +3,7 @@ package qemu
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"time"
@@ -31,14 +32,18 @@ func (w *worker) plug(ctx context.Context, qemuID string) {
 	d.Port, d.SSHPort = port, 0
 	w.commitLocked()
 	dev := *d
+	var backing *vm.Disk
+	if boot := m.rec.Boot; m.rec.volume(d).GetImageDisk() != nil && boot != nil && boot.Disk != "" {
+		backing = &vm.Disk{ID: dev.QEMUID + "base", Path: boot.Disk, Format: vm.DiskFormat(boot.DiskFormat), ReadOnly: true}
+	}
 	w.r.mu.Unlock()
 
 	qctx, cancel := context.WithTimeout(ctx, qmpTimeout)
 	defer cancel()
 	var err error
 	if dev.Kind == kindVolume {
-		disk := vm.Disk{ID: dev.QEMUID, Path: dev.Path, Format: vm.DiskFormat(dev.Format), Port: port}
-		if err = w.qmp.Execute(qctx, "blockdev-add", vm.Blockdev(disk), nil); err == nil || duplicate(err) {
+		disk := vm.Disk{ID: dev.QEMUID, Path: dev.Path, Format: vm.DiskFormat(dev.Format), Port: port, Backing: backing}
+		if err = w.plugDisk(qctx, disk); err == nil || duplicate(err) {
 			if err = w.qmp.Execute(qctx, "device_add", vm.DiskDevice(disk), nil); err != nil && !duplicate(err) {
 				_ = w.qmp.Execute(qctx, "blockdev-del", map[string]string{"node-name": dev.QEMUID}, nil)
 			}
@@ -70,6 +75,55 @@ func (w *worker) plug(ctx context.Context, qemuID string) {
 		m.obs.plugErr, m.obs.plugFailures = "", 0
 	})
 	w.log.Info("device plugged", "device", dev.QEMUID, "name", dev.Name, "port", port)
+}
+
+// plugDisk adds the block node of a disk plugged while QEMU runs. The runtime opens the
+// files (the disk, and an image disk's backing file in the image cache) and hands QEMU the
+// descriptors (fd sets): QEMU has dropped to its unprivileged user by then (-runas) and
+// cannot open the runtime's files by path, nor should it.
+func (w *worker) plugDisk(ctx context.Context, disk vm.Disk) error {
+	var sets []int
+	// The sets go once the node is added: QEMU keeps the copies the node uses.
+	defer func() {
+		for _, id := range sets {
+			_ = w.qmp.Execute(ctx, "remove-fd", map[string]any{"fdset-id": id}, nil)
+		}
+	}()
+	pass := func(d *vm.Disk, flag int) error {
+		id, err := w.passFile(ctx, d.Path, flag, d.ID)
+		if err != nil {
+			return err
+		}
+		sets = append(sets, id)
+		d.Path = fmt.Sprintf("/dev/fdset/%d", id)
+		return nil
+	}
+	if err := pass(&disk, os.O_RDWR); err != nil {
+		return err
+	}
+	if disk.Backing != nil {
+		backing := *disk.Backing
+		if err := pass(&backing, os.O_RDONLY); err != nil {
+			return err
+		}
+		disk.Backing = &backing
+	}
+	return w.qmp.Execute(ctx, "blockdev-add", vm.Blockdev(disk), nil)
+}
+
+// passFile opens path and gives QEMU the descriptor in a new fd set, whose id it returns.
+func (w *worker) passFile(ctx context.Context, path string, flag int, opaque string) (int, error) {
+	f, err := os.OpenFile(path, flag, 0)
+	if err != nil {
+		// Reported as a refusal, not a broken connection: the plug is retried later.
+		return 0, &qmp.Error{Class: "GenericError", Desc: err.Error()}
+	}
+	defer f.Close()
+	var set struct {
+		FDSetID int `json:"fdset-id"`
+	}
+	err = w.qmp.ExecuteWithFile(ctx, "add-fd", map[string]any{"opaque": opaque}, &set, f)
+	return set.FDSetID, err
 }
 
 // freeRootPort returns a root port of the running QEMU no plugged device uses, or -1.

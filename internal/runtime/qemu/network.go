@@ -4,15 +4,19 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
 )
 
-// Network is a NIC network with a meaning of its own on this pool. A guest on it is cut
-// off from the host and the outside (QEMU's restrict=on) and reaches only its Forwards.
-// A NIC on a network the pool does not name gets QEMU's plain user network.
+// Network is a NIC network with a meaning of its own on this pool: the services of the
+// host its guests are given. Every NIC, on a network the pool names or not, is cut off
+// from the host and the outside (QEMU's restrict=on): without it QEMU's gateway 10.0.2.2
+// is the host's loopback (in anvil dev: etcd, the registry, other VMs' SSH forwards).
+// A guest reaches only its network's Forwards.
 type Network struct {
 	Forwards []NetworkForward
 }
@@ -48,6 +52,32 @@ func checkNetworks(networks map[string]Network) error {
 	return nil
 }
 
+// poolNetworks is what the pool reports of its networks (MRI Status), sorted by name, so
+// a tenant sees what a NIC on each reaches. No network has NAT: see natRefused in
+// cmd/anvil.
+func poolNetworks(networks map[string]Network) []*mriv1alpha1.PoolNetwork {
+	out := make([]*mriv1alpha1.PoolNetwork, 0, len(networks))
+	for name, n := range networks {
+		pn := &mriv1alpha1.PoolNetwork{Name: name}
+		for _, f := range n.Forwards {
+			pn.Forwards = append(pn.Forwards, &mriv1alpha1.NetworkForward{Guest: f.Guest, Target: f.Target})
+		}
+		out = append(out, pn)
+	}
+	slices.SortFunc(out, func(a, b *mriv1alpha1.PoolNetwork) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// hasForwards reports whether any network gives its guests a forward.
+func hasForwards(networks map[string]Network) bool {
+	for _, n := range networks {
+		if len(n.Forwards) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // forwardCommand is what QEMU runs per forwarded connection unless the config names one:
 // this program's `forward` subcommand (cmd/anvil), which joins stdin and stdout to a TCP
 // address.
@@ -61,12 +91,8 @@ func forwardCommand() ([]string, error) {
 
 // vmNIC is the QEMU description of a NIC device on root port port.
 func (r *Runtime) vmNIC(d *device, port int) vm.NIC {
-	nic := vm.NIC{ID: d.QEMUID, MAC: d.MAC, Port: port}
-	n, ok := r.cfg.Networks[d.Network]
-	if !ok {
-		return nic
-	}
-	nic.Restrict = true
+	nic := vm.NIC{ID: d.QEMUID, MAC: d.MAC, Port: port, Restrict: true}
+	n := r.cfg.Networks[d.Network] // a network the pool does not name has no forwards
 	for _, f := range n.Forwards {
 		host, port, _ := net.SplitHostPort(f.Guest) // checked in checkNetworks
 		p, _ := strconv.Atoi(port)

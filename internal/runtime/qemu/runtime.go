@@ -173,6 +173,7 @@ func (r *Runtime) Status(context.Context, *mriv1alpha1.StatusRequest) (*mriv1alp
 			resp.NativeArchitectures = append(resp.NativeArchitectures, mri.ArchToMRI(a))
 		}
 	}
+	resp.Networks = poolNetworks(r.cfg.Networks)
 	return resp, nil
 }
 

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -120,6 +122,16 @@ func (c *Client) Close() error {
 // Execute runs a command and decodes its return value into result (unless nil). A QEMU
 // error reply is an *Error. When ctx ends first, the reply is discarded on arrival.
 func (c *Client) Execute(ctx context.Context, name string, args, result any) error {
+	return c.execute(ctx, name, args, result, nil)
+}
+
+// ExecuteWithFile runs a command that takes a file descriptor (add-fd, getfd): f goes
+// with the command's bytes (SCM_RIGHTS). QEMU gets its own copy; the caller closes f.
+func (c *Client) ExecuteWithFile(ctx context.Context, name string, args, result any, f *os.File) error {
+	return c.execute(ctx, name, args, result, f)
+}
+
+func (c *Client) execute(ctx context.Context, name string, args, result any, f *os.File) error {
 	reply := make(chan message, 1)
 	c.mu.Lock()
 	if c.err != nil {
@@ -132,7 +144,7 @@ func (c *Client) Execute(ctx context.Context, name string, args, result any) err
 	c.pending[id] = reply
 	c.mu.Unlock()
 
-	if err := c.send(ctx, command{Execute: name, Arguments: args, ID: id}); err != nil {
+	if err := c.send(ctx, command{Execute: name, Arguments: args, ID: id}, f); err != nil {
 		c.forget(id)
 		return fmt.Errorf("%s: %w", name, err)
 	}
@@ -173,7 +185,7 @@ func (c *Client) QueryStatus(ctx context.Context) (Status, error) {
 	return s, err
 }
 
-func (c *Client) send(ctx context.Context, cmd command) error {
+func (c *Client) send(ctx context.Context, cmd command, f *os.File) error {
 	raw, err := json.Marshal(cmd)
 	if err != nil {
 		return err
@@ -184,7 +196,15 @@ func (c *Client) send(ctx context.Context, cmd command) error {
 		c.conn.SetWriteDeadline(d)
 		defer c.conn.SetWriteDeadline(time.Time{})
 	}
-	_, err = c.conn.Write(append(raw, '\n'))
+	if f == nil {
+		_, err = c.conn.Write(append(raw, '\n'))
+		return err
+	}
+	uc, ok := c.conn.(*net.UnixConn)
+	if !ok {
+		return errors.New("qmp: file descriptors need a unix socket")
+	}
+	_, _, err = uc.WriteMsgUnix(append(raw, '\n'), syscall.UnixRights(int(f.Fd())), nil)
 	return err
 }
 

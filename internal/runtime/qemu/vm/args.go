@@ -38,6 +38,9 @@ func Args(s Spec) ([]string, error) {
 		"-sandbox", Sandbox,
 		"-machine", machine, "-accel", string(s.Accel),
 	}
+	if s.RunAs != "" {
+		args = append(args, "-runas", s.RunAs)
+	}
 	if cpu != "" {
 		args = append(args, "-cpu", cpu)
 	}
@@ -126,6 +129,9 @@ func Blockdev(d Disk) map[string]any {
 	if d.ReadOnly {
 		file["read-only"] = true
 		node["read-only"] = true
+	}
+	if d.Backing != nil {
+		node["backing"] = Blockdev(*d.Backing)
 	}
 	return node
 }

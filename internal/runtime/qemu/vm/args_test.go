@@ -136,3 +136,14 @@ func TestArgsRestrictedNICWithForwards(t *testing.T) {
 		t.Errorf("a NIC on a plain network got %v", open)
 	}
 }
+
+// A disk plugged later names its backing disk, so QEMU never opens the path in the
+// overlay's header (it has dropped to its own user by then).
+func TestBlockdevNamesItsBacking(t *testing.T) {
+	d := Disk{ID: "vol2", Path: "/dev/fdset/1", Format: FormatQCOW2,
+		Backing: &Disk{ID: "vol2base", Path: "/dev/fdset/2", Format: FormatRaw, ReadOnly: true}}
+	want := `{"backing":{"driver":"raw","file":{"driver":"file","filename":"/dev/fdset/2","read-only":true},"node-name":"vol2base","read-only":true},"driver":"qcow2","file":{"driver":"file","filename":"/dev/fdset/1"},"node-name":"vol2"}`
+	if got := jsonArg(Blockdev(d)); got != want {
+		t.Errorf("blockdev\n got %s\nwant %s", got, want)
+	}
+}

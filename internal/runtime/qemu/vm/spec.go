@@ -44,6 +44,10 @@ type Spec struct {
 	RootPorts int
 
 	QMPSocket, ConsoleLog, PIDFile string
+	// RunAs, when set ("uid:gid"), is the unprivileged user QEMU drops to once it has
+	// opened its files (-runas): a guest that escapes into QEMU is not root on the host.
+	// Files plugged later are handed over as descriptors, never opened by path.
+	RunAs string
 }
 
 // Disk is a virtio block device.
@@ -55,6 +59,9 @@ type Disk struct {
 	ReadOnly bool
 	// Port is the index of the root port the disk is plugged into.
 	Port int
+	// Backing, when set, is the qcow2 overlay's backing disk, named to QEMU rather than
+	// read from the overlay's header (a disk plugged later passes both as descriptors).
+	Backing *Disk
 }
 
 // NIC is a virtio network card on QEMU's user-mode network.
