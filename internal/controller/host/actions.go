@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -100,6 +101,10 @@ func (s *step) provision(ctx context.Context) (hostplan.Result, error) {
 
 // wipe checks the eraser's files, then deploys it: from RAM, with no config drive.
 func (s *step) wipe(ctx context.Context, eraser provisioner.Image) (hostplan.Result, error) {
+	if eraser.Kernel == nil {
+		return hostplan.Result{Outcome: hostplan.OutcomeFailed,
+			Message: fmt.Sprintf("the site has no eraser for architecture %s", s.host.Spec.Architecture)}, nil
+	}
 	if res, ok := s.verify(ctx, eraser); !ok {
 		return res, nil
 	}

@@ -39,12 +39,14 @@ type Reconciler struct {
 	rechecks    rechecks
 }
 
-// eraserFor is the eraser for h, or nil when h is not wiped by the controller.
+// eraserFor is the eraser for h, or nil when h is not wiped by the controller. A Host of
+// an architecture the site has no eraser for gets an empty image, whose deployment fails:
+// it is not handed out again unwiped.
 func (r *Reconciler) eraserFor(h *metalv1alpha1.Host) *provisioner.Image {
-	img, ok := r.Eraser[h.Spec.Architecture]
-	if !ok || strings.HasPrefix(h.Spec.BMC.Address, "fake://") {
+	if len(r.Eraser) == 0 || strings.HasPrefix(h.Spec.BMC.Address, "fake://") {
 		return nil
 	}
+	img := r.Eraser[h.Spec.Architecture]
 	return &img
 }
 

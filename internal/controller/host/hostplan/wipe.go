@@ -30,7 +30,7 @@ func notWiped(h *metalv1alpha1.Host) bool {
 
 // isEraser: img is the site's eraser (the same files, by checksum).
 func isEraser(in Input, img provisioner.Image) bool {
-	return wipes(in) && HostImageOf(*in.Eraser).Same(HostImageOf(img))
+	return wipes(in) && in.Eraser.Kernel != nil && HostImageOf(*in.Eraser).Same(HostImageOf(img))
 }
 
 // tenantImage: the provisioner shows the node deployed, or being deployed, with an image
