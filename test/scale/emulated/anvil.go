@@ -98,7 +98,7 @@ func startAnvil(ctx context.Context, env *harness.Env, o options, state, testOS,
 	a.pool, err = metalpool.Start(startCtx, env.Config, env.Client, pool.Config{
 		Site: site.Config{RestConfig: env.Config, Namespace: namespace, StateDir: filepath.Join(state, "pool"),
 			MaxConcurrentDeploy: o.maxDeploy, BusyPoll: time.Second, Logger: logr.Discard(),
-			Wipe: site.Wipe{Method: site.WipeEraser, EraserDir: eraser},
+			Wipe:            site.Wipe{Method: site.WipeEraser, EraserDir: eraser},
 			WrapProvisioner: func(p provisioner.Provisioner) provisioner.Provisioner { inner = p; return p }},
 		Name: poolName, ImageCacheDir: filepath.Join(state, "pool", "cache"), Logger: logr.Discard(),
 	}, 2*time.Second)
