@@ -2,7 +2,6 @@ package metal
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"os"
 	"strings"
@@ -10,12 +9,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
@@ -57,18 +52,9 @@ echo "searched $d"
 // MiB of every disk and powers off) before it is Available again, and is never Available
 // in between.
 func TestReleasedServerIsWipedBeforeTheNextTenant(t *testing.T) {
-	ctx := context.Background()
-	infra := newNamespace(t, "infra")
-	tenantA, tenantB := newNamespace(t, "tenant-a"), newNamespace(t, "tenant-b")
-	e := startEmulator(t, wipedServer)
+	tt := startTwoTenants(t, wipedServer, "emulated-wiped", "wiped")
+	infra, tenantA, tenantB, e, class := tt.infra, tt.a, tt.b, tt.e, tt.class
 	console := e.ConsolePath(wipedServer.Name)
-	class := &computev1alpha1.MachineClass{ObjectMeta: metav1.ObjectMeta{Name: "emulated-wiped"},
-		Capabilities: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("512Mi")}}
-	policy := &metalv1alpha1.HostPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: infra, Name: "tenants"},
-		Spec: metalv1alpha1.HostPolicySpec{Namespaces: []string{tenantA, tenantB}}}
-	create(t, class, policy, emulatedHost(t, infra, e, wipedServer, bmcPassword))
-	startManager(t)
-	startMetalPool(t, "wiped", infra)
 	image := pushTestOS(t, computev1alpha1.ArchitectureAMD64)
 	waitHost(t, infra, wipedServer.Name, "Available", 3*time.Minute, inState(metalv1alpha1.StateAvailable))
 
@@ -84,26 +70,13 @@ func TestReleasedServerIsWipedBeforeTheNextTenant(t *testing.T) {
 		begin := strings.LastIndex(out, "ANVIL-TESTOS-SCRIPT-BEGIN")
 		return out[begin:]
 	}
-	remove := func(ns, name string) {
-		t.Helper()
-		if err := env.Client.Delete(ctx, &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
-			t.Fatal(err)
-		}
-		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
-			err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &computev1alpha1.Machine{})
-			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
-		})
-		if err != nil {
-			t.Fatalf("Machine %s/%s was not deleted: %v", ns, name, err)
-		}
-	}
 
 	// Tenant A leaves a secret on the disk.
 	out := run(tenantA, "alpha", writeSecret, 1)
 	if !strings.Contains(out, "wrote the secret to /dev/vd") || !strings.Contains(out, "ANVIL-TESTOS-SCRIPT-END rc=0") {
 		t.Fatalf("tenant A's script did not write its secret:\n%s", out)
 	}
-	remove(tenantA, "alpha")
+	deleteMachine(t, tenantA, "alpha", 5*time.Minute)
 
 	// Released: not Available until wiped. Watched until the Host is Available and free.
 	var sawWiping, availableUnwiped bool
@@ -139,7 +112,7 @@ func TestReleasedServerIsWipedBeforeTheNextTenant(t *testing.T) {
 	if strings.Contains(out, "FOUND:") || strings.Contains(out, "alpha") {
 		t.Errorf("tenant B found tenant A's secret on the server's disk:\n%s", out)
 	}
-	remove(tenantB, "beta")
+	deleteMachine(t, tenantB, "beta", 5*time.Minute)
 }
 
 // checkErased fails unless the first and last MiB of the disk file are zero and the

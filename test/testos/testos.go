@@ -21,11 +21,18 @@ var Files = []string{"kernel", "initramfs", "cmdline"}
 // architecture's files are missing.
 func Dir(t testing.TB) string {
 	t.Helper()
-	dir := filepath.Join(binDir(t), "testos")
+	return bootFiles(t, "testos", "the test OS")
+}
+
+// bootFiles is binDir's folder name, failing the test (naming what and make name) when an
+// architecture's Files are missing from it.
+func bootFiles(t testing.TB, name, what string) string {
+	t.Helper()
+	dir := filepath.Join(binDir(t), name)
 	for _, arch := range Architectures {
 		for _, f := range Files {
 			if _, err := os.Stat(filepath.Join(dir, string(arch), f)); err != nil {
-				t.Fatalf("the test OS is missing (%v): run make testos", err)
+				t.Fatalf("%s is missing (%v): run make %s", what, err, name)
 			}
 		}
 	}
@@ -47,15 +54,7 @@ func ESPImage(t testing.TB) string {
 // site deploys on released servers, failing the test when it is missing.
 func EraserDir(t testing.TB) string {
 	t.Helper()
-	dir := filepath.Join(binDir(t), "eraser")
-	for _, arch := range []computev1alpha1.Architecture{computev1alpha1.ArchitectureAMD64, computev1alpha1.ArchitectureARM64} {
-		for _, f := range Files {
-			if _, err := os.Stat(filepath.Join(dir, string(arch), f)); err != nil {
-				t.Fatalf("the eraser is missing (%v): run make eraser", err)
-			}
-		}
-	}
-	return dir
+	return bootFiles(t, "eraser", "the eraser")
 }
 
 // binDir is the folder of the built test assets: $KUBEBUILDER_ASSETS when set (a worktree
