@@ -166,18 +166,7 @@ func TestEmulatedServerBootsTenantMachines(t *testing.T) {
 	}
 
 	// Ironic loses its database: the running server is adopted, not rebooted.
-	restarts := p.Site.Ironic.Restarts()
-	if err := syscall.Kill(p.Site.Ironic.PID(), syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Remove(filepath.Join(filepath.Dir(p.Site.Ironic.LogPath()), "ironic.db")); err != nil {
-		t.Fatalf("deleting Ironic's database: %v", err)
-	}
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
-		return p.Site.Ironic.Restarts() > restarts, nil
-	}); err != nil {
-		t.Fatal("Ironic was not restarted after being killed")
-	}
+	ironicLosesItsDatabase(t, p)
 	waitHost(t, infra, emulatedServer.Name, "adopted", 3*time.Minute, func(h *metalv1alpha1.Host) bool {
 		node, err := p.Site.Provisioner.Get(ctx, infra+"~"+h.Name)
 		return provisioned(h) && err == nil && node.State == "Active"
@@ -224,6 +213,24 @@ func TestEmulatedServerBootsTenantMachines(t *testing.T) {
 		t.Errorf("the second tenant's boot shows the first's data:\n%s", last)
 	}
 	deleteMachine(t, tenantB, "beta", 3*time.Minute)
+}
+
+// ironicLosesItsDatabase kills the site's Ironic, deletes its database and waits until the
+// supervisor has restarted it.
+func ironicLosesItsDatabase(t *testing.T, p *pool.Pool) {
+	t.Helper()
+	restarts := p.Site.Ironic.Restarts()
+	if err := syscall.Kill(p.Site.Ironic.PID(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(filepath.Dir(p.Site.Ironic.LogPath()), "ironic.db")); err != nil {
+		t.Fatalf("deleting Ironic's database: %v", err)
+	}
+	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
+		return p.Site.Ironic.Restarts() > restarts, nil
+	}); err != nil {
+		t.Fatal("Ironic was not restarted after being killed")
+	}
 }
 
 // twoTenants is one emulated server, enrolled as a Host that two tenant namespaces may

@@ -2,6 +2,7 @@ package metal
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"os"
 	"strings"
@@ -50,7 +51,7 @@ echo "searched $d"
 // tenant's Machine on the same server searches that disk and must find nothing: the
 // released Host is wiped (the site's eraser, deployed by Ironic, zeroes the first and last
 // MiB of every disk and powers off) before it is Available again, and is never Available
-// in between.
+// in between — not even when Ironic is killed and loses its database mid-wipe.
 func TestReleasedServerIsWipedBeforeTheNextTenant(t *testing.T) {
 	tt := startTwoTenants(t, wipedServer, "emulated-wiped", "wiped")
 	infra, tenantA, tenantB, e, class := tt.infra, tt.a, tt.b, tt.e, tt.class
@@ -76,9 +77,17 @@ func TestReleasedServerIsWipedBeforeTheNextTenant(t *testing.T) {
 	if !strings.Contains(out, "wrote the secret to /dev/vd") || !strings.Contains(out, "ANVIL-TESTOS-SCRIPT-END rc=0") {
 		t.Fatalf("tenant A's script did not write its secret:\n%s", out)
 	}
-	deleteMachine(t, tenantA, "alpha", 5*time.Minute)
+	// Deleting the Machine waits for the release; meanwhile, once the eraser is on its way,
+	// Ironic is killed and loses its database: the Host must still not be handed out unwiped.
+	go deleteMachineLater(tenantA, "alpha")
+	waitHost(t, infra, wipedServer.Name, "wiping", 5*time.Minute, func(h *metalv1alpha1.Host) bool {
+		c := meta.FindStatusCondition(h.Status.Conditions, metalv1alpha1.ConditionWiped)
+		return c != nil && c.Reason == metalv1alpha1.ReasonWiping
+	})
+	ironicLosesItsDatabase(t, tt.pool)
 
 	// Released: not Available until wiped. Watched until the Host is Available and free.
+	// The Machine is gone once its server is released.
 	var sawWiping, availableUnwiped bool
 	h := waitHost(t, infra, wipedServer.Name, "wiped, Available and free again", 5*time.Minute, func(h *metalv1alpha1.Host) bool {
 		c := meta.FindStatusCondition(h.Status.Conditions, metalv1alpha1.ConditionWiped)
@@ -90,6 +99,7 @@ func TestReleasedServerIsWipedBeforeTheNextTenant(t *testing.T) {
 		}
 		return inState(metalv1alpha1.StateAvailable)(h) && h.Spec.ConsumerRef == nil && h.Status.Image == nil
 	})
+	deleteMachine(t, tenantA, "alpha", 5*time.Minute)
 	if availableUnwiped {
 		t.Errorf("the Host was Available before it was wiped")
 	}
@@ -113,6 +123,11 @@ func TestReleasedServerIsWipedBeforeTheNextTenant(t *testing.T) {
 		t.Errorf("tenant B found tenant A's secret on the server's disk:\n%s", out)
 	}
 	deleteMachine(t, tenantB, "beta", 5*time.Minute)
+}
+
+// deleteMachineLater deletes a Machine without waiting (its deletion waits for the wipe).
+func deleteMachineLater(ns, name string) {
+	_ = env.Client.Delete(context.Background(), &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
 }
 
 // checkErased fails unless the first and last MiB of the disk file are zero and the
