@@ -26,7 +26,7 @@ CONTROL_PLANE := $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl
 GENERATORS := $(BIN)/controller-gen $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 TOOLS := $(CONTROL_PLANE) $(BIN)/kube-scheduler $(GENERATORS)
 
-.PHONY: build tools testos esp agents manifests generate verify-generated vet test test-only demo bench deps fresh-check clean
+.PHONY: build tools testos eraser esp agents manifests generate verify-generated vet test test-only demo bench deps fresh-check clean
 
 build: ## The anvil binary.
 	go build -o $(BIN)/anvil ./cmd/anvil
@@ -53,6 +53,12 @@ testos: $(BIN)/testos/VERSIONS ## The test OS (kernel, initramfs, cmdline) for a
 # Rebuilt only when hack/testos changes; the Debian packages it needs are cached outside bin/.
 $(BIN)/testos/VERSIONS: $(shell find hack/testos -type f)
 	hack/testos/build.sh $(BIN)/testos
+
+eraser: $(BIN)/eraser/VERSIONS ## The disk eraser the metal site boots on a released server (kernel, initramfs, cmdline) for amd64 and arm64 in bin/eraser.
+
+# The test OS's kernel and busybox with another /init: rebuilt when either folder changes.
+$(BIN)/eraser/VERSIONS: $(shell find hack/eraser hack/testos -type f)
+	hack/eraser/build.sh $(BIN)/eraser
 
 esp: $(BIN)/esp.img ## The EFI system partition Ironic puts into the UEFI boot ISOs it builds (GRUB for amd64 and arm64).
 
@@ -89,15 +95,15 @@ vet:
 deps: ## System packages the tests and the demo need (idempotent).
 	hack/install-deps.sh
 
-test: deps tools testos esp agents verify-generated vet test-only ## Everything CI runs.
+test: deps tools testos eraser esp agents verify-generated vet test-only ## Everything CI runs.
 
 test-only: ## Unit, integration and end-to-end tests, without the set-up steps.
 	go test $(GO_TEST_FLAGS) ./...
 
-demo: deps tools testos esp agents build ## A local anvil with the sample objects: see README.
+demo: deps tools testos eraser esp agents build ## A local anvil with the sample objects: see README.
 	$(BIN)/anvil dev --bin-dir $(BIN) --test-os $(BIN)/testos --agents $(BIN)/build-agent --emulated-servers 2 --emulated-arm64-servers 1 --apply config/samples
 
-bench: tools testos esp agents build ## Benchmarks and scenarios; figures are printed, never asserted.
+bench: tools testos eraser esp agents build ## Benchmarks and scenarios; figures are printed, never asserted.
 	go test -run '^$$' -bench . -benchmem ./...
 	go run ./test/scale/scheduling -machines 10000 -pools 1000 -rounds 2
 	go run ./test/scale/pools -machines 10000 -pools 100

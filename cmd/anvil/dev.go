@@ -62,6 +62,11 @@ the next start finds every object again.`,
 					o.ESPImage = esp
 				}
 			}
+			if o.EraserDir == "" {
+				if eraser := filepath.Join(o.ControlPlane.BinDir, "eraser"); isFile(filepath.Join(eraser, "VERSIONS")) {
+					o.EraserDir = eraser
+				}
+			}
 			return dev.Run(cmd.Context(), o)
 		},
 	}
@@ -82,6 +87,7 @@ the next start finds every object again.`,
 	f.IntVar(&o.EmulatedServers, "emulated-servers", o.EmulatedServers, "amd64 QEMU servers behind a Redfish BMC emulator in the bare-metal pool, deployed by Ironic (0: none)")
 	f.IntVar(&o.EmulatedARM64Servers, "emulated-arm64-servers", o.EmulatedARM64Servers, "arm64 QEMU servers (UEFI) behind the same BMC emulator; they need --esp-image (0: none)")
 	f.StringVar(&o.ESPImage, "esp-image", "", "EFI system partition image for the UEFI boot ISOs Ironic builds (default: esp.img in --bin-dir when there, built by make esp)")
+	f.StringVar(&o.EraserDir, "eraser", "", "the disk eraser the bare-metal pool deploys on released servers (default: eraser in --bin-dir when there, built by make eraser)")
 	f.IntVar(&o.BMCPort, "bmc-port", o.BMCPort, "loopback port of the emulated servers' Redfish BMC")
 	f.StringVar(&fakePool, "fake-pool", "dev-fake", "name of an in-process pool of the fake runtime; empty for none")
 	ff.addFlags(cmd)

@@ -3,16 +3,18 @@ package main
 import (
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/anvil-dev/anvil/internal/metal/pool"
+	"github.com/anvil-dev/anvil/internal/metal/site"
 	"github.com/anvil-dev/anvil/internal/mri"
 )
 
 func newMetalRuntimeCommand() *cobra.Command {
-	var listen, cacheDir string
+	var listen, cacheDir, wipe string
 	var peers []uint32
 	cfg := pool.Config{Name: "metal"}
 	cmd := &cobra.Command{
@@ -28,6 +30,7 @@ func newMetalRuntimeCommand() *cobra.Command {
 			if cfg.Site.StateDir, err = filepath.Abs(cfg.Site.StateDir); err != nil {
 				return err
 			}
+			cfg.Site.Wipe.Method = site.WipeMethod(wipe)
 			cfg.Site.RestConfig = rc
 			cfg.Site.Logger = ctrl.Log.WithName("site")
 			cfg.Logger = ctrl.Log.WithName("runtime")
@@ -55,6 +58,10 @@ func newMetalRuntimeCommand() *cobra.Command {
 	f.IntVar(&cfg.Site.IronicPort, "ironic-port", 6385, "Ironic's API port on 127.0.0.1")
 	f.StringVar(&cfg.ImageListen, "image-listen", "127.0.0.1:6180", "address of the server that serves OS disks to servers; keep it fixed across restarts")
 	f.StringVar(&cfg.Site.ESPImage, "esp-image", "", "EFI system partition image for the UEFI boot ISOs Ironic builds (make esp: bin/esp.img); without it only Legacy Hosts boot kernel + initramfs images")
+	f.StringVar(&wipe, "wipe", string(site.WipeEraser), "how released servers' disks are erased before anyone else gets them: eraser (anvil's, --eraser), ironic (Ironic's automated cleaning; needs its agent ramdisk) or none")
+	f.StringVar(&cfg.Site.Wipe.EraserDir, "eraser", "", "the disk eraser, ARCH/{kernel,initramfs,cmdline} (make eraser: bin/eraser); required with --wipe eraser")
+	f.BoolVar(&cfg.Site.Wipe.Full, "wipe-full", false, "erase every block of every disk, not the first and last MiB (eraser), or run Ironic's erase_devices as well as erase_devices_metadata (ironic)")
+	f.DurationVar(&cfg.Site.Wipe.Timeout, "wipe-timeout", 30*time.Minute, "how long the eraser may run before the wipe counts as failed and is tried again")
 	f.IntVar(&cfg.Site.MaxConcurrentDeploy, "max-concurrent-deploy", 0, "deployments at once, in Ironic and in anvil's queue (0: Ironic's default, 250)")
 	f.IntVar(&cfg.Site.MaxConcurrentClean, "max-concurrent-clean", 0, "cleanings at once (0: Ironic's default, 50)")
 	f.IntVar(&cfg.Site.Workers, "workers", 64, "Hosts reconciled at once (each waits on Ironic while it works)")

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds the test OS for amd64 and arm64 into OUTDIR: OUTDIR/ARCH/{kernel,initramfs,cmdline}
-# and OUTDIR/VERSIONS. Everything comes from the Debian packages pinned in
+# and OUTDIR/VERSIONS. With ROOTFS and MODULES it builds another initramfs the same way from
+# the same kernel and busybox (the disk eraser, hack/eraser/build.sh): ROOTFS replaces
+# rootfs/ and MODULES the module list. Everything comes from the Debian packages pinned in
 # hack/testos/packages (a cloud kernel and busybox-static per architecture) plus rootfs/, so
 # the same packages always give byte-identical files. Packages are downloaded with apt-get
 # into a cache of their own (TESTOS_CACHE, default ~/.cache/anvil/testos), one package-list
@@ -9,19 +11,23 @@
 set -euo pipefail
 shopt -s inherit_errexit # fetch runs in command substitutions
 
-if [ $# -ne 1 ]; then
-	echo "usage: $0 OUTDIR" >&2
+if [ $# -ne 1 ] && [ $# -ne 3 ]; then
+	echo "usage: $0 OUTDIR [ROOTFS MODULES]" >&2
 	exit 2
 fi
 out=$(realpath -m "$1")
 here=$(cd "$(dirname "$0")" && pwd)
+rootfs=$here/rootfs modules=$here/modules name=testos
+if [ $# -eq 3 ]; then
+	rootfs=$(realpath "$2") modules=$(realpath "$3") name=$(basename "$(dirname "$rootfs")")
+fi
 cache=${TESTOS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/anvil/testos}
 archs=(amd64 arm64)
 
 # begin_build, apt_opts, update_lists and fetch: the archive lookups, with their own test.
 # shellcheck source=hack/testos/archive.sh
 source "$here/archive.sh"
-begin_build testos apt-get apt-cache dpkg-deb cpio gzip flock sha256sum
+begin_build "$name" apt-get apt-cache dpkg-deb cpio gzip flock sha256sum
 for a in "${archs[@]}"; do mkdir -p "$cache/$a/debs"; done
 
 # module_order prints, for the kernel modules tree MODDIR, the .ko files to load for the
@@ -51,10 +57,10 @@ module_order() {
 		if [ -n "${path[$m]:-}" ]; then
 			visit "$m"
 		elif ! grep -q "/$m\.ko\$" "$moddir/modules.builtin"; then
-			echo "testos: module $m is neither a module nor built into $(basename "$moddir")" >&2
+			echo "$name: module $m is neither a module nor built into $(basename "$moddir")" >&2
 			exit 1
 		fi
-	done <"$here/modules"
+	done <"$modules"
 }
 
 cmdline() {
@@ -81,11 +87,11 @@ for a in "${archs[@]}"; do
 	done < <(grep -v '^#' "$here/packages")
 
 	kernels=("$root"/boot/vmlinuz-*)
-	[ ${#kernels[@]} -eq 1 ] || { echo "testos: expected one kernel for $a, found: ${kernels[*]}" >&2; exit 1; }
+	[ ${#kernels[@]} -eq 1 ] || { echo "$name: expected one kernel for $a, found: ${kernels[*]}" >&2; exit 1; }
 	release=${kernels[0]##*/vmlinuz-}
 
 	stage=$work/$a/initramfs
-	cp -r "$here/rootfs" "$stage"
+	cp -r "$rootfs" "$stage"
 	mkdir -p "$stage"/{bin,dev,proc,sys,run,tmp,var/log,lib/modules/testos}
 	ln -s ../run "$stage/var/run"
 	cp "$root/bin/busybox" "$stage/bin/busybox"
@@ -115,4 +121,4 @@ rm -rf "$out.old"
 [ -e "$out" ] && mv "$out" "$out.old"
 mv "$new" "$out"
 rm -rf "$out.old"
-echo "testos: built $out ($(grep -v '^#' "$out/VERSIONS" | cut -d' ' -f1-3 | tr '\n' ';'))"
+echo "$name: built $out ($(grep -v '^#' "$out/VERSIONS" | cut -d' ' -f1-3 | tr '\n' ';'))"

@@ -18,6 +18,9 @@ type Spec struct {
 	MemoryMiB int64
 	// DiskGiB is the size of the server's one disk (a sparse qcow2 file).
 	DiskGiB int64
+	// DataDiskMiB, when above 0, gives the server a second disk of that size (a sparse
+	// raw file the tests can read: what a tenant left on it, what the eraser wiped).
+	DataDiskMiB int64
 	// MAC is the address of its one NIC.
 	MAC string
 	// Architecture is the server's CPU: amd64 (also when empty) or arm64.
@@ -77,6 +80,8 @@ func (s Spec) validate() error {
 		return fmt.Errorf("server %s: memory %d MiB: give whole GiB (a multiple of 1024)", s.Name, s.MemoryMiB)
 	case s.DiskGiB < 1:
 		return fmt.Errorf("server %s: needs a disk of at least 1 GiB", s.Name)
+	case s.DataDiskMiB < 0:
+		return fmt.Errorf("server %s: data disk of %d MiB: give a size above 0, or 0 for none", s.Name, s.DataDiskMiB)
 	case !macRE.MatchString(s.MAC):
 		return fmt.Errorf("server %s: MAC %q: write six lower-case hex pairs separated by colons", s.Name, s.MAC)
 	case s.arch() != computev1alpha1.ArchitectureAMD64 && s.arch() != computev1alpha1.ArchitectureARM64:
@@ -95,6 +100,8 @@ const (
 // launch is what one start of a server's QEMU needs besides its Spec.
 type launch struct {
 	disk, console, qmp, pidFile string
+	// data is the second disk's file ("" when the server has none).
+	data string
 	// vars is a UEFI server's variable store.
 	vars string
 	// cd and usb are the inserted media's files ("" when empty).
@@ -108,7 +115,8 @@ type launch struct {
 // qemuArgs is the QEMU command line (without the program) of a server: its board (q35
 // for amd64, with SeaBIOS or OVMF; virt with AAVMF for arm64), a virtio disk, a CD-ROM whose tray
 // QMP can load and empty (id "cd": IDE on q35, SCSI on virt, which has no IDE), the USB
-// stick as a read-only virtio disk when one is inserted, and a NIC on a restricted user
+// stick as a read-only virtio disk when one is inserted, a second (raw) virtio disk when the
+// Spec asks for one, and a NIC on a restricted user
 // network. Boot order is by bootindex (SeaBIOS and the UEFI firmware both follow it), so
 // the override decides it.
 func qemuArgs(s Spec, l launch, accel string) ([]string, error) {
@@ -158,6 +166,11 @@ func qemuArgs(s Spec, l launch, accel string) ([]string, error) {
 		"-drive", cd,
 		"-device", fmt.Sprintf("%s,drive=cdmedia,id=cd,bus=%s,bootindex=%d", cdDevice, cdBus, cdIndex),
 	)
+	if l.data != "" {
+		args = append(args,
+			"-drive", "if=none,id=data,format=raw,file="+optionValue(l.data),
+			"-device", "virtio-blk-pci,drive=data,id=datadev,bus=pcie.0")
+	}
 	if l.usb != "" {
 		args = append(args,
 			"-drive", "if=none,id=usbmedia,format=raw,readonly=on,file="+optionValue(l.usb),

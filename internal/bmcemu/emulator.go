@@ -103,6 +103,15 @@ func (e *Emulator) ConsolePath(name string) string {
 	return ""
 }
 
+// DataDiskPath is the file of server name's second disk (Spec.DataDiskMiB), "" when the
+// server has none. Read it while the server is off: QEMU writes it while it runs.
+func (e *Emulator) DataDiskPath(name string) string {
+	if m := e.machines[name]; m != nil && m.spec.DataDiskMiB > 0 {
+		return m.dataDiskPath()
+	}
+	return ""
+}
+
 // InsertedMedia lists the virtual media slots of server name that hold a medium.
 func (e *Emulator) InsertedMedia(name string) []string {
 	m := e.machines[name]

@@ -48,7 +48,24 @@ func newMachine(s Spec, dir, accel, runAs string, log logr.Logger) *machine {
 func (m *machine) path(name string) string      { return filepath.Join(m.dir, name) }
 func (m *machine) qmpSocket() string            { return m.path("qmp.sock") }
 func (m *machine) consolePath() string          { return m.path("console.log") }
+func (m *machine) dataDiskPath() string         { return m.path("data.raw") }
 func (m *machine) mediaPath(slot string) string { return m.path("media-" + slot) }
+
+// createSparse makes a sparse file of size bytes at path unless one is there.
+func createSparse(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := f.Truncate(size); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
 
 // on reports whether the server's QEMU runs. Called with mu held.
 func (m *machine) on() bool { return m.proc != nil && m.proc.Alive(m.qmpSocket()) }
@@ -66,6 +83,12 @@ func (m *machine) powerOn(ctx context.Context) error {
 	}
 	l := launch{disk: disk, console: m.consolePath(), qmp: m.qmpSocket(), pidFile: m.path("qemu.pid"),
 		bootCd: m.overrideEnabled != "Disabled" && m.override == targetCd, runAs: m.runAs}
+	if m.spec.DataDiskMiB > 0 {
+		l.data = m.dataDiskPath()
+		if err := createSparse(l.data, m.spec.DataDiskMiB<<20); err != nil {
+			return fmt.Errorf("the server's data disk: %w", err)
+		}
+	}
 	if m.spec.BootMode() == bootUEFI {
 		l.vars = m.path("efivars.fd")
 		if err := copyOnce(uefiFirmware[m.spec.arch()].vars, l.vars); err != nil {

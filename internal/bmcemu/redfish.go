@@ -127,7 +127,7 @@ func (e *Emulator) system(w http.ResponseWriter, r *http.Request, m *machine, se
 	case get && len(seg) == 2 && seg[0] == "SimpleStorage" && seg[1] == "1":
 		reply(w, map[string]any{"@odata.id": base + "/SimpleStorage/1", "@odata.type": "#SimpleStorage.v1_2_0.SimpleStorage",
 			"Id": "1", "Name": "Disk controller", "Status": enabled(),
-			"Devices": []any{map[string]any{"Name": "disk", "CapacityBytes": m.spec.DiskGiB << 30, "Status": enabled()}}})
+			"Devices": disks(m.spec)})
 	default:
 		fail(w, http.StatusNotFound, "no such resource")
 	}
@@ -292,4 +292,13 @@ func fail(w http.ResponseWriter, status int, msg string) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{
 		"code": "Base.1.0.GeneralError", "message": msg,
 		"@Message.ExtendedInfo": []any{map[string]any{"Message": msg, "MessageId": "Base.1.0.GeneralError"}}}})
+}
+
+// disks are the server's disks as SimpleStorage lists them: its disk, and its data disk.
+func disks(s Spec) []any {
+	d := []any{map[string]any{"Name": "disk", "CapacityBytes": s.DiskGiB << 30, "Status": enabled()}}
+	if s.DataDiskMiB > 0 {
+		d = append(d, map[string]any{"Name": "data", "CapacityBytes": s.DataDiskMiB << 20, "Status": enabled()})
+	}
+	return d
 }

@@ -51,6 +51,9 @@ type Options struct {
 	// ESPImage is the EFI system partition image of the UEFI boot ISOs Ironic builds (make
 	// esp), needed by Hosts that boot UEFI.
 	ESPImage string
+	// EraserDir is the disk eraser (make eraser: bin/eraser) the bare-metal pool deploys on
+	// a released server before anyone else gets it.
+	EraserDir string
 	// BMCPort is the loopback port of the emulated servers' BMC.
 	BMCPort int
 	// RegistryPort is the loopback port of the embedded OCI registry; its blobs are kept

@@ -56,7 +56,7 @@ func (p poolServer) Close() { _ = p.pool.Stop() }
 
 // StartMetalPool enrols fake-hardware Hosts and a HostPolicy letting every namespace use
 // them, runs Ironic, the Host controller and the metal runtime, and a poollet for the pool.
-func StartMetalPool(ctx context.Context, cfg *rest.Config, c client.Client, stateDir, imageListen, espImage string, log logr.Logger) (<-chan error, error) {
+func StartMetalPool(ctx context.Context, cfg *rest.Config, c client.Client, stateDir, imageListen, espImage string, wipe site.Wipe, log logr.Logger) (<-chan error, error) {
 	if err := ensureNamespace(ctx, c, MetalNamespace); err != nil {
 		return nil, err
 	}
@@ -65,7 +65,7 @@ func StartMetalPool(ctx context.Context, cfg *rest.Config, c client.Client, stat
 	}
 	dir := filepath.Join(stateDir, "pools", MetalPoolName)
 	p, err := pool.Start(ctx, pool.Config{
-		Site: site.Config{RestConfig: cfg, Namespace: MetalNamespace, StateDir: dir, ESPImage: espImage,
+		Site: site.Config{RestConfig: cfg, Namespace: MetalNamespace, StateDir: dir, ESPImage: espImage, Wipe: wipe,
 			Logger: log.WithName("site").WithValues("pool", MetalPoolName)},
 		Name: MetalPoolName, ImageCacheDir: filepath.Join(dir, "cache"), ImageListen: imageListen,
 		Logger: log.WithName("runtime").WithValues("pool", MetalPoolName),
@@ -102,7 +102,11 @@ func startDevMetal(ctx context.Context, cfg *rest.Config, c client.Client, state
 		emulated = fmt.Sprintf(", %d emulated amd64 and %d arm64 servers (Redfish BMC on 127.0.0.1:%d; consoles %s)",
 			o.EmulatedServers, o.EmulatedARM64Servers, o.BMCPort, filepath.Dir(filepath.Dir(e.ConsolePath(specs[0].Name))))
 	}
-	errs, err := StartMetalPool(ctx, cfg, c, stateDir, fmt.Sprintf("127.0.0.1:%d", o.MetalImagePort), o.ESPImage, ctrl.Log)
+	if o.EraserDir == "" {
+		return fmt.Errorf("the bare-metal pool wipes released servers with anvil's eraser: make eraser builds bin/eraser (or --eraser; --metal-pool=false runs without the pool)")
+	}
+	wipe := site.Wipe{Method: site.WipeEraser, EraserDir: o.EraserDir}
+	errs, err := StartMetalPool(ctx, cfg, c, stateDir, fmt.Sprintf("127.0.0.1:%d", o.MetalImagePort), o.ESPImage, wipe, ctrl.Log)
 	if err != nil {
 		return fmt.Errorf("starting pool %s: %w", MetalPoolName, err)
 	}

@@ -45,6 +45,11 @@ type Config struct {
 	ESPImage string
 	// FakeDelays slow the fake-hardware interfaces down, for realistic load tests.
 	FakeDelays FakeDelays
+	// Cleaning turns on Ironic's automated cleaning, which erases a server's disks on every
+	// tear-down with Ironic's agent ramdisk (IPA, which the Hosts' registrations must then
+	// name; anvil ships none). CleanNone leaves it off: the site's own eraser wipes, or
+	// nothing does.
+	Cleaning Cleaning
 	// Log, when set, receives Ironic's output as well as StateDir/ironic.log, and
 	// ironic-inspector's as well as StateDir/ironic-inspector.log.
 	Log io.Writer
@@ -60,6 +65,19 @@ type Config struct {
 	// it answers; 3 s when zero. Three failures in a row restart it.
 	HealthInterval time.Duration
 }
+
+// Cleaning is how much Ironic's automated cleaning erases. The zero value is off.
+type Cleaning int
+
+const (
+	// CleanNone: automated cleaning off.
+	CleanNone Cleaning = iota
+	// CleanMetadata: the agent's erase_devices_metadata step (partition tables, file
+	// system signatures), fast.
+	CleanMetadata
+	// CleanFull: the agent's erase_devices step as well (every block; hours on big disks).
+	CleanFull
+)
 
 // FakeDelays are the [fake] section's delays of the fake-hardware interfaces.
 type FakeDelays struct {
@@ -214,8 +232,13 @@ func renderConfig(c Config, p paths, sec secrets) string {
 	b.WriteString("\n[dhcp]\n")
 	line("dhcp_provider", "none")
 	b.WriteString("\n[conductor]\n")
-	// anvil wipes disks by writing images; cleaning is the Host controller's choice.
-	line("automated_clean", "false")
+	// Ironic's cleaning needs its agent ramdisk; without one the site's eraser wipes
+	// released servers (the Host controller), so Ironic's cleaning stays off.
+	line("automated_clean", c.Cleaning != CleanNone)
+	// A server that powers itself off (the eraser, when done; a tenant's OS) is recorded as
+	// off, not switched on again behind the Host controller's back, and soon.
+	line("sync_power_state_interval", 10)
+	line("force_power_state_during_sync", "false")
 	if c.MaxConcurrentDeploy > 0 {
 		line("max_concurrent_deploy", c.MaxConcurrentDeploy)
 	}
@@ -228,6 +251,14 @@ func renderConfig(c Config, p paths, sec secrets) string {
 	b.WriteString("\n[pxe]\n")
 	line("tftp_root", p.tftp)
 	b.WriteString("\n[deploy]\n")
+	switch c.Cleaning {
+	case CleanMetadata:
+		line("erase_devices_priority", 0)
+		line("erase_devices_metadata_priority", 10)
+	case CleanFull:
+		line("erase_devices_priority", 10)
+		line("erase_devices_metadata_priority", 20)
+	}
 	line("http_root", p.http)
 	line("http_url", "http://"+net.JoinHostPort(c.Host, strconv.Itoa(c.BootFilesPort)))
 	b.WriteString("\n[inspector]\n")

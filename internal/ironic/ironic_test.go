@@ -260,4 +260,26 @@ func TestRenderConfig(t *testing.T) {
 	if strings.Contains(got, "to-ironic") {
 		t.Error("ironic.conf holds ironic-inspector's password for Ironic")
 	}
+	for _, want := range []string{"sync_power_state_interval = 10", "force_power_state_during_sync = false"} {
+		if !strings.Contains(got, want+"\n") {
+			t.Errorf("ironic.conf lacks %q (a server that powers itself off must be seen off):\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "erase_devices") {
+		t.Error("ironic.conf has clean step priorities although cleaning is off")
+	}
+}
+
+func TestRenderCleaning(t *testing.T) {
+	for c, want := range map[Cleaning][]string{
+		CleanMetadata: {"automated_clean = true", "erase_devices_priority = 0", "erase_devices_metadata_priority = 10"},
+		CleanFull:     {"automated_clean = true", "erase_devices_priority = 10", "erase_devices_metadata_priority = 20"},
+	} {
+		got := renderConfig(Config{Host: "127.0.0.1", Cleaning: c}, pathsIn("/s"), secrets{})
+		for _, w := range want {
+			if !strings.Contains(got, w+"\n") {
+				t.Errorf("cleaning %d: ironic.conf lacks %q", c, w)
+			}
+		}
+	}
 }

@@ -22,6 +22,7 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/bmcemu"
+	"github.com/anvil-dev/anvil/internal/metal/pool"
 	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/test/testos"
 )
@@ -127,17 +128,9 @@ func waitConsole(t *testing.T, path, want string, n int, timeout time.Duration) 
 // its database deleted adopts the running server without rebooting it.
 func TestEmulatedServerBootsTenantMachines(t *testing.T) {
 	ctx := context.Background()
-	infra := newNamespace(t, "infra")
-	tenantA, tenantB := newNamespace(t, "tenant-a"), newNamespace(t, "tenant-b")
-	e := startEmulator(t, emulatedServer)
+	tt := startTwoTenants(t, emulatedServer, "emulated-small", "emulated")
+	infra, tenantA, tenantB, e, class, p := tt.infra, tt.a, tt.b, tt.e, tt.class, tt.pool
 	console := e.ConsolePath(emulatedServer.Name)
-	class := &computev1alpha1.MachineClass{ObjectMeta: metav1.ObjectMeta{Name: "emulated-small"},
-		Capabilities: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("512Mi")}}
-	policy := &metalv1alpha1.HostPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: infra, Name: "tenants"},
-		Spec: metalv1alpha1.HostPolicySpec{Namespaces: []string{tenantA, tenantB}}}
-	create(t, class, policy, emulatedHost(t, infra, e, emulatedServer, bmcPassword))
-	startManager(t)
-	p := startMetalPool(t, "emulated", infra)
 	image := pushTestOS(t, computev1alpha1.ArchitectureAMD64)
 
 	// Inspected out of band: what the BMC reports is the VM's.
@@ -173,18 +166,7 @@ func TestEmulatedServerBootsTenantMachines(t *testing.T) {
 	}
 
 	// Ironic loses its database: the running server is adopted, not rebooted.
-	restarts := p.Site.Ironic.Restarts()
-	if err := syscall.Kill(p.Site.Ironic.PID(), syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Remove(filepath.Join(filepath.Dir(p.Site.Ironic.LogPath()), "ironic.db")); err != nil {
-		t.Fatalf("deleting Ironic's database: %v", err)
-	}
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
-		return p.Site.Ironic.Restarts() > restarts, nil
-	}); err != nil {
-		t.Fatal("Ironic was not restarted after being killed")
-	}
+	ironicLosesItsDatabase(t, p)
 	waitHost(t, infra, emulatedServer.Name, "adopted", 3*time.Minute, func(h *metalv1alpha1.Host) bool {
 		node, err := p.Site.Provisioner.Get(ctx, infra+"~"+h.Name)
 		return provisioned(h) && err == nil && node.State == "Active"
@@ -230,15 +212,63 @@ func TestEmulatedServerBootsTenantMachines(t *testing.T) {
 	if last := out[strings.LastIndex(out, ready):]; strings.Contains(last, "alpha") {
 		t.Errorf("the second tenant's boot shows the first's data:\n%s", last)
 	}
-	if err := env.Client.Delete(ctx, &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: tenantB, Name: "beta"}}); client.IgnoreNotFound(err) != nil {
+	deleteMachine(t, tenantB, "beta", 3*time.Minute)
+}
+
+// ironicLosesItsDatabase kills the site's Ironic, deletes its database and waits until the
+// supervisor has restarted it.
+func ironicLosesItsDatabase(t *testing.T, p *pool.Pool) {
+	t.Helper()
+	restarts := p.Site.Ironic.Restarts()
+	if err := syscall.Kill(p.Site.Ironic.PID(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		err := env.Client.Get(ctx, client.ObjectKey{Namespace: tenantB, Name: "beta"}, &computev1alpha1.Machine{})
+	if err := os.Remove(filepath.Join(filepath.Dir(p.Site.Ironic.LogPath()), "ironic.db")); err != nil {
+		t.Fatalf("deleting Ironic's database: %v", err)
+	}
+	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
+		return p.Site.Ironic.Restarts() > restarts, nil
+	}); err != nil {
+		t.Fatal("Ironic was not restarted after being killed")
+	}
+}
+
+// twoTenants is one emulated server, enrolled as a Host that two tenant namespaces may
+// use, a class it fits, the manager and a metal pool (which wipes released servers).
+type twoTenants struct {
+	infra, a, b string
+	e           *bmcemu.Emulator
+	class       *computev1alpha1.MachineClass
+	pool        *pool.Pool
+}
+
+func startTwoTenants(t *testing.T, s bmcemu.Spec, className, poolName string) twoTenants {
+	t.Helper()
+	tt := twoTenants{infra: newNamespace(t, "infra"), a: newNamespace(t, "tenant-a"), b: newNamespace(t, "tenant-b")}
+	tt.e = startEmulator(t, s)
+	tt.class = &computev1alpha1.MachineClass{ObjectMeta: metav1.ObjectMeta{Name: className},
+		Capabilities: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("512Mi")}}
+	policy := &metalv1alpha1.HostPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: tt.infra, Name: "tenants"},
+		Spec: metalv1alpha1.HostPolicySpec{Namespaces: []string{tt.a, tt.b}}}
+	create(t, tt.class, policy, emulatedHost(t, tt.infra, tt.e, s, bmcPassword))
+	startManager(t)
+	tt.pool = startMetalPool(t, poolName, tt.infra)
+	return tt
+}
+
+// deleteMachine deletes a Machine and waits until it is gone (its server released).
+func deleteMachine(t *testing.T, ns, name string, timeout time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	if err := env.Client.Delete(ctx, &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); client.IgnoreNotFound(err) != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &computev1alpha1.Machine{})
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
 	if err != nil {
-		t.Fatalf("the second Machine was not deleted: %v", err)
+		t.Fatalf("Machine %s/%s was not deleted: %v", ns, name, err)
 	}
 }
 

@@ -40,8 +40,9 @@ func startSite(t *testing.T, ns string, mod func(*site.Config)) *site.Site {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	// Fake hardware has no disks to wipe (the Host controller never wipes it).
 	cfg := site.Config{RestConfig: env.Config, Namespace: ns, StateDir: dir, BusyPoll: 500 * time.Millisecond,
-		Logger: testr.NewWithOptions(t, testr.Options{Verbosity: 0})}
+		Wipe: site.Wipe{Method: site.WipeNone}, Logger: testr.NewWithOptions(t, testr.Options{Verbosity: 0})}
 	if mod != nil {
 		mod(&cfg)
 	}

@@ -66,7 +66,7 @@ func startMetalPool(t *testing.T, name, ns string) *pool.Pool {
 	defer cancel()
 	p, err := metalpool.Start(ctx, env.Config, env.Client, pool.Config{
 		Site: site.Config{RestConfig: env.Config, Namespace: ns, StateDir: dir, BusyPoll: 500 * time.Millisecond,
-			ESPImage: testos.ESPImage(t)},
+			ESPImage: testos.ESPImage(t), Wipe: site.Wipe{Method: site.WipeEraser, EraserDir: testos.EraserDir(t)}},
 		Name: name, ImageCacheDir: filepath.Join(dir, "cache"),
 	}, 2*time.Second)
 	if err != nil {

@@ -17,19 +17,22 @@ var Architectures = []computev1alpha1.Architecture{computev1alpha1.ArchitectureA
 // kernel command line.
 var Files = []string{"kernel", "initramfs", "cmdline"}
 
-// Dir returns the absolute bin/testos folder of this checkout, failing the test when any
+// Dir returns the absolute bin/testos folder (of binDir), failing the test when any
 // architecture's files are missing.
 func Dir(t testing.TB) string {
 	t.Helper()
-	root, err := harness.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(root, "bin", "testos")
+	return bootFiles(t, "testos", "the test OS")
+}
+
+// bootFiles is binDir's folder name, failing the test (naming what and make name) when an
+// architecture's Files are missing from it.
+func bootFiles(t testing.TB, name, what string) string {
+	t.Helper()
+	dir := filepath.Join(binDir(t), name)
 	for _, arch := range Architectures {
 		for _, f := range Files {
 			if _, err := os.Stat(filepath.Join(dir, string(arch), f)); err != nil {
-				t.Fatalf("the test OS is missing (%v): run make testos", err)
+				t.Fatalf("%s is missing (%v): run make %s", what, err, name)
 			}
 		}
 	}
@@ -40,15 +43,32 @@ func Dir(t testing.TB) string {
 // whose GRUB boots the UEFI ISOs Ironic builds, failing the test when it is missing.
 func ESPImage(t testing.TB) string {
 	t.Helper()
-	root, err := harness.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(root, "bin", "esp.img")
+	path := filepath.Join(binDir(t), "esp.img")
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("the ESP image is missing (%v): run make esp", err)
 	}
 	return path
+}
+
+// EraserDir returns the absolute path of bin/eraser (make eraser): the disk eraser the metal
+// site deploys on released servers, failing the test when it is missing.
+func EraserDir(t testing.TB) string {
+	t.Helper()
+	return bootFiles(t, "eraser", "the eraser")
+}
+
+// binDir is the folder of the built test assets: $KUBEBUILDER_ASSETS when set (a worktree
+// runs its tests with the main checkout's bin/), else this checkout's bin/.
+func binDir(t testing.TB) string {
+	t.Helper()
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		return dir
+	}
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(root, "bin")
 }
 
 // ReadyLine is the line the guest prints on its console once it has read its first-boot

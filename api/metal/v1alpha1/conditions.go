@@ -8,6 +8,11 @@ const (
 	ConditionInspected = "Inspected"
 	// ConditionProvisioned: the Host runs the image of spec.image.
 	ConditionProvisioned = "Provisioned"
+	// ConditionWiped: False while the server's disks may hold what a Machine left there
+	// (it was provisioned with a tenant's image and has not been erased since); True once
+	// the site's eraser has run to its end. A Host whose Wiped is False is never Available.
+	// Absent on a Host no Machine has used, and on sites that do not wipe.
+	ConditionWiped = "Wiped"
 	// ConditionReady is the summary: the Host is in the state its spec asks, without error.
 	ConditionReady = "Ready"
 )
@@ -38,6 +43,15 @@ const (
 	ReasonProvisionerUnavailable = "ProvisionerUnavailable"
 	ReasonReady                  = "Ready"
 	ReasonPowerChangeFailed      = "PowerChangeFailed"
+	// ReasonTenantData: the Wiped condition of a Host provisioned with a tenant's image.
+	ReasonTenantData = "TenantData"
+	// ReasonWiping: the eraser runs on the server (also the Ready reason meanwhile).
+	ReasonWiping = "Wiping"
+	// ReasonWiped: the eraser ran to its end and powered the server off.
+	ReasonWiped = "Wiped"
+	// ReasonWipeFailed: the eraser failed to deploy or did not power the server off in
+	// time; the Host is not handed out, and the wipe is tried again with back-off.
+	ReasonWipeFailed = "WipeFailed"
 )
 
 // FinalizerHost holds a Host's deletion until the provisioner has deprovisioned (unless

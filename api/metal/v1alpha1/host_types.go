@@ -286,7 +286,10 @@ type HostStatus struct {
 	// so a changed Secret registers the Host again.
 	// +optional
 	CredentialsVersion string `json:"credentialsVersion,omitempty"`
-	// Conditions: Registered, Inspected, Provisioned, Ready.
+	// WipeStartedAt is when the eraser was last deployed on the server, for its time-out.
+	// +optional
+	WipeStartedAt *metav1.Time `json:"wipeStartedAt,omitempty"`
+	// Conditions: Registered, Inspected, Provisioned, Wiped, Ready.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -414,6 +414,10 @@ func (in *HostStatus) DeepCopyInto(out *HostStatus) {
 		*out = new(HardwareSummary)
 		**out = **in
 	}
+	if in.WipeStartedAt != nil {
+		in, out := &in.WipeStartedAt, &out.WipeStartedAt
+		*out = (*in).DeepCopy()
+	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]v1.Condition, len(*in))

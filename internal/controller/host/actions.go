@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -51,6 +52,8 @@ func (s *step) execute(ctx context.Context, in *hostplan.Input) (hostplan.Result
 		err = p.Provide(ctx, name)
 	case hostplan.ActionProvision:
 		return s.provision(ctx)
+	case hostplan.ActionWipe:
+		return s.wipe(ctx, *in.Eraser)
 	case hostplan.ActionDeprovision:
 		err = p.Deprovision(ctx, name)
 	case hostplan.ActionPowerOn, hostplan.ActionPowerOff:
@@ -80,14 +83,8 @@ func (s *step) execute(ctx context.Context, in *hostplan.Input) (hostplan.Result
 // provision checks the image and the config drive, then asks for the deployment.
 func (s *step) provision(ctx context.Context) (hostplan.Result, error) {
 	h := s.host
-	img := hostplan.ImageOf(h.Spec.Image)
-	for _, f := range imageFiles(img) {
-		if err := s.r.Images.Verify(ctx, f.URL, f.Checksum); err != nil {
-			if errors.Is(err, imagecheck.ErrChecksumMismatch) {
-				return hostplan.Result{Outcome: hostplan.OutcomeImageChecksumMismatch, Message: err.Error()}, nil
-			}
-			return hostplan.Result{Outcome: hostplan.OutcomeImageUnavailable, Message: err.Error()}, nil
-		}
+	if res, ok := s.verify(ctx, hostplan.ImageOf(h.Spec.Image)); !ok {
+		return res, nil
 	}
 	drive, missing, err := s.r.configDrive(ctx, h)
 	if err != nil {
@@ -100,6 +97,35 @@ func (s *step) provision(ctx context.Context) (hostplan.Result, error) {
 	d.ConfigDrive = drive
 	err = s.r.Provisioner.Provision(ctx, nodeName(h), d)
 	return resultOf(ctx, nodeName(h), err), nil
+}
+
+// wipe checks the eraser's files, then deploys it: from RAM, with no config drive.
+func (s *step) wipe(ctx context.Context, eraser provisioner.Image) (hostplan.Result, error) {
+	if eraser.Kernel == nil {
+		return hostplan.Result{Outcome: hostplan.OutcomeFailed,
+			Message: fmt.Sprintf("the site has no eraser for architecture %s", s.host.Spec.Architecture)}, nil
+	}
+	if res, ok := s.verify(ctx, eraser); !ok {
+		return res, nil
+	}
+	d := deploymentOf(s.host, nil)
+	d.Image = eraser
+	err := s.r.Provisioner.Provision(ctx, nodeName(s.host), d)
+	return resultOf(ctx, nodeName(s.host), err), nil
+}
+
+// verify downloads img's files and checks their checksums, as the provisioner's own
+// agent would only after booting.
+func (s *step) verify(ctx context.Context, img provisioner.Image) (hostplan.Result, bool) {
+	for _, f := range imageFiles(img) {
+		if err := s.r.Images.Verify(ctx, f.URL, f.Checksum); err != nil {
+			if errors.Is(err, imagecheck.ErrChecksumMismatch) {
+				return hostplan.Result{Outcome: hostplan.OutcomeImageChecksumMismatch, Message: err.Error()}, false
+			}
+			return hostplan.Result{Outcome: hostplan.OutcomeImageUnavailable, Message: err.Error()}, false
+		}
+	}
+	return hostplan.Result{}, true
 }
 
 // finalize removes what anvil keeps for the Host, then the finalizer.

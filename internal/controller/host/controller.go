@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -9,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/controller/host/hostplan"
 	"github.com/anvil-dev/anvil/internal/controller/host/imagecheck"
@@ -27,7 +29,25 @@ type Reconciler struct {
 	Resync time.Duration
 	// MaxBackoff caps the wait after repeated failures (default 60 s).
 	MaxBackoff time.Duration
-	rechecks   rechecks
+	// Eraser is the image, per architecture, that erases a released server's disks before
+	// its Host is Available again (the site's eraser). Empty: the controller wipes nothing
+	// (Ironic's own cleaning does, or nothing does). Fake hardware is never wiped.
+	Eraser map[computev1alpha1.Architecture]provisioner.Image
+	// WipeTimeout is how long the eraser may run before the wipe counts as failed
+	// (default 30 minutes).
+	WipeTimeout time.Duration
+	rechecks    rechecks
+}
+
+// eraserFor is the eraser for h, or nil when h is not wiped by the controller. A Host of
+// an architecture the site has no eraser for gets an empty image, whose deployment fails:
+// it is not handed out again unwiped.
+func (r *Reconciler) eraserFor(h *metalv1alpha1.Host) *provisioner.Image {
+	if len(r.Eraser) == 0 || strings.HasPrefix(h.Spec.BMC.Address, "fake://") {
+		return nil
+	}
+	img := r.Eraser[h.Spec.Architecture]
+	return &img
 }
 
 // +kubebuilder:rbac:groups=metal.anvil.dev,resources=hosts,verbs=get;list;watch;update;patch
@@ -58,7 +78,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 	}
-	s := &step{r: r, host: h, before: *h.Status.DeepCopy()}
+	s := &step{r: r, host: h, before: *h.Status.DeepCopy(), now: time.Now()}
 	if err := s.run(ctx); err != nil {
 		return ctrl.Result{}, err
 	}

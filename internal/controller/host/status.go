@@ -78,9 +78,29 @@ func (s *step) apply() {
 		provReason = p.Reason
 	}
 	set(metalv1alpha1.ConditionProvisioned, provisioned, provReason, conditionMessage(provisioned, p))
+	s.applyWipe()
 	ready := p.Operational == metalv1alpha1.OperationalOK && !p.Busy &&
 		(p.State == metalv1alpha1.StateAvailable || p.State == metalv1alpha1.StateProvisioned)
 	set(metalv1alpha1.ConditionReady, ready, p.Reason, p.Message)
+}
+
+// applyWipe writes the plan's Wiped condition and the eraser's clock.
+func (s *step) applyWipe() {
+	h, p, st := s.host, s.plan, &s.host.Status
+	if p.WipeReason != "" {
+		status := metav1.ConditionFalse
+		if p.WipeReason == metalv1alpha1.ReasonWiped {
+			status = metav1.ConditionTrue
+		}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: metalv1alpha1.ConditionWiped, Status: status,
+			Reason: p.WipeReason, Message: p.WipeMessage, ObservedGeneration: h.Generation})
+	}
+	switch {
+	case p.WipeReason == metalv1alpha1.ReasonWiped || p.WipeReason == metalv1alpha1.ReasonTenantData:
+		st.WipeStartedAt = nil
+	case p.Action == hostplan.ActionWipe && p.WipeStarted, p.WipeStarted && st.WipeStartedAt == nil:
+		st.WipeStartedAt = &metav1.Time{Time: s.now}
+	}
 }
 
 // conditionMessage repeats the plan's message on a condition that is not true, where it

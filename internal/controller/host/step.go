@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,6 +29,8 @@ type step struct {
 	credentials  string
 	// What this reconcile learnt of inspection, for the Inspected condition.
 	hwKnown, inspectStarted, inspected bool
+	// now is the reconcile's time: the wipe's clock.
+	now time.Time
 }
 
 // run observes the Host, then decides and carries out one action at a time: the planner
@@ -92,7 +95,8 @@ func (s *step) observe(ctx context.Context) (hostplan.Input, error) {
 	return hostplan.Input{Host: h, Node: s.node, HardwareKnown: hwKnown, InspectionStarted: inspectionStarted(h),
 		RebootRequested:    h.Annotations[metalv1alpha1.AnnotationReboot] != h.Status.RebootToken,
 		Reregister:         s.node != nil && (h.Status.ObservedGeneration != h.Generation || h.Status.CredentialsVersion != credVersion),
-		CredentialsProblem: problem, Unreachable: s.lookupErr != nil}, nil
+		CredentialsProblem: problem, Unreachable: s.lookupErr != nil,
+		Eraser: s.r.eraserFor(h), WipeTimeout: orDefault(s.r.WipeTimeout, 30*time.Minute), Now: s.now}, nil
 }
 
 // inspectionStarted: an inspection was accepted and its result not read yet.

@@ -47,6 +47,8 @@ type Config struct {
 	// ESPImage is the EFI system partition image of the UEFI boot ISOs Ironic builds (make
 	// esp); without it only Legacy Hosts boot a kernel + initramfs image (ironic.Config).
 	ESPImage string
+	// Wipe says how released servers' disks are erased; its Method is required.
+	Wipe Wipe
 	// FakeDelays slow Ironic's fake hardware down (tests, benchmarks).
 	FakeDelays ironic.FakeDelays
 	// Workers is how many Hosts are reconciled at once (default 64).
@@ -77,12 +79,16 @@ type Site struct {
 	done        chan error
 	// closeProvisioner stops the provisioner's background checks.
 	closeProvisioner func()
+	eraser           *eraserServer
 }
 
 // Start starts Ironic, the provisioner and the Host controller. It returns once they run.
 func Start(ctx context.Context, cfg Config) (*Site, error) {
 	if cfg.Namespace == "" {
 		return nil, fmt.Errorf("a site needs the namespace of its Hosts")
+	}
+	if err := cfg.Wipe.check(); err != nil {
+		return nil, err
 	}
 	scheme, err := api.NewScheme()
 	if err != nil {
@@ -112,21 +118,31 @@ func Start(ctx context.Context, cfg Config) (*Site, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &hostcontroller.Reconciler{Client: mgr.GetClient(), Images: &imagecheck.Checker{}, BusyPoll: cfg.BusyPoll, MaxBackoff: cfg.MaxBackoff}
+	r := &hostcontroller.Reconciler{Client: mgr.GetClient(), Images: &imagecheck.Checker{}, BusyPoll: cfg.BusyPoll, MaxBackoff: cfg.MaxBackoff,
+		WipeTimeout: cfg.Wipe.Timeout}
+	var eraser *eraserServer
+	if cfg.Wipe.Method == WipeEraser {
+		if eraser, err = serveEraser(cfg.Wipe, filepath.Join(dir, "eraser")); err != nil {
+			return nil, err
+		}
+		r.Eraser = eraser.images
+	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	runCtx = logr.NewContext(runCtx, cfg.Logger)
 	irc, err := ironic.Start(ctx, ironic.Config{StateDir: filepath.Join(dir, "ironic"), Port: cfg.IronicPort,
 		Username: user, Password: pass, MaxConcurrentDeploy: cfg.MaxConcurrentDeploy, MaxConcurrentClean: cfg.MaxConcurrentClean,
-		ESPImage: cfg.ESPImage, FakeDelays: cfg.FakeDelays, Logger: cfg.Logger.WithName("ironic"),
+		ESPImage: cfg.ESPImage, Cleaning: cfg.Wipe.cleaning(), FakeDelays: cfg.FakeDelays, Logger: cfg.Logger.WithName("ironic"),
 		// A restarted Ironic may have lost its database: its Hosts are enrolled again now.
 		OnRestart: func() { go r.RecheckAll(runCtx, cfg.Namespace) }})
 	if err != nil {
 		cancel()
+		eraser.Close()
 		return nil, err
 	}
-	s := &Site{Ironic: irc, Manager: mgr, Scheme: scheme, cancel: cancel, done: make(chan error, 1)}
+	s := &Site{Ironic: irc, Manager: mgr, Scheme: scheme, cancel: cancel, done: make(chan error, 1), eraser: eraser}
 	fail := func(err error) (*Site, error) {
 		cancel()
+		eraser.Close()
 		if s.closeProvisioner != nil {
 			s.closeProvisioner()
 		}
@@ -187,4 +203,5 @@ func (s *Site) Stop() {
 	}
 	s.closeProvisioner()
 	s.Ironic.Stop()
+	s.eraser.Close()
 }

@@ -32,7 +32,7 @@ func startInfrastructure(t *testing.T, ns string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s, err := metalsite.Start(ctx, metalsite.Config{RestConfig: env.Config, Namespace: ns, StateDir: dir, Workers: 8,
-		BusyPoll: 250 * time.Millisecond, MaxBackoff: 2 * time.Second, Logger: testr.NewWithOptions(t, testr.Options{Verbosity: 0})})
+		Wipe: metalsite.Wipe{Method: metalsite.WipeNone}, BusyPoll: 250 * time.Millisecond, MaxBackoff: 2 * time.Second, Logger: testr.NewWithOptions(t, testr.Options{Verbosity: 0})})
 	if err != nil {
 		t.Fatalf("starting Ironic and the Host controller: %v", err)
 	}

@@ -61,7 +61,7 @@ func newEmulator(dir, prefix string, n int, memoryMiB int64, macByte int) (*bmce
 	return e, specs, password, err
 }
 
-func startAnvil(ctx context.Context, env *harness.Env, o options, state, testOS string) (*anvilPath, error) {
+func startAnvil(ctx context.Context, env *harness.Env, o options, state, testOS, eraser string) (*anvilPath, error) {
 	a := &anvilPath{env: env}
 	e, specs, password, err := newEmulator(filepath.Join(state, "anvil-servers"), "anvil", o.servers, o.memoryMiB, 0xa0)
 	if err != nil {
@@ -98,6 +98,7 @@ func startAnvil(ctx context.Context, env *harness.Env, o options, state, testOS 
 	a.pool, err = metalpool.Start(startCtx, env.Config, env.Client, pool.Config{
 		Site: site.Config{RestConfig: env.Config, Namespace: namespace, StateDir: filepath.Join(state, "pool"),
 			MaxConcurrentDeploy: o.maxDeploy, BusyPoll: time.Second, Logger: logr.Discard(),
+			Wipe:            site.Wipe{Method: site.WipeEraser, EraserDir: eraser},
 			WrapProvisioner: func(p provisioner.Provisioner) provisioner.Provisioner { inner = p; return p }},
 		Name: poolName, ImageCacheDir: filepath.Join(state, "pool", "cache"), Logger: logr.Discard(),
 	}, 2*time.Second)

@@ -56,6 +56,10 @@ func run(o options) error {
 	if _, err := os.Stat(filepath.Join(testOS, "initramfs")); err != nil {
 		return fmt.Errorf("the test OS is missing (%v): run make testos", err)
 	}
+	eraser := filepath.Join(root, "bin", "eraser")
+	if _, err := os.Stat(filepath.Join(eraser, "VERSIONS")); err != nil {
+		return fmt.Errorf("the eraser is missing (%v): run make eraser", err)
+	}
 	env, err := harness.Start()
 	if err != nil {
 		return err
@@ -75,7 +79,7 @@ func run(o options) error {
 		defer os.RemoveAll(state)
 	}
 
-	a, err := startAnvil(ctx, env, o, state, testOS)
+	a, err := startAnvil(ctx, env, o, state, testOS, eraser)
 	if err != nil {
 		return err
 	}

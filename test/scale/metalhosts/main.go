@@ -112,7 +112,7 @@ func run(o options) error {
 	trace := &tracing{}
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	s, err := site.Start(startCtx, site.Config{RestConfig: env.Config, Namespace: namespace, StateDir: state,
-		FakeDelays: o.delays, Workers: o.workers, BusyPoll: o.poll, Logger: logr.Discard(),
+		Wipe: site.Wipe{Method: site.WipeNone}, FakeDelays: o.delays, Workers: o.workers, BusyPoll: o.poll, Logger: logr.Discard(),
 		WrapProvisioner: func(p provisioner.Provisioner) provisioner.Provisioner {
 			inner, trace.Provisioner = p, p
 			return trace

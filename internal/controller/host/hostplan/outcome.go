@@ -38,6 +38,21 @@ type Result struct {
 // should be decided on again at once: after a registration or a hardware read, whose
 // effect is known without asking the provisioner, the next step need not wait a poll.
 func Conclude(p Plan, r Result) (Plan, bool) {
+	p, again := conclude(p, r)
+	if p.Action == ActionWipe {
+		switch {
+		case p.Failed:
+			// The wipe's failure is the Wiped condition's too: the Host is not handed out.
+			p.WipeReason, p.WipeMessage = metalv1alpha1.ReasonWipeFailed, p.Message
+		case r.Outcome == OutcomeDone:
+			// The eraser is on its way: its time-out counts from now.
+			p.WipeStarted = true
+		}
+	}
+	return p, again
+}
+
+func conclude(p Plan, r Result) (Plan, bool) {
 	switch r.Outcome {
 	case OutcomeDone:
 		switch p.Action {
@@ -95,6 +110,8 @@ func failureReason(a Action) string {
 		return metalv1alpha1.ReasonDeprovisioningFailed
 	case ActionPowerOn, ActionPowerOff:
 		return metalv1alpha1.ReasonPowerChangeFailed
+	case ActionWipe:
+		return metalv1alpha1.ReasonWipeFailed
 	}
 	return metalv1alpha1.ReasonRegistrationFailed
 }

@@ -11,6 +11,7 @@ package hostplan
 
 import (
 	"fmt"
+	"time"
 
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/provisioner"
@@ -40,10 +41,12 @@ const (
 	ActionDelete
 	// ActionRemoveFinalizer: the provisioner has forgotten the Host; let it go.
 	ActionRemoveFinalizer
+	// ActionWipe deploys the site's eraser (Input.Eraser) on a released server.
+	ActionWipe
 )
 
 var actionNames = [...]string{"Invalid", "Wait", "Register", "Inspect", "ReadHardware", "Provide",
-	"Provision", "Deprovision", "PowerOn", "PowerOff", "Adopt", "Reboot", "Detach", "Delete", "RemoveFinalizer"}
+	"Provision", "Deprovision", "PowerOn", "PowerOff", "Adopt", "Reboot", "Detach", "Delete", "RemoveFinalizer", "Wipe"}
 
 func (a Action) String() string {
 	if a < 0 || int(a) >= len(actionNames) {
@@ -72,6 +75,13 @@ type Input struct {
 	// Unreachable: the provisioner could not be asked about the Host, so Node says
 	// nothing. The Host keeps its state.
 	Unreachable bool
+	// Eraser is the image the site erases this Host's disks with (for its architecture),
+	// nil when the site does not wipe it (fake hardware; Ironic's own cleaning; none).
+	Eraser *provisioner.Image
+	// WipeTimeout is how long the eraser may run before the wipe counts as failed (0: no
+	// limit); Now is the time of the decision.
+	WipeTimeout time.Duration
+	Now         time.Time
 }
 
 // Plan is the decision: one action and the status to report while it runs.
@@ -88,6 +98,11 @@ type Plan struct {
 	Busy bool
 	// Failed: the Host is in error; the controller backs off before trying again.
 	Failed bool
+	// WipeReason, when set, is the Wiped condition's new Reason (True only for
+	// ReasonWiped), and WipeMessage its message.
+	WipeReason, WipeMessage string
+	// WipeStarted: the eraser runs; its clock starts now unless it has already.
+	WipeStarted bool
 }
 
 // Decide returns the next step for in.Host.
@@ -106,8 +121,11 @@ func Decide(in Input) Plan {
 	}
 	p := decide(in, st)
 	if p.Action == ActionRegister && in.CredentialsProblem != "" {
-		return Plan{Action: ActionWait, State: st, Operational: metalv1alpha1.OperationalError,
+		p = Plan{Action: ActionWait, State: st, Operational: metalv1alpha1.OperationalError,
 			Reason: metalv1alpha1.ReasonCredentialsMissing, Message: in.CredentialsProblem, Failed: true}
+	}
+	if wipes(in) && tenantImage(in) {
+		p = markTenantData(p)
 	}
 	return p
 }
@@ -137,13 +155,16 @@ func decide(in Input, st metalv1alpha1.ProvisioningState) Plan {
 	case provisioner.StateInspecting:
 		return busy(metalv1alpha1.StateInspecting, metalv1alpha1.ReasonInspecting)
 	case provisioner.StateCleaning:
-		if wasProvisioned(h) || st == metalv1alpha1.StateDeprovisioning {
+		if wasProvisioned(h) || st == metalv1alpha1.StateDeprovisioning || (wipes(in) && notWiped(h)) {
 			return busy(metalv1alpha1.StateDeprovisioning, metalv1alpha1.ReasonDeprovisioning)
 		}
 		return busy(metalv1alpha1.StateInspecting, metalv1alpha1.ReasonInspecting)
 	case provisioner.StateAvailable:
 		return available(in)
 	case provisioner.StateDeploying:
+		if isEraser(in, n.Image) {
+			return eraserRuns(in)
+		}
 		return busy(metalv1alpha1.StateProvisioning, metalv1alpha1.ReasonProvisioning)
 	case provisioner.StateAdopting:
 		return busy(metalv1alpha1.StateProvisioned, metalv1alpha1.ReasonAdopted)
@@ -152,6 +173,9 @@ func decide(in Input, st metalv1alpha1.ProvisioningState) Plan {
 	case provisioner.StateDeleting:
 		return busy(metalv1alpha1.StateDeprovisioning, metalv1alpha1.ReasonDeprovisioning)
 	case provisioner.StateFailed:
+		if n.FailedFrom == provisioner.OpProvision && isEraser(in, n.Image) {
+			return eraserFailed(in)
+		}
 		return failed(in, st)
 	}
 	return Plan{Action: ActionWait, State: st, Operational: metalv1alpha1.OperationalError, Failed: true,
@@ -198,9 +222,18 @@ func manageable(in Input) Plan {
 
 func available(in Input) Plan {
 	h := in.Host
+	if wipes(in) && notWiped(h) {
+		// Before anything else, whoever asks: a Host not wiped is never provisioned.
+		return startWipe()
+	}
 	if h.Spec.Image != nil {
-		return Plan{Action: ActionProvision, State: metalv1alpha1.StateProvisioning, Operational: metalv1alpha1.OperationalOK,
+		p := Plan{Action: ActionProvision, State: metalv1alpha1.StateProvisioning, Operational: metalv1alpha1.OperationalOK,
 			Reason: metalv1alpha1.ReasonProvisioning, Busy: true}
+		if wipes(in) {
+			// Marked before the call: from here on the disks may hold the tenant's data.
+			p = markTenantData(p)
+		}
+		return p
 	}
 	p := Plan{Action: ActionWait, State: metalv1alpha1.StateAvailable, Operational: metalv1alpha1.OperationalOK, Reason: metalv1alpha1.ReasonReady}
 	p.Action = powerAction(h, in.Node)
@@ -209,6 +242,9 @@ func available(in Input) Plan {
 
 func active(in Input) Plan {
 	h, n := in.Host, in.Node
+	if isEraser(in, n.Image) {
+		return eraserRuns(in)
+	}
 	if h.Spec.Image == nil || !SameImage(h.Spec.Image, n.Image) {
 		// Cleared, or a different image wanted: the disk is wiped first; Available then
 		// provisions the new one.
