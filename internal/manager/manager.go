@@ -47,7 +47,7 @@ type Options struct {
 	// MetricsCertDir holds tls.crt and tls.key for the metrics endpoint; empty serves a
 	// self-signed certificate made at start.
 	MetricsCertDir string
-	HealthAddr  string
+	HealthAddr     string
 	// SchedulerStrategy is "spread" or "pack".
 	SchedulerStrategy string
 	// ImageArchitectures is where the scheduler learns which architectures an image
