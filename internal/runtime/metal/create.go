@@ -66,10 +66,14 @@ func (r *Runtime) CreateMachine(ctx context.Context, req *mriv1alpha1.CreateMach
 	if err != nil {
 		return nil, err
 	}
+	hostSelector, err := mri.HostSelector(spec) // checked by ValidateCreate
+	if err != nil {
+		return nil, invalid("%v", err)
+	}
 	res := spec.GetResources()
 	preq := placement.Request{
 		Architecture: arch, MilliCPU: res.GetMilliCpu(), MemoryBytes: res.GetMemoryBytes(), Extended: res.GetExtended(),
-		Class: spec.GetClass(), HostSelector: spec.GetHostSelector(), Namespace: ns, NamespaceLabels: nsLabels,
+		Class: spec.GetClass(), HostSelector: hostSelector, Namespace: ns, NamespaceLabels: nsLabels,
 		Ramdisk: files.Disk.Hex == "",
 	}
 

@@ -19,8 +19,10 @@ type Request struct {
 	MilliCPU, MemoryBytes int64
 	Extended              map[string]int64
 	// Class names the machine's class in refusals.
-	Class        string
-	HostSelector map[string]string
+	Class string
+	// HostSelector is the Machine's spec.hostSelector (matchLabels and matchExpressions);
+	// nil selects every Host.
+	HostSelector labels.Selector
 	// Namespace of the Machine, with its labels, for the HostPolicies.
 	Namespace       string
 	NamespaceLabels map[string]string
@@ -68,7 +70,7 @@ func (req Request) Fits(size Size) bool {
 func (inv Inventory) Matches(req Request, h *metalv1alpha1.Host) bool {
 	size, ok := inv.SizeOf(h)
 	return ok && h.Spec.Architecture == req.Architecture && req.Fits(size) && (!req.Ramdisk || BootsFromRAM(h)) &&
-		labels.SelectorFromSet(req.HostSelector).Matches(labels.Set(h.Labels)) &&
+		req.hostSelector().Matches(labels.Set(h.Labels)) &&
 		Permitted(h, inv.Policies, req.Namespace, req.NamespaceLabels) && Free(h)
 }
 
@@ -99,11 +101,11 @@ func (inv Inventory) Candidates(req Request) ([]*metalv1alpha1.Host, *Refusal) {
 				"that needs a Redfish BMC with virtual media (redfish://), and these are ipmi://", req.Architecture, req.Class)}
 		}
 	}
-	sel := labels.SelectorFromSet(req.HostSelector)
+	sel := req.hostSelector()
 	selected := filter(fitting, func(h *metalv1alpha1.Host) bool { return sel.Matches(labels.Set(h.Labels)) })
 	if len(selected) == 0 {
 		return nil, &Refusal{ReasonNoSelectorMatch, fmt.Sprintf("none of the %d %s Hosts that fit class %s matches hostSelector %s",
-			len(fitting), req.Architecture, req.Class, formatSelector(req.HostSelector))}
+			len(fitting), req.Architecture, req.Class, formatSelector(req.hostSelector()))}
 	}
 	permitted := filter(selected, func(h *metalv1alpha1.Host) bool {
 		return Permitted(h, inv.Policies, req.Namespace, req.NamespaceLabels)
@@ -150,12 +152,20 @@ func (req Request) describe() string {
 	return s
 }
 
-func formatSelector(sel map[string]string) string {
-	return "{" + labels.SelectorFromSet(sel).String() + "}"
+// hostSelector is the request's selector, every Host when it has none.
+func (req Request) hostSelector() labels.Selector {
+	if req.HostSelector == nil {
+		return labels.Everything()
+	}
+	return req.HostSelector
 }
 
-func selectorSuffix(sel map[string]string) string {
-	if len(sel) == 0 {
+func formatSelector(sel labels.Selector) string {
+	return "{" + sel.String() + "}"
+}
+
+func selectorSuffix(sel labels.Selector) string {
+	if sel == nil || sel.Empty() {
 		return ""
 	}
 	return " and hostSelector " + formatSelector(sel)

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
@@ -163,9 +164,14 @@ func TestCandidates(t *testing.T) {
 		{name: "a disk image goes to IPMI Hosts too", hosts: []*metalv1alpha1.Host{host("a", bmc("ipmi://10.0.0.1"))}, policies: pol,
 			want: []string{"a"}},
 		{name: "host selector", hosts: []*metalv1alpha1.Host{host("a", labelled("rack", "1")), host("b", labelled("rack", "2"))}, policies: pol,
-			req: func(r *Request) { r.HostSelector = map[string]string{"rack": "2"} }, want: []string{"b"}},
+			req: func(r *Request) { r.HostSelector = labels.SelectorFromSet(map[string]string{"rack": "2"}) }, want: []string{"b"}},
+		{name: "host selector expressions", policies: pol,
+			hosts: []*metalv1alpha1.Host{host("a", labelled("tier", "reserved")), host("b", labelled("tier", "general")), host("c"), host("d", labelled("gpu", ""))},
+			req:   func(r *Request) { r.HostSelector = selector(t, "tier notin (reserved),!gpu") }, want: []string{"b", "c"}},
+		{name: "host selector expressions matching nothing", hosts: []*metalv1alpha1.Host{host("a", labelled("tier", "reserved"))}, policies: pol,
+			req: func(r *Request) { r.HostSelector = selector(t, "tier notin (reserved)") }, reason: ReasonNoSelectorMatch},
 		{name: "host selector matching nothing", hosts: []*metalv1alpha1.Host{host("a", labelled("rack", "1"))}, policies: pol,
-			req: func(r *Request) { r.HostSelector = map[string]string{"rack": "2"} }, reason: ReasonNoSelectorMatch,
+			req: func(r *Request) { r.HostSelector = labels.SelectorFromSet(map[string]string{"rack": "2"}) }, reason: ReasonNoSelectorMatch,
 			says: "none of the 1 amd64 Hosts that fit class small matches hostSelector {rack=2}"},
 		{name: "namespace not allowed", hosts: []*metalv1alpha1.Host{host("a")}, policies: []*metalv1alpha1.HostPolicy{policy(nil, "other")},
 			reason: ReasonNotPermitted, says: "no HostPolicy in namespace infra lets namespace tenant use the 1 Hosts that fit class small"},
@@ -206,4 +212,14 @@ func TestCandidates(t *testing.T) {
 			}
 		})
 	}
+}
+
+// selector parses a label selector in kubectl's syntax.
+func selector(t *testing.T, s string) labels.Selector {
+	t.Helper()
+	sel, err := labels.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sel
 }
