@@ -1,0 +1,252 @@
+package security
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
+	anvilmanager "github.com/anvil-dev/anvil/internal/manager"
+	"github.com/anvil-dev/anvil/internal/metal/pool"
+	"github.com/anvil-dev/anvil/internal/metal/site"
+	"github.com/anvil-dev/anvil/internal/osimage"
+	"github.com/anvil-dev/anvil/test/metalpool"
+)
+
+// metalSite is a bare-metal pool as an infrastructure team runs it: Hosts of fake
+// hardware in their own namespace under a real Ironic, the metal runtime behind a real MRI
+// socket, its poollet and anvil's manager (the scheduler), and one tenant namespace a
+// HostPolicy lets use every Host. The tenant acts with the shipped tenant role.
+type metalSite struct {
+	infra, tenant string
+	class, image  string
+	// as is a client acting as the tenant.
+	as client.Client
+}
+
+// startMetalSite starts a site whose Hosts are named and labelled by hosts.
+func startMetalSite(t *testing.T, hosts map[string]map[string]string) *metalSite {
+	t.Helper()
+	s := &metalSite{infra: newNamespace(t, "infra"), tenant: newNamespace(t, "tenant")}
+	s.class = "metal-" + s.tenant
+	create(t, env.Client,
+		&computev1alpha1.MachineClass{ObjectMeta: metav1.ObjectMeta{Name: s.class},
+			Capabilities: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi")}},
+		&metalv1alpha1.HostPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: s.infra, Name: "tenant"},
+			Spec: metalv1alpha1.HostPolicySpec{Namespaces: []string{s.tenant}}})
+	i := 0
+	for name, labels := range hosts {
+		i++
+		create(t, env.Client, &metalv1alpha1.Host{
+			ObjectMeta: metav1.ObjectMeta{Namespace: s.infra, Name: name, Labels: labels},
+			Spec: metalv1alpha1.HostSpec{
+				BMC:            metalv1alpha1.BMC{Address: "fake://" + name + "?cpus=8&memory_mb=16384&local_gb=100"},
+				BootMACAddress: fmt.Sprintf("52:54:00:5e:%02x:%02x", len(s.infra)%256, i),
+				Architecture:   computev1alpha1.ArchitectureAMD64,
+			},
+		})
+	}
+	startManager(t)
+	dir, err := os.MkdirTemp("", "anvil-pool-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, err := metalpool.Start(ctx, env.Config, env.Client, pool.Config{
+		Site: site.Config{RestConfig: env.Config, Namespace: s.infra, StateDir: dir, BusyPoll: 500 * time.Millisecond},
+		Name: "metal-" + s.infra, ImageCacheDir: filepath.Join(dir, "cache"),
+	}, 2*time.Second)
+	if err != nil {
+		t.Fatalf("starting the metal pool: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := p.Stop(); err != nil {
+			t.Errorf("stopping the pool: %v", err)
+		}
+	})
+	for name := range hosts {
+		s.waitHost(t, name, "Available", 2*time.Minute, func(h *metalv1alpha1.Host) bool {
+			return h.Status.ProvisioningState == metalv1alpha1.StateAvailable && h.Status.OperationalStatus == metalv1alpha1.OperationalOK
+		})
+	}
+	s.image = pushDisk(t, s.tenant)
+	s.as = tenant(t, "tenant-of-"+s.tenant, s.tenant)
+	return s
+}
+
+// startManager runs anvil's manager (the scheduler and the rest) until the test ends.
+func startManager(t *testing.T) {
+	t.Helper()
+	o := anvilmanager.DefaultOptions()
+	o.MetricsAddr, o.HealthAddr, o.SkipControllerNameValidation = "0", "0", true
+	mgr, err := anvilmanager.New(env.Config, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+}
+
+// pushDisk publishes a raw amd64 disk and returns its reference.
+func pushDisk(t *testing.T, name string) string {
+	t.Helper()
+	dir := t.TempDir()
+	disk := make([]byte, 1<<20)
+	copy(disk, "a bare-metal disk\n")
+	if err := os.WriteFile(filepath.Join(dir, osimage.DiskRawFile), disk, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ref := env.Registry.Host + "/security/" + name + ":1"
+	if _, _, err := osimage.PushDirs(context.Background(), ref, map[computev1alpha1.Architecture]string{"amd64": dir}); err != nil {
+		t.Fatal(err)
+	}
+	return ref
+}
+
+// machine is a Machine of the site's class and image in the tenant's namespace.
+func (s *metalSite) machine(name string) *computev1alpha1.Machine {
+	return &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: s.tenant, Name: name},
+		Spec: computev1alpha1.MachineSpec{MachineClassRef: computev1alpha1.MachineClassReference{Name: s.class}, Image: s.image}}
+}
+
+func (s *metalSite) waitHost(t *testing.T, name, what string, timeout time.Duration, cond func(*metalv1alpha1.Host) bool) {
+	t.Helper()
+	h := &metalv1alpha1.Host{}
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: s.infra, Name: name}, h); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return cond(h), nil
+	})
+	if err != nil {
+		t.Fatalf("Host %s never became %s: %s %s %q", name, what, h.Status.ProvisioningState, h.Status.OperationalStatus, h.Status.LastError)
+	}
+}
+
+// awaitMachine waits until the tenant sees cond hold of its Machine, and returns it.
+func (s *metalSite) awaitMachine(t *testing.T, name, what string, timeout time.Duration, cond func(*computev1alpha1.Machine) bool) *computev1alpha1.Machine {
+	t.Helper()
+	m := &computev1alpha1.Machine{}
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if err := s.as.Get(ctx, client.ObjectKey{Namespace: s.tenant, Name: name}, m); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return cond(m), nil
+	})
+	if err != nil {
+		t.Fatalf("Machine %s never %s; state %s, conditions %s", name, what, m.Status.State, conditions(m))
+	}
+	return m
+}
+
+// hostOf is the Host whose consumer is the tenant's Machine, or nil.
+func (s *metalSite) hostOf(t *testing.T, ns, name string) *metalv1alpha1.Host {
+	t.Helper()
+	var hosts metalv1alpha1.HostList
+	if err := env.Client.List(context.Background(), &hosts, client.InNamespace(s.infra)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range hosts.Items {
+		if c := hosts.Items[i].Spec.ConsumerRef; c != nil && c.Namespace == ns && c.Name == name {
+			return &hosts.Items[i]
+		}
+	}
+	return nil
+}
+
+func conditions(m *computev1alpha1.Machine) string {
+	var b strings.Builder
+	for _, c := range m.Status.Conditions {
+		fmt.Fprintf(&b, "[%s=%s %s: %s]", c.Type, c.Status, c.Reason, c.Message)
+	}
+	return b.String()
+}
+
+// unscheduled reports whether the Machine has no pool: its pool's runtime refused it
+// (RuntimeRefused) or the scheduler found none (Unschedulable).
+func unscheduled(m *computev1alpha1.Machine) bool {
+	c := meta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionScheduled)
+	return c != nil && c.Status == metav1.ConditionFalse
+}
+
+func running(m *computev1alpha1.Machine) bool { return m.Status.State == computev1alpha1.MachineStateRunning }
+
+// The attack: a tenant keeps its Machine off the Hosts an expression excludes (tier
+// reserved, a GPU Host) with matchExpressions. The poollet used to pass on matchLabels
+// only, so the expression was dropped and the Machine landed on any free Host — with two
+// Machines, certainly on an excluded one.
+func TestTenantHostSelectorExpressionsHold(t *testing.T) {
+	s := startMetalSite(t, map[string]map[string]string{
+		"server-reserved": {"tier": "reserved"},
+		"server-general":  {"tier": "general"},
+		"server-gpu":      {"tier": "general", "gpu": "a100"},
+	})
+	ctx := context.Background()
+	notReservedNoGPU := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: "tier", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"reserved"}},
+		{Key: "gpu", Operator: metav1.LabelSelectorOpDoesNotExist},
+	}}
+	for _, name := range []string{"first", "second"} {
+		m := s.machine(name)
+		m.Spec.HostSelector = notReservedNoGPU
+		if err := s.as.Create(ctx, m); err != nil {
+			t.Fatalf("creating Machine %s: %v", name, err)
+		}
+	}
+	// One of them gets server-general; the other finds no Host its selector allows and is
+	// refused, never placed on server-reserved or server-gpu.
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		placed, refused := 0, 0
+		for _, name := range []string{"first", "second"} {
+			if h := s.hostOf(t, s.tenant, name); h != nil {
+				if h.Name != "server-general" {
+					t.Fatalf("Machine %s (hostSelector tier notin (reserved), !gpu) landed on Host %s labelled %v", name, h.Name, h.Labels)
+				}
+				placed++
+			}
+			m := &computev1alpha1.Machine{}
+			if err := s.as.Get(ctx, client.ObjectKey{Namespace: s.tenant, Name: name}, m); err != nil {
+				t.Fatal(err)
+			}
+			if unscheduled(m) {
+				refused++
+			}
+		}
+		if placed == 1 && refused == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 3 minutes %d Machines placed and %d refused, want 1 and 1", placed, refused)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	// Still none on an excluded Host after the refused one was tried again.
+	time.Sleep(5 * time.Second)
+	for _, name := range []string{"first", "second"} {
+		if h := s.hostOf(t, s.tenant, name); h != nil && h.Name != "server-general" {
+			t.Fatalf("Machine %s landed on Host %s labelled %v", name, h.Name, h.Labels)
+		}
+	}
+}
