@@ -3,8 +3,11 @@ package security
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -68,7 +71,7 @@ func startMetalSite(t *testing.T, hosts map[string]map[string]string) *metalSite
 	defer cancel()
 	p, err := metalpool.Start(ctx, env.Config, env.Client, pool.Config{
 		Site: site.Config{RestConfig: env.Config, Namespace: s.infra, StateDir: dir, BusyPoll: 500 * time.Millisecond},
-		Name: "metal-" + s.infra, ImageCacheDir: filepath.Join(dir, "cache"),
+		Name: "pool-" + s.tenant, ImageCacheDir: filepath.Join(dir, "cache"),
 	}, 2*time.Second)
 	if err != nil {
 		t.Fatalf("starting the metal pool: %v", err)
@@ -190,7 +193,9 @@ func unscheduled(m *computev1alpha1.Machine) bool {
 	return c != nil && c.Status == metav1.ConditionFalse
 }
 
-func running(m *computev1alpha1.Machine) bool { return m.Status.State == computev1alpha1.MachineStateRunning }
+func running(m *computev1alpha1.Machine) bool {
+	return m.Status.State == computev1alpha1.MachineStateRunning
+}
 
 // The attack: a tenant keeps its Machine off the Hosts an expression excludes (tier
 // reserved, a GPU Host) with matchExpressions. The poollet used to pass on matchLabels
@@ -247,6 +252,110 @@ func TestTenantHostSelectorExpressionsHold(t *testing.T) {
 	for _, name := range []string{"first", "second"} {
 		if h := s.hostOf(t, s.tenant, name); h != nil && h.Name != "server-general" {
 			t.Fatalf("Machine %s landed on Host %s labelled %v", name, h.Name, h.Labels)
+		}
+	}
+}
+
+// countOfHosts is a number of Hosts, which a tenant's Machine never reads.
+var countOfHosts = regexp.MustCompile(`\b\d+ (\w+ )?Hosts?\b`)
+
+// The attack: a tenant probes the infrastructure through its Machines' refusals — a
+// hostSelector matching nothing, a namespace no HostPolicy allows, a pool filled up — to
+// learn the infrastructure namespace, Host names and how many Hosts there are. The
+// messages named the namespace and counted the Hosts ("no HostPolicy in namespace
+// infra-x lets namespace ... use the 2 Hosts"). Every message the tenant reads must say
+// what the tenant can change, and nothing of those.
+func TestTenantRefusalsNameNoInfrastructure(t *testing.T) {
+	hosts := []string{"srv-alpha", "srv-beta"}
+	s := startMetalSite(t, map[string]map[string]string{hosts[0]: {"rack": "r1"}, hosts[1]: {"rack": "r2"}})
+	ctx := context.Background()
+	outsiderNS := newNamespace(t, "outsider")
+	outsider := tenant(t, "outsider-of-"+outsiderNS, outsiderNS)
+
+	picky := s.machine("picky")
+	picky.Spec.HostSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"rack": "nowhere"}}
+	stranger := s.machine("stranger")
+	stranger.Namespace = outsiderNS
+	if err := s.as.Create(ctx, picky); err != nil {
+		t.Fatal(err)
+	}
+	if err := outsider.Create(ctx, stranger); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"one", "two"} {
+		if err := s.as.Create(ctx, s.machine(name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		return s.hostOf(t, s.tenant, "one") != nil && s.hostOf(t, s.tenant, "two") != nil, nil
+	})
+	if err != nil {
+		t.Fatal("Machines one and two never got the two Hosts")
+	}
+	if err := s.as.Create(ctx, s.machine("three")); err != nil {
+		t.Fatal(err)
+	}
+
+	// Read what each refused Machine says, as its tenant, until each was refused by the
+	// pool (the runtime's words) and a while after (the scheduler's, quoting them).
+	refused := []struct {
+		c    client.Client
+		ns   string
+		name string
+		says string
+	}{
+		{s.as, s.tenant, "picky", "hostSelector {rack=nowhere}"},
+		{outsider, outsiderNS, "stranger", "namespace " + outsiderNS},
+		// The pool is full: the scheduler (insufficient capacity) or the runtime (every Host
+		// in use) refuses it, whichever sees it first.
+		{s.as, s.tenant, "three", ""},
+	}
+	seen := map[string]bool{}
+	heard := make([]bool, len(refused))
+	deadline := time.Now().Add(2 * time.Minute)
+	for quiet := 0; quiet < 20; {
+		all := true
+		for i, r := range refused {
+			m := &computev1alpha1.Machine{}
+			if err := r.c.Get(ctx, client.ObjectKey{Namespace: r.ns, Name: r.name}, m); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range m.Status.Conditions {
+				seen[fmt.Sprintf("%s/%s %s=%s %s: %s", r.ns, r.name, c.Type, c.Status, c.Reason, c.Message)] = true
+				if c.Type == computev1alpha1.ConditionScheduled && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, r.says) {
+					heard[i] = true
+				}
+			}
+			all = all && heard[i]
+		}
+		if all {
+			quiet++
+		} else if time.Now().After(deadline) {
+			t.Fatalf("not every Machine was refused with what it can change (%v); seen:\n%s", heard, strings.Join(slices.Sorted(maps.Keys(seen)), "\n"))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	for msg := range seen {
+		var leaks []string
+		if strings.Contains(msg, s.infra) {
+			leaks = append(leaks, "the infrastructure namespace "+s.infra)
+		}
+		for _, h := range hosts {
+			if strings.Contains(msg, h) {
+				leaks = append(leaks, "Host "+h)
+			}
+		}
+		if c := countOfHosts.FindString(msg); c != "" {
+			leaks = append(leaks, "a count of Hosts ("+c+")")
+		}
+		if len(leaks) > 0 {
+			t.Errorf("the tenant reads %v in: %s", leaks, msg)
+		}
+	}
+	for _, r := range refused {
+		if h := s.hostOf(t, r.ns, r.name); h != nil {
+			t.Errorf("refused Machine %s/%s holds Host %s", r.ns, r.name, h.Name)
 		}
 	}
 }

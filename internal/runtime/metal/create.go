@@ -87,6 +87,9 @@ func (r *Runtime) CreateMachine(ctx context.Context, req *mriv1alpha1.CreateMach
 	}
 	candidates, refusal := inv.Candidates(preq)
 	if refusal != nil {
+		// The tenant reads the message; what it leaves out is for the operators.
+		r.opts.Logger.Info("no Host for the machine", "machine", id, "namespace", ns, "reason", refusal.Reason,
+			"message", refusal.Message, "detail", refusal.Detail)
 		return nil, refuse(r.opts.PoolName, refusal)
 	}
 	c := &claim{id: id, uid: uid, namespace: ns, labels: labels, annotations: in.GetMetadata().GetAnnotations(), spec: spec, files: files}
@@ -157,7 +160,7 @@ func (r *Runtime) claimFirst(ctx context.Context, c *claim, inv placement.Invent
 	}
 	dropSecret()
 	return nil, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_NO_CAPACITY,
-		"pool %s: the %d Hosts that fit were all taken while claiming one", r.opts.PoolName, len(candidates))
+		"pool %s: every Host that fits was taken by another machine while claiming one", r.opts.PoolName)
 }
 
 // claimHost sets on h what makes it the machine's: the consumer, the image served by

@@ -86,13 +86,13 @@ func TestRefusals(t *testing.T) {
 		{"no namespace label", func(m *mriv1alpha1.Machine) { delete(m.Metadata.Labels, LabelMachineNamespace) },
 			mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "anvil.dev/machine-namespace"},
 		{"namespace no policy allows", func(m *mriv1alpha1.Machine) { m.Metadata.Labels[LabelMachineNamespace] = "stranger" },
-			mriv1alpha1.ErrorReason_ERROR_REASON_NO_CAPACITY, "no HostPolicy in namespace " + s.infra + " lets namespace stranger use the 2 Hosts that fit class small"},
+			mriv1alpha1.ErrorReason_ERROR_REASON_NO_CAPACITY, "no HostPolicy lets namespace stranger use a Host that fits class small"},
 		{"namespace allowed on other hosts only", func(m *mriv1alpha1.Machine) {
 			m.Metadata.Labels[LabelMachineNamespace] = labelled
 			m.Spec.HostSelector = map[string]string{"rack": "0"}
-		}, mriv1alpha1.ErrorReason_ERROR_REASON_NO_CAPACITY, "no HostPolicy in namespace " + s.infra + " lets namespace " + labelled + " use the 1 Hosts"},
+		}, mriv1alpha1.ErrorReason_ERROR_REASON_NO_CAPACITY, "no HostPolicy lets namespace " + labelled + " use a Host that fits class small and hostSelector {rack=0}"},
 		{"host selector", func(m *mriv1alpha1.Machine) { m.Spec.HostSelector = map[string]string{"rack": "7"} },
-			mriv1alpha1.ErrorReason_ERROR_REASON_NO_CAPACITY, "none of the 2 amd64 Hosts that fit class small matches hostSelector {rack=7}"},
+			mriv1alpha1.ErrorReason_ERROR_REASON_NO_CAPACITY, "no amd64 Host that fits class small matches hostSelector {rack=7}"},
 		{"too big", func(m *mriv1alpha1.Machine) { m.Spec.Resources.MilliCpu = 16000 },
 			mriv1alpha1.ErrorReason_ERROR_REASON_NO_CAPACITY, "no amd64 Host fits class small (needs 16 cpu and 1Gi memory)"},
 		{"two hosts", func(m *mriv1alpha1.Machine) { m.Spec.Resources.Extended = map[string]int64{placement.ResourceHosts: 2} },
@@ -133,7 +133,7 @@ func TestRefusals(t *testing.T) {
 	}
 	createMachine(t, rt.Runtime, s.machine("second", s.spec("os")))
 	_, err := rt.CreateMachine(ctx, &mriv1alpha1.CreateMachineRequest{Machine: s.machine("third", s.spec("os"))})
-	if want := "all 2 Hosts that fit class small and namespace " + s.tenant + " may use are in use"; mri.ReasonOf(err) != mriv1alpha1.ErrorReason_ERROR_REASON_NO_CAPACITY || !strings.Contains(mri.MessageOf(err), want) {
+	if want := "every Host that fits class small and namespace " + s.tenant + " may use is in use"; mri.ReasonOf(err) != mriv1alpha1.ErrorReason_ERROR_REASON_NO_CAPACITY || !strings.Contains(mri.MessageOf(err), want) {
 		t.Fatalf("CreateMachine on a full pool = %v, want NO_CAPACITY saying %q", err, want)
 	}
 }
