@@ -13,6 +13,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -358,4 +360,70 @@ func TestTenantRefusalsNameNoInfrastructure(t *testing.T) {
 			t.Errorf("refused Machine %s/%s holds Host %s", r.ns, r.name, h.Name)
 		}
 	}
+}
+
+// The attack: someone who may create Machines in the infrastructure namespace (a
+// HostPolicy lets that namespace use the Hosts) but not write HardwareData names a Machine
+// after another Host. The metal runtime wrote the tenant's view of the Machine's Host as
+// HardwareData <namespace>/<Machine name> — there, the other Host's own inventory — so the
+// other Host's HardwareData was replaced with this one's, then deleted with the Machine.
+func TestMachineInInfrastructureNamespaceCannotOverwriteHardwareData(t *testing.T) {
+	s := startMetalSite(t, map[string]map[string]string{"srv-used": {"rack": "r1"}, "srv-victim": {"rack": "r2"}})
+	ctx := context.Background()
+	create(t, env.Client, &metalv1alpha1.HostPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: s.infra, Name: "own-namespace"},
+		Spec: metalv1alpha1.HostPolicySpec{Namespaces: []string{s.infra}}})
+	attacker := tenant(t, "ops-bot-of-"+s.infra, s.infra)
+
+	victim := &metalv1alpha1.HardwareData{}
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		return env.Client.Get(ctx, client.ObjectKey{Namespace: s.infra, Name: "srv-victim"}, victim) == nil, nil
+	})
+	if err != nil {
+		t.Fatal("Host srv-victim has no HardwareData after inspection")
+	}
+	m := s.machine("srv-victim")
+	m.Namespace = s.infra
+	m.Spec.HostSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"rack": "r1"}} // lands on srv-used
+	if err := attacker.Create(ctx, m); err != nil {
+		t.Fatalf("creating Machine srv-victim in the infrastructure namespace: %v", err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		got := &computev1alpha1.Machine{}
+		if err := attacker.Get(ctx, client.ObjectKeyFromObject(m), got); err != nil {
+			return false, err
+		}
+		return running(got), nil
+	})
+	if err != nil {
+		t.Fatalf("the Machine never ran: %v", err)
+	}
+	if h := s.hostOf(t, s.infra, "srv-victim"); h == nil || h.Name != "srv-used" {
+		t.Fatalf("the Machine is not on srv-used: %v", h)
+	}
+	// Give the runtime time to write the view it writes once the Host is provisioned.
+	time.Sleep(5 * time.Second)
+	check := func(when string) {
+		t.Helper()
+		got := &metalv1alpha1.HardwareData{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(victim), got); err != nil {
+			t.Fatalf("%s: Host srv-victim's HardwareData: %v", when, err)
+		}
+		if !equality.Semantic.DeepEqual(got.Spec, victim.Spec) || !equality.Semantic.DeepEqual(got.OwnerReferences, victim.OwnerReferences) ||
+			!equality.Semantic.DeepEqual(got.Annotations, victim.Annotations) {
+			t.Fatalf("%s: Host srv-victim's HardwareData was rewritten: owners %v annotations %v spec %+v (was %+v)",
+				when, got.OwnerReferences, got.Annotations, got.Spec, victim.Spec)
+		}
+	}
+	check("while the Machine runs")
+	if err := attacker.Delete(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), &computev1alpha1.Machine{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	if err != nil {
+		t.Fatalf("the Machine was not deleted: %v", err)
+	}
+	check("after the Machine is gone")
 }
