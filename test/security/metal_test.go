@@ -427,3 +427,51 @@ func TestMachineInInfrastructureNamespaceCannotOverwriteHardwareData(t *testing.
 	}
 	check("after the Machine is gone")
 }
+
+// The attack: a tenant gives its Machine binary user data (gzip), which a server's config
+// drive cannot carry (Ironic takes it as a JSON string). The metal runtime claimed a Host
+// for it and the deploy failed there, holding a server and retrying; the refusal must
+// come at create, before any Host is claimed, and say what to change.
+func TestTenantBinaryUserDataRefusedBeforeAHost(t *testing.T) {
+	s := startMetalSite(t, map[string]map[string]string{"srv-only": {"rack": "r1"}})
+	ctx := context.Background()
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.tenant, Name: "gzipped"},
+		Data: map[string][]byte{"userData": {0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xca, 0xfe}}}
+	if err := s.as.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	m := s.machine("binary")
+	m.Spec.UserDataRef = &computev1alpha1.SecretKeySelector{Name: secret.Name}
+	if err := s.as.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	var said string
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if h := s.hostOf(t, s.tenant, m.Name); h != nil {
+			return false, fmt.Errorf("Host %s was claimed for the Machine with binary user data", h.Name)
+		}
+		got := &computev1alpha1.Machine{}
+		if err := s.as.Get(ctx, client.ObjectKeyFromObject(m), got); err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, computev1alpha1.ConditionScheduled)
+		if c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "not UTF-8 text") {
+			said = c.Message
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		got := &computev1alpha1.Machine{}
+		_ = s.as.Get(ctx, client.ObjectKeyFromObject(m), got)
+		t.Fatalf("%v; the Machine says %s", err, conditions(got))
+	}
+	// And it stays so: the scheduler tries the pool again after a while; it never gets a Host.
+	for range 20 {
+		if h := s.hostOf(t, s.tenant, m.Name); h != nil {
+			t.Fatalf("Host %s was claimed for the Machine with binary user data", h.Name)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Logf("the Machine says: %s", said)
+}

@@ -236,11 +236,15 @@ func invalid(format string, args ...any) error {
 }
 
 // validateSpec refuses, after mri.ValidateCreate, what no Host can be given: first-boot
-// data larger than a config drive holds, and any volume but one image disk, since a
-// bare-metal machine has the server's own disks and NICs.
+// data larger than a config drive holds or that is not text, and any volume but one image
+// disk, since a bare-metal machine has the server's own disks and NICs. It runs before any
+// Host is claimed, so such a machine never holds a server only to fail at deploy.
 func validateSpec(s *mriv1alpha1.MachineSpec) error {
 	if n := len(s.GetFirstBoot().GetData()); n > maxUserData {
 		return invalid("spec.first_boot.data is %d bytes; a config drive holds at most %d", n, maxUserData)
+	}
+	if err := configDriveText(userData(s)); err != nil {
+		return err
 	}
 	images := 0
 	for _, v := range s.GetVolumes() {

@@ -107,6 +107,9 @@ func TestRefusals(t *testing.T) {
 		}, mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "no disk layer and no kernel with an initramfs"},
 		{"image that does not exist", func(m *mriv1alpha1.Machine) { m.Spec.Image.Digest = "sha256:" + strings.Repeat("0", 64) },
 			mriv1alpha1.ErrorReason_ERROR_REASON_IMAGE_NOT_FOUND, "image not found"},
+		{"binary user data", func(m *mriv1alpha1.Machine) {
+			m.Spec.FirstBoot = &mriv1alpha1.FirstBootConfig{Format: mriv1alpha1.ConfigFormat_CONFIG_FORMAT_CLOUD_INIT, Data: []byte{0x1f, 0x8b, 0x08, 0x00, 0xff, 0xfe}}
+		}, mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "is not UTF-8 text"},
 		{"empty disk", func(m *mriv1alpha1.Machine) {
 			m.Spec.Volumes = append(m.Spec.Volumes, &mriv1alpha1.Volume{Name: "data", Source: &mriv1alpha1.Volume_EmptyDisk{EmptyDisk: &mriv1alpha1.EmptyDisk{SizeBytes: 1}}})
 		}, mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "only the image disk"},
