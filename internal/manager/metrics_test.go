@@ -3,8 +3,8 @@ package manager
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -52,7 +52,7 @@ func TestMetricsNeedAReaderToken(t *testing.T) {
 	tenantToken, readerToken := token(t, ns.Name, "tenant"), token(t, ns.Name, "monitoring")
 
 	o := DefaultOptions()
-	o.MetricsAddr, o.HealthAddr, o.SkipControllerNameValidation = freeAddress(t), "0", true
+	o.MetricsAddr, o.HealthAddr, o.SkipControllerNameValidation = fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t)), "0", true
 	mgr, err := New(env.Config, o)
 	if err != nil {
 		t.Fatal(err)
@@ -130,14 +130,4 @@ func token(t *testing.T, ns, name string) string {
 		t.Fatalf("token of ServiceAccount %s/%s: %v", ns, name, err)
 	}
 	return tr.Status.Token
-}
-
-func freeAddress(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
