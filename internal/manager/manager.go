@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/anvil-dev/anvil/api"
@@ -40,9 +41,13 @@ type Options struct {
 	// SyncPeriod is how often every watched object is reconciled again even without a change.
 	SyncPeriod time.Duration
 	// MetricsAddr and HealthAddr are where metrics and health probes are served; "0" turns
-	// either off.
+	// either off. Metrics are served over HTTPS to callers whose token may get /metrics
+	// (the anvil-metrics-reader ClusterRole): their counts and names describe every tenant.
 	MetricsAddr string
-	HealthAddr  string
+	// MetricsCertDir holds tls.crt and tls.key for the metrics endpoint; empty serves a
+	// self-signed certificate made at start.
+	MetricsCertDir string
+	HealthAddr     string
 	// SchedulerStrategy is "spread" or "pack".
 	SchedulerStrategy string
 	// ImageArchitectures is where the scheduler learns which architectures an image
@@ -66,7 +71,7 @@ func DefaultOptions() Options {
 		QPS:         200,
 		Burst:       400,
 		SyncPeriod:  10 * time.Hour,
-		MetricsAddr: "127.0.0.1:8080",
+		MetricsAddr: "127.0.0.1:8443",
 		HealthAddr:  "127.0.0.1:8081",
 
 		SchedulerStrategy:  "spread",
@@ -80,7 +85,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float32Var(&o.QPS, "kube-api-qps", o.QPS, "requests per second the manager may send to the apiserver")
 	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "requests the manager may send in a burst above --kube-api-qps")
 	fs.DurationVar(&o.SyncPeriod, "resync-period", o.SyncPeriod, "how often every object is reconciled again without a change")
-	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the metrics endpoint; 0 turns it off")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the metrics endpoint (HTTPS; a token allowed to get /metrics is needed); 0 turns it off")
+	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", o.MetricsCertDir, "folder holding tls.crt and tls.key of the metrics endpoint; empty serves a self-signed certificate")
 	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", o.HealthAddr, "address of the /healthz and /readyz endpoints; 0 turns them off")
 	fs.StringVar(&o.SchedulerStrategy, "scheduler-strategy", o.SchedulerStrategy, "which fitting pool a Machine goes to: spread (most free) or pack (least free)")
 	fs.StringVar(&o.ImageArchitectures, "image-architectures", o.ImageArchitectures, "where the scheduler learns an image's architectures: registry (its index) or any (assume all; the runtime refuses a wrong one)")
@@ -154,7 +160,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 			MaxConcurrentReconciles: o.Concurrency,
 			SkipNameValidation:      &o.SkipControllerNameValidation,
 		},
-		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
+		Metrics:                 o.metricsServer(),
 		HealthProbeBindAddress:  o.HealthAddr,
 		LeaderElection:          o.LeaderElection,
 		LeaderElectionID:        "anvil-controller-manager",
@@ -175,6 +181,18 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		}
 	}
 	return mgr, nil
+}
+
+// metricsServer serves metrics only over HTTPS and only to callers whose token the
+// apiserver authenticates and allows to get the /metrics non-resource URL (TokenReview
+// and SubjectAccessReview), never to anonymous callers or tenants.
+func (o Options) metricsServer() metricsserver.Options {
+	return metricsserver.Options{
+		BindAddress:    o.MetricsAddr,
+		SecureServing:  true,
+		CertDir:        o.MetricsCertDir,
+		FilterProvider: filters.WithAuthenticationAndAuthorization,
+	}
 }
 
 // poolRoles selects the Roles the secretaccess controller manages.

@@ -45,6 +45,9 @@ func validateSpec(s *mriv1alpha1.MachineSpec) error {
 			return err
 		}
 	}
+	if _, err := HostSelector(s); err != nil {
+		return invalid("%v: use operators In, NotIn (with values), Exists or DoesNotExist (without)", err)
+	}
 	vols := s.GetVolumes()
 	for i, v := range vols {
 		if err := ValidateVolume(v); err != nil {

@@ -54,6 +54,16 @@ func TestValidateCreate(t *testing.T) {
 			m.Spec.Volumes[0].Source = &mriv1alpha1.Volume_ImageDisk{ImageDisk: &mriv1alpha1.ImageDisk{SizeBytes: 0}}
 		}, ""},
 		{"power off", func(m *mriv1alpha1.Machine) { m.Spec.Power = mriv1alpha1.Power_POWER_OFF }, ""},
+		{"host selector with expressions", func(m *mriv1alpha1.Machine) {
+			m.Spec.HostSelector = map[string]string{"rack": "1"}
+			m.Spec.HostSelectorExpressions = []*mriv1alpha1.LabelSelectorRequirement{{Key: "tier", Operator: "NotIn", Values: []string{"reserved"}}, {Key: "gpu", Operator: "DoesNotExist"}}
+		}, ""},
+		{"host selector operator unknown", func(m *mriv1alpha1.Machine) {
+			m.Spec.HostSelectorExpressions = []*mriv1alpha1.LabelSelectorRequirement{{Key: "tier", Operator: "Lacks", Values: []string{"reserved"}}}
+		}, `"Lacks" is not a valid label selector operator`},
+		{"host selector In without values", func(m *mriv1alpha1.Machine) {
+			m.Spec.HostSelectorExpressions = []*mriv1alpha1.LabelSelectorRequirement{{Key: "tier", Operator: "In"}}
+		}, "spec.host_selector"},
 
 		{"no spec", func(m *mriv1alpha1.Machine) { m.Spec = nil }, "spec is required"},
 		{"no machine", nil, "spec is required"},

@@ -96,7 +96,7 @@ func (r *MachineReconciler) desiredSpec(ctx context.Context, m *computev1alpha1.
 		return nil, &metav1.Condition{Type: computev1alpha1.ConditionNetworkInterfacesReady, Status: metav1.ConditionFalse,
 			Reason: "NotFound", Message: err.Error()}, nil
 	}
-	return &mriv1alpha1.MachineSpec{
+	spec := &mriv1alpha1.MachineSpec{
 		Class:             class.Name,
 		Resources:         ResourcesToMRI(class.Capabilities),
 		Image:             &mriv1alpha1.Image{Reference: m.Spec.Image, Digest: digest},
@@ -105,9 +105,13 @@ func (r *MachineReconciler) desiredSpec(ctx context.Context, m *computev1alpha1.
 		FirstBoot:         boot,
 		Volumes:           volumesToMRI(m),
 		NetworkInterfaces: nics,
-		HostSelector:      hostSelector(m),
 		Hostname:          m.Name,
-	}, nil, nil
+	}
+	if err := mri.HostSelectorToMRI(m.Spec.HostSelector, spec); err != nil {
+		return nil, &metav1.Condition{Type: computev1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+			Reason: computev1alpha1.ReasonInvalidHostSelector, Message: err.Error()}, nil
+	}
+	return spec, nil, nil
 }
 
 // chooseArchitecture is the pool's most preferred architecture that the Machine and its
@@ -121,13 +125,6 @@ func (r *MachineReconciler) chooseArchitecture(m *computev1alpha1.Machine, class
 		}
 	}
 	return ""
-}
-
-func hostSelector(m *computev1alpha1.Machine) map[string]string {
-	if m.Spec.HostSelector == nil {
-		return nil
-	}
-	return m.Spec.HostSelector.MatchLabels
 }
 
 // update brings an existing runtime machine to the Machine's power and reboot requests.

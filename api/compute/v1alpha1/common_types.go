@@ -140,6 +140,8 @@ const (
 	ReasonRuntimeError       = "RuntimeError"
 	ReasonRuntimeReachable   = "RuntimeReachable"
 	ReasonRuntimeUnreachable = "RuntimeUnreachable"
+	// ReasonInvalidHostSelector: spec.hostSelector does not parse as a label selector.
+	ReasonInvalidHostSelector = "InvalidHostSelector"
 	// ReasonWrongRuntime: the runtime at the poollet's endpoint serves another pool.
 	ReasonWrongRuntime = "WrongRuntime"
 	// ReasonTooManyOrphans: see ConditionOrphansHeld.

@@ -2,6 +2,7 @@ package metal
 
 import (
 	"encoding/json"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,6 +38,17 @@ func machineName(id string, labels map[string]string) string {
 		return n
 	}
 	return id
+}
+
+// configDriveText refuses user data that is not UTF-8 text: Ironic takes a config drive's
+// user data as a JSON string, so binary data (gzip, a MIME archive with binary parts)
+// would be mangled or refused at deploy, after a server was claimed for it.
+func configDriveText(data []byte) error {
+	if utf8.Valid(data) {
+		return nil
+	}
+	return invalid("the first-boot data (the Machine's userData Secret) is not UTF-8 text, and a server's config drive " +
+		"carries it as text: put binary content base64-encoded inside the cloud-config (write_files with encoding: b64) instead")
 }
 
 // userData is the first-boot config, Ignition or cloud-init, as the server reads it.

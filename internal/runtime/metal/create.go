@@ -66,10 +66,14 @@ func (r *Runtime) CreateMachine(ctx context.Context, req *mriv1alpha1.CreateMach
 	if err != nil {
 		return nil, err
 	}
+	hostSelector, err := mri.HostSelector(spec) // checked by ValidateCreate
+	if err != nil {
+		return nil, invalid("%v", err)
+	}
 	res := spec.GetResources()
 	preq := placement.Request{
 		Architecture: arch, MilliCPU: res.GetMilliCpu(), MemoryBytes: res.GetMemoryBytes(), Extended: res.GetExtended(),
-		Class: spec.GetClass(), HostSelector: spec.GetHostSelector(), Namespace: ns, NamespaceLabels: nsLabels,
+		Class: spec.GetClass(), HostSelector: hostSelector, Namespace: ns, NamespaceLabels: nsLabels,
 		Ramdisk: files.Disk.Hex == "",
 	}
 
@@ -83,6 +87,9 @@ func (r *Runtime) CreateMachine(ctx context.Context, req *mriv1alpha1.CreateMach
 	}
 	candidates, refusal := inv.Candidates(preq)
 	if refusal != nil {
+		// The tenant reads the message; what it leaves out is for the operators.
+		r.opts.Logger.Info("no Host for the machine", "machine", id, "namespace", ns, "reason", refusal.Reason,
+			"message", refusal.Message, "detail", refusal.Detail)
 		return nil, refuse(r.opts.PoolName, refusal)
 	}
 	c := &claim{id: id, uid: uid, namespace: ns, labels: labels, annotations: in.GetMetadata().GetAnnotations(), spec: spec, files: files}
@@ -153,7 +160,7 @@ func (r *Runtime) claimFirst(ctx context.Context, c *claim, inv placement.Invent
 	}
 	dropSecret()
 	return nil, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_NO_CAPACITY,
-		"pool %s: the %d Hosts that fit were all taken while claiming one", r.opts.PoolName, len(candidates))
+		"pool %s: every Host that fits was taken by another machine while claiming one", r.opts.PoolName)
 }
 
 // claimHost sets on h what makes it the machine's: the consumer, the image served by
@@ -229,11 +236,15 @@ func invalid(format string, args ...any) error {
 }
 
 // validateSpec refuses, after mri.ValidateCreate, what no Host can be given: first-boot
-// data larger than a config drive holds, and any volume but one image disk, since a
-// bare-metal machine has the server's own disks and NICs.
+// data larger than a config drive holds or that is not text, and any volume but one image
+// disk, since a bare-metal machine has the server's own disks and NICs. It runs before any
+// Host is claimed, so such a machine never holds a server only to fail at deploy.
 func validateSpec(s *mriv1alpha1.MachineSpec) error {
 	if n := len(s.GetFirstBoot().GetData()); n > maxUserData {
 		return invalid("spec.first_boot.data is %d bytes; a config drive holds at most %d", n, maxUserData)
+	}
+	if err := configDriveText(userData(s)); err != nil {
+		return err
 	}
 	images := 0
 	for _, v := range s.GetVolumes() {

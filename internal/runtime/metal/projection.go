@@ -37,9 +37,21 @@ func projection(consumer metalv1alpha1.ConsumerReference, spec metalv1alpha1.Har
 	return hd
 }
 
+// projected reports whether a HardwareData is a tenant's copy this runtime wrote (it
+// carries the Machine's uid), as opposed to a Host's own inventory, which the runtime
+// never replaces or deletes.
+func projected(hd *metalv1alpha1.HardwareData) bool {
+	return hd.Annotations[AnnotationMachineUID] != ""
+}
+
 // project writes the tenant's copy of a provisioned Host's hardware, once per version of
-// the Host's HardwareData.
+// the Host's HardwareData. A Machine in the Hosts' own namespace gets no copy: there the
+// copy's name (the Machine's) is a Host's name too, and writing it would replace that
+// Host's inventory with another's; whoever runs Machines there reads the Hosts' own.
 func (r *Runtime) project(ctx context.Context, h *metalv1alpha1.Host, rec *record) error {
+	if h.Spec.ConsumerRef.Namespace == h.Namespace {
+		return nil
+	}
 	src := &metalv1alpha1.HardwareData{}
 	if err := r.opts.Cache.Get(ctx, client.ObjectKeyFromObject(h), src); err != nil {
 		return client.IgnoreNotFound(err) // not inspected yet: its event brings the Host back
@@ -70,6 +82,8 @@ func (r *Runtime) project(ctx context.Context, h *metalv1alpha1.Host, rec *recor
 		}
 	case err != nil:
 		return err
+	case !projected(have):
+		return nil // not a copy: never taken over
 	case !apiequality.Semantic.DeepEqual(have.Spec, want.Spec) || have.Annotations[AnnotationMachineUID] != consumer.UID ||
 		!apiequality.Semantic.DeepEqual(have.OwnerReferences, want.OwnerReferences) || !apiequality.Semantic.DeepEqual(have.Labels, want.Labels):
 		// A copy left by an earlier Machine of the same name is taken over.
@@ -92,7 +106,7 @@ func (r *Runtime) unproject(ctx context.Context, consumer metalv1alpha1.Consumer
 	if err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if have.Annotations[AnnotationMachineUID] != consumer.UID {
+	if !projected(have) || have.Annotations[AnnotationMachineUID] != consumer.UID {
 		return nil
 	}
 	return client.IgnoreNotFound(r.opts.Client.Delete(ctx, have, client.Preconditions{UID: &have.UID, ResourceVersion: &have.ResourceVersion}))

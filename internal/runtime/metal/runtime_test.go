@@ -86,13 +86,13 @@ func TestRefusals(t *testing.T) {
 		{"no namespace label", func(m *mriv1alpha1.Machine) { delete(m.Metadata.Labels, LabelMachineNamespace) },
 			mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "anvil.dev/machine-namespace"},
 		{"namespace no policy allows", func(m *mriv1alpha1.Machine) { m.Metadata.Labels[LabelMachineNamespace] = "stranger" },
-			mriv1alpha1.ErrorReason_ERROR_REASON_NO_CAPACITY, "no HostPolicy in namespace " + s.infra + " lets namespace stranger use the 2 Hosts that fit class small"},
+			mriv1alpha1.ErrorReason_ERROR_REASON_NO_CAPACITY, "no HostPolicy lets namespace stranger use a Host that fits class small"},
 		{"namespace allowed on other hosts only", func(m *mriv1alpha1.Machine) {
 			m.Metadata.Labels[LabelMachineNamespace] = labelled
 			m.Spec.HostSelector = map[string]string{"rack": "0"}
-		}, mriv1alpha1.ErrorReason_ERROR_REASON_NO_CAPACITY, "no HostPolicy in namespace " + s.infra + " lets namespace " + labelled + " use the 1 Hosts"},
+		}, mriv1alpha1.ErrorReason_ERROR_REASON_NO_CAPACITY, "no HostPolicy lets namespace " + labelled + " use a Host that fits class small and hostSelector {rack=0}"},
 		{"host selector", func(m *mriv1alpha1.Machine) { m.Spec.HostSelector = map[string]string{"rack": "7"} },
-			mriv1alpha1.ErrorReason_ERROR_REASON_NO_CAPACITY, "none of the 2 amd64 Hosts that fit class small matches hostSelector {rack=7}"},
+			mriv1alpha1.ErrorReason_ERROR_REASON_NO_CAPACITY, "no amd64 Host that fits class small matches hostSelector {rack=7}"},
 		{"too big", func(m *mriv1alpha1.Machine) { m.Spec.Resources.MilliCpu = 16000 },
 			mriv1alpha1.ErrorReason_ERROR_REASON_NO_CAPACITY, "no amd64 Host fits class small (needs 16 cpu and 1Gi memory)"},
 		{"two hosts", func(m *mriv1alpha1.Machine) { m.Spec.Resources.Extended = map[string]int64{placement.ResourceHosts: 2} },
@@ -107,6 +107,9 @@ func TestRefusals(t *testing.T) {
 		}, mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "no disk layer and no kernel with an initramfs"},
 		{"image that does not exist", func(m *mriv1alpha1.Machine) { m.Spec.Image.Digest = "sha256:" + strings.Repeat("0", 64) },
 			mriv1alpha1.ErrorReason_ERROR_REASON_IMAGE_NOT_FOUND, "image not found"},
+		{"binary user data", func(m *mriv1alpha1.Machine) {
+			m.Spec.FirstBoot = &mriv1alpha1.FirstBootConfig{Format: mriv1alpha1.ConfigFormat_CONFIG_FORMAT_CLOUD_INIT, Data: []byte{0x1f, 0x8b, 0x08, 0x00, 0xff, 0xfe}}
+		}, mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "is not UTF-8 text"},
 		{"empty disk", func(m *mriv1alpha1.Machine) {
 			m.Spec.Volumes = append(m.Spec.Volumes, &mriv1alpha1.Volume{Name: "data", Source: &mriv1alpha1.Volume_EmptyDisk{EmptyDisk: &mriv1alpha1.EmptyDisk{SizeBytes: 1}}})
 		}, mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "only the image disk"},
@@ -133,7 +136,7 @@ func TestRefusals(t *testing.T) {
 	}
 	createMachine(t, rt.Runtime, s.machine("second", s.spec("os")))
 	_, err := rt.CreateMachine(ctx, &mriv1alpha1.CreateMachineRequest{Machine: s.machine("third", s.spec("os"))})
-	if want := "all 2 Hosts that fit class small and namespace " + s.tenant + " may use are in use"; mri.ReasonOf(err) != mriv1alpha1.ErrorReason_ERROR_REASON_NO_CAPACITY || !strings.Contains(mri.MessageOf(err), want) {
+	if want := "every Host that fits class small and namespace " + s.tenant + " may use is in use"; mri.ReasonOf(err) != mriv1alpha1.ErrorReason_ERROR_REASON_NO_CAPACITY || !strings.Contains(mri.MessageOf(err), want) {
 		t.Fatalf("CreateMachine on a full pool = %v, want NO_CAPACITY saying %q", err, want)
 	}
 }

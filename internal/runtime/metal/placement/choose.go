@@ -19,8 +19,10 @@ type Request struct {
 	MilliCPU, MemoryBytes int64
 	Extended              map[string]int64
 	// Class names the machine's class in refusals.
-	Class        string
-	HostSelector map[string]string
+	Class string
+	// HostSelector is the Machine's spec.hostSelector (matchLabels and matchExpressions);
+	// nil selects every Host.
+	HostSelector labels.Selector
 	// Namespace of the Machine, with its labels, for the HostPolicies.
 	Namespace       string
 	NamespaceLabels map[string]string
@@ -41,10 +43,14 @@ const (
 	ReasonAllInUse          Reason = "AllInUse"
 )
 
-// Refusal says why no Host can take a request.
+// Refusal says why no Host can take a request. Message reaches the tenant (its Machine's
+// conditions): it says what the tenant can change and never names the infrastructure
+// namespace, a Host, or how many Hosts there are. Detail adds those, for the runtime's
+// log and its operators.
 type Refusal struct {
 	Reason  Reason
 	Message string
+	Detail  string
 }
 
 func (r *Refusal) Error() string { return r.Message }
@@ -68,7 +74,7 @@ func (req Request) Fits(size Size) bool {
 func (inv Inventory) Matches(req Request, h *metalv1alpha1.Host) bool {
 	size, ok := inv.SizeOf(h)
 	return ok && h.Spec.Architecture == req.Architecture && req.Fits(size) && (!req.Ramdisk || BootsFromRAM(h)) &&
-		labels.SelectorFromSet(req.HostSelector).Matches(labels.Set(h.Labels)) &&
+		req.hostSelector().Matches(labels.Set(h.Labels)) &&
 		Permitted(h, inv.Policies, req.Namespace, req.NamespaceLabels) && Free(h)
 }
 
@@ -84,38 +90,42 @@ func (inv Inventory) Candidates(req Request) ([]*metalv1alpha1.Host, *Refusal) {
 		}
 	}
 	if len(ofArch) == 0 {
-		return nil, &Refusal{ReasonWrongArchitecture, fmt.Sprintf("the pool has no %s Host", req.Architecture)}
+		return nil, &Refusal{ReasonWrongArchitecture, fmt.Sprintf("the pool has no %s Host", req.Architecture), ""}
 	}
 	fitting := filter(ofArch, func(h *metalv1alpha1.Host) bool {
 		size, ok := inv.SizeOf(h)
 		return ok && req.Fits(size)
 	})
 	if len(fitting) == 0 {
-		return nil, &Refusal{ReasonNoFit, fmt.Sprintf("no %s Host fits class %s (%s)", req.Architecture, req.Class, req.describe())}
+		return nil, &Refusal{ReasonNoFit, fmt.Sprintf("no %s Host fits class %s (%s)", req.Architecture, req.Class, req.describe()),
+			fmt.Sprintf("%d %s Hosts", len(ofArch), req.Architecture)}
 	}
 	if req.Ramdisk {
 		if fitting = filter(fitting, BootsFromRAM); len(fitting) == 0 {
 			return nil, &Refusal{ReasonNoVirtualMedia, fmt.Sprintf("no %s Host that fits class %s can boot a kernel and initramfs: "+
-				"that needs a Redfish BMC with virtual media (redfish://), and these are ipmi://", req.Architecture, req.Class)}
+				"that needs a Redfish BMC with virtual media (redfish://), and these are ipmi://", req.Architecture, req.Class), ""}
 		}
 	}
-	sel := labels.SelectorFromSet(req.HostSelector)
+	sel := req.hostSelector()
 	selected := filter(fitting, func(h *metalv1alpha1.Host) bool { return sel.Matches(labels.Set(h.Labels)) })
 	if len(selected) == 0 {
-		return nil, &Refusal{ReasonNoSelectorMatch, fmt.Sprintf("none of the %d %s Hosts that fit class %s matches hostSelector %s",
-			len(fitting), req.Architecture, req.Class, formatSelector(req.HostSelector))}
+		return nil, &Refusal{ReasonNoSelectorMatch, fmt.Sprintf("no %s Host that fits class %s matches hostSelector %s: change or remove spec.hostSelector",
+			req.Architecture, req.Class, formatSelector(req.hostSelector())),
+			fmt.Sprintf("%d Hosts fit", len(fitting))}
 	}
 	permitted := filter(selected, func(h *metalv1alpha1.Host) bool {
 		return Permitted(h, inv.Policies, req.Namespace, req.NamespaceLabels)
 	})
 	if len(permitted) == 0 {
-		return nil, &Refusal{ReasonNotPermitted, fmt.Sprintf("no HostPolicy in namespace %s lets namespace %s use the %d Hosts that fit class %s%s",
-			selected[0].Namespace, req.Namespace, len(selected), req.Class, selectorSuffix(req.HostSelector))}
+		return nil, &Refusal{ReasonNotPermitted, fmt.Sprintf("no HostPolicy lets namespace %s use a Host that fits class %s%s: ask the pool's operators for one",
+			req.Namespace, req.Class, selectorSuffix(req.HostSelector)),
+			fmt.Sprintf("no HostPolicy in namespace %s lets namespace %s use the %d Hosts that fit", selected[0].Namespace, req.Namespace, len(selected))}
 	}
 	free := filter(permitted, Free)
 	if len(free) == 0 {
-		return nil, &Refusal{ReasonAllInUse, fmt.Sprintf("all %d Hosts that fit class %s%s and namespace %s may use are in use",
-			len(permitted), req.Class, selectorSuffix(req.HostSelector), req.Namespace)}
+		return nil, &Refusal{ReasonAllInUse, fmt.Sprintf("every Host that fits class %s%s and namespace %s may use is in use",
+			req.Class, selectorSuffix(req.HostSelector), req.Namespace),
+			fmt.Sprintf("all %d such Hosts are in use", len(permitted))}
 	}
 	slices.SortFunc(free, func(a, b *metalv1alpha1.Host) int { return strings.Compare(a.Name, b.Name) })
 	return free, nil
@@ -150,12 +160,20 @@ func (req Request) describe() string {
 	return s
 }
 
-func formatSelector(sel map[string]string) string {
-	return "{" + labels.SelectorFromSet(sel).String() + "}"
+// hostSelector is the request's selector, every Host when it has none.
+func (req Request) hostSelector() labels.Selector {
+	if req.HostSelector == nil {
+		return labels.Everything()
+	}
+	return req.HostSelector
 }
 
-func selectorSuffix(sel map[string]string) string {
-	if len(sel) == 0 {
+func formatSelector(sel labels.Selector) string {
+	return "{" + sel.String() + "}"
+}
+
+func selectorSuffix(sel labels.Selector) string {
+	if sel == nil || sel.Empty() {
 		return ""
 	}
 	return " and hostSelector " + formatSelector(sel)

@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
@@ -163,19 +165,24 @@ func TestCandidates(t *testing.T) {
 		{name: "a disk image goes to IPMI Hosts too", hosts: []*metalv1alpha1.Host{host("a", bmc("ipmi://10.0.0.1"))}, policies: pol,
 			want: []string{"a"}},
 		{name: "host selector", hosts: []*metalv1alpha1.Host{host("a", labelled("rack", "1")), host("b", labelled("rack", "2"))}, policies: pol,
-			req: func(r *Request) { r.HostSelector = map[string]string{"rack": "2"} }, want: []string{"b"}},
+			req: func(r *Request) { r.HostSelector = labels.SelectorFromSet(map[string]string{"rack": "2"}) }, want: []string{"b"}},
+		{name: "host selector expressions", policies: pol,
+			hosts: []*metalv1alpha1.Host{host("a", labelled("tier", "reserved")), host("b", labelled("tier", "general")), host("c"), host("d", labelled("gpu", ""))},
+			req:   func(r *Request) { r.HostSelector = selector(t, "tier notin (reserved),!gpu") }, want: []string{"b", "c"}},
+		{name: "host selector expressions matching nothing", hosts: []*metalv1alpha1.Host{host("a", labelled("tier", "reserved"))}, policies: pol,
+			req: func(r *Request) { r.HostSelector = selector(t, "tier notin (reserved)") }, reason: ReasonNoSelectorMatch},
 		{name: "host selector matching nothing", hosts: []*metalv1alpha1.Host{host("a", labelled("rack", "1"))}, policies: pol,
-			req: func(r *Request) { r.HostSelector = map[string]string{"rack": "2"} }, reason: ReasonNoSelectorMatch,
-			says: "none of the 1 amd64 Hosts that fit class small matches hostSelector {rack=2}"},
+			req: func(r *Request) { r.HostSelector = labels.SelectorFromSet(map[string]string{"rack": "2"}) }, reason: ReasonNoSelectorMatch,
+			says: "no amd64 Host that fits class small matches hostSelector {rack=2}: change or remove spec.hostSelector"},
 		{name: "namespace not allowed", hosts: []*metalv1alpha1.Host{host("a")}, policies: []*metalv1alpha1.HostPolicy{policy(nil, "other")},
-			reason: ReasonNotPermitted, says: "no HostPolicy in namespace infra lets namespace tenant use the 1 Hosts that fit class small"},
+			reason: ReasonNotPermitted, says: "no HostPolicy lets namespace tenant use a Host that fits class small: ask the pool's operators for one"},
 		{name: "policy covers other hosts", hosts: []*metalv1alpha1.Host{host("a", labelled("rack", "1")), host("b", labelled("rack", "2"))},
 			policies: []*metalv1alpha1.HostPolicy{policy(map[string]string{"rack": "2"}, "tenant"), policy(nil, "other")}, want: []string{"b"}},
 		{name: "namespace allowed by label", hosts: []*metalv1alpha1.Host{host("a")},
 			policies: []*metalv1alpha1.HostPolicy{policyBySelector(&metav1.LabelSelector{MatchLabels: map[string]string{"metal": "yes"}})},
 			req:      func(r *Request) { r.NamespaceLabels = map[string]string{"metal": "yes"} }, want: []string{"a"}},
 		{name: "all in use", hosts: []*metalv1alpha1.Host{host("a", heldBy("m1")), host("b", heldBy("m2")), host("c", size(1, 1024))}, policies: pol,
-			reason: ReasonAllInUse, says: "all 2 Hosts that fit class small and namespace tenant may use are in use"},
+			reason: ReasonAllInUse, says: "every Host that fits class small and namespace tenant may use is in use"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := small()
@@ -190,6 +197,9 @@ func TestCandidates(t *testing.T) {
 				}
 				if refusal.Reason != tc.reason || !strings.Contains(refusal.Message, tc.says) {
 					t.Fatalf("refusal %s %q, want %s saying %q", refusal.Reason, refusal.Message, tc.reason, tc.says)
+				}
+				if leak := tenantLeak(refusal.Message, tc.hosts); leak != "" {
+					t.Fatalf("the tenant's refusal %q names %s", refusal.Message, leak)
 				}
 				return
 			}
@@ -206,4 +216,36 @@ func TestCandidates(t *testing.T) {
 			}
 		})
 	}
+}
+
+// selector parses a label selector in kubectl's syntax.
+func selector(t *testing.T, s string) labels.Selector {
+	t.Helper()
+	sel, err := labels.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sel
+}
+
+// countOfHosts is a number of Hosts, which the tenant's refusals never give.
+var countOfHosts = regexp.MustCompile(`\b\d+ (\w+ )?Hosts?\b`)
+
+// tenantLeak says what of the infrastructure a tenant-facing message names: the Hosts'
+// namespace, a Host's name (in quotes or as a word), or a count of Hosts.
+func tenantLeak(msg string, hosts []*metalv1alpha1.Host) string {
+	words := strings.FieldsFunc(msg, func(r rune) bool { return r == ' ' || r == ',' || r == ':' || r == '(' || r == ')' || r == '"' })
+	for _, h := range hosts {
+		if strings.Contains(msg, h.Namespace) {
+			return "the infrastructure namespace " + h.Namespace
+		}
+		// The table's one-letter names ("a") are English words too.
+		if len(h.Name) > 1 && slices.Contains(words, h.Name) {
+			return "Host " + h.Name
+		}
+	}
+	if c := countOfHosts.FindString(msg); c != "" {
+		return "a count of Hosts (" + c + ")"
+	}
+	return ""
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"pgregory.net/rapid"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
@@ -52,7 +53,11 @@ func genRequest(t *rapid.T) Request {
 	req.MilliCPU = int64(rapid.IntRange(1, 16).Draw(t, "reqCPUs")) * 1000
 	req.MemoryBytes = int64(rapid.IntRange(1, 32).Draw(t, "reqGiB")) << 30
 	if rapid.Bool().Draw(t, "reqSelector") {
-		req.HostSelector = map[string]string{"rack": rapid.SampledFrom([]string{"1", "2"}).Draw(t, "reqRack")}
+		rack := rapid.SampledFrom([]string{"1", "2"}).Draw(t, "reqRack")
+		req.HostSelector = labels.SelectorFromSet(map[string]string{"rack": rack})
+		if rapid.Bool().Draw(t, "reqNotIn") {
+			req.HostSelector, _ = labels.Parse("rack notin (" + rack + ")")
+		}
 	}
 	return req
 }
