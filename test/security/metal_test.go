@@ -72,7 +72,9 @@ func startMetalSite(t *testing.T, hosts map[string]map[string]string) *metalSite
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	p, err := metalpool.Start(ctx, env.Config, env.Client, pool.Config{
-		Site: site.Config{RestConfig: env.Config, Namespace: s.infra, StateDir: dir, BusyPoll: 500 * time.Millisecond},
+		// Fake hardware has no disks to wipe (the Host controller never wipes it).
+		Site: site.Config{RestConfig: env.Config, Namespace: s.infra, StateDir: dir, BusyPoll: 500 * time.Millisecond,
+			Wipe: site.Wipe{Method: site.WipeNone}},
 		Name: "pool-" + s.tenant, ImageCacheDir: filepath.Join(dir, "cache"),
 	}, 2*time.Second)
 	if err != nil {
