@@ -2,19 +2,13 @@ package security
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
-	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -32,25 +26,7 @@ func poolletToken(t *testing.T, pool string) client.Client {
 	if _, err := rbac.InstallPoollet(ctx, env.Client, pool); err != nil {
 		t.Fatal(err)
 	}
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: secretaccess.PoolletNamespace, Name: secretaccess.ServiceAccountName(pool)}}
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))}}
-	if err := env.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
-		t.Fatalf("a token for %s: %v", sa.Name, err)
-	}
-	cfg := &rest.Config{Host: env.Config.Host, BearerToken: tr.Status.Token,
-		TLSClientConfig: rest.TLSClientConfig{CAData: env.Config.CAData}}
-	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// attempt is one write a poollet's credentials make, and whether it must be allowed.
-type attempt struct {
-	what    string
-	allowed bool
-	do      func(ctx context.Context) error
+	return serviceAccountToken(t, secretaccess.PoolletNamespace, secretaccess.ServiceAccountName(pool))
 }
 
 // The attack: the credentials of pool p1's poollet (a host of p1, compromised) write to
@@ -59,7 +35,6 @@ type attempt struct {
 // steal, strand or delete other pools' Machines). The API server refuses every one
 // (anvil-poollet-scope), and still allows what the poollet needs to run.
 func TestPoolletCannotWriteOtherPools(t *testing.T) {
-	ctx := context.Background()
 	ns := newNamespace(t, "scope")
 	p1, p2 := "p1-"+ns, "p2-"+ns
 	for _, p := range []string{p1, p2} {
@@ -157,47 +132,10 @@ func TestPoolletCannotWriteOtherPools(t *testing.T) {
 		{"delete Machine theirs", false, func(ctx context.Context) error { return poollet.Delete(ctx, machine(ns, "theirs", "")) }},
 	}
 
-	// The policy may take a moment to reach the admission plugin after it is installed:
-	// the first refusal is awaited (a write let through meanwhile fails the test below).
-	first := 0
-	for !attempts[first].allowed {
-		first++
-	}
-	for attempts[first].allowed {
-		first++
-	}
-	var firstErr error
-	_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		firstErr = attempts[first].do(ctx) // not the poll's context: its deadline would cut the last try short
-		return firstErr != nil, nil
+	tryAll(t, "poollet of "+p1, attempts, func(a attempt, err error) {
+		// A refusal by the policy says which pool's poollet, and what it may write.
+		if msg := err.Error(); strings.Contains(msg, "anvil-poollet-scope") && !strings.Contains(msg, "poollet of MachinePool "+p1) {
+			t.Errorf("%s: %q does not name the poollet's pool", a.what, msg)
+		}
 	})
-	refused, allowed := 0, 0
-	for i, a := range attempts {
-		err := firstErr
-		if i != first {
-			err = a.do(ctx)
-		}
-		answer := "allowed"
-		if err == nil {
-			allowed++
-		} else {
-			refused++
-			answer = fmt.Sprintf("%s: %v", apierrors.ReasonForError(err), err)
-		}
-		t.Logf("poollet of %s: %-55s -> %s", p1, a.what, answer)
-		switch {
-		case a.allowed && err != nil:
-			t.Errorf("%s: %v, want it allowed (the poollet needs it)", a.what, err)
-		case !a.allowed && err == nil:
-			t.Errorf("%s: allowed, want it refused", a.what)
-		case !a.allowed && !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err):
-			t.Errorf("%s: %v, want a refusal (Forbidden)", a.what, err)
-		case !a.allowed:
-			// A refusal by the policy says which pool's poollet, and what it may write.
-			if msg := err.Error(); strings.Contains(msg, "anvil-poollet-scope") && !strings.Contains(msg, "poollet of MachinePool "+p1) {
-				t.Errorf("%s: %q does not name the poollet's pool", a.what, msg)
-			}
-		}
-	}
-	t.Logf("%d writes tried: %d refused, %d allowed", len(attempts), refused, allowed)
 }
