@@ -41,7 +41,9 @@ func TestTenantTokenAttackSuite(t *testing.T) {
 	)
 
 	get := func(c client.Object, ns, name string) func(context.Context) error {
-		return func(ctx context.Context) error { return tenant.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, c) }
+		return func(ctx context.Context) error {
+			return tenant.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, c)
+		}
 	}
 	list := func(l client.ObjectList, opts ...client.ListOption) func(context.Context) error {
 		return func(ctx context.Context) error { return tenant.List(ctx, l, opts...) }
