@@ -19,6 +19,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/nocloud"
 	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/internal/poollet"
+	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/internal/runtime/fake"
 	"github.com/anvil-dev/anvil/internal/runtime/qemu"
 	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
@@ -78,9 +79,9 @@ func qemuArchitectures(want []computev1alpha1.Architecture) (found []computev1al
 // StartQemuPool runs a qemu runtime for one architecture and its poollet (anvil dev and the
 // boot benchmark use it). Its VMs keep
 // running when anvil dev stops; the next start adopts them.
-func StartQemuPool(ctx context.Context, cfg *rest.Config, stateDir string, arch computev1alpha1.Architecture, networks map[string]qemu.Network, forward []string, log logr.Logger) (<-chan error, error) {
+func StartQemuPool(ctx context.Context, cfg *rest.Config, stateDir string, arch computev1alpha1.Architecture, images osimage.CacheOptions, networks map[string]qemu.Network, forward []string, log logr.Logger) (<-chan error, error) {
 	name := QemuPoolName(arch)
-	cache, err := osimage.NewCache(filepath.Join(stateDir, "pools", name, "cache"))
+	cache, err := osimage.NewCache(filepath.Join(stateDir, "pools", name, "cache"), images)
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +195,7 @@ func startPools(ctx context.Context, o Options, cfg *rest.Config, c client.Clien
 	if o.QemuPools {
 		archs, missing := qemuArchitectures(o.QemuArchitectures)
 		for _, arch := range archs {
-			errs, err := StartQemuPool(ctx, cfg, stateDir, arch, BuilderNetworks(registryHost), nil, ctrl.Log)
+			errs, err := StartQemuPool(ctx, cfg, stateDir, arch, PoolImages(registryHost), BuilderNetworks(registryHost), nil, ctrl.Log)
 			if err != nil {
 				return nil, fmt.Errorf("starting pool %s: %w", QemuPoolName(arch), err)
 			}
@@ -210,4 +211,15 @@ func startPools(ctx context.Context, o Options, cfg *rest.Config, c client.Clien
 		}
 	}
 	return pools, nil
+}
+
+// PoolImages is how anvil dev's pools pull: anonymously, from public registries and from
+// anvil dev's own registry on loopback, the one non-public address they may reach.
+func PoolImages(registryHost string) osimage.CacheOptions {
+	allowed, err := registrynet.ParseAllowed(registryHost)
+	if err != nil {
+		// registryHost is the registry's own listening address, never outside input.
+		allowed = registrynet.Loopback[0]
+	}
+	return osimage.CacheOptions{Network: registrynet.Policy{Allow: []registrynet.Allowed{allowed}}}
 }

@@ -189,3 +189,37 @@ func (k *keyedMutex) lock(ctx context.Context, key string) (unlock func(), err e
 		}
 	}
 }
+
+// list returns every blob in the store with its size and modification time.
+func (s *store) list() (map[string]cachedBlob, error) {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]cachedBlob{}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), tempPrefix) {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue // removed meanwhile
+		}
+		out[e.Name()] = cachedBlob{Size: info.Size(), Modified: info.ModTime()}
+	}
+	return out, nil
+}
+
+// remove deletes a blob, waiting for a write of it in progress.
+func (s *store) remove(hexDigest string) error {
+	unlock, err := s.locks.lock(context.Background(), hexDigest)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	err = os.Remove(filepath.Join(s.dir, hexDigest))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
