@@ -32,14 +32,29 @@ func startSilentRegistry(t *testing.T) *silentRegistry {
 		t.Fatal(err)
 	}
 	s := &silentRegistry{Host: l.Addr().String()}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { l.Close(); wg.Wait() })
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close() // so a failing test (a pull still waiting) ends
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
 	go func() {
 		for {
 			c, err := l.Accept()
 			if err != nil {
 				return
 			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
 			s.accepted.Add(1)
 			s.open.Add(1)
 			wg.Add(1)
