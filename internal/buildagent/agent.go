@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
@@ -64,8 +65,9 @@ func build(ctx context.Context, job *Job, work string, log io.Writer) (Result, *
 	arch := computev1alpha1.Architecture(job.Architecture)
 	fmt.Fprintf(log, "building %s from %s\n", job.Architecture, job.Base)
 	// Any address: the agent runs in a builder guest, whose network reaches only the
-	// registry forward it is given.
-	cache, err := osimage.NewCache(filepath.Join(work, "cache"), osimage.CacheOptions{Network: registrynet.Policy{AnyAddress: true}})
+	// registry forward it is given. The default keychain is the job's credentials
+	// (Configure), the tenant's own.
+	cache, err := osimage.NewCache(filepath.Join(work, "cache"), osimage.CacheOptions{Network: registrynet.Policy{AnyAddress: true}, Keychain: authn.DefaultKeychain})
 	if err != nil {
 		return fail(err)
 	}

@@ -31,6 +31,10 @@ const DefaultMaxLayerBytes = 16 << 30
 type CacheOptions struct {
 	// Network is how registries are reached (timeouts, allowed addresses).
 	Network registrynet.Policy
+	// Keychain holds the credentials pulls present; nil pulls anonymously, as a runtime
+	// pulling for tenants must (never the host's keychain). The build agent, inside a
+	// tenant's builder guest, gives the tenant's own (its job's registry Secrets).
+	Keychain authn.Keychain
 	// MaxLayerBytes refuses a layer (a kernel, an initramfs, a disk) a manifest says is
 	// larger, before any of it is fetched (0: DefaultMaxLayerBytes).
 	MaxLayerBytes int64
@@ -46,8 +50,8 @@ type CacheOptions struct {
 // Manifests and configs are stored beside the layers, so pulling a digest already in the
 // cache asks no registry anything. One folder belongs to one Cache at a time.
 //
-// It pulls anonymously: it runs on a host for tenants, and must never lend them the
-// host's registry credentials.
+// It pulls anonymously unless given a keychain: it runs on a host for tenants, and must
+// never lend them the host's registry credentials.
 type Cache struct {
 	store  *store
 	puller *remote.Puller
@@ -72,7 +76,11 @@ func NewCache(dir string, opts CacheOptions) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := remote.NewPuller(remote.WithTransport(opts.Network.Transport()), remote.WithAuth(authn.Anonymous))
+	auth := remote.WithAuth(authn.Anonymous)
+	if opts.Keychain != nil {
+		auth = remote.WithAuthFromKeychain(opts.Keychain)
+	}
+	p, err := remote.NewPuller(remote.WithTransport(opts.Network.Transport()), auth)
 	if err != nil {
 		return nil, err
 	}
