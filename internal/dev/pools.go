@@ -88,12 +88,13 @@ func StartQemuPool(ctx context.Context, cfg *rest.Config, stateDir string, arch 
 	rt, err := qemu.New(qemu.Config{
 		Name: name, StateDir: filepath.Join(stateDir, "pools", name, "vms"),
 		Architectures: []computev1alpha1.Architecture{arch},
-		Images:        cache, Index: &imageref.Registry{}, Seeds: nocloud.WriteISO, Networks: networks, ForwardCommand: forward,
+		Images:        cache, Index: &imageref.Registry{Transport: images.Network.Transport()}, Seeds: nocloud.WriteISO, Networks: networks, ForwardCommand: forward,
 		Logger: log.WithName("runtime").WithValues("pool", name),
 	})
 	if err != nil {
 		return nil, err
 	}
+	cache.SetInUse(rt.ImageFilesInUse)
 	return runPool(ctx, cfg, stateDir, name, rt, "qemu")
 }
 

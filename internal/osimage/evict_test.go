@@ -2,11 +2,14 @@ package osimage
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 
 	"github.com/anvil-dev/anvil/internal/registrynet"
 )
@@ -136,4 +139,84 @@ func TestCacheEvictsUnusedImagesOverItsLimit(t *testing.T) {
 	if _, err := c.Pull(context.Background(), refs[1], "", amd64); err != nil {
 		t.Fatalf("pulling the evicted image again: %v", err)
 	}
+}
+
+// Safety: whatever the cache holds, eviction never takes an image a machine uses, one
+// being pulled or one used recently, nor a blob such an image reads. Liveness: when the
+// images it may take are enough, the cache ends under its limit.
+func TestPlanEvictionProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+		const keep = time.Minute
+		nBlobs := rapid.IntRange(1, 12).Draw(t, "blobs")
+		blobs := map[string]cachedBlob{}
+		for i := 0; i < nBlobs; i++ {
+			blobs[fmt.Sprint("b", i)] = cachedBlob{Size: rapid.Int64Range(1, 100).Draw(t, "size"),
+				Modified: now.Add(-time.Duration(rapid.IntRange(0, 120).Draw(t, "blobAge")) * time.Second)}
+		}
+		var images []cachedImage
+		for i, n := 0, rapid.IntRange(0, 6).Draw(t, "images"); i < n; i++ {
+			img := cachedImage{Key: fmt.Sprint("i", i), LastUsed: now.Add(-time.Duration(rapid.IntRange(0, 7200).Draw(t, "age")) * time.Second)}
+			for j, m := 0, rapid.IntRange(1, 4).Draw(t, "n"); j < m; j++ {
+				img.Blobs = append(img.Blobs, fmt.Sprint("b", rapid.IntRange(0, nBlobs-1).Draw(t, "blob")))
+			}
+			images = append(images, img)
+		}
+		inUse, active := map[string]bool{}, map[string]bool{}
+		for h := range blobs {
+			if rapid.IntRange(0, 5).Draw(t, "used") == 0 {
+				inUse[h] = true
+			}
+		}
+		for _, img := range images {
+			if rapid.IntRange(0, 5).Draw(t, "active") == 0 {
+				active[img.Key] = true
+			}
+		}
+		limit := rapid.Int64Range(0, 600).Draw(t, "limit")
+		plan := planEviction(images, blobs, inUse, active, limit, now, keep)
+
+		evicted := map[string]bool{}
+		for _, k := range plan.Images {
+			evicted[k] = true
+		}
+		protected := map[string]bool{}
+		for _, img := range images {
+			kept := !evicted[img.Key]
+			if !kept && (active[img.Key] || now.Sub(img.LastUsed) < keep || usesAny(img, inUse)) {
+				t.Fatalf("evicted protected image %s", img.Key)
+			}
+			if kept {
+				for _, h := range img.Blobs {
+					protected[h] = true
+				}
+			}
+		}
+		var left int64
+		removed := map[string]bool{}
+		for _, h := range plan.Blobs {
+			if removed[h] {
+				t.Fatalf("blob %s removed twice", h)
+			}
+			removed[h] = true
+			if protected[h] || inUse[h] {
+				t.Fatalf("removed blob %s, which a kept image or a machine reads", h)
+			}
+		}
+		for h, b := range blobs {
+			if !removed[h] {
+				left += b.Size
+			}
+		}
+		if plan.Over > 0 {
+			for _, img := range images {
+				if !evicted[img.Key] && !active[img.Key] && now.Sub(img.LastUsed) >= keep && !usesAny(img, inUse) {
+					t.Fatalf("over the limit by %d, yet image %s, which may go, was kept", plan.Over, img.Key)
+				}
+			}
+		}
+		if plan.Over != max(0, left-limit) {
+			t.Fatalf("Over = %d, but %d bytes are left for a limit of %d", plan.Over, left, limit)
+		}
+	})
 }
