@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -256,5 +258,42 @@ func TestNonPublicRegistriesAreRefused(t *testing.T) {
 	}
 	if _, err := pullWithin(t, c, ref, 20*time.Second); err != nil {
 		t.Fatalf("pull from the allow-listed %s: %v", reg.Host, err)
+	}
+}
+
+// Attack: a tenant names a registry the pool's host has credentials for (in its docker
+// config), to pull with them what the tenant may not read. The cache presents none.
+func TestPullsNeverPresentTheHostsCredentials(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		if a := r.Header.Get("Authorization"); a != "" {
+			seen = append(seen, a)
+		}
+		mu.Unlock()
+		w.Header().Set("WWW-Authenticate", `Basic realm="private"`)
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	// The host's keychain: a docker config with a password for exactly this registry.
+	dir := t.TempDir()
+	config := `{"auths":{"` + host + `":{"auth":"aG9zdDpob3N0LXNlY3JldA=="}}}` // host:host-secret
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DOCKER_CONFIG", dir)
+	c, err := NewCache(t.TempDir(), loopbackOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pullWithin(t, c, host+"/private/os:1", 30*time.Second); err == nil {
+		t.Fatal("a pull from a registry that wants credentials succeeded")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) > 0 {
+		t.Fatalf("the pull presented the host's credentials: %v", seen)
 	}
 }
