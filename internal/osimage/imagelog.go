@@ -27,17 +27,8 @@ type imageLog struct {
 
 func openImageLog(root string) (*imageLog, error) {
 	dir := filepath.Join(root, "images")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("image cache: %w", err)
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("image cache: %w", err)
-	}
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), tempPrefix) {
-			_ = os.Remove(filepath.Join(dir, e.Name())) // a record a crash left half written
-		}
+	if err := makeCacheDir(dir); err != nil {
+		return nil, err
 	}
 	return &imageLog{dir: dir, active: map[string]int{}}, nil
 }

@@ -3,7 +3,6 @@ package osimage
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -18,59 +17,8 @@ import (
 	"time"
 
 	"github.com/anvil-dev/anvil/internal/registrynet"
+	"github.com/anvil-dev/anvil/internal/registrynet/registrynettest"
 )
-
-// silentRegistry accepts connections on loopback and never answers. It reports how many
-// connections it accepted and how many of them are still open.
-type silentRegistry struct {
-	Host           string
-	accepted, open atomic.Int32
-}
-
-func startSilentRegistry(t *testing.T) *silentRegistry {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &silentRegistry{Host: l.Addr().String()}
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close() // so a failing test (a pull still waiting) ends
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			s.accepted.Add(1)
-			s.open.Add(1)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				// Read (and drop) whatever the client sends until it hangs up.
-				_, _ = io.Copy(io.Discard, c)
-				c.Close()
-				s.open.Add(-1)
-			}()
-		}
-	}()
-	return s
-}
 
 // pullWithin pulls with no deadline of its own (as the runtime does) and fails the test if
 // the pull is still running after limit.
@@ -97,7 +45,7 @@ func pullWithin(t *testing.T, c *Cache, reference string, limit time.Duration) (
 // Attack: an image on a registry that accepts the connection and then never answers,
 // to hold the runtime's pull (and its goroutine and connection) forever.
 func TestSilentRegistryFailsThePull(t *testing.T) {
-	reg := startSilentRegistry(t)
+	reg := registrynettest.StartSilent(t)
 	c, err := NewCache(t.TempDir(), CacheOptions{Network: registrynet.Policy{Timeout: time.Second, Allow: registrynet.Loopback}})
 	if err != nil {
 		t.Fatal(err)
@@ -106,15 +54,15 @@ func TestSilentRegistryFailsThePull(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "timeout") {
 		t.Fatalf("pull from a silent registry: %v, want a timeout", err)
 	}
-	if reg.accepted.Load() == 0 {
+	if reg.Accepted.Load() == 0 {
 		t.Fatal("the pull never reached the silent registry")
 	}
 	// The connections are closed by the client, not left waiting.
 	deadline := time.Now().Add(5 * time.Second)
-	for reg.open.Load() > 0 && time.Now().Before(deadline) {
+	for reg.Open.Load() > 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if n := reg.open.Load(); n > 0 {
+	if n := reg.Open.Load(); n > 0 {
 		t.Fatalf("%d connections to the silent registry still open", n)
 	}
 }

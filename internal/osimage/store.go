@@ -30,23 +30,31 @@ type store struct {
 
 func openStore(root string) (*store, error) {
 	dir := filepath.Join(root, "blobs", "sha256")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("image cache: %w", err)
+	if err := makeCacheDir(dir); err != nil {
+		return nil, err
 	}
-	// Temp files are leftovers of a process that stopped mid-write: the folder belongs to
-	// one cache at a time, so none of them is being written now.
+	return &store{dir: dir}, nil
+}
+
+// makeCacheDir makes a folder of the cache and removes its temp files: leftovers of a
+// process that stopped mid-write (the folder belongs to one cache at a time, so none of
+// them is being written now).
+func makeCacheDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("image cache: %w", err)
+	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("image cache: %w", err)
+		return fmt.Errorf("image cache: %w", err)
 	}
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), tempPrefix) {
 			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
-				return nil, fmt.Errorf("image cache: removing leftover %s: %w", e.Name(), err)
+				return fmt.Errorf("image cache: removing leftover %s: %w", e.Name(), err)
 			}
 		}
 	}
-	return &store{dir: dir}, nil
+	return nil
 }
 
 // path is where the blob with this digest lives, whether or not it is there yet.

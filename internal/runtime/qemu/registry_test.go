@@ -1,10 +1,8 @@
 package qemu
 
 import (
-	"net"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +11,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/imageref"
 	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/internal/registrynet"
+	"github.com/anvil-dev/anvil/internal/registrynet/registrynettest"
 )
 
 // withImagePolicy makes cfg pull (and read indexes) with opts, as the runtime command does.
@@ -70,39 +69,13 @@ func TestMachineImagesOnNonPublicRegistriesAreRefused(t *testing.T) {
 // to hold the pool's pull forever. The pull fails within the pool's timeout and the
 // machine says why (and retries, as after any registry failure).
 func TestMachineImageOnASilentRegistryFailsItsPull(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c) // held open, never answered
-			mu.Unlock()
-		}
-	}()
+	silent := registrynettest.StartSilent(t)
 	img := pushTestOS(t, computev1alpha1.ArchitectureAMD64)
 	cfg := withImagePolicy(t, testConfig(t, computev1alpha1.ArchitectureAMD64),
 		osimage.CacheOptions{Network: registrynet.Policy{Timeout: time.Second, Allow: registrynet.Loopback}})
 	rt := newRuntime(t, cfg)
 	spec := machineSpec(img, mriv1alpha1.Architecture_ARCHITECTURE_AMD64)
-	spec.Image.Reference = l.Addr().String() + "/anvil/testos:test"
+	spec.Image.Reference = silent.Host + "/anvil/testos:test"
 	start := time.Now()
 	m := create(t, rt, "silent", spec)
 	msg := imagePulled(t, rt, m.Metadata.Id, "PullFailed")
