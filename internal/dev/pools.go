@@ -3,6 +3,7 @@ package dev
 import (
 	"context"
 	"fmt"
+	"net"
 	"os/exec"
 	"path/filepath"
 
@@ -215,12 +216,17 @@ func startPools(ctx context.Context, o Options, cfg *rest.Config, c client.Clien
 }
 
 // PoolImages is how anvil dev's pools pull: anonymously, from public registries and from
-// anvil dev's own registry on loopback, the one non-public address they may reach.
+// anvil dev's own registry on loopback (by its address, or as localhost), the one
+// non-public registry they may reach.
 func PoolImages(registryHost string) osimage.CacheOptions {
-	allowed, err := registrynet.ParseAllowed(registryHost)
-	if err != nil {
-		// registryHost is the registry's own listening address, never outside input.
-		allowed = registrynet.Loopback[0]
+	var allow []registrynet.Allowed
+	_, port, _ := net.SplitHostPort(registryHost)
+	for _, e := range []string{registryHost, net.JoinHostPort("localhost", port)} {
+		// registryHost is the registry's own listening address, never outside input: an
+		// entry that does not parse is left out (and its pulls refused, saying why).
+		if a, err := registrynet.ParseAllowed(e); err == nil {
+			allow = append(allow, a)
+		}
 	}
-	return osimage.CacheOptions{Network: registrynet.Policy{Allow: []registrynet.Allowed{allowed}}}
+	return osimage.CacheOptions{Network: registrynet.Policy{Allow: allow}}
 }
