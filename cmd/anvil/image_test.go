@@ -42,7 +42,7 @@ func artifactDir(t *testing.T, files map[string]string) string {
 }
 
 func TestImagePushPrintsTheIndexDigestAndPulls(t *testing.T) {
-	reg, err := registry.Start(context.Background(), 0, "")
+	reg, err := registry.Start(context.Background(), 0, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

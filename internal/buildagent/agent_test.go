@@ -37,7 +37,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal("the build agent's test needs root (chroot and mounts, as in a builder)")
 	}
 	ctx := context.Background()
-	reg, err := registry.Start(ctx, 0, "")
+	reg, err := registry.Start(ctx, 0, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestRunWaitsForARegistryThatIsAway(t *testing.T) {
 			if away != "refused" {
 				listen = 0
 			}
-			reg, err := registry.Start(ctx, listen, "")
+			reg, err := registry.Start(ctx, listen, "", nil)
 			if err != nil {
 				t.Fatal(err)
 			}

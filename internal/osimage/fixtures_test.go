@@ -52,7 +52,7 @@ var loopbackOnly = CacheOptions{Network: registrynet.Policy{Allow: registrynet.L
 
 func startRegistry(t testing.TB) *registry.Registry {
 	t.Helper()
-	reg, err := registry.Start(context.Background(), 0, "")
+	reg, err := registry.Start(context.Background(), 0, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

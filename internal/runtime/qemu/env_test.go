@@ -31,7 +31,7 @@ type testImage struct {
 func pushTestOS(t testing.TB, archs ...computev1alpha1.Architecture) testImage {
 	t.Helper()
 	dir := testos.Dir(t)
-	reg, err := registry.Start(context.Background(), 0, "")
+	reg, err := registry.Start(context.Background(), 0, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
