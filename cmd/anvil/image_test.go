@@ -14,6 +14,7 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/internal/registry"
+	"github.com/anvil-dev/anvil/internal/registrynet"
 )
 
 // runAnvil runs the anvil command line in-process and returns its stdout.
@@ -41,7 +42,7 @@ func artifactDir(t *testing.T, files map[string]string) string {
 }
 
 func TestImagePushPrintsTheIndexDigestAndPulls(t *testing.T) {
-	reg, err := registry.Start(context.Background(), 0, "")
+	reg, err := registry.Start(context.Background(), 0, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func TestImagePushPrintsTheIndexDigestAndPulls(t *testing.T) {
 		t.Fatalf("reordered --from gave %q, first push %q", again, out)
 	}
 
-	cache, err := osimage.NewCache(t.TempDir())
+	cache, err := osimage.NewCache(t.TempDir(), osimage.CacheOptions{Network: registrynet.Policy{Allow: registrynet.Loopback}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ func newQEMURuntimeCommand() *cobra.Command {
 		listen, cacheDir, accel string
 		archs                   []string
 		cfg                     = qemu.Config{Name: "qemu", CPUOvercommit: 4, MemoryOvercommit: 1, PowerOffGrace: 10 * time.Second}
+		images                  *imageCacheFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "qemu",
@@ -37,17 +38,22 @@ func newQEMURuntimeCommand() *cobra.Command {
 			if cacheDir == "" {
 				cacheDir = filepath.Join(cfg.StateDir, "cache")
 			}
-			cache, err := osimage.NewCache(cacheDir)
+			opts, err := images.options()
 			if err != nil {
 				return err
 			}
-			cfg.Images, cfg.Index, cfg.Seeds = cache, &imageref.Registry{}, nocloud.WriteISO
+			cache, err := osimage.NewCache(cacheDir, opts)
+			if err != nil {
+				return err
+			}
+			cfg.Images, cfg.Index, cfg.Seeds = cache, &imageref.Registry{Transport: opts.Network.Transport()}, nocloud.WriteISO
 			cfg.Logger = ctrl.Log.WithName("runtime").WithValues("pool", cfg.Name)
 			rt, err := qemu.New(cfg)
 			if err != nil {
 				return err
 			}
 			defer rt.Close()
+			cache.SetInUse(rt.ImageFilesInUse)
 			fmt.Fprintf(cmd.OutOrStdout(), "qemu runtime %s serving on %s (state %s, cache %s)\n", cfg.Name, listen, cfg.StateDir, cacheDir)
 			return mri.Serve(cmd.Context(), listen, rt, mri.AllowPeers(peers...), mri.Pool(cfg.Name))
 		},
@@ -66,6 +72,7 @@ func newQEMURuntimeCommand() *cobra.Command {
 	fl.StringVar(&cfg.QEMUUser, "qemu-user", vm.DefaultUser, "when the runtime runs as root, the unprivileged user QEMU drops to (-runas); it must exist (hack/install-deps.sh creates "+vm.DefaultUser+")")
 	fl.Var(natRefused{}, "network-nat", "NETWORK: outbound NAT for the NICs on NETWORK; not offered yet, refused (see docs/qemu-runtime.md)")
 	fl.DurationVar(&cfg.PowerOffGrace, "power-off-grace", cfg.PowerOffGrace, "how long a guest has to power off on the power button before QEMU is stopped")
+	images = addImageCacheFlags(fl, true)
 	_ = cmd.MarkFlagRequired("state-dir")
 	return cmd
 }

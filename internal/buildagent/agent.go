@@ -11,10 +11,12 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/osimage"
+	"github.com/anvil-dev/anvil/internal/registrynet"
 )
 
 // Run carries out a job in work (an empty folder it may fill), printing its log to console
@@ -62,7 +64,10 @@ func build(ctx context.Context, job *Job, work string, log io.Writer) (Result, *
 	}
 	arch := computev1alpha1.Architecture(job.Architecture)
 	fmt.Fprintf(log, "building %s from %s\n", job.Architecture, job.Base)
-	cache, err := osimage.NewCache(filepath.Join(work, "cache"))
+	// Any address: the agent runs in a builder guest, whose network reaches only the
+	// registry forward it is given. The default keychain is the job's credentials
+	// (Configure), the tenant's own.
+	cache, err := osimage.NewCache(filepath.Join(work, "cache"), osimage.CacheOptions{Network: registrynet.Policy{AnyAddress: true}, Keychain: authn.DefaultKeychain})
 	if err != nil {
 		return fail(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/imagebuild"
 	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/internal/registry"
+	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/test/testos"
 )
 
@@ -36,7 +37,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal("the build agent's test needs root (chroot and mounts, as in a builder)")
 	}
 	ctx := context.Background()
-	reg, err := registry.Start(ctx, 0, "")
+	reg, err := registry.Start(ctx, 0, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ COPY motd /etc/motd
 	}
 
 	// The image under its hash tag holds the steps' results, and the labels.
-	cache, err := osimage.NewCache(t.TempDir())
+	cache, err := osimage.NewCache(t.TempDir(), osimage.CacheOptions{Network: registrynet.Policy{Allow: registrynet.Loopback}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +151,7 @@ func TestRunReportsTheFailingStepAndPushesNoImage(t *testing.T) {
 	if !strings.Contains(tail, "about to fail") {
 		t.Errorf("the log tail lacks the step's output:\n%s", tail)
 	}
-	cache, err := osimage.NewCache(t.TempDir())
+	cache, err := osimage.NewCache(t.TempDir(), osimage.CacheOptions{Network: registrynet.Policy{Allow: registrynet.Loopback}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +208,7 @@ func TestRunWaitsForARegistryThatIsAway(t *testing.T) {
 			if away != "refused" {
 				listen = 0
 			}
-			reg, err := registry.Start(ctx, listen, "")
+			reg, err := registry.Start(ctx, listen, "", nil)
 			if err != nil {
 				t.Fatal(err)
 			}

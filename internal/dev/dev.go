@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -89,11 +90,24 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	defer func() { err = errors.Join(err, cp.Stop()) }()
 
-	reg, err := registry.Start(ctx, o.RegistryPort, filepath.Join(cp.StateDir(), "registry"))
+	regAuth, err := registryAuth(cp.StateDir())
+	if err != nil {
+		return err
+	}
+	reg, err := registry.Start(ctx, o.RegistryPort, filepath.Join(cp.StateDir(), "registry"), regAuth)
 	if err != nil {
 		return fmt.Errorf("%w (choose another with --registry-port)", err)
 	}
 	defer func() { err = errors.Join(err, reg.Stop()) }()
+	dockerConfig, err := writeDockerConfig(cp.StateDir(), reg.Host, regAuth.Push)
+	if err != nil {
+		return err
+	}
+	// This process's pushes (the test OS, the builder image, the manager's build indexes
+	// and tags) go through the default keychain: it reads DOCKER_CONFIG.
+	if err := os.Setenv("DOCKER_CONFIG", dockerConfig); err != nil {
+		return err
+	}
 	testOS := "not published (no --test-os)"
 	if o.TestOSDir != "" {
 		if testOS, err = pushTestOS(ctx, o.TestOSDir, reg.Host); err != nil {
@@ -106,6 +120,7 @@ func Run(ctx context.Context, o Options) (err error) {
 			return err
 		}
 		o.Manager.ImageBuilds = ImageBuilds(reg.Host)
+		o.Manager.ImageBuilds.BuilderPush = builderPush(regAuth)
 	}
 
 	cfg := cp.RESTConfig()
@@ -148,7 +163,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	fmt.Fprintf(o.Out, `anvil dev is up (%.1fs)
   etcd            pid %d, https://127.0.0.1:%d (client certificates only)
   kube-apiserver  pid %d, https://127.0.0.1:%d
-  registry        %s (in this process)
+  registry        %s (in this process; push with DOCKER_CONFIG=%s, anyone may pull)
   test OS         %s
   OS image builds %s
   manager         in this process
@@ -159,7 +174,7 @@ Use it with:
   export KUBECONFIG=%s
   kubectl get machineclasses
 Stop with Ctrl-C; objects are kept for the next start.
-`, time.Since(started).Seconds(), etcdPID, o.ControlPlane.EtcdClientPort, apiserverPID, o.ControlPlane.APIServerPort, reg.Host, testOS, builder,
+`, time.Since(started).Seconds(), etcdPID, o.ControlPlane.EtcdClientPort, apiserverPID, o.ControlPlane.APIServerPort, reg.Host, dockerConfig, testOS, builder,
 		orNone(pools.names),
 		cp.StateDir(), cp.LogDir(), created, len(seeds)-created, cp.KubeconfigPath())
 

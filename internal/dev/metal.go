@@ -56,7 +56,7 @@ func (p poolServer) Close() { _ = p.pool.Stop() }
 
 // StartMetalPool enrols fake-hardware Hosts and a HostPolicy letting every namespace use
 // them, runs Ironic, the Host controller and the metal runtime, and a poollet for the pool.
-func StartMetalPool(ctx context.Context, cfg *rest.Config, c client.Client, stateDir, imageListen, espImage string, wipe site.Wipe, log logr.Logger) (<-chan error, error) {
+func StartMetalPool(ctx context.Context, cfg *rest.Config, c client.Client, stateDir, imageListen, espImage string, wipe site.Wipe, images osimage.CacheOptions, log logr.Logger) (<-chan error, error) {
 	if err := ensureNamespace(ctx, c, MetalNamespace); err != nil {
 		return nil, err
 	}
@@ -67,7 +67,7 @@ func StartMetalPool(ctx context.Context, cfg *rest.Config, c client.Client, stat
 	p, err := pool.Start(ctx, pool.Config{
 		Site: site.Config{RestConfig: cfg, Namespace: MetalNamespace, StateDir: dir, ESPImage: espImage, Wipe: wipe,
 			Logger: log.WithName("site").WithValues("pool", MetalPoolName)},
-		Name: MetalPoolName, ImageCacheDir: filepath.Join(dir, "cache"), ImageListen: imageListen,
+		Name: MetalPoolName, ImageCacheDir: filepath.Join(dir, "cache"), ImageCache: images, ImageListen: imageListen,
 		Logger: log.WithName("runtime").WithValues("pool", MetalPoolName),
 	})
 	if err != nil {
@@ -106,7 +106,7 @@ func startDevMetal(ctx context.Context, cfg *rest.Config, c client.Client, state
 		return fmt.Errorf("the bare-metal pool wipes released servers with anvil's eraser: make eraser builds bin/eraser (or --eraser; --metal-pool=false runs without the pool)")
 	}
 	wipe := site.Wipe{Method: site.WipeEraser, EraserDir: o.EraserDir}
-	errs, err := StartMetalPool(ctx, cfg, c, stateDir, fmt.Sprintf("127.0.0.1:%d", o.MetalImagePort), o.ESPImage, wipe, ctrl.Log)
+	errs, err := StartMetalPool(ctx, cfg, c, stateDir, fmt.Sprintf("127.0.0.1:%d", o.MetalImagePort), o.ESPImage, wipe, PoolImages(registryHost), ctrl.Log)
 	if err != nil {
 		return fmt.Errorf("starting pool %s: %w", MetalPoolName, err)
 	}

@@ -3,6 +3,7 @@ package dev
 import (
 	"context"
 	"fmt"
+	"net"
 	"os/exec"
 	"path/filepath"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/nocloud"
 	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/internal/poollet"
+	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/internal/runtime/fake"
 	"github.com/anvil-dev/anvil/internal/runtime/qemu"
 	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
@@ -78,21 +80,22 @@ func qemuArchitectures(want []computev1alpha1.Architecture) (found []computev1al
 // StartQemuPool runs a qemu runtime for one architecture and its poollet (anvil dev and the
 // boot benchmark use it). Its VMs keep
 // running when anvil dev stops; the next start adopts them.
-func StartQemuPool(ctx context.Context, cfg *rest.Config, stateDir string, arch computev1alpha1.Architecture, networks map[string]qemu.Network, forward []string, log logr.Logger) (<-chan error, error) {
+func StartQemuPool(ctx context.Context, cfg *rest.Config, stateDir string, arch computev1alpha1.Architecture, images osimage.CacheOptions, networks map[string]qemu.Network, forward []string, log logr.Logger) (<-chan error, error) {
 	name := QemuPoolName(arch)
-	cache, err := osimage.NewCache(filepath.Join(stateDir, "pools", name, "cache"))
+	cache, err := osimage.NewCache(filepath.Join(stateDir, "pools", name, "cache"), images)
 	if err != nil {
 		return nil, err
 	}
 	rt, err := qemu.New(qemu.Config{
 		Name: name, StateDir: filepath.Join(stateDir, "pools", name, "vms"),
 		Architectures: []computev1alpha1.Architecture{arch},
-		Images:        cache, Index: &imageref.Registry{}, Seeds: nocloud.WriteISO, Networks: networks, ForwardCommand: forward,
+		Images:        cache, Index: &imageref.Registry{Transport: images.Network.Transport()}, Seeds: nocloud.WriteISO, Networks: networks, ForwardCommand: forward,
 		Logger: log.WithName("runtime").WithValues("pool", name),
 	})
 	if err != nil {
 		return nil, err
 	}
+	cache.SetInUse(rt.ImageFilesInUse)
 	return runPool(ctx, cfg, stateDir, name, rt, "qemu")
 }
 
@@ -194,7 +197,7 @@ func startPools(ctx context.Context, o Options, cfg *rest.Config, c client.Clien
 	if o.QemuPools {
 		archs, missing := qemuArchitectures(o.QemuArchitectures)
 		for _, arch := range archs {
-			errs, err := StartQemuPool(ctx, cfg, stateDir, arch, BuilderNetworks(registryHost), nil, ctrl.Log)
+			errs, err := StartQemuPool(ctx, cfg, stateDir, arch, PoolImages(registryHost), BuilderNetworks(registryHost), nil, ctrl.Log)
 			if err != nil {
 				return nil, fmt.Errorf("starting pool %s: %w", QemuPoolName(arch), err)
 			}
@@ -210,4 +213,20 @@ func startPools(ctx context.Context, o Options, cfg *rest.Config, c client.Clien
 		}
 	}
 	return pools, nil
+}
+
+// PoolImages is how anvil dev's pools pull: anonymously, from public registries and from
+// anvil dev's own registry on loopback (by its address, or as localhost), the one
+// non-public registry they may reach.
+func PoolImages(registryHost string) osimage.CacheOptions {
+	var allow []registrynet.Allowed
+	_, port, _ := net.SplitHostPort(registryHost)
+	for _, e := range []string{registryHost, net.JoinHostPort("localhost", port)} {
+		// registryHost is the registry's own listening address, never outside input: an
+		// entry that does not parse is left out (and its pulls refused, saying why).
+		if a, err := registrynet.ParseAllowed(e); err == nil {
+			allow = append(allow, a)
+		}
+	}
+	return osimage.CacheOptions{Network: registrynet.Policy{Allow: allow}}
 }

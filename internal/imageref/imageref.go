@@ -4,20 +4,26 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/registrynet"
 )
 
-// Registry reads image manifests, caching answers: forever for digest references (they
-// cannot change), for TagTTL for tags.
+// Registry reads image manifests, anonymously, caching answers: forever for digest
+// references (they cannot change), for TagTTL for tags.
 type Registry struct {
 	TagTTL time.Duration
+	// Transport reaches registries (nil: registrynet's timeouts, any address). A runtime
+	// passes its image cache's, so both refuse the same registries.
+	Transport http.RoundTripper
 
 	mu    sync.Mutex
 	cache map[string]entry
@@ -50,7 +56,7 @@ func (r *Registry) lookup(ctx context.Context, reference string) (entry, error) 
 	if ok && (pinned || time.Since(e.at) < r.TagTTL) {
 		return e, nil
 	}
-	e, err := fetch(ctx, reference)
+	e, err := fetch(ctx, reference, r.transport())
 	if err != nil {
 		return entry{}, err
 	}
@@ -63,7 +69,17 @@ func (r *Registry) lookup(ctx context.Context, reference string) (entry, error) 
 	return e, nil
 }
 
-func fetch(ctx context.Context, reference string) (entry, error) {
+// defaultTransport bounds every wait; the address policy is the caller's (a runtime's).
+var defaultTransport = registrynet.Policy{AnyAddress: true}.Transport()
+
+func (r *Registry) transport() http.RoundTripper {
+	if r.Transport != nil {
+		return r.Transport
+	}
+	return defaultTransport
+}
+
+func fetch(ctx context.Context, reference string, transport http.RoundTripper) (entry, error) {
 	var opts []name.Option
 	if loopback(reference) {
 		opts = append(opts, name.Insecure)
@@ -72,7 +88,7 @@ func fetch(ctx context.Context, reference string) (entry, error) {
 	if err != nil {
 		return entry{}, fmt.Errorf("image reference %q: %w", reference, err)
 	}
-	desc, err := remote.Get(ref, remote.WithContext(ctx))
+	desc, err := remote.Get(ref, remote.WithContext(ctx), remote.WithTransport(transport), remote.WithAuth(authn.Anonymous))
 	if err != nil {
 		return entry{}, fmt.Errorf("reading image %s: %w", reference, err)
 	}

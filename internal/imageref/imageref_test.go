@@ -19,7 +19,7 @@ import (
 // reference and digest.
 func pushIndex(t *testing.T) (ref string, digest v1.Hash, reg *registry.Registry) {
 	t.Helper()
-	reg, err := registry.Start(context.Background(), 0, "")
+	reg, err := registry.Start(context.Background(), 0, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

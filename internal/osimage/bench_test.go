@@ -33,7 +33,7 @@ func BenchmarkColdPull(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		c, err := NewCache(dir)
+		c, err := NewCache(dir, loopbackOnly)
 		if err != nil {
 			b.Fatal(err)
 		}

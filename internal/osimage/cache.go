@@ -17,31 +17,74 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/registrynet"
 )
 
 // maxMetadata bounds the manifests and configs read into memory from a registry.
 const maxMetadata = 4 << 20
 
+// DefaultMaxLayerBytes bounds one layer when CacheOptions set no limit.
+const DefaultMaxLayerBytes = 16 << 30
+
+// CacheOptions limit what a Cache fetches and keeps. The zero value is safe: default
+// timeouts and layer limit, non-public registries refused, no eviction.
+type CacheOptions struct {
+	// Network is how registries are reached (timeouts, allowed addresses).
+	Network registrynet.Policy
+	// Keychain holds the credentials pulls present; nil pulls anonymously, as a runtime
+	// pulling for tenants must (never the host's keychain). The build agent, inside a
+	// tenant's builder guest, gives the tenant's own (its job's registry Secrets).
+	Keychain authn.Keychain
+	// MaxLayerBytes refuses a layer (a kernel, an initramfs, a disk) a manifest says is
+	// larger, before any of it is fetched (0: DefaultMaxLayerBytes).
+	MaxLayerBytes int64
+	// MaxBytes, when positive, is the size the cache is brought back under after each
+	// pull, by evicting the images no machine uses, least recently used first.
+	MaxBytes int64
+	// KeepRecent protects an image used this recently from eviction (0: a minute), so
+	// an image a runtime has just pulled, and not yet recorded as in use, stays.
+	KeepRecent time.Duration
+}
+
 // Cache is a content-addressed store of pulled layers shared by every VM of a runtime.
 // Manifests and configs are stored beside the layers, so pulling a digest already in the
 // cache asks no registry anything. One folder belongs to one Cache at a time.
+//
+// It pulls anonymously unless given a keychain: it runs on a host for tenants, and must
+// never lend them the host's registry credentials.
 type Cache struct {
 	store  *store
 	puller *remote.Puller
+	opts   CacheOptions
+	images *imageLog
 }
 
 // NewCache opens (creating if needed) the cache in dir, dropping writes left unfinished
 // by a crash.
-func NewCache(dir string) (*Cache, error) {
+func NewCache(dir string, opts CacheOptions) (*Cache, error) {
+	if opts.MaxLayerBytes <= 0 {
+		opts.MaxLayerBytes = DefaultMaxLayerBytes
+	}
+	if opts.KeepRecent <= 0 {
+		opts.KeepRecent = time.Minute
+	}
 	s, err := openStore(dir)
 	if err != nil {
 		return nil, err
 	}
-	p, err := remote.NewPuller(remote.WithAuthFromKeychain(authn.DefaultKeychain))
+	images, err := openImageLog(dir)
 	if err != nil {
 		return nil, err
 	}
-	return &Cache{store: s, puller: p}, nil
+	auth := remote.WithAuth(authn.Anonymous)
+	if opts.Keychain != nil {
+		auth = remote.WithAuthFromKeychain(opts.Keychain)
+	}
+	p, err := remote.NewPuller(remote.WithTransport(opts.Network.Transport()), auth)
+	if err != nil {
+		return nil, err
+	}
+	return &Cache{store: s, puller: p, opts: opts, images: images}, nil
 }
 
 // Entry is one architecture's image of an OS image, as its manifests say: enough for a
@@ -52,6 +95,11 @@ type Entry struct {
 	KernelCommandLine string
 	// Layers are the image manifest's layers, each with an anvil media type.
 	Layers []v1.Descriptor
+
+	// key names the image in the cache's records; blobs are the manifests and config
+	// read to find it.
+	key   string
+	blobs []string
 }
 
 // Entry reads (from the cache when it has them) the manifests and config of the entry of
@@ -101,6 +149,11 @@ func (c *Cache) Entry(ctx context.Context, reference, digest string, arch comput
 	if err != nil {
 		return Entry{}, fmt.Errorf("%s@%s: %w", repo, top, err)
 	}
+	e.key = top.Hex + "-" + string(arch)
+	e.blobs = append(e.blobs, top.Hex)
+	if fromIndex {
+		e.blobs = append(e.blobs, digestOf(raw).Hex)
+	}
 	if e.Architecture != arch {
 		if fromIndex {
 			return Entry{}, fmt.Errorf("%s@%s: the index entry for %s holds a %s image", repo, top, arch, e.Architecture)
@@ -113,10 +166,36 @@ func (c *Cache) Entry(ctx context.Context, reference, digest string, arch comput
 // Pull fetches (once, even when called concurrently) the layers of the entry Entry names
 // and returns its files as paths inside the cache (callers must not modify them). A qcow2
 // disk whose header names another file is refused with ErrUnsafeDisk.
+//
+// With CacheOptions.MaxBytes set, each pull ends by evicting images no machine uses.
 func (c *Cache) Pull(ctx context.Context, reference, digest string, arch computev1alpha1.Architecture) (Files, error) {
+	files, err := c.pull(ctx, reference, digest, arch)
+	if err := c.evict(ctx); err != nil {
+		logr.FromContextOrDiscard(ctx).Error(err, "Image cache eviction failed")
+	}
+	return files, err
+}
+
+func (c *Cache) pull(ctx context.Context, reference, digest string, arch computev1alpha1.Architecture) (Files, error) {
 	e, err := c.Entry(ctx, reference, digest, arch)
 	if err != nil {
 		return Files{}, err
+	}
+	blobs := e.blobs
+	for _, l := range e.Layers {
+		// Refused on the manifest's word, before any byte: the store then refuses a
+		// registry that sends more than the manifest said.
+		if l.Size > c.opts.MaxLayerBytes {
+			return Files{}, fmt.Errorf("%s: layer %s: %w: %d bytes, the pool's limit is %d (--max-layer-size)", reference, l.Digest, ErrTooLarge, l.Size, c.opts.MaxLayerBytes)
+		}
+		blobs = append(blobs, l.Digest.Hex)
+	}
+	// Active and recorded before any layer is fetched, so eviction keeps what it reads.
+	// (A manifest evicted while Entry read it fails this pull; the runtime pulls again.)
+	done := c.images.begin(e.key)
+	defer done()
+	if err := c.images.record(e.key, reference, blobs); err != nil {
+		return Files{}, fmt.Errorf("image cache: %w", err)
 	}
 	files := Files{Architecture: e.Architecture, KernelCommandLine: e.KernelCommandLine}
 	for _, l := range e.Layers {
@@ -140,7 +219,17 @@ func (c *Cache) Pull(ctx context.Context, reference, digest string, arch compute
 			files.Disk, files.DiskFormat = p, DiskFormatQCOW2
 		}
 	}
+	// Last use is the end of the pull: a long pull is not "least recently used".
+	if err := c.images.record(e.key, reference, blobs); err != nil {
+		return Files{}, fmt.Errorf("image cache: %w", err)
+	}
 	return files, nil
+}
+
+// digestOf is the sha256 digest of bytes already checked against it by the store.
+func digestOf(b []byte) v1.Hash {
+	h, _, _ := v1.SHA256(bytes.NewReader(b))
+	return h
 }
 
 // topLevel is the digest to pull: the one asked for, the reference's own, or its tag's.
@@ -212,7 +301,8 @@ func (c *Cache) entry(ctx context.Context, repo name.Repository, raw []byte) (En
 	if err != nil {
 		return Entry{}, err
 	}
-	return Entry{Repository: repo, Architecture: cfg.Architecture, KernelCommandLine: cfg.KernelCommandLine, Layers: m.Layers}, nil
+	return Entry{Repository: repo, Architecture: cfg.Architecture, KernelCommandLine: cfg.KernelCommandLine, Layers: m.Layers,
+		blobs: []string{m.Config.Digest.Hex}}, nil
 }
 
 // blob makes the blob of a descriptor present in the cache and returns its path.

@@ -19,6 +19,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/registry"
+	"github.com/anvil-dev/anvil/internal/registrynet"
 )
 
 // writeArtifacts writes random kernel and initramfs files of the given sizes for arch
@@ -46,9 +47,12 @@ func writeRandom(t testing.TB, path string, size int) string {
 	return path
 }
 
+// loopbackOnly is the cache options of tests, whose registries are on loopback.
+var loopbackOnly = CacheOptions{Network: registrynet.Policy{Allow: registrynet.Loopback}}
+
 func startRegistry(t testing.TB) *registry.Registry {
 	t.Helper()
-	reg, err := registry.Start(context.Background(), 0, "")
+	reg, err := registry.Start(context.Background(), 0, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

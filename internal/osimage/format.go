@@ -69,4 +69,6 @@ var (
 	ErrNotOSImage = errors.New("not an anvil OS image")
 	// ErrBadReference means the reference or digest does not parse.
 	ErrBadReference = errors.New("malformed image reference")
+	// ErrTooLarge means a layer is larger than the cache accepts.
+	ErrTooLarge = errors.New("layer too large")
 )

@@ -49,7 +49,7 @@ func pushTwoArch(t testing.TB, host string) (map[computev1alpha1.Architecture]Fi
 func newCache(t testing.TB) (*Cache, string) {
 	t.Helper()
 	dir := t.TempDir()
-	c, err := NewCache(dir)
+	c, err := NewCache(dir, loopbackOnly)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,23 +30,31 @@ type store struct {
 
 func openStore(root string) (*store, error) {
 	dir := filepath.Join(root, "blobs", "sha256")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("image cache: %w", err)
+	if err := makeCacheDir(dir); err != nil {
+		return nil, err
 	}
-	// Temp files are leftovers of a process that stopped mid-write: the folder belongs to
-	// one cache at a time, so none of them is being written now.
+	return &store{dir: dir}, nil
+}
+
+// makeCacheDir makes a folder of the cache and removes its temp files: leftovers of a
+// process that stopped mid-write (the folder belongs to one cache at a time, so none of
+// them is being written now).
+func makeCacheDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("image cache: %w", err)
+	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("image cache: %w", err)
+		return fmt.Errorf("image cache: %w", err)
 	}
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), tempPrefix) {
 			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
-				return nil, fmt.Errorf("image cache: removing leftover %s: %w", e.Name(), err)
+				return fmt.Errorf("image cache: removing leftover %s: %w", e.Name(), err)
 			}
 		}
 	}
-	return &store{dir: dir}, nil
+	return nil
 }
 
 // path is where the blob with this digest lives, whether or not it is there yet.
@@ -188,4 +196,38 @@ func (k *keyedMutex) lock(ctx context.Context, key string) (unlock func(), err e
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// list returns every blob in the store with its size and modification time.
+func (s *store) list() (map[string]cachedBlob, error) {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]cachedBlob{}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), tempPrefix) {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue // removed meanwhile
+		}
+		out[e.Name()] = cachedBlob{Size: info.Size(), Modified: info.ModTime()}
+	}
+	return out, nil
+}
+
+// remove deletes a blob, waiting for a write of it in progress.
+func (s *store) remove(hexDigest string) error {
+	unlock, err := s.locks.lock(context.Background(), hexDigest)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	err = os.Remove(filepath.Join(s.dir, hexDigest))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
 }

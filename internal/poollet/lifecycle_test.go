@@ -129,7 +129,7 @@ func TestDeleteWhileRuntimeDown(t *testing.T) {
 // A tag on a registry is resolved by the poollet to the digest the runtime gets.
 func TestTagResolvedThroughTheRegistry(t *testing.T) {
 	startControllers(t)
-	reg, err := registry.Start(context.Background(), 0, "")
+	reg, err := registry.Start(context.Background(), 0, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

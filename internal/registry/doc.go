@@ -2,5 +2,6 @@
 // loopback port, storing in a folder (anvil dev) or in memory (tests). Any OCI registry
 // works in a fleet; this one exists so a laptop or CI needs nothing else.
 //
-// It listens only on 127.0.0.1 and offers no authentication: it must never be exposed.
+// It listens only on 127.0.0.1. Given an Auth, it takes writes only from the holder of
+// the push credential; reads are open to anyone who reaches it.
 package registry

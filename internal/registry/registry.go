@@ -25,8 +25,8 @@ type Registry struct {
 }
 
 // Start serves a registry on 127.0.0.1:port (0 picks a free port). An empty dir keeps
-// blobs in memory.
-func Start(ctx context.Context, port int, dir string) (*Registry, error) {
+// blobs in memory. With auth, only its push credential may write; without, anyone may.
+func Start(ctx context.Context, port int, dir string, auth *Auth) (*Registry, error) {
 	storage := configuration.Storage{"inmemory": configuration.Parameters{}}
 	if dir != "" {
 		storage = configuration.Storage{"filesystem": configuration.Parameters{"rootdirectory": dir}}
@@ -37,7 +37,10 @@ func Start(ctx context.Context, port int, dir string) (*Registry, error) {
 	cfg.HTTP.Secret = "anvil-local-registry" // signs upload state; the registry is loopback-only
 	// distribution logs through logrus; keep its request logs out of anvil's output.
 	logrus.SetOutput(io.Discard)
-	app := handlers.NewApp(ctx, cfg)
+	var app http.Handler = handlers.NewApp(ctx, cfg)
+	if auth != nil {
+		app = auth.wrap(app)
+	}
 
 	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	if err != nil {

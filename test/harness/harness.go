@@ -104,7 +104,7 @@ func Start() (*Env, error) {
 		_ = te.Stop()
 		return nil, fmt.Errorf("installing anvil's admission policies: %w", err)
 	}
-	reg, err := registry.Start(context.Background(), 0, "")
+	reg, err := registry.Start(context.Background(), 0, "", nil)
 	if err != nil {
 		_ = te.Stop()
 		return nil, err

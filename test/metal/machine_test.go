@@ -23,6 +23,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/metal/pool"
 	"github.com/anvil-dev/anvil/internal/metal/site"
 	"github.com/anvil-dev/anvil/internal/osimage"
+	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/test/metalpool"
 	"github.com/anvil-dev/anvil/test/testos"
 )
@@ -67,7 +68,7 @@ func startMetalPool(t *testing.T, name, ns string) *pool.Pool {
 	p, err := metalpool.Start(ctx, env.Config, env.Client, pool.Config{
 		Site: site.Config{RestConfig: env.Config, Namespace: ns, StateDir: dir, BusyPoll: 500 * time.Millisecond,
 			ESPImage: testos.ESPImage(t), Wipe: site.Wipe{Method: site.WipeEraser, EraserDir: testos.EraserDir(t)}},
-		Name: name, ImageCacheDir: filepath.Join(dir, "cache"),
+		Name: name, ImageCacheDir: filepath.Join(dir, "cache"), ImageCache: osimage.CacheOptions{Network: registrynet.Policy{Allow: registrynet.Loopback}},
 	}, 2*time.Second)
 	if err != nil {
 		t.Fatalf("starting the metal pool: %v", err)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
+
 	"github.com/anvil-dev/anvil/internal/osimage"
 )
 
@@ -24,6 +26,10 @@ type Config struct {
 	// (DefaultSecretRecheck when zero). The manager holds no list or watch on Secrets (it
 	// would read every Secret of the cluster), so a Secret's edit is found by looking.
 	SecretRecheck time.Duration
+	// BuilderPush, when set, is the credential builders push to the registry with (the
+	// registry takes writes only with it), unless the OSImage's push Secret names the
+	// registry itself. The controllers' own reads and writes use the manager's keychain.
+	BuilderPush *authn.Basic
 }
 
 // DefaultSecretRecheck is SecretRecheck when unset.

@@ -2,7 +2,9 @@ package osimage
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -91,6 +93,12 @@ func (r *OSImageReconciler) dockerConfig(ctx context.Context, o *imagesv1alpha1.
 			if _, ok := auths[host]; !ok { // the push Secret's come first
 				auths[host] = auth
 			}
+		}
+	}
+	if p := r.Config.BuilderPush; p != nil {
+		if _, ok := auths[r.Config.GuestRegistry]; !ok {
+			auth := base64.StdEncoding.EncodeToString([]byte(p.Username + ":" + p.Password))
+			auths[r.Config.GuestRegistry] = json.RawMessage(fmt.Sprintf(`{"auth":%q}`, auth))
 		}
 	}
 	if len(auths) == 0 {

@@ -12,7 +12,18 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/osimage"
+	"github.com/anvil-dev/anvil/internal/registrynet"
 )
+
+// registryTransport bounds every wait on the builders' registry.
+var registryTransport = registrynet.Policy{AnyAddress: true}.Transport()
+
+// registryOptions use the manager's own credentials: every reference here (an OSImage's
+// base and output) was checked to be on the builders' registry (Config.guestReference),
+// the admin's, never one a tenant chose.
+func registryOptions(ctx context.Context) []remote.Option {
+	return []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain), remote.WithTransport(registryTransport)}
+}
 
 // errNotOSImageIndex says a reference is not an anvil OS image index.
 var errNotOSImageIndex = errors.New("not an anvil OS image index")
@@ -24,7 +35,7 @@ func indexEntries(ctx context.Context, reference string) (pinned string, entries
 	if err != nil {
 		return "", nil, err
 	}
-	desc, err := remote.Get(ref, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain))
+	desc, err := remote.Get(ref, registryOptions(ctx)...)
 	if err != nil {
 		return "", nil, osimage.RemoteError(reference, err)
 	}
@@ -58,7 +69,7 @@ func tagDigest(ctx context.Context, repository, tag string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	desc, err := remote.Head(ref, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain))
+	desc, err := remote.Head(ref, registryOptions(ctx)...)
 	if err != nil {
 		if errors.Is(osimage.RemoteError(ref.String(), err), osimage.ErrImageNotFound) {
 			return "", nil
@@ -78,7 +89,7 @@ func publishIndex(ctx context.Context, repository, tag string, entries map[strin
 	}
 	images := make([]v1.Image, 0, len(entries))
 	for arch, digest := range entries {
-		img, err := remote.Image(repo.Context().Digest(digest), remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain))
+		img, err := remote.Image(repo.Context().Digest(digest), registryOptions(ctx)...)
 		if err != nil {
 			return "", osimage.RemoteError(fmt.Sprintf("%s entry %s", arch, digest), err)
 		}
@@ -101,7 +112,7 @@ func publishIndex(ctx context.Context, repository, tag string, entries map[strin
 		return "", err
 	}
 	// The tag moves last, and in one write: it never names a partial index.
-	if err := remote.Tag(repo.(name.Tag), idx, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
+	if err := remote.Tag(repo.(name.Tag), idx, registryOptions(ctx)...); err != nil {
 		return "", osimage.RemoteError("moving "+repo.String(), err)
 	}
 	return d.String(), nil

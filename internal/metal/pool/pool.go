@@ -24,6 +24,8 @@ type Config struct {
 	Name string
 	// ImageCacheDir holds the OS images whose disks are served to servers.
 	ImageCacheDir string
+	// ImageCache limits what the cache fetches (registry addresses, timeouts, sizes).
+	ImageCache osimage.CacheOptions
 	// ImageListen is the image server's address (default 127.0.0.1:0). Keep it fixed
 	// across restarts: provisioned Hosts' image URLs name it.
 	ImageListen string
@@ -58,7 +60,7 @@ func Start(ctx context.Context, cfg Config) (*Pool, error) {
 	// The runtime reads Hosts, HostPolicies and HardwareData of the site's namespace: the
 	// site's cache holds them already (one cache in the process).
 	c := s.Manager.GetCache()
-	images, err := osimage.NewCache(cfg.ImageCacheDir)
+	images, err := osimage.NewCache(cfg.ImageCacheDir, cfg.ImageCache)
 	if err != nil {
 		return fail(err)
 	}

@@ -17,6 +17,7 @@ import (
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/osimage"
+	"github.com/anvil-dev/anvil/internal/registrynet"
 )
 
 // condition returns the machine's condition of type t, or nil.
@@ -34,7 +35,7 @@ func condition(m *mriv1alpha1.Machine, t string) *mriv1alpha1.Condition {
 func TestHostFailureReachesMachine(t *testing.T) {
 	s := newSite(t, 1)
 	img := s.images["os"]
-	cache, err := osimage.NewCache(s.cacheDir)
+	cache, err := osimage.NewCache(s.cacheDir, osimage.CacheOptions{Network: registrynet.Policy{Allow: registrynet.Loopback}})
 	if err != nil {
 		t.Fatal(err)
 	}

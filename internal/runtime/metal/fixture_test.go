@@ -22,6 +22,7 @@ import (
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/mri"
 	"github.com/anvil-dev/anvil/internal/osimage"
+	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/test/harness"
 )
 
@@ -201,7 +202,7 @@ func (s *site) startOn(listen string) (*running, error) {
 	if err != nil {
 		return nil, err
 	}
-	images, err := osimage.NewCache(s.cacheDir)
+	images, err := osimage.NewCache(s.cacheDir, osimage.CacheOptions{Network: registrynet.Policy{Allow: registrynet.Loopback}})
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/nocloud"
 	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/internal/registry"
+	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/test/testos"
 )
 
@@ -30,7 +31,7 @@ type testImage struct {
 func pushTestOS(t testing.TB, archs ...computev1alpha1.Architecture) testImage {
 	t.Helper()
 	dir := testos.Dir(t)
-	reg, err := registry.Start(context.Background(), 0, "")
+	reg, err := registry.Start(context.Background(), 0, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,14 +72,14 @@ func testConfig(t testing.TB, archs ...computev1alpha1.Architecture) Config {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(root) })
-	cache, err := osimage.NewCache(filepath.Join(root, "cache"))
+	cache, err := osimage.NewCache(filepath.Join(root, "cache"), osimage.CacheOptions{Network: registrynet.Policy{Allow: registrynet.Loopback}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := Config{
 		Name: "qemu", StateDir: filepath.Join(root, "state"), Architectures: archs,
 		PowerOffGrace: 10 * time.Second,
-		Images:        cache, Index: &imageref.Registry{}, Seeds: nocloud.WriteISO,
+		Images:        cache, Index: &imageref.Registry{Transport: registrynet.Policy{Allow: registrynet.Loopback}.Transport()}, Seeds: nocloud.WriteISO,
 		Logger: testr.NewWithInterface(t, testr.Options{Verbosity: 1}),
 	}
 	t.Cleanup(func() { killQEMUsUnder(t, cfg.StateDir) })

@@ -142,7 +142,7 @@ func TestRefusesADiskThatNamesAHostFile(t *testing.T) {
 // without anvil's own checks, and returns it.
 func pushRawImage(t *testing.T, arch computev1alpha1.Architecture, layers map[types.MediaType]string) testImage {
 	t.Helper()
-	reg, err := registry.Start(context.Background(), 0, "")
+	reg, err := registry.Start(context.Background(), 0, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

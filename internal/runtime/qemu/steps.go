@@ -13,6 +13,7 @@ import (
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/mri"
 	"github.com/anvil-dev/anvil/internal/osimage"
+	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
 )
 
@@ -62,6 +63,11 @@ func (w *worker) startPull() {
 			m.rec.Failure = &failure{Reason: "ImageNotFound", Message: err.Error()}
 		case errors.Is(err, osimage.ErrUnsafeDisk):
 			m.rec.Failure = &failure{Reason: "UnsafeImage", Message: err.Error()}
+		case errors.As(err, new(*registrynet.RefusedError)):
+			// The pool's allow-list is its configuration: pulling again cannot help.
+			m.rec.Failure = &failure{Reason: "RegistryRefused", Message: err.Error()}
+		case errors.Is(err, osimage.ErrTooLarge):
+			m.rec.Failure = &failure{Reason: "ImageTooLarge", Message: err.Error()}
 		case errors.Is(err, osimage.ErrNotOSImage):
 			// Content does not change under a digest: pulling again cannot help.
 			m.rec.Failure = &failure{Reason: "NotOSImage", Message: err.Error()}

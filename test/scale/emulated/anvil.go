@@ -26,6 +26,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/metal/site"
 	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/internal/provisioner"
+	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/test/harness"
 	"github.com/anvil-dev/anvil/test/metalpool"
 )
@@ -100,7 +101,7 @@ func startAnvil(ctx context.Context, env *harness.Env, o options, state, testOS,
 			MaxConcurrentDeploy: o.maxDeploy, BusyPoll: time.Second, Logger: logr.Discard(),
 			Wipe:            site.Wipe{Method: site.WipeEraser, EraserDir: eraser},
 			WrapProvisioner: func(p provisioner.Provisioner) provisioner.Provisioner { inner = p; return p }},
-		Name: poolName, ImageCacheDir: filepath.Join(state, "pool", "cache"), Logger: logr.Discard(),
+		Name: poolName, ImageCacheDir: filepath.Join(state, "pool", "cache"), ImageCache: osimage.CacheOptions{Network: registrynet.Policy{Allow: registrynet.Loopback}}, Logger: logr.Discard(),
 	}, 2*time.Second)
 	if err != nil {
 		_ = e.Close()

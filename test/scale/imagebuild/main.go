@@ -19,6 +19,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/dev"
 	"github.com/anvil-dev/anvil/internal/manager"
 	"github.com/anvil-dev/anvil/internal/osimage"
+	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/test/harness"
 )
 
@@ -105,7 +106,7 @@ func run(rounds int) error {
 	go func() { mgrDone <- mgr.Start(ctx) }()
 	defer func() { cancel(); <-mgrDone }()
 	for _, a := range architectures {
-		poolErrs, err := dev.StartQemuPool(ctx, env.Config, state, a, dev.BuilderNetworks(reg), forward, logr.Discard())
+		poolErrs, err := dev.StartQemuPool(ctx, env.Config, state, a, osimage.CacheOptions{Network: registrynet.Policy{Allow: registrynet.Loopback}}, dev.BuilderNetworks(reg), forward, logr.Discard())
 		if err != nil {
 			return err
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/dev"
 	"github.com/anvil-dev/anvil/internal/manager"
 	"github.com/anvil-dev/anvil/internal/osimage"
+	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/test/harness"
 )
 
@@ -93,7 +94,7 @@ func run(rounds int, arch computev1alpha1.Architecture) error {
 	mgrDone := make(chan error, 1)
 	go func() { mgrDone <- mgr.Start(ctx) }()
 	defer func() { cancel(); <-mgrDone }()
-	poolErrs, err := dev.StartQemuPool(ctx, env.Config, state, arch, nil, nil, logr.Discard())
+	poolErrs, err := dev.StartQemuPool(ctx, env.Config, state, arch, osimage.CacheOptions{Network: registrynet.Policy{Allow: registrynet.Loopback}}, nil, nil, logr.Discard())
 	if err != nil {
 		return err
 	}
@@ -147,7 +148,7 @@ func coldPulls(ctx context.Context, image string, arch computev1alpha1.Architect
 		if err != nil {
 			return nil, 0, err
 		}
-		cache, err := osimage.NewCache(dir)
+		cache, err := osimage.NewCache(dir, osimage.CacheOptions{Network: registrynet.Policy{Allow: registrynet.Loopback}})
 		if err != nil {
 			return nil, 0, err
 		}

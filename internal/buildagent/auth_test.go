@@ -1,0 +1,73 @@
+package buildagent
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	imagesv1alpha1 "github.com/anvil-dev/anvil/api/images/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/imagebuild"
+	"github.com/anvil-dev/anvil/internal/osimage"
+	"github.com/anvil-dev/anvil/internal/registry"
+	"github.com/anvil-dev/anvil/test/testos"
+)
+
+// A registry that takes writes only with its push credential (anvil dev's): a builder
+// whose job carries the credential (as the controller gives it) pulls its base and pushes
+// its image and log.
+func TestRunPushesWithTheJobsCredential(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("the build agent's test needs root (chroot and mounts, as in a builder)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	push := registry.Credential{Username: "anvil-push", Password: "s3cret"}
+	reg, err := registry.Start(ctx, 0, "", &registry.Auth{Push: push})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Stop() })
+	config := []byte(`{"auths":{"` + reg.Host + `":{"auth":"` + base64.StdEncoding.EncodeToString([]byte(push.Username+":"+push.Password)) + `"}}}`)
+
+	// Publishing the base needs the credential too; Configure sets it process-wide.
+	t.Setenv("DOCKER_CONFIG", t.TempDir())
+	job := &Job{DockerConfig: config}
+	if err := Configure(job, t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	base, _, err := osimage.PushDirs(ctx, reg.Host+"/anvil/testos:1", map[computev1alpha1.Architecture]string{
+		computev1alpha1.ArchitectureAMD64: filepath.Join(testos.Dir(t), "amd64"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := imagebuild.Recipe{Containerfiles: []imagesv1alpha1.Containerfile{{Content: "RUN echo built > /etc/built\n"}}}.
+		ForArchitecture("amd64", "sha256:base", "sha256:builder")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash := plan.Inputs.Hash()
+	job = &Job{Architecture: "amd64", Base: base, Output: reg.Host + "/team/os", Tag: imagebuild.HashTag("amd64", hash),
+		LogTag: "log-amd64-" + hash[:12] + "-1", Program: plan.Program, SourceDateEpoch: 1700000000, DockerConfig: config}
+	var console bytes.Buffer
+	res, err := Run(ctx, job, t.TempDir(), &console)
+	if err != nil || res.Status != StatusSucceeded {
+		t.Fatalf("Run() = %+v, %v\nconsole:\n%s", res, err, console.String())
+	}
+	// Anyone reads what it pushed.
+	ref, err := osimage.ParseReference(job.Output + ":" + job.Tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := remote.Head(ref, remote.WithAuth(authn.Anonymous)); err != nil {
+		t.Fatalf("the pushed image: %v", err)
+	}
+}

@@ -1,0 +1,114 @@
+package registrynet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"time"
+)
+
+// DefaultTimeout bounds each wait on a registry when a Policy sets none.
+const DefaultTimeout = 30 * time.Second
+
+// Policy is how a process talks to registries tenants name.
+type Policy struct {
+	// Timeout bounds each wait: connecting, the TLS handshake, the response's headers and
+	// every read of its body, so a registry that accepts and then goes silent fails the
+	// call instead of holding it. It does not bound a transfer that keeps moving.
+	// Zero means DefaultTimeout.
+	Timeout time.Duration
+	// Allow lists the non-public registries that may be reached; every other loopback,
+	// link-local or private address is refused.
+	Allow []Allowed
+	// AnyAddress turns the address check off, for a process whose own network is the
+	// boundary (a build agent inside its builder guest).
+	AnyAddress bool
+}
+
+func (p Policy) timeout() time.Duration {
+	if p.Timeout > 0 {
+		return p.Timeout
+	}
+	return DefaultTimeout
+}
+
+// Transport returns a new HTTP transport that applies the policy. It uses no proxy: a
+// proxy would make the connection the policy checks a connection to the proxy.
+func (p Policy) Transport() *http.Transport {
+	t := p.timeout()
+	return &http.Transport{
+		Proxy:                 nil,
+		DialContext:           p.dial,
+		ForceAttemptHTTP2:     true,
+		TLSHandshakeTimeout:   t,
+		ResponseHeaderTimeout: t,
+		ExpectContinueTimeout: time.Second,
+		IdleConnTimeout:       90 * time.Second,
+		MaxIdleConns:          100,
+	}
+}
+
+// dial resolves the host, checks every address it resolves to, and connects to a checked
+// address (never resolving again), each read then bounded by the timeout.
+func (p Policy) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return nil, fmt.Errorf("registry %s: port %q", addr, portStr)
+	}
+	d := &net.Dialer{Timeout: p.timeout(), KeepAlive: 30 * time.Second}
+	var ips []netip.Addr
+	if ip, err := netip.ParseAddr(host); err == nil {
+		ips = []netip.Addr{ip}
+	} else {
+		rctx, cancel := context.WithTimeout(ctx, p.timeout())
+		ips, err = net.DefaultResolver.LookupNetIP(rctx, "ip", host)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("registry %s: %w", addr, err)
+		}
+	}
+	if !p.AnyAddress {
+		// Every address, not only the one dialled: which one a later connection gets is
+		// the resolver's choice.
+		for _, ip := range ips {
+			if err := Check(host, ip, port, p.Allow); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var errs []error
+	for _, ip := range ips {
+		c, err := d.DialContext(ctx, network, netip.AddrPortFrom(ip.Unmap(), uint16(port)).String())
+		if err == nil {
+			return &idleConn{Conn: c, timeout: p.timeout()}, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("registry %s: %w", addr, errors.Join(errs...))
+}
+
+// idleConn fails a read that waits longer than timeout for its first byte.
+type idleConn struct {
+	net.Conn
+	timeout time.Duration
+}
+
+func (c *idleConn) Read(b []byte) (int, error) {
+	if err := c.Conn.SetReadDeadline(time.Now().Add(c.timeout)); err != nil {
+		return 0, err
+	}
+	n, err := c.Conn.Read(b)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		err = fmt.Errorf("registry %s sent nothing for %s: %w", c.Conn.RemoteAddr(), c.timeout, err)
+	}
+	return n, err
+}
