@@ -27,6 +27,9 @@ if [ -n "$(git -C "$top" status --porcelain --untracked-files=no)" ]; then
 fi
 
 dir=$(mktemp -d /tmp/anvil-fresh.XXXXXX)
+# A root runtime's QEMU runs as anvil-qemu, which must reach bin/anvil (its guest-forward
+# command); mktemp makes the folder 0700.
+chmod 0755 "$dir"
 clone=$dir/anvil
 export GOCACHE=$dir/cache/go-build GOMODCACHE=$dir/cache/go-mod XDG_CACHE_HOME=$dir/cache/xdg
 export GOFLAGS=-modcacherw # so that the module cache can be removed afterwards
