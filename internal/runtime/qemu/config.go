@@ -110,13 +110,20 @@ func (c *Config) defaults() error {
 	if err := checkNetworks(c.Networks); err != nil {
 		return err
 	}
-	if len(c.Networks) > 0 && len(c.ForwardCommand) == 0 {
+	defaultForward := len(c.Networks) > 0 && len(c.ForwardCommand) == 0
+	if defaultForward {
 		if c.ForwardCommand, err = forwardCommand(); err != nil {
 			return err
 		}
 	}
 	if c.runAs, err = vm.UserForRoot(c.QEMUUser); err != nil {
 		return fmt.Errorf("qemu runtime: %w", err)
+	}
+	if c.runAs != nil && hasForwards(c.Networks) && defaultForward && c.runAs.CannotRun(c.ForwardCommand[0]) != "" {
+		// This program where QEMU's user can run it; a command the config names is left as given.
+		if c.ForwardCommand[0], err = reachableCopy(c.ForwardCommand[0], forwardCopyDir); err != nil {
+			return fmt.Errorf("qemu runtime: a copy of the guest-forward command that user %s can run: %w", c.runAs.Name, err)
+		}
 	}
 	if c.runAs != nil && hasForwards(c.Networks) {
 		if why := c.runAs.CannotRun(c.ForwardCommand[0]); why != "" {
