@@ -19,17 +19,35 @@ var errQuiet = errors.New("failed (not printed)")
 // service's answer (a registry client then read "anvil: forward: ..." as a malformed HTTP
 // status line and gave up). When the address cannot be reached the connection is closed
 // unanswered, which a client sees as the service being away and retries.
+//
+// With --outbound (in place of HOST:PORT) it is the outbound proxy of a network with
+// outbound access (qemu.Outbound): it reads one HTTP proxy request from the guest and
+// connects only to public addresses, answering a refusal in HTTP.
 func newForwardCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:    "forward HOST:PORT",
+	var outbound bool
+	cmd := &cobra.Command{
+		Use:    "forward HOST:PORT | forward --outbound",
 		Short:  "Join standard input and output to a TCP address (run by QEMU for a guest's forwarded connection)",
 		Hidden: true,
-		Args:   cobra.ExactArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if outbound {
+				return cobra.NoArgs(cmd, args)
+			}
+			return cobra.ExactArgs(1)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := qemu.Forward(cmd.InOrStdin(), cmd.OutOrStdout(), args[0]); err != nil {
+			var err error
+			if outbound {
+				err = qemu.Outbound(cmd.InOrStdin(), cmd.OutOrStdout())
+			} else {
+				err = qemu.Forward(cmd.InOrStdin(), cmd.OutOrStdout(), args[0])
+			}
+			if err != nil {
 				return errQuiet
 			}
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&outbound, "outbound", false, "serve one guest connection as the outbound HTTP proxy (public addresses only)")
+	return cmd
 }

@@ -70,7 +70,7 @@ func newQEMURuntimeCommand() *cobra.Command {
 	fl.Float64Var(&cfg.MemoryOvercommit, "memory-overcommit", cfg.MemoryOvercommit, "allocatable memory = host memory times this")
 	fl.Var(&networkForwards{&cfg.Networks}, "network-forward", "NETWORK=GUEST-ADDR:PORT=TARGET-HOST:PORT (repeatable): NICs on NETWORK reach only the named services, GUEST-ADDR in 10.0.2.0/24")
 	fl.StringVar(&cfg.QEMUUser, "qemu-user", vm.DefaultUser, "when the runtime runs as root, the unprivileged user QEMU drops to (-runas); it must exist (hack/install-deps.sh creates "+vm.DefaultUser+")")
-	fl.Var(natRefused{}, "network-nat", "NETWORK: outbound NAT for the NICs on NETWORK; not offered yet, refused (see docs/qemu-runtime.md)")
+	fl.Var(&networkOutbound{&cfg.Networks}, "network-nat", "NETWORK (repeatable): NICs on NETWORK reach the outside world's public addresses through an HTTP proxy at "+qemu.OutboundProxy+" (not NAT; never the host's loopback, private or link-local addresses). Off by default")
 	fl.DurationVar(&cfg.PowerOffGrace, "power-off-grace", cfg.PowerOffGrace, "how long a guest has to power off on the power button before QEMU is stopped")
 	images = addImageCacheFlags(fl, true)
 	_ = cmd.MarkFlagRequired("state-dir")
@@ -96,13 +96,23 @@ func (f *networkForwards) Set(v string) error {
 	return nil
 }
 
-// natRefused refuses --network-nat. QEMU's own NAT (slirp without restrict) also maps its
-// gateway 10.0.2.2 to the host's loopback, which is the hole restrict=on closes; NAT that
-// cannot reach the loopback (passt with --no-map-gw) is not built yet.
-type natRefused struct{}
+// networkOutbound reads --network-nat NETWORK into Config.Networks: the network's guests
+// get the outbound proxy (qemu.Outbound). QEMU's own NAT (slirp without restrict) is not
+// used: it maps its gateway 10.0.2.2 to the host's loopback, the hole restrict=on closes,
+// and reaches the host's private networks.
+type networkOutbound struct{ networks *map[string]qemu.Network }
 
-func (natRefused) String() string { return "" }
-func (natRefused) Type() string   { return "network" }
-func (natRefused) Set(v string) error {
-	return fmt.Errorf("outbound NAT for network %q is not offered: QEMU's NAT would also give the guest the host's loopback at 10.0.2.2; every NIC reaches only its network's --network-forward services", v)
+func (f *networkOutbound) String() string { return "" }
+func (f *networkOutbound) Type() string   { return "network" }
+func (f *networkOutbound) Set(v string) error {
+	if v == "" || strings.Contains(v, "=") {
+		return fmt.Errorf("want a network name, got %q", v)
+	}
+	if *f.networks == nil {
+		*f.networks = map[string]qemu.Network{}
+	}
+	n := (*f.networks)[v]
+	n.Outbound = true
+	(*f.networks)[v] = n
+	return nil
 }

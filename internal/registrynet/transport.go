@@ -64,16 +64,9 @@ func (p Policy) dial(ctx context.Context, network, addr string) (net.Conn, error
 		return nil, fmt.Errorf("registry %s: port %q", addr, portStr)
 	}
 	d := &net.Dialer{Timeout: p.timeout(), KeepAlive: 30 * time.Second}
-	var ips []netip.Addr
-	if ip, err := netip.ParseAddr(host); err == nil {
-		ips = []netip.Addr{ip}
-	} else {
-		rctx, cancel := context.WithTimeout(ctx, p.timeout())
-		ips, err = net.DefaultResolver.LookupNetIP(rctx, "ip", host)
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("registry %s: %w", addr, err)
-		}
+	ips, err := Resolve(ctx, host, p.timeout())
+	if err != nil {
+		return nil, fmt.Errorf("registry %s: %w", addr, err)
 	}
 	if !p.AnyAddress {
 		// Every address, not only the one dialled: which one a later connection gets is
@@ -111,4 +104,16 @@ func (c *idleConn) Read(b []byte) (int, error) {
 		err = fmt.Errorf("registry %s sent nothing for %s: %w", c.Conn.RemoteAddr(), c.timeout, err)
 	}
 	return n, err
+}
+
+// Resolve is host's addresses: host itself when it is one, else what the resolver says
+// within timeout. A caller checks every address and connects to a checked one, never
+// resolving again (no DNS rebinding between the check and the connection).
+func Resolve(ctx context.Context, host string, timeout time.Duration) ([]netip.Addr, error) {
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return []netip.Addr{ip}, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return net.DefaultResolver.LookupNetIP(rctx, "ip", host)
 }

@@ -16,9 +16,15 @@ import (
 // host its guests are given. Every NIC, on a network the pool names or not, is cut off
 // from the host and the outside (QEMU's restrict=on): without it QEMU's gateway 10.0.2.2
 // is the host's loopback (in anvil dev: etcd, the registry, other VMs' SSH forwards).
-// A guest reaches only its network's Forwards.
+// A guest reaches only its network's Forwards and, when Outbound is set, public addresses
+// through the outbound proxy at OutboundProxy (see Outbound); off by default.
 type Network struct {
 	Forwards []NetworkForward
+	// Outbound gives the network's guests TCP connections to the outside world's public
+	// addresses through an HTTP proxy (CONNECT, or plain http:// requests) at OutboundProxy,
+	// which refuses the host's loopback and private, link-local and reserved addresses.
+	// It is not NAT: a guest uses the proxy (http_proxy, https_proxy) or reaches nothing.
+	Outbound bool
 }
 
 // NetworkForward gives the guests of a network one service of the hypervisor: a connection
@@ -41,6 +47,9 @@ func checkNetworks(networks map[string]Network) error {
 				ip.Equal(net.IPv4(10, 0, 2, 3)) || ip.Equal(net.ParseIP(vm.GuestAddress)) {
 				return fmt.Errorf("qemu runtime: network %s: forward from %q: use an address:port of 10.0.2.0/24 other than .2, .3 and .15", name, f.Guest)
 			}
+			if n.Outbound && f.Guest == OutboundProxy {
+				return fmt.Errorf("qemu runtime: network %s: forward from %q: the network's outbound proxy is there; use another address:port", name, f.Guest)
+			}
 			if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 				return fmt.Errorf("qemu runtime: network %s: forward from %q: bad port", name, f.Guest)
 			}
@@ -53,12 +62,12 @@ func checkNetworks(networks map[string]Network) error {
 }
 
 // poolNetworks is what the pool reports of its networks (MRI Status), sorted by name, so
-// a tenant sees what a NIC on each reaches. No network has NAT: see natRefused in
-// cmd/anvil.
+// a tenant sees what a NIC on each reaches. nat is Outbound: the proxy at OutboundProxy,
+// not NAT.
 func poolNetworks(networks map[string]Network) []*mriv1alpha1.PoolNetwork {
 	out := make([]*mriv1alpha1.PoolNetwork, 0, len(networks))
 	for name, n := range networks {
-		pn := &mriv1alpha1.PoolNetwork{Name: name}
+		pn := &mriv1alpha1.PoolNetwork{Name: name, Nat: n.Outbound}
 		for _, f := range n.Forwards {
 			pn.Forwards = append(pn.Forwards, &mriv1alpha1.NetworkForward{Guest: f.Guest, Target: f.Target})
 		}
@@ -68,15 +77,20 @@ func poolNetworks(networks map[string]Network) []*mriv1alpha1.PoolNetwork {
 	return out
 }
 
-// hasForwards reports whether any network gives its guests a forward.
+// hasForwards reports whether any network gives its guests a forward (the outbound proxy
+// is one).
 func hasForwards(networks map[string]Network) bool {
 	for _, n := range networks {
-		if len(n.Forwards) > 0 {
+		if len(n.Forwards) > 0 || n.Outbound {
 			return true
 		}
 	}
 	return false
 }
+
+// outboundFlag turns the forward command into the outbound proxy (`anvil forward
+// --outbound`, Outbound) in place of a target.
+const outboundFlag = "--outbound"
 
 // forwardCommand is what QEMU runs per forwarded connection unless the config names one:
 // this program's `forward` subcommand (cmd/anvil), which joins stdin and stdout to a TCP
@@ -96,7 +110,12 @@ func (r *Runtime) vmNIC(d *device, port int) vm.NIC {
 	for _, f := range n.Forwards {
 		host, port, _ := net.SplitHostPort(f.Guest) // checked in checkNetworks
 		p, _ := strconv.Atoi(port)
-		nic.Forwards = append(nic.Forwards, vm.Forward{GuestIP: host, GuestPort: p, Command: shellWords(append(r.cfg.ForwardCommand, f.Target))})
+		nic.Forwards = append(nic.Forwards, vm.Forward{GuestIP: host, GuestPort: p, Command: shellWords(append(slices.Clone(r.cfg.ForwardCommand), f.Target))})
+	}
+	if n.Outbound {
+		host, port, _ := net.SplitHostPort(OutboundProxy)
+		p, _ := strconv.Atoi(port)
+		nic.Forwards = append(nic.Forwards, vm.Forward{GuestIP: host, GuestPort: p, Command: shellWords(append(slices.Clone(r.cfg.ForwardCommand), outboundFlag))})
 	}
 	return nic
 }

@@ -18,7 +18,11 @@ import (
 // `anvil forward` is outside tests): `<test binary> forward HOST:PORT`.
 func TestMain(m *testing.M) {
 	if len(os.Args) == 3 && os.Args[1] == "forward" {
-		if Forward(os.Stdin, os.Stdout, os.Args[2]) != nil {
+		run := func() error { return Forward(os.Stdin, os.Stdout, os.Args[2]) }
+		if os.Args[2] == outboundFlag {
+			run = func() error { return Outbound(os.Stdin, os.Stdout) }
+		}
+		if run() != nil {
 			os.Exit(1)
 		}
 		os.Exit(0)
@@ -36,7 +40,13 @@ type hostService struct {
 
 func listenHostService(t *testing.T, name string) *hostService {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	return listenService(t, name, "127.0.0.1:0")
+}
+
+// listenService is a hostService listening on addr.
+func listenService(t *testing.T, name, addr string) *hostService {
+	t.Helper()
+	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,12 +160,12 @@ func TestGuestReachesOnlyItsForwards(t *testing.T) {
 }
 
 // The runtime declares its networks over MRI (the poollet writes them to the pool's
-// status): each with its forwards, sorted by name, none with NAT.
+// status): each with its forwards, sorted by name, and which have outbound access.
 func TestStatusDeclaresNetworks(t *testing.T) {
 	cfg := testConfig(t, computev1alpha1.ArchitectureAMD64)
 	cfg.ForwardCommand = []string{"/bin/true"}
 	cfg.Networks = map[string]Network{
-		"z-db":     {Forwards: []NetworkForward{{Guest: "10.0.2.50:5432", Target: "127.0.0.1:5432"}}},
+		"z-db":     {Forwards: []NetworkForward{{Guest: "10.0.2.50:5432", Target: "127.0.0.1:5432"}}, Outbound: true},
 		"builders": {Forwards: []NetworkForward{{Guest: "10.0.2.100:5000", Target: "127.0.0.1:5001"}}},
 	}
 	st, err := newRuntime(t, cfg).Status(context.Background(), &mriv1alpha1.StatusRequest{})
@@ -168,7 +178,7 @@ func TestStatusDeclaresNetworks(t *testing.T) {
 			got = append(got, fmt.Sprintf("%s %s->%s nat=%v", n.Name, f.Guest, f.Target, n.Nat))
 		}
 	}
-	want := []string{"builders 10.0.2.100:5000->127.0.0.1:5001 nat=false", "z-db 10.0.2.50:5432->127.0.0.1:5432 nat=false"}
+	want := []string{"builders 10.0.2.100:5000->127.0.0.1:5001 nat=false", "z-db 10.0.2.50:5432->127.0.0.1:5432 nat=true"}
 	if strings.Join(got, "; ") != strings.Join(want, "; ") {
 		t.Errorf("Status networks = %q, want %q", got, want)
 	}
