@@ -115,7 +115,10 @@ type PoolNetwork struct {
 	// Forwards are the host's services a guest reaches at addresses of its own network.
 	// +optional
 	Forwards []NetworkForward `json:"forwards,omitempty"`
-	// NAT gives the guest outbound connections to the outside world.
+	// NAT gives the guest outbound connections to the outside world's public addresses.
+	// On a QEMU pool this is an HTTP proxy at 10.0.2.4:3128 (CONNECT and http:// requests),
+	// not transparent NAT; it never reaches the host's loopback, private or link-local
+	// addresses.
 	// +optional
 	NAT bool `json:"nat,omitempty"`
 }

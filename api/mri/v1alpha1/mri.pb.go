@@ -1769,7 +1769,9 @@ type PoolNetwork struct {
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// forwards are the host's services a guest reaches at addresses of its own network.
 	Forwards []*NetworkForward `protobuf:"bytes,2,rep,name=forwards,proto3" json:"forwards,omitempty"`
-	// nat gives the guest outbound connections to the outside world.
+	// nat gives the guest outbound connections to the outside world's public addresses
+	// (the QEMU runtime: an HTTP proxy at 10.0.2.4:3128, not transparent NAT; never the
+	// host's loopback, private or link-local addresses).
 	Nat           bool `protobuf:"varint,3,opt,name=nat,proto3" json:"nat,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

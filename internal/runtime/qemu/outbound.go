@@ -63,7 +63,7 @@ func outboundAddresses(host string, ips []netip.Addr) ([]netip.Addr, error) {
 	}
 	for _, ip := range ips {
 		if kind := registrynet.Kind(ip); kind != "" {
-			if host != ip.Unmap().String() {
+			if literal, err := netip.ParseAddr(host); err != nil || literal != ip {
 				return nil, fmt.Errorf("%s resolves to %s, a %s address: outbound access reaches public addresses only", host, ip, kind)
 			}
 			return nil, fmt.Errorf("%s is a %s address: outbound access reaches public addresses only", host, kind)
