@@ -238,3 +238,14 @@ func outsideHTTP(t *testing.T) string {
 	t.Cleanup(func() { _ = srv.Close() })
 	return l.Addr().String()
 }
+
+// A forward may not take the outbound proxy's address on a network that has the proxy.
+func TestForwardCannotTakeTheOutboundProxysAddress(t *testing.T) {
+	err := checkNetworks(map[string]Network{"internet": {Outbound: true, Forwards: []NetworkForward{{Guest: OutboundProxy, Target: "127.0.0.1:5000"}}}})
+	if err == nil || !strings.Contains(err.Error(), "outbound proxy is there") {
+		t.Errorf("checkNetworks = %v, want a refusal naming the proxy", err)
+	}
+	if err := checkNetworks(map[string]Network{"services": {Forwards: []NetworkForward{{Guest: OutboundProxy, Target: "127.0.0.1:5000"}}}}); err != nil {
+		t.Errorf("a network without outbound access may use %s: %v", OutboundProxy, err)
+	}
+}
