@@ -167,6 +167,7 @@ func TestStatusDeclaresNetworks(t *testing.T) {
 	cfg.Networks = map[string]Network{
 		"z-db":     {Forwards: []NetworkForward{{Guest: "10.0.2.50:5432", Target: "127.0.0.1:5432"}}, Outbound: true},
 		"builders": {Forwards: []NetworkForward{{Guest: "10.0.2.100:5000", Target: "127.0.0.1:5001"}}},
+		"internet": {Outbound: true},
 	}
 	st, err := newRuntime(t, cfg).Status(context.Background(), &mriv1alpha1.StatusRequest{})
 	if err != nil {
@@ -174,11 +175,12 @@ func TestStatusDeclaresNetworks(t *testing.T) {
 	}
 	var got []string
 	for _, n := range st.Networks {
+		got = append(got, fmt.Sprintf("%s nat=%v", n.Name, n.Nat))
 		for _, f := range n.Forwards {
-			got = append(got, fmt.Sprintf("%s %s->%s nat=%v", n.Name, f.Guest, f.Target, n.Nat))
+			got = append(got, fmt.Sprintf("%s %s->%s", n.Name, f.Guest, f.Target))
 		}
 	}
-	want := []string{"builders 10.0.2.100:5000->127.0.0.1:5001 nat=false", "z-db 10.0.2.50:5432->127.0.0.1:5432 nat=true"}
+	want := []string{"builders nat=false", "builders 10.0.2.100:5000->127.0.0.1:5001", "internet nat=true", "z-db nat=true", "z-db 10.0.2.50:5432->127.0.0.1:5432"}
 	if strings.Join(got, "; ") != strings.Join(want, "; ") {
 		t.Errorf("Status networks = %q, want %q", got, want)
 	}
