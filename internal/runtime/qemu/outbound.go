@@ -24,6 +24,10 @@ const OutboundProxy = "10.0.2.4:3128"
 // outboundTimeout bounds the proxy's name lookup and its connection to the destination.
 const outboundTimeout = 10 * time.Second
 
+// outboundRequestTimeout bounds the wait for the guest's proxy request: a guest that opens
+// connections and sends nothing would otherwise hold a process of the host's each.
+var outboundRequestTimeout = 30 * time.Second
+
 // maxProxyRequest bounds the request line and headers a guest sends the proxy: the
 // proxy is a process on the host, its memory not the guest's to fill.
 const maxProxyRequest = 64 << 10
@@ -82,9 +86,25 @@ func outboundAddresses(host string, ips []netip.Addr) ([]netip.Addr, error) {
 func Outbound(in io.Reader, out io.Writer) error {
 	limit := &io.LimitedReader{R: in, N: maxProxyRequest}
 	br := bufio.NewReader(limit)
-	req, err := http.ReadRequest(br)
-	if err != nil {
-		return proxyRefuse(out, http.StatusBadRequest, fmt.Errorf("reading the proxy request: %w", err))
+	type read struct {
+		req *http.Request
+		err error
+	}
+	got := make(chan read, 1)
+	go func() {
+		req, err := http.ReadRequest(br)
+		got <- read{req, err}
+	}()
+	var req *http.Request
+	select {
+	case r := <-got:
+		if r.err != nil {
+			return proxyRefuse(out, http.StatusBadRequest, fmt.Errorf("reading the proxy request: %w", r.err))
+		}
+		req = r.req
+	case <-time.After(outboundRequestTimeout):
+		// The reader stays blocked; the command's process ends when Outbound returns.
+		return proxyRefuse(out, http.StatusRequestTimeout, fmt.Errorf("no proxy request within %s", outboundRequestTimeout))
 	}
 	limit.N = math.MaxInt64 // the request is read; what follows is the guest's stream
 	host, port, err := outboundTarget(req)

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
@@ -247,5 +249,19 @@ func TestForwardCannotTakeTheOutboundProxysAddress(t *testing.T) {
 	}
 	if err := checkNetworks(map[string]Network{"services": {Forwards: []NetworkForward{{Guest: OutboundProxy, Target: "127.0.0.1:5000"}}}}); err != nil {
 		t.Errorf("a network without outbound access may use %s: %v", OutboundProxy, err)
+	}
+}
+
+// A guest that opens a proxy connection and sends nothing gets 408 and the process ends,
+// instead of holding a process of the host's for as long as it likes.
+func TestOutboundEndsASilentConnection(t *testing.T) {
+	defer func(d time.Duration) { outboundRequestTimeout = d }(outboundRequestTimeout)
+	outboundRequestTimeout = 100 * time.Millisecond
+	silent, w := io.Pipe()
+	defer w.Close()
+	var out bytes.Buffer
+	err := Outbound(silent, &out)
+	if err == nil || !strings.HasPrefix(out.String(), "HTTP/1.1 408 Request Timeout\r\n") {
+		t.Errorf("a silent guest: %v, answered %q; want 408", err, out.String())
 	}
 }
