@@ -2,6 +2,7 @@ package osimage
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -59,6 +60,20 @@ func (c Config) secretRecheck() time.Duration {
 func (c Config) Validate() error {
 	if c.BuilderImage == "" || c.BuilderNetwork == "" || c.Registry == "" || c.GuestRegistry == "" {
 		return fmt.Errorf("image builds need a builder image, a builder network, and the registry's address for the controllers and for builders")
+	}
+	return nil
+}
+
+// checkOutput says why an OSImage in namespace may not publish to repository (a reference
+// without host already checked to be on the builders' registry), or nil. A namespace owns
+// the repositories under its name, so a tenant cannot name another's (or anvil's) output
+// and have the builders' credential, and the manager's publishing, write there.
+func (c Config) checkOutput(namespace, repository string) error {
+	if !strings.HasPrefix(repository, namespace+"/") {
+		return fmt.Errorf("%s is not under %s/%s/: an OSImage publishes only under its namespace's name", repository, c.Registry, namespace)
+	}
+	if builder, err := osimage.ParseReference(c.BuilderImage); err == nil && builder.Context().RepositoryStr() == repository {
+		return fmt.Errorf("%s is the builder image's repository", repository)
 	}
 	return nil
 }

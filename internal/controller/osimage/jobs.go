@@ -17,7 +17,6 @@ import (
 	imagesv1alpha1 "github.com/anvil-dev/anvil/api/images/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/buildagent"
 	"github.com/anvil-dev/anvil/internal/imagebuild"
-	"github.com/anvil-dev/anvil/internal/osimage"
 )
 
 // ensureJobs writes the build's job Secret once: one job per architecture, from the same
@@ -30,7 +29,7 @@ func (r *OSImageReconciler) ensureJobs(ctx context.Context, o *imagesv1alpha1.OS
 	} else if !apierrors.IsNotFound(err) {
 		return err
 	}
-	docker, err := r.dockerConfig(ctx, o, time.Now())
+	docker, err := r.dockerConfig(ctx, o, in.outputRepository, time.Now())
 	if err != nil {
 		return err
 	}
@@ -68,7 +67,7 @@ func (r *OSImageReconciler) ensureJobs(ctx context.Context, o *imagesv1alpha1.OS
 // dockerConfig is the registry credentials a builder gets: the push Secret's, with the pull
 // Secret's added for registries the push Secret does not name, and, for the builders'
 // registry when neither names it, a push credential for the output repository alone.
-func (r *OSImageReconciler) dockerConfig(ctx context.Context, o *imagesv1alpha1.OSImage, now time.Time) ([]byte, error) {
+func (r *OSImageReconciler) dockerConfig(ctx context.Context, o *imagesv1alpha1.OSImage, outputRepository string, now time.Time) ([]byte, error) {
 	auths := map[string]json.RawMessage{}
 	for _, ref := range []*computev1alpha1.LocalObjectReference{o.Spec.PushSecretRef, o.Spec.PullSecretRef} {
 		if ref == nil {
@@ -100,12 +99,7 @@ func (r *OSImageReconciler) dockerConfig(ctx context.Context, o *imagesv1alpha1.
 	}
 	if mint := r.Config.BuilderPush; mint != nil {
 		if _, ok := auths[r.Config.GuestRegistry]; !ok {
-			// Checked to be on the builders' registry when the inputs were resolved.
-			ref, err := osimage.ParseReference(o.Spec.Output.Repository)
-			if err != nil {
-				return nil, refuse(imagesv1alpha1.ReasonRegistryError, "output: %v", err)
-			}
-			p := mint(ref.Context().RepositoryStr(), builderPushExpiry(now, timeoutOf(o), ptrOr(o.Spec.Builder.Retries, 1)))
+			p := mint(outputRepository, builderPushExpiry(now, timeoutOf(o), ptrOr(o.Spec.Builder.Retries, 1)))
 			auth := base64.StdEncoding.EncodeToString([]byte(p.Username + ":" + p.Password))
 			auths[r.Config.GuestRegistry] = json.RawMessage(fmt.Sprintf(`{"auth":%q}`, auth))
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	imagesv1alpha1 "github.com/anvil-dev/anvil/api/images/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/buildagent"
 	osimagecontroller "github.com/anvil-dev/anvil/internal/controller/osimage"
 	"github.com/anvil-dev/anvil/internal/imagebuild"
@@ -99,5 +101,31 @@ func TestBuildersGetAPushCredentialForTheirOutputOnly(t *testing.T) {
 	}
 	if err := remote.Write(ref, img, remote.WithAuth(found)); err != nil {
 		t.Errorf("push to the build's own output %s: %v", own, err)
+	}
+}
+
+// Attack: a tenant names another tenant's repository, or the builders' image, as its
+// OSImage's output, so that its builders get a credential for it and the manager publishes
+// its index there. The OSImage is refused (OutputNotInNamespace) before any build, job
+// Secret or builder exists.
+func TestTenantCannotPublishOutsideItsNamespace(t *testing.T) {
+	both, _ := setup(t)
+	ctx := context.Background()
+	for i, repo := range []string{"team-b/os", "anvil/builder", "defaultx/os"} {
+		o := recipe(fmt.Sprintf("elsewhere-%d", i), both, "amd64")
+		o.Spec.Output.Repository = env.Registry.Host + "/" + repo
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		if msg := waitReady(t, o, imagesv1alpha1.ReasonOutputNotOwned); !strings.Contains(msg, "not under "+env.Registry.Host+"/default/") {
+			t.Errorf("output %s: Ready says %q, want it to name where the namespace may publish", repo, msg)
+		}
+		builds := &imagesv1alpha1.OSImageBuildList{}
+		if err := env.Client.List(ctx, builds, client.MatchingLabels{imagesv1alpha1.LabelOSImage: o.Name}); err != nil {
+			t.Fatal(err)
+		}
+		if len(builds.Items) != 0 || len(machinesOf(t, o.Name)) != 0 {
+			t.Errorf("output %s: %d builds and %d Machines, want none", repo, len(builds.Items), len(machinesOf(t, o.Name)))
+		}
 	}
 }

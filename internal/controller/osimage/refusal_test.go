@@ -81,7 +81,7 @@ func recipe(name, base string, archs ...computev1alpha1.Architecture) *imagesv1a
 			Base:           base,
 			Architectures:  archs,
 			Containerfiles: []imagesv1alpha1.Containerfile{{Content: "RUN true\n"}},
-			Output:         imagesv1alpha1.OutputSpec{Repository: env.Registry.Host + "/out/" + name, Tag: "1"},
+			Output:         imagesv1alpha1.OutputSpec{Repository: env.Registry.Host + "/default/" + name, Tag: "1"},
 			Builder:        imagesv1alpha1.BuilderSpec{MachineClassRef: computev1alpha1.MachineClassReference{Name: "builder"}},
 		},
 	}
