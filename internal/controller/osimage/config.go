@@ -66,14 +66,18 @@ func (c Config) Validate() error {
 
 // checkOutput says why an OSImage in namespace may not publish to repository (a reference
 // without host already checked to be on the builders' registry), or nil. A namespace owns
-// the repositories under its name, so a tenant cannot name another's (or anvil's) output
-// and have the builders' credential, and the manager's publishing, write there.
+// the repositories under its name, so a tenant cannot name another's output and have the
+// builders' credential, and the manager's publishing, write there. The folder of the
+// builder image (anvil dev's "anvil/": the builder, the test OS) is anvil's, whatever
+// namespaces exist.
 func (c Config) checkOutput(namespace, repository string) error {
 	if !strings.HasPrefix(repository, namespace+"/") {
 		return fmt.Errorf("%s is not under %s/%s/: an OSImage publishes only under its namespace's name", repository, c.Registry, namespace)
 	}
-	if builder, err := osimage.ParseReference(c.BuilderImage); err == nil && builder.Context().RepositoryStr() == repository {
-		return fmt.Errorf("%s is the builder image's repository", repository)
+	if builder, err := osimage.ParseReference(c.BuilderImage); err == nil {
+		if own, _, _ := strings.Cut(builder.Context().RepositoryStr(), "/"); own == namespace {
+			return fmt.Errorf("%s is under %s/%s/, the builder image's folder, which is anvil's", repository, c.Registry, own)
+		}
 	}
 	return nil
 }

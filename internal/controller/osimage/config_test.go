@@ -7,7 +7,7 @@ import (
 )
 
 // An OSImage publishes only under its namespace's name on the builders' registry, and
-// never into the builder image's repository.
+// never into the builder image's folder.
 func TestCheckOutput(t *testing.T) {
 	c := Config{Registry: "127.0.0.1:5001", BuilderImage: "127.0.0.1:5001/anvil/builder:latest"}
 	for _, tc := range []struct {
@@ -19,8 +19,8 @@ func TestCheckOutput(t *testing.T) {
 		{"team-a", "team-a", "not under"},
 		{"team-a", "team-ab/os", "not under"},
 		{"default", "anvil/builder", "not under"},
-		{"anvil", "anvil/builder", "the builder image's repository"},
-		{"anvil", "anvil/testos", ""},
+		{"anvil", "anvil/builder", "the builder image's folder"},
+		{"anvil", "anvil/testos", "the builder image's folder"},
 	} {
 		err := c.checkOutput(tc.namespace, tc.repository)
 		if tc.says == "" && err != nil || tc.says != "" && (err == nil || !strings.Contains(err.Error(), tc.says)) {
