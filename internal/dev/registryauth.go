@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 
@@ -24,25 +25,33 @@ const registryAuthFile = "registry-auth.json"
 // pushUser is the user name of the registry's push credential.
 const pushUser = "anvil-push"
 
-// registryAuth loads anvil dev's registry credentials from stateDir, or makes them.
+// registryAuth loads anvil dev's registry credentials from stateDir, or makes them. A
+// file from before scoped credentials gets a scope key added.
 func registryAuth(stateDir string) (*registry.Auth, error) {
 	path := filepath.Join(stateDir, registryAuthFile)
+	a := &registry.Auth{}
 	raw, err := os.ReadFile(path)
-	if err == nil {
-		var a registry.Auth
-		if err := json.Unmarshal(raw, &a); err != nil || a.Push.Username == "" || a.Push.Password == "" {
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(raw, a); err != nil || a.Push.Username == "" || a.Push.Password == "" {
 			return nil, fmt.Errorf("%s: not anvil dev's registry credentials (remove it to make new ones): %v", path, err)
 		}
-		return &a, nil
-	}
-	if !errors.Is(err, fs.ErrNotExist) {
+		if len(a.ScopeKey) > 0 {
+			return a, nil
+		}
+	case errors.Is(err, fs.ErrNotExist):
+		secret := make([]byte, 24)
+		if _, err := rand.Read(secret); err != nil {
+			return nil, err
+		}
+		a.Push = registry.Credential{Username: pushUser, Password: hex.EncodeToString(secret)}
+	default:
 		return nil, err
 	}
-	secret := make([]byte, 24)
-	if _, err := rand.Read(secret); err != nil {
+	a.ScopeKey = make([]byte, 32)
+	if _, err := rand.Read(a.ScopeKey); err != nil {
 		return nil, err
 	}
-	a := &registry.Auth{Push: registry.Credential{Username: pushUser, Password: hex.EncodeToString(secret)}}
 	raw, err = json.Marshal(a)
 	if err != nil {
 		return nil, err
@@ -76,7 +85,11 @@ func writeDockerConfig(stateDir, host string, push registry.Credential) (string,
 	return dir, nil
 }
 
-// builderPush is the credential builders push with.
-func builderPush(a *registry.Auth) *authn.Basic {
-	return &authn.Basic{Username: a.Push.Username, Password: a.Push.Password}
+// builderPush mints the credentials builders push with: each writes to one build's output
+// repository only, since its job Secret is in the tenant's namespace.
+func builderPush(a *registry.Auth) func(repository string, expires time.Time) authn.Basic {
+	return func(repository string, expires time.Time) authn.Basic {
+		c := registry.ScopedPush(a.ScopeKey, repository, expires)
+		return authn.Basic{Username: c.Username, Password: c.Password}
+	}
 }

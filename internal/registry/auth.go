@@ -4,6 +4,10 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"net/http"
+	"time"
+
+	v2 "github.com/distribution/distribution/v3/registry/api/v2"
+	"github.com/gorilla/mux"
 )
 
 // Credential is a user name and password for HTTP basic auth.
@@ -11,11 +15,16 @@ type Credential struct {
 	Username, Password string
 }
 
-// Auth makes the registry take writes only from the holder of Push. Reads stay open to
-// anyone (anonymous, or with Read: a read-only identity for pools that want one).
+// Auth makes the registry take writes only from the holder of Push, or, for one
+// repository, from the holder of a credential ScopedPush made with ScopeKey (what
+// builders get). Reads stay open to anyone (anonymous, or with Read: a read-only identity
+// for pools that want one).
 type Auth struct {
 	Push Credential
 	Read *Credential
+	// ScopeKey signs scoped push credentials; without it none is accepted. It never
+	// leaves the registry's and the credential minter's process.
+	ScopeKey []byte `json:",omitempty"`
 }
 
 type identity int
@@ -24,23 +33,27 @@ const (
 	anonymous identity = iota
 	reader
 	pusher
-	stranger // presented credentials that are neither
+	scoped   // writes to one repository: the one identify returns
+	stranger // presented credentials that are none of these (or expired)
 )
 
-func (a *Auth) identify(r *http.Request) identity {
+func (a *Auth) identify(r *http.Request, now time.Time) (identity, string) {
 	user, pass, ok := r.BasicAuth()
 	switch {
 	case !ok:
 		if r.Header.Get("Authorization") != "" {
-			return stranger
+			return stranger, ""
 		}
-		return anonymous
+		return anonymous, ""
 	case a.Push.matches(user, pass):
-		return pusher
+		return pusher, ""
 	case a.Read != nil && a.Read.matches(user, pass):
-		return reader
+		return reader, ""
 	}
-	return stranger
+	if repository, ok := scopedRepository(a.ScopeKey, user, pass, now); ok {
+		return scoped, repository
+	}
+	return stranger, ""
 }
 
 func (c Credential) matches(user, pass string) bool {
@@ -53,10 +66,16 @@ func (c Credential) matches(user, pass string) bool {
 // wrap refuses, before distribution sees them, writes by anyone but the pusher.
 func (a *Auth) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		who := a.identify(r)
+		who, scope := a.identify(r, time.Now())
 		read := r.Method == http.MethodGet || r.Method == http.MethodHead
 		switch {
 		case who == pusher:
+			next.ServeHTTP(w, r)
+		case who == scoped && !read:
+			if why := outsideScope(r, scope); why != "" {
+				refuse(w, http.StatusForbidden, "DENIED", why)
+				return
+			}
 			next.ServeHTTP(w, r)
 		case who == stranger:
 			refuse(w, http.StatusUnauthorized, "UNAUTHORIZED", "wrong user name or password")
@@ -72,6 +91,30 @@ func (a *Auth) wrap(next http.Handler) http.Handler {
 			refuse(w, http.StatusUnauthorized, "UNAUTHORIZED", "pushing needs the registry's push credential")
 		}
 	})
+}
+
+// scopedRoutes are the routes a scoped credential may write through, in its repository.
+var scopedRoutes = map[string]bool{
+	v2.RouteNameManifest: true, v2.RouteNameBlob: true, v2.RouteNameBlobUpload: true, v2.RouteNameBlobUploadChunk: true,
+}
+
+// outsideScope says why the write r is not one to repository only, or "" when it is. The
+// request is matched with distribution's own router, so the repository checked is the one
+// distribution will write to; a path it does not route is refused.
+func outsideScope(r *http.Request, repository string) string {
+	var m mux.RouteMatch
+	if !v2.Router().Match(r, &m) || m.Route == nil || !scopedRoutes[m.Route.GetName()] {
+		return "this credential may write only to repository " + repository
+	}
+	if m.Vars["name"] != repository {
+		return "this credential may write only to repository " + repository + ", not " + m.Vars["name"]
+	}
+	// A cross-repository mount reads a blob of another repository into this one: only
+	// from the scope's own repository.
+	if q := r.URL.Query(); q.Has("mount") && q.Get("from") != repository {
+		return "this credential may mount blobs only from repository " + repository
+	}
+	return ""
 }
 
 func refuse(w http.ResponseWriter, status int, code, message string) {

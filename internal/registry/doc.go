@@ -3,5 +3,7 @@
 // works in a fleet; this one exists so a laptop or CI needs nothing else.
 //
 // It listens only on 127.0.0.1. Given an Auth, it takes writes only from the holder of
-// the push credential; reads are open to anyone who reaches it.
+// the push credential, or, to one repository, from a scoped credential (ScopedPush: what
+// one build's builders get); reads are open to anyone who reaches it. It must never
+// accept a write a scoped credential names outside its repository.
 package registry

@@ -66,7 +66,7 @@ spec:
   base: REGISTRY/anvil/testos:latest
   architectures: `+m.archs+`
   containerfiles:
-`+files+`  output: {repository: REGISTRY/e2e/os, tag: "1"}
+`+files+`  output: {repository: REGISTRY/default/e2e-os, tag: "1"}
   publish: `+m.publish+`
   builder:
     machineClassRef: {name: e2e-builder}
@@ -84,12 +84,12 @@ const builtMachines = `
 apiVersion: compute.anvil.dev/v1alpha1
 kind: Machine
 metadata: {name: built-amd64, namespace: default}
-spec: {machineClassRef: {name: e2e-builder}, architecture: amd64, image: REGISTRY/e2e/os:1}
+spec: {machineClassRef: {name: e2e-builder}, architecture: amd64, image: REGISTRY/default/e2e-os:1}
 ---
 apiVersion: compute.anvil.dev/v1alpha1
 kind: Machine
 metadata: {name: built-arm64, namespace: default}
-spec: {machineClassRef: {name: e2e-builder}, architecture: arm64, image: REGISTRY/e2e/os:1}
+spec: {machineClassRef: {name: e2e-builder}, architecture: arm64, image: REGISTRY/default/e2e-os:1}
 `
 
 // One recipe, built natively for amd64 and arm64 on builder Machines of each architecture
@@ -336,7 +336,7 @@ func builderEvents(t *testing.T, kc string) []string {
 // readIndex reads the published tag as an OCI index: its platforms and each entry's digest.
 func readIndex(t *testing.T, registry string) (string, map[string]string) {
 	t.Helper()
-	ref, err := name.ParseReference(registry+"/e2e/os:1", name.Insecure)
+	ref, err := name.ParseReference(registry+"/default/e2e-os:1", name.Insecure)
 	if err != nil {
 		t.Fatal(err)
 	}

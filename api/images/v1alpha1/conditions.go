@@ -28,6 +28,7 @@ const (
 	ReasonNoBuilderPool      = "NoBuilderPool"
 	ReasonNoArchitectures    = "NoArchitectures"
 	ReasonRegistryError      = "RegistryError"
+	ReasonOutputNotOwned     = "OutputNotInNamespace"
 	ReasonSecretMissing      = "SecretMissing"
 	ReasonSuperseded         = "Superseded"
 )

@@ -115,7 +115,9 @@ type KeyReference struct {
 
 // OutputSpec is a repository and the tag that names the published index.
 type OutputSpec struct {
-	// Repository, for example registry.example:5000/team/os.
+	// Repository, for example registry.example:5000/team-a/os. On the builders' registry
+	// it must lie under the OSImage's namespace (registry/NAMESPACE/...): builders get a
+	// credential that writes to it alone, and the manager publishes there.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024

@@ -2,6 +2,7 @@ package osimage
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -26,10 +27,23 @@ type Config struct {
 	// (DefaultSecretRecheck when zero). The manager holds no list or watch on Secrets (it
 	// would read every Secret of the cluster), so a Secret's edit is found by looking.
 	SecretRecheck time.Duration
-	// BuilderPush, when set, is the credential builders push to the registry with (the
-	// registry takes writes only with it), unless the OSImage's push Secret names the
-	// registry itself. The controllers' own reads and writes use the manager's keychain.
-	BuilderPush *authn.Basic
+	// BuilderPush, when set, mints the credential one build's builders push with: one
+	// that writes only to repository (the output's, as the registry names it: no host)
+	// until expires. The job Secret carrying it lives in the tenant's namespace, so it must
+	// never be the registry's own push credential. It is not used when the OSImage's push
+	// Secret names the registry itself. The controllers' own reads and writes (indexes,
+	// tags) use the manager's keychain.
+	BuilderPush func(repository string, expires time.Time) authn.Basic
+}
+
+// builderPushGrace is how long past its attempts' timeouts a build's push credential
+// stays valid: the time its builders may wait for a pool.
+const builderPushGrace = 24 * time.Hour
+
+// builderPushExpiry is when the push credential of a build written at now expires: after
+// every attempt could have run its whole timeout, and the grace.
+func builderPushExpiry(now time.Time, timeout time.Duration, retries int32) time.Time {
+	return now.Add(builderPushGrace + time.Duration(retries+1)*timeout)
 }
 
 // DefaultSecretRecheck is SecretRecheck when unset.
@@ -46,6 +60,24 @@ func (c Config) secretRecheck() time.Duration {
 func (c Config) Validate() error {
 	if c.BuilderImage == "" || c.BuilderNetwork == "" || c.Registry == "" || c.GuestRegistry == "" {
 		return fmt.Errorf("image builds need a builder image, a builder network, and the registry's address for the controllers and for builders")
+	}
+	return nil
+}
+
+// checkOutput says why an OSImage in namespace may not publish to repository (a reference
+// without host already checked to be on the builders' registry), or nil. A namespace owns
+// the repositories under its name, so a tenant cannot name another's output and have the
+// builders' credential, and the manager's publishing, write there. The folder of the
+// builder image (anvil dev's "anvil/": the builder, the test OS) is anvil's, whatever
+// namespaces exist.
+func (c Config) checkOutput(namespace, repository string) error {
+	if !strings.HasPrefix(repository, namespace+"/") {
+		return fmt.Errorf("%s is not under %s/%s/: an OSImage publishes only under its namespace's name", repository, c.Registry, namespace)
+	}
+	if builder, err := osimage.ParseReference(c.BuilderImage); err == nil {
+		if own, _, _ := strings.Cut(builder.Context().RepositoryStr(), "/"); own == namespace {
+			return fmt.Errorf("%s is under %s/%s/, the builder image's folder, which is anvil's", repository, c.Registry, own)
+		}
 	}
 	return nil
 }

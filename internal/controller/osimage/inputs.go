@@ -40,8 +40,8 @@ type inputs struct {
 	plans   map[computev1alpha1.Architecture]imagebuild.Arch
 	hashes  map[string]string
 	// guestBase and guestOutput are the base's and output's repositories as builders
-	// reach them.
-	guestBase, guestOutput string
+	// reach them; outputRepository is the output's as the registry names it (no host).
+	guestBase, guestOutput, outputRepository string
 }
 
 // readContext reads every context file from its ConfigMap or Secret key (uncached: the
@@ -113,6 +113,10 @@ func (r *OSImageReconciler) resolve(ctx context.Context, o *imagesv1alpha1.OSIma
 	}
 	if in.guestOutput, err = r.Config.guestReference(o.Spec.Output.Repository); err != nil {
 		return nil, refuse(imagesv1alpha1.ReasonRegistryError, "output: %v", err)
+	}
+	in.outputRepository = strings.TrimPrefix(in.guestOutput, r.Config.GuestRegistry+"/")
+	if err := r.Config.checkOutput(o.Namespace, in.outputRepository); err != nil {
+		return nil, refuse(imagesv1alpha1.ReasonOutputNotOwned, "output: %v", err)
 	}
 	if in.base, in.entries, err = indexEntries(ctx, o.Spec.Base); err != nil {
 		switch {

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,7 +29,7 @@ func (r *OSImageReconciler) ensureJobs(ctx context.Context, o *imagesv1alpha1.OS
 	} else if !apierrors.IsNotFound(err) {
 		return err
 	}
-	docker, err := r.dockerConfig(ctx, o)
+	docker, err := r.dockerConfig(ctx, o, in.outputRepository, time.Now())
 	if err != nil {
 		return err
 	}
@@ -64,8 +65,9 @@ func (r *OSImageReconciler) ensureJobs(ctx context.Context, o *imagesv1alpha1.OS
 }
 
 // dockerConfig is the registry credentials a builder gets: the push Secret's, with the pull
-// Secret's added for registries the push Secret does not name.
-func (r *OSImageReconciler) dockerConfig(ctx context.Context, o *imagesv1alpha1.OSImage) ([]byte, error) {
+// Secret's added for registries the push Secret does not name, and, for the builders'
+// registry when neither names it, a push credential for the output repository alone.
+func (r *OSImageReconciler) dockerConfig(ctx context.Context, o *imagesv1alpha1.OSImage, outputRepository string, now time.Time) ([]byte, error) {
 	auths := map[string]json.RawMessage{}
 	for _, ref := range []*computev1alpha1.LocalObjectReference{o.Spec.PushSecretRef, o.Spec.PullSecretRef} {
 		if ref == nil {
@@ -95,8 +97,9 @@ func (r *OSImageReconciler) dockerConfig(ctx context.Context, o *imagesv1alpha1.
 			}
 		}
 	}
-	if p := r.Config.BuilderPush; p != nil {
+	if mint := r.Config.BuilderPush; mint != nil {
 		if _, ok := auths[r.Config.GuestRegistry]; !ok {
+			p := mint(outputRepository, builderPushExpiry(now, timeoutOf(o), ptrOr(o.Spec.Builder.Retries, 1)))
 			auth := base64.StdEncoding.EncodeToString([]byte(p.Username + ":" + p.Password))
 			auths[r.Config.GuestRegistry] = json.RawMessage(fmt.Sprintf(`{"auth":%q}`, auth))
 		}

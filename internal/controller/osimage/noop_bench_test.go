@@ -84,7 +84,7 @@ func BenchmarkNoOpReconcile(b *testing.B) {
 	builds := &osimagecontroller.BuildReconciler{Client: env.Client, APIReader: env.Client, Config: cfg, Recorder: mgr.GetEventRecorderFor("bench"), Now: time.Now}
 
 	o := recipe(name, base, "amd64", "arm64")
-	o.Spec.Output.Repository = reg + "/out/" + name
+	o.Spec.Output.Repository = reg + "/" + o.Namespace + "/" + name
 	if err := env.Client.Create(ctx, o); err != nil {
 		b.Fatal(err)
 	}

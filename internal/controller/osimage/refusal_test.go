@@ -31,8 +31,9 @@ var env *harness.Env
 func TestMain(m *testing.M) { harness.Main(m, &env) }
 
 // setup runs the two controllers and publishes the test OS: base (both architectures),
-// amd64-only base, and the builder image; one Ready pool runs amd64 only.
-func setup(t *testing.T) (both, amd64Only string) {
+// amd64-only base, and the builder image; one Ready pool runs amd64 only. configure
+// changes the controllers' Config before they start.
+func setup(t *testing.T, configure ...func(*osimagecontroller.Config)) (both, amd64Only string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -54,6 +55,9 @@ func setup(t *testing.T) (both, amd64Only string) {
 
 	cfg := osimagecontroller.Config{BuilderImage: builder, BuilderNetwork: "builders", Registry: reg, GuestRegistry: "10.0.2.100:5000", GuestPlainHTTP: true,
 		SecretRecheck: time.Second}
+	for _, c := range configure {
+		c(&cfg)
+	}
 	startManager(t, func(mgr ctrl.Manager) error { return osimagecontroller.Setup(mgr, cfg, 2) })
 
 	pool := &computev1alpha1.MachinePool{ObjectMeta: metav1.ObjectMeta{Name: "amd64-only"}}
@@ -77,7 +81,7 @@ func recipe(name, base string, archs ...computev1alpha1.Architecture) *imagesv1a
 			Base:           base,
 			Architectures:  archs,
 			Containerfiles: []imagesv1alpha1.Containerfile{{Content: "RUN true\n"}},
-			Output:         imagesv1alpha1.OutputSpec{Repository: env.Registry.Host + "/out/" + name, Tag: "1"},
+			Output:         imagesv1alpha1.OutputSpec{Repository: env.Registry.Host + "/default/" + name, Tag: "1"},
 			Builder:        imagesv1alpha1.BuilderSpec{MachineClassRef: computev1alpha1.MachineClassReference{Name: "builder"}},
 		},
 	}

@@ -28,8 +28,8 @@ func TestImageUpToDateFollowsThePublishedEntry(t *testing.T) {
 	// The published index has both architectures; an older index of the same tag had amd64
 	// only, with the same amd64 image: its amd64 Machine runs the published entry.
 	dir := testos.Dir(t)
-	tag := env.Registry.Host + "/out/rollout:1"
-	old, _, err := osimage.PushDirs(ctx, env.Registry.Host+"/out/rollout:old", map[computev1alpha1.Architecture]string{"amd64": filepath.Join(dir, "amd64")})
+	tag := env.Registry.Host + "/default/rollout:1"
+	old, _, err := osimage.PushDirs(ctx, env.Registry.Host+"/default/rollout:old", map[computev1alpha1.Architecture]string{"amd64": filepath.Join(dir, "amd64")})
 	if err != nil {
 		t.Fatal(err)
 	}

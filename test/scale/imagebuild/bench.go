@@ -59,7 +59,7 @@ func (b *bench) change(ctx context.Context, marker string) (float64, error) {
 		Base:           b.registry + "/" + dev.TestOSRepository,
 		Architectures:  architectures,
 		Containerfiles: []imagesv1alpha1.Containerfile{{Content: "RUN mkdir -p /etc/anvil && echo " + marker + " > /etc/anvil/round\n"}},
-		Output:         imagesv1alpha1.OutputSpec{Repository: b.registry + "/bench/os", Tag: "1"},
+		Output:         imagesv1alpha1.OutputSpec{Repository: b.registry + "/" + namespace + "/bench-os", Tag: "1"},
 		Builder: imagesv1alpha1.BuilderSpec{MachineClassRef: computev1alpha1.MachineClassReference{Name: class},
 			AllowEmulated: true, Timeout: &metav1.Duration{Duration: 15 * time.Minute}},
 	}
