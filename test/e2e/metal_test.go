@@ -75,7 +75,8 @@ func TestBareMetalPools(t *testing.T) {
 	image := "127.0.0.1:" + registryPort + "/anvil/metal-disk:latest"
 	socket := "unix://" + filepath.Join(t.TempDir(), "mri.sock")
 	rt := exec.Command(anvilBin, "runtime", "metal", "--name", "metal-b", "--namespace", "site-b", "--listen", socket,
-		"--state-dir", shortDir(t), "--ironic-port", freePort(t), "--image-listen", "127.0.0.1:"+freePort(t))
+		"--state-dir", shortDir(t), "--ironic-port", freePort(t), "--image-listen", "127.0.0.1:"+freePort(t),
+		"--allow-registry", "127.0.0.1:"+registryPort, "--wipe", "eraser", "--eraser", filepath.Join(binDir, "eraser"))
 	rt.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	apply(t, kubeconfig, strings.ReplaceAll(siteB, "IMAGE", image))
 	startProcess(t, rt)

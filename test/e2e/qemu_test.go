@@ -109,7 +109,7 @@ func TestQemuPoolsBootTheImageOfTheirArchitecture(t *testing.T) {
 	kubeconfig := filepath.Join(state, "kubeconfig")
 	registry := "127.0.0.1:" + registryPort
 	image := registry + "/anvil/testos:latest" // published by anvil dev from --test-os
-	amd64Only := pushAMD64Only(t, registry)
+	amd64Only := pushAMD64Only(t, registry, state)
 
 	pools := map[computev1alpha1.Architecture]qemuPool{}
 	for _, arch := range []computev1alpha1.Architecture{computev1alpha1.ArchitectureAMD64, computev1alpha1.ArchitectureARM64} {
@@ -200,13 +200,20 @@ func shortDir(t *testing.T) string {
 	return dir
 }
 
-// pushAMD64Only publishes the test OS's amd64 entry alone.
-func pushAMD64Only(t *testing.T, registry string) string {
+// pushAMD64Only publishes the test OS's amd64 entry alone, with the push credential anvil
+// dev keeps in its state folder (its registry refuses anonymous writes).
+func pushAMD64Only(t *testing.T, registry, state string) string {
 	t.Helper()
-	out, err := exec.Command(anvilBin, "image", "push", registry+"/anvil/testos-amd64:1",
-		"--from", "amd64="+filepath.Join(testos.Dir(t), "amd64")).Output()
+	push := exec.Command(anvilBin, "image", "push", registry+"/anvil/testos-amd64:1",
+		"--from", "amd64="+filepath.Join(testos.Dir(t), "amd64"))
+	push.Env = append(os.Environ(), "DOCKER_CONFIG="+filepath.Join(state, "docker"))
+	out, err := push.Output()
 	if err != nil {
-		t.Fatalf("anvil image push: %v", err)
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("anvil image push: %v\n%s", err, stderr)
 	}
 	return strings.TrimSpace(string(out))
 }
