@@ -27,6 +27,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/metal/pool"
 	"github.com/anvil-dev/anvil/internal/metal/site"
 	"github.com/anvil-dev/anvil/internal/osimage"
+	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/test/metalpool"
 )
 
@@ -75,7 +76,9 @@ func startMetalSite(t *testing.T, hosts map[string]map[string]string) *metalSite
 		// Fake hardware has no disks to wipe (the Host controller never wipes it).
 		Site: site.Config{RestConfig: env.Config, Namespace: s.infra, StateDir: dir, BusyPoll: 500 * time.Millisecond,
 			Wipe: site.Wipe{Method: site.WipeNone}},
+		// The test's registry is on the loopback, which pools refuse unless allowed.
 		Name: "pool-" + s.tenant, ImageCacheDir: filepath.Join(dir, "cache"),
+		ImageCache: osimage.CacheOptions{Network: registrynet.Policy{Allow: registrynet.Loopback}},
 	}, 2*time.Second)
 	if err != nil {
 		t.Fatalf("starting the metal pool: %v", err)
