@@ -73,7 +73,7 @@ func StartMetalPool(ctx context.Context, cfg *rest.Config, c client.Client, stat
 	if err != nil {
 		return nil, err
 	}
-	return runPool(ctx, cfg, stateDir, MetalPoolName, poolServer{Runtime: p.Runtime, pool: p}, "metal")
+	return runPool(ctx, cfg, stateDir, MetalPoolName, poolServer{Runtime: p.Runtime, pool: p}, "metal", images.Network)
 }
 
 // startDevMetal starts the metal pool when Ironic is installed, or says why it did not:

@@ -75,13 +75,13 @@ func TestBareMetalPools(t *testing.T) {
 	image := "127.0.0.1:" + registryPort + "/anvil/metal-disk:latest"
 	socket := "unix://" + filepath.Join(t.TempDir(), "mri.sock")
 	rt := exec.Command(anvilBin, "runtime", "metal", "--name", "metal-b", "--namespace", "site-b", "--listen", socket,
-		"--state-dir", shortDir(t), "--ironic-port", freePort(t), "--image-listen", "127.0.0.1:"+freePort(t))
+		"--state-dir", shortDir(t), "--ironic-port", freePort(t), "--image-listen", "127.0.0.1:"+freePort(t), "--allow-registry", "127.0.0.1:"+registryPort)
 	rt.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	apply(t, kubeconfig, strings.ReplaceAll(siteB, "IMAGE", image))
 	startProcess(t, rt)
 	t.Cleanup(func() { stopProcess(rt) })
 	poollet := exec.Command(anvilBin, "poollet", "--pool", "metal-b", "--runtime", socket, "--interval", "1s",
-		"--labels", "compute.anvil.dev/runtime=metal-b")
+		"--labels", "compute.anvil.dev/runtime=metal-b", "--allow-registry", "127.0.0.1:"+registryPort)
 	poollet.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	startProcess(t, poollet)
 	t.Cleanup(func() { stopProcess(poollet) })

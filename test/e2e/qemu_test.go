@@ -20,7 +20,9 @@ type qemuPool struct {
 	name, stateDir string
 }
 
-func startQemuPool(t *testing.T, kubeconfig string, arch computev1alpha1.Architecture) qemuPool {
+// startQemuPool starts the pool's processes; registry (anvil dev's, on loopback) is the
+// one non-public registry they may read.
+func startQemuPool(t *testing.T, kubeconfig, registry string, arch computev1alpha1.Architecture) qemuPool {
 	t.Helper()
 	p := qemuPool{name: "qemu-" + string(arch), stateDir: shortDir(t)}
 	// VMs outlive their runtime by design; a test that stops early must not leave any.
@@ -33,10 +35,10 @@ func startQemuPool(t *testing.T, kubeconfig string, arch computev1alpha1.Archite
 	})
 	socket := "unix://" + filepath.Join(t.TempDir(), "mri.sock")
 	rt := background(t, anvilBin, "runtime", "qemu", "--name", p.name, "--listen", socket,
-		"--state-dir", p.stateDir, "--cache-dir", filepath.Join(t.TempDir(), "cache"), "--arch", string(arch))
+		"--state-dir", p.stateDir, "--cache-dir", filepath.Join(t.TempDir(), "cache"), "--arch", string(arch), "--allow-registry", registry)
 	t.Cleanup(func() { stopProcess(rt) })
 	poollet := exec.Command(anvilBin, "poollet", "--pool", p.name, "--runtime", socket, "--interval", "1s",
-		"--labels", "compute.anvil.dev/runtime=qemu")
+		"--labels", "compute.anvil.dev/runtime=qemu", "--allow-registry", registry)
 	poollet.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	startProcess(t, poollet)
 	t.Cleanup(func() { stopProcess(poollet) })
@@ -113,7 +115,7 @@ func TestQemuPoolsBootTheImageOfTheirArchitecture(t *testing.T) {
 
 	pools := map[computev1alpha1.Architecture]qemuPool{}
 	for _, arch := range []computev1alpha1.Architecture{computev1alpha1.ArchitectureAMD64, computev1alpha1.ArchitectureARM64} {
-		pools[arch] = startQemuPool(t, kubeconfig, arch)
+		pools[arch] = startQemuPool(t, kubeconfig, registry, arch)
 		waitKubectl(t, kubeconfig, "True", "get", "machinepool", pools[arch].name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 	}
 	apply(t, kubeconfig, strings.ReplaceAll(vmObjects, "IMAGE", image))

@@ -95,11 +95,14 @@ func startMetalSite(t *testing.T, hosts map[string]map[string]string) *metalSite
 	return s
 }
 
-// startManager runs anvil's manager (the scheduler and the rest) until the test ends.
+// startManager runs anvil's manager (the scheduler and the rest) until the test ends, as
+// an operator would with the tests' registry allow-listed.
 func startManager(t *testing.T) {
 	t.Helper()
 	o := anvilmanager.DefaultOptions()
 	o.MetricsAddr, o.HealthAddr, o.SkipControllerNameValidation = "0", "0", true
+	// The tests' registry, on loopback: the one non-public registry the scheduler may read.
+	o.AllowRegistry = []string{env.Registry.Host}
 	mgr, err := anvilmanager.New(env.Config, o)
 	if err != nil {
 		t.Fatal(err)
