@@ -163,9 +163,14 @@ func poolletIdentity(ctx context.Context, cfg *rest.Config, pool string) (*rest.
 	if err != nil {
 		return nil, fmt.Errorf("the identity of poollet %s: %w", pool, err)
 	}
+	return impersonating(cfg, imp), nil
+}
+
+// impersonating is cfg acting as imp.
+func impersonating(cfg *rest.Config, imp rest.ImpersonationConfig) *rest.Config {
 	identity := rest.CopyConfig(cfg)
 	identity.Impersonate = imp
-	return identity, nil
+	return identity
 }
 
 // poolSet is the pools anvil dev started: their names for the summary, and the errors of

@@ -27,6 +27,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/metal/pool"
 	"github.com/anvil-dev/anvil/internal/metal/site"
 	"github.com/anvil-dev/anvil/internal/osimage"
+	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/test/metalpool"
 )
 
@@ -76,6 +77,8 @@ func startMetalSite(t *testing.T, hosts map[string]map[string]string) *metalSite
 		Site: site.Config{RestConfig: env.Config, Namespace: s.infra, StateDir: dir, BusyPoll: 500 * time.Millisecond,
 			Wipe: site.Wipe{Method: site.WipeNone}},
 		Name: "pool-" + s.tenant, ImageCacheDir: filepath.Join(dir, "cache"),
+		// The tests' registry is on loopback: the one non-public registry the pool reads.
+		ImageCache: osimage.CacheOptions{Network: registrynet.Policy{Allow: registrynet.Loopback}},
 	}, 2*time.Second)
 	if err != nil {
 		t.Fatalf("starting the metal pool: %v", err)
