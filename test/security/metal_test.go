@@ -40,6 +40,8 @@ type metalSite struct {
 	class, image  string
 	// as is a client acting as the tenant.
 	as client.Client
+	// pool is the running pool: its site and poollet, each as its own ServiceAccount.
+	pool *metalpool.Running
 }
 
 // startMetalSite starts a site whose Hosts are named and labelled by hosts.
@@ -95,6 +97,7 @@ func startMetalSite(t *testing.T, hosts map[string]map[string]string) *metalSite
 	}
 	s.image = pushDisk(t, s.tenant)
 	s.as = tenant(t, "tenant-of-"+s.tenant, s.tenant)
+	s.pool = p
 	return s
 }
 
