@@ -1,15 +1,14 @@
 package poollet_test
 
 import (
-	"net"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/registrynet/registrynettest"
 )
 
 // The attack: with the scheduler not reading images (--image-architectures any), a
@@ -19,25 +18,11 @@ import (
 // address rules: nothing is connected to, and the Machine says its registry is refused.
 func TestPoolletNeverReadsAnInternalRegistry(t *testing.T) {
 	startControllers(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	var accepted atomic.Int32
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			_ = c.Close()
-		}
-	}()
+	// A "service" inside the site (etcd on 127.0.0.1:2379) that counts connections.
+	service := registrynettest.StartSilent(t)
 	p := newPool(t, "internal-registry", nil)
 	for name, image := range map[string]string{
-		"loopback": l.Addr().String() + "/etcd/keys:latest",
+		"loopback": service.Host + "/etcd/keys:latest",
 		"metadata": "169.254.169.254/latest/meta-data:x",
 	} {
 		m := newMachine(t, p.name, name, func(m *computev1alpha1.Machine) { m.Spec.Image = image })
@@ -53,7 +38,7 @@ func TestPoolletNeverReadsAnInternalRegistry(t *testing.T) {
 			t.Errorf("Machine %s: %d runtime machines for an image whose registry was refused", name, len(rms))
 		}
 	}
-	if n := accepted.Load(); n != 0 {
+	if n := service.Accepted.Load(); n != 0 {
 		t.Errorf("the poollet made %d connections to the loopback port a tenant's image named", n)
 	}
 }

@@ -43,26 +43,22 @@ func TestMetalSiteCannotWriteMachinesOrOtherSitesHosts(t *testing.T) {
 	create(t, env.Client, own, victim, m, policy)
 	c := serviceAccountToken(t, site, rbac.MetalServiceAccount)
 
-	patch := func(obj client.Object, mutate func()) func(context.Context) error {
+	// write changes obj as mutate says, as the site, through its status when status.
+	write := func(obj client.Object, status bool, mutate func()) func(context.Context) error {
 		return func(ctx context.Context) error {
 			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 				return err
 			}
 			base := obj.DeepCopyObject().(client.Object)
 			mutate()
+			if status {
+				return c.Status().Patch(ctx, obj, client.MergeFrom(base))
+			}
 			return c.Patch(ctx, obj, client.MergeFrom(base))
 		}
 	}
-	patchStatus := func(obj client.Object, mutate func()) func(context.Context) error {
-		return func(ctx context.Context) error {
-			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-				return err
-			}
-			base := obj.DeepCopyObject().(client.Object)
-			mutate()
-			return c.Status().Patch(ctx, obj, client.MergeFrom(base))
-		}
-	}
+	patch := func(obj client.Object, mutate func()) func(context.Context) error { return write(obj, false, mutate) }
+	patchStatus := func(obj client.Object, mutate func()) func(context.Context) error { return write(obj, true, mutate) }
 	claim := &metalv1alpha1.ConsumerReference{Namespace: tenantNS, Name: "web", UID: string(m.UID)}
 	tryAll(t, "metal site "+site, []attempt{
 		// Another site's servers.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,30 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/registrynet/registrynettest"
 )
-
-// listenCounting opens a loopback listener standing in for a service inside the site (etcd
-// on 127.0.0.1:2379) and counts the connections made to it.
-func listenCounting(t *testing.T) (addr string, accepted *atomic.Int32) {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	accepted = &atomic.Int32{}
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			_ = c.Close()
-		}
-	}()
-	return l.Addr().String(), accepted
-}
 
 // The attack: a tenant names an image on a registry inside the site — a loopback port of
 // the manager's host (etcd, an admin API), the cloud metadata service, a private address —
@@ -53,7 +30,9 @@ func TestTenantImageOnAnInternalRegistryIsNeverRead(t *testing.T) {
 	class := "ssrf-" + ns
 	create(t, env.Client, &computev1alpha1.MachineClass{ObjectMeta: metav1.ObjectMeta{Name: class},
 		Capabilities: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}})
-	inside, accepted := listenCounting(t)
+	// A "service" inside the site (etcd on 127.0.0.1:2379) that counts connections.
+	service := registrynettest.StartSilent(t)
+	inside := service.Host
 	_, port, _ := net.SplitHostPort(inside)
 	startManager(t)
 
@@ -101,7 +80,7 @@ func TestTenantImageOnAnInternalRegistryIsNeverRead(t *testing.T) {
 		}
 		t.Logf("%s: %s=%s %s: %s", image, cond.Type, cond.Status, cond.Reason, cond.Message)
 	}
-	if n := accepted.Load(); n != 0 {
+	if n := service.Accepted.Load(); n != 0 {
 		t.Errorf("the manager made %d connections to the loopback port %s a tenant's image named", n, inside)
 	}
 }
