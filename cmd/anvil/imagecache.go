@@ -22,7 +22,7 @@ type imageCacheFlags struct {
 // images its machines use.
 func addImageCacheFlags(fl *pflag.FlagSet, withEviction bool) *imageCacheFlags {
 	f := &imageCacheFlags{withCacheSizeLimits: withEviction}
-	fl.StringSliceVar(&f.allow, "allow-registry", nil, "a registry on a loopback, link-local or private address that images may come from: HOST[:PORT] or a CIDR (repeatable); all others of those addresses are refused")
+	fl.StringSliceVar(&f.allow, "allow-registry", nil, registrynet.AllowRegistryUsage)
 	fl.DurationVar(&f.opts.Network.Timeout, "registry-timeout", registrynet.DefaultTimeout, "longest wait on a registry (to connect, for an answer, between two reads)")
 	fl.StringVar(&f.maxLayer, "max-layer-size", resource.NewQuantity(osimage.DefaultMaxLayerBytes, resource.BinarySI).String(), "largest image layer (kernel, initramfs, disk) pulled; larger ones are refused before download")
 	if withEviction {

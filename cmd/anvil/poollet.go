@@ -1,22 +1,32 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/anvil-dev/anvil/internal/mri"
 	"github.com/anvil-dev/anvil/internal/poollet"
+	"github.com/anvil-dev/anvil/internal/registrynet"
 )
 
 func newPoolletCommand() *cobra.Command {
 	var endpoint string
 	var peers []uint32
+	var allow []string
 	o := poollet.DefaultOptions("")
 	cmd := &cobra.Command{
 		Use:   "poollet",
 		Short: "Run the agent of one MachinePool against its runtime",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			allowed, err := registrynet.ParseAllowList(allow)
+			if err != nil {
+				return fmt.Errorf("--allow-registry: %w", err)
+			}
+			// Tags of tenants' images are read here: held to the address rules.
+			o.Images = poollet.NewRegistryImages(registrynet.Policy{Allow: allowed})
 			rt, conn, err := mri.Dial(endpoint, mri.AllowPeers(peers...), mri.Pool(o.Pool))
 			if err != nil {
 				return err
@@ -39,6 +49,7 @@ func newPoolletCommand() *cobra.Command {
 	f.StringVar(&endpoint, "runtime", "", "the runtime's endpoint, unix:///path.sock (required)")
 	addPeerFlag(f, &peers)
 	f.StringVar(&o.ProviderID, "provider-id", "", "spec.providerID of a pool this poollet creates")
+	f.StringSliceVar(&allow, "allow-registry", nil, registrynet.AllowRegistryUsage)
 	f.StringToStringVar(&o.Labels, "labels", nil, "labels of a pool this poollet creates")
 	f.DurationVar(&o.Interval, "interval", o.Interval, "how often the runtime's capacity is read and the Lease renewed")
 	f.DurationVar(&o.LeaseDuration, "lease-duration", o.LeaseDuration, "how long the pool counts as alive after a renewal")

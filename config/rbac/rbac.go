@@ -45,36 +45,80 @@ func PoolletUser(pool string) string {
 // roles (made to match these). It returns that identity for impersonation, for a
 // poollet run in the same process as an admin client (anvil dev).
 func InstallPoollet(ctx context.Context, c client.Client, pool string) (rest.ImpersonationConfig, error) {
-	for _, ns := range []string{secretaccess.PoolletNamespace, computev1alpha1.PoolLeaseNamespace} {
-		if err := client.IgnoreAlreadyExists(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})); err != nil {
-			return rest.ImpersonationConfig{}, fmt.Errorf("creating namespace %s: %w", ns, err)
-		}
+	if err := ensureNamespaces(ctx, c, secretaccess.PoolletNamespace, computev1alpha1.PoolLeaseNamespace); err != nil {
+		return rest.ImpersonationConfig{}, err
 	}
 	roles, err := Load("poollet")
 	if err != nil {
 		return rest.ImpersonationConfig{}, err
 	}
 	name := secretaccess.ServiceAccountName(pool)
-	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: secretaccess.PoolletNamespace, Name: name}}
-	objs := []client.Object{&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: secretaccess.PoolletNamespace, Name: name}}}
+	return installIdentity(ctx, c, "poollet", roles, secretaccess.PoolletNamespace, name, "anvil-"+name)
+}
+
+// MetalServiceAccount is the ServiceAccount a metal site (its Host controller and metal
+// runtime, one process) runs as, in the site's infrastructure namespace.
+const MetalServiceAccount = "anvil-metal-site"
+
+// MetalUser is the user name of the metal site of namespace.
+func MetalUser(namespace string) string {
+	return "system:serviceaccount:" + namespace + ":" + MetalServiceAccount
+}
+
+// InstallMetal gives the metal site of namespace its own identity, as an operator adding a
+// site would: the ServiceAccount <namespace>/anvil-metal-site, bound to the shipped
+// ClusterRole anvil-metal and to the shipped Role anvil-metal placed in namespace (it
+// ships in anvil-metal; its rules are the site's wherever its Hosts live). It returns
+// that identity for impersonation (anvil dev, the tests). The site's poollet is another
+// identity (InstallPoollet): it runs as its own process on a real site.
+func InstallMetal(ctx context.Context, c client.Client, namespace string) (rest.ImpersonationConfig, error) {
+	if err := ensureNamespaces(ctx, c, namespace); err != nil {
+		return rest.ImpersonationConfig{}, err
+	}
+	roles, err := Load("metal")
+	if err != nil {
+		return rest.ImpersonationConfig{}, err
+	}
+	for _, r := range roles {
+		if r.GetKind() == "Role" {
+			r.SetNamespace(namespace)
+		}
+	}
+	return installIdentity(ctx, c, "metal", roles, namespace, MetalServiceAccount, MetalServiceAccount+"-"+namespace)
+}
+
+func ensureNamespaces(ctx context.Context, c client.Client, names ...string) error {
+	for _, ns := range names {
+		if err := client.IgnoreAlreadyExists(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})); err != nil {
+			return fmt.Errorf("creating namespace %s: %w", ns, err)
+		}
+	}
+	return nil
+}
+
+// installIdentity applies roles (of config/rbac/<dir>) and binds them to the ServiceAccount
+// saNamespace/saName, which it creates: RoleBindings named after the ServiceAccount, and
+// ClusterRoleBindings named binding (unique in the cluster). It returns the identity.
+func installIdentity(ctx context.Context, c client.Client, dir string, roles []*unstructured.Unstructured, saNamespace, saName, binding string) (rest.ImpersonationConfig, error) {
+	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: saNamespace, Name: saName}}
+	objs := []client.Object{&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: saNamespace, Name: saName}}}
 	for _, r := range roles {
 		objs = append(objs, r)
-		meta := metav1.ObjectMeta{Namespace: r.GetNamespace(), Name: "anvil-" + name}
 		ref := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: r.GetKind(), Name: r.GetName()}
 		switch r.GetKind() {
 		case "ClusterRole":
-			objs = append(objs, &rbacv1.ClusterRoleBinding{ObjectMeta: meta, Subjects: subject, RoleRef: ref})
+			objs = append(objs, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: binding}, Subjects: subject, RoleRef: ref})
 		case "Role":
-			objs = append(objs, &rbacv1.RoleBinding{ObjectMeta: meta, Subjects: subject, RoleRef: ref})
+			objs = append(objs, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: r.GetNamespace(), Name: "anvil-" + saName}, Subjects: subject, RoleRef: ref})
 		default:
-			return rest.ImpersonationConfig{}, fmt.Errorf("config/rbac/poollet: unexpected kind %s", r.GetKind())
+			return rest.ImpersonationConfig{}, fmt.Errorf("config/rbac/%s: unexpected kind %s", dir, r.GetKind())
 		}
 	}
 	for _, o := range objs {
 		if _, isSA := o.(*corev1.ServiceAccount); isSA {
 			// Applying a ServiceAccount would drop the token Secrets others added to it.
 			if err := c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-				return rest.ImpersonationConfig{}, fmt.Errorf("creating ServiceAccount %s: %w", name, err)
+				return rest.ImpersonationConfig{}, fmt.Errorf("creating ServiceAccount %s: %w", saName, err)
 			}
 			continue
 		}
@@ -82,6 +126,6 @@ func InstallPoollet(ctx context.Context, c client.Client, pool string) (rest.Imp
 			return rest.ImpersonationConfig{}, fmt.Errorf("installing %T %s: %w", o, o.GetName(), err)
 		}
 	}
-	return rest.ImpersonationConfig{UserName: PoolletUser(pool), Groups: []string{
-		"system:serviceaccounts", "system:serviceaccounts:" + secretaccess.PoolletNamespace, "system:authenticated"}}, nil
+	return rest.ImpersonationConfig{UserName: "system:serviceaccount:" + saNamespace + ":" + saName, Groups: []string{
+		"system:serviceaccounts", "system:serviceaccounts:" + saNamespace, "system:authenticated"}}, nil
 }

@@ -146,6 +146,8 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 
+	// The scheduler reads the indexes of images in anvil dev's registry, on loopback.
+	o.Manager.AllowRegistry = append(o.Manager.AllowRegistry, devRegistry(reg.Host)...)
 	mgr, err := manager.New(cfg, o.Manager)
 	if err != nil {
 		return err

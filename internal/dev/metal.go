@@ -15,6 +15,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
+	"github.com/anvil-dev/anvil/config/rbac"
 	"github.com/anvil-dev/anvil/internal/ironic"
 	"github.com/anvil-dev/anvil/internal/metal/pool"
 	"github.com/anvil-dev/anvil/internal/metal/site"
@@ -55,7 +56,8 @@ type poolServer struct {
 func (p poolServer) Close() { _ = p.pool.Stop() }
 
 // StartMetalPool enrols fake-hardware Hosts and a HostPolicy letting every namespace use
-// them, runs Ironic, the Host controller and the metal runtime, and a poollet for the pool.
+// them, runs Ironic, the Host controller and the metal runtime (as the site's
+// ServiceAccount), and a poollet for the pool (as the poollet's).
 func StartMetalPool(ctx context.Context, cfg *rest.Config, c client.Client, stateDir, imageListen, espImage string, wipe site.Wipe, images osimage.CacheOptions, log logr.Logger) (<-chan error, error) {
 	if err := ensureNamespace(ctx, c, MetalNamespace); err != nil {
 		return nil, err
@@ -63,9 +65,15 @@ func StartMetalPool(ctx context.Context, cfg *rest.Config, c client.Client, stat
 	if err := seedMetal(ctx, c); err != nil {
 		return nil, err
 	}
+	// The site (Host controller and metal runtime) runs as its own ServiceAccount with the
+	// shipped metal roles, as on a site host: Hosts and Secrets of its namespace only.
+	imp, err := rbac.InstallMetal(ctx, c, MetalNamespace)
+	if err != nil {
+		return nil, fmt.Errorf("the identity of the metal site: %w", err)
+	}
 	dir := filepath.Join(stateDir, "pools", MetalPoolName)
 	p, err := pool.Start(ctx, pool.Config{
-		Site: site.Config{RestConfig: cfg, Namespace: MetalNamespace, StateDir: dir, ESPImage: espImage, Wipe: wipe,
+		Site: site.Config{RestConfig: impersonating(cfg, imp), Namespace: MetalNamespace, StateDir: dir, ESPImage: espImage, Wipe: wipe,
 			Logger: log.WithName("site").WithValues("pool", MetalPoolName)},
 		Name: MetalPoolName, ImageCacheDir: filepath.Join(dir, "cache"), ImageCache: images, ImageListen: imageListen,
 		Logger: log.WithName("runtime").WithValues("pool", MetalPoolName),
@@ -73,7 +81,7 @@ func StartMetalPool(ctx context.Context, cfg *rest.Config, c client.Client, stat
 	if err != nil {
 		return nil, err
 	}
-	return runPool(ctx, cfg, stateDir, MetalPoolName, poolServer{Runtime: p.Runtime, pool: p}, "metal")
+	return runPool(ctx, cfg, stateDir, MetalPoolName, poolServer{Runtime: p.Runtime, pool: p}, "metal", images.Network)
 }
 
 // startDevMetal starts the metal pool when Ironic is installed, or says why it did not:

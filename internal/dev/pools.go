@@ -44,14 +44,14 @@ type runtimeServer interface {
 }
 
 // startFakePool runs the fake runtime and its poollet.
-func startFakePool(ctx context.Context, cfg *rest.Config, stateDir string, p FakePool) (<-chan error, error) {
+func startFakePool(ctx context.Context, cfg *rest.Config, stateDir string, p FakePool, network registrynet.Policy) (<-chan error, error) {
 	p.Config.Name = p.Name
 	p.Config.StateFile = filepath.Join(stateDir, "pools", p.Name, "fake-runtime.json")
 	rt, err := fake.New(p.Config)
 	if err != nil {
 		return nil, err
 	}
-	return runPool(ctx, cfg, stateDir, p.Name, rt, "fake")
+	return runPool(ctx, cfg, stateDir, p.Name, rt, "fake", network)
 }
 
 // QemuPoolName is the pool anvil dev runs for one architecture's VMs.
@@ -96,12 +96,13 @@ func StartQemuPool(ctx context.Context, cfg *rest.Config, stateDir string, arch 
 		return nil, err
 	}
 	cache.SetInUse(rt.ImageFilesInUse)
-	return runPool(ctx, cfg, stateDir, name, rt, "qemu")
+	return runPool(ctx, cfg, stateDir, name, rt, "qemu", images.Network)
 }
 
-// runPool serves rt on a socket in the state directory and runs a poollet for it. Both
-// stop when ctx ends; errors arrive on the returned channel.
-func runPool(ctx context.Context, cfg *rest.Config, stateDir, name string, rt runtimeServer, kind string) (<-chan error, error) {
+// runPool serves rt on a socket in the state directory and runs a poollet for it, which
+// reads image tags through network (the runtime's image cache's). Both stop when ctx ends;
+// errors arrive on the returned channel.
+func runPool(ctx context.Context, cfg *rest.Config, stateDir, name string, rt runtimeServer, kind string, network registrynet.Policy) (<-chan error, error) {
 	endpoint := "unix://" + filepath.Join(stateDir, "run", name+".sock")
 	l, err := mri.Listen(endpoint)
 	if err != nil {
@@ -116,6 +117,7 @@ func runPool(ctx context.Context, cfg *rest.Config, stateDir, name string, rt ru
 	}
 	o := poollet.DefaultOptions(name)
 	o.Runtime, o.ProviderID = client, kind+"://"+name
+	o.Images = poollet.NewRegistryImages(network)
 	o.Labels = map[string]string{LabelRuntime: kind}
 	o.SkipControllerNameValidation = true
 	identity, err := poolletIdentity(ctx, cfg, name)
@@ -161,9 +163,14 @@ func poolletIdentity(ctx context.Context, cfg *rest.Config, pool string) (*rest.
 	if err != nil {
 		return nil, fmt.Errorf("the identity of poollet %s: %w", pool, err)
 	}
+	return impersonating(cfg, imp), nil
+}
+
+// impersonating is cfg acting as imp.
+func impersonating(cfg *rest.Config, imp rest.ImpersonationConfig) *rest.Config {
 	identity := rest.CopyConfig(cfg)
 	identity.Impersonate = imp
-	return identity, nil
+	return identity
 }
 
 // poolSet is the pools anvil dev started: their names for the summary, and the errors of
@@ -188,7 +195,7 @@ func (s *poolSet) add(name string, errs <-chan error) {
 func startPools(ctx context.Context, o Options, cfg *rest.Config, c client.Client, stateDir, registryHost string) (*poolSet, error) {
 	pools := &poolSet{errs: make(chan error, 1)}
 	for _, p := range o.FakePools {
-		errs, err := startFakePool(ctx, cfg, stateDir, p)
+		errs, err := startFakePool(ctx, cfg, stateDir, p, PoolImages(registryHost).Network)
 		if err != nil {
 			return nil, fmt.Errorf("starting pool %s: %w", p.Name, err)
 		}
@@ -220,8 +227,7 @@ func startPools(ctx context.Context, o Options, cfg *rest.Config, c client.Clien
 // non-public registry they may reach.
 func PoolImages(registryHost string) osimage.CacheOptions {
 	var allow []registrynet.Allowed
-	_, port, _ := net.SplitHostPort(registryHost)
-	for _, e := range []string{registryHost, net.JoinHostPort("localhost", port)} {
+	for _, e := range devRegistry(registryHost) {
 		// registryHost is the registry's own listening address, never outside input: an
 		// entry that does not parse is left out (and its pulls refused, saying why).
 		if a, err := registrynet.ParseAllowed(e); err == nil {
@@ -229,4 +235,11 @@ func PoolImages(registryHost string) osimage.CacheOptions {
 		}
 	}
 	return osimage.CacheOptions{Network: registrynet.Policy{Allow: allow}}
+}
+
+// devRegistry is the allow-list entries of anvil dev's registry: the pools' and the
+// manager's (--allow-registry), which reads its images' indexes.
+func devRegistry(registryHost string) []string {
+	_, port, _ := net.SplitHostPort(registryHost)
+	return []string{registryHost, net.JoinHostPort("localhost", port)}
 }

@@ -21,8 +21,9 @@ import (
 // references (they cannot change), for TagTTL for tags.
 type Registry struct {
 	TagTTL time.Duration
-	// Transport reaches registries (nil: registrynet's timeouts, any address). A runtime
-	// passes its image cache's, so both refuse the same registries.
+	// Transport reaches registries (nil: registrynet's timeouts and address rules, no
+	// registry allow-listed). A runtime passes its image cache's, so both refuse the same
+	// registries; the manager and poollets pass one made from their --allow-registry.
 	Transport http.RoundTripper
 
 	mu    sync.Mutex
@@ -69,8 +70,10 @@ func (r *Registry) lookup(ctx context.Context, reference string) (entry, error) 
 	return e, nil
 }
 
-// defaultTransport bounds every wait; the address policy is the caller's (a runtime's).
-var defaultTransport = registrynet.Policy{AnyAddress: true}.Transport()
+// defaultTransport bounds every wait and refuses loopback, link-local and private
+// registries: the references are tenants', and the manager and poollets reading them sit
+// inside the site (an etcd on 127.0.0.1, a metadata service on 169.254.169.254).
+var defaultTransport = registrynet.Policy{}.Transport()
 
 func (r *Registry) transport() http.RoundTripper {
 	if r.Transport != nil {

@@ -2,6 +2,7 @@ package imageref
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -13,6 +14,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/registry"
+	"github.com/anvil-dev/anvil/internal/registrynet"
 )
 
 // pushIndex pushes a two-platform index to a fresh embedded registry and returns its tag
@@ -50,7 +52,7 @@ func pushIndex(t *testing.T) (ref string, digest v1.Hash, reg *registry.Registry
 
 func TestDigestAndArchitecturesOfAnIndex(t *testing.T) {
 	ref, digest, _ := pushIndex(t)
-	r := &Registry{}
+	r := &Registry{Transport: loopbackAllowed}
 	got, err := r.Digest(context.Background(), ref)
 	if err != nil {
 		t.Fatal(err)
@@ -70,8 +72,22 @@ func TestDigestAndArchitecturesOfAnIndex(t *testing.T) {
 func TestMissingImageIsAnError(t *testing.T) {
 	ref, _, reg := pushIndex(t)
 	_ = ref
-	if _, err := (&Registry{}).Digest(context.Background(), reg.Host+"/anvil/absent:1"); err == nil {
+	if _, err := (&Registry{Transport: loopbackAllowed}).Digest(context.Background(), reg.Host+"/anvil/absent:1"); err == nil {
 		t.Fatal("a missing image resolved")
+	}
+}
+
+// loopbackAllowed reaches the tests' registries, on loopback.
+var loopbackAllowed = registrynet.Policy{Allow: registrynet.Loopback}.Transport()
+
+// Without a Transport, a Registry holds to the address rules with nothing allow-listed:
+// the references are tenants', and its readers (the manager, poollets) sit inside the site.
+func TestDefaultRefusesNonPublicRegistries(t *testing.T) {
+	ref, _, _ := pushIndex(t)
+	_, err := (&Registry{}).Architectures(context.Background(), ref)
+	var refused *registrynet.RefusedError
+	if !errors.As(err, &refused) {
+		t.Fatalf("reading %s with the default transport: %v, want a refusal", ref, err)
 	}
 }
 

@@ -28,6 +28,7 @@ import (
 	schedulercontroller "github.com/anvil-dev/anvil/internal/controller/scheduler"
 	"github.com/anvil-dev/anvil/internal/controller/secretaccess"
 	"github.com/anvil-dev/anvil/internal/imageref"
+	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/internal/scheduler"
 )
 
@@ -54,6 +55,11 @@ type Options struct {
 	// offers: "registry" (read the image's index) or "any" (assume every architecture and
 	// rely on the runtime's refusal; for registries the manager cannot reach).
 	ImageArchitectures string
+	// AllowRegistry lists the registries on loopback, link-local or private addresses whose
+	// image indexes the scheduler may read (registrynet.ParseAllowed: HOST[:PORT] or a
+	// CIDR); an image on any other such address is refused without a connection
+	// (RegistryRefused): tenants name the images, and the manager sits inside the site.
+	AllowRegistry []string
 	// LeaderElection makes only one of several replicas active at a time.
 	LeaderElection          bool
 	LeaderElectionNamespace string
@@ -95,6 +101,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ImageBuilds.Registry, "builder-registry", o.ImageBuilds.Registry, "host:port of the registry builders read bases from and push to")
 	fs.StringVar(&o.ImageBuilds.GuestRegistry, "builder-guest-registry", o.ImageBuilds.GuestRegistry, "host:port builders reach that registry at on their network")
 	fs.BoolVar(&o.ImageBuilds.GuestPlainHTTP, "builder-guest-plain-http", o.ImageBuilds.GuestPlainHTTP, "builders speak plain HTTP to the registry's guest address")
+	fs.StringSliceVar(&o.AllowRegistry, "allow-registry", o.AllowRegistry, registrynet.AllowRegistryUsage)
 	fs.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection, "elect one active manager among replicas")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "namespace of the leader election Lease")
 }
@@ -117,6 +124,9 @@ func (o Options) Validate() error {
 	if o.ImageArchitectures != ImageArchitecturesRegistry && o.ImageArchitectures != ImageArchitecturesAny {
 		return fmt.Errorf("--image-architectures must be %s or %s, not %q", ImageArchitecturesRegistry, ImageArchitecturesAny, o.ImageArchitectures)
 	}
+	if _, err := registrynet.ParseAllowList(o.AllowRegistry); err != nil {
+		return fmt.Errorf("--allow-registry: %w", err)
+	}
 	return nil
 }
 
@@ -126,12 +136,14 @@ const (
 	ImageArchitecturesAny      = "any"
 )
 
-// imageResolver is the scheduler's source of image architectures.
+// imageResolver is the scheduler's source of image architectures. o is valid.
 func (o Options) imageResolver() schedulercontroller.ImageResolver {
 	if o.ImageArchitectures == ImageArchitecturesAny {
 		return schedulercontroller.UnrestrictedImages{}
 	}
-	return schedulercontroller.RegistryImages{Registry: &imageref.Registry{TagTTL: 30 * time.Second}, Timeout: 10 * time.Second}
+	allow, _ := registrynet.ParseAllowList(o.AllowRegistry)
+	return schedulercontroller.RegistryImages{Registry: &imageref.Registry{TagTTL: 30 * time.Second,
+		Transport: registrynet.Policy{Allow: allow}.Transport()}, Timeout: 10 * time.Second}
 }
 
 // New returns a manager with every anvil controller registered; Start runs them.

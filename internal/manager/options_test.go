@@ -16,6 +16,7 @@ func TestValidateNamesTheFlagToFix(t *testing.T) {
 		{func(o *Options) { o.Burst = 0 }, "--kube-api-burst"},
 		{func(o *Options) { o.SyncPeriod = -time.Second }, "--resync-period"},
 		{func(o *Options) { o.ImageArchitectures = "index" }, "--image-architectures"},
+		{func(o *Options) { o.AllowRegistry = []string{"registry:port"} }, "--allow-registry"},
 	}
 	if err := DefaultOptions().Validate(); err != nil {
 		t.Fatalf("defaults are invalid: %v", err)

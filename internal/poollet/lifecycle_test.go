@@ -14,6 +14,7 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/registry"
+	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/internal/runtime/fake"
 )
 
@@ -150,7 +151,11 @@ func TestTagResolvedThroughTheRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newPool(t, "tags", nil)
+	allow, err := registrynet.ParseAllowed(reg.Host) // the test's registry, on loopback
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startPool(t, &testPool{t: t, name: "tags", registries: registrynet.Policy{Allow: []registrynet.Allowed{allow}}}, nil)
 	m := newMachine(t, "tags", "vm", func(m *computev1alpha1.Machine) { m.Spec.Image = ref })
 	waitFor(t, m, "ran", inState(computev1alpha1.MachineStateRunning))
 	waitRuntime(t, p, m, "booting the tag's digest", func(rm *mriv1alpha1.Machine) bool {

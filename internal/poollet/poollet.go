@@ -27,7 +27,7 @@ import (
 	"github.com/anvil-dev/anvil/api"
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
-	"github.com/anvil-dev/anvil/internal/imageref"
+	"github.com/anvil-dev/anvil/internal/registrynet"
 )
 
 // Options configure one poollet.
@@ -58,7 +58,7 @@ type Options struct {
 
 // DefaultOptions suit a poollet next to its runtime.
 func DefaultOptions(pool string) Options {
-	return Options{Pool: pool, Images: RegistryImages{Registry: &imageref.Registry{TagTTL: 30 * time.Second}}, Interval: 10 * time.Second, LeaseDuration: 40 * time.Second,
+	return Options{Pool: pool, Images: NewRegistryImages(registrynet.Policy{}), Interval: 10 * time.Second, LeaseDuration: 40 * time.Second,
 		StuckAfter: 30 * time.Second, MaxOrphans: 10, Concurrency: 8, QPS: 50, Burst: 100, MetricsAddr: "0"}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -12,6 +13,7 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/imageref"
+	"github.com/anvil-dev/anvil/internal/registrynet"
 )
 
 // ImageResolver turns an image reference into the digest a runtime boots.
@@ -24,6 +26,13 @@ type ImageResolver interface {
 // registry. The digest may be an index's: the runtime picks its architecture's entry.
 type RegistryImages struct {
 	Registry *imageref.Registry
+}
+
+// NewRegistryImages reads tags through network: its timeouts, and its allow-list of
+// registries on loopback, link-local or private addresses (all others refused). A poollet
+// beside a runtime passes the runtime's image cache's, so both refuse the same registries.
+func NewRegistryImages(network registrynet.Policy) RegistryImages {
+	return RegistryImages{Registry: &imageref.Registry{TagTTL: 30 * time.Second, Transport: network.Transport()}}
 }
 
 // Resolve returns the digest of the reference.

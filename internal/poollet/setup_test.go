@@ -19,6 +19,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/manager"
 	"github.com/anvil-dev/anvil/internal/mri"
 	"github.com/anvil-dev/anvil/internal/poollet"
+	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/internal/runtime/fake"
 	"github.com/anvil-dev/anvil/test/harness"
 )
@@ -41,6 +42,8 @@ type testPool struct {
 	labels map[string]string
 	// restConfig is the poollet's identity; nil is the test's admin.
 	restConfig *rest.Config
+	// registries is how the poollet reads tags (the default: no non-public registry).
+	registries registrynet.Policy
 	// maxOrphans overrides the poollet's default when not zero.
 	maxOrphans int
 	endpoint   string
@@ -121,6 +124,7 @@ func (p *testPool) startPoollet() {
 	o := poollet.DefaultOptions(p.name)
 	o.Runtime, o.Interval, o.LeaseDuration, o.StuckAfter = p.client, 500*time.Millisecond, 10*time.Second, time.Second
 	o.SkipControllerNameValidation = true
+	o.Images = poollet.NewRegistryImages(p.registries)
 	if p.maxOrphans != 0 {
 		o.MaxOrphans = p.maxOrphans
 	}

@@ -15,6 +15,7 @@ import (
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/controller/requeue"
 	"github.com/anvil-dev/anvil/internal/mri"
+	"github.com/anvil-dev/anvil/internal/registrynet"
 )
 
 // create resolves what the runtime needs and asks it for a machine. A refusal hands the
@@ -66,6 +67,10 @@ func (r *MachineReconciler) desiredSpec(ctx context.Context, m *computev1alpha1.
 		return nil, cond, err
 	}
 	digest, err := r.Images.Resolve(ctx, m.Spec.Image, arch)
+	if refused := (*registrynet.RefusedError)(nil); errors.As(err, &refused) {
+		return nil, &metav1.Condition{Type: computev1alpha1.ConditionImageReady, Status: metav1.ConditionFalse,
+			Reason: computev1alpha1.ReasonRegistryRefused, Message: fmt.Sprintf("image %s: %s", m.Spec.Image, refused.Public())}, nil
+	}
 	if err != nil {
 		return nil, &metav1.Condition{Type: computev1alpha1.ConditionImageReady, Status: metav1.ConditionFalse,
 			Reason: computev1alpha1.ReasonImageResolveFailed, Message: err.Error()}, nil

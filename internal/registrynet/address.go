@@ -142,3 +142,10 @@ type RefusedError struct {
 }
 
 func (e *RefusedError) Error() string { return e.msg }
+
+// Public is the refusal as the tenant who named the registry may read it: the registry as
+// named, without the address a name resolved to or what kind of network that is (both
+// describe the site's inside), and without the flag (the site's configuration).
+func (e *RefusedError) Public() string {
+	return fmt.Sprintf("registry %s is not on a public address: refused (an administrator may allow it)", e.Target)
+}

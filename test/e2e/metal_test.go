@@ -82,7 +82,7 @@ func TestBareMetalPools(t *testing.T) {
 	startProcess(t, rt)
 	t.Cleanup(func() { stopProcess(rt) })
 	poollet := exec.Command(anvilBin, "poollet", "--pool", "metal-b", "--runtime", socket, "--interval", "1s",
-		"--labels", "compute.anvil.dev/runtime=metal-b")
+		"--labels", "compute.anvil.dev/runtime=metal-b", "--allow-registry", "127.0.0.1:"+registryPort)
 	poollet.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	startProcess(t, poollet)
 	t.Cleanup(func() { stopProcess(poollet) })

@@ -26,7 +26,8 @@ func TestPoolletAndFakeRuntimeCommands(t *testing.T) {
 	runtime := background(t, anvilBin, "runtime", "fake", "--name", "edge", "--socket", socket, "--arch", "amd64", "--cpu", "8", "--memory", "16Gi")
 	defer stopProcess(runtime)
 	// Labelled like anvil dev's fake pool, which the sample web-1 asks for.
-	poollet := exec.Command(anvilBin, "poollet", "--pool", "edge", "--runtime", socket, "--interval", "1s", "--labels", "compute.anvil.dev/runtime=fake")
+	poollet := exec.Command(anvilBin, "poollet", "--pool", "edge", "--runtime", socket, "--interval", "1s", "--labels", "compute.anvil.dev/runtime=fake",
+		"--allow-registry", "127.0.0.1:"+registryPort)
 	poollet.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	startProcess(t, poollet)
 	defer stopProcess(poollet)

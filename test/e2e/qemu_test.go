@@ -20,8 +20,8 @@ type qemuPool struct {
 	name, stateDir string
 }
 
-// startQemuPool starts a QEMU pool of arch that may pull from registry (on the loopback,
-// which pools refuse unless allowed).
+// startQemuPool starts the pool's processes; registry (anvil dev's, on loopback) is the
+// one non-public registry they may read.
 func startQemuPool(t *testing.T, kubeconfig, registry string, arch computev1alpha1.Architecture) qemuPool {
 	t.Helper()
 	p := qemuPool{name: "qemu-" + string(arch), stateDir: shortDir(t)}
@@ -38,7 +38,7 @@ func startQemuPool(t *testing.T, kubeconfig, registry string, arch computev1alph
 		"--state-dir", p.stateDir, "--cache-dir", filepath.Join(t.TempDir(), "cache"), "--arch", string(arch), "--allow-registry", registry)
 	t.Cleanup(func() { stopProcess(rt) })
 	poollet := exec.Command(anvilBin, "poollet", "--pool", p.name, "--runtime", socket, "--interval", "1s",
-		"--labels", "compute.anvil.dev/runtime=qemu")
+		"--labels", "compute.anvil.dev/runtime=qemu", "--allow-registry", registry)
 	poollet.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	startProcess(t, poollet)
 	t.Cleanup(func() { stopProcess(poollet) })

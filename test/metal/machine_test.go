@@ -32,6 +32,7 @@ import (
 func startManager(t *testing.T) {
 	t.Helper()
 	o := manager.DefaultOptions()
+	o.AllowRegistry = []string{env.Registry.Host} // the test's registry, on loopback
 	o.MetricsAddr, o.HealthAddr, o.SkipControllerNameValidation = "0", "0", true
 	mgr, err := manager.New(env.Config, o)
 	if err != nil {

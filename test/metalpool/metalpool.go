@@ -10,12 +10,10 @@ import (
 	"path/filepath"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/config/rbac"
 	"github.com/anvil-dev/anvil/internal/metal/pool"
 	"github.com/anvil-dev/anvil/internal/mri"
 	"github.com/anvil-dev/anvil/internal/poollet"
@@ -24,24 +22,37 @@ import (
 // Running is a started pool with its MRI server and poollet.
 type Running struct {
 	*pool.Pool
-	cancel context.CancelFunc
-	done   []chan error
-	conn   interface{ Close() error }
+	// SiteUser and PoolletUser are the identities the site (Host controller, runtime) and
+	// the poollet run as: their own ServiceAccounts with the shipped roles.
+	SiteUser, PoolletUser string
+	cancel                context.CancelFunc
+	done                  []chan error
+	conn                  interface{ Close() error }
 }
 
 // Start starts the pool cfg describes (its MRI socket in cfg.Site.StateDir) and its
-// poollet, which checks the runtime every interval. c creates the namespace the
-// poollets' Leases live in when it is missing (anvil dev and installs create it).
+// poollet, which checks the runtime every interval and reads image tags as the pool's
+// cache does (cfg.ImageCache.Network). Each runs as its own ServiceAccount with the
+// shipped roles, impersonated from rc and cfg.Site.RestConfig: c (an admin's) installs
+// them, as an operator adding a site would.
 func Start(ctx context.Context, rc *rest.Config, c client.Client, cfg pool.Config, interval time.Duration) (*Running, error) {
-	leases := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: computev1alpha1.PoolLeaseNamespace}}
-	if err := c.Create(ctx, leases); client.IgnoreAlreadyExists(err) != nil {
+	site, err := rbac.InstallMetal(ctx, c, cfg.Site.Namespace)
+	if err != nil {
 		return nil, err
 	}
+	poolletID, err := rbac.InstallPoollet(ctx, c, cfg.Name)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Site.RestConfig = rest.CopyConfig(cfg.Site.RestConfig)
+	cfg.Site.RestConfig.Impersonate = site
+	rc = rest.CopyConfig(rc)
+	rc.Impersonate = poolletID
 	p, err := pool.Start(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	r := &Running{Pool: p}
+	r := &Running{Pool: p, SiteUser: site.UserName, PoolletUser: poolletID.UserName}
 	endpoint := "unix://" + filepath.Join(cfg.Site.StateDir, "mri.sock")
 	l, err := mri.Listen(endpoint)
 	if err != nil {
@@ -55,6 +66,7 @@ func Start(ctx context.Context, rc *rest.Config, c client.Client, cfg pool.Confi
 	o := poollet.DefaultOptions(cfg.Name)
 	o.Runtime, o.ProviderID, o.SkipControllerNameValidation = rt, "metal://"+cfg.Name, true
 	o.Interval, o.StuckAfter = interval, 5*time.Second
+	o.Images = poollet.NewRegistryImages(cfg.ImageCache.Network)
 	mgr, err := poollet.New(rc, o)
 	if err != nil {
 		return nil, errors.Join(err, conn.Close(), l.Close(), p.Stop())

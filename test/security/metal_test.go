@@ -40,6 +40,8 @@ type metalSite struct {
 	class, image  string
 	// as is a client acting as the tenant.
 	as client.Client
+	// pool is the running pool: its site and poollet, each as its own ServiceAccount.
+	pool *metalpool.Running
 }
 
 // startMetalSite starts a site whose Hosts are named and labelled by hosts.
@@ -76,8 +78,8 @@ func startMetalSite(t *testing.T, hosts map[string]map[string]string) *metalSite
 		// Fake hardware has no disks to wipe (the Host controller never wipes it).
 		Site: site.Config{RestConfig: env.Config, Namespace: s.infra, StateDir: dir, BusyPoll: 500 * time.Millisecond,
 			Wipe: site.Wipe{Method: site.WipeNone}},
-		// The test's registry is on the loopback, which pools refuse unless allowed.
 		Name: "pool-" + s.tenant, ImageCacheDir: filepath.Join(dir, "cache"),
+		// The tests' registry is on loopback: the one non-public registry the pool reads.
 		ImageCache: osimage.CacheOptions{Network: registrynet.Policy{Allow: registrynet.Loopback}},
 	}, 2*time.Second)
 	if err != nil {
@@ -95,14 +97,18 @@ func startMetalSite(t *testing.T, hosts map[string]map[string]string) *metalSite
 	}
 	s.image = pushDisk(t, s.tenant)
 	s.as = tenant(t, "tenant-of-"+s.tenant, s.tenant)
+	s.pool = p
 	return s
 }
 
-// startManager runs anvil's manager (the scheduler and the rest) until the test ends.
+// startManager runs anvil's manager (the scheduler and the rest) until the test ends, as
+// an operator would with the tests' registry allow-listed.
 func startManager(t *testing.T) {
 	t.Helper()
 	o := anvilmanager.DefaultOptions()
 	o.MetricsAddr, o.HealthAddr, o.SkipControllerNameValidation = "0", "0", true
+	// The tests' registry, on loopback: the one non-public registry the scheduler may read.
+	o.AllowRegistry = []string{env.Registry.Host}
 	mgr, err := anvilmanager.New(env.Config, o)
 	if err != nil {
 		t.Fatal(err)

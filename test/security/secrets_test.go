@@ -5,11 +5,12 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/anvil-dev/anvil/config/rbac"
 )
 
 // metalNamespace is the infrastructure namespace the shipped metal Role is made for.
@@ -91,17 +92,12 @@ func TestMetalSiteReachesSecretsOnlyInItsNamespace(t *testing.T) {
 	create(t, env.Client,
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: "db-password"}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: metalNamespace, Name: "bmc-" + tenantNS}})
-	user := "system:serviceaccount:" + metalNamespace + ":anvil-metal-site"
-	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
-	if err := env.InstallRBAC(ctx, "metal",
-		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "anvil-metal-site"}, Subjects: subject,
-			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "anvil-metal"}},
-		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: metalNamespace, Name: "anvil-metal-site"}, Subjects: subject,
-			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "anvil-metal"}},
-	); err != nil {
+	imp, err := rbac.InstallMetal(ctx, env.Client, metalNamespace)
+	if err != nil {
 		t.Fatal(err)
 	}
-	trySecrets(t, "metal site", user, []string{"system:serviceaccounts", "system:serviceaccounts:" + metalNamespace}, []secretTry{
+	user := imp.UserName
+	trySecrets(t, "metal site", user, imp.Groups, []secretTry{
 		{"get a tenant's Secret", false, getSecret(tenantNS, "db-password")},
 		{"list Secrets in a tenant namespace", false, listSecrets(client.InNamespace(tenantNS))},
 		{"list Secrets of every namespace", false, listSecrets()},

@@ -112,6 +112,11 @@ const (
 	// ReasonImageUnresolved: the image's registry could not say which architectures the
 	// image offers (missing image, unreachable registry); retried.
 	ReasonImageUnresolved = "ImageUnresolved"
+	// ReasonRegistryRefused: the image's registry is on a loopback, link-local or private
+	// address the reader (the manager's scheduler, a poollet) does not allow-list
+	// (--allow-registry). Not retried: only the reader's configuration changes it. Also a
+	// reason of the ImageReady condition, set by the poollet.
+	ReasonRegistryRefused = "RegistryRefused"
 )
 
 // AnnotationBoundBy marks a machinePoolRef set by the scheduler (value "scheduler"), as

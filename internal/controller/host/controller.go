@@ -50,8 +50,11 @@ func (r *Reconciler) eraserFor(h *metalv1alpha1.Host) *provisioner.Image {
 	return &img
 }
 
-// +kubebuilder:rbac:groups=metal.anvil.dev,resources=hosts,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=metal.anvil.dev,resources=hosts/status,verbs=get;patch;update
+// Hosts are the site's own namespace's only (a Role there; see internal/runtime/metal's
+// rbac.go): a site's credentials cannot take over another site's servers.
+//
+// +kubebuilder:rbac:groups=metal.anvil.dev,namespace=anvil-metal,resources=hosts,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=metal.anvil.dev,namespace=anvil-metal,resources=hosts/status,verbs=get;patch;update
 // +kubebuilder:rbac:groups=metal.anvil.dev,resources=hardwaredata,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",namespace=anvil-metal,resources=secrets,verbs=get;list;watch
 

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/controller/requeue"
+	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/internal/scheduler"
 )
 
@@ -79,6 +81,12 @@ func (r *Reconciler) schedule(ctx context.Context, m *computev1alpha1.Machine) (
 			fmt.Sprintf("MachineClass %q does not exist", m.Spec.MachineClassRef.Name))
 	}
 	archs, image, err := r.architectures(ctx, m, class)
+	if refused := (*registrynet.RefusedError)(nil); errors.As(err, &refused) {
+		// The tenant named a registry inside the site: no connection was made, and the
+		// message names only what the tenant wrote.
+		return ctrl.Result{}, r.setScheduled(ctx, m, metav1.ConditionFalse, computev1alpha1.ReasonRegistryRefused,
+			fmt.Sprintf("image %s: %s", m.Spec.Image, refused.Public()))
+	}
 	if err != nil {
 		// The registry is an outside clock: nothing in the cluster announces the image's
 		// arrival or the registry's return, so look again later.

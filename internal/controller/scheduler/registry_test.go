@@ -15,6 +15,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/imageref"
+	"github.com/anvil-dev/anvil/internal/registrynet"
 )
 
 // pushIndex pushes an index with one random image per architecture to reference.
@@ -43,7 +44,8 @@ func TestRegistryIndexChoosesThePoolAndAMissingImageWaits(t *testing.T) {
 	amd64Only := reg.Host + "/os:amd64-only"
 	pushIndex(t, amd64Only, "amd64")
 	startScheduler(t, &Reconciler{
-		Resolver:   RegistryImages{Registry: &imageref.Registry{TagTTL: time.Second}, Timeout: 5 * time.Second},
+		Resolver: RegistryImages{Registry: &imageref.Registry{TagTTL: time.Second,
+			Transport: registrynet.Policy{Allow: registrynet.Loopback}.Transport()}, Timeout: 5 * time.Second},
 		ImageRetry: time.Second,
 	})
 	cls := uniq(t, "reg")

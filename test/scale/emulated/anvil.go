@@ -127,6 +127,7 @@ func startAnvil(ctx context.Context, env *harness.Env, o options, state, testOS,
 // startManager runs anvil's manager (the scheduler and the rest) in this process.
 func (a *anvilPath) startManager() error {
 	mo := manager.DefaultOptions()
+	mo.AllowRegistry = []string{a.env.Registry.Host} // the test's registry, on loopback
 	mo.MetricsAddr, mo.HealthAddr, mo.SkipControllerNameValidation = "0", "0", true
 	mgr, err := manager.New(a.env.Config, mo)
 	if err != nil {

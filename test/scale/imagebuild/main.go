@@ -96,6 +96,7 @@ func run(rounds int) error {
 		return err
 	}
 	o := manager.DefaultOptions()
+	o.AllowRegistry = []string{reg} // the test's registry, on loopback
 	o.MetricsAddr, o.HealthAddr = "0", "0"
 	o.ImageBuilds = dev.ImageBuilds(reg)
 	mgr, err := manager.New(env.Config, o)

@@ -86,6 +86,7 @@ func run(rounds int, arch computev1alpha1.Architecture) error {
 		return err
 	}
 	o := manager.DefaultOptions()
+	o.AllowRegistry = []string{env.Registry.Host} // the test's registry, on loopback
 	o.MetricsAddr, o.HealthAddr = "0", "0"
 	mgr, err := manager.New(env.Config, o)
 	if err != nil {
