@@ -215,3 +215,18 @@ func FreePort(t testing.TB) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// RunManager starts mgr (a controller-runtime manager) until the test ends, then stops it
+// and fails the test if it ended with an error.
+func RunManager(t testing.TB, mgr interface{ Start(context.Context) error }) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+}

@@ -28,6 +28,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/metal/site"
 	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/internal/registrynet"
+	"github.com/anvil-dev/anvil/test/harness"
 	"github.com/anvil-dev/anvil/test/metalpool"
 )
 
@@ -113,15 +114,7 @@ func startManager(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	harness.RunManager(t, mgr)
 }
 
 // pushDisk publishes a raw amd64 disk and returns its reference.

@@ -47,15 +47,7 @@ func startScheduler(t *testing.T, r *Reconciler) {
 	if err := r.SetupWithManager(mgr, 4); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	harness.RunManager(t, mgr)
 }
 
 func mustCreate(t *testing.T, objs ...client.Object) {
