@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"syscall"
 	"time"
 
@@ -66,9 +67,18 @@ func transient(err error) bool {
 		return false
 	}
 	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || closedBeforeAnswering(err) {
 		return true
 	}
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// closedBeforeAnswering reports net/http's error for a connection the server closed before
+// the request was written. A builder sees it when the registry behind its guest forward is
+// down: slirp accepts the guest's connection at once, and the forward closes it on finding no
+// registry. net/http does not export the error, and go-containerregistry joins its https and
+// http tries in a list errors.As cannot walk, so it is recognised by its text.
+func closedBeforeAnswering(err error) bool {
+	return strings.Contains(err.Error(), "http: server closed idle connection")
 }

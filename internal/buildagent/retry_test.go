@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 )
 
@@ -26,6 +28,11 @@ func TestTransient(t *testing.T) {
 		{"connection refused", fmt.Errorf("pushing x: %w", refused), true},
 		{"connection reset", &net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, true},
 		{"dropped mid-body", fmt.Errorf("copying: %w", io.ErrUnexpectedEOF), true},
+		// What go-containerregistry returned to a builder whose registry was restarting: its
+		// https try answered in plain HTTP, its http try was closed before it was written.
+		{"closed before the request was written", fmt.Errorf("pulling the base: %w", errors.Join(
+			&url.Error{Op: "Get", URL: "https://10.0.2.100:5000/v2/", Err: errors.New("http: server gave HTTP response to HTTPS client")},
+			&url.Error{Op: "Get", URL: "http://10.0.2.100:5000/v2/", Err: errors.New("http: server closed idle connection")})), true},
 		{"unavailable", &transport.Error{StatusCode: 503}, true},
 		{"too many requests", fmt.Errorf("x: %w", &transport.Error{StatusCode: 429}), true},
 		{"an upload the restarted registry forgot", &transport.Error{StatusCode: 404, Errors: []transport.Diagnostic{{Code: transport.BlobUploadUnknownErrorCode}}}, true},
@@ -38,6 +45,35 @@ func TestTransient(t *testing.T) {
 	} {
 		if got := transient(tc.err); got != tc.want {
 			t.Errorf("%s: transient(%v) = %t, want %t", tc.name, tc.err, got, tc.want)
+		}
+	}
+}
+
+// A forward with no registry behind it accepts and closes: every answer a registry client
+// gets from it, whichever way net/http's race goes, is one to wait out.
+func TestAForwardWithNoRegistryIsTransient(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	ref, err := name.ParseReference(l.Addr().String()+"/anvil/testos:1", name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		_, err := remote.Head(ref, remote.WithRetryBackoff(remote.Backoff{Steps: 1}))
+		if err == nil || !transient(err) {
+			t.Fatalf("remote.Head through a closing forward: %v, want a transient error", err)
 		}
 	}
 }
