@@ -13,6 +13,7 @@ import (
 // imageCacheFlags are a runtime's limits on the images its tenants name.
 type imageCacheFlags struct {
 	allow               []string
+	credentials         string
 	maxLayer, maxCache  string
 	opts                osimage.CacheOptions
 	withCacheSizeLimits bool
@@ -23,6 +24,7 @@ type imageCacheFlags struct {
 func addImageCacheFlags(fl *pflag.FlagSet, withEviction bool) *imageCacheFlags {
 	f := &imageCacheFlags{withCacheSizeLimits: withEviction}
 	fl.StringSliceVar(&f.allow, "allow-registry", nil, registrynet.AllowRegistryUsage)
+	fl.StringVar(&f.credentials, "registry-credentials", "", registrynet.RegistryCredentialsUsage)
 	fl.DurationVar(&f.opts.Network.Timeout, "registry-timeout", registrynet.DefaultTimeout, "longest wait on a registry (to connect, for an answer, between two reads)")
 	fl.StringVar(&f.maxLayer, "max-layer-size", resource.NewQuantity(osimage.DefaultMaxLayerBytes, resource.BinarySI).String(), "largest image layer (kernel, initramfs, disk) pulled; larger ones are refused before download")
 	if withEviction {
@@ -37,6 +39,9 @@ func (f *imageCacheFlags) options() (osimage.CacheOptions, error) {
 	var err error
 	if o.Network.Allow, err = registrynet.ParseAllowList(f.allow); err != nil {
 		return o, fmt.Errorf("--allow-registry: %w", err)
+	}
+	if o.Network.Logins, err = registrynet.LoadLogins(f.credentials); err != nil {
+		return o, fmt.Errorf("--registry-credentials: %w", err)
 	}
 	if o.MaxLayerBytes, err = size("--max-layer-size", f.maxLayer); err != nil {
 		return o, err

@@ -15,6 +15,7 @@ func newPoolletCommand() *cobra.Command {
 	var endpoint string
 	var peers []uint32
 	var allow []string
+	var credentials string
 	o := poollet.DefaultOptions("")
 	cmd := &cobra.Command{
 		Use:   "poollet",
@@ -25,8 +26,12 @@ func newPoolletCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("--allow-registry: %w", err)
 			}
+			logins, err := registrynet.LoadLogins(credentials)
+			if err != nil {
+				return fmt.Errorf("--registry-credentials: %w", err)
+			}
 			// Tags of tenants' images are read here: held to the address rules.
-			o.Images = poollet.NewRegistryImages(registrynet.Policy{Allow: allowed})
+			o.Images = poollet.NewRegistryImages(registrynet.Policy{Allow: allowed, Logins: logins})
 			rt, conn, err := mri.Dial(endpoint, mri.AllowPeers(peers...), mri.Pool(o.Pool))
 			if err != nil {
 				return err
@@ -50,6 +55,7 @@ func newPoolletCommand() *cobra.Command {
 	addPeerFlag(f, &peers)
 	f.StringVar(&o.ProviderID, "provider-id", "", "spec.providerID of a pool this poollet creates")
 	f.StringSliceVar(&allow, "allow-registry", nil, registrynet.AllowRegistryUsage)
+	f.StringVar(&credentials, "registry-credentials", "", registrynet.RegistryCredentialsUsage)
 	f.StringToStringVar(&o.Labels, "labels", nil, "labels of a pool this poollet creates")
 	f.DurationVar(&o.Interval, "interval", o.Interval, "how often the runtime's capacity is read and the Lease renewed")
 	f.DurationVar(&o.LeaseDuration, "lease-duration", o.LeaseDuration, "how long the pool counts as alive after a renewal")

@@ -103,6 +103,11 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
+	poolsCredentials, poolLogins, err := writePoolsCredentials(cp.StateDir(), reg.Host, *regAuth.Read)
+	if err != nil {
+		return err
+	}
+	o.Manager.RegistryCredentials = poolsCredentials
 	// This process's pushes (the test OS, the builder image, the manager's build indexes
 	// and tags) go through the default keychain: it reads DOCKER_CONFIG.
 	if err := os.Setenv("DOCKER_CONFIG", dockerConfig); err != nil {
@@ -155,7 +160,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	mgrCtx, stopManager := context.WithCancel(ctx)
 	mgrDone := make(chan error, 1)
 	go func() { mgrDone <- mgr.Start(mgrCtx) }()
-	pools, err := startPools(mgrCtx, o, cfg, c, cp.StateDir(), reg.Host)
+	pools, err := startPools(mgrCtx, o, cfg, c, cp.StateDir(), reg.Host, PoolImages(reg.Host, poolLogins))
 	if err != nil {
 		stopManager()
 		<-mgrDone
@@ -165,7 +170,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	fmt.Fprintf(o.Out, `anvil dev is up (%.1fs)
   etcd            pid %d, https://127.0.0.1:%d (client certificates only)
   kube-apiserver  pid %d, https://127.0.0.1:%d
-  registry        %s (in this process; push with DOCKER_CONFIG=%s, anyone may pull)
+  registry        %s (in this process; push and pull with DOCKER_CONFIG=%s; pools read with %s)
   test OS         %s
   OS image builds %s
   manager         in this process
@@ -176,7 +181,7 @@ Use it with:
   export KUBECONFIG=%s
   kubectl get machineclasses
 Stop with Ctrl-C; objects are kept for the next start.
-`, time.Since(started).Seconds(), etcdPID, o.ControlPlane.EtcdClientPort, apiserverPID, o.ControlPlane.APIServerPort, reg.Host, dockerConfig, testOS, builder,
+`, time.Since(started).Seconds(), etcdPID, o.ControlPlane.EtcdClientPort, apiserverPID, o.ControlPlane.APIServerPort, reg.Host, dockerConfig, poolsCredentials, testOS, builder,
 		orNone(pools.names),
 		cp.StateDir(), cp.LogDir(), created, len(seeds)-created, cp.KubeconfigPath())
 

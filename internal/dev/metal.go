@@ -86,7 +86,7 @@ func StartMetalPool(ctx context.Context, cfg *rest.Config, c client.Client, stat
 
 // startDevMetal starts the metal pool when Ironic is installed, or says why it did not:
 // fake-hardware Hosts, and o.EmulatedServers servers behind the BMC emulator.
-func startDevMetal(ctx context.Context, cfg *rest.Config, c client.Client, stateDir, registryHost string, o Options, pools *poolSet) error {
+func startDevMetal(ctx context.Context, cfg *rest.Config, c client.Client, stateDir, registryHost string, images osimage.CacheOptions, o Options, pools *poolSet) error {
 	if missing := ironicMissing(); missing != "" {
 		pools.names = append(pools.names, missing)
 		return nil
@@ -114,7 +114,7 @@ func startDevMetal(ctx context.Context, cfg *rest.Config, c client.Client, state
 		return fmt.Errorf("the bare-metal pool wipes released servers with anvil's eraser: make eraser builds bin/eraser (or --eraser; --metal-pool=false runs without the pool)")
 	}
 	wipe := site.Wipe{Method: site.WipeEraser, EraserDir: o.EraserDir}
-	errs, err := StartMetalPool(ctx, cfg, c, stateDir, fmt.Sprintf("127.0.0.1:%d", o.MetalImagePort), o.ESPImage, wipe, PoolImages(registryHost), ctrl.Log)
+	errs, err := StartMetalPool(ctx, cfg, c, stateDir, fmt.Sprintf("127.0.0.1:%d", o.MetalImagePort), o.ESPImage, wipe, images, ctrl.Log)
 	if err != nil {
 		return fmt.Errorf("starting pool %s: %w", MetalPoolName, err)
 	}

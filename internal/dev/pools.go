@@ -192,10 +192,10 @@ func (s *poolSet) add(name string, errs <-chan error) {
 
 // startPools starts the pools o asks for: fake ones, one QEMU pool per architecture this
 // machine can run, and the metal pool.
-func startPools(ctx context.Context, o Options, cfg *rest.Config, c client.Client, stateDir, registryHost string) (*poolSet, error) {
+func startPools(ctx context.Context, o Options, cfg *rest.Config, c client.Client, stateDir, registryHost string, images osimage.CacheOptions) (*poolSet, error) {
 	pools := &poolSet{errs: make(chan error, 1)}
 	for _, p := range o.FakePools {
-		errs, err := startFakePool(ctx, cfg, stateDir, p, PoolImages(registryHost).Network)
+		errs, err := startFakePool(ctx, cfg, stateDir, p, images.Network)
 		if err != nil {
 			return nil, fmt.Errorf("starting pool %s: %w", p.Name, err)
 		}
@@ -204,7 +204,7 @@ func startPools(ctx context.Context, o Options, cfg *rest.Config, c client.Clien
 	if o.QemuPools {
 		archs, missing := qemuArchitectures(o.QemuArchitectures)
 		for _, arch := range archs {
-			errs, err := StartQemuPool(ctx, cfg, stateDir, arch, PoolImages(registryHost), BuilderNetworks(registryHost), nil, ctrl.Log)
+			errs, err := StartQemuPool(ctx, cfg, stateDir, arch, images, BuilderNetworks(registryHost), nil, ctrl.Log)
 			if err != nil {
 				return nil, fmt.Errorf("starting pool %s: %w", QemuPoolName(arch), err)
 			}
@@ -215,17 +215,17 @@ func startPools(ctx context.Context, o Options, cfg *rest.Config, c client.Clien
 		}
 	}
 	if o.MetalPool {
-		if err := startDevMetal(ctx, cfg, c, stateDir, registryHost, o, pools); err != nil {
+		if err := startDevMetal(ctx, cfg, c, stateDir, registryHost, images, o, pools); err != nil {
 			return nil, err
 		}
 	}
 	return pools, nil
 }
 
-// PoolImages is how anvil dev's pools pull: anonymously, from public registries and from
+// PoolImages is how anvil dev's pools pull: anonymously from public registries, and from
 // anvil dev's own registry on loopback (by its address, or as localhost), the one
-// non-public registry they may reach.
-func PoolImages(registryHost string) osimage.CacheOptions {
+// non-public registry they may reach, with logins (the pools' read credential).
+func PoolImages(registryHost string, logins map[string]registrynet.Login) osimage.CacheOptions {
 	var allow []registrynet.Allowed
 	for _, e := range devRegistry(registryHost) {
 		// registryHost is the registry's own listening address, never outside input: an
@@ -234,7 +234,7 @@ func PoolImages(registryHost string) osimage.CacheOptions {
 			allow = append(allow, a)
 		}
 	}
-	return osimage.CacheOptions{Network: registrynet.Policy{Allow: allow}}
+	return osimage.CacheOptions{Network: registrynet.Policy{Allow: allow, Logins: logins}}
 }
 
 // devRegistry is the allow-list entries of anvil dev's registry: the pools' and the

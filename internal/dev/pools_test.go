@@ -10,7 +10,7 @@ import (
 // anvil dev's pools reach its own registry, by address or as localhost, and no other
 // loopback port.
 func TestPoolImagesAllowOnlyTheDevRegistry(t *testing.T) {
-	allow := PoolImages("127.0.0.1:5001").Network.Allow
+	allow := PoolImages("127.0.0.1:5001", nil).Network.Allow
 	for _, tc := range []struct {
 		host, ip string
 		port     int

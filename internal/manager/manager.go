@@ -60,6 +60,10 @@ type Options struct {
 	// CIDR); an image on any other such address is refused without a connection
 	// (RegistryRefused): tenants name the images, and the manager sits inside the site.
 	AllowRegistry []string
+	// RegistryCredentials is a docker config file whose logins the scheduler presents to
+	// the registries it names (registrynet.LoadLogins): a registry that refuses anonymous
+	// reads (anvil's own, with a read credential). Empty reads anonymously.
+	RegistryCredentials string
 	// LeaderElection makes only one of several replicas active at a time.
 	LeaderElection          bool
 	LeaderElectionNamespace string
@@ -102,6 +106,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ImageBuilds.GuestRegistry, "builder-guest-registry", o.ImageBuilds.GuestRegistry, "host:port builders reach that registry at on their network")
 	fs.BoolVar(&o.ImageBuilds.GuestPlainHTTP, "builder-guest-plain-http", o.ImageBuilds.GuestPlainHTTP, "builders speak plain HTTP to the registry's guest address")
 	fs.StringSliceVar(&o.AllowRegistry, "allow-registry", o.AllowRegistry, registrynet.AllowRegistryUsage)
+	fs.StringVar(&o.RegistryCredentials, "registry-credentials", o.RegistryCredentials, registrynet.RegistryCredentialsUsage)
 	fs.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection, "elect one active manager among replicas")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "namespace of the leader election Lease")
 }
@@ -127,6 +132,9 @@ func (o Options) Validate() error {
 	if _, err := registrynet.ParseAllowList(o.AllowRegistry); err != nil {
 		return fmt.Errorf("--allow-registry: %w", err)
 	}
+	if _, err := registrynet.LoadLogins(o.RegistryCredentials); err != nil {
+		return fmt.Errorf("--registry-credentials: %w", err)
+	}
 	return nil
 }
 
@@ -142,8 +150,9 @@ func (o Options) imageResolver() schedulercontroller.ImageResolver {
 		return schedulercontroller.UnrestrictedImages{}
 	}
 	allow, _ := registrynet.ParseAllowList(o.AllowRegistry)
+	logins, _ := registrynet.LoadLogins(o.RegistryCredentials) // read by Validate
 	return schedulercontroller.RegistryImages{Registry: &imageref.Registry{TagTTL: 30 * time.Second,
-		Transport: registrynet.Policy{Allow: allow}.Transport()}, Timeout: 10 * time.Second}
+		Transport: registrynet.Policy{Allow: allow, Logins: logins}.Transport()}, Timeout: 10 * time.Second}
 }
 
 // New returns a manager with every anvil controller registered; Start runs them.

@@ -17,6 +17,7 @@ func TestValidateNamesTheFlagToFix(t *testing.T) {
 		{func(o *Options) { o.SyncPeriod = -time.Second }, "--resync-period"},
 		{func(o *Options) { o.ImageArchitectures = "index" }, "--image-architectures"},
 		{func(o *Options) { o.AllowRegistry = []string{"registry:port"} }, "--allow-registry"},
+		{func(o *Options) { o.RegistryCredentials = "/nonexistent/config.json" }, "--registry-credentials"},
 	}
 	if err := DefaultOptions().Validate(); err != nil {
 		t.Fatalf("defaults are invalid: %v", err)

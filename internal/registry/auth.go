@@ -17,8 +17,9 @@ type Credential struct {
 
 // Auth makes the registry take writes only from the holder of Push, or, for one
 // repository, from the holder of a credential ScopedPush made with ScopeKey (what
-// builders get). Reads stay open to anyone (anonymous, or with Read: a read-only identity
-// for pools that want one).
+// builders get). With Read set, reading needs a credential too: Read (the pools'
+// read-only identity), Push, or a scoped credential for the repositories it names; without
+// it anyone reads.
 type Auth struct {
 	Push Credential
 	Read *Credential
@@ -33,27 +34,27 @@ const (
 	anonymous identity = iota
 	reader
 	pusher
-	scoped   // writes to one repository: the one identify returns
+	scoped   // writes to and reads the repositories of its Scope
 	stranger // presented credentials that are none of these (or expired)
 )
 
-func (a *Auth) identify(r *http.Request, now time.Time) (identity, string) {
+func (a *Auth) identify(r *http.Request, now time.Time) (identity, Scope) {
 	user, pass, ok := r.BasicAuth()
 	switch {
 	case !ok:
 		if r.Header.Get("Authorization") != "" {
-			return stranger, ""
+			return stranger, Scope{}
 		}
-		return anonymous, ""
+		return anonymous, Scope{}
 	case a.Push.matches(user, pass):
-		return pusher, ""
+		return pusher, Scope{}
 	case a.Read != nil && a.Read.matches(user, pass):
-		return reader, ""
+		return reader, Scope{}
 	}
-	if repository, ok := scopedRepository(a.ScopeKey, user, pass, now); ok {
-		return scoped, repository
+	if scope, ok := scopeOf(a.ScopeKey, user, pass, now); ok {
+		return scoped, scope
 	}
-	return stranger, ""
+	return stranger, Scope{}
 }
 
 func (c Credential) matches(user, pass string) bool {
@@ -63,34 +64,69 @@ func (c Credential) matches(user, pass string) bool {
 	return c.Username != "" && u&p == 1
 }
 
-// wrap refuses, before distribution sees them, writes by anyone but the pusher.
+// wrap refuses, before distribution sees them, the requests an identity may not make.
 func (a *Auth) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		who, scope := a.identify(r, time.Now())
 		read := r.Method == http.MethodGet || r.Method == http.MethodHead
 		switch {
-		case who == pusher:
+		case who == pusher, who == reader && read:
 			next.ServeHTTP(w, r)
-		case who == scoped && !read:
+		case who == stranger:
+			refuse(w, http.StatusUnauthorized, "UNAUTHORIZED", "wrong user name or password")
+		case who == scoped && read:
+			if why := outsideReadScope(r, scope); why != "" {
+				refuse(w, http.StatusForbidden, "DENIED", why)
+				return
+			}
+			next.ServeHTTP(w, r)
+		case who == scoped:
 			if why := outsideScope(r, scope); why != "" {
 				refuse(w, http.StatusForbidden, "DENIED", why)
 				return
 			}
 			next.ServeHTTP(w, r)
-		case who == stranger:
-			refuse(w, http.StatusUnauthorized, "UNAUTHORIZED", "wrong user name or password")
-		case read && r.URL.Path == "/v2/" && who == anonymous:
+		case who == reader:
+			refuse(w, http.StatusForbidden, "DENIED", "this credential may only read")
+		case read && a.Read != nil:
+			refuse(w, http.StatusUnauthorized, "UNAUTHORIZED", "reading needs a credential: the pools' read credential, the push credential, or a build's")
+		case read && r.URL.Path == "/v2/":
 			// The version check is where clients learn that the registry takes basic auth;
 			// a client without credentials goes on reading anonymously.
 			refuse(w, http.StatusUnauthorized, "UNAUTHORIZED", "pushing needs the registry's push credential")
 		case read:
 			next.ServeHTTP(w, r)
-		case who == reader:
-			refuse(w, http.StatusForbidden, "DENIED", "this credential may only read")
 		default:
 			refuse(w, http.StatusUnauthorized, "UNAUTHORIZED", "pushing needs the registry's push credential")
 		}
 	})
+}
+
+// route is the distribution route r takes and the repository it names ("" for routes of
+// no repository), matched with distribution's own router so that the repository checked is
+// the one distribution serves; ok is false for a path it does not route.
+func route(r *http.Request) (name, repository string, ok bool) {
+	var m mux.RouteMatch
+	if !v2.Router().Match(r, &m) || m.Route == nil {
+		return "", "", false
+	}
+	return m.Route.GetName(), m.Vars["name"], true
+}
+
+// outsideReadScope says why the read r is not one scope allows (its repositories, and
+// the version check), or "" when it is. The catalog, which lists every tenant's
+// repositories, is not for a scoped credential.
+func outsideReadScope(r *http.Request, scope Scope) string {
+	name, repository, ok := route(r)
+	switch {
+	case ok && name == v2.RouteNameBase:
+		return ""
+	case !ok || repository == "":
+		return "this credential may read only its build's repositories"
+	case !scope.reads(repository):
+		return "this credential may not read repository " + repository
+	}
+	return ""
 }
 
 // scopedRoutes are the routes a scoped credential may write through, in its repository.
@@ -98,21 +134,21 @@ var scopedRoutes = map[string]bool{
 	v2.RouteNameManifest: true, v2.RouteNameBlob: true, v2.RouteNameBlobUpload: true, v2.RouteNameBlobUploadChunk: true,
 }
 
-// outsideScope says why the write r is not one to repository only, or "" when it is. The
-// request is matched with distribution's own router, so the repository checked is the one
-// distribution will write to; a path it does not route is refused.
-func outsideScope(r *http.Request, repository string) string {
-	var m mux.RouteMatch
-	if !v2.Router().Match(r, &m) || m.Route == nil || !scopedRoutes[m.Route.GetName()] {
+// outsideScope says why the write r is not one to the scope's repository only, or "" when
+// it is; a path distribution does not route is refused.
+func outsideScope(r *http.Request, scope Scope) string {
+	repository := scope.Push
+	name, target, ok := route(r)
+	if !ok || !scopedRoutes[name] {
 		return "this credential may write only to repository " + repository
 	}
-	if m.Vars["name"] != repository {
-		return "this credential may write only to repository " + repository + ", not " + m.Vars["name"]
+	if target != repository {
+		return "this credential may write only to repository " + repository + ", not " + target
 	}
 	// A cross-repository mount reads a blob of another repository into this one: only
-	// from the scope's own repository.
-	if q := r.URL.Query(); q.Has("mount") && q.Get("from") != repository {
-		return "this credential may mount blobs only from repository " + repository
+	// from a repository the scope reads.
+	if q := r.URL.Query(); q.Has("mount") && !scope.reads(q.Get("from")) {
+		return "this credential may mount blobs only from the repositories it reads"
 	}
 	return ""
 }

@@ -18,7 +18,8 @@ import (
 
 // Attack: push into the registry (to replace an image others boot, or the builders'
 // image) without its push credential: anonymously, with the read-only credential, with a
-// guessed password. Each is refused; the push credential writes; anyone reads.
+// guessed password. Each is refused; the push credential writes; the read-only credential
+// and the push credential read, and nobody anonymously.
 func TestOnlyThePushCredentialWrites(t *testing.T) {
 	read := Credential{Username: "pool", Password: "read-secret"}
 	auth := &Auth{Push: Credential{Username: "anvil", Password: "push-secret"}, Read: &read}
@@ -59,7 +60,11 @@ func TestOnlyThePushCredentialWrites(t *testing.T) {
 	if err := remote.Write(ref, img, remote.WithAuth(basic(auth.Push))); err != nil {
 		t.Fatalf("push with the push credential: %v", err)
 	}
-	for _, a := range []authn.Authenticator{authn.Anonymous, basic(read)} {
+	var te *transport.Error
+	if _, err := remote.Image(ref, remote.WithAuth(authn.Anonymous)); !errors.As(err, &te) || te.StatusCode != http.StatusUnauthorized {
+		t.Errorf("anonymous read of a registry with a read credential: %v, want HTTP 401", err)
+	}
+	for _, a := range []authn.Authenticator{basic(auth.Push), basic(read)} {
 		got, err := remote.Image(ref, remote.WithAuth(a))
 		if err != nil {
 			t.Fatalf("read: %v", err)
@@ -120,7 +125,7 @@ func TestScopedPushCredentialWritesOnlyItsRepository(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	found := ScopedPush(key, "team-a/os", time.Now().Add(time.Hour)) // from team-a's job Secret
+	found := ScopedPush(key, "team-a/os", []string{"anvil/builder"}, time.Now().Add(time.Hour)) // from team-a's job Secret
 	tampered := func(c Credential, user string) Credential { c.Username = user; return c }
 	for _, tc := range []struct {
 		what   string
@@ -131,10 +136,12 @@ func TestScopedPushCredentialWritesOnlyItsRepository(t *testing.T) {
 		{"to another tenant's repository", found, "team-b/os", http.StatusForbidden},
 		{"to the builders' image", found, "anvil/builder", http.StatusForbidden},
 		{"to a repository below its own", found, "team-a/os/x", http.StatusForbidden},
+		{"to a repository it may read", found, "anvil/builder", http.StatusForbidden},
+		{"with a repository added to what it reads", tampered(found, found.Username+"+team-b/os"), "team-a/os", http.StatusUnauthorized},
 		{"with its repository changed", tampered(found, strings.Replace(found.Username, "team-a", "team-b", 1)), "team-b/os", http.StatusUnauthorized},
 		{"with its expiry pushed on", tampered(found, "scoped-push/99999999999/team-a/os"), "team-a/os", http.StatusUnauthorized},
-		{"after it expired", ScopedPush(key, "team-a/os", time.Now().Add(-time.Second)), "team-a/os", http.StatusUnauthorized},
-		{"minted with another key", ScopedPush([]byte("guessed"), "team-b/os", time.Now().Add(time.Hour)), "team-b/os", http.StatusUnauthorized},
+		{"after it expired", ScopedPush(key, "team-a/os", nil, time.Now().Add(-time.Second)), "team-a/os", http.StatusUnauthorized},
+		{"minted with another key", ScopedPush([]byte("guessed"), "team-b/os", nil, time.Now().Add(time.Hour)), "team-b/os", http.StatusUnauthorized},
 	} {
 		err := remote.Write(ref(tc.repo), img, basic(tc.cred))
 		var te *transport.Error
@@ -183,38 +190,116 @@ func TestScopedPushCredentialWritesOnlyItsRepository(t *testing.T) {
 	if _, err := remote.Image(ref("team-a/os")); err != nil {
 		t.Fatalf("read the pushed image: %v", err)
 	}
-	// Its reads elsewhere (the base) are reads like anyone's.
+	// It reads what it names (its build's base) and mounts from there.
 	if _, err := remote.Image(ref("anvil/builder"), basic(found)); err != nil {
-		t.Fatalf("read another repository with the scoped credential: %v", err)
+		t.Fatalf("read its base with the scoped credential: %v", err)
+	}
+	u := fmt.Sprintf("http://%s/v2/team-a/os/blobs/uploads/?mount=%s&from=anvil/builder", reg.Host, d)
+	req, _ := http.NewRequest(http.MethodPost, u, nil)
+	req.SetBasicAuth(found.Username, found.Password)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Errorf("mount from its base into its own repository: HTTP %d, want 201", resp.StatusCode)
 	}
 }
 
-// A scoped credential names its repository and expiry, and only the key's HMAC of both
+// Attack: with the pools' read credential configured, read another tenant's image: with no
+// credential, with a build's scoped credential (from the tenant's own job Secret), and list
+// the catalog to find what there is. Each is refused; the credential reads what it names
+// and the pools' credential reads everything.
+func TestReadingNeedsACredential(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	read := Credential{Username: "pool", Password: "read-secret"}
+	auth := &Auth{Push: Credential{Username: "anvil", Password: "push-secret"}, Read: &read, ScopeKey: key}
+	reg, err := Start(context.Background(), 0, "", auth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Stop() })
+	img, err := random.Image(256, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	basic := func(c Credential) authn.Authenticator { return &authn.Basic{Username: c.Username, Password: c.Password} }
+	for _, repo := range []string{"team-a/os", "team-b/os", "anvil/testos"} {
+		r, _ := name.ParseReference(reg.Host+"/"+repo+":1", name.Insecure)
+		if err := remote.Write(r, img, remote.WithAuth(basic(auth.Push))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	found := ScopedPush(key, "team-a/os", []string{"anvil/testos"}, time.Now().Add(time.Hour))
+	get := func(path string, a authn.Authenticator) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, "http://"+reg.Host+path, nil)
+		if b, ok := a.(*authn.Basic); ok {
+			req.SetBasicAuth(b.Username, b.Password)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, tc := range []struct {
+		what, path string
+		auth       authn.Authenticator
+		status     int
+	}{
+		{"another tenant's manifest, anonymously", "/v2/team-b/os/manifests/1", authn.Anonymous, http.StatusUnauthorized},
+		{"its own manifest, anonymously", "/v2/team-a/os/manifests/1", authn.Anonymous, http.StatusUnauthorized},
+		{"the catalog, anonymously", "/v2/_catalog", authn.Anonymous, http.StatusUnauthorized},
+		{"another tenant's manifest, with a build's credential", "/v2/team-b/os/manifests/1", basic(found), http.StatusForbidden},
+		{"another tenant's tags, with a build's credential", "/v2/team-b/os/tags/list", basic(found), http.StatusForbidden},
+		{"the catalog, with a build's credential", "/v2/_catalog", basic(found), http.StatusForbidden},
+		{"its own manifest, with its build's credential", "/v2/team-a/os/manifests/1", basic(found), http.StatusOK},
+		{"its base, with its build's credential", "/v2/anvil/testos/manifests/1", basic(found), http.StatusOK},
+		{"the version check, with its build's credential", "/v2/", basic(found), http.StatusOK},
+		{"a tenant's manifest, with the pools' credential", "/v2/team-b/os/manifests/1", basic(read), http.StatusOK},
+		{"the catalog, with the pools' credential", "/v2/_catalog", basic(read), http.StatusOK},
+	} {
+		if got := get(tc.path, tc.auth); got != tc.status {
+			t.Errorf("read %s: HTTP %d, want %d", tc.what, got, tc.status)
+		}
+	}
+}
+
+// A scoped credential names its repositories and expiry, and only the key's HMAC of them
 // makes it valid.
-func TestScopedRepository(t *testing.T) {
+func TestScopeOf(t *testing.T) {
 	key := []byte("k")
 	now := time.Unix(1_000_000, 0)
-	c := ScopedPush(key, "team-a/os", now.Add(time.Minute))
+	c := ScopedPush(key, "team-a/os", []string{"anvil/testos"}, now.Add(time.Minute))
+	signed := func(user string) (string, string) { return user, scopedPassword(key, user) }
 	for _, tc := range []struct {
 		what       string
 		user, pass string
 		key        []byte
 		at         time.Time
-		want       string
+		want       *Scope
 	}{
-		{"valid", c.Username, c.Password, key, now, "team-a/os"},
-		{"at its expiry", c.Username, c.Password, key, now.Add(time.Minute), ""},
-		{"no key configured", c.Username, c.Password, nil, now, ""},
-		{"other key", c.Username, c.Password, []byte("k2"), now, ""},
-		{"password of another", "scoped-push/1000060/team-b/os", c.Password, key, now, ""},
-		{"not scoped", "anvil", c.Password, key, now, ""},
-		{"no repository", "scoped-push/1000060/", scopedPassword(key, "scoped-push/1000060/"), key, now, ""},
-		{"no expiry", "scoped-push/team-a", scopedPassword(key, "scoped-push/team-a"), key, now, ""},
-		{"bad expiry", "scoped-push/x/team-a", scopedPassword(key, "scoped-push/x/team-a"), key, now, ""},
+		{"valid", c.Username, c.Password, key, now, &Scope{Push: "team-a/os", Reads: []string{"anvil/testos"}}},
+		{"at its expiry", c.Username, c.Password, key, now.Add(time.Minute), nil},
+		{"no key configured", c.Username, c.Password, nil, now, nil},
+		{"other key", c.Username, c.Password, []byte("k2"), now, nil},
+		{"password of another", "scoped-push/1000060/team-b/os", c.Password, key, now, nil},
+		{"a read added, password kept", c.Username + "+team-b/os", c.Password, key, now, nil},
+		{"not scoped", "anvil", c.Password, key, now, nil},
+		{"no reads", c.Username[:strings.Index(c.Username, "+")], scopedPassword(key, c.Username[:strings.Index(c.Username, "+")]), key, now, &Scope{Push: "team-a/os", Reads: []string{}}},
 	} {
-		got, ok := scopedRepository(tc.key, tc.user, tc.pass, tc.at)
-		if got != tc.want || ok != (tc.want != "") {
-			t.Errorf("%s: %q %v, want %q", tc.what, got, ok, tc.want)
+		got, ok := scopeOf(tc.key, tc.user, tc.pass, tc.at)
+		if ok != (tc.want != nil) || (ok && (got.Push != tc.want.Push || strings.Join(got.Reads, ",") != strings.Join(tc.want.Reads, ","))) {
+			t.Errorf("%s: %+v %v, want %+v", tc.what, got, ok, tc.want)
+		}
+	}
+	for _, user := range []string{"scoped-push/1000060/", "scoped-push/team-a", "scoped-push/x/team-a", "scoped-push/1000060/team-a/os+", "scoped-push/1000060/+anvil/testos"} {
+		u, p := signed(user)
+		if got, ok := scopeOf(key, u, p, now); ok {
+			t.Errorf("malformed %q, signed: %+v, want refused", user, got)
 		}
 	}
 }

@@ -27,6 +27,16 @@ type Policy struct {
 	// AnyAddress turns the address check off, for a process whose own network is the
 	// boundary (a build agent inside its builder guest).
 	AnyAddress bool
+	// Logins are the credentials presented to registries by address ("host:port", as a
+	// reference names the registry): a pool's read-only identity for an infrastructure
+	// registry that refuses anonymous reads. Every other registry is read anonymously,
+	// so a tenant naming a registry of its own never receives them.
+	Logins map[string]Login
+}
+
+// Login is a user name and password for HTTP basic auth.
+type Login struct {
+	Username, Password string
 }
 
 func (p Policy) timeout() time.Duration {
@@ -38,7 +48,15 @@ func (p Policy) timeout() time.Duration {
 
 // Transport returns a new HTTP transport that applies the policy. It uses no proxy: a
 // proxy would make the connection the policy checks a connection to the proxy.
-func (p Policy) Transport() *http.Transport {
+func (p Policy) Transport() http.RoundTripper {
+	t := p.httpTransport()
+	if len(p.Logins) == 0 {
+		return t
+	}
+	return &loginTransport{next: t, logins: p.Logins}
+}
+
+func (p Policy) httpTransport() *http.Transport {
 	t := p.timeout()
 	return &http.Transport{
 		Proxy:                 nil,
@@ -116,4 +134,21 @@ func Resolve(ctx context.Context, host string, timeout time.Duration) ([]netip.A
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	return net.DefaultResolver.LookupNetIP(rctx, "ip", host)
+}
+
+// loginTransport presents a login on each request to its registry's exact address, and
+// to no other: a redirect (a registry's blob storage elsewhere) gets none.
+type loginTransport struct {
+	next   http.RoundTripper
+	logins map[string]Login
+}
+
+func (t *loginTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	l, ok := t.logins[r.URL.Host]
+	if !ok || r.Header.Get("Authorization") != "" {
+		return t.next.RoundTrip(r)
+	}
+	r = r.Clone(r.Context()) // a RoundTripper must not change the request it is given
+	r.SetBasicAuth(l.Username, l.Password)
+	return t.next.RoundTrip(r)
 }

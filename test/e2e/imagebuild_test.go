@@ -19,6 +19,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	imagesv1alpha1 "github.com/anvil-dev/anvil/api/images/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/test/testos"
 )
 
@@ -133,7 +134,7 @@ func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) 
 	if got := builderEvents(t, kc); strings.Join(got, " ") != "amd64" {
 		t.Errorf("builders created: %v, want one amd64", got)
 	}
-	if platforms, _ := readIndex(t, registry); platforms != "linux/amd64" {
+	if platforms, _ := readIndex(t, state, registry); platforms != "linux/amd64" {
 		t.Errorf("index platforms %q, want linux/amd64 alone", platforms)
 	}
 
@@ -145,7 +146,7 @@ func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) 
 	if got := builderEvents(t, kc); strings.Join(got, " ") != "amd64 arm64" {
 		t.Errorf("builders created: %v, want one more, for arm64", got)
 	}
-	platforms, entries := readIndex(t, registry)
+	platforms, entries := readIndex(t, state, registry)
 	if platforms != "linux/amd64 linux/arm64" || entries["amd64"] != publishedEntry(first, "amd64") || entries["amd64"] == entries["arm64"] {
 		t.Errorf("index platforms %q entries %v, want linux/amd64 (unchanged: %s) and linux/arm64", platforms, entries, publishedEntry(first, "amd64"))
 	}
@@ -203,7 +204,7 @@ func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) 
 	if out, _ := kubectl(t, kc, "", "get", "events", "-n", "default", "--field-selector", "reason=AttemptFailed", "-o", "jsonpath={.items[*].message}"); !strings.HasPrefix(out, "arm64 attempt 1: BuilderLost: ") {
 		t.Errorf("AttemptFailed events %q, want one saying arm64's first builder was lost", out)
 	}
-	_, entries2 := readIndex(t, registry)
+	_, entries2 := readIndex(t, state, registry)
 	if entries2["amd64"] != entries["amd64"] || entries2["arm64"] == entries["arm64"] {
 		t.Errorf("entries before %v, after %v: want amd64 unchanged and arm64 new", entries, entries2)
 	}
@@ -252,7 +253,7 @@ func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) 
 	if broken.Status.Index != fourth.Status.Index {
 		t.Errorf("a failed build moved the tag: %s, want %s", broken.Status.Index, fourth.Status.Index)
 	}
-	_, entries4 := readIndex(t, registry)
+	_, entries4 := readIndex(t, state, registry)
 	if entries4["amd64"] != publishedEntry(fourth, "amd64") || entries4["arm64"] != publishedEntry(fourth, "arm64") {
 		t.Errorf("the registry's tag moved after a failed build: %v", entries4)
 	}
@@ -271,7 +272,7 @@ func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) 
 	if degraded == nil || degraded.Status != metav1.ConditionTrue || !strings.Contains(degraded.Message, "arm64") {
 		t.Errorf("Degraded = %+v, want True naming arm64", degraded)
 	}
-	_, entries5 := readIndex(t, registry)
+	_, entries5 := readIndex(t, state, registry)
 	if entries5["arm64"] != entries4["arm64"] || entries5["amd64"] == entries4["amd64"] {
 		t.Errorf("carried-forward index %v: want arm64 %s kept and a new amd64", entries5, entries4["arm64"])
 	}
@@ -333,14 +334,21 @@ func builderEvents(t *testing.T, kc string) []string {
 	return archs
 }
 
-// readIndex reads the published tag as an OCI index: its platforms and each entry's digest.
-func readIndex(t *testing.T, registry string) (string, map[string]string) {
+// readIndex reads the published tag as an OCI index, as anvil dev's pools do (with their
+// read credential: the registry refuses anonymous reads): its platforms and each entry's
+// digest.
+func readIndex(t *testing.T, state, registry string) (string, map[string]string) {
 	t.Helper()
 	ref, err := name.ParseReference(registry+"/default/e2e-os:1", name.Insecure)
 	if err != nil {
 		t.Fatal(err)
 	}
-	idx, err := remote.Index(ref, remote.WithContext(context.Background()))
+	logins, err := registrynet.LoadLogins(filepath.Join(state, "registry-read.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pools := registrynet.Policy{AnyAddress: true, Logins: logins}.Transport()
+	idx, err := remote.Index(ref, remote.WithContext(context.Background()), remote.WithTransport(pools))
 	if err != nil {
 		t.Fatal(err)
 	}

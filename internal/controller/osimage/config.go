@@ -28,12 +28,12 @@ type Config struct {
 	// would read every Secret of the cluster), so a Secret's edit is found by looking.
 	SecretRecheck time.Duration
 	// BuilderPush, when set, mints the credential one build's builders push with: one
-	// that writes only to repository (the output's, as the registry names it: no host)
-	// until expires. The job Secret carrying it lives in the tenant's namespace, so it must
+	// that writes to and reads only repository (the output's, as the registry names it:
+	// no host) and reads only reads (the base's, when in this registry) until expires. The job Secret carrying it lives in the tenant's namespace, so it must
 	// never be the registry's own push credential. It is not used when the OSImage's push
 	// Secret names the registry itself. The controllers' own reads and writes (indexes,
 	// tags) use the manager's keychain.
-	BuilderPush func(repository string, expires time.Time) authn.Basic
+	BuilderPush func(repository string, reads []string, expires time.Time) authn.Basic
 }
 
 // builderPushGrace is how long past its attempts' timeouts a build's push credential

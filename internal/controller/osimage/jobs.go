@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,7 +30,7 @@ func (r *OSImageReconciler) ensureJobs(ctx context.Context, o *imagesv1alpha1.OS
 	} else if !apierrors.IsNotFound(err) {
 		return err
 	}
-	docker, err := r.dockerConfig(ctx, o, in.outputRepository, time.Now())
+	docker, err := r.dockerConfig(ctx, o, in, time.Now())
 	if err != nil {
 		return err
 	}
@@ -67,7 +68,7 @@ func (r *OSImageReconciler) ensureJobs(ctx context.Context, o *imagesv1alpha1.OS
 // dockerConfig is the registry credentials a builder gets: the push Secret's, with the pull
 // Secret's added for registries the push Secret does not name, and, for the builders'
 // registry when neither names it, a push credential for the output repository alone.
-func (r *OSImageReconciler) dockerConfig(ctx context.Context, o *imagesv1alpha1.OSImage, outputRepository string, now time.Time) ([]byte, error) {
+func (r *OSImageReconciler) dockerConfig(ctx context.Context, o *imagesv1alpha1.OSImage, in *inputs, now time.Time) ([]byte, error) {
 	auths := map[string]json.RawMessage{}
 	for _, ref := range []*computev1alpha1.LocalObjectReference{o.Spec.PushSecretRef, o.Spec.PullSecretRef} {
 		if ref == nil {
@@ -99,7 +100,11 @@ func (r *OSImageReconciler) dockerConfig(ctx context.Context, o *imagesv1alpha1.
 	}
 	if mint := r.Config.BuilderPush; mint != nil {
 		if _, ok := auths[r.Config.GuestRegistry]; !ok {
-			p := mint(outputRepository, builderPushExpiry(now, timeoutOf(o), ptrOr(o.Spec.Builder.Retries, 1)))
+			var reads []string
+			if base, ok := strings.CutPrefix(in.guestBase, r.Config.GuestRegistry+"/"); ok {
+				reads = []string{base}
+			}
+			p := mint(in.outputRepository, reads, builderPushExpiry(now, timeoutOf(o), ptrOr(o.Spec.Builder.Retries, 1)))
 			auth := base64.StdEncoding.EncodeToString([]byte(p.Username + ":" + p.Password))
 			auths[r.Config.GuestRegistry] = json.RawMessage(fmt.Sprintf(`{"auth":%q}`, auth))
 		}

@@ -34,8 +34,8 @@ import (
 func TestBuildersGetAPushCredentialForTheirOutputOnly(t *testing.T) {
 	key := []byte("registry-scope-key-for-this-test")
 	both, _ := setup(t, func(c *osimagecontroller.Config) {
-		c.BuilderPush = func(repository string, expires time.Time) authn.Basic {
-			p := registry.ScopedPush(key, repository, expires)
+		c.BuilderPush = func(repository string, reads []string, expires time.Time) authn.Basic {
+			p := registry.ScopedPush(key, repository, reads, expires)
 			return authn.Basic{Username: p.Username, Password: p.Password}
 		}
 	})
@@ -101,6 +101,25 @@ func TestBuildersGetAPushCredentialForTheirOutputOnly(t *testing.T) {
 	}
 	if err := remote.Write(ref, img, remote.WithAuth(found)); err != nil {
 		t.Errorf("push to the build's own output %s: %v", own, err)
+	}
+	// Reads: its base and its output, and no other tenant's image.
+	for repo, status := range map[string]int{"anvil/testos": http.StatusOK, own: http.StatusOK, "team-b/os": http.StatusForbidden} {
+		ref, err := name.ParseReference(reg.Host+"/"+repo+":latest", name.Insecure)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if repo == "anvil/testos" || repo == "team-b/os" {
+			if err := remote.Write(ref, img, remote.WithAuth(&authn.Basic{Username: "anvil-push", Password: "only-anvil-knows"})); err != nil {
+				t.Fatal(err)
+			}
+		} else if ref, err = name.ParseReference(reg.Host+"/"+repo+":"+job.Tag, name.Insecure); err != nil {
+			t.Fatal(err)
+		}
+		_, err = remote.Head(ref, remote.WithAuth(found))
+		var te *transport.Error
+		if (status == http.StatusOK) != (err == nil) || (err != nil && (!errors.As(err, &te) || te.StatusCode != status)) {
+			t.Errorf("read %s with the job's credential: %v, want HTTP %d", repo, err, status)
+		}
 	}
 }
 
