@@ -12,24 +12,21 @@ import (
 
 // imageCacheFlags are a runtime's limits on the images its tenants name.
 type imageCacheFlags struct {
-	allow               []string
-	credentials         string
-	maxLayer, maxCache  string
-	opts                osimage.CacheOptions
-	withCacheSizeLimits bool
+	allow              []string
+	credentials        string
+	maxLayer, maxCache string
+	opts               osimage.CacheOptions
 }
 
-// addImageCacheFlags adds the flags; eviction only where the runtime tells the cache which
-// images its machines use.
-func addImageCacheFlags(fl *pflag.FlagSet, withEviction bool) *imageCacheFlags {
-	f := &imageCacheFlags{withCacheSizeLimits: withEviction}
+// addImageCacheFlags adds the flags of a runtime's image cache. Both runtimes tell their
+// cache which images their machines use, so both may evict.
+func addImageCacheFlags(fl *pflag.FlagSet) *imageCacheFlags {
+	f := &imageCacheFlags{}
 	fl.StringSliceVar(&f.allow, "allow-registry", nil, registrynet.AllowRegistryUsage)
 	fl.StringVar(&f.credentials, "registry-credentials", "", registrynet.RegistryCredentialsUsage)
 	fl.DurationVar(&f.opts.Network.Timeout, "registry-timeout", registrynet.DefaultTimeout, "longest wait on a registry (to connect, for an answer, between two reads)")
 	fl.StringVar(&f.maxLayer, "max-layer-size", resource.NewQuantity(osimage.DefaultMaxLayerBytes, resource.BinarySI).String(), "largest image layer (kernel, initramfs, disk) pulled; larger ones are refused before download")
-	if withEviction {
-		fl.StringVar(&f.maxCache, "max-cache-size", "0", "size the image cache is brought back under after each pull, by evicting images no machine uses, least recently used first (0: no limit)")
-	}
+	fl.StringVar(&f.maxCache, "max-cache-size", "0", "size the image cache is brought back under after each pull, by evicting images no machine uses, least recently used first (0: no limit)")
 	return f
 }
 
@@ -46,10 +43,8 @@ func (f *imageCacheFlags) options() (osimage.CacheOptions, error) {
 	if o.MaxLayerBytes, err = size("--max-layer-size", f.maxLayer); err != nil {
 		return o, err
 	}
-	if f.withCacheSizeLimits {
-		if o.MaxBytes, err = size("--max-cache-size", f.maxCache); err != nil {
-			return o, err
-		}
+	if o.MaxBytes, err = size("--max-cache-size", f.maxCache); err != nil {
+		return o, err
 	}
 	return o, nil
 }

@@ -59,7 +59,7 @@ func newMetalRuntimeCommand() *cobra.Command {
 	f.StringVar(&cfg.Site.Namespace, "namespace", "", "infrastructure namespace holding the site's Hosts, their Secrets and HostPolicies (required)")
 	f.StringVar(&cfg.Site.StateDir, "state-dir", "/var/lib/anvil/metal", "folder for Ironic's configuration, database and log")
 	f.StringVar(&cacheDir, "cache-dir", "", "OS image cache (default <state-dir>/cache)")
-	images = addImageCacheFlags(f, false)
+	images = addImageCacheFlags(f)
 	f.IntVar(&cfg.Site.IronicPort, "ironic-port", 6385, "Ironic's API port on 127.0.0.1")
 	f.StringVar(&cfg.ImageListen, "image-listen", "127.0.0.1:6180", "address of the server that serves OS disks to servers; keep it fixed across restarts")
 	f.StringVar(&cfg.Site.ESPImage, "esp-image", "", "EFI system partition image for the UEFI boot ISOs Ironic builds (make esp: bin/esp.img); without it only Legacy Hosts boot kernel + initramfs images")

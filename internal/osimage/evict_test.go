@@ -118,7 +118,12 @@ func TestCacheEvictsUnusedImagesOverItsLimit(t *testing.T) {
 		}
 		pulled[ref] = f
 		if ref == refs[0] {
-			used = []string{f.Kernel, f.Initramfs} // a machine boots from a
+			// A machine boots from a, known by its files' digests (as the metal runtime
+			// knows its Hosts'); a digest of another form names no file.
+			used = c.BlobPaths([]string{"sha256:" + filepath.Base(f.Kernel), "sha256:" + filepath.Base(f.Initramfs), "md5:00"})
+			if len(used) != 2 || used[0] != f.Kernel {
+				t.Fatalf("BlobPaths: %v, want %s and %s", used, f.Kernel, f.Initramfs)
+			}
 		}
 		time.Sleep(10 * time.Millisecond) // distinct last-use times
 	}

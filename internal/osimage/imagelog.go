@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
 // imageLog records which blobs each pulled image reads and when it was last pulled (the
@@ -109,6 +110,23 @@ func (c *Cache) SetInUse(files func() []string) {
 	c.images.mu.Lock()
 	c.images.inUse = files
 	c.images.mu.Unlock()
+}
+
+// BlobPaths are the files of the blobs with these digests ("sha256:<hex>"), as Pull
+// returns them: what a runtime that knows its machines' files by digest (the metal
+// runtime: its Hosts' checksums) gives SetInUse. A digest of another form names no file.
+func (c *Cache) BlobPaths(digests []string) []string {
+	var out []string
+	for _, d := range digests {
+		h, err := v1.NewHash(d)
+		if err != nil {
+			continue
+		}
+		if p, err := c.store.path(h); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // evict brings the cache under MaxBytes by deleting images no machine uses.

@@ -69,6 +69,7 @@ func Start(ctx context.Context, cfg Config) (*Pool, error) {
 	if err != nil {
 		return fail(err)
 	}
+	images.SetInUse(func() []string { return images.BlobPaths(rt.ImageChecksumsInUse()) })
 	runCtx, cancel := context.WithCancel(context.Background())
 	p := &Pool{Site: s, Runtime: rt, cancel: cancel, done: make(chan error, 1)}
 	go func() { p.done <- rt.Run(runCtx) }()
