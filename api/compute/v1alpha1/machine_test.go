@@ -2,8 +2,10 @@ package v1alpha1_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -124,6 +126,65 @@ func TestMachinePoolRefCannotChangeOnceBound(t *testing.T) {
 	err := env.Client.Update(ctx, m)
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "machinePoolRef cannot be changed once the Machine is bound") {
 		t.Fatalf("moving a bound Machine returned %v, want an Invalid error saying machinePoolRef cannot change", err)
+	}
+}
+
+// What a bound Machine runs on is fixed: its class, architecture, volumes and NICs are
+// refused with a message naming the field, the pool and what to do instead. An unbound
+// Machine may still change them, and a bound one its image, power and first-boot config.
+func TestBoundMachineRefusesChangesItsPoolWouldIgnore(t *testing.T) {
+	ctx := context.Background()
+	size := resource.MustParse("1Gi")
+	for _, tc := range []struct {
+		field  string
+		mutate func(*computev1alpha1.MachineSpec)
+	}{
+		{"machineClassRef", func(s *computev1alpha1.MachineSpec) { s.MachineClassRef.Name = "large" }},
+		{"architecture", func(s *computev1alpha1.MachineSpec) { s.Architecture = computev1alpha1.ArchitectureARM64 }},
+		{"volumes", func(s *computev1alpha1.MachineSpec) {
+			s.Volumes = append(s.Volumes, computev1alpha1.MachineVolume{Name: "scratch", EmptyDisk: &computev1alpha1.EmptyDiskSource{Size: size}})
+		}},
+		{"volumes", func(s *computev1alpha1.MachineSpec) { s.Volumes = nil }},
+		{"volumes", func(s *computev1alpha1.MachineSpec) { s.Volumes[0].EmptyDisk.Size = resource.MustParse("2Gi") }},
+		{"networkInterfaces", func(s *computev1alpha1.MachineSpec) {
+			s.NetworkInterfaces = append(s.NetworkInterfaces, computev1alpha1.MachineNetworkInterface{Name: "eth1", NetworkInterfaceRef: &computev1alpha1.LocalObjectReference{Name: "nic-1"}})
+		}},
+	} {
+		newMachine := func(name string, bound bool) *computev1alpha1.Machine {
+			m := validMachine(name)
+			m.Spec.Architecture = computev1alpha1.ArchitectureAMD64
+			m.Spec.Volumes = []computev1alpha1.MachineVolume{{Name: "data", EmptyDisk: &computev1alpha1.EmptyDiskSource{Size: size}}}
+			if bound {
+				m.Spec.MachinePoolRef = &computev1alpha1.LocalObjectReference{Name: "pool-a"}
+			}
+			if err := env.Client.Create(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = env.Client.Delete(ctx, m) })
+			return m
+		}
+		free := newMachine("free-"+strings.ToLower(tc.field)+"-"+fmt.Sprint(time.Now().UnixNano()), false)
+		tc.mutate(&free.Spec)
+		if err := env.Client.Update(ctx, free); err != nil {
+			t.Errorf("changing %s of an unbound Machine: %v", tc.field, err)
+		}
+		bound := newMachine("bound-"+strings.ToLower(tc.field)+"-"+fmt.Sprint(time.Now().UnixNano()), true)
+		tc.mutate(&bound.Spec)
+		err := env.Client.Update(ctx, bound)
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.field+" cannot be changed once the Machine is bound (to pool pool-a)") {
+			t.Errorf("changing %s of a bound Machine: %v, want Invalid naming the field and the pool", tc.field, err)
+		}
+	}
+	m := validMachine("bound-mutable")
+	m.Spec.MachinePoolRef = &computev1alpha1.LocalObjectReference{Name: "pool-a"}
+	if err := env.Client.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	m.Spec.Image = "registry.example/os:2"
+	m.Spec.Power = computev1alpha1.PowerOff
+	m.Spec.UserDataRef = &computev1alpha1.SecretKeySelector{Name: "user-data"}
+	if err := env.Client.Update(ctx, m); err != nil {
+		t.Errorf("changing image, power and user data of a bound Machine: %v", err)
 	}
 }
 
