@@ -35,15 +35,11 @@ func validateSpec(s *mriv1alpha1.MachineSpec) error {
 	if res := s.GetResources(); res.GetMilliCpu() <= 0 || res.GetMemoryBytes() <= 0 {
 		return invalid("spec.resources needs cpu and memory: set milli_cpu and memory_bytes above zero")
 	}
-	if img := s.GetImage(); img.GetReference() == "" || !strings.HasPrefix(img.GetDigest(), "sha256:") {
-		return invalid("spec.image needs a reference and its sha256 digest: resolve the reference first")
+	if err := validateImage("spec.image", s.GetImage()); err != nil {
+		return err
 	}
-	// A machine without first-boot data may leave first_boot out; one that sets it says
-	// how to read the data.
-	if fb := s.GetFirstBoot(); fb != nil {
-		if err := checkEnum("spec.first_boot.format", fb.GetFormat(), mriv1alpha1.ConfigFormat_name, "NONE, IGNITION or CLOUD_INIT"); err != nil {
-			return err
-		}
+	if err := validateFirstBoot("spec.first_boot", s.GetFirstBoot()); err != nil {
+		return err
 	}
 	if _, err := HostSelector(s); err != nil {
 		return invalid("%v: use operators In, NotIn (with values), Exists or DoesNotExist (without)", err)
@@ -67,6 +63,35 @@ func validateSpec(s *mriv1alpha1.MachineSpec) error {
 		}
 	}
 	return nil
+}
+
+// ValidateReimage refuses with INVALID a reimage no runtime can carry out: no machine id,
+// no image reference and digest, or a first-boot config whose format is not one the MRI
+// defines (E2, E8). A runtime checks the image itself (its entry, its architecture) after.
+func ValidateReimage(req *mriv1alpha1.ReimageMachineRequest) error {
+	if req.GetId() == "" {
+		return invalid("id is required")
+	}
+	if err := validateImage("image", req.GetImage()); err != nil {
+		return err
+	}
+	return validateFirstBoot("first_boot", req.GetFirstBoot())
+}
+
+func validateImage(field string, img *mriv1alpha1.Image) error {
+	if img.GetReference() == "" || !strings.HasPrefix(img.GetDigest(), "sha256:") {
+		return invalid("%s needs a reference and its sha256 digest: resolve the reference first", field)
+	}
+	return nil
+}
+
+// validateFirstBoot: a machine without first-boot data may leave it out; one that sets it
+// says how to read the data.
+func validateFirstBoot(field string, fb *mriv1alpha1.FirstBootConfig) error {
+	if fb == nil {
+		return nil
+	}
+	return checkEnum(field+".format", fb.GetFormat(), mriv1alpha1.ConfigFormat_name, "NONE, IGNITION or CLOUD_INIT")
 }
 
 // ValidateVolume refuses with INVALID a volume without a name or a source, or with a size

@@ -407,7 +407,7 @@ func (x MachineEvent_Type) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MachineEvent_Type.Descriptor instead.
 func (MachineEvent_Type) EnumDescriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{43, 0}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{45, 0}
 }
 
 type ErrorDetail struct {
@@ -2339,6 +2339,112 @@ func (x *RebootMachineResponse) GetMachine() *Machine {
 	return nil
 }
 
+type ReimageMachineRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// image is the new image, resolved to its digest as at create.
+	Image *Image `protobuf:"bytes,2,opt,name=image,proto3" json:"image,omitempty"`
+	// first_boot, when set, is the new first-boot config; unset keeps the machine's.
+	FirstBoot     *FirstBootConfig `protobuf:"bytes,3,opt,name=first_boot,json=firstBoot,proto3" json:"first_boot,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReimageMachineRequest) Reset() {
+	*x = ReimageMachineRequest{}
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReimageMachineRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReimageMachineRequest) ProtoMessage() {}
+
+func (x *ReimageMachineRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReimageMachineRequest.ProtoReflect.Descriptor instead.
+func (*ReimageMachineRequest) Descriptor() ([]byte, []int) {
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ReimageMachineRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ReimageMachineRequest) GetImage() *Image {
+	if x != nil {
+		return x.Image
+	}
+	return nil
+}
+
+func (x *ReimageMachineRequest) GetFirstBoot() *FirstBootConfig {
+	if x != nil {
+		return x.FirstBoot
+	}
+	return nil
+}
+
+type ReimageMachineResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Machine       *Machine               `protobuf:"bytes,1,opt,name=machine,proto3" json:"machine,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReimageMachineResponse) Reset() {
+	*x = ReimageMachineResponse{}
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReimageMachineResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReimageMachineResponse) ProtoMessage() {}
+
+func (x *ReimageMachineResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReimageMachineResponse.ProtoReflect.Descriptor instead.
+func (*ReimageMachineResponse) Descriptor() ([]byte, []int) {
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ReimageMachineResponse) GetMachine() *Machine {
+	if x != nil {
+		return x.Machine
+	}
+	return nil
+}
+
 type UpdateMachineLabelsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -2349,7 +2455,7 @@ type UpdateMachineLabelsRequest struct {
 
 func (x *UpdateMachineLabelsRequest) Reset() {
 	*x = UpdateMachineLabelsRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[32]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2361,7 +2467,7 @@ func (x *UpdateMachineLabelsRequest) String() string {
 func (*UpdateMachineLabelsRequest) ProtoMessage() {}
 
 func (x *UpdateMachineLabelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[32]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2374,7 +2480,7 @@ func (x *UpdateMachineLabelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMachineLabelsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMachineLabelsRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{32}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *UpdateMachineLabelsRequest) GetId() string {
@@ -2400,7 +2506,7 @@ type UpdateMachineLabelsResponse struct {
 
 func (x *UpdateMachineLabelsResponse) Reset() {
 	*x = UpdateMachineLabelsResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[33]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2412,7 +2518,7 @@ func (x *UpdateMachineLabelsResponse) String() string {
 func (*UpdateMachineLabelsResponse) ProtoMessage() {}
 
 func (x *UpdateMachineLabelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[33]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2425,7 +2531,7 @@ func (x *UpdateMachineLabelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMachineLabelsResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMachineLabelsResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{33}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *UpdateMachineLabelsResponse) GetMachine() *Machine {
@@ -2445,7 +2551,7 @@ type AttachVolumeRequest struct {
 
 func (x *AttachVolumeRequest) Reset() {
 	*x = AttachVolumeRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[34]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2457,7 +2563,7 @@ func (x *AttachVolumeRequest) String() string {
 func (*AttachVolumeRequest) ProtoMessage() {}
 
 func (x *AttachVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[34]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2470,7 +2576,7 @@ func (x *AttachVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachVolumeRequest.ProtoReflect.Descriptor instead.
 func (*AttachVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{34}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *AttachVolumeRequest) GetId() string {
@@ -2496,7 +2602,7 @@ type AttachVolumeResponse struct {
 
 func (x *AttachVolumeResponse) Reset() {
 	*x = AttachVolumeResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[35]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2508,7 +2614,7 @@ func (x *AttachVolumeResponse) String() string {
 func (*AttachVolumeResponse) ProtoMessage() {}
 
 func (x *AttachVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[35]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2521,7 +2627,7 @@ func (x *AttachVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachVolumeResponse.ProtoReflect.Descriptor instead.
 func (*AttachVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{35}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *AttachVolumeResponse) GetMachine() *Machine {
@@ -2541,7 +2647,7 @@ type DetachVolumeRequest struct {
 
 func (x *DetachVolumeRequest) Reset() {
 	*x = DetachVolumeRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[36]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2553,7 +2659,7 @@ func (x *DetachVolumeRequest) String() string {
 func (*DetachVolumeRequest) ProtoMessage() {}
 
 func (x *DetachVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[36]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2566,7 +2672,7 @@ func (x *DetachVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetachVolumeRequest.ProtoReflect.Descriptor instead.
 func (*DetachVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{36}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DetachVolumeRequest) GetId() string {
@@ -2592,7 +2698,7 @@ type DetachVolumeResponse struct {
 
 func (x *DetachVolumeResponse) Reset() {
 	*x = DetachVolumeResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[37]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2604,7 +2710,7 @@ func (x *DetachVolumeResponse) String() string {
 func (*DetachVolumeResponse) ProtoMessage() {}
 
 func (x *DetachVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[37]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2617,7 +2723,7 @@ func (x *DetachVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetachVolumeResponse.ProtoReflect.Descriptor instead.
 func (*DetachVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{37}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DetachVolumeResponse) GetMachine() *Machine {
@@ -2637,7 +2743,7 @@ type AttachNetworkInterfaceRequest struct {
 
 func (x *AttachNetworkInterfaceRequest) Reset() {
 	*x = AttachNetworkInterfaceRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[38]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2649,7 +2755,7 @@ func (x *AttachNetworkInterfaceRequest) String() string {
 func (*AttachNetworkInterfaceRequest) ProtoMessage() {}
 
 func (x *AttachNetworkInterfaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[38]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2662,7 +2768,7 @@ func (x *AttachNetworkInterfaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachNetworkInterfaceRequest.ProtoReflect.Descriptor instead.
 func (*AttachNetworkInterfaceRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{38}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AttachNetworkInterfaceRequest) GetId() string {
@@ -2688,7 +2794,7 @@ type AttachNetworkInterfaceResponse struct {
 
 func (x *AttachNetworkInterfaceResponse) Reset() {
 	*x = AttachNetworkInterfaceResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[39]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2700,7 +2806,7 @@ func (x *AttachNetworkInterfaceResponse) String() string {
 func (*AttachNetworkInterfaceResponse) ProtoMessage() {}
 
 func (x *AttachNetworkInterfaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[39]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2713,7 +2819,7 @@ func (x *AttachNetworkInterfaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachNetworkInterfaceResponse.ProtoReflect.Descriptor instead.
 func (*AttachNetworkInterfaceResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{39}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AttachNetworkInterfaceResponse) GetMachine() *Machine {
@@ -2733,7 +2839,7 @@ type DetachNetworkInterfaceRequest struct {
 
 func (x *DetachNetworkInterfaceRequest) Reset() {
 	*x = DetachNetworkInterfaceRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[40]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2745,7 +2851,7 @@ func (x *DetachNetworkInterfaceRequest) String() string {
 func (*DetachNetworkInterfaceRequest) ProtoMessage() {}
 
 func (x *DetachNetworkInterfaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[40]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2758,7 +2864,7 @@ func (x *DetachNetworkInterfaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetachNetworkInterfaceRequest.ProtoReflect.Descriptor instead.
 func (*DetachNetworkInterfaceRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{40}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DetachNetworkInterfaceRequest) GetId() string {
@@ -2784,7 +2890,7 @@ type DetachNetworkInterfaceResponse struct {
 
 func (x *DetachNetworkInterfaceResponse) Reset() {
 	*x = DetachNetworkInterfaceResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[41]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2796,7 +2902,7 @@ func (x *DetachNetworkInterfaceResponse) String() string {
 func (*DetachNetworkInterfaceResponse) ProtoMessage() {}
 
 func (x *DetachNetworkInterfaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[41]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2809,7 +2915,7 @@ func (x *DetachNetworkInterfaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetachNetworkInterfaceResponse.ProtoReflect.Descriptor instead.
 func (*DetachNetworkInterfaceResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{41}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DetachNetworkInterfaceResponse) GetMachine() *Machine {
@@ -2827,7 +2933,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[42]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2839,7 +2945,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[42]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2852,7 +2958,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{42}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{44}
 }
 
 type MachineEvent struct {
@@ -2865,7 +2971,7 @@ type MachineEvent struct {
 
 func (x *MachineEvent) Reset() {
 	*x = MachineEvent{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[43]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2877,7 +2983,7 @@ func (x *MachineEvent) String() string {
 func (*MachineEvent) ProtoMessage() {}
 
 func (x *MachineEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[43]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2890,7 +2996,7 @@ func (x *MachineEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineEvent.ProtoReflect.Descriptor instead.
 func (*MachineEvent) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{43}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *MachineEvent) GetType() MachineEvent_Type {
@@ -3059,6 +3165,13 @@ const file_api_mri_v1alpha1_mri_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\"N\n" +
 	"\x15RebootMachineResponse\x125\n" +
+	"\amachine\x18\x01 \x01(\v2\x1b.anvil.mri.v1alpha1.MachineR\amachine\"\x9c\x01\n" +
+	"\x15ReimageMachineRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12/\n" +
+	"\x05image\x18\x02 \x01(\v2\x19.anvil.mri.v1alpha1.ImageR\x05image\x12B\n" +
+	"\n" +
+	"first_boot\x18\x03 \x01(\v2#.anvil.mri.v1alpha1.FirstBootConfigR\tfirstBoot\"O\n" +
+	"\x16ReimageMachineResponse\x125\n" +
 	"\amachine\x18\x01 \x01(\v2\x1b.anvil.mri.v1alpha1.MachineR\amachine\"\xbb\x01\n" +
 	"\x1aUpdateMachineLabelsRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12R\n" +
@@ -3132,8 +3245,7 @@ const file_api_mri_v1alpha1_mri_proto_rawDesc = "" +
 	"\x1cERROR_REASON_IMAGE_NOT_FOUND\x10\x03\x12\x1a\n" +
 	"\x16ERROR_REASON_NOT_FOUND\x10\x04\x12\x1f\n" +
 	"\x1bERROR_REASON_ALREADY_EXISTS\x10\x05\x12\x18\n" +
-	"\x14ERROR_REASON_INVALID\x10\x062\xda\n" +
-	"\n" +
+	"\x14ERROR_REASON_INVALID\x10\x062\xc3\v\n" +
 	"\x0eMachineRuntime\x12R\n" +
 	"\aVersion\x12\".anvil.mri.v1alpha1.VersionRequest\x1a#.anvil.mri.v1alpha1.VersionResponse\x12O\n" +
 	"\x06Status\x12!.anvil.mri.v1alpha1.StatusRequest\x1a\".anvil.mri.v1alpha1.StatusResponse\x12a\n" +
@@ -3141,7 +3253,8 @@ const file_api_mri_v1alpha1_mri_proto_rawDesc = "" +
 	"\rCreateMachine\x12(.anvil.mri.v1alpha1.CreateMachineRequest\x1a).anvil.mri.v1alpha1.CreateMachineResponse\x12d\n" +
 	"\rDeleteMachine\x12(.anvil.mri.v1alpha1.DeleteMachineRequest\x1a).anvil.mri.v1alpha1.DeleteMachineResponse\x12s\n" +
 	"\x12UpdateMachinePower\x12-.anvil.mri.v1alpha1.UpdateMachinePowerRequest\x1a..anvil.mri.v1alpha1.UpdateMachinePowerResponse\x12d\n" +
-	"\rRebootMachine\x12(.anvil.mri.v1alpha1.RebootMachineRequest\x1a).anvil.mri.v1alpha1.RebootMachineResponse\x12v\n" +
+	"\rRebootMachine\x12(.anvil.mri.v1alpha1.RebootMachineRequest\x1a).anvil.mri.v1alpha1.RebootMachineResponse\x12g\n" +
+	"\x0eReimageMachine\x12).anvil.mri.v1alpha1.ReimageMachineRequest\x1a*.anvil.mri.v1alpha1.ReimageMachineResponse\x12v\n" +
 	"\x13UpdateMachineLabels\x12..anvil.mri.v1alpha1.UpdateMachineLabelsRequest\x1a/.anvil.mri.v1alpha1.UpdateMachineLabelsResponse\x12a\n" +
 	"\fAttachVolume\x12'.anvil.mri.v1alpha1.AttachVolumeRequest\x1a(.anvil.mri.v1alpha1.AttachVolumeResponse\x12a\n" +
 	"\fDetachVolume\x12'.anvil.mri.v1alpha1.DetachVolumeRequest\x1a(.anvil.mri.v1alpha1.DetachVolumeResponse\x12\x7f\n" +
@@ -3162,7 +3275,7 @@ func file_api_mri_v1alpha1_mri_proto_rawDescGZIP() []byte {
 }
 
 var file_api_mri_v1alpha1_mri_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_api_mri_v1alpha1_mri_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_api_mri_v1alpha1_mri_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_api_mri_v1alpha1_mri_proto_goTypes = []any{
 	(Architecture)(0),                      // 0: anvil.mri.v1alpha1.Architecture
 	(Power)(0),                             // 1: anvil.mri.v1alpha1.Power
@@ -3203,30 +3316,32 @@ var file_api_mri_v1alpha1_mri_proto_goTypes = []any{
 	(*UpdateMachinePowerResponse)(nil),     // 36: anvil.mri.v1alpha1.UpdateMachinePowerResponse
 	(*RebootMachineRequest)(nil),           // 37: anvil.mri.v1alpha1.RebootMachineRequest
 	(*RebootMachineResponse)(nil),          // 38: anvil.mri.v1alpha1.RebootMachineResponse
-	(*UpdateMachineLabelsRequest)(nil),     // 39: anvil.mri.v1alpha1.UpdateMachineLabelsRequest
-	(*UpdateMachineLabelsResponse)(nil),    // 40: anvil.mri.v1alpha1.UpdateMachineLabelsResponse
-	(*AttachVolumeRequest)(nil),            // 41: anvil.mri.v1alpha1.AttachVolumeRequest
-	(*AttachVolumeResponse)(nil),           // 42: anvil.mri.v1alpha1.AttachVolumeResponse
-	(*DetachVolumeRequest)(nil),            // 43: anvil.mri.v1alpha1.DetachVolumeRequest
-	(*DetachVolumeResponse)(nil),           // 44: anvil.mri.v1alpha1.DetachVolumeResponse
-	(*AttachNetworkInterfaceRequest)(nil),  // 45: anvil.mri.v1alpha1.AttachNetworkInterfaceRequest
-	(*AttachNetworkInterfaceResponse)(nil), // 46: anvil.mri.v1alpha1.AttachNetworkInterfaceResponse
-	(*DetachNetworkInterfaceRequest)(nil),  // 47: anvil.mri.v1alpha1.DetachNetworkInterfaceRequest
-	(*DetachNetworkInterfaceResponse)(nil), // 48: anvil.mri.v1alpha1.DetachNetworkInterfaceResponse
-	(*WatchEventsRequest)(nil),             // 49: anvil.mri.v1alpha1.WatchEventsRequest
-	(*MachineEvent)(nil),                   // 50: anvil.mri.v1alpha1.MachineEvent
-	nil,                                    // 51: anvil.mri.v1alpha1.Resources.ExtendedEntry
-	nil,                                    // 52: anvil.mri.v1alpha1.ObjectMetadata.LabelsEntry
-	nil,                                    // 53: anvil.mri.v1alpha1.ObjectMetadata.AnnotationsEntry
-	nil,                                    // 54: anvil.mri.v1alpha1.MachineSpec.HostSelectorEntry
-	nil,                                    // 55: anvil.mri.v1alpha1.ListMachinesRequest.LabelSelectorEntry
-	nil,                                    // 56: anvil.mri.v1alpha1.UpdateMachineLabelsRequest.LabelsEntry
+	(*ReimageMachineRequest)(nil),          // 39: anvil.mri.v1alpha1.ReimageMachineRequest
+	(*ReimageMachineResponse)(nil),         // 40: anvil.mri.v1alpha1.ReimageMachineResponse
+	(*UpdateMachineLabelsRequest)(nil),     // 41: anvil.mri.v1alpha1.UpdateMachineLabelsRequest
+	(*UpdateMachineLabelsResponse)(nil),    // 42: anvil.mri.v1alpha1.UpdateMachineLabelsResponse
+	(*AttachVolumeRequest)(nil),            // 43: anvil.mri.v1alpha1.AttachVolumeRequest
+	(*AttachVolumeResponse)(nil),           // 44: anvil.mri.v1alpha1.AttachVolumeResponse
+	(*DetachVolumeRequest)(nil),            // 45: anvil.mri.v1alpha1.DetachVolumeRequest
+	(*DetachVolumeResponse)(nil),           // 46: anvil.mri.v1alpha1.DetachVolumeResponse
+	(*AttachNetworkInterfaceRequest)(nil),  // 47: anvil.mri.v1alpha1.AttachNetworkInterfaceRequest
+	(*AttachNetworkInterfaceResponse)(nil), // 48: anvil.mri.v1alpha1.AttachNetworkInterfaceResponse
+	(*DetachNetworkInterfaceRequest)(nil),  // 49: anvil.mri.v1alpha1.DetachNetworkInterfaceRequest
+	(*DetachNetworkInterfaceResponse)(nil), // 50: anvil.mri.v1alpha1.DetachNetworkInterfaceResponse
+	(*WatchEventsRequest)(nil),             // 51: anvil.mri.v1alpha1.WatchEventsRequest
+	(*MachineEvent)(nil),                   // 52: anvil.mri.v1alpha1.MachineEvent
+	nil,                                    // 53: anvil.mri.v1alpha1.Resources.ExtendedEntry
+	nil,                                    // 54: anvil.mri.v1alpha1.ObjectMetadata.LabelsEntry
+	nil,                                    // 55: anvil.mri.v1alpha1.ObjectMetadata.AnnotationsEntry
+	nil,                                    // 56: anvil.mri.v1alpha1.MachineSpec.HostSelectorEntry
+	nil,                                    // 57: anvil.mri.v1alpha1.ListMachinesRequest.LabelSelectorEntry
+	nil,                                    // 58: anvil.mri.v1alpha1.UpdateMachineLabelsRequest.LabelsEntry
 }
 var file_api_mri_v1alpha1_mri_proto_depIdxs = []int32{
 	5,  // 0: anvil.mri.v1alpha1.ErrorDetail.reason:type_name -> anvil.mri.v1alpha1.ErrorReason
-	51, // 1: anvil.mri.v1alpha1.Resources.extended:type_name -> anvil.mri.v1alpha1.Resources.ExtendedEntry
-	52, // 2: anvil.mri.v1alpha1.ObjectMetadata.labels:type_name -> anvil.mri.v1alpha1.ObjectMetadata.LabelsEntry
-	53, // 3: anvil.mri.v1alpha1.ObjectMetadata.annotations:type_name -> anvil.mri.v1alpha1.ObjectMetadata.AnnotationsEntry
+	53, // 1: anvil.mri.v1alpha1.Resources.extended:type_name -> anvil.mri.v1alpha1.Resources.ExtendedEntry
+	54, // 2: anvil.mri.v1alpha1.ObjectMetadata.labels:type_name -> anvil.mri.v1alpha1.ObjectMetadata.LabelsEntry
+	55, // 3: anvil.mri.v1alpha1.ObjectMetadata.annotations:type_name -> anvil.mri.v1alpha1.ObjectMetadata.AnnotationsEntry
 	4,  // 4: anvil.mri.v1alpha1.FirstBootConfig.format:type_name -> anvil.mri.v1alpha1.ConfigFormat
 	13, // 5: anvil.mri.v1alpha1.Volume.image_disk:type_name -> anvil.mri.v1alpha1.ImageDisk
 	14, // 6: anvil.mri.v1alpha1.Volume.empty_disk:type_name -> anvil.mri.v1alpha1.EmptyDisk
@@ -3237,7 +3352,7 @@ var file_api_mri_v1alpha1_mri_proto_depIdxs = []int32{
 	11, // 11: anvil.mri.v1alpha1.MachineSpec.first_boot:type_name -> anvil.mri.v1alpha1.FirstBootConfig
 	12, // 12: anvil.mri.v1alpha1.MachineSpec.volumes:type_name -> anvil.mri.v1alpha1.Volume
 	15, // 13: anvil.mri.v1alpha1.MachineSpec.network_interfaces:type_name -> anvil.mri.v1alpha1.NetworkInterface
-	54, // 14: anvil.mri.v1alpha1.MachineSpec.host_selector:type_name -> anvil.mri.v1alpha1.MachineSpec.HostSelectorEntry
+	56, // 14: anvil.mri.v1alpha1.MachineSpec.host_selector:type_name -> anvil.mri.v1alpha1.MachineSpec.HostSelectorEntry
 	17, // 15: anvil.mri.v1alpha1.MachineSpec.host_selector_expressions:type_name -> anvil.mri.v1alpha1.LabelSelectorRequirement
 	3,  // 16: anvil.mri.v1alpha1.AttachmentStatus.state:type_name -> anvil.mri.v1alpha1.AttachState
 	2,  // 17: anvil.mri.v1alpha1.MachineStatus.state:type_name -> anvil.mri.v1alpha1.MachineState
@@ -3256,54 +3371,59 @@ var file_api_mri_v1alpha1_mri_proto_depIdxs = []int32{
 	0,  // 30: anvil.mri.v1alpha1.StatusResponse.native_architectures:type_name -> anvil.mri.v1alpha1.Architecture
 	27, // 31: anvil.mri.v1alpha1.StatusResponse.networks:type_name -> anvil.mri.v1alpha1.PoolNetwork
 	28, // 32: anvil.mri.v1alpha1.PoolNetwork.forwards:type_name -> anvil.mri.v1alpha1.NetworkForward
-	55, // 33: anvil.mri.v1alpha1.ListMachinesRequest.label_selector:type_name -> anvil.mri.v1alpha1.ListMachinesRequest.LabelSelectorEntry
+	57, // 33: anvil.mri.v1alpha1.ListMachinesRequest.label_selector:type_name -> anvil.mri.v1alpha1.ListMachinesRequest.LabelSelectorEntry
 	22, // 34: anvil.mri.v1alpha1.ListMachinesResponse.machines:type_name -> anvil.mri.v1alpha1.Machine
 	22, // 35: anvil.mri.v1alpha1.CreateMachineRequest.machine:type_name -> anvil.mri.v1alpha1.Machine
 	22, // 36: anvil.mri.v1alpha1.CreateMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
 	1,  // 37: anvil.mri.v1alpha1.UpdateMachinePowerRequest.power:type_name -> anvil.mri.v1alpha1.Power
 	22, // 38: anvil.mri.v1alpha1.UpdateMachinePowerResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
 	22, // 39: anvil.mri.v1alpha1.RebootMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	56, // 40: anvil.mri.v1alpha1.UpdateMachineLabelsRequest.labels:type_name -> anvil.mri.v1alpha1.UpdateMachineLabelsRequest.LabelsEntry
-	22, // 41: anvil.mri.v1alpha1.UpdateMachineLabelsResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	12, // 42: anvil.mri.v1alpha1.AttachVolumeRequest.volume:type_name -> anvil.mri.v1alpha1.Volume
-	22, // 43: anvil.mri.v1alpha1.AttachVolumeResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	22, // 44: anvil.mri.v1alpha1.DetachVolumeResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	15, // 45: anvil.mri.v1alpha1.AttachNetworkInterfaceRequest.network_interface:type_name -> anvil.mri.v1alpha1.NetworkInterface
-	22, // 46: anvil.mri.v1alpha1.AttachNetworkInterfaceResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	22, // 47: anvil.mri.v1alpha1.DetachNetworkInterfaceResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	6,  // 48: anvil.mri.v1alpha1.MachineEvent.type:type_name -> anvil.mri.v1alpha1.MachineEvent.Type
-	22, // 49: anvil.mri.v1alpha1.MachineEvent.machine:type_name -> anvil.mri.v1alpha1.Machine
-	23, // 50: anvil.mri.v1alpha1.MachineRuntime.Version:input_type -> anvil.mri.v1alpha1.VersionRequest
-	25, // 51: anvil.mri.v1alpha1.MachineRuntime.Status:input_type -> anvil.mri.v1alpha1.StatusRequest
-	29, // 52: anvil.mri.v1alpha1.MachineRuntime.ListMachines:input_type -> anvil.mri.v1alpha1.ListMachinesRequest
-	31, // 53: anvil.mri.v1alpha1.MachineRuntime.CreateMachine:input_type -> anvil.mri.v1alpha1.CreateMachineRequest
-	33, // 54: anvil.mri.v1alpha1.MachineRuntime.DeleteMachine:input_type -> anvil.mri.v1alpha1.DeleteMachineRequest
-	35, // 55: anvil.mri.v1alpha1.MachineRuntime.UpdateMachinePower:input_type -> anvil.mri.v1alpha1.UpdateMachinePowerRequest
-	37, // 56: anvil.mri.v1alpha1.MachineRuntime.RebootMachine:input_type -> anvil.mri.v1alpha1.RebootMachineRequest
-	39, // 57: anvil.mri.v1alpha1.MachineRuntime.UpdateMachineLabels:input_type -> anvil.mri.v1alpha1.UpdateMachineLabelsRequest
-	41, // 58: anvil.mri.v1alpha1.MachineRuntime.AttachVolume:input_type -> anvil.mri.v1alpha1.AttachVolumeRequest
-	43, // 59: anvil.mri.v1alpha1.MachineRuntime.DetachVolume:input_type -> anvil.mri.v1alpha1.DetachVolumeRequest
-	45, // 60: anvil.mri.v1alpha1.MachineRuntime.AttachNetworkInterface:input_type -> anvil.mri.v1alpha1.AttachNetworkInterfaceRequest
-	47, // 61: anvil.mri.v1alpha1.MachineRuntime.DetachNetworkInterface:input_type -> anvil.mri.v1alpha1.DetachNetworkInterfaceRequest
-	49, // 62: anvil.mri.v1alpha1.MachineRuntime.WatchEvents:input_type -> anvil.mri.v1alpha1.WatchEventsRequest
-	24, // 63: anvil.mri.v1alpha1.MachineRuntime.Version:output_type -> anvil.mri.v1alpha1.VersionResponse
-	26, // 64: anvil.mri.v1alpha1.MachineRuntime.Status:output_type -> anvil.mri.v1alpha1.StatusResponse
-	30, // 65: anvil.mri.v1alpha1.MachineRuntime.ListMachines:output_type -> anvil.mri.v1alpha1.ListMachinesResponse
-	32, // 66: anvil.mri.v1alpha1.MachineRuntime.CreateMachine:output_type -> anvil.mri.v1alpha1.CreateMachineResponse
-	34, // 67: anvil.mri.v1alpha1.MachineRuntime.DeleteMachine:output_type -> anvil.mri.v1alpha1.DeleteMachineResponse
-	36, // 68: anvil.mri.v1alpha1.MachineRuntime.UpdateMachinePower:output_type -> anvil.mri.v1alpha1.UpdateMachinePowerResponse
-	38, // 69: anvil.mri.v1alpha1.MachineRuntime.RebootMachine:output_type -> anvil.mri.v1alpha1.RebootMachineResponse
-	40, // 70: anvil.mri.v1alpha1.MachineRuntime.UpdateMachineLabels:output_type -> anvil.mri.v1alpha1.UpdateMachineLabelsResponse
-	42, // 71: anvil.mri.v1alpha1.MachineRuntime.AttachVolume:output_type -> anvil.mri.v1alpha1.AttachVolumeResponse
-	44, // 72: anvil.mri.v1alpha1.MachineRuntime.DetachVolume:output_type -> anvil.mri.v1alpha1.DetachVolumeResponse
-	46, // 73: anvil.mri.v1alpha1.MachineRuntime.AttachNetworkInterface:output_type -> anvil.mri.v1alpha1.AttachNetworkInterfaceResponse
-	48, // 74: anvil.mri.v1alpha1.MachineRuntime.DetachNetworkInterface:output_type -> anvil.mri.v1alpha1.DetachNetworkInterfaceResponse
-	50, // 75: anvil.mri.v1alpha1.MachineRuntime.WatchEvents:output_type -> anvil.mri.v1alpha1.MachineEvent
-	63, // [63:76] is the sub-list for method output_type
-	50, // [50:63] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	10, // 40: anvil.mri.v1alpha1.ReimageMachineRequest.image:type_name -> anvil.mri.v1alpha1.Image
+	11, // 41: anvil.mri.v1alpha1.ReimageMachineRequest.first_boot:type_name -> anvil.mri.v1alpha1.FirstBootConfig
+	22, // 42: anvil.mri.v1alpha1.ReimageMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	58, // 43: anvil.mri.v1alpha1.UpdateMachineLabelsRequest.labels:type_name -> anvil.mri.v1alpha1.UpdateMachineLabelsRequest.LabelsEntry
+	22, // 44: anvil.mri.v1alpha1.UpdateMachineLabelsResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	12, // 45: anvil.mri.v1alpha1.AttachVolumeRequest.volume:type_name -> anvil.mri.v1alpha1.Volume
+	22, // 46: anvil.mri.v1alpha1.AttachVolumeResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	22, // 47: anvil.mri.v1alpha1.DetachVolumeResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	15, // 48: anvil.mri.v1alpha1.AttachNetworkInterfaceRequest.network_interface:type_name -> anvil.mri.v1alpha1.NetworkInterface
+	22, // 49: anvil.mri.v1alpha1.AttachNetworkInterfaceResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	22, // 50: anvil.mri.v1alpha1.DetachNetworkInterfaceResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	6,  // 51: anvil.mri.v1alpha1.MachineEvent.type:type_name -> anvil.mri.v1alpha1.MachineEvent.Type
+	22, // 52: anvil.mri.v1alpha1.MachineEvent.machine:type_name -> anvil.mri.v1alpha1.Machine
+	23, // 53: anvil.mri.v1alpha1.MachineRuntime.Version:input_type -> anvil.mri.v1alpha1.VersionRequest
+	25, // 54: anvil.mri.v1alpha1.MachineRuntime.Status:input_type -> anvil.mri.v1alpha1.StatusRequest
+	29, // 55: anvil.mri.v1alpha1.MachineRuntime.ListMachines:input_type -> anvil.mri.v1alpha1.ListMachinesRequest
+	31, // 56: anvil.mri.v1alpha1.MachineRuntime.CreateMachine:input_type -> anvil.mri.v1alpha1.CreateMachineRequest
+	33, // 57: anvil.mri.v1alpha1.MachineRuntime.DeleteMachine:input_type -> anvil.mri.v1alpha1.DeleteMachineRequest
+	35, // 58: anvil.mri.v1alpha1.MachineRuntime.UpdateMachinePower:input_type -> anvil.mri.v1alpha1.UpdateMachinePowerRequest
+	37, // 59: anvil.mri.v1alpha1.MachineRuntime.RebootMachine:input_type -> anvil.mri.v1alpha1.RebootMachineRequest
+	39, // 60: anvil.mri.v1alpha1.MachineRuntime.ReimageMachine:input_type -> anvil.mri.v1alpha1.ReimageMachineRequest
+	41, // 61: anvil.mri.v1alpha1.MachineRuntime.UpdateMachineLabels:input_type -> anvil.mri.v1alpha1.UpdateMachineLabelsRequest
+	43, // 62: anvil.mri.v1alpha1.MachineRuntime.AttachVolume:input_type -> anvil.mri.v1alpha1.AttachVolumeRequest
+	45, // 63: anvil.mri.v1alpha1.MachineRuntime.DetachVolume:input_type -> anvil.mri.v1alpha1.DetachVolumeRequest
+	47, // 64: anvil.mri.v1alpha1.MachineRuntime.AttachNetworkInterface:input_type -> anvil.mri.v1alpha1.AttachNetworkInterfaceRequest
+	49, // 65: anvil.mri.v1alpha1.MachineRuntime.DetachNetworkInterface:input_type -> anvil.mri.v1alpha1.DetachNetworkInterfaceRequest
+	51, // 66: anvil.mri.v1alpha1.MachineRuntime.WatchEvents:input_type -> anvil.mri.v1alpha1.WatchEventsRequest
+	24, // 67: anvil.mri.v1alpha1.MachineRuntime.Version:output_type -> anvil.mri.v1alpha1.VersionResponse
+	26, // 68: anvil.mri.v1alpha1.MachineRuntime.Status:output_type -> anvil.mri.v1alpha1.StatusResponse
+	30, // 69: anvil.mri.v1alpha1.MachineRuntime.ListMachines:output_type -> anvil.mri.v1alpha1.ListMachinesResponse
+	32, // 70: anvil.mri.v1alpha1.MachineRuntime.CreateMachine:output_type -> anvil.mri.v1alpha1.CreateMachineResponse
+	34, // 71: anvil.mri.v1alpha1.MachineRuntime.DeleteMachine:output_type -> anvil.mri.v1alpha1.DeleteMachineResponse
+	36, // 72: anvil.mri.v1alpha1.MachineRuntime.UpdateMachinePower:output_type -> anvil.mri.v1alpha1.UpdateMachinePowerResponse
+	38, // 73: anvil.mri.v1alpha1.MachineRuntime.RebootMachine:output_type -> anvil.mri.v1alpha1.RebootMachineResponse
+	40, // 74: anvil.mri.v1alpha1.MachineRuntime.ReimageMachine:output_type -> anvil.mri.v1alpha1.ReimageMachineResponse
+	42, // 75: anvil.mri.v1alpha1.MachineRuntime.UpdateMachineLabels:output_type -> anvil.mri.v1alpha1.UpdateMachineLabelsResponse
+	44, // 76: anvil.mri.v1alpha1.MachineRuntime.AttachVolume:output_type -> anvil.mri.v1alpha1.AttachVolumeResponse
+	46, // 77: anvil.mri.v1alpha1.MachineRuntime.DetachVolume:output_type -> anvil.mri.v1alpha1.DetachVolumeResponse
+	48, // 78: anvil.mri.v1alpha1.MachineRuntime.AttachNetworkInterface:output_type -> anvil.mri.v1alpha1.AttachNetworkInterfaceResponse
+	50, // 79: anvil.mri.v1alpha1.MachineRuntime.DetachNetworkInterface:output_type -> anvil.mri.v1alpha1.DetachNetworkInterfaceResponse
+	52, // 80: anvil.mri.v1alpha1.MachineRuntime.WatchEvents:output_type -> anvil.mri.v1alpha1.MachineEvent
+	67, // [67:81] is the sub-list for method output_type
+	53, // [53:67] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_api_mri_v1alpha1_mri_proto_init() }
@@ -3322,7 +3442,7 @@ func file_api_mri_v1alpha1_mri_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_mri_v1alpha1_mri_proto_rawDesc), len(file_api_mri_v1alpha1_mri_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   50,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -30,6 +30,7 @@ const (
 	MachineRuntime_DeleteMachine_FullMethodName          = "/anvil.mri.v1alpha1.MachineRuntime/DeleteMachine"
 	MachineRuntime_UpdateMachinePower_FullMethodName     = "/anvil.mri.v1alpha1.MachineRuntime/UpdateMachinePower"
 	MachineRuntime_RebootMachine_FullMethodName          = "/anvil.mri.v1alpha1.MachineRuntime/RebootMachine"
+	MachineRuntime_ReimageMachine_FullMethodName         = "/anvil.mri.v1alpha1.MachineRuntime/ReimageMachine"
 	MachineRuntime_UpdateMachineLabels_FullMethodName    = "/anvil.mri.v1alpha1.MachineRuntime/UpdateMachineLabels"
 	MachineRuntime_AttachVolume_FullMethodName           = "/anvil.mri.v1alpha1.MachineRuntime/AttachVolume"
 	MachineRuntime_DetachVolume_FullMethodName           = "/anvil.mri.v1alpha1.MachineRuntime/DetachVolume"
@@ -56,6 +57,11 @@ type MachineRuntimeClient interface {
 	UpdateMachinePower(ctx context.Context, in *UpdateMachinePowerRequest, opts ...grpc.CallOption) (*UpdateMachinePowerResponse, error)
 	// RebootMachine resets a running machine once per token.
 	RebootMachine(ctx context.Context, in *RebootMachineRequest, opts ...grpc.CallOption) (*RebootMachineResponse, error)
+	// ReimageMachine boots the machine from another image, keeping its id, labels and the
+	// rest of its spec: its root disk (the image_disk volume) is made anew from the image,
+	// its other volumes keep their data, and it comes back in the power state it was in.
+	// first_boot, when set, replaces the first-boot config the new image boots with.
+	ReimageMachine(ctx context.Context, in *ReimageMachineRequest, opts ...grpc.CallOption) (*ReimageMachineResponse, error)
 	// UpdateMachineLabels replaces the machine's labels (the uid label is kept).
 	UpdateMachineLabels(ctx context.Context, in *UpdateMachineLabelsRequest, opts ...grpc.CallOption) (*UpdateMachineLabelsResponse, error)
 	AttachVolume(ctx context.Context, in *AttachVolumeRequest, opts ...grpc.CallOption) (*AttachVolumeResponse, error)
@@ -139,6 +145,16 @@ func (c *machineRuntimeClient) RebootMachine(ctx context.Context, in *RebootMach
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RebootMachineResponse)
 	err := c.cc.Invoke(ctx, MachineRuntime_RebootMachine_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *machineRuntimeClient) ReimageMachine(ctx context.Context, in *ReimageMachineRequest, opts ...grpc.CallOption) (*ReimageMachineResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReimageMachineResponse)
+	err := c.cc.Invoke(ctx, MachineRuntime_ReimageMachine_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -232,6 +248,11 @@ type MachineRuntimeServer interface {
 	UpdateMachinePower(context.Context, *UpdateMachinePowerRequest) (*UpdateMachinePowerResponse, error)
 	// RebootMachine resets a running machine once per token.
 	RebootMachine(context.Context, *RebootMachineRequest) (*RebootMachineResponse, error)
+	// ReimageMachine boots the machine from another image, keeping its id, labels and the
+	// rest of its spec: its root disk (the image_disk volume) is made anew from the image,
+	// its other volumes keep their data, and it comes back in the power state it was in.
+	// first_boot, when set, replaces the first-boot config the new image boots with.
+	ReimageMachine(context.Context, *ReimageMachineRequest) (*ReimageMachineResponse, error)
 	// UpdateMachineLabels replaces the machine's labels (the uid label is kept).
 	UpdateMachineLabels(context.Context, *UpdateMachineLabelsRequest) (*UpdateMachineLabelsResponse, error)
 	AttachVolume(context.Context, *AttachVolumeRequest) (*AttachVolumeResponse, error)
@@ -271,6 +292,9 @@ func (UnimplementedMachineRuntimeServer) UpdateMachinePower(context.Context, *Up
 }
 func (UnimplementedMachineRuntimeServer) RebootMachine(context.Context, *RebootMachineRequest) (*RebootMachineResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RebootMachine not implemented")
+}
+func (UnimplementedMachineRuntimeServer) ReimageMachine(context.Context, *ReimageMachineRequest) (*ReimageMachineResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReimageMachine not implemented")
 }
 func (UnimplementedMachineRuntimeServer) UpdateMachineLabels(context.Context, *UpdateMachineLabelsRequest) (*UpdateMachineLabelsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdateMachineLabels not implemented")
@@ -437,6 +461,24 @@ func _MachineRuntime_RebootMachine_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MachineRuntime_ReimageMachine_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReimageMachineRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MachineRuntimeServer).ReimageMachine(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MachineRuntime_ReimageMachine_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MachineRuntimeServer).ReimageMachine(ctx, req.(*ReimageMachineRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _MachineRuntime_UpdateMachineLabels_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(UpdateMachineLabelsRequest)
 	if err := dec(in); err != nil {
@@ -572,6 +614,10 @@ var MachineRuntime_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RebootMachine",
 			Handler:    _MachineRuntime_RebootMachine_Handler,
+		},
+		{
+			MethodName: "ReimageMachine",
+			Handler:    _MachineRuntime_ReimageMachine_Handler,
 		},
 		{
 			MethodName: "UpdateMachineLabels",

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -107,6 +108,11 @@ func (s *suite) unknownID(t *testing.T) {
 		}},
 		{"RebootMachine", func() error {
 			_, err := s.c.RebootMachine(ctx(t), &mriv1alpha1.RebootMachineRequest{Id: id, Token: "r1"})
+			return err
+		}},
+		{"ReimageMachine", func() error {
+			img := &mriv1alpha1.Image{Reference: "registry.example/os:1", Digest: "sha256:" + strings.Repeat("0", 64)}
+			_, err := s.c.ReimageMachine(ctx(t), &mriv1alpha1.ReimageMachineRequest{Id: id, Image: img})
 			return err
 		}},
 		{"UpdateMachineLabels", func() error {

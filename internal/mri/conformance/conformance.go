@@ -29,6 +29,9 @@ type Target struct {
 	// WrongArchImage is an image the runtime finds, without an entry for the
 	// architecture of Spec: a create of it is WRONG_ARCHITECTURE.
 	WrongArchImage *mriv1alpha1.Image
+	// OtherImage is an image the runtime runs, for Spec's architecture, other than
+	// Spec's: what a machine is reimaged to.
+	OtherImage *mriv1alpha1.Image
 	// Timeout bounds the wait for a machine to reach a state.
 	Timeout time.Duration
 	// Labels are put on every machine the suite creates, besides its own: what the
@@ -61,6 +64,7 @@ func Run(t *testing.T, target Target) {
 		{"E1_UnknownIDNotFound", s.unknownID},
 		{"S1_S2_Lifecycle", s.lifecycle},
 		{"E3_RepeatedCallsChangeNothing", s.repeatedCalls},
+		{"E8_Reimage", s.reimage},
 		{"S3_AttachDetach", s.attachDetach},
 		{"S4_WatchEvents", s.watchEvents},
 		{"R1_RestartKeepsMachines", s.restartKeeps},

@@ -19,6 +19,19 @@ func SetPower(spec *mriv1alpha1.MachineSpec, p mriv1alpha1.Power) bool {
 	return true
 }
 
+// Reimage sets the spec's image, and its first-boot config when fb is not nil; false when
+// both already are so (E3).
+func Reimage(spec *mriv1alpha1.MachineSpec, img *mriv1alpha1.Image, fb *mriv1alpha1.FirstBootConfig) bool {
+	if proto.Equal(spec.Image, img) && (fb == nil || proto.Equal(spec.FirstBoot, fb)) {
+		return false
+	}
+	spec.Image = proto.Clone(img).(*mriv1alpha1.Image)
+	if fb != nil {
+		spec.FirstBoot = proto.Clone(fb).(*mriv1alpha1.FirstBootConfig)
+	}
+	return true
+}
+
 // SetLabels replaces the labels with labels, keeping the machine-uid label whatever the
 // caller sent, as CreateMachine is idempotent on it (I2); false when nothing changes.
 func SetLabels(md *mriv1alpha1.ObjectMetadata, labels map[string]string) bool {

@@ -10,11 +10,13 @@ import (
 	"github.com/anvil-dev/anvil/internal/mri/conformance"
 )
 
-// The images of the conformance pool: the spec's, one of arm64 only, and one it lacks.
+// The images of the conformance pool: the spec's, another, one of arm64 only, and one it
+// lacks.
 var (
 	osImage      = &mriv1alpha1.Image{Reference: "registry.example/os:1", Digest: "sha256:" + strings.Repeat("0", 64)}
 	armOnlyImage = &mriv1alpha1.Image{Reference: "registry.example/os-arm:1", Digest: "sha256:" + strings.Repeat("1", 64)}
 	missingImage = &mriv1alpha1.Image{Reference: "registry.example/os:1", Digest: "sha256:" + strings.Repeat("2", 64)}
+	otherImage   = &mriv1alpha1.Image{Reference: "registry.example/os:2", Digest: "sha256:" + strings.Repeat("3", 64)}
 )
 
 func spec() *mriv1alpha1.MachineSpec {
@@ -38,6 +40,7 @@ func runConformance(t *testing.T, latency, jitter time.Duration) {
 		Images: map[string][]mriv1alpha1.Architecture{
 			osImage.Digest:      nil, // its index does not say
 			armOnlyImage.Digest: {mriv1alpha1.Architecture_ARCHITECTURE_ARM64},
+			otherImage.Digest:   {mriv1alpha1.Architecture_ARCHITECTURE_AMD64, mriv1alpha1.Architecture_ARCHITECTURE_ARM64},
 		},
 		Latency:   latency,
 		Jitter:    jitter,
@@ -45,7 +48,7 @@ func runConformance(t *testing.T, latency, jitter time.Duration) {
 	}
 	s := conformance.Serve(t, "unix://"+filepath.Join(dir, "mri.sock"), func() (conformance.Runtime, error) { return New(cfg) })
 	conformance.Run(t, conformance.Target{Start: s.Start, Restart: s.Restart, Spec: spec, Timeout: 10 * time.Second,
-		MissingImage: missingImage, WrongArchImage: armOnlyImage})
+		MissingImage: missingImage, WrongArchImage: armOnlyImage, OtherImage: otherImage})
 }
 
 func TestConformanceInstant(t *testing.T) { runConformance(t, 0, 0) }

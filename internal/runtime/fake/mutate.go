@@ -153,3 +153,29 @@ func (r *Runtime) DetachNetworkInterface(_ context.Context, req *mriv1alpha1.Det
 	}
 	return &mriv1alpha1.DetachNetworkInterfaceResponse{Machine: m}, nil
 }
+
+func (r *Runtime) ReimageMachine(_ context.Context, req *mriv1alpha1.ReimageMachineRequest) (*mriv1alpha1.ReimageMachineResponse, error) {
+	if err := mri.ValidateReimage(req); err != nil {
+		return nil, err
+	}
+	m, err := r.mutate(req.GetId(), func(m *mriv1alpha1.Machine) (bool, error) {
+		if m.Metadata.DeletedAtUnixNano != 0 {
+			return false, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "machine %s is being deleted", m.Metadata.Id)
+		}
+		next := proto.Clone(m.Spec).(*mriv1alpha1.MachineSpec)
+		if !mutate.Reimage(next, req.GetImage(), req.GetFirstBoot()) {
+			return false, nil
+		}
+		if err := r.findImage(next); err != nil {
+			return false, err
+		}
+		m.Spec = next
+		// The new root disk: the machine boots again, from Pending.
+		m.Status.State = mriv1alpha1.MachineState_MACHINE_STATE_PENDING
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &mriv1alpha1.ReimageMachineResponse{Machine: m}, nil
+}
