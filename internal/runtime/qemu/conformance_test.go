@@ -17,6 +17,7 @@ import (
 func TestConformance(t *testing.T) {
 	img := pushTestOS(t, computev1alpha1.ArchitectureAMD64, computev1alpha1.ArchitectureARM64)
 	armOnly := pushTestOS(t, computev1alpha1.ArchitectureARM64)
+	other := pushTestOSVariant(t, "other", computev1alpha1.ArchitectureAMD64)
 	cfg := testConfig(t, computev1alpha1.ArchitectureAMD64)
 	s := conformance.Serve(t, "unix://"+filepath.Join(t.TempDir(), "mri.sock"), func() (conformance.Runtime, error) { return New(cfg) })
 	start := time.Now()
@@ -27,6 +28,7 @@ func TestConformance(t *testing.T) {
 		Timeout:        120 * time.Second,
 		MissingImage:   &mriv1alpha1.Image{Reference: img.Reference, Digest: "sha256:" + strings.Repeat("0123456789abcdef", 4)},
 		WrongArchImage: &mriv1alpha1.Image{Reference: armOnly.Reference, Digest: armOnly.Digest},
+		OtherImage:     &mriv1alpha1.Image{Reference: other.Reference, Digest: other.Digest},
 	})
 	t.Logf("conformance suite took %s", time.Since(start).Round(time.Second))
 }

@@ -64,6 +64,7 @@ const (
 	actPowerdown action = "powerdown" // press the ACPI power button
 	actQuit      action = "quit"      // stop QEMU (quit, then signals)
 	actTeardown  action = "teardown"  // remove the machine's folder: deletion's last step
+	actReimage   action = "reimage"   // drop what the old image made, once QEMU is stopped
 )
 
 type step struct {
@@ -113,6 +114,15 @@ func decide(rec *record, obs *observed, now time.Time, grace time.Duration) step
 		}
 		return step{}
 	}
+	if rec.Reimaging {
+		switch {
+		case processRuns:
+			return decideStop(obs, now, grace)
+		case obs.pulling:
+			return step{} // the old image's pull, cancelled: it ends and pokes
+		}
+		return step{action: actReimage}
+	}
 	if rec.Boot == nil {
 		switch {
 		case obs.pulling:
@@ -152,17 +162,7 @@ func decide(rec *record, obs *observed, now time.Time, grace time.Duration) step
 // decideOff powers a machine off: the ACPI button first, quit once the grace is over.
 func decideOff(rec *record, obs *observed, now time.Time, grace time.Duration) step {
 	if obs.pid != 0 {
-		if obs.powerdownAt.IsZero() {
-			return step{action: actPowerdown}
-		}
-		deadline := obs.powerdownAt.Add(grace)
-		if !now.Before(deadline) {
-			return step{action: actQuit}
-		}
-		if next := obs.pressedAt.Add(pressEvery); now.Before(next) {
-			return step{action: actWait, at: earliest(deadline, next)}
-		}
-		return step{action: actPowerdown}
+		return decideStop(obs, now, grace)
 	}
 	if rec.RebootWanted != rec.Machine.GetStatus().GetRebootToken() {
 		return step{action: actReset} // nothing runs: the reboot is done by definition
@@ -173,6 +173,22 @@ func decideOff(rec *record, obs *observed, now time.Time, grace time.Duration) s
 		}
 	}
 	return step{}
+}
+
+// decideStop stops a running QEMU: the ACPI button, pressed again while the guest may
+// still be booting, then quit once the grace is over.
+func decideStop(obs *observed, now time.Time, grace time.Duration) step {
+	if obs.powerdownAt.IsZero() {
+		return step{action: actPowerdown}
+	}
+	deadline := obs.powerdownAt.Add(grace)
+	if !now.Before(deadline) {
+		return step{action: actQuit}
+	}
+	if next := obs.pressedAt.Add(pressEvery); now.Before(next) {
+		return step{action: actWait, at: earliest(deadline, next)}
+	}
+	return step{action: actPowerdown}
 }
 
 // decideDevices plugs the spec's devices into a running VM and unplugs detached ones.

@@ -30,6 +30,14 @@ type testImage struct {
 
 func pushTestOS(t testing.TB, archs ...computev1alpha1.Architecture) testImage {
 	t.Helper()
+	return pushTestOSVariant(t, "", archs...)
+}
+
+// pushTestOSVariant pushes the test OS with anvil.variant=variant on its kernel command
+// line (none when ""): the same OS under another digest, which a guest can tell apart by
+// reading /proc/cmdline.
+func pushTestOSVariant(t testing.TB, variant string, archs ...computev1alpha1.Architecture) testImage {
+	t.Helper()
 	dir := testos.Dir(t)
 	reg, err := registry.Start(context.Background(), 0, "", nil)
 	if err != nil {
@@ -44,7 +52,7 @@ func pushTestOS(t testing.TB, archs ...computev1alpha1.Architecture) testImage {
 		}
 		img, err := osimage.Build(osimage.Files{
 			Architecture: a, Kernel: filepath.Join(dir, string(a), "kernel"), Initramfs: filepath.Join(dir, string(a), "initramfs"),
-			KernelCommandLine: strings.TrimSpace(string(cmdline)),
+			KernelCommandLine: strings.TrimSpace(string(cmdline)) + variantArg(variant),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -61,6 +69,13 @@ func pushTestOS(t testing.TB, archs ...computev1alpha1.Architecture) testImage {
 		t.Fatal(err)
 	}
 	return testImage{Reference: ref, Digest: digest}
+}
+
+func variantArg(variant string) string {
+	if variant == "" {
+		return ""
+	}
+	return " anvil.variant=" + variant
 }
 
 // testConfig is a runtime on fresh state and cache folders.

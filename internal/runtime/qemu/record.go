@@ -70,6 +70,10 @@ type record struct {
 	// GuestOff says the guest powered itself off: the machine stays Shutdown until its
 	// power is set Off and On again.
 	GuestOff bool `json:"guestOff,omitempty"`
+	// Reimaging: ReimageMachine changed the spec's image; QEMU is stopped and what the old
+	// image made (the root disk, the first-boot files, the pulled files) is dropped before
+	// the usual steps pull, prepare and start the new one.
+	Reimaging bool `json:"reimaging,omitempty"`
 	// Failure, when set, says why the machine can never run (Terminated).
 	Failure *failure `json:"failure,omitempty"`
 }

@@ -75,7 +75,7 @@ func settled(rec *record, obs *observed) bool {
 	if rec.Failure != nil {
 		return obs.pid == 0
 	}
-	if rec.Boot == nil || rec.RebootWanted != rec.Machine.GetStatus().GetRebootToken() {
+	if rec.Reimaging || rec.Boot == nil || rec.RebootWanted != rec.Machine.GetStatus().GetRebootToken() {
 		return false
 	}
 	on := rec.Machine.GetSpec().GetPower() == mriv1alpha1.Power_POWER_ON && !rec.GuestOff

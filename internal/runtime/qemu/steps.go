@@ -56,6 +56,11 @@ func (w *worker) startPull() {
 		if w.r.closed {
 			return
 		}
+		if !proto.Equal(img, m.rec.Machine.Spec.Image) {
+			// A reimage changed the image while it was pulled: what came is not wanted.
+			pokeLocked(m)
+			return
+		}
 		switch {
 		case errors.Is(err, osimage.ErrWrongArchitecture):
 			m.rec.Failure = &failure{Reason: "WrongArchitecture", Message: err.Error()}

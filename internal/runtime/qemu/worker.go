@@ -152,6 +152,8 @@ func (w *worker) execute(ctx context.Context, st step) (gone bool) {
 		w.quit(ctx)
 	case actTeardown:
 		return w.teardown()
+	case actReimage:
+		w.reimage()
 	}
 	return false
 }
