@@ -224,7 +224,9 @@ func TestReadingNeedsACredential(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	basic := func(c Credential) authn.Authenticator { return &authn.Basic{Username: c.Username, Password: c.Password} }
+	basic := func(c Credential) authn.Authenticator {
+		return &authn.Basic{Username: c.Username, Password: c.Password}
+	}
 	for _, repo := range []string{"team-a/os", "team-b/os", "anvil/testos"} {
 		r, _ := name.ParseReference(reg.Host+"/"+repo+":1", name.Insecure)
 		if err := remote.Write(r, img, remote.WithAuth(basic(auth.Push))); err != nil {
