@@ -22,8 +22,10 @@ func TagName(reference string) string {
 
 // Rollout is what a Machine's ImageUpToDate condition is decided from.
 type Rollout struct {
-	// SpecImage is the Machine's spec.image now; Booted what it was created from.
+	// SpecImage is the Machine's spec.image now; Booted what it runs. Never says the
+	// Machine keeps what it booted (imageUpdatePolicy Never).
 	SpecImage string
+	Never     bool
 	Booted    computev1alpha1.BootedImage
 	// Architecture the machine runs.
 	Architecture computev1alpha1.Architecture
@@ -44,9 +46,14 @@ func ImageUpToDate(r Rollout) *metav1.Condition {
 	cond := func(status metav1.ConditionStatus, reason, format string, args ...any) *metav1.Condition {
 		return &metav1.Condition{Type: computev1alpha1.ConditionImageUpToDate, Status: status, Reason: reason, Message: fmt.Sprintf(format, args...)}
 	}
+	if r.SpecImage != r.Booted.Reference && r.Never {
+		return cond(metav1.ConditionFalse, computev1alpha1.ReasonImageChanged,
+			"spec.image is %s but the machine runs %s: imageUpdatePolicy Never keeps the booted image; set it to Reimage to boot the new one",
+			r.SpecImage, r.Booted.Reference)
+	}
 	if r.SpecImage != r.Booted.Reference {
 		return cond(metav1.ConditionFalse, computev1alpha1.ReasonImageChanged,
-			"spec.image is %s but the machine runs %s: changing the image of a created machine is not supported yet; delete and recreate the Machine to boot it",
+			"spec.image is %s but the machine runs %s: it is being reimaged (see the Reimaging condition)",
 			r.SpecImage, r.Booted.Reference)
 	}
 	switch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"k8s.io/client-go/tools/record"
 	"sort"
 	"strconv"
 	"sync"
@@ -38,6 +39,8 @@ type MachineReconciler struct {
 	StuckAfter time.Duration
 	// Orphans says when runtime machines without a Machine may be deleted.
 	Orphans *orphanGuard
+	// Recorder writes the Events a person looks for on a Machine (Reimaging, Reimaged).
+	Recorder record.EventRecorder
 
 	// lagging holds, per runtime machine id, when it was first seen behind its spec.
 	lagging sync.Map

@@ -92,7 +92,8 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 	pool := &PoolReconciler{Pool: o.Pool, ProviderID: o.ProviderID, Labels: o.Labels, Client: mgr.GetClient(),
 		Runtime: o.Runtime, Interval: o.Interval, Orphans: orphans}
 	machines := &MachineReconciler{Pool: o.Pool, Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Runtime: o.Runtime,
-		Images: o.Images, Architectures: pool.Architectures, StuckAfter: o.StuckAfter, Orphans: orphans}
+		Images: o.Images, Architectures: pool.Architectures, StuckAfter: o.StuckAfter, Orphans: orphans,
+		Recorder: mgr.GetEventRecorderFor("poollet-" + o.Pool)}
 	events := &runtimeEvents{runtime: o.Runtime, out: make(chan event.TypedGenericEvent[*computev1alpha1.Machine], 1024)}
 	poolKey := reconcile.Request{NamespacedName: client.ObjectKey{Name: o.Pool}}
 

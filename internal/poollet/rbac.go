@@ -11,4 +11,6 @@ package poollet
 // +kubebuilder:rbac:groups=compute.anvil.dev,resources=machineclasses;networkinterfaces,verbs=get;list;watch
 // Namespace labels, when a pool's tenants are chosen by a namespace selector (admit.go).
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
+// Events on its Machines (Reimaging, Reimaged).
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=anvil-pool-leases,resources=leases,verbs=get;list;watch;create;update

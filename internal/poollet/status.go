@@ -31,11 +31,14 @@ func settled(rm *mriv1alpha1.Machine) bool {
 }
 
 // observedStatus is the Machine status the runtime machine rm shows, for the pool. It is
-// pure: the reconciler calls it only once rm is settled and matches the Machine's spec,
-// and writes the result only when it differs from what is there.
+// pure: the reconciler calls it only once rm is settled, and writes the result only when it
+// differs from what is there. observedGeneration moves only when rm is what the Machine's
+// spec asks for: a machine that could not be reimaged has not observed the new spec.
 func observedStatus(m *computev1alpha1.Machine, rm *mriv1alpha1.Machine, pool string) computev1alpha1.MachineStatus {
 	st := *m.Status.DeepCopy()
-	st.ObservedGeneration = m.Generation
+	if specApplied(m, rm) {
+		st.ObservedGeneration = m.Generation
+	}
 	st.State = stateFromMRI[rm.GetStatus().GetState()]
 	if st.State == "" {
 		st.State = computev1alpha1.MachineStatePending
@@ -74,6 +77,13 @@ func observedStatus(m *computev1alpha1.Machine, rm *mriv1alpha1.Machine, pool st
 		Status: metav1.ConditionTrue, Reason: scheduled, Message: "on MachinePool " + pool,
 		ObservedGeneration: m.Generation})
 	return st
+}
+
+// specApplied reports whether the runtime machine carries what the Machine's spec asks of
+// a running machine: its power, and its image unless its policy keeps the booted one.
+func specApplied(m *computev1alpha1.Machine, rm *mriv1alpha1.Machine) bool {
+	return rm.GetSpec().GetPower() == PowerToMRI(m.Spec.Power) &&
+		(m.Spec.ImageUpdatePolicy == computev1alpha1.ImageUpdatePolicyNever || rm.GetSpec().GetImage().GetReference() == m.Spec.Image)
 }
 
 func attachments(in []*mriv1alpha1.AttachmentStatus) []computev1alpha1.AttachmentStatus {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -66,23 +68,13 @@ func (r *MachineReconciler) desiredSpec(ctx context.Context, m *computev1alpha1.
 	if cond, err := r.admits(ctx, m); cond != nil || err != nil {
 		return nil, cond, err
 	}
-	digest, err := r.Images.Resolve(ctx, m.Spec.Image, arch)
-	if refused := (*registrynet.RefusedError)(nil); errors.As(err, &refused) {
-		return nil, &metav1.Condition{Type: computev1alpha1.ConditionImageReady, Status: metav1.ConditionFalse,
-			Reason: computev1alpha1.ReasonRegistryRefused, Message: fmt.Sprintf("image %s: %s", m.Spec.Image, refused.Public())}, nil
+	digest, cond := r.resolveImage(ctx, m, arch)
+	if cond != nil {
+		return nil, cond, nil
 	}
-	if err != nil {
-		return nil, &metav1.Condition{Type: computev1alpha1.ConditionImageReady, Status: metav1.ConditionFalse,
-			Reason: computev1alpha1.ReasonImageResolveFailed, Message: err.Error()}, nil
-	}
-	boot, err := firstBoot(ctx, r.Reader, m)
-	var missing *firstBootError
-	if errors.As(err, &missing) {
-		return nil, &metav1.Condition{Type: computev1alpha1.ConditionIgnitionReady, Status: metav1.ConditionFalse,
-			Reason: missing.reason, Message: missing.msg}, nil
-	}
-	if err != nil {
-		return nil, nil, err
+	boot, cond, err := r.firstBoot(ctx, m)
+	if cond != nil || err != nil {
+		return nil, cond, err
 	}
 	nicRefs := map[string]computev1alpha1.NetworkInterfaceSpec{}
 	for _, n := range m.Spec.NetworkInterfaces {
@@ -119,6 +111,33 @@ func (r *MachineReconciler) desiredSpec(ctx context.Context, m *computev1alpha1.
 	return spec, nil, nil
 }
 
+// resolveImage is the digest of the Machine's image for arch; a registry that refuses or
+// cannot answer comes back as the ImageReady condition to show.
+func (r *MachineReconciler) resolveImage(ctx context.Context, m *computev1alpha1.Machine, arch computev1alpha1.Architecture) (string, *metav1.Condition) {
+	digest, err := r.Images.Resolve(ctx, m.Spec.Image, arch)
+	if refused := (*registrynet.RefusedError)(nil); errors.As(err, &refused) {
+		return "", &metav1.Condition{Type: computev1alpha1.ConditionImageReady, Status: metav1.ConditionFalse,
+			Reason: computev1alpha1.ReasonRegistryRefused, Message: fmt.Sprintf("image %s: %s", m.Spec.Image, refused.Public())}
+	}
+	if err != nil {
+		return "", &metav1.Condition{Type: computev1alpha1.ConditionImageReady, Status: metav1.ConditionFalse,
+			Reason: computev1alpha1.ReasonImageResolveFailed, Message: err.Error()}
+	}
+	return digest, nil
+}
+
+// firstBoot is the Machine's first-boot config as the runtime takes it; a missing Secret
+// or an invalid config comes back as the IgnitionReady condition to show.
+func (r *MachineReconciler) firstBoot(ctx context.Context, m *computev1alpha1.Machine) (*mriv1alpha1.FirstBootConfig, *metav1.Condition, error) {
+	boot, err := firstBoot(ctx, r.Reader, m)
+	var missing *firstBootError
+	if errors.As(err, &missing) {
+		return nil, &metav1.Condition{Type: computev1alpha1.ConditionIgnitionReady, Status: metav1.ConditionFalse,
+			Reason: missing.reason, Message: missing.msg}, nil
+	}
+	return boot, nil, err
+}
+
 // chooseArchitecture is the pool's most preferred architecture that the Machine and its
 // class allow (run natively, when the Machine forbids emulation), or "".
 func (r *MachineReconciler) chooseArchitecture(m *computev1alpha1.Machine, class *computev1alpha1.MachineClass) computev1alpha1.Architecture {
@@ -132,8 +151,32 @@ func (r *MachineReconciler) chooseArchitecture(m *computev1alpha1.Machine, class
 	return ""
 }
 
-// update brings an existing runtime machine to the Machine's power and reboot requests.
+// update brings an existing runtime machine to the Machine's image, power and reboot
+// requests.
 func (r *MachineReconciler) update(ctx context.Context, m *computev1alpha1.Machine, rm *mriv1alpha1.Machine) (ctrl.Result, error) {
+	var extra []metav1.Condition
+	if wantsReimage(m, rm) {
+		res, cond, err := r.reimage(ctx, m, rm)
+		if cond == nil {
+			return res, err
+		}
+		extra = append(extra, *cond) // what keeps the machine from its new image
+	} else if m.Generation != m.Status.ObservedGeneration {
+		// The spec changed: a new first-boot config waits for the next reimage.
+		boot, cond, err := r.firstBoot(ctx, m)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if cond == nil {
+			cond = firstBootUpToDate(boot, rm)
+			if cond.Status == metav1.ConditionTrue && meta.FindStatusCondition(m.Status.Conditions, cond.Type) == nil {
+				cond = nil // it never differed: nothing to say
+			}
+		}
+		if cond != nil {
+			extra = append(extra, *cond)
+		}
+	}
 	id := rm.GetMetadata().GetId()
 	if want := PowerToMRI(m.Spec.Power); rm.GetSpec().GetPower() != want || r.stuck(rm) {
 		resp, err := r.Runtime.UpdateMachinePower(ctx, &mriv1alpha1.UpdateMachinePowerRequest{Id: id, Power: want})
@@ -149,7 +192,7 @@ func (r *MachineReconciler) update(ctx context.Context, m *computev1alpha1.Machi
 		}
 		rm = resp.GetMachine()
 	}
-	return r.report(ctx, m, rm)
+	return r.report(ctx, m, rm, extra...)
 }
 
 // stuck reports whether the runtime has lagged behind its spec for longer than
@@ -169,10 +212,20 @@ func (r *MachineReconciler) stuck(rm *mriv1alpha1.Machine) bool {
 	return true
 }
 
-// report writes the runtime's view once it is settled; until then it waits for the
-// runtime's next event, with a timed retry in case that step was lost.
-func (r *MachineReconciler) report(ctx context.Context, m *computev1alpha1.Machine, rm *mriv1alpha1.Machine) (ctrl.Result, error) {
+// report writes the runtime's view once it is settled, with the extra conditions the
+// reconcile found; until then it waits for the runtime's next event, with a timed retry
+// in case that step was lost.
+func (r *MachineReconciler) report(ctx context.Context, m *computev1alpha1.Machine, rm *mriv1alpha1.Machine, extra ...metav1.Condition) (ctrl.Result, error) {
+	retry := ctrl.Result{}
+	for _, c := range extra {
+		if c.Status == metav1.ConditionFalse && c.Type != computev1alpha1.ConditionFirstBootUpToDate {
+			retry = ctrl.Result{RequeueAfter: r.StuckAfter} // the user's fix is not watched (a Secret, a registry)
+		}
+	}
 	if !settled(rm) {
+		if len(extra) > 0 {
+			return retryStale(retry, r.condition(ctx, m, extra[0]))
+		}
 		if m.Status.MachineID == "" {
 			st := *m.Status.DeepCopy()
 			st.MachineID, st.Pool, st.State = rm.GetMetadata().GetId(), r.Pool, computev1alpha1.MachineStatePending
@@ -182,7 +235,19 @@ func (r *MachineReconciler) report(ctx context.Context, m *computev1alpha1.Machi
 		}
 		return ctrl.Result{RequeueAfter: r.StuckAfter}, nil
 	}
-	return retryStale(ctrl.Result{}, r.writeStatus(ctx, m, observedStatus(m, rm, r.Pool)))
+	st := observedStatus(m, rm, r.Pool)
+	for _, c := range extra {
+		c.ObservedGeneration = m.Generation
+		meta.SetStatusCondition(&st.Conditions, c)
+	}
+	ended := reimageEnded(&st, m, rm)
+	if err := r.writeStatus(ctx, m, st); err != nil {
+		return retryStale(retry, err)
+	}
+	if ended {
+		r.Recorder.Eventf(m, corev1.EventTypeNormal, computev1alpha1.ReasonReimaged, "running %s on MachinePool %s", m.Spec.Image, r.Pool)
+	}
+	return retry, nil
 }
 
 // retryStale turns a status write skipped on a stale copy into a quiet requeue.

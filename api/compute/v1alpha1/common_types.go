@@ -9,6 +9,21 @@ const (
 	PowerOff Power = "Off"
 )
 
+// ImageUpdatePolicy says what a bound Machine does when its spec.image changes.
+// +kubebuilder:validation:Enum=Reimage;Never
+type ImageUpdatePolicy string
+
+const (
+	// ImageUpdatePolicyUnset is the zero value; the API defaults it to Reimage.
+	ImageUpdatePolicyUnset ImageUpdatePolicy = ""
+	// ImageUpdatePolicyReimage: the machine is reimaged in place with the new image (its
+	// root disk made anew, its other volumes kept, its id and pool kept).
+	ImageUpdatePolicyReimage ImageUpdatePolicy = "Reimage"
+	// ImageUpdatePolicyNever: the machine keeps the image it booted; ImageUpToDate says
+	// it is behind.
+	ImageUpdatePolicyNever ImageUpdatePolicy = "Never"
+)
+
 // Emulation says whether a Machine may run emulated.
 // +kubebuilder:validation:Enum=Allowed;Forbidden
 type Emulation string
@@ -76,6 +91,16 @@ const (
 	// False when spec.image changed after boot, or when the OSImage whose output it names
 	// has published a different entry for its architecture. Absent for other images.
 	ConditionImageUpToDate = "ImageUpToDate"
+	// ConditionReimaging says whether a reimage is under way: True (Reimaging) from the
+	// poollet's ReimageMachine call until the runtime runs the new image, then False
+	// (Reimaged), or False (ReimageRefused) when the runtime refused the new image. Absent
+	// on a Machine never reimaged.
+	ConditionReimaging = "Reimaging"
+	// ConditionFirstBootUpToDate says whether the machine booted the first-boot config its
+	// spec names now: False (AppliedAtNextReimage) after ignitionRef, userDataRef or the
+	// Secret's data changed, since a running machine has read its first-boot config
+	// already. Absent until the first-boot config differs from what was booted.
+	ConditionFirstBootUpToDate = "FirstBootUpToDate"
 	// ConditionOrphansHeld, on a MachinePool, says its poollet holds back deleting the
 	// runtime machines that have no Machine of the pool, because there are more of them
 	// than it may delete on its own (reason TooManyOrphans). Absent otherwise.
@@ -88,11 +113,23 @@ const (
 	ReasonImageCurrent = "Current"
 	// ReasonNewerImagePublished: the OSImage published another entry for the architecture.
 	ReasonNewerImagePublished = "NewerImagePublished"
-	// ReasonImageChanged: spec.image changed after the machine was created; the running
-	// machine keeps the image it booted (replacing it is not supported yet).
+	// ReasonImageChanged: spec.image names another image than the machine booted: under
+	// imageUpdatePolicy Never it keeps it; under Reimage, until the reimage ends.
 	ReasonImageChanged = "ImageChanged"
 	// ReasonImageUnknown: the booted image could not be read to compare it.
 	ReasonImageUnknown = "ImageUnknown"
+)
+
+// Reasons of the Reimaging and FirstBootUpToDate conditions.
+const (
+	ReasonReimaging      = "Reimaging"
+	ReasonReimaged       = "Reimaged"
+	ReasonReimageRefused = "ReimageRefused"
+	// ReasonFirstBootCurrent: the machine booted the first-boot config the spec names.
+	ReasonFirstBootCurrent = "Current"
+	// ReasonAppliedAtNextReimage: the first-boot config changed after the machine booted;
+	// the next reimage boots with it.
+	ReasonAppliedAtNextReimage = "AppliedAtNextReimage"
 )
 
 // Reasons of the Scheduled condition.

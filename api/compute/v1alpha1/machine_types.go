@@ -33,6 +33,13 @@ type MachineSpec struct {
 	// +kubebuilder:validation:MaxLength=1024
 	Image string `json:"image"`
 
+	// ImageUpdatePolicy is what a bound Machine does when image changes: Reimage (the
+	// default) boots the new image in place, keeping the machine's id, pool and other
+	// volumes; Never keeps the image it booted, and ImageUpToDate says it is behind.
+	// +optional
+	// +kubebuilder:default=Reimage
+	ImageUpdatePolicy ImageUpdatePolicy `json:"imageUpdatePolicy,omitempty"`
+
 	// Architecture pins the CPU architecture. Empty means any architecture the image offers.
 	// +optional
 	Architecture Architecture `json:"architecture,omitempty"`

@@ -39,7 +39,8 @@ func (r *RolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if m.Status.Image == nil || !m.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	in := imagebuild.Rollout{SpecImage: m.Spec.Image, Booted: *m.Status.Image, Architecture: m.Status.Architecture}
+	in := imagebuild.Rollout{SpecImage: m.Spec.Image, Never: m.Spec.ImageUpdatePolicy == computev1alpha1.ImageUpdatePolicyNever,
+		Booted: *m.Status.Image, Architecture: m.Status.Architecture}
 	if o, err := r.osImageOf(ctx, m); err != nil {
 		return ctrl.Result{}, err
 	} else if o != nil {

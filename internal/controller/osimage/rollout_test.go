@@ -85,7 +85,8 @@ func TestImageUpToDateFollowsThePublishedEntry(t *testing.T) {
 	waitEvent(t, arm, computev1alpha1.ReasonNewerImagePublished)
 	waitUpToDate(t, amdOld, metav1.ConditionTrue, computev1alpha1.ReasonImageCurrent)
 
-	// Changing spec.image of a created Machine is not carried out, and says so.
+	// Changing spec.image of a created Machine: until it runs the new image (no pool runs
+	// it here), it says so.
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(amdOld), amdOld); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,112 @@
+package poollet
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/mri"
+)
+
+// wantsReimage reports whether the Machine names another image than its runtime machine
+// runs, and its policy lets the machine be reimaged for it.
+func wantsReimage(m *computev1alpha1.Machine, rm *mriv1alpha1.Machine) bool {
+	return m.Spec.ImageUpdatePolicy != computev1alpha1.ImageUpdatePolicyNever &&
+		rm.GetSpec().GetImage().GetReference() != m.Spec.Image
+}
+
+// reimage asks the runtime to boot the Machine's image in place, with its first-boot
+// config as it is now, and says so (Reimaging, an Event); the runtime's events bring the
+// Machine back, and report writes Reimaged once the runtime runs the new image. What the
+// user must fix (an image that does not resolve or that the runtime refuses, a missing
+// Secret) comes back as the condition to show: the machine keeps its image, and its power
+// and reboots are still carried out.
+func (r *MachineReconciler) reimage(ctx context.Context, m *computev1alpha1.Machine, rm *mriv1alpha1.Machine) (ctrl.Result, *metav1.Condition, error) {
+	arch := mri.ArchFromMRI(rm.GetSpec().GetArchitecture())
+	digest, cond := r.resolveImage(ctx, m, arch)
+	if cond != nil {
+		return ctrl.Result{}, cond, nil
+	}
+	boot, cond, err := r.firstBoot(ctx, m)
+	if cond != nil || err != nil {
+		return ctrl.Result{}, cond, err
+	}
+	from := rm.GetSpec().GetImage().GetReference()
+	resp, err := r.Runtime.ReimageMachine(ctx, &mriv1alpha1.ReimageMachineRequest{Id: rm.GetMetadata().GetId(),
+		Image: &mriv1alpha1.Image{Reference: m.Spec.Image, Digest: digest}, FirstBoot: boot})
+	if reimageRefused(err) {
+		msg := fmt.Sprintf("MachinePool %s refused image %s: %s; the machine keeps running %s", r.Pool, m.Spec.Image, mri.MessageOf(err), from)
+		r.Recorder.Event(m, corev1.EventTypeWarning, computev1alpha1.ReasonReimageRefused, msg)
+		return ctrl.Result{}, &metav1.Condition{Type: computev1alpha1.ConditionReimaging,
+			Status: metav1.ConditionFalse, Reason: computev1alpha1.ReasonReimageRefused, Message: msg}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, nil, fmt.Errorf("reimaging: %w", err)
+	}
+	if resp.GetMachine().GetMetadata().GetGeneration() > rm.GetMetadata().GetGeneration() {
+		r.Recorder.Eventf(m, corev1.EventTypeNormal, computev1alpha1.ReasonReimaging, "reimaging from %s to %s on MachinePool %s", from, m.Spec.Image, r.Pool)
+	}
+	res, err := retryStale(ctrl.Result{RequeueAfter: r.StuckAfter}, r.condition(ctx, m, metav1.Condition{Type: computev1alpha1.ConditionReimaging,
+		Status: metav1.ConditionTrue, Reason: computev1alpha1.ReasonReimaging,
+		Message: fmt.Sprintf("booting %s in place on MachinePool %s (was %s)", m.Spec.Image, r.Pool, from)}))
+	return res, nil, err
+}
+
+// reimageRefused: the runtime will not run the new image as asked (it does not exist, has
+// no entry for the machine's architecture, or is not one the runtime boots); asking again
+// cannot help until the Machine changes.
+func reimageRefused(err error) bool {
+	switch mri.ReasonOf(err) {
+	case mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, mriv1alpha1.ErrorReason_ERROR_REASON_WRONG_ARCHITECTURE,
+		mriv1alpha1.ErrorReason_ERROR_REASON_IMAGE_NOT_FOUND:
+		return true
+	}
+	return false
+}
+
+// reimageEnded sets Reimaging False (Reimaged) in st once the runtime machine runs the
+// image the Machine names, with FirstBootUpToDate Current (a reimage boots the first-boot
+// config as it was then), and reports whether it did.
+func reimageEnded(st *computev1alpha1.MachineStatus, m *computev1alpha1.Machine, rm *mriv1alpha1.Machine) bool {
+	if rm.GetSpec().GetImage().GetReference() != m.Spec.Image {
+		return false
+	}
+	// Under way by the condition, or by what was last reported booted: the condition's
+	// write may have been lost to a conflict while a fast runtime finished.
+	c := meta.FindStatusCondition(st.Conditions, computev1alpha1.ConditionReimaging)
+	was := m.Status.Image
+	if (c == nil || c.Status != metav1.ConditionTrue) && (was == nil || was.Reference == m.Spec.Image) {
+		return false
+	}
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: computev1alpha1.ConditionReimaging, Status: metav1.ConditionFalse,
+		Reason: computev1alpha1.ReasonReimaged, Message: "running " + m.Spec.Image, ObservedGeneration: m.Generation})
+	if meta.FindStatusCondition(st.Conditions, computev1alpha1.ConditionFirstBootUpToDate) != nil {
+		meta.SetStatusCondition(&st.Conditions, firstBootCurrent(m.Generation))
+	}
+	return true
+}
+
+// firstBootUpToDate compares the Machine's first-boot config with the one its runtime
+// machine booted: False (AppliedAtNextReimage) when they differ, else True (Current).
+func firstBootUpToDate(want *mriv1alpha1.FirstBootConfig, rm *mriv1alpha1.Machine) *metav1.Condition {
+	have := rm.GetSpec().GetFirstBoot()
+	same := want.GetFormat() == have.GetFormat() && string(want.GetData()) == string(have.GetData())
+	if !same {
+		return &metav1.Condition{Type: computev1alpha1.ConditionFirstBootUpToDate, Status: metav1.ConditionFalse,
+			Reason:  computev1alpha1.ReasonAppliedAtNextReimage,
+			Message: "the first-boot configuration changed after the machine booted; a running machine has read its own already: the next reimage (a change of spec.image) boots with the new one"}
+	}
+	c := firstBootCurrent(0)
+	return &c
+}
+
+func firstBootCurrent(generation int64) metav1.Condition {
+	return metav1.Condition{Type: computev1alpha1.ConditionFirstBootUpToDate, Status: metav1.ConditionTrue,
+		Reason: computev1alpha1.ReasonFirstBootCurrent, Message: "the machine booted the first-boot configuration its spec names", ObservedGeneration: generation}
+}
