@@ -178,6 +178,23 @@ spec: {machineClassRef: {name: e2e-vm}, image: %[1]s, machinePoolRef: {name: %[2
 	waitKubectlLong(t, kubeconfig, "Running", 2*time.Minute, "get", "machine", "guest-amd64", "-o", "jsonpath={.status.state}")
 	waitConsole(t, consoles["guest-amd64"], testos.ReadyLine(computev1alpha1.ArchitectureAMD64, "guest-amd64", "value-amd64"), 2)
 
+	// Reimage: a new spec.image boots on the same machine (id, pool), in place, and the
+	// Machine says so; its status names the new image once it runs it.
+	if out, err := kubectl(t, kubeconfig, "", "patch", "machine", "guest-amd64", "--type", "merge", "-p", `{"spec":{"image":"`+amd64Only+`"}}`); err != nil {
+		t.Fatalf("kubectl patch: %v\n%s", err, out)
+	}
+	waitKubectlLong(t, kubeconfig, computev1alpha1.ReasonReimaged, 3*time.Minute, "get", "machine", "guest-amd64", "-o", `jsonpath={.status.conditions[?(@.type=="Reimaging")].reason}`)
+	waitConsole(t, consoles["guest-amd64"], testos.ReadyLine(computev1alpha1.ArchitectureAMD64, "guest-amd64", "value-amd64"), 3)
+	if got, _ := kubectl(t, kubeconfig, "", "get", "machine", "guest-amd64", "-o", "jsonpath={.status.machineID} {.status.image.reference} {.status.state}"); got != id+" "+amd64Only+" Running" {
+		t.Errorf("after the reimage: %q, want the same machine %s running %s", got, id, amd64Only)
+	}
+	if pids := qemuProcesses(t, id); len(pids) != 1 {
+		t.Errorf("after the reimage machine %s has QEMU processes %v, want one", id, pids)
+	}
+	if events, _ := kubectl(t, kubeconfig, "", "get", "events", "--field-selector", "involvedObject.name=guest-amd64", "-o", "jsonpath={.items[*].reason}"); !strings.Contains(events, "Reimaging") || !strings.Contains(events, "Reimaged") {
+		t.Errorf("events of the reimaged Machine: %q, want Reimaging and Reimaged", events)
+	}
+
 	// Delete: the Machine goes once the VM, its disks and its folder are gone.
 	if out, err := kubectl(t, kubeconfig, "", "delete", "machine", "guest-amd64", "--timeout", "3m"); err != nil {
 		t.Fatalf("kubectl delete: %v\n%s", err, out)
