@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"k8s.io/client-go/tools/record"
 	"sort"
 	"strconv"
 	"sync"
@@ -22,6 +21,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/events"
 	"github.com/anvil-dev/anvil/internal/mri"
 )
 
@@ -39,8 +39,8 @@ type MachineReconciler struct {
 	StuckAfter time.Duration
 	// Orphans says when runtime machines without a Machine may be deleted.
 	Orphans *orphanGuard
-	// Recorder writes the Events a person looks for on a Machine (Reimaging, Reimaged).
-	Recorder record.EventRecorder
+	// Events are the Events a person looks for on a Machine (Reimaging, Reimaged).
+	Events *events.Recorder
 
 	// lagging holds, per runtime machine id, when it was first seen behind its spec.
 	lagging sync.Map

@@ -3,6 +3,7 @@ package poollet
 import (
 	"context"
 	"fmt"
+	"github.com/anvil-dev/anvil/internal/events"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -93,7 +94,7 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 		Runtime: o.Runtime, Interval: o.Interval, Orphans: orphans}
 	machines := &MachineReconciler{Pool: o.Pool, Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Runtime: o.Runtime,
 		Images: o.Images, Architectures: pool.Architectures, StuckAfter: o.StuckAfter, Orphans: orphans,
-		Recorder: mgr.GetEventRecorderFor("poollet-" + o.Pool)}
+		Events: events.New(mgr.GetEventRecorder("poollet-"+o.Pool), nil)}
 	events := &runtimeEvents{runtime: o.Runtime, out: make(chan event.TypedGenericEvent[*computev1alpha1.Machine], 1024)}
 	poolKey := reconcile.Request{NamespacedName: client.ObjectKey{Name: o.Pool}}
 

@@ -12,5 +12,5 @@ package poollet
 // Namespace labels, when a pool's tenants are chosen by a namespace selector (admit.go).
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
 // Events on its Machines (Reimaging, Reimaged).
-// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=anvil-pool-leases,resources=leases,verbs=get;list;watch;create;update

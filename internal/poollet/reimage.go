@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -42,7 +41,7 @@ func (r *MachineReconciler) reimage(ctx context.Context, m *computev1alpha1.Mach
 		Image: &mriv1alpha1.Image{Reference: m.Spec.Image, Digest: digest}, FirstBoot: boot})
 	if reimageRefused(err) {
 		msg := fmt.Sprintf("MachinePool %s refused image %s: %s; the machine keeps running %s", r.Pool, m.Spec.Image, mri.MessageOf(err), from)
-		r.Recorder.Event(m, corev1.EventTypeWarning, computev1alpha1.ReasonReimageRefused, msg)
+		r.Events.Warning(m, computev1alpha1.ReasonReimageRefused, "Reimage", "%s", msg)
 		return ctrl.Result{}, &metav1.Condition{Type: computev1alpha1.ConditionReimaging,
 			Status: metav1.ConditionFalse, Reason: computev1alpha1.ReasonReimageRefused, Message: msg}, nil
 	}
@@ -50,7 +49,7 @@ func (r *MachineReconciler) reimage(ctx context.Context, m *computev1alpha1.Mach
 		return ctrl.Result{}, nil, fmt.Errorf("reimaging: %w", err)
 	}
 	if resp.GetMachine().GetMetadata().GetGeneration() > rm.GetMetadata().GetGeneration() {
-		r.Recorder.Eventf(m, corev1.EventTypeNormal, computev1alpha1.ReasonReimaging, "reimaging from %s to %s on MachinePool %s", from, m.Spec.Image, r.Pool)
+		r.Events.Normal(m, computev1alpha1.ReasonReimaging, "Reimage", "reimaging from %s to %s on MachinePool %s", from, m.Spec.Image, r.Pool)
 	}
 	res, err := retryStale(ctrl.Result{RequeueAfter: r.StuckAfter}, r.condition(ctx, m, metav1.Condition{Type: computev1alpha1.ConditionReimaging,
 		Status: metav1.ConditionTrue, Reason: computev1alpha1.ReasonReimaging,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"time"
 
@@ -245,7 +244,7 @@ func (r *MachineReconciler) report(ctx context.Context, m *computev1alpha1.Machi
 		return retryStale(retry, err)
 	}
 	if ended {
-		r.Recorder.Eventf(m, corev1.EventTypeNormal, computev1alpha1.ReasonReimaged, "running %s on MachinePool %s", m.Spec.Image, r.Pool)
+		r.Events.Normal(m, computev1alpha1.ReasonReimaged, "Reimage", "running %s on MachinePool %s", m.Spec.Image, r.Pool)
 	}
 	return retry, nil
 }
