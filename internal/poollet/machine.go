@@ -172,7 +172,13 @@ func (r *MachineReconciler) delete(ctx context.Context, m *computev1alpha1.Machi
 	patch := client.MergeFrom(m.DeepCopy())
 	controllerutil.RemoveFinalizer(m, computev1alpha1.FinalizerRuntimeMachine)
 	r.written.Delete(m.UID)
-	return client.IgnoreNotFound(r.Client.Patch(ctx, m, patch))
+	if err := r.Client.Patch(ctx, m, patch); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if rm != nil || m.Status.MachineID != "" {
+		r.Events.Normal(m, computev1alpha1.EventDeleted, "Delete", "the runtime machine is gone from MachinePool %s", r.Pool)
+	}
+	return nil
 }
 
 // writeStatus patches status when it differs from what is stored. A reconcile that runs

@@ -2,8 +2,10 @@ package poollet_test
 
 import (
 	"context"
+	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -48,20 +50,29 @@ func conditionIs(typ, reason string) func(*computev1alpha1.Machine) bool {
 	}
 }
 
-// eventReasons lists the reasons of the Events about m, oldest first.
+// eventReasons lists the reasons of the Events about m (this Machine, by UID), oldest
+// first.
 func eventReasons(t *testing.T, m *computev1alpha1.Machine) []string {
 	t.Helper()
 	list := &corev1.EventList{}
 	if err := env.Client.List(context.Background(), list, client.InNamespace(m.Namespace)); err != nil {
 		t.Fatal(err)
 	}
+	sort.SliceStable(list.Items, func(i, j int) bool { return eventTime(list.Items[i]).Before(eventTime(list.Items[j])) })
 	var out []string
 	for _, e := range list.Items {
-		if e.InvolvedObject.Name == m.Name {
+		if e.InvolvedObject.UID == m.UID {
 			out = append(out, e.Reason)
 		}
 	}
 	return out
+}
+
+func eventTime(e corev1.Event) time.Time {
+	if !e.EventTime.IsZero() {
+		return e.EventTime.Time
+	}
+	return e.FirstTimestamp.Time
 }
 
 // A bound Machine's image changed: the runtime machine is reimaged in place (same id),

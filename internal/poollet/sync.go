@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,6 +45,9 @@ func (r *MachineReconciler) create(ctx context.Context, m *computev1alpha1.Machi
 	}
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("creating the runtime machine: %w", err)
+	}
+	if m.Status.MachineID == "" {
+		r.Events.Normal(m, computev1alpha1.EventCreated, "Create", "runtime machine %s created on MachinePool %s", resp.GetMachine().GetMetadata().GetId(), r.Pool)
 	}
 	return r.report(ctx, m, resp.GetMachine())
 }
@@ -243,10 +247,42 @@ func (r *MachineReconciler) report(ctx context.Context, m *computev1alpha1.Machi
 	if err := r.writeStatus(ctx, m, st); err != nil {
 		return retryStale(retry, err)
 	}
+	r.stateEvent(m, m.Status.State, st.State, rm)
 	if ended {
 		r.Events.Normal(m, computev1alpha1.ReasonReimaged, "Reimage", "running %s on MachinePool %s", m.Spec.Image, r.Pool)
 	}
 	return retry, nil
+}
+
+// stateEvent records the runtime machine's move from one state to another, when it moved
+// to one a person looks for.
+func (r *MachineReconciler) stateEvent(m *computev1alpha1.Machine, from, to computev1alpha1.MachineState, rm *mriv1alpha1.Machine) {
+	if from == to {
+		return
+	}
+	switch to {
+	case computev1alpha1.MachineStateRunning:
+		r.Events.Normal(m, computev1alpha1.EventStarted, "Start", "running on MachinePool %s", r.Pool)
+	case computev1alpha1.MachineStateShutdown:
+		r.Events.Normal(m, computev1alpha1.EventPoweredOff, "PowerOff", "powered off on MachinePool %s", r.Pool)
+	case computev1alpha1.MachineStateTerminated:
+		r.Events.Warning(m, computev1alpha1.EventFailed, "Run", "MachinePool %s cannot run the machine: %s", r.Pool, failureOf(rm))
+	}
+}
+
+// failureOf is what the runtime says keeps a terminated machine from running: its false
+// conditions' reasons and messages.
+func failureOf(rm *mriv1alpha1.Machine) string {
+	var why []string
+	for _, c := range rm.GetStatus().GetConditions() {
+		if !c.GetStatus() {
+			why = append(why, c.GetReason()+": "+c.GetMessage())
+		}
+	}
+	if len(why) == 0 {
+		return "the runtime gives no reason"
+	}
+	return strings.Join(why, "; ")
 }
 
 // retryStale turns a status write skipped on a stale copy into a quiet requeue.

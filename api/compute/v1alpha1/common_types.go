@@ -120,6 +120,18 @@ const (
 	ReasonImageUnknown = "ImageUnknown"
 )
 
+// Reasons of the Events on a Machine, besides Reimaging, Reimaged and ReimageRefused: the
+// scheduler's Scheduled and Unschedulable, the poollet's for its runtime machine.
+const (
+	EventScheduled     = "Scheduled"
+	EventUnschedulable = "Unschedulable"
+	EventCreated       = "Created"
+	EventStarted       = "Started"
+	EventPoweredOff    = "PoweredOff"
+	EventFailed        = "Failed"
+	EventDeleted       = "Deleted"
+)
+
 // Reasons of the Reimaging and FirstBootUpToDate conditions.
 const (
 	ReasonReimaging      = "Reimaging"
