@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"fmt"
+	"github.com/anvil-dev/anvil/internal/events"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -231,7 +232,8 @@ func addControllers(mgr ctrl.Manager, o Options) error {
 	c := mgr.GetClient()
 	for _, add := range []func() error{
 		func() error {
-			return (&schedulercontroller.Reconciler{Client: c, Strategy: strategy, Resolver: o.imageResolver()}).SetupWithManager(mgr, o.Concurrency)
+			return (&schedulercontroller.Reconciler{Client: c, Strategy: strategy, Resolver: o.imageResolver(),
+				Events: events.New(mgr.GetEventRecorder("scheduler"), nil)}).SetupWithManager(mgr, o.Concurrency)
 		},
 		func() error { return claimcontroller.NewVolumeReconciler(c).SetupWithManager(mgr, o.Concurrency) },
 		func() error {

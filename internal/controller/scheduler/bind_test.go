@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -93,6 +94,9 @@ func TestMissingClassIsReportedThenResolved(t *testing.T) {
 	})
 	mustCreate(t, class(cls, "1", "1Gi"))
 	eventually(t, key, "bound once the class exists", boundTo(cls+"-p"))
+	eventually(t, key, "told in Events", func(*computev1alpha1.Machine) bool {
+		return strings.Join(eventReasons(t, m), " ") == computev1alpha1.EventUnschedulable+" "+computev1alpha1.EventScheduled
+	})
 }
 
 func TestImageArchitecturesChooseThePool(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/controller/requeue"
+	"github.com/anvil-dev/anvil/internal/events"
 	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/internal/scheduler"
 )
@@ -36,6 +37,8 @@ type Reconciler struct {
 	ImageRetry time.Duration
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
+	// Events are the Scheduled and Unschedulable Events on Machines.
+	Events *events.Recorder
 
 	// queue holds the unschedulable Machines and the runtimes' refusals; SetupWithManager
 	// makes it with RefusalBackoff.
@@ -50,6 +53,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=compute.anvil.dev,resources=machinepools,verbs=bind
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile places one Machine, or says why it cannot be placed.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -135,6 +139,7 @@ func (r *Reconciler) schedule(ctx context.Context, m *computev1alpha1.Machine) (
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	log.FromContext(ctx).V(1).Info("bound", "pool", d.Pool.Name)
+	r.Events.Normal(m, computev1alpha1.EventScheduled, "Bind", "bound to MachinePool %s", d.Pool.Name)
 	if c := meta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionScheduled); c != nil {
 		// Only a Machine that was once unschedulable carries the condition; clear it. The
 		// common path writes once.
@@ -238,6 +243,10 @@ func (r *Reconciler) setScheduled(ctx context.Context, m *computev1alpha1.Machin
 	err := r.Client.Status().Patch(ctx, m, patch)
 	if apierrors.IsConflict(err) {
 		return nil // a newer version is on its way through the informer and will be reconciled
+	}
+	if err == nil && status == metav1.ConditionFalse {
+		// Once per change of what keeps it from a pool: the condition's write is the gate.
+		r.Events.Warning(m, computev1alpha1.EventUnschedulable, "Schedule", "%s: %s", reason, msg)
 	}
 	return client.IgnoreNotFound(err)
 }

@@ -3,6 +3,8 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"github.com/anvil-dev/anvil/internal/events"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -41,6 +43,9 @@ func startScheduler(t *testing.T, r *Reconciler) {
 		t.Fatal(err)
 	}
 	r.Client = mgr.GetClient()
+	if r.Events == nil {
+		r.Events = events.New(mgr.GetEventRecorder("scheduler"), nil)
+	}
 	if r.Strategy == scheduler.StrategyUnspecified {
 		r.Strategy = scheduler.StrategySpread
 	}
@@ -144,4 +149,21 @@ func scheduledFalse(substr string) func(*computev1alpha1.Machine) bool {
 
 func uniq(t *testing.T, prefix string) string {
 	return fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1e9)
+}
+
+// eventReasons lists the reasons of the Events about m, by UID, oldest first.
+func eventReasons(t *testing.T, m *computev1alpha1.Machine) []string {
+	t.Helper()
+	list := &corev1.EventList{}
+	if err := env.Client.List(context.Background(), list, client.InNamespace(m.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	sort.SliceStable(list.Items, func(i, j int) bool { return list.Items[i].EventTime.Before(&list.Items[j].EventTime) })
+	var out []string
+	for _, e := range list.Items {
+		if e.InvolvedObject.UID == m.UID {
+			out = append(out, e.Reason)
+		}
+	}
+	return out
 }
