@@ -124,6 +124,8 @@ type site struct {
 	cacheDir      string
 	listen        string
 	sweepGrace    time.Duration
+	// deployments are those the Host controller made.
+	deployments *deployments
 }
 
 // newSite makes a site of n fake-hardware Hosts of 8 cpus and 16 GiB, every one open to
@@ -147,7 +149,7 @@ func newSite(t *testing.T, n int) *site {
 		})
 		s.hosts = append(s.hosts, name)
 	}
-	startInfrastructure(t, s.infra)
+	s.deployments = startInfrastructure(t, s.infra)
 	awaitAvailable(t, s.infra, s.hosts)
 	return s
 }
