@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -154,6 +155,15 @@ func TestReimageRebuildsInPlace(t *testing.T) {
 	}
 	checkNeverReleased(t, seen(), consumer)
 
+	// An image with nothing a server boots is refused before anything changes.
+	kernelOnly := &mriv1alpha1.Image{Reference: s.images["kernel-only"].Reference, Digest: s.images["kernel-only"].Digest}
+	if _, err := rt.ReimageMachine(ctx, &mriv1alpha1.ReimageMachineRequest{Id: id, Image: kernelOnly}); mri.ReasonOf(err) != mriv1alpha1.ErrorReason_ERROR_REASON_INVALID {
+		t.Errorf("ReimageMachine to an image without a disk or an initramfs: %v, want INVALID", err)
+	}
+	if m, _, _ := rt.machine(id); !proto.Equal(m.Spec.Image, other) {
+		t.Errorf("a refused reimage changed the image to %v", m.Spec.Image)
+	}
+
 	// A machine being deleted is not reimaged.
 	if _, err := rt.DeleteMachine(ctx, &mriv1alpha1.DeleteMachineRequest{Id: id}); err != nil {
 		t.Fatal(err)
@@ -194,4 +204,34 @@ func configDriveOf(t *testing.T, s *site, h *metalv1alpha1.Host) *corev1.Secret 
 		t.Fatal(err)
 	}
 	return sec
+}
+
+// A real server is not switched between a disk image and a kernel and initramfs in place
+// (Ironic deploys them with different deploy interfaces); fake hardware is.
+func TestRebuildable(t *testing.T) {
+	disk := bootFiles{Disk: v1.Hash{Algorithm: "sha256", Hex: "aa"}}
+	ramdisk := bootFiles{Kernel: v1.Hash{Algorithm: "sha256", Hex: "bb"}, Initramfs: v1.Hash{Algorithm: "sha256", Hex: "cc"}}
+	host := func(address string, files bootFiles) *metalv1alpha1.Host {
+		h := &metalv1alpha1.Host{}
+		h.Spec.BMC.Address = address
+		h.Spec.Image = files.hostImage(func(hex string) string { return "http://x/" + hex })
+		return h
+	}
+	for _, tc := range []struct {
+		name    string
+		h       *metalv1alpha1.Host
+		files   bootFiles
+		refused bool
+	}{
+		{"disk to disk", host("redfish://bmc/redfish/v1/Systems/1", disk), disk, false},
+		{"ramdisk to ramdisk", host("redfish://bmc/redfish/v1/Systems/1", ramdisk), ramdisk, false},
+		{"disk to ramdisk", host("redfish://bmc/redfish/v1/Systems/1", disk), ramdisk, true},
+		{"ramdisk to disk", host("redfish://bmc/redfish/v1/Systems/1", ramdisk), disk, true},
+		{"fake hardware, disk to ramdisk", host("fake://h", disk), ramdisk, false},
+	} {
+		err := rebuildable(tc.h, tc.files)
+		if refused := mri.ReasonOf(err) == mriv1alpha1.ErrorReason_ERROR_REASON_INVALID; refused != tc.refused || (err != nil && !refused) {
+			t.Errorf("%s: %v, refused %v", tc.name, err, tc.refused)
+		}
+	}
 }
