@@ -32,6 +32,11 @@ type Provisioner interface {
 	Provide(ctx context.Context, name string) error
 	// Provision writes image to an Available node, with a config drive, and boots it.
 	Provision(ctx context.Context, name string, d Deployment) error
+	// Rebuild writes d's image again to an Active node (or one whose deployment failed)
+	// with d's config drive and boots it, keeping the server's other disks: a new image for
+	// the same tenant, never cleaned in between. A node deployed, or being deployed, with
+	// d's image and token already is left alone, so a retried call never rebuilds twice.
+	Rebuild(ctx context.Context, name string, d Deployment) error
 	// Deprovision takes an Active (or failed) node back to Available, cleaning it.
 	Deprovision(ctx context.Context, name string) error
 	// Power switches the node on or off.
@@ -165,6 +170,9 @@ type Deployment struct {
 	BootMode BootMode
 	// ConfigDrive is the first-boot data; nil writes none.
 	ConfigDrive *ConfigDrive
+	// Token names the request this deployment carries out (anvil: the Host's rebuild
+	// token); kept with the node, so that Rebuild knows a deployment it already made.
+	Token string
 }
 
 // ConfigDrive is the content of an OpenStack config drive.

@@ -1,5 +1,10 @@
 package v1alpha1
 
+import (
+	"strconv"
+	"strings"
+)
+
 // Condition types of a Host. Every condition carries a Reason.
 const (
 	// ConditionRegistered: the provisioner knows the Host and can reach its BMC.
@@ -66,3 +71,28 @@ const LabelMachine = "metal.anvil.dev/machine"
 // value (a token); status.rebootToken records the last one carried out. The metal runtime
 // sets it for a Machine's reboot; an operator may too.
 const AnnotationReboot = "metal.anvil.dev/reboot"
+
+// AnnotationRebuild on a provisioned Host asks, on behalf of its consumer, that the server
+// be redeployed in place: written again with spec.image and spec.configDrive by the
+// provisioner's rebuild, its other disks kept, never wiped in between (the same tenant
+// keeps its server). Its value is a token, RebuildToken(consumer uid, n): while it names
+// the Host's consumer, a change of spec.image is rebuilt, and each new token rebuilds once
+// even with the same image (a new config drive); status.rebuildToken records the last one
+// carried out. Without it (or naming another consumer) a new image is written only after
+// the server was deprovisioned, and wiped where the site wipes. The metal runtime sets it
+// for a Machine's reimage and removes it when it claims or releases the Host.
+const AnnotationRebuild = "metal.anvil.dev/rebuild"
+
+// RebuildToken is the AnnotationRebuild value of the n-th rebuild asked for consumerUID.
+func RebuildToken(consumerUID string, n int64) string {
+	return consumerUID + "/" + strconv.FormatInt(n, 10)
+}
+
+// RebuildConsumer is the consumer uid a rebuild token was made for ("" for none).
+func RebuildConsumer(token string) string {
+	i := strings.LastIndex(token, "/")
+	if i <= 0 {
+		return ""
+	}
+	return token[:i]
+}

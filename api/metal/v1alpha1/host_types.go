@@ -282,6 +282,10 @@ type HostStatus struct {
 	// RebootToken is the value of the metal.anvil.dev/reboot annotation last carried out.
 	// +optional
 	RebootToken string `json:"rebootToken,omitempty"`
+	// RebuildToken is the value of the metal.anvil.dev/rebuild annotation last carried out:
+	// the server was redeployed (or first deployed) for it.
+	// +optional
+	RebuildToken string `json:"rebuildToken,omitempty"`
 	// CredentialsVersion is the resourceVersion of the credentials Secret last registered,
 	// so a changed Secret registers the Host again.
 	// +optional

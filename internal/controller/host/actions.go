@@ -51,7 +51,9 @@ func (s *step) execute(ctx context.Context, in *hostplan.Input) (hostplan.Result
 	case hostplan.ActionProvide:
 		err = p.Provide(ctx, name)
 	case hostplan.ActionProvision:
-		return s.provision(ctx)
+		return s.deploy(ctx, s.r.Provisioner.Provision)
+	case hostplan.ActionRebuild:
+		return s.deploy(ctx, s.r.Provisioner.Rebuild)
 	case hostplan.ActionWipe:
 		return s.wipe(ctx, *in.Eraser)
 	case hostplan.ActionDeprovision:
@@ -80,8 +82,10 @@ func (s *step) execute(ctx context.Context, in *hostplan.Input) (hostplan.Result
 	return resultOf(ctx, name, err), nil
 }
 
-// provision checks the image and the config drive, then asks for the deployment.
-func (s *step) provision(ctx context.Context) (hostplan.Result, error) {
+// deploy checks the image and the config drive, then asks for the deployment (Provision)
+// or the rebuild (Rebuild). Once asked, the Host's rebuild token is carried out: the
+// server is being written with what the Host asks now.
+func (s *step) deploy(ctx context.Context, call func(context.Context, string, provisioner.Deployment) error) (hostplan.Result, error) {
 	h := s.host
 	if res, ok := s.verify(ctx, hostplan.ImageOf(h.Spec.Image)); !ok {
 		return res, nil
@@ -94,8 +98,11 @@ func (s *step) provision(ctx context.Context) (hostplan.Result, error) {
 		return hostplan.Result{Outcome: hostplan.OutcomeConfigDriveMissing, Message: missing}, nil
 	}
 	d := deploymentOf(h, h.Spec.Image)
-	d.ConfigDrive = drive
-	err = s.r.Provisioner.Provision(ctx, nodeName(h), d)
+	d.ConfigDrive, d.Token = drive, h.Annotations[metalv1alpha1.AnnotationRebuild]
+	err = call(ctx, nodeName(h), d)
+	if err == nil {
+		h.Status.RebuildToken = d.Token
+	}
 	return resultOf(ctx, nodeName(h), err), nil
 }
 

@@ -18,6 +18,9 @@ const (
 	infoKernelChecksum  = "anvil_kernel_checksum"
 	infoRamdiskChecksum = "anvil_ramdisk_checksum"
 	infoCapabilities    = "capabilities"
+	// infoRequest is the Deployment's token: which request the deployment carried out.
+	// Not named "..._token": Ironic's API masks such keys (oslo's mask_dict_password).
+	infoRequest = "anvil_deploy_request"
 )
 
 // instanceInfo is what Ironic deploys (or adopts) img as, booted in mode: a disk image's
@@ -70,6 +73,26 @@ func instanceInfo(img provisioner.Image, mode provisioner.BootMode) (map[string]
 		return nil, fmt.Errorf("image format %q is not raw or qcow2: %w", img.Format, provisioner.ErrInvalid)
 	}
 	return info, nil
+}
+
+// deploymentInfo is d's instance_info, its token included, and its config drive.
+func deploymentInfo(d provisioner.Deployment) (info, cd map[string]any, err error) {
+	if info, err = instanceInfo(d.Image, d.BootMode); err != nil {
+		return nil, nil, err
+	}
+	if d.Token != "" {
+		info[infoRequest] = d.Token
+	}
+	if cd, err = configDrive(d.ConfigDrive); err != nil {
+		return nil, nil, err
+	}
+	return info, cd, nil
+}
+
+// tokenOf is the token of the deployment instance_info describes ("" for none).
+func tokenOf(info map[string]any) string {
+	s, _ := info[infoRequest].(string)
+	return s
 }
 
 // imageOf reads back what instanceInfo wrote.

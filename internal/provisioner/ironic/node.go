@@ -101,6 +101,7 @@ func headingTo(want nodes.TargetProvisionState, state, target string) bool {
 		nodes.TargetInspect: {stInspecting, stInspectWait},
 		nodes.TargetProvide: {stCleaning, stCleanWait, stAvailable},
 		nodes.TargetActive:  {stDeploying, stDeployWait, stActive},
+		nodes.TargetRebuild: {stDeploying, stDeployWait, stActive},
 		nodes.TargetDeleted: {stDeleting, stCleaning, stCleanWait, stAvailable},
 		nodes.TargetAdopt:   {stAdopting, stActive},
 	}

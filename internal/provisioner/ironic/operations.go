@@ -88,11 +88,7 @@ func (p *Provisioner) startWork(ctx context.Context, q *queue, name string, targ
 // Provision implements provisioner.Provisioner; it takes a deploy slot. A node deploying
 // or active with the same image is success; a failed deploy is started again.
 func (p *Provisioner) Provision(ctx context.Context, name string, d provisioner.Deployment) error {
-	info, err := instanceInfo(d.Image, d.BootMode)
-	if err != nil {
-		return fmt.Errorf("provision node %s: %w", name, err)
-	}
-	cd, err := configDrive(d.ConfigDrive)
+	info, cd, err := deploymentInfo(d)
 	if err != nil {
 		return fmt.Errorf("provision node %s: %w", name, err)
 	}
@@ -113,19 +109,63 @@ func (p *Provisioner) Provision(ctx context.Context, name string, d provisioner.
 	default:
 		return wrongStateErr(n, "provision")
 	}
-	ops, err := imageOps(n, d.Image, info)
+	return p.deploy(ctx, n, d.Image, info, cd, nodes.TargetActive, "provision")
+}
+
+// Rebuild implements provisioner.Provisioner with Ironic's rebuild (active or deploy
+// failed -> deploying -> active: the image written again, the new config drive stored,
+// nothing cleaned); it takes a deploy slot. The token kept in instance_info tells this
+// rebuild, started or done, from an earlier deployment of the same image.
+func (p *Provisioner) Rebuild(ctx context.Context, name string, d provisioner.Deployment) error {
+	info, cd, err := deploymentInfo(d)
 	if err != nil {
-		return fmt.Errorf("provision node %s: %w", name, err)
+		return fmt.Errorf("rebuild node %s: %w", name, err)
 	}
-	if err := p.admit(p.deploys, name); err != nil {
+	n, err := p.getNode(ctx, name)
+	if err != nil {
 		return err
 	}
-	p.log.Info("provisioning node", "node", name, "image", d.Image.URL, "ramdisk", d.Image.Ramdisk())
-	if _, err := p.patch(ctx, name, "setting the image", ops); err != nil {
-		p.wake(p.deploys.release(name))
+	switch n.ProvisionState {
+	case stDeploying, stDeployWait, stActive:
+		if sameImage(imageOf(n.InstanceInfo), d.Image) && tokenOf(n.InstanceInfo) == d.Token {
+			return nil
+		}
+		if n.ProvisionState != stActive {
+			return busyErr(n, "rebuild") // another deployment runs: rebuild once it is over
+		}
+	case stDeployFailed:
+	default:
+		return wrongStateErr(n, "rebuild")
+	}
+	if busy(n) {
+		return busyErr(n, "rebuild")
+	}
+	if want := deployInterface(d.Image); n.Driver == "redfish" && n.DeployInterface != want {
+		// Ironic changes a node's deploy interface only while it is available or manageable.
+		return fmt.Errorf("rebuild node %s: it runs a deployment of the %s deploy interface and the image needs %s, "+
+			"which Ironic does not switch on a deployed node: deprovision it and provision the image instead: %w",
+			name, n.DeployInterface, want, provisioner.ErrInvalid)
+	}
+	return p.deploy(ctx, n, d.Image, info, cd, nodes.TargetRebuild, "rebuild")
+}
+
+// deploy sets node n's instance_info to info (and the deploy interface img needs), then
+// asks Ironic for target (deploy, rebuild or adopt) with config drive cd, holding a deploy
+// slot. op names the operation in errors and logs.
+func (p *Provisioner) deploy(ctx context.Context, n *nodes.Node, img provisioner.Image, info, cd map[string]any, target nodes.TargetProvisionState, op string) error {
+	ops, err := imageOps(n, img, info)
+	if err != nil {
+		return fmt.Errorf("%s node %s: %w", op, n.Name, err)
+	}
+	if err := p.admit(p.deploys, n.Name); err != nil {
 		return err
 	}
-	return p.startWork(ctx, p.deploys, name, nodes.TargetActive, cd)
+	p.log.Info("deploying node", "node", n.Name, "operation", op, "image", img.URL, "ramdisk", img.Ramdisk())
+	if _, err := p.patch(ctx, n.Name, "setting the image", ops); err != nil {
+		p.wake(p.deploys.release(n.Name))
+		return err
+	}
+	return p.startWork(ctx, p.deploys, n.Name, target, cd)
 }
 
 // imageOps sets the node's instance_info to info and, on a node that deploys through an
@@ -231,19 +271,7 @@ func (p *Provisioner) Adopt(ctx context.Context, name string, d provisioner.Depl
 	default:
 		return wrongStateErr(n, "adopt")
 	}
-	ops, err := imageOps(n, d.Image, info)
-	if err != nil {
-		return fmt.Errorf("adopt node %s: %w", name, err)
-	}
-	if err := p.admit(p.deploys, name); err != nil {
-		return err
-	}
-	p.log.Info("adopting node", "node", name, "image", d.Image.URL, "ramdisk", d.Image.Ramdisk())
-	if _, err := p.patch(ctx, name, "setting the image", ops); err != nil {
-		p.wake(p.deploys.release(name))
-		return err
-	}
-	return p.startWork(ctx, p.deploys, name, nodes.TargetAdopt, nil)
+	return p.deploy(ctx, n, d.Image, info, nil, nodes.TargetAdopt, "adopt")
 }
 
 // Detach implements provisioner.Provisioner: maintenance on (Ironic then deletes a node in

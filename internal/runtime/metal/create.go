@@ -119,19 +119,8 @@ func (r *Runtime) claimFirst(ctx context.Context, c *claim, inv placement.Invent
 	if err != nil {
 		return nil, invalid("config drive: %v", err)
 	}
-	r.mu.Lock()
-	r.claiming[c.id] = true
-	r.userData[c.id] = userData(c.spec)
-	r.mu.Unlock()
-	claimed := false
-	defer func() {
-		r.mu.Lock()
-		delete(r.claiming, c.id)
-		if !claimed {
-			delete(r.userData, c.id)
-		}
-		r.mu.Unlock()
-	}()
+	r.startWriting(secret)
+	defer r.doneWriting(secret.Name)
 	if err := r.writeSecret(ctx, secret); err != nil {
 		return nil, unavailable("writing the config drive", err)
 	}
@@ -149,7 +138,6 @@ func (r *Runtime) claimFirst(ctx context.Context, c *claim, inv placement.Invent
 		if h == nil {
 			continue // taken by another machine, changed, or gone
 		}
-		claimed = true
 		r.assume(h)
 		r.prefetch(h)
 		m, _, err := r.machine(c.id)
@@ -171,8 +159,43 @@ func (r *Runtime) claimHost(h *metalv1alpha1.Host, c *claim, secret string) erro
 	h.Spec.ConfigDrive = &metalv1alpha1.SecretReference{Name: secret}
 	h.Spec.Online = c.spec.GetPower() == mriv1alpha1.Power_POWER_ON
 	delete(h.Annotations, AnnotationReboot)
-	rec := &record{ID: c.id, Labels: c.labels, Annotations: c.annotations, Generation: 1, CreatedAt: time.Now().UnixNano()}
+	delete(h.Annotations, metalv1alpha1.AnnotationRebuild)
+	rec := &record{ID: c.id, Labels: c.labels, Annotations: c.annotations, Generation: 1, CreatedAt: time.Now().UnixNano(),
+		ConfigDrive: secret}
 	return encodeRecord(h, rec, c.spec)
+}
+
+// startWriting records a config drive about to be written for a Host update (a claim, a
+// reimage): the sweep spares it, and a machine whose record names it reports its data.
+func (r *Runtime) startWriting(s *corev1.Secret) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.writing[s.Name] = true
+	r.drives[s.Name] = s.Data["user_data"]
+}
+
+// doneWriting ends startWriting. A drive no machine's record names (the update failed)
+// is forgotten; its Secret is the caller's, or the sweep's, to remove.
+func (r *Runtime) doneWriting(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.writing, name)
+	if !r.drivesInUseLocked()[name] {
+		delete(r.drives, name)
+	}
+}
+
+// drivesInUseLocked are the config drives machines' records name, and those being
+// written. mu must be held.
+func (r *Runtime) drivesInUseLocked() map[string]bool {
+	used := make(map[string]bool, len(r.machines)+len(r.writing))
+	for _, v := range r.machines {
+		used[v.drive] = true
+	}
+	for name := range r.writing {
+		used[name] = true
+	}
+	return used
 }
 
 // writeSecret creates the Secret, or replaces the data of the one a repeated or

@@ -43,8 +43,8 @@ var (
 	imagesErr  error
 )
 
-// testImages pushes, once per test binary: "os" (an amd64 disk of 1 MiB), "kernel-only"
-// (amd64, no disk) and "arm-only" (an arm64 disk).
+// testImages pushes, once per test binary: "os" and "os-2" (two amd64 disks of 1 MiB),
+// "kernel-only" (amd64, no disk) and "arm-only" (an arm64 disk).
 func testImages(t *testing.T) map[string]pushedImage {
 	t.Helper()
 	imagesOnce.Do(func() { images, imagesErr = pushImages() })
@@ -76,6 +76,7 @@ func pushImages() (map[string]pushedImage, error) {
 		{"os", osimage.Files{Architecture: computev1alpha1.ArchitectureAMD64, DiskFormat: osimage.DiskFormatRaw}},
 		{"kernel-only", osimage.Files{Architecture: computev1alpha1.ArchitectureAMD64}},
 		{"arm-only", osimage.Files{Architecture: computev1alpha1.ArchitectureARM64, DiskFormat: osimage.DiskFormatRaw}},
+		{"os-2", osimage.Files{Architecture: computev1alpha1.ArchitectureAMD64, DiskFormat: osimage.DiskFormatRaw}},
 	} {
 		f := img.files
 		var err error
@@ -123,6 +124,8 @@ type site struct {
 	cacheDir      string
 	listen        string
 	sweepGrace    time.Duration
+	// deployments are those the Host controller made.
+	deployments *deployments
 }
 
 // newSite makes a site of n fake-hardware Hosts of 8 cpus and 16 GiB, every one open to
@@ -146,7 +149,7 @@ func newSite(t *testing.T, n int) *site {
 		})
 		s.hosts = append(s.hosts, name)
 	}
-	startInfrastructure(t, s.infra)
+	s.deployments = startInfrastructure(t, s.infra)
 	awaitAvailable(t, s.infra, s.hosts)
 	return s
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,12 +15,14 @@ import (
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/ironic"
 	metalsite "github.com/anvil-dev/anvil/internal/metal/site"
+	"github.com/anvil-dev/anvil/internal/provisioner"
 )
 
 // startInfrastructure runs, for namespace ns, what drives Hosts in production: a real
 // Ironic with fake hardware, the Ironic provisioner and the Host controller
-// (internal/metal/site). A missing Ironic fails the test, naming the fix.
-func startInfrastructure(t *testing.T, ns string) {
+// (internal/metal/site). A missing Ironic fails the test, naming the fix. It returns the
+// record of the deployments the Host controller asks of the provisioner.
+func startInfrastructure(t *testing.T, ns string) *deployments {
 	t.Helper()
 	if _, err := exec.LookPath("ironic"); err != nil {
 		t.Fatalf("ironic is not installed: %s", ironic.InstallHint)
@@ -31,8 +34,10 @@ func startInfrastructure(t *testing.T, ns string) {
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	d := &deployments{byNode: map[string][]deployment{}}
 	s, err := metalsite.Start(ctx, metalsite.Config{RestConfig: env.Config, Namespace: ns, StateDir: dir, Workers: 8,
-		Wipe: metalsite.Wipe{Method: metalsite.WipeNone}, BusyPoll: 250 * time.Millisecond, MaxBackoff: 2 * time.Second, Logger: testr.NewWithOptions(t, testr.Options{Verbosity: 0})})
+		Wipe: metalsite.Wipe{Method: metalsite.WipeNone}, BusyPoll: 250 * time.Millisecond, MaxBackoff: 2 * time.Second, Logger: testr.NewWithOptions(t, testr.Options{Verbosity: 0}),
+		WrapProvisioner: d.wrap})
 	if err != nil {
 		t.Fatalf("starting Ironic and the Host controller: %v", err)
 	}
@@ -44,6 +49,55 @@ func startInfrastructure(t *testing.T, ns string) {
 			}
 		}
 	})
+	return d
+}
+
+// deployments records, by node, the calls that write or tear down a server's disk that the
+// provisioner accepted: a test tells a rebuild in place from a deprovision and a new
+// deployment with it.
+type deployments struct {
+	provisioner.Provisioner
+	mu     sync.Mutex
+	byNode map[string][]deployment
+}
+
+// deployment is one accepted call: Provision, Rebuild or Deprovision, with what it wrote.
+type deployment struct {
+	op string
+	d  provisioner.Deployment
+}
+
+func (r *deployments) wrap(p provisioner.Provisioner) provisioner.Provisioner {
+	r.Provisioner = p
+	return r
+}
+
+func (r *deployments) add(name, op string, d provisioner.Deployment, err error) error {
+	if err == nil {
+		r.mu.Lock()
+		r.byNode[name] = append(r.byNode[name], deployment{op: op, d: d})
+		r.mu.Unlock()
+	}
+	return err
+}
+
+func (r *deployments) Provision(ctx context.Context, name string, d provisioner.Deployment) error {
+	return r.add(name, "Provision", d, r.Provisioner.Provision(ctx, name, d))
+}
+
+func (r *deployments) Rebuild(ctx context.Context, name string, d provisioner.Deployment) error {
+	return r.add(name, "Rebuild", d, r.Provisioner.Rebuild(ctx, name, d))
+}
+
+func (r *deployments) Deprovision(ctx context.Context, name string) error {
+	return r.add(name, "Deprovision", provisioner.Deployment{}, r.Provisioner.Deprovision(ctx, name))
+}
+
+// of is what was accepted for the Host's node.
+func (r *deployments) of(h *metalv1alpha1.Host) []deployment {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]deployment(nil), r.byNode[provisioner.NodeName(client.ObjectKeyFromObject(h))]...)
 }
 
 // awaitAvailable waits until every Host of ns is inspected and Available.

@@ -11,6 +11,7 @@ import (
 
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/mri"
 )
 
 // Annotations and labels the runtime writes.
@@ -46,6 +47,10 @@ type record struct {
 	CreatedAt   int64             `json:"createdAt"`
 	// DeletedAt is set once DeleteMachine was called.
 	DeletedAt int64 `json:"deletedAt,omitempty"`
+	// ConfigDrive is the Secret holding the machine's config drive (first-boot data), the
+	// one the Host was last deployed with or is being deployed with; empty in records
+	// written before it was kept, whose Secret is the machine's first (configDriveName).
+	ConfigDrive string `json:"configDrive,omitempty"`
 	// Spec is the machine's spec as protobuf JSON without the first-boot data: that is in
 	// the config-drive Secret, and Hosts are readable by more people than Secrets.
 	Spec json.RawMessage `json:"spec"`
@@ -65,6 +70,30 @@ func machineID(pool, uid string) string { return pool + "-" + hash(uid) }
 // configDriveName is the Secret holding a machine's config drive, one per machine, so
 // that claiming a Host never overwrites what another machine's claim points at.
 func configDriveName(uid string) string { return "config-drive-" + hash(uid) }
+
+// reimageDriveName is the Secret of the config drive a reimage to generation gen gives
+// new data: a Secret of its own, so the Host keeps the old one until the update that names
+// the new one. The name holds the generation, so a Secret a later reimage replaced is never
+// named again (the sweep removes it), and the data, so a repeated reimage writes the
+// Secret it wrote before and two different ones never share a name.
+func reimageDriveName(uid string, gen int64, data map[string][]byte) string {
+	sum := sha256.New()
+	for _, k := range []string{"meta_data", "user_data"} {
+		sum.Write([]byte(k))
+		sum.Write([]byte{0})
+		sum.Write(data[k])
+		sum.Write([]byte{0})
+	}
+	return fmt.Sprintf("%s-g%d-%s", configDriveName(uid), gen, hex.EncodeToString(sum.Sum(nil))[:8])
+}
+
+// drive is the name of the machine's config-drive Secret.
+func (rec *record) drive() string {
+	if rec.ConfigDrive != "" {
+		return rec.ConfigDrive
+	}
+	return configDriveName(rec.Labels[mri.LabelMachineUID])
+}
 
 // encodeRecord stores rec, with spec (its first-boot data left out), on the Host.
 func encodeRecord(h *metalv1alpha1.Host, rec *record, spec *mriv1alpha1.MachineSpec) error {

@@ -136,17 +136,16 @@ func (r *Runtime) start(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, s := range secrets.Items {
-		if id := s.Annotations[AnnotationMachineID]; id != "" {
-			r.userData[id] = s.Data["user_data"]
-		}
+		r.drives[s.Name] = s.Data["user_data"]
 	}
 	r.started = true
 	for name := range r.hosts {
 		r.refreshLocked(name)
 	}
-	for id := range r.userData {
-		if _, ok := r.machines[id]; !ok {
-			delete(r.userData, id) // a leftover the sweep removes
+	used := r.drivesInUseLocked()
+	for name := range r.drives {
+		if !used[name] {
+			delete(r.drives, name) // a leftover the sweep removes
 		}
 	}
 	close(r.ready)
@@ -166,7 +165,7 @@ func (r *Runtime) hostChanged(obj any, deleted bool) {
 	if deleted {
 		if id, held := r.byHost[h.Name]; held {
 			v := r.machines[id]
-			r.vacated[h.Name] = vacated{id: id, consumer: v.consumer}
+			r.vacated[h.Name] = vacated{id: id, drive: v.drive, consumer: v.consumer}
 		}
 		delete(r.hosts, h.Name)
 		if r.started {
@@ -221,7 +220,7 @@ func (r *Runtime) sync(ctx context.Context, name string) error {
 		if !wasVacated {
 			return nil
 		}
-		if err := r.removeLeftovers(ctx, gone.id, gone.consumer); err != nil {
+		if err := r.removeLeftovers(ctx, gone.id, gone.drive, gone.consumer); err != nil {
 			return err
 		}
 		r.mu.Lock()
@@ -249,7 +248,7 @@ func (r *Runtime) sync(ctx context.Context, name string) error {
 // release ends a deleted machine whose Host is deprovisioned: its tenant's hardware and
 // config drive go first, while the claim still says whose they are, then the claim.
 func (r *Runtime) release(ctx context.Context, h *metalv1alpha1.Host, rec *record) error {
-	if err := r.removeLeftovers(ctx, rec.ID, *h.Spec.ConsumerRef); err != nil {
+	if err := r.removeLeftovers(ctx, rec.ID, rec.drive(), *h.Spec.ConsumerRef); err != nil {
 		return err
 	}
 	fresh := &metalv1alpha1.Host{}
@@ -262,6 +261,7 @@ func (r *Runtime) release(ctx context.Context, h *metalv1alpha1.Host, rec *recor
 	fresh.Spec.ConsumerRef, fresh.Spec.Online = nil, false
 	delete(fresh.Annotations, AnnotationMachine)
 	delete(fresh.Annotations, AnnotationReboot)
+	delete(fresh.Annotations, metalv1alpha1.AnnotationRebuild)
 	if err := r.opts.Client.Update(ctx, fresh); err != nil {
 		return err
 	}
@@ -271,12 +271,12 @@ func (r *Runtime) release(ctx context.Context, h *metalv1alpha1.Host, rec *recor
 }
 
 // removeLeftovers deletes a machine's config-drive Secret and its tenant's HardwareData.
-func (r *Runtime) removeLeftovers(ctx context.Context, id string, consumer metalv1alpha1.ConsumerReference) error {
+func (r *Runtime) removeLeftovers(ctx context.Context, id, drive string, consumer metalv1alpha1.ConsumerReference) error {
 	if err := r.unproject(ctx, consumer); err != nil {
 		return err
 	}
 	s := &corev1.Secret{}
-	s.Namespace, s.Name = r.opts.Namespace, configDriveName(consumer.UID)
+	s.Namespace, s.Name = r.opts.Namespace, drive
 	if err := r.opts.Client.Delete(ctx, s); client.IgnoreNotFound(err) != nil {
 		return err
 	}
@@ -286,23 +286,25 @@ func (r *Runtime) removeLeftovers(ctx context.Context, id string, consumer metal
 	return nil
 }
 
-// sweep deletes config-drive Secrets whose machine no Host holds: left by a create that
-// crashed before its claim, or a release that crashed after it. It returns when to look
-// again for Secrets too young to judge.
+// sweep deletes config-drive Secrets no machine's record names: left by a create that
+// crashed before its claim, a release that crashed after it, or replaced by a reimage's. It
+// returns when to look again for Secrets too young to judge.
 func (r *Runtime) sweep(ctx context.Context) (time.Duration, error) {
 	secrets := &corev1.SecretList{}
 	if err := r.opts.APIReader.List(ctx, secrets, client.InNamespace(r.opts.Namespace), client.HasLabels{LabelConfigDrive}); err != nil {
 		return 0, err
 	}
+	r.mu.Lock()
+	used := r.drivesInUseLocked()
+	r.mu.Unlock()
 	var again time.Duration
 	for i := range secrets.Items {
 		s := &secrets.Items[i]
 		id := s.Annotations[AnnotationMachineID]
 		r.mu.Lock()
-		_, used := r.machines[id]
-		used = used || r.claiming[id]
+		inUse := used[s.Name] || r.writing[s.Name] // a write begun since: its Secret is young anyway
 		r.mu.Unlock()
-		if used {
+		if inUse {
 			continue
 		}
 		if age := time.Since(s.CreationTimestamp.Time); age < r.opts.sweepGrace {
@@ -311,10 +313,18 @@ func (r *Runtime) sweep(ctx context.Context) (time.Duration, error) {
 			}
 			continue
 		}
-		if err := r.opts.Client.Delete(ctx, s, client.Preconditions{UID: &s.UID}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+		// Not if it was written since it was listed: a write means someone uses it.
+		err := r.opts.Client.Delete(ctx, s, client.Preconditions{UID: &s.UID, ResourceVersion: &s.ResourceVersion})
+		switch {
+		case apierrors.IsConflict(err):
+			continue
+		case client.IgnoreNotFound(err) != nil:
 			return 0, err
 		}
-		r.opts.Logger.Info("removed the config drive of a machine no Host holds", "machine", id, "secret", s.Name)
+		r.mu.Lock()
+		delete(r.drives, s.Name)
+		r.mu.Unlock()
+		r.opts.Logger.Info("removed a config drive no machine uses", "machine", id, "secret", s.Name)
 	}
 	return again, nil
 }

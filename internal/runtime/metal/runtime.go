@@ -54,12 +54,14 @@ type Runtime struct {
 	// machines by id, as last published, and the id held by each Host.
 	machines map[string]*machineView
 	byHost   map[string]string
-	// userData of each machine: reported in its spec, kept in its config-drive Secret.
-	userData map[string][]byte
+	// drives are the user data of the config-drive Secrets, by Secret name: a machine
+	// reports its record's (its spec's first-boot data).
+	drives map[string][]byte
 	// observed is each machine's last settled generation (CONTRACT.md S1).
 	observed map[string]int64
-	// claiming are machines whose create is under way: their Secrets exist before the claim.
-	claiming map[string]bool
+	// writing are config-drive Secrets written for a Host update under way (a claim, a
+	// reimage): they exist before any Host names them.
+	writing map[string]bool
 	// vacated are machines whose Host was deleted, for their Secret and HardwareData to go.
 	vacated map[string]vacated
 	// projected is the resourceVersion of the HardwareData last copied for each machine.
@@ -76,14 +78,16 @@ type Runtime struct {
 type machineView struct {
 	host    string
 	machine *mriv1alpha1.Machine
+	// drive is the machine's config-drive Secret.
+	drive string
 	// consumer is the Host's consumerRef when the view was made.
 	consumer metalv1alpha1.ConsumerReference
 }
 
 // vacated is what is left to remove of a machine whose Host went away.
 type vacated struct {
-	id       string
-	consumer metalv1alpha1.ConsumerReference
+	id, drive string
+	consumer  metalv1alpha1.ConsumerReference
 }
 
 // New makes a runtime and opens its image server's listener; Run serves.
@@ -102,7 +106,7 @@ func New(opts Options) (*Runtime, error) {
 		runDone:  make(chan struct{}),
 		hosts:    map[string]*metalv1alpha1.Host{},
 		machines: map[string]*machineView{}, byHost: map[string]string{},
-		userData: map[string][]byte{}, observed: map[string]int64{}, claiming: map[string]bool{},
+		drives: map[string][]byte{}, observed: map[string]int64{}, writing: map[string]bool{},
 		vacated: map[string]vacated{}, projected: map[string]string{}, prefetched: map[string]bool{},
 		events: events.NewHub(watchBuffer),
 	}
@@ -241,7 +245,7 @@ func (r *Runtime) refreshLocked(name string) {
 		delete(r.machines, oldID)
 		delete(r.byHost, name)
 		delete(r.observed, oldID)
-		delete(r.userData, oldID)
+		delete(r.drives, old.drive)
 		r.events.Publish(mriv1alpha1.MachineEvent_TYPE_DELETED, old.machine)
 	}
 	if next == nil {
@@ -276,7 +280,7 @@ func (r *Runtime) viewLocked(h *metalv1alpha1.Host) *machineView {
 		return nil
 	}
 	if spec.FirstBoot != nil {
-		spec.FirstBoot.Data = r.userData[rec.ID]
+		spec.FirstBoot.Data = r.drives[rec.drive()]
 	}
 	st, settled := machineStatus(h, rec, spec)
 	if settled && rec.Generation > r.observed[rec.ID] {
@@ -291,5 +295,5 @@ func (r *Runtime) viewLocked(h *metalv1alpha1.Host) *machineView {
 		Spec:   spec,
 		Status: st,
 	}
-	return &machineView{host: h.Name, machine: m, consumer: *h.Spec.ConsumerRef}
+	return &machineView{host: h.Name, machine: m, consumer: *h.Spec.ConsumerRef, drive: rec.drive()}
 }

@@ -41,9 +41,12 @@ type observation struct {
 }
 
 // provisioned reports whether the Host runs the image its spec asks for (HostImage.Same:
-// the same files served from another address are the same machine).
+// the same files served from another address are the same machine), deployed for the
+// rebuild last asked of it, if any: a reimage keeping the image is not done before that.
 func provisioned(h *metalv1alpha1.Host) bool {
-	return h.Status.ProvisioningState == metalv1alpha1.StateProvisioned && h.Spec.Image.Same(h.Status.Image)
+	rebuild := h.Annotations[metalv1alpha1.AnnotationRebuild]
+	return h.Status.ProvisioningState == metalv1alpha1.StateProvisioned && h.Spec.Image.Same(h.Status.Image) &&
+		(rebuild == "" || rebuild == h.Status.RebuildToken)
 }
 
 // released reports whether a deleted machine's Host is free again: deprovisioned, no

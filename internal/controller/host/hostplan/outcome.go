@@ -104,7 +104,7 @@ func failureReason(a Action) string {
 	switch a {
 	case ActionInspect, ActionReadHardware:
 		return metalv1alpha1.ReasonInspectionFailed
-	case ActionProvision, ActionAdopt:
+	case ActionProvision, ActionAdopt, ActionRebuild:
 		return metalv1alpha1.ReasonProvisioningFailed
 	case ActionDeprovision, ActionDelete, ActionDetach:
 		return metalv1alpha1.ReasonDeprovisioningFailed

@@ -43,10 +43,13 @@ const (
 	ActionRemoveFinalizer
 	// ActionWipe deploys the site's eraser (Input.Eraser) on a released server.
 	ActionWipe
+	// ActionRebuild writes spec.image and the config drive again to a provisioned server
+	// in place, for the consumer that holds it (rebuild.go): nothing is wiped.
+	ActionRebuild
 )
 
 var actionNames = [...]string{"Invalid", "Wait", "Register", "Inspect", "ReadHardware", "Provide",
-	"Provision", "Deprovision", "PowerOn", "PowerOff", "Adopt", "Reboot", "Detach", "Delete", "RemoveFinalizer", "Wipe"}
+	"Provision", "Deprovision", "PowerOn", "PowerOff", "Adopt", "Reboot", "Detach", "Delete", "RemoveFinalizer", "Wipe", "Rebuild"}
 
 func (a Action) String() string {
 	if a < 0 || int(a) >= len(actionNames) {
@@ -245,9 +248,13 @@ func active(in Input) Plan {
 	if isEraser(in, n.Image) {
 		return eraserRuns(in)
 	}
-	if h.Spec.Image == nil || !SameImage(h.Spec.Image, n.Image) {
-		// Cleared, or a different image wanted: the disk is wiped first; Available then
-		// provisions the new one.
+	same := h.Spec.Image != nil && SameImage(h.Spec.Image, n.Image)
+	if h.Spec.Image != nil && (!same && keepsServer(h) || rebuildPending(h)) {
+		return rebuild(metalv1alpha1.OperationalOK, metalv1alpha1.ReasonProvisioning, "")
+	}
+	if !same {
+		// Cleared, or a different image wanted without its consumer asking to keep the
+		// server: the disk is wiped first; Available then provisions the new one.
 		return Plan{Action: ActionDeprovision, State: metalv1alpha1.StateDeprovisioning, Operational: metalv1alpha1.OperationalOK,
 			Reason: metalv1alpha1.ReasonDeprovisioning, Busy: true}
 	}
@@ -286,6 +293,10 @@ func failed(in Input, st metalv1alpha1.ProvisioningState) Plan {
 	case provisioner.OpInspect:
 		p.Action, p.State, p.Reason = ActionInspect, metalv1alpha1.StateInspecting, metalv1alpha1.ReasonInspectionFailed
 	case provisioner.OpProvision:
+		if h.Spec.Image != nil && wasProvisioned(h) && keepsServer(h) {
+			// A rebuild failed: its consumer keeps the server, so it is rebuilt again.
+			return rebuild(metalv1alpha1.OperationalError, metalv1alpha1.ReasonProvisioningFailed, n.LastError)
+		}
 		// Deprovision takes a failed deploy back to Available, where a still-wanted image
 		// is provisioned again.
 		p.Action, p.State, p.Reason = ActionDeprovision, metalv1alpha1.StateProvisioning, metalv1alpha1.ReasonProvisioningFailed
