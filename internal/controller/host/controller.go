@@ -2,6 +2,8 @@ package host
 
 import (
 	"context"
+	"github.com/anvil-dev/anvil/internal/events"
+	corev1 "k8s.io/api/core/v1"
 	"strings"
 	"time"
 
@@ -36,7 +38,9 @@ type Reconciler struct {
 	// WipeTimeout is how long the eraser may run before the wipe counts as failed
 	// (default 30 minutes).
 	WipeTimeout time.Duration
-	rechecks    rechecks
+	// Events are the Events a person looks for on a Host (Registered, Provisioned, Wiped…).
+	Events   *events.Recorder
+	rechecks rechecks
 }
 
 // eraserFor is the eraser for h, or nil when h is not wiped by the controller. A Host of
@@ -57,6 +61,7 @@ func (r *Reconciler) eraserFor(h *metalv1alpha1.Host) *provisioner.Image {
 // +kubebuilder:rbac:groups=metal.anvil.dev,namespace=anvil-metal,resources=hosts/status,verbs=get;patch;update
 // +kubebuilder:rbac:groups=metal.anvil.dev,resources=hardwaredata,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",namespace=anvil-metal,resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,namespace=anvil-metal,resources=events,verbs=create;patch
 
 // nodeName is the provisioner's name for h.
 func nodeName(h *metalv1alpha1.Host) string {
@@ -93,6 +98,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return requeue.AfterConflict(), nil
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	for _, e := range statusEvents(&s.before, &h.Status) {
+		if e.typ == corev1.EventTypeWarning {
+			r.Events.Warning(h, e.reason, e.action, "%s", e.note)
+		} else {
+			r.Events.Normal(h, e.reason, e.action, "%s", e.note)
+		}
 	}
 	return ctrl.Result{RequeueAfter: r.after(s.plan, h.Status.ErrorCount)}, nil
 }

@@ -7,6 +7,7 @@ package site
 import (
 	"context"
 	"fmt"
+	"github.com/anvil-dev/anvil/internal/events"
 	"path/filepath"
 	"time"
 
@@ -118,7 +119,7 @@ func Start(ctx context.Context, cfg Config) (*Site, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &hostcontroller.Reconciler{Client: mgr.GetClient(), Images: &imagecheck.Checker{}, BusyPoll: cfg.BusyPoll, MaxBackoff: cfg.MaxBackoff,
+	r := &hostcontroller.Reconciler{Client: mgr.GetClient(), Images: &imagecheck.Checker{}, Events: events.New(mgr.GetEventRecorder("host"), nil), BusyPoll: cfg.BusyPoll, MaxBackoff: cfg.MaxBackoff,
 		WipeTimeout: cfg.Wipe.Timeout}
 	var eraser *eraserServer
 	if cfg.Wipe.Method == WipeEraser {

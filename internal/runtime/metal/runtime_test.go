@@ -202,6 +202,23 @@ func TestMachineOnItsHost(t *testing.T) {
 	await(t, rt.Runtime, id, "ran", isRunning)
 
 	h := s.hostOf(t, id)
+	// What a person reads on the Host: kubectl get events.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		var list corev1.EventList
+		if err := env.Client.List(ctx, &list, client.InNamespace(s.infra)); err != nil {
+			return false, err
+		}
+		var reasons []string
+		for _, e := range list.Items {
+			if e.InvolvedObject.UID == h.UID {
+				reasons = append(reasons, e.Reason)
+			}
+		}
+		got := strings.Join(reasons, " ")
+		return strings.Contains(got, "Registered") && strings.Contains(got, "Inspected") && strings.Contains(got, "Provisioned"), nil
+	}); err != nil {
+		t.Errorf("the Host's Events lack Registered, Inspected and Provisioned: %v", err)
+	}
 	if h.Spec.ConsumerRef == nil || h.Spec.ConsumerRef.Namespace != s.tenant || h.Spec.ConsumerRef.Name != "web" || h.Spec.ConsumerRef.UID != string(obj.UID) {
 		t.Errorf("consumerRef %+v", h.Spec.ConsumerRef)
 	}
