@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"time"
 
 	v2 "github.com/distribution/distribution/v3/registry/api/v2"
@@ -118,6 +119,11 @@ func route(r *http.Request) (name, repository string, ok bool) {
 // repositories, is not for a scoped credential.
 func outsideReadScope(r *http.Request, scope Scope) string {
 	name, repository, ok := route(r)
+	if !ok {
+		// The OCI referrers API, which distribution does not route (it answers 404, and
+		// clients fall back to the referrers tag): a read of its repository.
+		repository, ok = referrersRepository(r.URL.Path)
+	}
 	switch {
 	case ok && name == v2.RouteNameBase:
 		return ""
@@ -127,6 +133,20 @@ func outsideReadScope(r *http.Request, scope Scope) string {
 		return "this credential may not read repository " + repository
 	}
 	return ""
+}
+
+// referrersRepository is the repository of an OCI referrers request
+// (/v2/<name>/referrers/<digest>), or ok false for any other path.
+func referrersRepository(path string) (string, bool) {
+	rest, found := strings.CutPrefix(path, "/v2/")
+	if !found {
+		return "", false
+	}
+	i := strings.LastIndex(rest, "/referrers/")
+	if i <= 0 || strings.Contains(rest[i+len("/referrers/"):], "/") {
+		return "", false
+	}
+	return rest[:i], true
 }
 
 // scopedRoutes are the routes a scoped credential may write through, in its repository.

@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
@@ -190,6 +192,16 @@ func TestScopedPushCredentialWritesOnlyItsRepository(t *testing.T) {
 	if _, err := remote.Image(ref("team-a/os")); err != nil {
 		t.Fatalf("read the pushed image: %v", err)
 	}
+	// What a builder pushes beside its image: its build log, an artifact whose subject is
+	// the image (the client asks the referrers API, then falls back to the referrers tag).
+	pushed, err := remote.Head(ref("team-a/os"), basic(found))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logImg := mutate.Subject(img, v1.Descriptor{MediaType: pushed.MediaType, Digest: pushed.Digest, Size: pushed.Size}).(v1.Image)
+	if err := remote.Write(ref("team-a/os"), logImg, basic(found)); err != nil {
+		t.Fatalf("push an artifact about its own image: %v", err)
+	}
 	// It reads what it names (its build's base) and mounts from there.
 	if _, err := remote.Image(ref("anvil/builder"), basic(found)); err != nil {
 		t.Fatalf("read its base with the scoped credential: %v", err)
@@ -259,6 +271,8 @@ func TestReadingNeedsACredential(t *testing.T) {
 		{"another tenant's tags, with a build's credential", "/v2/team-b/os/tags/list", basic(found), http.StatusForbidden},
 		{"the catalog, with a build's credential", "/v2/_catalog", basic(found), http.StatusForbidden},
 		{"its own manifest, with its build's credential", "/v2/team-a/os/manifests/1", basic(found), http.StatusOK},
+		{"its own referrers, with its build's credential (distribution has no referrers API)", "/v2/team-a/os/referrers/sha256:" + strings.Repeat("0", 64), basic(found), http.StatusNotFound},
+		{"another tenant's referrers, with a build's credential", "/v2/team-b/os/referrers/sha256:" + strings.Repeat("0", 64), basic(found), http.StatusForbidden},
 		{"its base, with its build's credential", "/v2/anvil/testos/manifests/1", basic(found), http.StatusOK},
 		{"the version check, with its build's credential", "/v2/", basic(found), http.StatusOK},
 		{"a tenant's manifest, with the pools' credential", "/v2/team-b/os/manifests/1", basic(read), http.StatusOK},

@@ -76,13 +76,13 @@ func TestBareMetalPools(t *testing.T) {
 	socket := "unix://" + filepath.Join(t.TempDir(), "mri.sock")
 	rt := exec.Command(anvilBin, "runtime", "metal", "--name", "metal-b", "--namespace", "site-b", "--listen", socket,
 		"--state-dir", shortDir(t), "--ironic-port", freePort(t), "--image-listen", "127.0.0.1:"+freePort(t),
-		"--allow-registry", "127.0.0.1:"+registryPort, "--wipe", "eraser", "--eraser", filepath.Join(binDir, "eraser"))
+		"--allow-registry", "127.0.0.1:"+registryPort, "--registry-credentials", poolsCredentials(kubeconfig), "--wipe", "eraser", "--eraser", filepath.Join(binDir, "eraser"))
 	rt.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	apply(t, kubeconfig, strings.ReplaceAll(siteB, "IMAGE", image))
 	startProcess(t, rt)
 	t.Cleanup(func() { stopProcess(rt) })
 	poollet := exec.Command(anvilBin, "poollet", "--pool", "metal-b", "--runtime", socket, "--interval", "1s",
-		"--labels", "compute.anvil.dev/runtime=metal-b", "--allow-registry", "127.0.0.1:"+registryPort)
+		"--labels", "compute.anvil.dev/runtime=metal-b", "--allow-registry", "127.0.0.1:"+registryPort, "--registry-credentials", poolsCredentials(kubeconfig))
 	poollet.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	startProcess(t, poollet)
 	t.Cleanup(func() { stopProcess(poollet) })

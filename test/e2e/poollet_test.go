@@ -27,7 +27,7 @@ func TestPoolletAndFakeRuntimeCommands(t *testing.T) {
 	defer stopProcess(runtime)
 	// Labelled like anvil dev's fake pool, which the sample web-1 asks for.
 	poollet := exec.Command(anvilBin, "poollet", "--pool", "edge", "--runtime", socket, "--interval", "1s", "--labels", "compute.anvil.dev/runtime=fake",
-		"--allow-registry", "127.0.0.1:"+registryPort)
+		"--allow-registry", "127.0.0.1:"+registryPort, "--registry-credentials", poolsCredentials(kubeconfig))
 	poollet.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	startProcess(t, poollet)
 	defer stopProcess(poollet)

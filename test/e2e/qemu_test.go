@@ -21,8 +21,9 @@ type qemuPool struct {
 }
 
 // startQemuPool starts the pool's processes; registry (anvil dev's, on loopback) is the
-// one non-public registry they may read.
+// one non-public registry they may read, with anvil dev's pools' read credential.
 func startQemuPool(t *testing.T, kubeconfig, registry string, arch computev1alpha1.Architecture) qemuPool {
+	credentials := poolsCredentials(kubeconfig)
 	t.Helper()
 	p := qemuPool{name: "qemu-" + string(arch), stateDir: shortDir(t)}
 	// VMs outlive their runtime by design; a test that stops early must not leave any.
@@ -35,10 +36,10 @@ func startQemuPool(t *testing.T, kubeconfig, registry string, arch computev1alph
 	})
 	socket := "unix://" + filepath.Join(t.TempDir(), "mri.sock")
 	rt := background(t, anvilBin, "runtime", "qemu", "--name", p.name, "--listen", socket,
-		"--state-dir", p.stateDir, "--cache-dir", filepath.Join(t.TempDir(), "cache"), "--arch", string(arch), "--allow-registry", registry)
+		"--state-dir", p.stateDir, "--cache-dir", filepath.Join(t.TempDir(), "cache"), "--arch", string(arch), "--allow-registry", registry, "--registry-credentials", credentials)
 	t.Cleanup(func() { stopProcess(rt) })
 	poollet := exec.Command(anvilBin, "poollet", "--pool", p.name, "--runtime", socket, "--interval", "1s",
-		"--labels", "compute.anvil.dev/runtime=qemu", "--allow-registry", registry)
+		"--labels", "compute.anvil.dev/runtime=qemu", "--allow-registry", registry, "--registry-credentials", credentials)
 	poollet.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	startProcess(t, poollet)
 	t.Cleanup(func() { stopProcess(poollet) })
@@ -205,6 +206,12 @@ spec: {machineClassRef: {name: e2e-vm}, image: %[1]s, machinePoolRef: {name: %[2
 	if left := filesNaming(t, pools[computev1alpha1.ArchitectureAMD64].stateDir, id); len(left) != 0 {
 		t.Errorf("deleted machine %s left files behind: %v", id, left)
 	}
+}
+
+// poolsCredentials is the docker config of anvil dev's pools' read credential, beside the
+// kubeconfig in its state folder: its registry refuses anonymous reads.
+func poolsCredentials(kubeconfig string) string {
+	return filepath.Join(filepath.Dir(kubeconfig), "registry-read.json")
 }
 
 // shortDir is a fresh folder with a short path: QMP socket paths inside a runtime's state
