@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -20,9 +21,10 @@ import (
 	"github.com/anvil-dev/anvil/test/testos"
 )
 
-// A registry that takes writes only with its push credential (anvil dev's): a builder
-// whose job carries the credential (as the controller gives it) pulls its base and pushes
-// its image and log.
+// A registry that takes writes only with its push credential and reads only with a
+// credential (anvil dev's): a builder whose job carries the credential (as the controller
+// gives it) pulls its base and pushes its image and log, which a reader with the pools'
+// credential reads (the controller reads the result with its own) and nobody anonymously.
 func TestRunPushesWithTheJobsCredential(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("the build agent's test needs root (chroot and mounts, as in a builder)")
@@ -30,7 +32,8 @@ func TestRunPushesWithTheJobsCredential(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	push := registry.Credential{Username: "anvil-push", Password: "s3cret"}
-	reg, err := registry.Start(ctx, 0, "", &registry.Auth{Push: push})
+	read := registry.Credential{Username: "anvil-pools", Password: "r3ad"}
+	reg, err := registry.Start(ctx, 0, "", &registry.Auth{Push: push, Read: &read})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,12 +65,19 @@ func TestRunPushesWithTheJobsCredential(t *testing.T) {
 	if err != nil || res.Status != StatusSucceeded {
 		t.Fatalf("Run() = %+v, %v\nconsole:\n%s", res, err, console.String())
 	}
-	// Anyone reads what it pushed.
+	// The pools' credential reads what it pushed, and its result; nobody reads anonymously.
 	ref, err := osimage.ParseReference(job.Output + ":" + job.Tag)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := remote.Head(ref, remote.WithAuth(authn.Anonymous)); err != nil {
+	reader := remote.WithAuth(&authn.Basic{Username: read.Username, Password: read.Password})
+	if _, err := remote.Head(ref, reader); err != nil {
 		t.Fatalf("the pushed image: %v", err)
+	}
+	if got, _, err := ReadResult(ctx, job.Output, job.LogTag, 3, reader); err != nil || got.Status != StatusSucceeded {
+		t.Fatalf("ReadResult with a reader's credential = %+v, %v; want Succeeded", got, err)
+	}
+	if _, _, err := ReadResult(ctx, job.Output, job.LogTag, 3, remote.WithAuth(authn.Anonymous)); err == nil || errors.Is(err, ErrNoResult) {
+		t.Fatalf("ReadResult anonymously = %v, want the registry's refusal (not \"no result\", which would leave a build waiting)", err)
 	}
 }

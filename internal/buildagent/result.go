@@ -81,13 +81,14 @@ func pushLog(ctx context.Context, job *Job, res Result, log []byte, subject *v1.
 // ErrNoResult means the attempt's log artifact is not in the repository (yet).
 var ErrNoResult = errors.New("no build result")
 
-// ReadResult reads an attempt's result and the last lines of its log from repository:tag.
-func ReadResult(ctx context.Context, repository, logTag string, tailLines int) (Result, string, error) {
+// ReadResult reads an attempt's result and the last lines of its log from repository:tag,
+// with opts (the reader's credentials and transport; anonymous without them).
+func ReadResult(ctx context.Context, repository, logTag string, tailLines int, opts ...remote.Option) (Result, string, error) {
 	ref, err := osimage.ParseReference(repository + ":" + logTag)
 	if err != nil {
 		return Result{}, "", err
 	}
-	img, err := remote.Image(ref, remote.WithContext(ctx))
+	img, err := remote.Image(ref, append([]remote.Option{remote.WithContext(ctx)}, opts...)...)
 	if err != nil {
 		if errors.Is(osimage.RemoteError(logTag, err), osimage.ErrImageNotFound) {
 			return Result{}, "", ErrNoResult

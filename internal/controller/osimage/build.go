@@ -175,7 +175,7 @@ func (r *BuildReconciler) recordEnd(b *imagesv1alpha1.OSImageBuild, before, afte
 
 // readOutcome reads an attempt's log artifact into the observation.
 func (r *BuildReconciler) readOutcome(ctx context.Context, b *imagesv1alpha1.OSImageBuild, in imagesv1alpha1.ArchitectureInputs, attempt int32, obs *imagebuild.ArchObservation) error {
-	res, tail, err := buildagent.ReadResult(ctx, b.Spec.Output.Repository, imagebuild.LogTag(string(in.Architecture), in.InputHash, attempt), logTailLines)
+	res, tail, err := buildagent.ReadResult(ctx, b.Spec.Output.Repository, imagebuild.LogTag(string(in.Architecture), in.InputHash, attempt), logTailLines, registryOptions(ctx)...)
 	switch {
 	case errors.Is(err, buildagent.ErrNoResult):
 		return nil // not yet, or never: the builder's state tells which
