@@ -167,3 +167,29 @@ func TestValidateAttached(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateReimage(t *testing.T) {
+	img := &mriv1alpha1.Image{Reference: "registry.example/os:2", Digest: "sha256:" + strings.Repeat("a", 64)}
+	for _, tc := range []struct {
+		name string
+		req  *mriv1alpha1.ReimageMachineRequest
+		want string // "" for valid
+	}{
+		{"valid", &mriv1alpha1.ReimageMachineRequest{Id: "m-1", Image: img}, ""},
+		{"valid with first boot", &mriv1alpha1.ReimageMachineRequest{Id: "m-1", Image: img,
+			FirstBoot: &mriv1alpha1.FirstBootConfig{Format: mriv1alpha1.ConfigFormat_CONFIG_FORMAT_CLOUD_INIT, Data: []byte("#cloud-config\n")}}, ""},
+		{"no id", &mriv1alpha1.ReimageMachineRequest{Image: img}, "id is required"},
+		{"no image", &mriv1alpha1.ReimageMachineRequest{Id: "m-1"}, "image needs a reference and its sha256 digest"},
+		{"a tag only", &mriv1alpha1.ReimageMachineRequest{Id: "m-1", Image: &mriv1alpha1.Image{Reference: img.Reference}}, "image needs a reference and its sha256 digest"},
+		{"unspecified first-boot format", &mriv1alpha1.ReimageMachineRequest{Id: "m-1", Image: img, FirstBoot: &mriv1alpha1.FirstBootConfig{}},
+			"first_boot.format is unspecified"},
+	} {
+		err := ValidateReimage(tc.req)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v, want valid", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || ReasonOf(err) != mriv1alpha1.ErrorReason_ERROR_REASON_INVALID):
+			t.Errorf("%s: %v, want INVALID saying %q", tc.name, err, tc.want)
+		}
+	}
+}
