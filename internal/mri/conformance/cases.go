@@ -155,16 +155,7 @@ func (s *suite) lifecycle(t *testing.T) {
 	if m.Status.Architecture != m.Spec.Architecture {
 		t.Errorf("status architecture %s, spec %s", m.Status.Architecture, m.Spec.Architecture)
 	}
-	for _, v := range m.Spec.Volumes {
-		if !attached(m.Status.Volumes, v.Name) {
-			t.Errorf("volume %s of the spec is not attached in status %v (S3)", v.Name, m.Status.Volumes)
-		}
-	}
-	for _, n := range m.Spec.NetworkInterfaces {
-		if !attached(m.Status.NetworkInterfaces, n.Name) {
-			t.Errorf("network interface %s of the spec is not attached in status %v (S3)", n.Name, m.Status.NetworkInterfaces)
-		}
-	}
+	allAttached(t, m.Spec, m, "")
 	gen := m.Metadata.Generation
 	resp, err := s.c.UpdateMachinePower(ctx(t), &mriv1alpha1.UpdateMachinePowerRequest{Id: id, Power: mriv1alpha1.Power_POWER_OFF})
 	if err != nil {
@@ -279,6 +270,22 @@ func (s *suite) attachDetach(t *testing.T) {
 	s.await(t, id, "detached data and eth1", func(m *mriv1alpha1.Machine) bool {
 		return settledIn(running)(m) && !listed(m.Status.Volumes, "data") && !listed(m.Status.NetworkInterfaces, "eth1")
 	})
+}
+
+// allAttached checks that every volume and NIC of spec is attached in m's status (S3);
+// when says after what, for the message.
+func allAttached(t *testing.T, spec *mriv1alpha1.MachineSpec, m *mriv1alpha1.Machine, when string) {
+	t.Helper()
+	for _, v := range spec.Volumes {
+		if !attached(m.Status.Volumes, v.Name) {
+			t.Errorf("volume %s of the spec is not attached%s in status %v (S3)", v.Name, when, m.Status.Volumes)
+		}
+	}
+	for _, n := range spec.NetworkInterfaces {
+		if !attached(m.Status.NetworkInterfaces, n.Name) {
+			t.Errorf("network interface %s of the spec is not attached%s in status %v (S3)", n.Name, when, m.Status.NetworkInterfaces)
+		}
+	}
 }
 
 func attached(list []*mriv1alpha1.AttachmentStatus, name string) bool {

@@ -101,14 +101,5 @@ func (s *suite) sameMachine(t *testing.T, before, after *mriv1alpha1.Machine) {
 	if after.Metadata.Id != before.Metadata.Id || !maps.Equal(after.Metadata.Labels, before.Metadata.Labels) {
 		t.Errorf("after the reimage: id %s labels %v, want %s %v", after.Metadata.Id, after.Metadata.Labels, before.Metadata.Id, before.Metadata.Labels)
 	}
-	for _, v := range before.Spec.Volumes {
-		if !attached(after.Status.Volumes, v.Name) {
-			t.Errorf("volume %s is not attached after the reimage: %v (S3)", v.Name, after.Status.Volumes)
-		}
-	}
-	for _, n := range before.Spec.NetworkInterfaces {
-		if !attached(after.Status.NetworkInterfaces, n.Name) {
-			t.Errorf("network interface %s is not attached after the reimage: %v (S3)", n.Name, after.Status.NetworkInterfaces)
-		}
-	}
+	allAttached(t, before.Spec, after, " after the reimage")
 }
