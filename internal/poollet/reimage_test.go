@@ -2,6 +2,7 @@ package poollet_test
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strings"
 	"testing"
@@ -50,22 +51,36 @@ func conditionIs(typ, reason string) func(*computev1alpha1.Machine) bool {
 	}
 }
 
-// eventReasons lists the reasons of the Events about m (this Machine, by UID), oldest
-// first.
-func eventReasons(t *testing.T, m *computev1alpha1.Machine) []string {
+// eventSummary is each reason of the Events about m (this Machine, by UID) in the order
+// first seen, with how often it happened ("Started:2"), counting the occurrences the
+// events API folded into a series.
+func eventSummary(t *testing.T, m *computev1alpha1.Machine) string {
 	t.Helper()
 	list := &corev1.EventList{}
 	if err := env.Client.List(context.Background(), list, client.InNamespace(m.Namespace)); err != nil {
 		t.Fatal(err)
 	}
 	sort.SliceStable(list.Items, func(i, j int) bool { return eventTime(list.Items[i]).Before(eventTime(list.Items[j])) })
-	var out []string
+	var order []string
+	counts := map[string]int{}
 	for _, e := range list.Items {
-		if e.InvolvedObject.UID == m.UID {
-			out = append(out, e.Reason)
+		if e.InvolvedObject.UID != m.UID {
+			continue
 		}
+		if counts[e.Reason] == 0 {
+			order = append(order, e.Reason)
+		}
+		n := 1
+		if e.Series != nil && e.Series.Count > 1 {
+			n = int(e.Series.Count)
+		}
+		counts[e.Reason] += n
 	}
-	return out
+	var out []string
+	for _, r := range order {
+		out = append(out, fmt.Sprintf("%s:%d", r, counts[r]))
+	}
+	return strings.Join(out, " ")
 }
 
 func eventTime(e corev1.Event) time.Time {
@@ -114,8 +129,8 @@ func TestImageChangeReimagesInPlace(t *testing.T) {
 		t.Fatalf("runtime machines %v, want one, running the new image with the new first-boot config", rms)
 	}
 	waitFor(t, m, "recorded both Events", func(*computev1alpha1.Machine) bool {
-		got := strings.Join(eventReasons(t, m), " ")
-		return strings.Contains(got, computev1alpha1.ReasonReimaging) && strings.Contains(got, computev1alpha1.ReasonReimaged)
+		got := eventSummary(t, m)
+		return strings.Contains(got, computev1alpha1.ReasonReimaging+":1") && strings.Contains(got, computev1alpha1.ReasonReimaged+":1")
 	})
 }
 
