@@ -127,3 +127,31 @@ func TestInterpretReadsOnlyTheFilesCopied(t *testing.T) {
 		t.Errorf("context files = %v, want %v (a prefix of a name is not a directory)", p.ContextFiles, want)
 	}
 }
+
+// A destination of ".", "" or ending in "/." is the working directory, as buildkit reads it,
+// and one that cleans to the root is the root folder: a file is copied into them, never over.
+func TestInterpretCopyIntoDirectoryDestinations(t *testing.T) {
+	for _, tc := range []struct{ copy, want string }{
+		{"COPY motd .", "/opt/app/motd"},
+		{`COPY motd ""`, "/opt/app/motd"},
+		{"COPY motd ./", "/opt/app/motd"},
+		{"COPY motd /etc/.", "/etc/motd"},
+		{"COPY motd sub/.", "/opt/app/sub/motd"},
+		{"COPY motd /etc/..", "/motd"},
+		{"COPY motd ../../..", "/motd"},
+		{"COPY motd banner", "/opt/app/banner"},
+		{"COPY motd /etc/motd.d/..x", "/etc/motd.d/..x"},
+	} {
+		steps, err := Parse("", "WORKDIR /opt/app\n"+tc.copy+"\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := Interpret("amd64", steps, []string{"motd"})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.copy, err)
+		}
+		if got := p.Ops[1].Copies; len(got) != 1 || got[0].To != tc.want {
+			t.Errorf("%s: copies %+v, want motd to %s", tc.copy, got, tc.want)
+		}
+	}
+}
