@@ -18,6 +18,7 @@ func TestParseRefusesWhatIsNotSupportedWithItsLine(t *testing.T) {
 		{"heredoc", "", "RUN <<EOT\necho hi\nEOT\n", "line 1: RUN: heredocs are not supported"},
 		{"COPY one word", "", "COPY a\n", "line 1: COPY needs at least one source and a destination"},
 		{"continued line", "", "RUN true\nRUN echo \\\n  a\nUSER root\n", "line 4: USER is not supported"},
+		{"NUL", "", "RUN true\nENV A=a\x00b\n", "line 2: a NUL byte"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse(tc.file, tc.text)

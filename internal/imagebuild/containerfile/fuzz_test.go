@@ -4,6 +4,7 @@ import (
 	"errors"
 	"path"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -15,7 +16,7 @@ var fuzzContext = []string{"motd", "etc/a.conf", "etc/sub/b.conf", "etcx", "othe
 // panic; their refusals are *Error with the file; and what they accept is what the build
 // agent can run safely: every path it writes or works in is absolute and clean (inside the
 // root, never through ".."), every file it reads is in the context, and every RUN has a
-// program. A file is never written over the root folder.
+// program. A file is never written over the root folder, and no word holds a NUL byte.
 func FuzzContainerfile(f *testing.F) {
 	for _, seed := range []string{
 		"",
@@ -85,6 +86,17 @@ COPY motd other ./
 				t.Fatalf("%s %q is not an absolute clean path: the build would leave the root", what, p)
 			}
 		}
+		// The kernel takes no NUL in an argument, environment variable or path.
+		noNUL := func(what string, words ...string) {
+			for _, w := range words {
+				if strings.IndexByte(w, 0) >= 0 {
+					t.Fatalf("%s %q holds a NUL byte, which no build can run", what, w)
+				}
+			}
+		}
+		for k, v := range p.Labels {
+			noNUL("label", k, v)
+		}
 		for _, op := range p.Ops {
 			switch op.Kind {
 			case OpRun:
@@ -92,8 +104,12 @@ COPY motd other ./
 					t.Fatalf("line %d: RUN without a program: %q", op.Step.Line, op.Argv)
 				}
 				inRoot("RUN's directory", op.Dir)
+				noNUL("RUN's word", op.Argv...)
+				noNUL("RUN's environment", op.Env...)
+				noNUL("RUN's directory", op.Dir)
 			case OpWorkdir:
 				inRoot("WORKDIR", op.Dir)
+				noNUL("WORKDIR", op.Dir)
 			case OpCopy:
 				if len(op.Copies) == 0 {
 					t.Fatalf("line %d: COPY copies nothing", op.Step.Line)
@@ -103,6 +119,7 @@ COPY motd other ./
 						t.Fatalf("line %d: COPY reads %q, which is not in the context", op.Step.Line, c.From)
 					}
 					inRoot("COPY's destination", c.To)
+					noNUL("COPY's destination", c.To)
 					if c.To == "/" {
 						t.Fatalf("line %d: COPY writes file %q over the root folder", op.Step.Line, c.From)
 					}
