@@ -54,6 +54,11 @@ func TestValidateCreate(t *testing.T) {
 			m.Spec.Volumes[0].Source = &mriv1alpha1.Volume_ImageDisk{ImageDisk: &mriv1alpha1.ImageDisk{SizeBytes: 0}}
 		}, ""},
 		{"power off", func(m *mriv1alpha1.Machine) { m.Spec.Power = mriv1alpha1.Power_POWER_OFF }, ""},
+		{"hostname", func(m *mriv1alpha1.Machine) { m.Spec.Hostname = "Web-1.example" }, ""},
+		{"hostname with a line break", func(m *mriv1alpha1.Machine) { m.Spec.Hostname = "vm\ninstance-id: other" },
+			`spec.hostname "vm\ninstance-id: other" is not a hostname`},
+		{"hostname with DEL", func(m *mriv1alpha1.Machine) { m.Spec.Hostname = "vm\x7f" }, "is not a hostname"},
+		{"hostname too long", func(m *mriv1alpha1.Machine) { m.Spec.Hostname = strings.Repeat("a", 254) }, "is not a hostname"},
 		{"host selector with expressions", func(m *mriv1alpha1.Machine) {
 			m.Spec.HostSelector = map[string]string{"rack": "1"}
 			m.Spec.HostSelectorExpressions = []*mriv1alpha1.LabelSelectorRequirement{{Key: "tier", Operator: "NotIn", Values: []string{"reserved"}}, {Key: "gpu", Operator: "DoesNotExist"}}

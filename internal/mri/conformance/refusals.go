@@ -65,6 +65,7 @@ func (s *suite) malformedRefused(t *testing.T) {
 			m.Spec.Resources = &mriv1alpha1.Resources{MilliCpu: m.Spec.GetResources().GetMilliCpu()}
 		}},
 		{"no image", func(m *mriv1alpha1.Machine) { m.Spec.Image = nil }},
+		{"hostname that is not one", func(m *mriv1alpha1.Machine) { m.Spec.Hostname = "vm\ninstance-id: other" }},
 		{"image without a reference", func(m *mriv1alpha1.Machine) {
 			m.Spec.Image = &mriv1alpha1.Image{Digest: m.Spec.GetImage().GetDigest()}
 		}},
