@@ -37,6 +37,12 @@ func validateSpec(s *mriv1alpha1.MachineSpec) error {
 	if res := s.GetResources(); res.GetMilliCpu() <= 0 || res.GetMemoryBytes() <= 0 {
 		return invalid("spec.resources needs cpu and memory: set milli_cpu and memory_bytes above zero")
 	}
+	for k, v := range s.GetResources().GetExtended() {
+		// A negative amount would free capacity for the next machine.
+		if v < 0 {
+			return invalid("spec.resources.extended[%q] is %d: set zero or more", k, v)
+		}
+	}
 	if err := validateImage("spec.image", s.GetImage()); err != nil {
 		return err
 	}

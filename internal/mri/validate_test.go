@@ -95,6 +95,8 @@ func TestValidateCreate(t *testing.T) {
 		{"no resources", func(m *mriv1alpha1.Machine) { m.Spec.Resources = nil }, "spec.resources needs cpu and memory"},
 		{"no cpu", func(m *mriv1alpha1.Machine) { m.Spec.Resources.MilliCpu = 0 }, "spec.resources needs cpu and memory"},
 		{"negative memory", func(m *mriv1alpha1.Machine) { m.Spec.Resources.MemoryBytes = -1 }, "spec.resources needs cpu and memory"},
+		{"negative extended resource", func(m *mriv1alpha1.Machine) { m.Spec.Resources.Extended = map[string]int64{"example.com/gpu": -1} },
+			`spec.resources.extended["example.com/gpu"] is -1`},
 		{"no image", func(m *mriv1alpha1.Machine) { m.Spec.Image = nil }, "spec.image needs a reference and its sha256 digest"},
 		{"no reference", func(m *mriv1alpha1.Machine) { m.Spec.Image.Reference = "" }, "resolve the reference first"},
 		{"no digest", func(m *mriv1alpha1.Machine) { m.Spec.Image.Digest = "" }, "resolve the reference first"},
