@@ -30,6 +30,9 @@ type FuzzTarget struct {
 	Labels map[string]string
 	// Timeout bounds each call and the wait for a deleted machine to go.
 	Timeout time.Duration
+	// Check, when set, runs after each input once its machines are gone: the runtime's
+	// own rules, such as no guest ever started.
+	Check func(t *testing.T)
 }
 
 // fuzzCall is one MRI call on an existing machine, its request read from fuzzed bytes.
@@ -175,6 +178,9 @@ func Fuzz(f *testing.F, target FuzzTarget) {
 		}
 		d.delete(id)
 		d.nothingLeft()
+		if target.Check != nil {
+			target.Check(t)
+		}
 	})
 }
 
