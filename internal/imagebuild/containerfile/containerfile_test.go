@@ -29,9 +29,8 @@ func TestParseRefusesWhatIsNotSupportedWithItsLine(t *testing.T) {
 	}
 }
 
-func TestInterpret(t *testing.T) {
-	context := []string{"motd", "etc/a.conf", "etc/sub/b.conf", "other"}
-	text := `ARG TARGETARCH
+// interpretRecipe uses every instruction, variables and COPY of files and folders.
+const interpretRecipe = `ARG TARGETARCH
 ARG VERSION=1.${TARGETARCH}
 ENV GREETING="hello world" ARCH=$TARGETARCH
 LABEL org.example.version=$VERSION "team"="os team"
@@ -44,6 +43,10 @@ COPY etc /etc/anvil/
 WORKDIR sub
 COPY motd other ./
 `
+
+func TestInterpret(t *testing.T) {
+	context := []string{"motd", "etc/a.conf", "etc/sub/b.conf", "other"}
+	text := interpretRecipe
 	steps, err := Parse("", text)
 	if err != nil {
 		t.Fatal(err)

@@ -30,19 +30,7 @@ func FuzzContainerfile(f *testing.F) {
 		"RUN <<EOT\necho hi\nEOT\n",
 		"COPY a\n",
 		"RUN true\nRUN echo \\\n  a\nUSER root\n",
-		`ARG TARGETARCH
-ARG VERSION=1.${TARGETARCH}
-ENV GREETING="hello world" ARCH=$TARGETARCH
-LABEL org.example.version=$VERSION "team"="os team"
-WORKDIR /opt/app
-RUN echo "$GREETING" > greeting
-RUN ["/bin/echo", "$ARCH"]
-COPY motd /etc/
-COPY motd banner
-COPY etc /etc/anvil/
-WORKDIR sub
-COPY motd other ./
-`,
+		interpretRecipe,
 		"ENV BEFORE=${TARGETARCH:-unset}\nARG TARGETARCH=ignored TARGETPLATFORM\nENV AFTER=$TARGETARCH P=$TARGETPLATFORM\nRUN true\n",
 		"RUN true\nCOPY ../etc/shadow /x\n",
 		"RUN true\nCOPY /etc/shadow /x\n",
