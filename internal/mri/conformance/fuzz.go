@@ -53,6 +53,7 @@ var mutations = []fuzzCall{
 	mutation("DetachVolume", mriv1alpha1.MachineRuntimeClient.DetachVolume),
 	mutation("AttachNetworkInterface", mriv1alpha1.MachineRuntimeClient.AttachNetworkInterface),
 	mutation("DetachNetworkInterface", mriv1alpha1.MachineRuntimeClient.DetachNetworkInterface),
+	mutation("ReimageMachine", mriv1alpha1.MachineRuntimeClient.ReimageMachine),
 }
 
 func mutation[Req any, P interface {
@@ -97,8 +98,8 @@ const keepID = 0x80
 
 // Fuzz drives a runtime through the MRI, over its real gRPC server on a unix socket, with
 // requests read from fuzzed protobuf bytes: a CreateMachine, then, when it made a machine,
-// one more call picked by op (a mutation repeated, a list, a delete, the same create again,
-// or a second machine), then the machine's deletion. The runtime must hold to the contract
+// one more call picked by op (a mutation repeated, a reimage among them, a list, a delete,
+// the same create again, or a second machine), then the machine's deletion. The runtime must hold to the contract
 // for all of it: no call hangs or kills the server; every error is a gRPC status with an
 // ErrorDetail (E1); a refused create makes nothing; the same uid gives the same machine
 // (I2); a repeated call changes nothing (E3); machines never add up past allocatable (E5);
@@ -118,9 +119,11 @@ func Fuzz(f *testing.F, target FuzzTarget) {
 		2: &mriv1alpha1.UpdateMachineLabelsRequest{Labels: map[string]string{"team": "a"}},
 		3: &mriv1alpha1.AttachVolumeRequest{Volume: &mriv1alpha1.Volume{Name: "data",
 			Source: &mriv1alpha1.Volume_EmptyDisk{EmptyDisk: &mriv1alpha1.EmptyDisk{SizeBytes: 1 << 20}}}},
-		4:        &mriv1alpha1.DetachVolumeRequest{Name: "root"},
-		5:        &mriv1alpha1.AttachNetworkInterfaceRequest{NetworkInterface: &mriv1alpha1.NetworkInterface{Name: "eth1", Network: "default"}},
-		6:        &mriv1alpha1.DetachNetworkInterfaceRequest{Name: "eth0"},
+		4: &mriv1alpha1.DetachVolumeRequest{Name: "root"},
+		5: &mriv1alpha1.AttachNetworkInterfaceRequest{NetworkInterface: &mriv1alpha1.NetworkInterface{Name: "eth1", Network: "default"}},
+		6: &mriv1alpha1.DetachNetworkInterfaceRequest{Name: "eth0"},
+		7: &mriv1alpha1.ReimageMachineRequest{Image: target.Spec().GetImage(),
+			FirstBoot: &mriv1alpha1.FirstBootConfig{Format: mriv1alpha1.ConfigFormat_CONFIG_FORMAT_CLOUD_INIT, Data: []byte("#cloud-config\n")}},
 		opList:   &mriv1alpha1.ListMachinesRequest{LabelSelector: map[string]string{mri.LabelMachineUID: "fuzz-1"}},
 		opDelete: &mriv1alpha1.DeleteMachineRequest{},
 	} {
