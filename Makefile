@@ -26,7 +26,7 @@ CONTROL_PLANE := $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl
 GENERATORS := $(BIN)/controller-gen $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 TOOLS := $(CONTROL_PLANE) $(BIN)/kube-scheduler $(GENERATORS)
 
-.PHONY: build tools testos eraser esp agents manifests generate verify-generated vet test test-only demo bench deps fresh-check clean
+.PHONY: build tools testos eraser esp agents manifests generate verify-generated vet test test-only fuzz demo bench deps fresh-check clean
 
 build: ## The anvil binary.
 	go build -o $(BIN)/anvil ./cmd/anvil
@@ -99,6 +99,37 @@ test: deps tools testos eraser esp agents verify-generated vet test-only ## Ever
 
 test-only: ## Unit, integration and end-to-end tests, without the set-up steps.
 	go test $(GO_TEST_FLAGS) ./...
+
+# Every fuzz test, as package:FuzzTarget (docs/fuzzing.md). make test runs their seeds and
+# testdata/fuzz inputs as ordinary tests; make fuzz fuzzes each for FUZZTIME, one after another.
+FUZZ_TARGETS := \
+	./internal/imagebuild/containerfile:FuzzContainerfile \
+	./internal/nocloud:FuzzWriteISO \
+	./internal/osimage:FuzzManifest \
+	./internal/osimage:FuzzConfig \
+	./internal/osimage:FuzzParseReference \
+	./internal/osimage:FuzzCheckQCOW2 \
+	./internal/poollet/firstboot:FuzzValidateIgnition \
+	./internal/runtime/metal:FuzzConfigDrive \
+	./internal/runtime/fake:FuzzMRI \
+	./internal/runtime/qemu:FuzzMRI
+FUZZTIME ?= 10m
+# Each new interesting input is minimized this long: the gRPC targets find many (their
+# goroutines make coverage vary), and minimizing each for seconds would stall them.
+FUZZMINIMIZETIME ?= 10x
+# More go test flags, e.g. FUZZFLAGS=-parallel=1 on a shared machine.
+FUZZFLAGS ?=
+
+fuzz: deps tools ## Every fuzz test for FUZZTIME (default 10m) each, one after another; failures are kept in testdata/fuzz.
+	@listed=$$(printf '%s\n' $(FUZZ_TARGETS)); \
+	found=$$(for f in $$(git ls-files '*fuzz_test.go'); do sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(f \*testing.F).*/\1/p' $$f | sed "s|^|./$$(dirname $$f):|"; done); \
+	missing=$$(grep -vxF -f <(echo "$$listed") <<<"$$found" || true); \
+	if [ -n "$$missing" ]; then echo "fuzz tests missing from FUZZ_TARGETS in the Makefile: $$missing"; exit 1; fi
+	@failed=""; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; echo "== $$name ($$pkg) for $(FUZZTIME)"; \
+		go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $(FUZZFLAGS) $$pkg || failed="$$failed $$name($$pkg)"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzzing failed:$$failed; each failing input is under its package's testdata/fuzz"; exit 1; fi
 
 demo: deps tools testos eraser esp agents build ## A local anvil with the sample objects: see README.
 	$(BIN)/anvil dev --bin-dir $(BIN) --test-os $(BIN)/testos --agents $(BIN)/build-agent --emulated-servers 2 --emulated-arm64-servers 1 --apply config/samples

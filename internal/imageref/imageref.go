@@ -3,17 +3,16 @@ package imageref
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
-	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/internal/registrynet"
 )
 
@@ -83,13 +82,9 @@ func (r *Registry) transport() http.RoundTripper {
 }
 
 func fetch(ctx context.Context, reference string, transport http.RoundTripper) (entry, error) {
-	var opts []name.Option
-	if loopback(reference) {
-		opts = append(opts, name.Insecure)
-	}
-	ref, err := name.ParseReference(reference, opts...)
+	ref, err := osimage.ParseReference(reference)
 	if err != nil {
-		return entry{}, fmt.Errorf("image reference %q: %w", reference, err)
+		return entry{}, err
 	}
 	desc, err := remote.Get(ref, remote.WithContext(ctx), remote.WithTransport(transport), remote.WithAuth(authn.Anonymous))
 	if err != nil {
@@ -124,17 +119,4 @@ func fetch(ctx context.Context, reference string, transport http.RoundTripper) (
 		e.archs = []computev1alpha1.Architecture{a}
 	}
 	return e, nil
-}
-
-// loopback reports whether the reference's registry is on this machine.
-func loopback(reference string) bool {
-	host, _, _ := strings.Cut(reference, "/")
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

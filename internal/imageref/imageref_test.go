@@ -90,14 +90,3 @@ func TestDefaultRefusesNonPublicRegistries(t *testing.T) {
 		t.Fatalf("reading %s with the default transport: %v, want a refusal", ref, err)
 	}
 }
-
-func TestLoopbackIsPlainHTTP(t *testing.T) {
-	for ref, want := range map[string]bool{
-		"127.0.0.1:5000/os:1": true, "localhost:5000/os:1": true, "[::1]:5000/os:1": true,
-		"registry.example/os:1": false, "10.0.0.1:5000/os:1": false,
-	} {
-		if got := loopback(ref); got != want {
-			t.Errorf("loopback(%q) = %v, want %v", ref, got, want)
-		}
-	}
-}

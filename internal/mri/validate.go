@@ -4,6 +4,8 @@ import (
 	"net"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 )
 
@@ -35,11 +37,20 @@ func validateSpec(s *mriv1alpha1.MachineSpec) error {
 	if res := s.GetResources(); res.GetMilliCpu() <= 0 || res.GetMemoryBytes() <= 0 {
 		return invalid("spec.resources needs cpu and memory: set milli_cpu and memory_bytes above zero")
 	}
+	for k, v := range s.GetResources().GetExtended() {
+		// A negative amount would free capacity for the next machine.
+		if v < 0 {
+			return invalid("spec.resources.extended[%q] is %d: set zero or more", k, v)
+		}
+	}
 	if err := validateImage("spec.image", s.GetImage()); err != nil {
 		return err
 	}
 	if err := validateFirstBoot("spec.first_boot", s.GetFirstBoot()); err != nil {
 		return err
+	}
+	if h := s.GetHostname(); h != "" && !IsHostname(h) {
+		return invalid("spec.hostname %q is not a hostname: use letters, digits, '-' and '.' (RFC 1123), at most 253 characters", h)
 	}
 	if _, err := HostSelector(s); err != nil {
 		return invalid("%v: use operators In, NotIn (with values), Exists or DoesNotExist (without)", err)
@@ -92,6 +103,14 @@ func validateFirstBoot(field string, fb *mriv1alpha1.FirstBootConfig) error {
 		return nil
 	}
 	return checkEnum(field+".format", fb.GetFormat(), mriv1alpha1.ConfigFormat_name, "NONE, IGNITION or CLOUD_INIT")
+}
+
+// IsHostname reports whether h is a hostname a guest can take (RFC 1123, in any case). The
+// runtimes write it into cloud-init's meta-data (YAML for a NoCloud seed, JSON on a config
+// drive); a line break or a control character there breaks the file, or sets a name no
+// resolver reads.
+func IsHostname(h string) bool {
+	return len(validation.IsDNS1123Subdomain(strings.ToLower(h))) == 0
 }
 
 // ValidateVolume refuses with INVALID a volume without a name or a source, or with a size

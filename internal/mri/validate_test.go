@@ -54,6 +54,11 @@ func TestValidateCreate(t *testing.T) {
 			m.Spec.Volumes[0].Source = &mriv1alpha1.Volume_ImageDisk{ImageDisk: &mriv1alpha1.ImageDisk{SizeBytes: 0}}
 		}, ""},
 		{"power off", func(m *mriv1alpha1.Machine) { m.Spec.Power = mriv1alpha1.Power_POWER_OFF }, ""},
+		{"hostname", func(m *mriv1alpha1.Machine) { m.Spec.Hostname = "Web-1.example" }, ""},
+		{"hostname with a line break", func(m *mriv1alpha1.Machine) { m.Spec.Hostname = "vm\ninstance-id: other" },
+			`spec.hostname "vm\ninstance-id: other" is not a hostname`},
+		{"hostname with DEL", func(m *mriv1alpha1.Machine) { m.Spec.Hostname = "vm\x7f" }, "is not a hostname"},
+		{"hostname too long", func(m *mriv1alpha1.Machine) { m.Spec.Hostname = strings.Repeat("a", 254) }, "is not a hostname"},
 		{"host selector with expressions", func(m *mriv1alpha1.Machine) {
 			m.Spec.HostSelector = map[string]string{"rack": "1"}
 			m.Spec.HostSelectorExpressions = []*mriv1alpha1.LabelSelectorRequirement{{Key: "tier", Operator: "NotIn", Values: []string{"reserved"}}, {Key: "gpu", Operator: "DoesNotExist"}}
@@ -90,6 +95,8 @@ func TestValidateCreate(t *testing.T) {
 		{"no resources", func(m *mriv1alpha1.Machine) { m.Spec.Resources = nil }, "spec.resources needs cpu and memory"},
 		{"no cpu", func(m *mriv1alpha1.Machine) { m.Spec.Resources.MilliCpu = 0 }, "spec.resources needs cpu and memory"},
 		{"negative memory", func(m *mriv1alpha1.Machine) { m.Spec.Resources.MemoryBytes = -1 }, "spec.resources needs cpu and memory"},
+		{"negative extended resource", func(m *mriv1alpha1.Machine) { m.Spec.Resources.Extended = map[string]int64{"example.com/gpu": -1} },
+			`spec.resources.extended["example.com/gpu"] is -1`},
 		{"no image", func(m *mriv1alpha1.Machine) { m.Spec.Image = nil }, "spec.image needs a reference and its sha256 digest"},
 		{"no reference", func(m *mriv1alpha1.Machine) { m.Spec.Image.Reference = "" }, "resolve the reference first"},
 		{"no digest", func(m *mriv1alpha1.Machine) { m.Spec.Image.Digest = "" }, "resolve the reference first"},

@@ -45,25 +45,9 @@ func openSeed(t *testing.T, userData, metaData []byte) *iso9660.Image {
 
 // An independent ISO9660 reader sees the label and both files through the primary names.
 func TestWriteISOPrimaryVolume(t *testing.T) {
-	img := openSeed(t, userData, metaData)
-	if label, err := img.Label(); err != nil || label != "cidata" {
-		t.Errorf("label = %q, %v; want cidata", label, err)
-	}
-	root, err := img.RootDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	children, err := root.GetChildren()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string][]byte{}
-	for _, c := range children {
-		data, err := io.ReadAll(c.Reader())
-		if err != nil {
-			t.Fatal(err)
-		}
-		got[c.Name()] = data
+	label, got := primaryFiles(t, openSeed(t, userData, metaData))
+	if label != "cidata" {
+		t.Errorf("label = %q; want cidata", label)
 	}
 	want := map[string][]byte{"META_DATA": metaData, "USER_DATA": userData}
 	if len(got) != len(want) {
@@ -82,31 +66,78 @@ func TestWriteISOJolietNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svd := image[17*2048 : 18*2048]
-	if svd[0] != 2 || string(svd[1:6]) != "CD001" || string(svd[88:91]) != "%/E" {
-		t.Fatalf("sector 17 is not a Joliet descriptor: % x", svd[:8])
-	}
-	if label := strings.TrimRight(ucs2(svd[40:72]), " "); label != "cidata" {
+	label, got := jolietFiles(t, image)
+	if label != "cidata" {
 		t.Errorf("Joliet label = %q, want cidata", label)
-	}
-	rootRecord := svd[156:190]
-	extent := binary.LittleEndian.Uint32(rootRecord[2:])
-	size := binary.LittleEndian.Uint32(rootRecord[10:])
-	folder := image[int(extent)*2048 : int(extent)*2048+int(size)]
-	got := map[string][]byte{}
-	for off := 0; off < len(folder) && folder[off] != 0; off += int(folder[off]) {
-		rec := folder[off:]
-		idLen := int(rec[32])
-		if rec[25]&2 != 0 {
-			continue // . and ..
-		}
-		start := int(binary.BigEndian.Uint32(rec[6:])) * 2048
-		length := int(binary.BigEndian.Uint32(rec[14:]))
-		got[ucs2(rec[33:33+idLen])] = image[start : start+length]
 	}
 	if !bytes.Equal(got["user-data"], userData) || !bytes.Equal(got["meta-data"], metaData) || len(got) != 2 {
 		t.Errorf("Joliet files = %v, want user-data and meta-data with their contents", keys(got))
 	}
+}
+
+// primaryFiles reads the label and the root folder's files of img through its primary
+// volume, as kdomanski/iso9660 names them.
+func primaryFiles(t testing.TB, img *iso9660.Image) (string, map[string][]byte) {
+	t.Helper()
+	label, err := img.Label()
+	if err != nil {
+		t.Fatalf("label: %v", err)
+	}
+	root, err := img.RootDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	children, err := root.GetChildren()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]byte{}
+	for _, c := range children {
+		data, err := io.ReadAll(c.Reader())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[c.Name()] = data
+	}
+	return label, got
+}
+
+// jolietFiles reads the label and the root folder's files of image through its Joliet
+// descriptor (sector 17), checking every offset it follows against the image's size.
+func jolietFiles(t testing.TB, image []byte) (string, map[string][]byte) {
+	t.Helper()
+	if len(image) < 18*2048 {
+		t.Fatalf("image of %d bytes has no sector 17", len(image))
+	}
+	svd := image[17*2048 : 18*2048]
+	if svd[0] != 2 || string(svd[1:6]) != "CD001" || string(svd[88:91]) != "%/E" {
+		t.Fatalf("sector 17 is not a Joliet descriptor: % x", svd[:8])
+	}
+	label := strings.TrimRight(ucs2(svd[40:72]), " ")
+	slice := func(what string, start, length uint64) []byte {
+		if start+length > uint64(len(image)) {
+			t.Fatalf("%s at %d, %d bytes, is past the image's end (%d bytes)", what, start, length, len(image))
+		}
+		return image[start : start+length]
+	}
+	rootRecord := svd[156:190]
+	folder := slice("the root folder", uint64(binary.LittleEndian.Uint32(rootRecord[2:]))*2048, uint64(binary.LittleEndian.Uint32(rootRecord[10:])))
+	got := map[string][]byte{}
+	for off := 0; off < len(folder) && folder[off] != 0; off += int(folder[off]) {
+		rec := folder[off:]
+		if len(rec) < 33 || int(rec[0]) > len(rec) || 33+int(rec[32]) > int(rec[0]) {
+			t.Fatalf("folder record at %d is malformed: % x", off, rec[:min(len(rec), 34)])
+		}
+		if rec[25]&2 != 0 {
+			continue // . and ..
+		}
+		name := ucs2(rec[33 : 33+int(rec[32])])
+		if _, dup := got[name]; dup {
+			t.Fatalf("file %q appears twice", name)
+		}
+		got[name] = slice(name, uint64(binary.BigEndian.Uint32(rec[6:]))*2048, uint64(binary.BigEndian.Uint32(rec[14:])))
+	}
+	return label, got
 }
 
 // blkid, which mount and findfs rely on, sees an ISO9660 filesystem labelled cidata.

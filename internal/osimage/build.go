@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/partial"
@@ -24,8 +23,8 @@ func Build(f Files) (v1.Image, error) {
 	if f.Kernel == "" && f.Disk == "" {
 		return nil, fmt.Errorf("%s image: needs a kernel, a disk or both", f.Architecture)
 	}
-	if strings.ContainsAny(f.KernelCommandLine, "\r\n") {
-		return nil, fmt.Errorf("%s image: the kernel command line must be one line", f.Architecture)
+	if err := checkCommandLine(f.KernelCommandLine); err != nil {
+		return nil, fmt.Errorf("%s image: %w", f.Architecture, err)
 	}
 	type part struct {
 		path, title string

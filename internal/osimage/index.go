@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -77,5 +78,18 @@ func parseConfig(raw []byte) (imageConfig, error) {
 	if cfg.OS != OS {
 		return imageConfig{}, fmt.Errorf("%w: config: os %q, want %q", ErrNotOSImage, cfg.OS, OS)
 	}
+	if err := checkCommandLine(cfg.KernelCommandLine); err != nil {
+		return imageConfig{}, fmt.Errorf("%w: config: %v", ErrNotOSImage, err)
+	}
 	return cfg, nil
+}
+
+// checkCommandLine refuses a kernel command line that is not one line of text: the
+// runtimes pass it to QEMU's -append and into the boot configuration Ironic writes, where
+// a line break would start another directive and a NUL cannot be passed at all.
+func checkCommandLine(s string) error {
+	if strings.ContainsAny(s, "\r\n\x00") {
+		return fmt.Errorf("the kernel command line must be one line without NUL: %q", s)
+	}
+	return nil
 }

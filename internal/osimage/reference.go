@@ -24,23 +24,24 @@ func AllowPlainHTTP(host string) { plainHTTP.Store(host, true) }
 
 // ParseReference parses an image reference; registries on loopback (the embedded one),
 // and those allowed by AllowPlainHTTP, are spoken to over plain HTTP, all others over HTTPS.
+// The registry is the one the parsed reference names: "localhost:5000" alone is a Docker Hub
+// repository with a tag, not the registry on port 5000, and keeps HTTPS.
 func ParseReference(reference string) (name.Reference, error) {
-	var opts []name.Option
-	host, _, _ := strings.Cut(reference, "/")
-	if _, allowed := plainHTTP.Load(host); allowed || loopback(reference) {
-		opts = append(opts, name.Insecure)
-	}
-	ref, err := name.ParseReference(reference, opts...)
+	ref, err := name.ParseReference(reference)
 	if err != nil {
 		return nil, fmt.Errorf("image reference %q: %w", reference, err)
 	}
-	return ref, nil
+	registry := ref.Context().RegistryStr()
+	if _, allowed := plainHTTP.Load(registry); !allowed && !loopback(registry) {
+		return ref, nil
+	}
+	return name.ParseReference(reference, name.Insecure)
 }
 
-// loopback reports whether the reference's registry is on this machine.
-func loopback(reference string) bool {
-	host, _, _ := strings.Cut(reference, "/")
-	if h, _, err := net.SplitHostPort(host); err == nil {
+// loopback reports whether a registry (host[:port]) is on this machine.
+func loopback(registry string) bool {
+	host := registry
+	if h, _, err := net.SplitHostPort(registry); err == nil {
 		host = h
 	}
 	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")

@@ -79,7 +79,9 @@ func TestManifestKind(t *testing.T) {
 	}
 }
 
-func TestLoopback(t *testing.T) {
+// Plain HTTP goes to the registries a reference names on loopback, and to no other: a
+// reference without a registry part is Docker Hub's, whatever it looks like.
+func TestParseReferencePlainHTTPOnlyOnLoopback(t *testing.T) {
 	for ref, want := range map[string]bool{
 		"127.0.0.1:5000/anvil/testos:1": true,
 		"localhost:5000/a":              true,
@@ -87,11 +89,18 @@ func TestLoopback(t *testing.T) {
 		"[::1]:5000/a":                  true,
 		"127.0.0.2/a":                   true,
 		"registry.example.com/a:1":      false,
-		"ghcr.io/anvil/testos@sha256:0": false,
-		"anvil/testos":                  false,
+		"ghcr.io/anvil/testos@sha256:" + strings.Repeat("0", 64): false,
+		"anvil/testos":   false,
+		"localhost":      false,
+		"127.0.0.1:5000": false,
+		"localhost:5000": false,
 	} {
-		if got := loopback(ref); got != want {
-			t.Errorf("loopback(%q) = %v", ref, got)
+		r, err := ParseReference(ref)
+		if err != nil {
+			t.Fatalf("%s: %v", ref, err)
+		}
+		if got := r.Context().Scheme() == "http"; got != want {
+			t.Errorf("ParseReference(%q) speaks plain HTTP to %s: %v, want %v", ref, r.Context().RegistryStr(), got, want)
 		}
 	}
 }

@@ -167,6 +167,35 @@ func TestInvalidIgnitionIsACondition(t *testing.T) {
 	})
 }
 
+// A tenant's Ignition Secret of many thousands of errors (a few hundred KiB) is reported on
+// the Machine like any invalid config. Ignition's full report of it ran for many seconds in
+// the poollet and was megabytes long, more than a condition's message may hold, so the
+// status write was refused and the Machine never said why it did not run.
+func TestIgnitionOfThousandsOfErrorsIsACondition(t *testing.T) {
+	startControllers(t)
+	p := newPool(t, "ignition-errors", nil)
+	files := make([]string, 20000)
+	for i := range files {
+		files[i] = `{"path":"r"}`
+	}
+	config := `{"ignition":{"version":"3.4.0"},"storage":{"files":[` + strings.Join(files, ",") + `]}}`
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns-ignition-errors", Name: "ign"},
+		Data: map[string][]byte{computev1alpha1.DefaultIgnitionKey: []byte(config)}}
+	m := newMachine(t, "ignition-errors", "vm", func(m *computev1alpha1.Machine) {
+		m.Spec.IgnitionRef = &computev1alpha1.SecretKeySelector{Name: "ign"}
+	})
+	if err := env.Client.Create(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, m, "reported the invalid config", func(m *computev1alpha1.Machine) bool {
+		c := meta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionIgnitionReady)
+		return c != nil && c.Reason == computev1alpha1.ReasonIgnitionInvalid && strings.Contains(c.Message, "more errors")
+	})
+	if got := p.runtimeMachines(m); len(got) != 0 {
+		t.Fatalf("the runtime got %d machines for an invalid config", len(got))
+	}
+}
+
 // Defence in depth: a Machine bound to a pool without the scheduler (by a holder of bind)
 // whose tenant policy leaves its namespace out, or whose taint it does not tolerate, is
 // not created by the poollet; it says why. Once the pool admits it, it runs.

@@ -13,6 +13,7 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/imageref"
+	"github.com/anvil-dev/anvil/internal/poollet/firstboot"
 	"github.com/anvil-dev/anvil/internal/registrynet"
 )
 
@@ -77,7 +78,7 @@ func firstBoot(ctx context.Context, reader client.Reader, m *computev1alpha1.Mac
 		return nil, &firstBootError{computev1alpha1.ReasonSecretNotFound, fmt.Sprintf("Secret %s has no key %q", ref.Name, key)}
 	}
 	if format == mriv1alpha1.ConfigFormat_CONFIG_FORMAT_IGNITION {
-		if err := validateIgnition(data); err != nil {
+		if err := firstboot.ValidateIgnition(data); err != nil {
 			return nil, &firstBootError{computev1alpha1.ReasonIgnitionInvalid, fmt.Sprintf("Secret %s key %q: %v", ref.Name, key, err)}
 		}
 	}

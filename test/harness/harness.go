@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -46,9 +47,17 @@ func (e *Env) BeforeStop(f func()) { e.beforeStop = append(e.beforeStop, f) }
 
 // Main starts a control plane, runs the package's tests against it, stops it and exits.
 // Call it from TestMain; *env is set before any test runs.
+//
+// A fuzzing worker (a process go test -fuzz starts) runs only the fuzz target, never the
+// package's other tests, and anvil's fuzz targets are pure: it gets no control plane, so
+// fuzzing one function does not start an API server beside it. *env stays nil there.
 func Main(m *testing.M, env **Env) {
 	// Controllers under test log through controller-runtime; keep their output out of test logs.
 	ctrllog.SetLogger(logr.Discard())
+	flag.Parse()
+	if f := flag.Lookup("test.fuzzworker"); f != nil && f.Value.String() == "true" {
+		os.Exit(m.Run())
+	}
 	e, err := Start()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "harness: cannot start the control plane: %v\n", err)

@@ -18,6 +18,7 @@ func TestParseRefusesWhatIsNotSupportedWithItsLine(t *testing.T) {
 		{"heredoc", "", "RUN <<EOT\necho hi\nEOT\n", "line 1: RUN: heredocs are not supported"},
 		{"COPY one word", "", "COPY a\n", "line 1: COPY needs at least one source and a destination"},
 		{"continued line", "", "RUN true\nRUN echo \\\n  a\nUSER root\n", "line 4: USER is not supported"},
+		{"NUL", "", "RUN true\nENV A=a\x00b\n", "line 2: a NUL byte"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse(tc.file, tc.text)
@@ -28,9 +29,8 @@ func TestParseRefusesWhatIsNotSupportedWithItsLine(t *testing.T) {
 	}
 }
 
-func TestInterpret(t *testing.T) {
-	context := []string{"motd", "etc/a.conf", "etc/sub/b.conf", "other"}
-	text := `ARG TARGETARCH
+// interpretRecipe uses every instruction, variables and COPY of files and folders.
+const interpretRecipe = `ARG TARGETARCH
 ARG VERSION=1.${TARGETARCH}
 ENV GREETING="hello world" ARCH=$TARGETARCH
 LABEL org.example.version=$VERSION "team"="os team"
@@ -43,6 +43,10 @@ COPY etc /etc/anvil/
 WORKDIR sub
 COPY motd other ./
 `
+
+func TestInterpret(t *testing.T) {
+	context := []string{"motd", "etc/a.conf", "etc/sub/b.conf", "other"}
+	text := interpretRecipe
 	steps, err := Parse("", text)
 	if err != nil {
 		t.Fatal(err)
@@ -125,5 +129,33 @@ func TestInterpretReadsOnlyTheFilesCopied(t *testing.T) {
 	}
 	if want := []string{"dir/x"}; !reflect.DeepEqual(p.ContextFiles, want) {
 		t.Errorf("context files = %v, want %v (a prefix of a name is not a directory)", p.ContextFiles, want)
+	}
+}
+
+// A destination of ".", "" or ending in "/." is the working directory, as buildkit reads it,
+// and one that cleans to the root is the root folder: a file is copied into them, never over.
+func TestInterpretCopyIntoDirectoryDestinations(t *testing.T) {
+	for _, tc := range []struct{ copy, want string }{
+		{"COPY motd .", "/opt/app/motd"},
+		{`COPY motd ""`, "/opt/app/motd"},
+		{"COPY motd ./", "/opt/app/motd"},
+		{"COPY motd /etc/.", "/etc/motd"},
+		{"COPY motd sub/.", "/opt/app/sub/motd"},
+		{"COPY motd /etc/..", "/motd"},
+		{"COPY motd ../../..", "/motd"},
+		{"COPY motd banner", "/opt/app/banner"},
+		{"COPY motd /etc/motd.d/..x", "/etc/motd.d/..x"},
+	} {
+		steps, err := Parse("", "WORKDIR /opt/app\n"+tc.copy+"\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := Interpret("amd64", steps, []string{"motd"})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.copy, err)
+		}
+		if got := p.Ops[1].Copies; len(got) != 1 || got[0].To != tc.want {
+			t.Errorf("%s: copies %+v, want motd to %s", tc.copy, got, tc.want)
+		}
 	}
 }

@@ -66,6 +66,11 @@ func Parse(file, text string) ([]Step, error) {
 	if !hasInstructions(text) { // buildkit refuses an empty file; here it is no steps
 		return nil, nil
 	}
+	if i := strings.IndexByte(text, 0); i >= 0 {
+		// No command line, environment or path can hold one: refused here, not by the
+		// build agent after a builder Machine started.
+		return nil, &Error{File: file, Line: 1 + strings.Count(text[:i], "\n"), Msg: "a NUL byte: a Containerfile is text"}
+	}
 	res, err := parser.Parse(strings.NewReader(text))
 	if err != nil {
 		return nil, &Error{File: file, Msg: err.Error()}

@@ -195,11 +195,14 @@ func Interpret(arch string, steps []Step, context []string) (Program, error) {
 
 // resolveCopy turns COPY's sources and destination into context files and root paths. A
 // source names a context file, a directory of them (its files keep their paths below it)
-// or "." for all of them. The destination is a directory when it ends in "/", when there
-// are several sources or when a source is a directory.
+// or "." for all of them. The destination is a directory when it names one as buildkit
+// reads it (see namesDir), when there are several sources or when a source is a directory.
 func resolveCopy(srcs []string, dest, dir string, files map[string]bool) ([]Copy, error) {
-	intoDir := strings.HasSuffix(dest, "/") || len(srcs) > 1
+	intoDir := namesDir(dest) || len(srcs) > 1
 	dest = abs(dir, dest)
+	if dest == "/" {
+		intoDir = true // the root is always a folder: a file written over it would fail the build
+	}
 	type match struct{ from, rel string }
 	var matches []match
 	for _, src := range srcs {
@@ -240,6 +243,13 @@ func resolveCopy(srcs []string, dest, dir string, files map[string]bool) ([]Copy
 		copies = append(copies, Copy{From: m.from, To: to})
 	}
 	return copies, nil
+}
+
+// namesDir reports whether a COPY destination says it is a directory: it ends in "/" or
+// "/.", or it is "." or empty (the working directory), as buildkit reads it, so that
+// `COPY motd .` copies into the working directory instead of over it.
+func namesDir(dest string) bool {
+	return dest == "" || dest == "." || strings.HasSuffix(dest, "/") || strings.HasSuffix(dest, "/.")
 }
 
 // abs resolves p against the working directory dir.

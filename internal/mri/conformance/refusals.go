@@ -64,7 +64,12 @@ func (s *suite) malformedRefused(t *testing.T) {
 		{"no memory", func(m *mriv1alpha1.Machine) {
 			m.Spec.Resources = &mriv1alpha1.Resources{MilliCpu: m.Spec.GetResources().GetMilliCpu()}
 		}},
+		{"negative extended resource", func(m *mriv1alpha1.Machine) {
+			m.Spec.Resources = &mriv1alpha1.Resources{MilliCpu: m.Spec.GetResources().GetMilliCpu(),
+				MemoryBytes: m.Spec.GetResources().GetMemoryBytes(), Extended: map[string]int64{"example.com/gpu": -1}}
+		}},
 		{"no image", func(m *mriv1alpha1.Machine) { m.Spec.Image = nil }},
+		{"hostname that is not one", func(m *mriv1alpha1.Machine) { m.Spec.Hostname = "vm\ninstance-id: other" }},
 		{"image without a reference", func(m *mriv1alpha1.Machine) {
 			m.Spec.Image = &mriv1alpha1.Image{Digest: m.Spec.GetImage().GetDigest()}
 		}},

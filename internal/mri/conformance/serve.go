@@ -32,7 +32,7 @@ type Served struct {
 
 // Serve returns a Served that serves the runtimes start makes on endpoint, one at a
 // time. When t ends, the runtime serving then is stopped and every client closed.
-func Serve(t *testing.T, endpoint string, start func() (Runtime, error)) *Served {
+func Serve(t testing.TB, endpoint string, start func() (Runtime, error)) *Served {
 	s := &Served{endpoint: endpoint, start: start}
 	t.Cleanup(func() {
 		if err := s.halt(); err != nil {
@@ -47,6 +47,12 @@ func Serve(t *testing.T, endpoint string, start func() (Runtime, error)) *Served
 
 // Start starts a runtime and returns a client for it.
 func (s *Served) Start(t *testing.T) mriv1alpha1.MachineRuntimeClient {
+	t.Helper()
+	return s.serve(t)
+}
+
+// serve is Start for any test, a fuzz test's set-up among them.
+func (s *Served) serve(t testing.TB) mriv1alpha1.MachineRuntimeClient {
 	t.Helper()
 	rt, err := s.start()
 	if err != nil {

@@ -212,14 +212,15 @@ func (r *Runtime) admit(want *mriv1alpha1.Resources) error {
 		}
 	}
 	alloc := r.cfg.Allocatable
-	if used.MilliCpu+want.GetMilliCpu() > alloc.GetMilliCpu() {
+	// want > alloc-used, not used+want > alloc: a huge want would overflow the sum and fit.
+	if want.GetMilliCpu() > alloc.GetMilliCpu()-used.MilliCpu {
 		return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_NO_CAPACITY, "pool %s: not enough cpu", r.cfg.Name)
 	}
-	if used.MemoryBytes+want.GetMemoryBytes() > alloc.GetMemoryBytes() {
+	if want.GetMemoryBytes() > alloc.GetMemoryBytes()-used.MemoryBytes {
 		return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_NO_CAPACITY, "pool %s: not enough memory", r.cfg.Name)
 	}
 	for k, v := range want.GetExtended() {
-		if used.Extended[k]+v > alloc.GetExtended()[k] {
+		if v > alloc.GetExtended()[k]-used.Extended[k] {
 			return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_NO_CAPACITY, "pool %s: not enough %s", r.cfg.Name, k)
 		}
 	}

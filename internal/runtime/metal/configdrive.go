@@ -16,12 +16,16 @@ const maxUserData = 512 << 10
 
 // metaData is the config drive's meta_data.json (the OpenStack layout cloud-init and
 // Ignition read): uuid is the Machine's uid, so a new Machine on the same server is a
-// new instance to them; the hostname is the spec's, or the Machine's name.
+// new instance to them; the hostname is the spec's (checked by mri.ValidateCreate), or
+// the Machine's name when that is a hostname, or the machine id.
 func metaData(id string, labels map[string]string, spec *mriv1alpha1.MachineSpec) ([]byte, error) {
 	name := machineName(id, labels)
 	hostname := spec.GetHostname()
 	if hostname == "" {
 		hostname = name
+	}
+	if !mri.IsHostname(hostname) {
+		hostname = id
 	}
 	return json.Marshal(map[string]string{
 		"uuid":           labels[mri.LabelMachineUID],

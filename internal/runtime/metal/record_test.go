@@ -62,6 +62,8 @@ func TestMetaData(t *testing.T) {
 			map[string]string{"uuid": "u1", "name": "web", "hostname": "web", "local-hostname": "web"}},
 		{"no Machine name", map[string]string{mri.LabelMachineUID: "u1"}, "",
 			map[string]string{"uuid": "u1", "name": "pool-1", "hostname": "pool-1", "local-hostname": "pool-1"}},
+		{"Machine name that is not a hostname", map[string]string{mri.LabelMachineUID: "u1", LabelMachineName: "web\n1"}, "",
+			map[string]string{"uuid": "u1", "name": "web\n1", "hostname": "pool-1", "local-hostname": "pool-1"}},
 	} {
 		raw, err := metaData("pool-1", tc.labels, &mriv1alpha1.MachineSpec{Hostname: tc.host})
 		if err != nil {

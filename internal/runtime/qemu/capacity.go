@@ -38,16 +38,17 @@ func scaled(milliCPU, memoryBytes int64, cpuRatio, memoryRatio float64) *mriv1al
 }
 
 // fits reports why want does not fit beside used within alloc, or "" when it fits
-// (CONTRACT.md E5).
+// (CONTRACT.md E5). It compares want with what is left, never used+want with alloc: a
+// huge want would overflow the sum and fit.
 func fits(alloc, used, want *mriv1alpha1.Resources) string {
-	if used.GetMilliCpu()+want.GetMilliCpu() > alloc.GetMilliCpu() {
+	if want.GetMilliCpu() > alloc.GetMilliCpu()-used.GetMilliCpu() {
 		return fmt.Sprintf("cpu: %dm used, %dm asked, %dm allocatable", used.GetMilliCpu(), want.GetMilliCpu(), alloc.GetMilliCpu())
 	}
-	if used.GetMemoryBytes()+want.GetMemoryBytes() > alloc.GetMemoryBytes() {
+	if want.GetMemoryBytes() > alloc.GetMemoryBytes()-used.GetMemoryBytes() {
 		return fmt.Sprintf("memory: %d bytes used, %d asked, %d allocatable", used.GetMemoryBytes(), want.GetMemoryBytes(), alloc.GetMemoryBytes())
 	}
 	for k, v := range want.GetExtended() {
-		if used.GetExtended()[k]+v > alloc.GetExtended()[k] {
+		if v > alloc.GetExtended()[k]-used.GetExtended()[k] {
 			return fmt.Sprintf("%s: this pool has none to spare", k)
 		}
 	}
