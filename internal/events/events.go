@@ -49,13 +49,17 @@ func NewLimit(perSecond float64, burst int) *Limit {
 	return &Limit{l: rate.NewLimiter(rate.Limit(perSecond), burst)}
 }
 
-// DefaultLimit is the budget of a process that does not set its own.
-var DefaultLimit = NewLimit(DefaultPerSecond, DefaultBurst)
+// processLimit is the budget New gives a Recorder without one of its own.
+var processLimit = NewLimit(DefaultPerSecond, DefaultBurst)
 
-// New is a Recorder writing through to under limit (DefaultLimit when nil).
+// SetProcessLimit replaces the process's budget for the Recorders made after it: for a
+// process that writes many Events on purpose (a test of a whole package in one process).
+func SetProcessLimit(perSecond float64, burst int) { processLimit = NewLimit(perSecond, burst) }
+
+// New is a Recorder writing through to under limit (the process's when nil).
 func New(to events.EventRecorder, limit *Limit) *Recorder {
 	if limit == nil {
-		limit = DefaultLimit
+		limit = processLimit
 	}
 	return &Recorder{to: to, limit: limit.l}
 }

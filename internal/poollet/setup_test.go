@@ -3,6 +3,7 @@ package poollet_test
 import (
 	"context"
 	"fmt"
+	"github.com/anvil-dev/anvil/internal/events"
 	"path/filepath"
 	"testing"
 	"time"
@@ -177,6 +178,9 @@ func startControllers(t *testing.T) {
 		return
 	}
 	managerStarted = true
+	// The package's tests write far more Events in one process than a manager and a
+	// poollet do, and check them: no drops.
+	events.SetProcessLimit(10000, 100000)
 	o := manager.DefaultOptions()
 	o.MetricsAddr, o.HealthAddr = "0", "0"
 	o.ImageArchitectures = manager.ImageArchitecturesAny // the tests' images name no real registry

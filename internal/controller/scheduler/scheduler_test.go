@@ -44,7 +44,9 @@ func startScheduler(t *testing.T, r *Reconciler) {
 	}
 	r.Client = mgr.GetClient()
 	if r.Events == nil {
-		r.Events = events.New(mgr.GetEventRecorder("scheduler"), nil)
+		// The package's tests write more Events in one process than a scheduler does in a
+		// second, and check them: no drops.
+		r.Events = events.New(mgr.GetEventRecorder("scheduler"), events.NewLimit(10000, 100000))
 	}
 	if r.Strategy == scheduler.StrategyUnspecified {
 		r.Strategy = scheduler.StrategySpread

@@ -2,6 +2,7 @@ package metal
 
 import (
 	"context"
+	"github.com/anvil-dev/anvil/internal/events"
 	"os"
 	"os/exec"
 	"sync"
@@ -27,6 +28,9 @@ func startInfrastructure(t *testing.T, ns string) *deployments {
 	if _, err := exec.LookPath("ironic"); err != nil {
 		t.Fatalf("ironic is not installed: %s", ironic.InstallHint)
 	}
+	// The package's sites, in one process, write more Events than one site does, and a
+	// test checks them: no drops.
+	events.SetProcessLimit(10000, 100000)
 	dir, err := os.MkdirTemp("", "anvil-metal-rt-")
 	if err != nil {
 		t.Fatal(err)
