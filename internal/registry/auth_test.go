@@ -171,8 +171,13 @@ func TestScopedPushCredentialWritesOnlyItsRepository(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, from := range []string{"team-b/os", ""} {
-		u := fmt.Sprintf("http://%s/v2/team-a/os/blobs/uploads/?mount=%s&from=%s", reg.Host, d, from)
+	// Mounts into its own repository: from another tenant's and from nowhere refused, from
+	// the base it reads allowed.
+	for _, tc := range []struct {
+		from string
+		want int
+	}{{"team-b/os", http.StatusForbidden}, {"", http.StatusForbidden}, {"anvil/builder", http.StatusCreated}} {
+		u := fmt.Sprintf("http://%s/v2/team-a/os/blobs/uploads/?mount=%s&from=%s", reg.Host, d, tc.from)
 		req, _ := http.NewRequest(http.MethodPost, u, nil)
 		req.SetBasicAuth(found.Username, found.Password)
 		resp, err := http.DefaultClient.Do(req)
@@ -180,8 +185,8 @@ func TestScopedPushCredentialWritesOnlyItsRepository(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusForbidden {
-			t.Errorf("mount from %q into its own repository: HTTP %d, want 403", from, resp.StatusCode)
+		if resp.StatusCode != tc.want {
+			t.Errorf("mount from %q into its own repository: HTTP %d, want %d", tc.from, resp.StatusCode, tc.want)
 		}
 	}
 
@@ -202,20 +207,9 @@ func TestScopedPushCredentialWritesOnlyItsRepository(t *testing.T) {
 	if err := remote.Write(ref("team-a/os"), logImg, basic(found)); err != nil {
 		t.Fatalf("push an artifact about its own image: %v", err)
 	}
-	// It reads what it names (its build's base) and mounts from there.
+	// It reads what it names (its build's base).
 	if _, err := remote.Image(ref("anvil/builder"), basic(found)); err != nil {
 		t.Fatalf("read its base with the scoped credential: %v", err)
-	}
-	u := fmt.Sprintf("http://%s/v2/team-a/os/blobs/uploads/?mount=%s&from=anvil/builder", reg.Host, d)
-	req, _ := http.NewRequest(http.MethodPost, u, nil)
-	req.SetBasicAuth(found.Username, found.Password)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		t.Errorf("mount from its base into its own repository: HTTP %d, want 201", resp.StatusCode)
 	}
 }
 
