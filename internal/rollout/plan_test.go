@@ -1,0 +1,135 @@
+package rollout
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"pgregory.net/rapid"
+)
+
+const target = "sha256:new"
+
+func TestDecide(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	pending := func(name, pool string) Machine { return Machine{Name: name, Pool: pool, Available: true} }
+	updated := func(name, pool string) Machine {
+		return Machine{Name: name, Pool: pool, Available: true, Current: true, Asked: target, AskedAt: now.Add(-time.Minute)}
+	}
+	updating := func(name, pool string) Machine {
+		return Machine{Name: name, Pool: pool, Asked: target, AskedAt: now.Add(-time.Minute)}
+	}
+	for _, tc := range []struct {
+		name     string
+		machines []Machine
+		max      intstr.IntOrString
+		paused   bool
+		ask      string
+		counts   string // updated/updating/pending
+		stalled  string
+	}{
+		{"one at a time", []Machine{pending("a", "p"), pending("b", "p"), pending("c", "p")}, intstr.FromInt32(1), false, "a", "0/0/3", ""},
+		{"the next once the first is back", []Machine{updated("a", "p"), pending("b", "p"), pending("c", "p")}, intstr.FromInt32(1), false, "b", "1/0/2", ""},
+		{"none while one is away", []Machine{updating("a", "p"), pending("b", "p")}, intstr.FromInt32(1), false, "", "0/1/1", ""},
+		{"a machine down for another reason counts", []Machine{{Name: "a", Pool: "p"}, pending("b", "p")}, intstr.FromInt32(1), false, "", "0/0/2", ""},
+		{"per pool", []Machine{pending("a", "p1"), pending("b", "p1"), pending("c", "p2")}, intstr.FromInt32(1), false, "a c", "0/0/3", ""},
+		{"10% of 20 is 2", machines(20, "p"), intstr.FromString("10%"), false, "m00 m01", "0/0/20", ""},
+		{"10% of 5 rounds down to 0, at least 1", machines(5, "p"), intstr.FromString("10%"), false, "m00", "0/0/5", ""},
+		{"already current: nothing to do", []Machine{{Name: "a", Pool: "p", Available: true, Current: true}}, intstr.FromInt32(1), false, "", "1/0/0", ""},
+		{"paused", []Machine{pending("a", "p")}, intstr.FromInt32(1), true, "", "0/0/1", ""},
+		{"refused stops everything", []Machine{{Name: "a", Pool: "p", Available: true, Asked: target, AskedAt: now, Refused: "IMAGE_NOT_FOUND"}, pending("b", "p2")},
+			intstr.FromInt32(5), false, "", "0/1/1", "Machine a: its pool refused the new image: IMAGE_NOT_FOUND"},
+		{"past the deadline stops everything", []Machine{{Name: "a", Pool: "p", Asked: target, AskedAt: now.Add(-time.Hour)}, pending("b", "p2")},
+			intstr.FromInt32(5), false, "", "0/1/1", "Machine a did not come back running the new image within 10m0s"},
+		{"asked for an older target: asked again", []Machine{{Name: "a", Pool: "p", Available: true, Asked: "sha256:old", AskedAt: now.Add(-time.Hour)}}, intstr.FromInt32(1), false, "a", "0/0/1", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := Decide(Input{Target: target, Machines: tc.machines, MaxUnavailable: tc.max, Paused: tc.paused, Deadline: 10 * time.Minute, Now: now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(p.Ask, " "); got != tc.ask {
+				t.Errorf("ask %q, want %q", got, tc.ask)
+			}
+			if got := fmt.Sprintf("%d/%d/%d", p.Updated, p.Updating, p.Pending); got != tc.counts {
+				t.Errorf("updated/updating/pending %s, want %s", got, tc.counts)
+			}
+			if p.Stalled != tc.stalled {
+				t.Errorf("stalled %q, want %q", p.Stalled, tc.stalled)
+			}
+		})
+	}
+	if _, err := Decide(Input{Target: target, Machines: machines(1, "p"), MaxUnavailable: intstr.FromString("ten")}); err == nil {
+		t.Error("maxUnavailable \"ten\" decided, want an error")
+	}
+}
+
+func machines(n int, pool string) []Machine {
+	var out []Machine
+	for i := range n {
+		out = append(out, Machine{Name: fmt.Sprintf("m%02d", i), Pool: pool, Available: true})
+	}
+	return out
+}
+
+// Safety: a wave never takes a pool past its limit (counting what is already down), and
+// asks only Machines that run, are behind and were not asked. Liveness: when nothing
+// stalls or pauses it, a pool with room and a Machine waiting gets one asked.
+func TestDecideProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		now := time.Unix(1_000_000, 0)
+		var ms []Machine
+		for i, n := 0, rapid.IntRange(0, 30).Draw(t, "n"); i < n; i++ {
+			m := Machine{Name: fmt.Sprint("m", i), Pool: fmt.Sprint("p", rapid.IntRange(0, 3).Draw(t, "pool")),
+				Current: rapid.Bool().Draw(t, "current"), Available: rapid.Bool().Draw(t, "available")}
+			if rapid.Bool().Draw(t, "asked") {
+				m.Asked = rapid.SampledFrom([]string{target, "sha256:old"}).Draw(t, "askedFor")
+				m.AskedAt = now.Add(-time.Duration(rapid.IntRange(0, 20).Draw(t, "minutes")) * time.Minute)
+			}
+			ms = append(ms, m)
+		}
+		max := intstr.FromInt32(int32(rapid.IntRange(1, 5).Draw(t, "max")))
+		if rapid.Bool().Draw(t, "percent") {
+			max = intstr.FromString(fmt.Sprintf("%d%%", rapid.IntRange(1, 100).Draw(t, "pct")))
+		}
+		in := Input{Target: target, Machines: ms, MaxUnavailable: max, Deadline: 10 * time.Minute, Now: now}
+		p, err := Decide(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		asked := map[string]bool{}
+		for _, n := range p.Ask {
+			asked[n] = true
+		}
+		perPool := map[string][]Machine{}
+		for _, m := range ms {
+			perPool[m.Pool] = append(perPool[m.Pool], m)
+			if asked[m.Name] && (m.Current || !m.Available || m.Asked == target) {
+				t.Fatalf("asked %+v, which is current, down or asked already", m)
+			}
+		}
+		for pool, pms := range perPool {
+			limit, _ := maxUnavailable(max, len(pms))
+			down, newly, waiting := 0, 0, 0
+			for _, m := range pms {
+				if !m.Available || m.Asked == target && !m.Current {
+					down++
+				}
+				if asked[m.Name] {
+					newly++
+				}
+				if m.Available && !m.Current && m.Asked != target {
+					waiting++
+				}
+			}
+			if newly > 0 && down+newly > limit {
+				t.Fatalf("pool %s: %d down and %d asked, past its limit %d", pool, down, newly, limit)
+			}
+			if p.Stalled == "" && newly == 0 && waiting > 0 && down < limit {
+				t.Fatalf("pool %s: room for %d and %d waiting, none asked", pool, limit-down, waiting)
+			}
+		}
+	})
+}
