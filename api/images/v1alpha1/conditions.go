@@ -9,6 +9,37 @@ const (
 	// ConditionDegraded: the published index carries an architecture forward from an
 	// earlier build because its build of the current inputs failed (CarryForward).
 	ConditionDegraded = "Degraded"
+	// ConditionRollingOut, on an OSImage: True while Machines booting the output tag are
+	// being moved to the published index; False when all run it (Complete), when
+	// spec.rollout.paused holds it (Paused), or when a Machine did not come back (Stalled,
+	// naming it). Absent before the first publication.
+	ConditionRollingOut = "RollingOut"
+)
+
+// Reasons of the RollingOut condition.
+const (
+	ReasonRollingOut      = "RollingOut"
+	ReasonRolloutComplete = "Complete"
+	ReasonRolloutPaused   = "Paused"
+	ReasonRolloutStalled  = "Stalled"
+)
+
+// Reasons of the Events on an OSImage about its rollout.
+const (
+	EventRolloutStarted  = "RolloutStarted"
+	EventRolloutStalled  = "RolloutStalled"
+	EventRolloutComplete = "RolloutComplete"
+)
+
+// Annotations on a Machine by which the OSImage controller asks its pool to reimage it to
+// a published index (the only writer; a poollet reads them). AnnotationRolloutTarget is the
+// pinned reference TAG@DIGEST: the Machine's tag (spelled in full, as a registry client
+// does) and the index digest to boot. The poollet acts on it only while spec.image still
+// names that tag, so a Machine moved to another image is never sent back.
+// AnnotationRolloutAskedAt is when it was asked (RFC 3339), for the progress deadline.
+const (
+	AnnotationRolloutTarget  = "images.anvil.dev/rollout-target"
+	AnnotationRolloutAskedAt = "images.anvil.dev/rollout-asked-at"
 )
 
 // Reasons of the OSImage's and OSImageBuild's conditions.

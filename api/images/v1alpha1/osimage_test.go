@@ -2,11 +2,14 @@ package v1alpha1_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
@@ -94,6 +97,16 @@ func TestOSImageRejectsInvalid(t *testing.T) {
 		{"bad tag", func(o *imagesv1alpha1.OSImage) { o.Spec.Output.Tag = "-x" }, "spec.output.tag"},
 		{"unknown publish policy", func(o *imagesv1alpha1.OSImage) { o.Spec.Publish = "Sometimes" }, `Unsupported value: "Sometimes"`},
 		{"too many retries", func(o *imagesv1alpha1.OSImage) { n := int32(11); o.Spec.Builder.Retries = &n }, "spec.builder.retries"},
+		{"maxUnavailable 0", rollout(intstr.FromInt32(0)), "maxUnavailable: a count must be at least 1"},
+		{"maxUnavailable negative", rollout(intstr.FromInt32(-2)), "maxUnavailable: a count must be at least 1"},
+		{"maxUnavailable 0%", rollout(intstr.FromString("0%")), "maxUnavailable: a percentage must be from 1% to 100%"},
+		{"maxUnavailable over 100%", rollout(intstr.FromString("101%")), "maxUnavailable: a percentage must be from 1% to 100%"},
+		{"maxUnavailable a word", rollout(intstr.FromString("ten")), `maxUnavailable: a string must be a whole percentage such as "10%"`},
+		{"maxUnavailable a count in quotes", rollout(intstr.FromString("3")), `maxUnavailable: a string must be a whole percentage such as "10%"`},
+		{"maxUnavailable a fraction", rollout(intstr.FromString("2.5%")), `maxUnavailable: a string must be a whole percentage such as "10%"`},
+		{"progress deadline 0", func(o *imagesv1alpha1.OSImage) {
+			o.Spec.Rollout = &imagesv1alpha1.RolloutSpec{ProgressDeadlineSeconds: ptr.To[int32](0)}
+		}, "spec.rollout.progressDeadlineSeconds"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := validOSImage("invalid")
@@ -106,6 +119,30 @@ func TestOSImageRejectsInvalid(t *testing.T) {
 				t.Fatalf("error %q does not say %q", err.Error(), tc.message)
 			}
 		})
+	}
+}
+
+func rollout(max intstr.IntOrString) func(*imagesv1alpha1.OSImage) {
+	return func(o *imagesv1alpha1.OSImage) { o.Spec.Rollout = &imagesv1alpha1.RolloutSpec{MaxUnavailable: &max} }
+}
+
+// The rollout's defaults, and the forms of maxUnavailable it takes.
+func TestOSImageRolloutDefaultsAndValidForms(t *testing.T) {
+	ctx := context.Background()
+	o := validOSImage("rollout-defaults")
+	o.Spec.Rollout = &imagesv1alpha1.RolloutSpec{}
+	if err := env.Client.Create(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	if r := o.Spec.Rollout; r.MaxUnavailable == nil || r.MaxUnavailable.String() != "1" || r.ProgressDeadlineSeconds == nil || *r.ProgressDeadlineSeconds != 600 {
+		t.Errorf("rollout = %+v, want maxUnavailable 1 and progressDeadlineSeconds 600 by default", r)
+	}
+	for i, v := range []intstr.IntOrString{intstr.FromInt32(1), intstr.FromInt32(50), intstr.FromString("1%"), intstr.FromString("10%"), intstr.FromString("100%")} {
+		o := validOSImage(fmt.Sprint("rollout-valid-", i))
+		rollout(v)(o)
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Errorf("maxUnavailable %s refused: %v", v.String(), err)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 )
@@ -69,6 +70,36 @@ type OSImageSpec struct {
 	// +optional
 	// +kubebuilder:default=AllArchitectures
 	Publish PublishPolicy `json:"publish,omitempty"`
+
+	// Rollout says how Machines booting the output tag move to a newly published index.
+	// +optional
+	Rollout *RolloutSpec `json:"rollout,omitempty"`
+}
+
+// RolloutSpec paces the reimaging of the Machines that boot the output tag (under
+// imageUpdatePolicy Reimage) when a new index is published: a wave at a time, so that no
+// MachinePool has more than maxUnavailable of them unavailable at once.
+type RolloutSpec struct {
+	// MaxUnavailable is how many of a MachinePool's Machines of this rollout may be
+	// unavailable at once: a count (at least 1), or a percentage of the pool's Machines
+	// ("10%", rounded down, but at least one Machine). Each pool has its own budget.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) != int || self >= 1",message="maxUnavailable: a count must be at least 1 (a rollout that may take no Machine down never moves); give 1 or more, or a percentage such as \"10%\""
+	// +kubebuilder:validation:XValidation:rule="type(self) != string || self.matches('^[0-9]{1,3}%$')",message="maxUnavailable: a string must be a whole percentage such as \"10%\"; for a count, give a number without quotes"
+	// +kubebuilder:validation:XValidation:rule="type(self) != string || !self.matches('^[0-9]{1,3}%$') || (int(self.replace('%', '')) >= 1 && int(self.replace('%', '')) <= 100)",message="maxUnavailable: a percentage must be from 1% to 100%"
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+	// Paused stops asking more Machines to reimage; those already asked finish.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+	// ProgressDeadlineSeconds is how long an asked Machine may take to run the new index
+	// and be available again before the rollout stalls on it.
+	// +optional
+	// +kubebuilder:default=600
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=604800
+	ProgressDeadlineSeconds *int32 `json:"progressDeadlineSeconds,omitempty"`
 }
 
 // Containerfile is the build steps for every architecture (no architecture) or for one.
@@ -181,7 +212,7 @@ type OSImageStatus struct {
 	// ObservedGeneration is the spec generation this status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions: Ready, Building, Degraded.
+	// Conditions: Ready, Building, Degraded, RollingOut.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -202,6 +233,25 @@ type OSImageStatus struct {
 	// +listType=map
 	// +listMapKey=architecture
 	Published []PublishedEntry `json:"published,omitempty"`
+	// Rollout counts the Machines booting the output tag by how far they are in moving to
+	// the published index. Absent before the first publication.
+	// +optional
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
+}
+
+// RolloutStatus is the progress of the Machines booting the output tag towards Target.
+type RolloutStatus struct {
+	// Target is the index digest the Machines are moving to (status.index).
+	Target string `json:"target"`
+	// Machines of the rollout: those bound to a pool whose spec.image names the output tag,
+	// under imageUpdatePolicy Reimage.
+	Machines int32 `json:"machines"`
+	// Updated run their architecture's entry of Target and are available.
+	Updated int32 `json:"updated"`
+	// Updating were asked to reimage to Target and are not back yet.
+	Updating int32 `json:"updating"`
+	// Pending were not asked yet.
+	Pending int32 `json:"pending"`
 }
 
 // PublishedEntry is one architecture's image in the published index.
@@ -225,6 +275,7 @@ type PublishedEntry struct {
 // +kubebuilder:printcolumn:name="Degraded",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].status`
 // +kubebuilder:printcolumn:name="Architectures",type=string,JSONPath=`.status.architectures`
 // +kubebuilder:printcolumn:name="Latest",type=string,JSONPath=`.status.latestBuild`
+// +kubebuilder:printcolumn:name="Rollout",type=string,JSONPath=`.status.conditions[?(@.type=="RollingOut")].reason`
 // +kubebuilder:printcolumn:name="Index",type=string,JSONPath=`.status.index`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type OSImage struct {
