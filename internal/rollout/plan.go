@@ -1,8 +1,3 @@
-// Package rollout decides an OS image rollout's next wave: which Machines booting an
-// OSImage's tag are asked to reimage to its newly published index now, so that no pool
-// ever has more than maxUnavailable of them unavailable at once, and when a Machine that
-// does not come back stops the rollout. It calls nothing; the OSImage controller gathers
-// the Machines, asks the chosen ones (an annotation the poollet acts on) and reports.
 package rollout
 
 import (
@@ -12,6 +7,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	imagesv1alpha1 "github.com/anvil-dev/anvil/api/images/v1alpha1"
 )
 
 // Machine is what the plan needs of one Machine booting the tag under the Reimage policy.
@@ -47,19 +44,22 @@ type Input struct {
 type Plan struct {
 	// Ask are the Machines to ask now, by name.
 	Ask []string
-	// Updated run the target and are available; Updating were asked and are not yet;
-	// Pending were not asked.
-	Updated, Updating, Pending int
+	// Machines in all; Updated run the target and are available; Updating were asked and
+	// are not yet; Pending were not asked.
+	Machines, Updated, Updating, Pending int
 	// Stalled, when set, names the Machine that did not come back and why: nothing more is
 	// asked until it does (or the rollout's target changes).
 	Stalled string
+	// RecheckAt is when the first Machine under way passes the deadline (zero: none is
+	// under way): nothing else would wake the controller then.
+	RecheckAt time.Time
 }
 
 // Decide is the next wave. A Machine already current needs nothing (an architecture whose
 // entry did not change); unavailable counts every Machine of the pool that does not run,
 // whatever the reason, so a pool already short is not made shorter.
 func Decide(in Input) (Plan, error) {
-	var p Plan
+	p := Plan{Machines: len(in.Machines)}
 	byPool := map[string][]Machine{}
 	for _, m := range in.Machines {
 		byPool[m.Pool] = append(byPool[m.Pool], m)
@@ -93,12 +93,16 @@ func Decide(in Input) (Plan, error) {
 			if !m.Available || asked && !m.Current {
 				unavailable++
 			}
-			if asked && !(m.Current && m.Available) && p.Stalled == "" {
+			if asked && !(m.Current && m.Available) {
+				due := m.AskedAt.Add(in.Deadline)
 				switch {
+				case p.Stalled != "":
 				case m.Refused != "":
 					p.Stalled = fmt.Sprintf("Machine %s: its pool refused the new image: %s", m.Name, m.Refused)
-				case in.Deadline > 0 && in.Now.Sub(m.AskedAt) > in.Deadline:
+				case in.Deadline > 0 && in.Now.After(due):
 					p.Stalled = fmt.Sprintf("Machine %s did not come back running the new image within %s", m.Name, in.Deadline)
+				case in.Deadline > 0 && (p.RecheckAt.IsZero() || due.Before(p.RecheckAt)):
+					p.RecheckAt = due
 				}
 			}
 			if !asked && !m.Current && m.Available {
@@ -133,4 +137,23 @@ func maxUnavailable(v intstr.IntOrString, n int) (int, error) {
 		return 0, fmt.Errorf("maxUnavailable %q: %w", v.StrVal, err)
 	}
 	return max(1, min(got, math.MaxInt32)), nil
+}
+
+// Condition is the OSImage's RollingOut condition for the plan of index target: its
+// status, reason and message.
+func (p Plan) Condition(target string, paused bool) (bool, string, string) {
+	switch {
+	case p.Stalled != "":
+		return false, imagesv1alpha1.ReasonRolloutStalled, fmt.Sprintf("stalled on index %s with %d of %d Machines on it: %s; "+
+			"nothing more is asked until it is back: fix it and publish again, set its imageUpdatePolicy to Never, or delete it",
+			target, p.Updated, p.Machines, p.Stalled)
+	case p.Updated == p.Machines:
+		return false, imagesv1alpha1.ReasonRolloutComplete, fmt.Sprintf("all %d Machines booting the tag run index %s", p.Machines, target)
+	case paused:
+		return false, imagesv1alpha1.ReasonRolloutPaused, fmt.Sprintf("paused (spec.rollout.paused) with %d of %d Machines on index %s, %d updating, %d pending",
+			p.Updated, p.Machines, target, p.Updating, p.Pending)
+	default:
+		return true, imagesv1alpha1.ReasonRollingOut, fmt.Sprintf("%d of %d Machines on index %s, %d updating, %d pending",
+			p.Updated, p.Machines, target, p.Updating, p.Pending)
+	}
 }

@@ -64,7 +64,56 @@ func TestDecide(t *testing.T) {
 	if _, err := Decide(Input{Target: target, Machines: machines(1, "p"), MaxUnavailable: intstr.FromString("ten")}); err == nil {
 		t.Error("maxUnavailable \"ten\" decided, want an error")
 	}
+	if _, err := Decide(Input{Target: target, Machines: machines(1, "p"), MaxUnavailable: intstr.FromInt32(0)}); err == nil {
+		t.Error("maxUnavailable 0 decided, want an error")
+	}
 }
+
+// The first deadline of the Machines under way is when to look again; none under way, none.
+func TestDecideRecheckAt(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	in := Input{Target: target, MaxUnavailable: intstr.FromInt32(5), Deadline: 10 * time.Minute, Now: now, Machines: []Machine{
+		{Name: "a", Pool: "p", Asked: target, AskedAt: now.Add(-2 * time.Minute)},
+		{Name: "b", Pool: "p", Asked: target, AskedAt: now.Add(-7 * time.Minute)},
+		{Name: "c", Pool: "p", Available: true, Current: true, Asked: target, AskedAt: now.Add(-9 * time.Minute)},
+	}}
+	p, err := Decide(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := now.Add(3 * time.Minute); !p.RecheckAt.Equal(want) {
+		t.Errorf("recheck at %s, want %s (b's deadline; c is back)", p.RecheckAt, want)
+	}
+	in.Machines = machines(3, "p")
+	if p, _ := Decide(in); !p.RecheckAt.IsZero() {
+		t.Errorf("recheck at %s with nothing under way, want none", p.RecheckAt)
+	}
+}
+
+func TestCondition(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		plan   Plan
+		paused bool
+		want   string // status reason: message start
+	}{
+		{"under way", Plan{Machines: 3, Updated: 1, Updating: 1, Pending: 1}, false, "true RollingOut: 1 of 3 Machines on index sha256:new, 1 updating, 1 pending"},
+		{"paused", Plan{Machines: 3, Updated: 1, Updating: 1, Pending: 1}, true, "false Paused: paused (spec.rollout.paused) with 1 of 3"},
+		{"complete even when paused", Plan{Machines: 3, Updated: 3}, true, "false Complete: all 3 Machines booting the tag run index sha256:new"},
+		{"no Machine", Plan{}, false, "false Complete: all 0 Machines"},
+		{"stalled first", Plan{Machines: 3, Updated: 1, Updating: 2, Stalled: "Machine a did not come back"}, true,
+			"false Stalled: stalled on index sha256:new with 1 of 3 Machines on it: Machine a did not come back; nothing more is asked"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, reason, msg := tc.plan.Condition(target, tc.paused)
+			if got := fmt.Sprintf("%t %s: %s", status, reason, msg); !strings.HasPrefix(got, tc.want) {
+				t.Errorf("got %q, want it to start %q", got, tc.want)
+			}
+		})
+	}
+}
+
+
 
 func machines(n int, pool string) []Machine {
 	var out []Machine
@@ -98,6 +147,9 @@ func TestDecideProperty(t *testing.T) {
 		p, err := Decide(in)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if p.Machines != len(ms) || p.Updated+p.Updating+p.Pending != len(ms) {
+			t.Fatalf("%d Machines counted %d: %d updated, %d updating, %d pending", len(ms), p.Machines, p.Updated, p.Updating, p.Pending)
 		}
 		asked := map[string]bool{}
 		for _, n := range p.Ask {
