@@ -113,8 +113,6 @@ func TestCondition(t *testing.T) {
 	}
 }
 
-
-
 func machines(n int, pool string) []Machine {
 	var out []Machine
 	for i := range n {
