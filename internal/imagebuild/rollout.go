@@ -68,9 +68,13 @@ func ImageUpToDate(r Rollout) *metav1.Condition {
 	case r.BootedEntry == r.Published:
 		return cond(metav1.ConditionTrue, computev1alpha1.ReasonImageCurrent,
 			"runs %s, the %s entry OSImage %s publishes", r.Published, r.Architecture, r.OSImage)
+	case r.Never:
+		return cond(metav1.ConditionFalse, computev1alpha1.ReasonNewerImagePublished,
+			"OSImage %s publishes %s for %s; the machine runs %s: imageUpdatePolicy Never keeps it out of the OSImage's rollout; set it to Reimage to move it",
+			r.OSImage, r.Published, r.Architecture, r.BootedEntry)
 	default:
 		return cond(metav1.ConditionFalse, computev1alpha1.ReasonNewerImagePublished,
-			"OSImage %s publishes %s for %s; the machine runs %s: recreate it to boot the new entry",
+			"OSImage %s publishes %s for %s; the machine runs %s: the OSImage's rollout reimages it in its turn (see the OSImage's RollingOut condition)",
 			r.OSImage, r.Published, r.Architecture, r.BootedEntry)
 	}
 }

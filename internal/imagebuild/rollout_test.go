@@ -34,7 +34,9 @@ func TestImageUpToDate(t *testing.T) {
 			metav1.ConditionFalse, computev1alpha1.ReasonImageChanged, "imageUpdatePolicy Never keeps the booted image"},
 		{"runs the published entry", output("sha256:e", "sha256:e"), metav1.ConditionTrue, computev1alpha1.ReasonImageCurrent, "sha256:e"},
 		{"a newer entry is published", output("sha256:new", "sha256:old"),
-			metav1.ConditionFalse, computev1alpha1.ReasonNewerImagePublished, "publishes sha256:new for arm64; the machine runs sha256:old"},
+			metav1.ConditionFalse, computev1alpha1.ReasonNewerImagePublished, "publishes sha256:new for arm64; the machine runs sha256:old: the OSImage's rollout reimages it"},
+		{"a newer entry is published, policy Never", func() Rollout { r := output("sha256:new", "sha256:old"); r.Never = true; return r }(),
+			metav1.ConditionFalse, computev1alpha1.ReasonNewerImagePublished, "imageUpdatePolicy Never keeps it out of the OSImage's rollout"},
 		{"nothing published for its architecture", output("", ""), metav1.ConditionTrue, computev1alpha1.ReasonImageCurrent, "no arm64 entry"},
 		{"the booted index cannot be read", unreadable, metav1.ConditionUnknown, computev1alpha1.ReasonImageUnknown, "registry down"},
 	} {

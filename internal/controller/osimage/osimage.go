@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,6 +28,10 @@ type OSImageReconciler struct {
 	APIReader client.Reader
 	Config    Config
 	Recorder  record.EventRecorder
+	// Entries is shared with the RolloutReconciler (see BootedEntries); Now is the clock
+	// of the rollout's deadlines (nil: time.Now).
+	Entries *BootedEntries
+	Now     func() time.Time
 }
 
 // +kubebuilder:rbac:groups=images.anvil.dev,resources=osimages,verbs=get;list;watch
@@ -38,6 +43,8 @@ type OSImageReconciler struct {
 // Secrets): list or watch would read every Secret of the cluster.
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// A rollout asks a Machine to reimage by its annotations (and reads nothing else of it).
+// +kubebuilder:rbac:groups=compute.anvil.dev,resources=machines,verbs=get;list;watch;patch
 
 func (r *OSImageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	o := &imagesv1alpha1.OSImage{}
@@ -63,16 +70,24 @@ func (r *OSImageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err == nil {
 		o.Status.ObservedGeneration = o.Generation
 	}
+	// A published index rolls out whatever became of the inputs since.
+	events, recheck, rerr := r.reconcileRollout(ctx, o)
 	if !equality.Semantic.DeepEqual(before.Status, o.Status) {
 		if perr := r.Client.Status().Patch(ctx, o, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); perr != nil {
 			return ctrl.Result{}, perr
 		}
 	}
-	if err == nil && readsSecrets(o) {
-		// No watch tells of a context Secret's edit (see Config.SecretRecheck): look again.
-		return ctrl.Result{RequeueAfter: r.Config.secretRecheck()}, nil
+	for _, e := range events {
+		r.Recorder.Event(o, e.typ, e.reason, e.msg)
 	}
-	return ctrl.Result{}, err
+	if err = errors.Join(err, rerr); err != nil {
+		return ctrl.Result{}, err
+	}
+	if readsSecrets(o) && (recheck == 0 || r.Config.secretRecheck() < recheck) {
+		// No watch tells of a context Secret's edit (see Config.SecretRecheck): look again.
+		recheck = r.Config.secretRecheck()
+	}
+	return ctrl.Result{RequeueAfter: recheck}, nil
 }
 
 // readsSecrets says whether a context file of o comes from a Secret.

@@ -25,10 +25,7 @@ import (
 type RolloutReconciler struct {
 	Client   client.Client
 	Recorder record.EventRecorder
-
-	// entries caches the architecture entries of booted indexes by pinned reference: a
-	// digest names the same index forever.
-	entries sync.Map
+	Entries  *BootedEntries
 }
 
 func (r *RolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -39,24 +36,37 @@ func (r *RolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if m.Status.Image == nil || !m.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
+	o, err := r.osImageOf(ctx, m)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, r.write(ctx, m, r.Entries.imageUpToDate(ctx, m, o))
+}
+
+// BootedEntries caches the architecture entries of booted indexes by pinned reference (a
+// digest names the same index forever), for both readers of a Machine's currency: the
+// ImageUpToDate condition and the OSImage's rollout. Nil reads every time.
+type BootedEntries struct{ m sync.Map }
+
+// imageUpToDate decides the ImageUpToDate condition of m, which has booted (status.image
+// set), against o, the OSImage publishing the tag its spec names (nil: none does).
+func (e *BootedEntries) imageUpToDate(ctx context.Context, m *computev1alpha1.Machine, o *imagesv1alpha1.OSImage) *metav1.Condition {
 	in := imagebuild.Rollout{SpecImage: m.Spec.Image, Never: m.Spec.ImageUpdatePolicy == computev1alpha1.ImageUpdatePolicyNever,
 		Booted: *m.Status.Image, Architecture: m.Status.Architecture}
-	if o, err := r.osImageOf(ctx, m); err != nil {
-		return ctrl.Result{}, err
-	} else if o != nil {
+	if o != nil {
 		in.Output, in.OSImage = true, o.Name
-		for _, e := range o.Status.Published {
-			if e.Architecture == m.Status.Architecture {
-				in.Published = e.Digest
+		for _, p := range o.Status.Published {
+			if p.Architecture == m.Status.Architecture {
+				in.Published = p.Digest
 			}
 		}
 		if in.Published != "" && m.Status.Image.Digest == o.Status.Index {
 			in.BootedEntry = in.Published // the common case: no registry read
 		} else if in.Published != "" {
-			in.BootedEntry, in.EntryError = r.bootedEntry(ctx, m)
+			in.BootedEntry, in.EntryError = e.bootedEntry(ctx, m)
 		}
 	}
-	return ctrl.Result{}, r.write(ctx, m, imagebuild.ImageUpToDate(in))
+	return imagebuild.ImageUpToDate(in)
 }
 
 // osImageOf is the OSImage whose output tag the Machine's spec.image names, or nil.
@@ -76,20 +86,24 @@ func (r *RolloutReconciler) osImageOf(ctx context.Context, m *computev1alpha1.Ma
 }
 
 // bootedEntry is the entry for the machine's architecture of the index it booted.
-func (r *RolloutReconciler) bootedEntry(ctx context.Context, m *computev1alpha1.Machine) (string, error) {
+func (e *BootedEntries) bootedEntry(ctx context.Context, m *computev1alpha1.Machine) (string, error) {
 	tag, err := osimage.ParseReference(m.Status.Image.Reference)
 	if err != nil {
 		return "", err
 	}
 	ref := tag.Context().Digest(m.Status.Image.Digest).String()
-	if cached, ok := r.entries.Load(ref); ok {
-		return cached.(map[computev1alpha1.Architecture]string)[m.Status.Architecture], nil
+	if e != nil {
+		if cached, ok := e.m.Load(ref); ok {
+			return cached.(map[computev1alpha1.Architecture]string)[m.Status.Architecture], nil
+		}
 	}
 	_, entries, err := indexEntries(ctx, ref)
 	if err != nil {
 		return "", err
 	}
-	r.entries.Store(ref, entries)
+	if e != nil {
+		e.m.Store(ref, entries)
+	}
 	return entries[m.Status.Architecture], nil
 }
 

@@ -2,6 +2,7 @@ package osimage
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -18,15 +20,28 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	imagesv1alpha1 "github.com/anvil-dev/anvil/api/images/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/controller/index"
+	"github.com/anvil-dev/anvil/internal/imagebuild"
 )
 
 // Setup registers both controllers with the manager.
 func Setup(mgr ctrl.Manager, cfg Config, concurrency int) error {
 	c := mgr.GetClient()
-	images := &OSImageReconciler{Client: c, APIReader: mgr.GetAPIReader(), Config: cfg, Recorder: mgr.GetEventRecorderFor("osimage")}
+	entries := &BootedEntries{}
+	images := &OSImageReconciler{Client: c, APIReader: mgr.GetAPIReader(), Config: cfg, Recorder: mgr.GetEventRecorderFor("osimage"),
+		Entries: entries, Now: time.Now}
 	err := ctrl.NewControllerManagedBy(mgr).Named("osimage").
-		For(&imagesv1alpha1.OSImage{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// The published index is the rollout's target: whoever moves it, the rollout follows.
+		For(&imagesv1alpha1.OSImage{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.Funcs{
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				return e.ObjectOld.(*imagesv1alpha1.OSImage).Status.Index != e.ObjectNew.(*imagesv1alpha1.OSImage).Status.Index
+			}}))).
 		Owns(&imagesv1alpha1.OSImageBuild{}).
+		// A rollout moves on as its Machines come and go, are asked, go down and come back.
+		Watches(&computev1alpha1.Machine{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, m client.Object) []reconcile.Request {
+			return osImagesOf(ctx, c, m.(*computev1alpha1.Machine))
+		}), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+			return rolloutView(e.ObjectOld.(*computev1alpha1.Machine)) != rolloutView(e.ObjectNew.(*computev1alpha1.Machine))
+		}})).
 		// The fleet's architectures and its builder pools come from the pools.
 		Watches(&computev1alpha1.MachinePool{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
 			return allOSImages(ctx, c)
@@ -40,7 +55,7 @@ func Setup(mgr ctrl.Manager, cfg Config, concurrency int) error {
 	if err != nil {
 		return err
 	}
-	if err := SetupRollout(mgr); err != nil {
+	if err := setupRollout(mgr, entries); err != nil {
 		return err
 	}
 	builds := &BuildReconciler{Client: c, APIReader: mgr.GetAPIReader(), Config: cfg, Recorder: mgr.GetEventRecorderFor("osimagebuild"), Now: time.Now}
@@ -91,14 +106,16 @@ func listed(ctx context.Context, c client.Client, list client.ObjectList, what s
 // SetupRollout registers the ImageUpToDate controller: it looks at a Machine when the
 // Machine changes and when an OSImage naming its tag publishes. It needs the field indexes
 // of package index.
-func SetupRollout(mgr ctrl.Manager) error {
+func SetupRollout(mgr ctrl.Manager) error { return setupRollout(mgr, &BootedEntries{}) }
+
+func setupRollout(mgr ctrl.Manager, entries *BootedEntries) error {
 	c := mgr.GetClient()
 	return ctrl.NewControllerManagedBy(mgr).Named("rollout").
 		For(&computev1alpha1.Machine{}).
 		Watches(&imagesv1alpha1.OSImage{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return machinesNaming(ctx, c, o.(*imagesv1alpha1.OSImage))
 		})).
-		Complete(&RolloutReconciler{Client: c, Recorder: mgr.GetEventRecorderFor("rollout")})
+		Complete(&RolloutReconciler{Client: c, Recorder: mgr.GetEventRecorderFor("rollout"), Entries: entries})
 }
 
 func machinesNaming(ctx context.Context, c client.Client, o *imagesv1alpha1.OSImage) []reconcile.Request {
@@ -108,4 +125,36 @@ func machinesNaming(ctx context.Context, c client.Client, o *imagesv1alpha1.OSIm
 	}
 	return listed(ctx, c, &computev1alpha1.MachineList{}, "the Machines booting an OSImage's output",
 		client.InNamespace(o.Namespace), client.MatchingFields{index.MachineImageTag: tag})
+}
+
+// osImagesOf maps a Machine to the OSImages publishing the tag its spec names.
+func osImagesOf(ctx context.Context, c client.Client, m *computev1alpha1.Machine) []reconcile.Request {
+	tag := imagebuild.TagName(m.Spec.Image)
+	if tag == "" {
+		return nil
+	}
+	return listed(ctx, c, &imagesv1alpha1.OSImageList{}, "the OSImages publishing a Machine's tag",
+		client.InNamespace(m.Namespace), client.MatchingFields{index.OSImageOutputTag: tag})
+}
+
+// rolloutView is what a rollout reads of a Machine, in one string: a Machine's other
+// changes (its addresses, its other conditions' times) wake no OSImage.
+func rolloutView(m *computev1alpha1.Machine) string {
+	var pool string
+	var booted computev1alpha1.BootedImage
+	if m.Spec.MachinePoolRef != nil {
+		pool = m.Spec.MachinePoolRef.Name
+	}
+	if m.Status.Image != nil {
+		booted = *m.Status.Image
+	}
+	view := fmt.Sprint(m.Spec.Image, m.Spec.ImageUpdatePolicy, m.Spec.Power, pool, !m.DeletionTimestamp.IsZero(),
+		m.Annotations[imagesv1alpha1.AnnotationRolloutTarget], m.Annotations[imagesv1alpha1.AnnotationRolloutAskedAt],
+		m.Status.State, booted, m.Status.Architecture)
+	for _, t := range []string{computev1alpha1.ConditionReady, computev1alpha1.ConditionReimaging} {
+		if c := meta.FindStatusCondition(m.Status.Conditions, t); c != nil {
+			view += fmt.Sprint(c.Status, c.Reason, c.Message)
+		}
+	}
+	return view
 }
