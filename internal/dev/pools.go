@@ -43,8 +43,10 @@ type runtimeServer interface {
 	Close()
 }
 
-// startFakePool runs the fake runtime and its poollet.
-func startFakePool(ctx context.Context, cfg *rest.Config, stateDir string, p FakePool, network registrynet.Policy) (<-chan error, error) {
+// StartFakePool runs the fake runtime in-process behind its socket in stateDir, and its
+// poollet acting as the pool's own ServiceAccount (see poolletIdentity); both stop when ctx
+// ends. anvil dev and the scale scenarios use it.
+func StartFakePool(ctx context.Context, cfg *rest.Config, stateDir string, p FakePool, network registrynet.Policy) (<-chan error, error) {
 	p.Config.Name = p.Name
 	p.Config.StateFile = filepath.Join(stateDir, "pools", p.Name, "fake-runtime.json")
 	rt, err := fake.New(p.Config)
@@ -195,7 +197,7 @@ func (s *poolSet) add(name string, errs <-chan error) {
 func startPools(ctx context.Context, o Options, cfg *rest.Config, c client.Client, stateDir, registryHost string, images osimage.CacheOptions) (*poolSet, error) {
 	pools := &poolSet{errs: make(chan error, 1)}
 	for _, p := range o.FakePools {
-		errs, err := startFakePool(ctx, cfg, stateDir, p, images.Network)
+		errs, err := StartFakePool(ctx, cfg, stateDir, p, images.Network)
 		if err != nil {
 			return nil, fmt.Errorf("starting pool %s: %w", p.Name, err)
 		}
