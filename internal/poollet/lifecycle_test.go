@@ -142,16 +142,36 @@ func TestDeleteWhileRuntimeDown(t *testing.T) {
 // A tag on a registry is resolved by the poollet to the digest the runtime gets.
 func TestTagResolvedThroughTheRegistry(t *testing.T) {
 	startControllers(t)
+	ref, digest, registries := imageOnRegistry(t, "/anvil/testos:latest")
+	p := startPool(t, &testPool{t: t, name: "tags", registries: registries}, nil)
+	m := newMachine(t, "tags", "vm", func(m *computev1alpha1.Machine) { m.Spec.Image = ref })
+	waitFor(t, m, "ran", inState(computev1alpha1.MachineStateRunning))
+	waitRuntime(t, p, m, "booting the tag's digest", func(rm *mriv1alpha1.Machine) bool {
+		return rm.Spec.Image.GetDigest() == digest && rm.Spec.Image.GetReference() == ref
+	})
+
+	missing := newMachine(t, "tags", "missing", func(m *computev1alpha1.Machine) { m.Spec.Image = strings.Split(ref, "/")[0] + "/anvil/absent:1" })
+	waitFor(t, missing, "said its image cannot be resolved", func(m *computev1alpha1.Machine) bool {
+		c := meta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionImageReady)
+		return c != nil && c.Reason == computev1alpha1.ReasonImageResolveFailed
+	})
+}
+
+// imageOnRegistry starts a registry on loopback for the test, pushes a random image to
+// repository:tag (path, from its first slash) on it, and returns the tag's reference, the
+// image's digest, and the address policy that lets a poollet read that registry.
+func imageOnRegistry(t *testing.T, path string) (string, string, registrynet.Policy) {
+	t.Helper()
 	reg, err := registry.Start(context.Background(), 0, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer reg.Stop()
+	t.Cleanup(func() { reg.Stop() })
 	img, err := random.Image(128, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := reg.Host + "/anvil/testos:latest"
+	ref := reg.Host + path
 	tag, err := name.ParseReference(ref, name.Insecure)
 	if err != nil {
 		t.Fatal(err)
@@ -167,16 +187,5 @@ func TestTagResolvedThroughTheRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := startPool(t, &testPool{t: t, name: "tags", registries: registrynet.Policy{Allow: []registrynet.Allowed{allow}}}, nil)
-	m := newMachine(t, "tags", "vm", func(m *computev1alpha1.Machine) { m.Spec.Image = ref })
-	waitFor(t, m, "ran", inState(computev1alpha1.MachineStateRunning))
-	waitRuntime(t, p, m, "booting the tag's digest", func(rm *mriv1alpha1.Machine) bool {
-		return rm.Spec.Image.GetDigest() == digest.String() && rm.Spec.Image.GetReference() == ref
-	})
-
-	missing := newMachine(t, "tags", "missing", func(m *computev1alpha1.Machine) { m.Spec.Image = reg.Host + "/anvil/absent:1" })
-	waitFor(t, missing, "said its image cannot be resolved", func(m *computev1alpha1.Machine) bool {
-		c := meta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionImageReady)
-		return c != nil && c.Reason == computev1alpha1.ReasonImageResolveFailed
-	})
+	return ref, digest.String(), registrynet.Policy{Allow: []registrynet.Allowed{allow}}
 }

@@ -1,22 +1,16 @@
 package poollet_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/random"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	imagesv1alpha1 "github.com/anvil-dev/anvil/api/images/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/imagebuild"
-	"github.com/anvil-dev/anvil/internal/registry"
-	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/internal/rollout"
 	"github.com/anvil-dev/anvil/internal/runtime/fake"
 )
@@ -27,37 +21,13 @@ import (
 // and its policy is Reimage. A digest the runtime cannot find is refused, naming it.
 func TestRolloutTargetReimagesToItsIndex(t *testing.T) {
 	startControllers(t)
-	reg, err := registry.Start(context.Background(), 0, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Stop()
-	tag := reg.Host + "/anvil/rollout:1"
-	img, err := random.Image(128, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref, err := name.ParseReference(tag, name.Insecure)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(ref, img); err != nil {
-		t.Fatal(err)
-	}
-	booted, err := img.Digest()
-	if err != nil {
-		t.Fatal(err)
-	}
+	tag, booted, registries := imageOnRegistry(t, "/anvil/rollout:1")
 	// asked is in the pool's images but not what the tag names: a fresh resolve of the tag
 	// would not find it. missing is in neither.
 	asked := "sha256:" + strings.Repeat("4", 64)
 	missing := "sha256:" + strings.Repeat("5", 64)
-	allow, err := registrynet.ParseAllowed(reg.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := startPool(t, &testPool{t: t, name: "rollout", registries: registrynet.Policy{Allow: []registrynet.Allowed{allow}}}, func(c *fake.Config) {
-		c.Images = map[string][]mriv1alpha1.Architecture{booted.String(): nil, asked: nil}
+	p := startPool(t, &testPool{t: t, name: "rollout", registries: registries}, func(c *fake.Config) {
+		c.Images = map[string][]mriv1alpha1.Architecture{booted: nil, asked: nil}
 	})
 	m := newMachine(t, p.name, "vm", func(m *computev1alpha1.Machine) { m.Spec.Image = tag })
 	m = waitFor(t, m, "ran", inState(computev1alpha1.MachineStateRunning))
@@ -85,7 +55,7 @@ func TestRolloutTargetReimagesToItsIndex(t *testing.T) {
 	// Asked for another tag (the Machine names this one now), under Never, or in a spelling
 	// that is no pinned reference: nothing moves.
 	generation := p.runtimeMachines(m)[0].Metadata.Generation
-	ask(rollout.TargetAnnotation(imagebuild.TagName(reg.Host+"/anvil/rollout:2"), missing))
+	ask(rollout.TargetAnnotation(imagebuild.TagName(strings.TrimSuffix(tag, ":1")+":2"), missing))
 	ask(imagebuild.TagName(tag) + "@" + missing[:20])
 	patchMachine(t, m, func(m *computev1alpha1.Machine) { m.Spec.ImageUpdatePolicy = computev1alpha1.ImageUpdatePolicyNever })
 	ask(rollout.TargetAnnotation(imagebuild.TagName(tag), missing))
