@@ -421,3 +421,31 @@ func waitOSImageEvents(t *testing.T, o *imagesv1alpha1.OSImage, reasons ...strin
 		return true, ""
 	})
 }
+
+// A Machine that does not come back within progressDeadlineSeconds stalls the rollout,
+// though nothing about it changes in the meantime (the controller looks again at the
+// deadline); once it is back on the new index the rollout goes on and completes.
+func TestRolloutStallsPastTheDeadlineAndGoesOnWhenTheMachineIsBack(t *testing.T) {
+	r := &rig{tb: t, testos: testos.Dir(t)}
+	v1Index, v1 := r.index(map[computev1alpha1.Architecture]string{"amd64": "1"})
+	v2Index, v2 := r.index(map[computev1alpha1.Architecture]string{"amd64": "2"})
+	r = startRig(t, "deadline", imagesv1alpha1.RolloutSpec{MaxUnavailable: ptrTo(intstr.FromInt32(1)), ProgressDeadlineSeconds: ptrTo[int32](1)},
+		fakePool("deadline", mriv1alpha1.Architecture_ARCHITECTURE_AMD64, 5*time.Second))
+	r.publish(v1)
+	names := r.machines("deadline", 2)
+	r.status(v1Index, imagesv1alpha1.ReasonRolloutComplete, 60*time.Second)
+
+	r.publish(v2)
+	o := r.status(v2Index, imagesv1alpha1.ReasonRolloutStalled, 4*time.Second)
+	msg := meta.FindStatusCondition(o.Status.Conditions, imagesv1alpha1.ConditionRollingOut).Message
+	if !strings.Contains(msg, "Machine "+names[0]+" did not come back running the new image within 1s") {
+		t.Errorf("stalled condition says %q, want it to name Machine %s and the deadline", msg, names[0])
+	}
+	if got := *o.Status.Rollout; got.Updating != 1 || got.Pending != 1 {
+		t.Errorf("stalled: %+v, want the late Machine updating and the other pending", got)
+	}
+	o = r.status(v2Index, imagesv1alpha1.ReasonRolloutComplete, 60*time.Second)
+	if got := *o.Status.Rollout; got.Updated != 2 {
+		t.Errorf("after the Machine came back: %+v, want both updated", got)
+	}
+}
