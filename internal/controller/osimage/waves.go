@@ -59,6 +59,9 @@ func (r *OSImageReconciler) reconcileRollout(ctx context.Context, o *imagesv1alp
 	if err != nil {
 		return nil, 0, err // the API's validation refuses what Decide refuses
 	}
+	// A cache that has not seen the last wave's annotations yet makes Decide pick the same
+	// Machines again (it takes each pool's in name order): a stale read re-asks, it does
+	// not ask more.
 	for _, name := range plan.Ask {
 		m := byName[name]
 		patch := client.MergeFrom(m.DeepCopy())
