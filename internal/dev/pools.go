@@ -6,6 +6,7 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
+	"sync"
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
@@ -103,7 +104,7 @@ func StartQemuPool(ctx context.Context, cfg *rest.Config, stateDir string, arch 
 
 // runPool serves rt on a socket in the state directory and runs a poollet for it, which
 // reads image tags through network (the runtime's image cache's). Both stop when ctx ends;
-// errors arrive on the returned channel.
+// errors arrive on the returned channel, which is closed once both have stopped.
 func runPool(ctx context.Context, cfg *rest.Config, stateDir, name string, rt runtimeServer, kind string, network registrynet.Policy) (<-chan error, error) {
 	endpoint := "unix://" + filepath.Join(stateDir, "run", name+".sock")
 	l, err := mri.Listen(endpoint)
@@ -137,18 +138,23 @@ func runPool(ctx context.Context, cfg *rest.Config, stateDir, name string, rt ru
 		return nil, err
 	}
 	errs := make(chan error, 2)
+	var wg sync.WaitGroup
+	wg.Add(2)
 	go func() {
+		defer wg.Done()
 		defer rt.Close()
 		if err := mri.ServeListener(ctx, l, rt, mri.Pool(name)); err != nil {
 			errs <- fmt.Errorf("%s runtime %s: %w", kind, name, err)
 		}
 	}()
 	go func() {
+		defer wg.Done()
 		defer conn.Close()
 		if err := mgr.Start(ctx); err != nil {
 			errs <- fmt.Errorf("poollet %s: %w", name, err)
 		}
 	}()
+	go func() { wg.Wait(); close(errs) }() // a caller that must outlive them waits for this
 	return errs, nil
 }
 

@@ -37,17 +37,28 @@ import (
 // poollets, each acting as its own pool's ServiceAccount, on the test's apiserver and
 // registry; one OSImage whose output tag its Machines boot.
 type rig struct {
-	tb      testing.TB
-	o       *imagesv1alpha1.OSImage
-	tag     string
-	testos  string
-	stateOf string
+	tb     testing.TB
+	o      *imagesv1alpha1.OSImage
+	tag    string
+	testos string
+	// created counts the Machines made by machines: a rollout counting fewer has not seen
+	// them all yet (complete with none is no news).
+	created int
 }
 
 func startRig(tb testing.TB, name string, rollout imagesv1alpha1.RolloutSpec, pools ...dev.FakePool) *rig {
 	tb.Helper()
+	// The pools' state lives in state: they must have stopped before it is removed, and
+	// cleanups run last-registered first.
+	state := tb.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
-	tb.Cleanup(cancel)
+	var stopped []<-chan struct{}
+	tb.Cleanup(func() {
+		cancel()
+		for _, done := range stopped {
+			<-done
+		}
+	})
 	for _, obj := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: computev1alpha1.PoolLeaseNamespace}},
 		&computev1alpha1.MachineClass{ObjectMeta: metav1.ObjectMeta{Name: "small"},
@@ -69,13 +80,15 @@ func startRig(tb testing.TB, name string, rollout imagesv1alpha1.RolloutSpec, po
 	if err != nil {
 		tb.Fatal(err)
 	}
-	state := tb.TempDir()
 	for _, p := range pools {
 		errs, err := dev.StartFakePool(ctx, env.Config, state, p, registrynet.Policy{Allow: []registrynet.Allowed{allow}})
 		if err != nil {
 			tb.Fatal(err)
 		}
+		done := make(chan struct{})
+		stopped = append(stopped, done)
 		go func() {
+			defer close(done)
 			for err := range errs {
 				if ctx.Err() == nil {
 					tb.Errorf("pool %s: %v", p.Name, err)
@@ -193,11 +206,12 @@ func (r *rig) machines(pool string, n int) []string {
 		r.tb.Cleanup(func() { _ = env.Client.Delete(context.Background(), m) })
 		names = append(names, m.Name)
 	}
+	r.created += n
 	return names
 }
 
 // status waits for the OSImage's RollingOut condition to have reason and the rollout to
-// target index, and returns the OSImage.
+// target index and count every Machine created, and returns the OSImage.
 func (r *rig) status(index, reason string, limit time.Duration) *imagesv1alpha1.OSImage {
 	r.tb.Helper()
 	got := &imagesv1alpha1.OSImage{}
@@ -207,14 +221,33 @@ func (r *rig) status(index, reason string, limit time.Duration) *imagesv1alpha1.
 			r.tb.Fatal(err)
 		}
 		c := meta.FindStatusCondition(got.Status.Conditions, imagesv1alpha1.ConditionRollingOut)
-		if c != nil && c.Reason == reason && got.Status.Rollout != nil && got.Status.Rollout.Target == index {
+		if c != nil && c.Reason == reason && got.Status.Rollout != nil && got.Status.Rollout.Target == index && int(got.Status.Rollout.Machines) == r.created {
 			return got
 		}
 		if time.Now().After(deadline) {
-			r.tb.Fatalf("OSImage %s: RollingOut %s on %s not within %s; last: %+v, rollout %+v", r.o.Name, reason, index, limit, c, got.Status.Rollout)
+			r.tb.Fatalf("OSImage %s: RollingOut %s on %s not within %s; last: %+v, rollout %+v; Machines: %s", r.o.Name, reason, index, limit, c, got.Status.Rollout, r.summary())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// summary says where each Machine of the tag is, for a failure's message.
+func (r *rig) summary() string {
+	list := &computev1alpha1.MachineList{}
+	if err := env.Client.List(context.Background(), list, client.InNamespace(r.o.Namespace)); err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, m := range list.Items {
+		if m.Spec.Image != r.tag {
+			continue
+		}
+		ready := meta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionReady)
+		reimaging := meta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionReimaging)
+		out = append(out, fmt.Sprintf("%s %s ready=%v image=%v target=%q reimaging=%v", m.Name, m.Status.State, ready, m.Status.Image,
+			m.Annotations[imagesv1alpha1.AnnotationRolloutTarget], reimaging))
+	}
+	return strings.Join(out, "; ")
 }
 
 // sampler follows the namespace's Machines through a watch and keeps, per pool, the most
