@@ -109,7 +109,7 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 	if err := cp.startAPIServer(ctx); err != nil {
 		return nil, err
 	}
-	if err := writeKubeconfig(cp.KubeconfigPath(), cp.rest); err != nil {
+	if err := WriteKubeconfig(cp.KubeconfigPath(), cp.rest); err != nil {
 		return nil, fmt.Errorf("writing the kubeconfig: %w", err)
 	}
 	return cp, nil

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/anvil-dev/anvil/api"
@@ -23,6 +24,7 @@ import (
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/config/admission"
 	"github.com/anvil-dev/anvil/config/crd"
+	"github.com/anvil-dev/anvil/config/rbac"
 	"github.com/anvil-dev/anvil/internal/controlplane"
 	"github.com/anvil-dev/anvil/internal/dev"
 	"github.com/anvil-dev/anvil/internal/mri"
@@ -133,16 +135,22 @@ func startCluster(ctx context.Context, cfg config, cl *cluster) error {
 	if err := cl.manager.start(); err != nil {
 		return err
 	}
-	cl.addPool(cfg, poolFake, "fake", "runtime", "fake", "--cpu", "4000", "--memory", "16Ti",
-		"--latency", "100ms", "--jitter", "400ms", "--state-file", filepath.Join(cl.dir, "fake", "state.json"))
+	if err := cl.addPool(ctx, cfg, poolFake, "fake", "runtime", "fake", "--cpu", "4000", "--memory", "16Ti",
+		"--latency", "100ms", "--jitter", "400ms", "--state-file", filepath.Join(cl.dir, "fake", "state.json")); err != nil {
+		return err
+	}
 	if cfg.vms > 0 {
-		cl.addPool(cfg, poolQEMU, "qemu", "runtime", "qemu", "--state-dir", filepath.Join(cl.dir, "qemu"),
-			"--cache-dir", filepath.Join(cl.dir, "qemu-cache"), "--arch", "amd64", "--allow-registry", reg)
+		if err := cl.addPool(ctx, cfg, poolQEMU, "qemu", "runtime", "qemu", "--state-dir", filepath.Join(cl.dir, "qemu"),
+			"--cache-dir", filepath.Join(cl.dir, "qemu-cache"), "--arch", "amd64", "--allow-registry", reg); err != nil {
+			return err
+		}
 	}
 	if cfg.metal {
-		cl.addPool(cfg, poolMetal, "metal", "runtime", "metal", "--namespace", dev.MetalNamespace,
+		if err := cl.addPool(ctx, cfg, poolMetal, "metal", "runtime", "metal", "--namespace", dev.MetalNamespace,
 			"--state-dir", filepath.Join(cl.dir, "metal"), "--ironic-port", strconv.Itoa(ports[3]),
-			"--image-listen", "127.0.0.1:"+strconv.Itoa(ports[4]), "--wipe", "none", "--allow-registry", reg)
+			"--image-listen", "127.0.0.1:"+strconv.Itoa(ports[4]), "--wipe", "none", "--allow-registry", reg); err != nil {
+			return err
+		}
 	}
 	for _, p := range cl.pools() {
 		if err := cl.runtimes[p].start(); err != nil {
@@ -156,8 +164,22 @@ func startCluster(ctx context.Context, cfg config, cl *cluster) error {
 }
 
 // addPool adds a runtime and its poollet for pool; args are the runtime's after the anvil
-// binary, without its socket, name and journal.
-func (cl *cluster) addPool(cfg config, pool, label string, args ...string) {
+// binary, without its socket, name and journal. The poollet runs as its pool's
+// ServiceAccount with the shipped roles and admission policy, as anvil dev runs it; so
+// does the metal runtime, as its site's.
+func (cl *cluster) addPool(ctx context.Context, cfg config, pool, label string, args ...string) error {
+	poolletKubeconfig, err := cl.kubeconfigAs(rbac.InstallPoollet(ctx, cl.c, pool))
+	if err != nil {
+		return err
+	}
+	var runtimeEnv []string
+	if pool == poolMetal {
+		site, err := cl.kubeconfigAs(rbac.InstallMetal(ctx, cl.c, dev.MetalNamespace))
+		if err != nil {
+			return err
+		}
+		runtimeEnv = []string{"KUBECONFIG=" + site}
+	}
 	socket := "unix://" + filepath.Join(cl.dir, "run", pool+".sock")
 	listen := "--listen"
 	if args[1] == "fake" {
@@ -166,12 +188,23 @@ func (cl *cluster) addPool(cfg config, pool, label string, args ...string) {
 	journal := filepath.Join(cl.dir, pool+"-creates.jsonl")
 	rt := append([]string{cfg.anvil}, args...)
 	rt = append(rt, "--name", pool, listen, socket, "--create-journal", journal)
-	kube := []string{"KUBECONFIG=" + cl.cp.KubeconfigPath()} // the metal runtime reads Hosts
-	cl.runtimes[pool] = newProc(cl.dir, pool+"-runtime", kube, rt...)
-	cl.poollets[pool] = newProc(cl.dir, pool+"-poollet", kube,
+	cl.runtimes[pool] = newProc(cl.dir, pool+"-runtime", runtimeEnv, rt...)
+	cl.poollets[pool] = newProc(cl.dir, pool+"-poollet", []string{"KUBECONFIG=" + poolletKubeconfig},
 		cfg.anvil, "poollet", "--pool", pool, "--runtime", socket, "--interval", "1s",
 		"--labels", "chaos="+label, "--allow-registry", cl.registry.Host)
 	cl.sockets[pool], cl.journals[pool] = socket, journal
+	return nil
+}
+
+// kubeconfigAs writes a kubeconfig of the admin impersonating imp.
+func (cl *cluster) kubeconfigAs(imp rest.ImpersonationConfig, err error) (string, error) {
+	if err != nil {
+		return "", err
+	}
+	cfg := cl.cp.RESTConfig()
+	cfg.Impersonate = imp
+	path := filepath.Join(cl.dir, "kubeconfig-"+strings.NewReplacer(":", "-", "/", "-").Replace(imp.UserName))
+	return path, controlplane.WriteKubeconfig(path, cfg)
 }
 
 // publish pushes the test OS under two tags and, for the metal pool, a disk.
