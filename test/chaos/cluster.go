@@ -110,7 +110,11 @@ func startCluster(ctx context.Context, cfg config, cl *cluster) error {
 	if err != nil {
 		return err
 	}
-	if cl.c, err = client.New(cl.cp.RESTConfig(), client.Options{Scheme: scheme}); err != nil {
+	// The churn's users share one client: a single user's default limit (5/s) would
+	// throttle them, not anvil.
+	rc := cl.cp.RESTConfig()
+	rc.QPS, rc.Burst = 200, 400
+	if cl.c, err = client.New(rc, client.Options{Scheme: scheme}); err != nil {
 		return err
 	}
 	if err := crd.Install(ctx, cl.c); err != nil {
