@@ -115,6 +115,17 @@ func TestPlanKillsHitsEveryTargetAtLeastAsAsked(t *testing.T) {
 					t.Fatalf("seed %d: kill %s of a pool the run does not have", seed, k)
 				}
 			}
+			hit := map[target]map[string]bool{targetPoollet: {}, targetRuntime: {}}
+			for _, k := range plan {
+				if hit[k.target] != nil {
+					hit[k.target][k.pool] = true
+				}
+			}
+			for _, tg := range []target{targetPoollet, targetRuntime} {
+				if want := min(minimum[tg], len(pools)); len(hit[tg]) < want {
+					t.Fatalf("seed %d: %s kills hit pools %v, want %d of %v", seed, tg, hit[tg], want, pools)
+				}
+			}
 			metal := len(pools) == 3
 			for tg, n := range minimum {
 				if tg == targetIronic && !metal {

@@ -53,36 +53,44 @@ func (k kill) String() string {
 }
 
 // planKills draws the run's kills from rng: each target at least as often as minimum
-// says (Ironic only with a metal pool), extra more on targets drawn at random, at moments
-// between a tenth and nine tenths of d, in order.
+// says (Ironic only with a metal pool; poollets and runtimes of each pool in turn), extra
+// more on targets and pools drawn at random, at moments between a tenth and nine tenths of
+// d, in order.
 func planKills(rng *rand.Rand, d time.Duration, minimum map[target]int, extra int, pools []string) []kill {
 	metal := slices.Contains(pools, poolMetal)
-	var targets []target
+	var plan []kill
+	add := func(t target, pool string) {
+		plan = append(plan, kill{at: spread(rng, d, 0.1, 0.9), target: t, pool: pool,
+			restartAfter: time.Duration(500+rng.Intn(2500)) * time.Millisecond})
+	}
 	for _, t := range []target{targetManager, targetPoollet, targetRuntime, targetIronic, targetAPIServer} {
 		if t == targetIronic && !metal {
 			continue
 		}
 		for i := 0; i < minimum[t]; i++ {
-			targets = append(targets, t)
+			switch t {
+			case targetPoollet, targetRuntime:
+				// The least kills go round the pools, so each is hit when there are enough.
+				add(t, pools[i%len(pools)])
+			case targetIronic:
+				add(t, poolMetal)
+			default:
+				add(t, "")
+			}
 		}
 	}
 	for i := 0; i < extra; i++ {
 		t := target(1 + rng.Intn(len(targetNames)-1))
-		if t == targetIronic && !metal {
-			t = targetManager
+		switch {
+		case t == targetIronic && !metal:
+			add(targetManager, "")
+		case t == targetIronic:
+			add(t, poolMetal)
+		case t == targetPoollet, t == targetRuntime:
+			add(t, pools[rng.Intn(len(pools))])
+		default:
+			add(t, "")
 		}
-		targets = append(targets, t)
-	}
-	plan := make([]kill, 0, len(targets))
-	for _, t := range targets {
-		k := kill{at: spread(rng, d, 0.1, 0.9), target: t, restartAfter: time.Duration(500+rng.Intn(2500)) * time.Millisecond}
-		switch t {
-		case targetPoollet, targetRuntime:
-			k.pool = pools[rng.Intn(len(pools))]
-		case targetIronic:
-			k.pool = poolMetal
-		}
-		plan = append(plan, k)
 	}
 	slices.SortStableFunc(plan, func(a, b kill) int { return cmp.Compare(a.at, b.at) })
 	return plan
