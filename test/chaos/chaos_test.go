@@ -8,8 +8,8 @@ import (
 )
 
 // The short chaos run of make test: about two minutes of churn on the fake, QEMU and
-// metal pools, with the manager, the fake and QEMU pools' poollets and runtimes, Ironic and kube-apiserver
-// killed at least once, from a fixed seed. make chaos runs the long one.
+// metal pools, with the manager, the fake and QEMU pools' poollets and runtimes, Ironic
+// and kube-apiserver killed at least once, from a fixed seed. make chaos runs the long one.
 func TestChaosShort(t *testing.T) {
 	cfg := config{seed: 16, duration: 100 * time.Second, machines: 60, vms: 1, metal: true, workers: 8,
 		converge: 4 * time.Minute, extraKills: 1, out: os.Stdout,
