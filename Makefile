@@ -26,7 +26,7 @@ CONTROL_PLANE := $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl
 GENERATORS := $(BIN)/controller-gen $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 TOOLS := $(CONTROL_PLANE) $(BIN)/kube-scheduler $(GENERATORS)
 
-.PHONY: build tools testos eraser esp agents manifests generate verify-generated vet test test-only fuzz demo bench deps fresh-check clean
+.PHONY: build tools testos eraser esp agents manifests generate verify-generated vet test test-only fuzz chaos demo bench deps fresh-check clean
 
 build: ## The anvil binary.
 	go build -o $(BIN)/anvil ./cmd/anvil
@@ -130,6 +130,13 @@ fuzz: deps tools ## Every fuzz test for FUZZTIME (default 10m) each, one after a
 		go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $(FUZZFLAGS) $$pkg || failed="$$failed $$name($$pkg)"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "fuzzing failed:$$failed; each failing input is under its package's testdata/fuzz"; exit 1; fi
+
+CHAOS_SEED ?= 1
+CHAOS_DURATION ?= 10m
+# More flags of go run ./test/chaos, e.g. CHAOSFLAGS="-machines 1000 -keep".
+CHAOSFLAGS ?=
+chaos: deps tools testos ## The long chaos run: churn on fake, QEMU and metal pools while anvil's processes are SIGKILLed (CHAOS_SEED, CHAOS_DURATION).
+	go run ./test/chaos -seed $(CHAOS_SEED) -duration $(CHAOS_DURATION) $(CHAOSFLAGS)
 
 demo: deps tools testos eraser esp agents build ## A local anvil with the sample objects: see README.
 	$(BIN)/anvil dev --bin-dir $(BIN) --test-os $(BIN)/testos --agents $(BIN)/build-agent --emulated-servers 2 --emulated-arm64-servers 1 --apply config/samples

@@ -61,7 +61,7 @@ func (f *fakeFlags) config(name string) (fake.Config, error) {
 
 func newFakeRuntimeCommand() *cobra.Command {
 	var socket, name string
-	var peers []uint32
+	var serve serveFlags
 	f := fakeFlags{cpu: "64", memory: "256Gi", archs: []string{"amd64"}}
 	cmd := &cobra.Command{
 		Use:   "fake",
@@ -78,12 +78,12 @@ func newFakeRuntimeCommand() *cobra.Command {
 			}
 			defer rt.Close()
 			fmt.Fprintf(cmd.OutOrStdout(), "fake runtime %s serving on %s\n", name, socket)
-			return mri.Serve(cmd.Context(), socket, rt, mri.AllowPeers(peers...), mri.Pool(name))
+			return mri.Serve(cmd.Context(), socket, rt, serve.options(name)...)
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&socket, "socket", mri.DefaultEndpoint("fake"), "where to serve, unix:///path (its folder must be writable by its owner alone)")
-	addPeerFlag(fl, &peers)
+	serve.add(fl)
 	fl.StringVar(&name, "name", "fake", "runtime name, used in machine ids")
 	fl.StringVar(&f.stateFile, "state-file", f.stateFile, "keep machines across restarts in this file")
 	f.addFlags(cmd)
@@ -102,6 +102,27 @@ func (f *fakeFlags) addFlags(cmd *cobra.Command) {
 	fl.Float64Var(&f.failure, "failure-rate", f.failure, "probability that a call fails with UNAVAILABLE")
 	fl.Float64Var(&f.silentFailure, "silent-failure-rate", f.silentFailure, "probability that a call succeeds but its effect is lost")
 	fl.Int64Var(&f.seed, "seed", f.seed, "seed of latency and failure randomness")
+}
+
+// serveFlags are how a runtime serves its MRI socket: who may be at the other end, and
+// where its creates are journalled.
+type serveFlags struct {
+	peers   []uint32
+	journal string
+}
+
+func (s *serveFlags) add(f *pflag.FlagSet) {
+	addPeerFlag(f, &s.peers)
+	f.StringVar(&s.journal, "create-journal", "", "append a line (Machine uid, machine id) to this file for every machine create answered; chaos runs count duplicate creates from it")
+}
+
+// options are the serving options for the runtime of pool.
+func (s *serveFlags) options(pool string) []mri.Option {
+	opts := []mri.Option{mri.AllowPeers(s.peers...), mri.Pool(pool)}
+	if s.journal != "" {
+		opts = append(opts, mri.CreateJournal(s.journal))
+	}
+	return opts
 }
 
 // addPeerFlag adds --peer-uid: users, besides this process's own, whose processes may be

@@ -16,7 +16,7 @@ import (
 func newMetalRuntimeCommand() *cobra.Command {
 	var listen, cacheDir, wipe string
 	var images *imageCacheFlags
-	var peers []uint32
+	var serve serveFlags
 	cfg := pool.Config{Name: "metal"}
 	cmd := &cobra.Command{
 		Use: "metal",
@@ -49,12 +49,12 @@ func newMetalRuntimeCommand() *cobra.Command {
 			defer func() { _ = p.Stop() }()
 			fmt.Fprintf(cmd.OutOrStdout(), "metal runtime %s serving on %s (Hosts of namespace %s, Ironic %s, images %s)\n",
 				cfg.Name, listen, cfg.Site.Namespace, p.Site.Ironic.Endpoint(), p.Runtime.ImageURL())
-			return mri.Serve(cmd.Context(), listen, p.Runtime, mri.AllowPeers(peers...), mri.Pool(cfg.Name))
+			return mri.Serve(cmd.Context(), listen, p.Runtime, serve.options(cfg.Name)...)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", mri.DefaultEndpoint("metal"), "where to serve the MRI, unix:///path (its folder must be writable by its owner alone)")
-	addPeerFlag(f, &peers)
+	serve.add(f)
 	f.StringVar(&cfg.Name, "name", cfg.Name, "name of the MachinePool; starts every machine id")
 	f.StringVar(&cfg.Site.Namespace, "namespace", "", "infrastructure namespace holding the site's Hosts, their Secrets and HostPolicies (required)")
 	f.StringVar(&cfg.Site.StateDir, "state-dir", "/var/lib/anvil/metal", "folder for Ironic's configuration, database and log")

@@ -19,7 +19,7 @@ import (
 
 func newQEMURuntimeCommand() *cobra.Command {
 	var (
-		peers                   []uint32
+		serve                   serveFlags
 		listen, cacheDir, accel string
 		archs                   []string
 		cfg                     = qemu.Config{Name: "qemu", CPUOvercommit: 4, MemoryOvercommit: 1, PowerOffGrace: 10 * time.Second}
@@ -55,12 +55,12 @@ func newQEMURuntimeCommand() *cobra.Command {
 			defer rt.Close()
 			cache.SetInUse(rt.ImageFilesInUse)
 			fmt.Fprintf(cmd.OutOrStdout(), "qemu runtime %s serving on %s (state %s, cache %s)\n", cfg.Name, listen, cfg.StateDir, cacheDir)
-			return mri.Serve(cmd.Context(), listen, rt, mri.AllowPeers(peers...), mri.Pool(cfg.Name))
+			return mri.Serve(cmd.Context(), listen, rt, serve.options(cfg.Name)...)
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&listen, "listen", mri.DefaultEndpoint("qemu"), "where to serve, unix:///path (its folder must be writable by its owner alone)")
-	addPeerFlag(fl, &peers)
+	serve.add(fl)
 	fl.StringVar(&cfg.Name, "name", cfg.Name, "runtime name, the start of every machine id")
 	fl.StringVar(&cfg.StateDir, "state-dir", "", "one folder per machine; keep it across restarts (required)")
 	fl.StringVar(&cacheDir, "cache-dir", "", "pulled image layers, shared by all machines (default <state-dir>/cache)")

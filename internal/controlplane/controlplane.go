@@ -44,7 +44,9 @@ type ControlPlane struct {
 	lock      *os.File
 	etcd      *process
 	apiserver *process
-	rest      *rest.Config
+	// apiserverBin is kept for RestartAPIServer.
+	apiserverBin string
+	rest         *rest.Config
 }
 
 // Start brings up etcd and kube-apiserver and returns once the apiserver answers /readyz.
@@ -100,23 +102,43 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 	if err := waitHealthy(ctx, cp.etcd, etcdClient, cp.EtcdURL()+"/health", cfg.ReadyTimeout); err != nil {
 		return nil, err
 	}
-	if cp.apiserver, err = startProcess("kube-apiserver", apiserverBin, cp.apiserverArgs(), logs, run); err != nil {
-		return nil, err
-	}
 	if cp.rest, err = cp.restConfig(); err != nil {
 		return nil, err
 	}
-	httpClient, err := rest.HTTPClientFor(cp.rest)
-	if err != nil {
+	cp.apiserverBin = apiserverBin
+	if err := cp.startAPIServer(ctx); err != nil {
 		return nil, err
 	}
-	if err := waitHealthy(ctx, cp.apiserver, httpClient, cp.rest.Host+"/readyz", cfg.ReadyTimeout); err != nil {
-		return nil, err
-	}
-	if err := writeKubeconfig(cp.KubeconfigPath(), cp.rest); err != nil {
+	if err := WriteKubeconfig(cp.KubeconfigPath(), cp.rest); err != nil {
 		return nil, fmt.Errorf("writing the kubeconfig: %w", err)
 	}
 	return cp, nil
+}
+
+// startAPIServer starts kube-apiserver and waits for /readyz.
+func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
+	var err error
+	logs, run := filepath.Join(cp.cfg.StateDir, "logs"), filepath.Join(cp.cfg.StateDir, "run")
+	if cp.apiserver, err = startProcess("kube-apiserver", cp.apiserverBin, cp.apiserverArgs(), logs, run); err != nil {
+		return err
+	}
+	httpClient, err := rest.HTTPClientFor(cp.rest)
+	if err != nil {
+		return err
+	}
+	return waitHealthy(ctx, cp.apiserver, httpClient, cp.rest.Host+"/readyz", cp.cfg.ReadyTimeout)
+}
+
+// RestartAPIServer starts kube-apiserver again after it ended (it crashed or was killed),
+// with the same port, certificates and etcd, and returns once it answers /readyz. Chaos
+// runs kill it; Exited does not see the new process.
+func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
+	select {
+	case <-cp.apiserver.done:
+	default:
+		return fmt.Errorf("kube-apiserver (pid %d) is still running", cp.apiserver.pid())
+	}
+	return cp.startAPIServer(ctx)
 }
 
 // etcdArgs serve clients and peers on loopback with TLS, and take only clients (and

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"strings"
 	"testing"
 
@@ -107,5 +108,38 @@ func TestRefusesStateDirInUse(t *testing.T) {
 	_, err = Start(context.Background(), testConfig(t, dir))
 	if err == nil || !strings.Contains(err.Error(), "in use by another anvil dev") {
 		t.Fatalf("err = %v, want one saying the state directory is in use", err)
+	}
+}
+
+// kube-apiserver killed with SIGKILL comes back on RestartAPIServer, with what was written
+// before; asked while it still runs, RestartAPIServer refuses.
+func TestRestartAPIServerAfterAKill(t *testing.T) {
+	ctx := context.Background()
+	cp, err := Start(ctx, testConfig(t, t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cp.Stop()
+	if err := cp.RestartAPIServer(ctx); err == nil {
+		t.Fatal("RestartAPIServer started a second kube-apiserver beside a running one")
+	}
+	cs := kubernetes.NewForConfigOrDie(cp.RESTConfig())
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "before-the-kill"}}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, old := cp.PIDs()
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-cp.apiserver.done
+	if err := cp.RestartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, now := cp.PIDs(); now == old {
+		t.Fatalf("kube-apiserver pid %d after the restart, the killed one's", now)
+	}
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, "before-the-kill", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the namespace written before the kill: %v", err)
 	}
 }

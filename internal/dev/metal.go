@@ -62,7 +62,7 @@ func StartMetalPool(ctx context.Context, cfg *rest.Config, c client.Client, stat
 	if err := ensureNamespace(ctx, c, MetalNamespace); err != nil {
 		return nil, err
 	}
-	if err := seedMetal(ctx, c); err != nil {
+	if err := SeedMetal(ctx, c); err != nil {
 		return nil, err
 	}
 	// The site (Host controller and metal runtime) runs as its own ServiceAccount with the
@@ -91,7 +91,7 @@ func startDevMetal(ctx context.Context, cfg *rest.Config, c client.Client, state
 		pools.names = append(pools.names, missing)
 		return nil
 	}
-	disk, err := pushMetalDisk(ctx, stateDir, registryHost)
+	disk, err := PushMetalDisk(ctx, stateDir, registryHost)
 	if err != nil {
 		return err
 	}
@@ -123,8 +123,9 @@ func startDevMetal(ctx context.Context, cfg *rest.Config, c client.Client, state
 	return nil
 }
 
-// seedMetal creates the dev Hosts and HostPolicy when missing.
-func seedMetal(ctx context.Context, c client.Client) error {
+// SeedMetal creates the dev Hosts (fake hardware, in MetalNamespace) and a HostPolicy
+// letting every namespace use them, when missing.
+func SeedMetal(ctx context.Context, c client.Client) error {
 	policy := &metalv1alpha1.HostPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: MetalNamespace, Name: "everyone"},
 		Spec: metalv1alpha1.HostPolicySpec{NamespaceSelector: &metav1.LabelSelector{}}}
 	objs := []client.Object{policy}
@@ -151,10 +152,10 @@ func seedMetal(ctx context.Context, c client.Client) error {
 	return nil
 }
 
-// pushMetalDisk publishes a small raw disk per architecture, for the sample bare-metal
+// PushMetalDisk publishes a small raw disk per architecture, for the sample bare-metal
 // Machine: fake hardware writes nothing, but anvil checks and serves the disk as it would
 // for a real server.
-func pushMetalDisk(ctx context.Context, stateDir, registryHost string) (string, error) {
+func PushMetalDisk(ctx context.Context, stateDir, registryHost string) (string, error) {
 	sources := map[computev1alpha1.Architecture]string{}
 	for _, arch := range []computev1alpha1.Architecture{computev1alpha1.ArchitectureAMD64, computev1alpha1.ArchitectureARM64} {
 		dir := filepath.Join(stateDir, "metal-disk", string(arch))

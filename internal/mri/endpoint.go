@@ -66,7 +66,17 @@ func Serve(ctx context.Context, endpoint string, rt mriv1alpha1.MachineRuntimeSe
 // socket exists before it dials. Clients not running as an allowed user (the process's
 // own, and AllowPeers') are refused.
 func ServeListener(ctx context.Context, l net.Listener, rt mriv1alpha1.MachineRuntimeServer, opts ...Option) error {
-	s := grpc.NewServer(grpc.Creds(newPeerCheck(optionsOf(opts))))
+	o := optionsOf(opts)
+	serverOpts := []grpc.ServerOption{grpc.Creds(newPeerCheck(o))}
+	if o.journal != "" {
+		j, err := openJournal(o.journal)
+		if err != nil {
+			return err
+		}
+		defer j.Close()
+		serverOpts = append(serverOpts, grpc.UnaryInterceptor(j.intercept))
+	}
+	s := grpc.NewServer(serverOpts...)
 	mriv1alpha1.RegisterMachineRuntimeServer(s, rt)
 	go func() {
 		<-ctx.Done()

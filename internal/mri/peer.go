@@ -20,7 +20,7 @@ import (
 // handshake. The socket's folder must be writable by its owner alone, or anyone could put
 // their own socket in its place.
 
-// Option changes how Dial and ServeListener check their peer.
+// Option changes how Dial and ServeListener check their peer (and what a server records).
 type Option func(*options)
 
 type options struct {
@@ -28,6 +28,8 @@ type options struct {
 	// pool is the MachinePool this end is for (rule I5): a server announces it to every
 	// client as the connection opens; a client refuses a server announcing another.
 	pool string
+	// journal is the path of a create journal (CreateJournal); servers only.
+	journal string
 }
 
 // AllowPeers lets processes of these user ids be the other end too; the process's own

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math/rand"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+)
+
+// churn is what users do to Machines during the run: create, power off and on, change
+// the image (a reimage) and delete, through the API, retried across an apiserver that
+// is down, never waiting for a Machine to get anywhere first.
+type churn struct {
+	c      client.Client
+	images [2]string
+	metal  string
+	// Counts of what was asked, for the report.
+	created, poweredOff, poweredOn, reimaged, deleted atomic.Int64
+}
+
+// retryFor retries f while the apiserver cannot be reached or answers a conflict, for up to
+// two minutes (an apiserver kill and restart takes seconds).
+func retryFor(ctx context.Context, f func() error) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		err := f()
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) {
+			return err
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+func (ch *churn) create(ctx context.Context, name, pool, image string) error {
+	m := &computev1alpha1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: computev1alpha1.MachineSpec{MachineClassRef: computev1alpha1.MachineClassReference{Name: classSmall},
+			Image: image, Power: computev1alpha1.PowerOn, Architecture: computev1alpha1.ArchitectureAMD64,
+			MachinePoolSelector: map[string]string{"chaos": pool}},
+	}
+	err := retryFor(ctx, func() error {
+		// A create whose answer was lost to a kill went through: the name says so.
+		return client.IgnoreAlreadyExists(ch.c.Create(ctx, m.DeepCopy()))
+	})
+	if err == nil {
+		ch.created.Add(1)
+	}
+	return err
+}
+
+// change applies f to the Machine's spec; a Machine already gone is left alone.
+func (ch *churn) change(ctx context.Context, name string, f func(*computev1alpha1.MachineSpec)) error {
+	return retryFor(ctx, func() error {
+		var m computev1alpha1.Machine
+		if err := ch.c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &m); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		f(&m.Spec)
+		return ch.c.Update(ctx, &m)
+	})
+}
+
+func (ch *churn) power(ctx context.Context, name string, p computev1alpha1.Power) error {
+	err := ch.change(ctx, name, func(s *computev1alpha1.MachineSpec) { s.Power = p })
+	if err == nil && p == computev1alpha1.PowerOff {
+		ch.poweredOff.Add(1)
+	} else if err == nil {
+		ch.poweredOn.Add(1)
+	}
+	return err
+}
+
+// reimage moves the Machine to the other image.
+func (ch *churn) reimage(ctx context.Context, name string) error {
+	err := ch.change(ctx, name, func(s *computev1alpha1.MachineSpec) {
+		if s.Image == ch.images[0] {
+			s.Image = ch.images[1]
+		} else {
+			s.Image = ch.images[0]
+		}
+	})
+	if err == nil {
+		ch.reimaged.Add(1)
+	}
+	return err
+}
+
+func (ch *churn) delete(ctx context.Context, name string) error {
+	m := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	err := retryFor(ctx, func() error { return client.IgnoreNotFound(ch.c.Delete(ctx, m)) })
+	if err == nil {
+		ch.deleted.Add(1)
+	}
+	return err
+}
+
+// fakeMachines runs n Machine lifecycles on the fake pool over d, from workers goroutines,
+// each with its own RNG drawn from seed: a create, up to three changes, and (four times
+// in five) a delete, each after a random pause.
+func (ch *churn) fakeMachines(ctx context.Context, seed int64, n, workers int, d time.Duration) error {
+	start := time.Now()
+	perWorker := (n + workers - 1) / workers
+	slot := d / time.Duration(perWorker)
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewSource(seed + int64(w)))
+			for k := 0; k < perWorker; k++ {
+				i := w + k*workers
+				if i >= n {
+					return
+				}
+				// Lifecycles start spread over the run, so kills land among them.
+				if wait := time.Until(start.Add(time.Duration(k)*slot + time.Duration(rng.Int63n(int64(slot))))); wait > 0 {
+					select {
+					case <-ctx.Done():
+						return
+					case <-time.After(wait):
+					}
+				}
+				if err := ch.lifecycle(ctx, rng, fmt.Sprintf("m-%04d", i), slot); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+func (ch *churn) lifecycle(ctx context.Context, rng *rand.Rand, name string, slot time.Duration) error {
+	pause := func() { time.Sleep(time.Duration(rng.Int63n(int64(slot/4) + 1))) }
+	if err := ch.create(ctx, name, "fake", ch.images[rng.Intn(2)]); err != nil {
+		return fmt.Errorf("creating %s: %w", name, err)
+	}
+	off := false
+	for ops := rng.Intn(4); ops > 0; ops-- {
+		pause()
+		var err error
+		switch {
+		case rng.Intn(3) == 0:
+			err = ch.reimage(ctx, name)
+		case off:
+			err, off = ch.power(ctx, name, computev1alpha1.PowerOn), false
+		default:
+			err, off = ch.power(ctx, name, computev1alpha1.PowerOff), true
+		}
+		if err != nil {
+			return fmt.Errorf("changing %s: %w", name, err)
+		}
+	}
+	if rng.Intn(5) == 0 {
+		return nil // kept to the end, and checked there
+	}
+	pause()
+	if err := ch.delete(ctx, name); err != nil {
+		return fmt.Errorf("deleting %s: %w", name, err)
+	}
+	return nil
+}
+
+// vms runs n QEMU Machines through power off, on and a reimage at random moments of d,
+// kept to the end.
+func (ch *churn) vms(ctx context.Context, rng *rand.Rand, n int, d time.Duration) error {
+	at := func(lo, hi float64) time.Duration { return spread(rng, d, lo, hi) }
+	var steps []step
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("vm-%d", i)
+		if err := ch.create(ctx, name, "qemu", ch.images[0]); err != nil {
+			return err
+		}
+		steps = append(steps,
+			step{at(0.1, 0.3), func() error { return ch.power(ctx, name, computev1alpha1.PowerOff) }},
+			step{at(0.35, 0.5), func() error { return ch.power(ctx, name, computev1alpha1.PowerOn) }},
+			step{at(0.55, 0.8), func() error { return ch.reimage(ctx, name) }})
+	}
+	return runSteps(ctx, steps)
+}
+
+// metalMachines claims two Hosts, powers one off and on, and releases one for a third
+// Machine to claim, at random moments of d.
+func (ch *churn) metalMachines(ctx context.Context, rng *rand.Rand, d time.Duration) error {
+	for _, name := range []string{"bm-1", "bm-2"} {
+		if err := ch.create(ctx, name, "metal", ch.metal); err != nil {
+			return err
+		}
+	}
+	at := func(lo, hi float64) time.Duration { return spread(rng, d, lo, hi) }
+	steps := []step{
+		{at(0.2, 0.4), func() error { return ch.delete(ctx, "bm-1") }},
+		{at(0.3, 0.5), func() error { return ch.power(ctx, "bm-2", computev1alpha1.PowerOff) }},
+		{at(0.45, 0.6), func() error { return ch.create(ctx, "bm-3", "metal", ch.metal) }},
+		{at(0.6, 0.8), func() error { return ch.power(ctx, "bm-2", computev1alpha1.PowerOn) }},
+	}
+	return runSteps(ctx, steps)
+}
+
+// step is something done at an offset from the start of the run.
+type step struct {
+	at time.Duration
+	do func() error
+}
+
+// spread draws an offset between the fractions lo and hi of d.
+func spread(rng *rand.Rand, d time.Duration, lo, hi float64) time.Duration {
+	return time.Duration((lo + rng.Float64()*(hi-lo)) * float64(d))
+}
+
+// runSteps carries out steps at their offsets from now, in order of offset.
+func runSteps(ctx context.Context, steps []step) error {
+	start := time.Now()
+	slices.SortStableFunc(steps, func(a, b step) int { return cmp.Compare(a.at, b.at) })
+	for _, s := range steps {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Until(start.Add(s.at))):
+		}
+		if err := s.do(); err != nil {
+			return err
+		}
+	}
+	return nil
+}

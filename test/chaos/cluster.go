@@ -1,0 +1,364 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/anvil-dev/anvil/api"
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/config/admission"
+	"github.com/anvil-dev/anvil/config/crd"
+	"github.com/anvil-dev/anvil/config/rbac"
+	"github.com/anvil-dev/anvil/internal/controlplane"
+	"github.com/anvil-dev/anvil/internal/dev"
+	"github.com/anvil-dev/anvil/internal/mri"
+	"github.com/anvil-dev/anvil/internal/osimage"
+	"github.com/anvil-dev/anvil/internal/registry"
+)
+
+// The namespace of the run's Machines and the names of its pools.
+const (
+	namespace = "chaos"
+	poolFake  = "chaos-fake"
+	poolQEMU  = "chaos-qemu"
+	poolMetal = "chaos-metal"
+	// classSmall fits every pool: the fake one, a VM of the test OS, a fake-hardware Host.
+	classSmall = "chaos-small"
+)
+
+// cluster is everything the run starts: the control plane and registry in this process's
+// care, and anvil's own processes, each killable.
+type cluster struct {
+	dir      string
+	cp       *controlplane.ControlPlane
+	c        client.Client
+	registry *registry.Registry
+	// images are two tags of the test OS (a reimage moves between them), metalImage the
+	// fake-hardware Hosts' disk.
+	images     [2]string
+	metalImage string
+
+	manager *proc
+	// runtimes and poollets by pool.
+	runtimes map[string]*proc
+	poollets map[string]*proc
+	sockets  map[string]string
+	journals map[string]string
+}
+
+// pools are the pools the run has, in a fixed order (the RNG picks among them).
+func (cl *cluster) pools() []string {
+	var out []string
+	for _, p := range []string{poolFake, poolQEMU, poolMetal} {
+		if _, ok := cl.runtimes[p]; ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func freePorts(n int) ([]int, error) {
+	out := make([]int, n)
+	for i := range out {
+		p, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = p
+	}
+	return out, nil
+}
+
+// startCluster brings everything up. The caller stops it with stop, also after an error.
+func startCluster(ctx context.Context, cfg config, cl *cluster) error {
+	ports, err := freePorts(5)
+	if err != nil {
+		return err
+	}
+	cl.runtimes, cl.poollets = map[string]*proc{}, map[string]*proc{}
+	cl.sockets, cl.journals = map[string]string{}, map[string]string{}
+	if cl.cp, err = controlplane.Start(ctx, controlplane.Config{StateDir: filepath.Join(cl.dir, "cp"), BinDir: cfg.binDir,
+		APIServerPort: ports[0], EtcdClientPort: ports[1], EtcdPeerPort: ports[2]}); err != nil {
+		return err
+	}
+	scheme, err := api.NewScheme()
+	if err != nil {
+		return err
+	}
+	// The churn's users share one client: a single user's default limit (5/s) would
+	// throttle them, not anvil.
+	rc := cl.cp.RESTConfig()
+	rc.QPS, rc.Burst = 200, 400
+	if cl.c, err = client.New(rc, client.Options{Scheme: scheme}); err != nil {
+		return err
+	}
+	if err := crd.Install(ctx, cl.c); err != nil {
+		return err
+	}
+	if err := admission.Install(ctx, cl.c); err != nil {
+		return err
+	}
+	if cl.registry, err = registry.Start(ctx, 0, "", nil); err != nil {
+		return err
+	}
+	if err := cl.publish(ctx, cfg); err != nil {
+		return err
+	}
+	if err := cl.seed(ctx, cfg); err != nil {
+		return err
+	}
+	kube := []string{"KUBECONFIG=" + cl.cp.KubeconfigPath()}
+	reg := cl.registry.Host
+	cl.manager = newProc(cl.dir, "manager", kube, cfg.anvil, "manager", "--allow-registry", reg,
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+	if err := cl.manager.start(); err != nil {
+		return err
+	}
+	if err := cl.addPool(ctx, cfg, poolFake, "fake", "runtime", "fake", "--cpu", "4000", "--memory", "16Ti",
+		"--latency", "100ms", "--jitter", "400ms", "--state-file", filepath.Join(cl.dir, "fake", "state.json")); err != nil {
+		return err
+	}
+	if cfg.vms > 0 {
+		if err := cl.addPool(ctx, cfg, poolQEMU, "qemu", "runtime", "qemu", "--state-dir", filepath.Join(cl.dir, "qemu"),
+			"--cache-dir", filepath.Join(cl.dir, "qemu-cache"), "--arch", "amd64", "--allow-registry", reg); err != nil {
+			return err
+		}
+	}
+	if cfg.metal {
+		if err := cl.addPool(ctx, cfg, poolMetal, "metal", "runtime", "metal", "--namespace", dev.MetalNamespace,
+			"--state-dir", filepath.Join(cl.dir, "metal"), "--ironic-port", strconv.Itoa(ports[3]),
+			"--image-listen", "127.0.0.1:"+strconv.Itoa(ports[4]), "--wipe", "none", "--allow-registry", reg); err != nil {
+			return err
+		}
+	}
+	for _, p := range cl.pools() {
+		if err := cl.runtimes[p].start(); err != nil {
+			return err
+		}
+		if err := cl.poollets[p].start(); err != nil {
+			return err
+		}
+	}
+	return cl.waitPoolsReady(ctx, 3*time.Minute)
+}
+
+// addPool adds a runtime and its poollet for pool; args are the runtime's after the anvil
+// binary, without its socket, name and journal. The poollet runs as its pool's
+// ServiceAccount with the shipped roles and admission policy, as anvil dev runs it; so
+// does the metal runtime, as its site's.
+func (cl *cluster) addPool(ctx context.Context, cfg config, pool, label string, args ...string) error {
+	poolletKubeconfig, err := cl.kubeconfigAs(rbac.InstallPoollet(ctx, cl.c, pool))
+	if err != nil {
+		return err
+	}
+	var runtimeEnv []string
+	if pool == poolMetal {
+		site, err := cl.kubeconfigAs(rbac.InstallMetal(ctx, cl.c, dev.MetalNamespace))
+		if err != nil {
+			return err
+		}
+		runtimeEnv = []string{"KUBECONFIG=" + site}
+	}
+	socket := "unix://" + filepath.Join(cl.dir, "run", pool+".sock")
+	listen := "--listen"
+	if args[1] == "fake" {
+		listen = "--socket"
+	}
+	journal := filepath.Join(cl.dir, pool+"-creates.jsonl")
+	rt := append([]string{cfg.anvil}, args...)
+	rt = append(rt, "--name", pool, listen, socket, "--create-journal", journal)
+	cl.runtimes[pool] = newProc(cl.dir, pool+"-runtime", runtimeEnv, rt...)
+	cl.poollets[pool] = newProc(cl.dir, pool+"-poollet", []string{"KUBECONFIG=" + poolletKubeconfig},
+		cfg.anvil, "poollet", "--pool", pool, "--runtime", socket, "--interval", "1s",
+		"--labels", "chaos="+label, "--allow-registry", cl.registry.Host)
+	cl.sockets[pool], cl.journals[pool] = socket, journal
+	return nil
+}
+
+// kubeconfigAs writes a kubeconfig of the admin impersonating imp.
+func (cl *cluster) kubeconfigAs(imp rest.ImpersonationConfig, err error) (string, error) {
+	if err != nil {
+		return "", err
+	}
+	cfg := cl.cp.RESTConfig()
+	cfg.Impersonate = imp
+	path := filepath.Join(cl.dir, "kubeconfig-"+strings.NewReplacer(":", "-", "/", "-").Replace(imp.UserName))
+	return path, controlplane.WriteKubeconfig(path, cfg)
+}
+
+// publish pushes the test OS under two tags and, for the metal pool, a disk.
+func (cl *cluster) publish(ctx context.Context, cfg config) error {
+	sources := map[computev1alpha1.Architecture]string{computev1alpha1.ArchitectureAMD64: filepath.Join(cfg.testOS, "amd64")}
+	for i, tag := range []string{"a", "b"} {
+		ref, _, err := osimage.PushDirs(ctx, cl.registry.Host+"/chaos/testos:"+tag, sources)
+		if err != nil {
+			return fmt.Errorf("publishing the test OS: %w", err)
+		}
+		cl.images[i] = ref
+	}
+	if cfg.metal {
+		var err error
+		if cl.metalImage, err = dev.PushMetalDisk(ctx, filepath.Join(cl.dir, "metal-disk"), cl.registry.Host); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// seed creates the namespaces, the MachineClass and, for the metal pool, its Hosts.
+func (cl *cluster) seed(ctx context.Context, cfg config) error {
+	objs := []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: computev1alpha1.PoolLeaseNamespace}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}},
+		&computev1alpha1.MachineClass{ObjectMeta: metav1.ObjectMeta{Name: classSmall}, Capabilities: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("256Mi")}},
+	}
+	if cfg.metal {
+		objs = append(objs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: dev.MetalNamespace}})
+	}
+	for _, o := range objs {
+		if err := client.IgnoreAlreadyExists(cl.c.Create(ctx, o)); err != nil {
+			return err
+		}
+	}
+	if cfg.metal {
+		return dev.SeedMetal(ctx, cl.c)
+	}
+	return nil
+}
+
+// waitPoolsReady waits until every pool says Ready.
+func (cl *cluster) waitPoolsReady(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		missing := []string{}
+		for _, name := range cl.pools() {
+			var p computev1alpha1.MachinePool
+			err := cl.c.Get(ctx, client.ObjectKey{Name: name}, &p)
+			if err != nil || !meta.IsStatusConditionTrue(p.Status.Conditions, computev1alpha1.ConditionReady) {
+				missing = append(missing, name)
+			}
+		}
+		if len(missing) == 0 {
+			return nil
+		}
+		for _, p := range cl.all() {
+			if p.exited() {
+				return fmt.Errorf("%s ended on its own (log %s)", p.name, p.log)
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pools %v not Ready after %s (logs in %s)", missing, timeout, cl.dir)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// stop ends anvil's processes, then the registry and control plane, and kills any QEMU
+// left under the run's folder (VMs outlive their runtime by design).
+func (cl *cluster) stop() {
+	for _, p := range cl.pools() {
+		cl.poollets[p].stop()
+		cl.runtimes[p].stop()
+	}
+	if cl.manager != nil {
+		cl.manager.stop()
+	}
+	if cl.registry != nil {
+		_ = cl.registry.Stop()
+	}
+	if cl.cp != nil {
+		_ = cl.cp.Stop()
+	}
+	for _, pid := range processesUnder(filepath.Join(cl.dir, "qemu")) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// processesUnder lists the processes whose command line names a path under dir.
+func processesUnder(dir string) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(cmdline), dir+"/") && pid != os.Getpid() {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// all is every process of the run.
+func (cl *cluster) all() []*proc {
+	out := []*proc{cl.manager}
+	for _, p := range cl.pools() {
+		out = append(out, cl.runtimes[p], cl.poollets[p])
+	}
+	return out
+}
+
+// observe reads the Machines, Hosts, every pool's runtime machines and create journals.
+func (cl *cluster) observe(ctx context.Context) (observed, error) {
+	o := observed{runtime: map[string][]*mriv1alpha1.Machine{}, journals: map[string][]mri.JournalEntry{}}
+	var machines computev1alpha1.MachineList
+	if err := cl.c.List(ctx, &machines, client.InNamespace(namespace)); err != nil {
+		return o, err
+	}
+	o.machines = machines.Items
+	if _, ok := cl.runtimes[poolMetal]; ok {
+		var hosts metalv1alpha1.HostList
+		if err := cl.c.List(ctx, &hosts, client.InNamespace(dev.MetalNamespace)); err != nil {
+			return o, err
+		}
+		o.hosts = hosts.Items
+	}
+	for _, pool := range cl.pools() {
+		rt, conn, err := mri.Dial(cl.sockets[pool], mri.Pool(pool))
+		if err != nil {
+			return o, err
+		}
+		list, err := rt.ListMachines(ctx, &mriv1alpha1.ListMachinesRequest{})
+		conn.Close()
+		if err != nil {
+			return o, fmt.Errorf("listing %s's machines: %w", pool, err)
+		}
+		o.runtime[pool] = list.GetMachines()
+		if o.journals[pool], err = mri.ReadJournal(cl.journals[pool]); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
