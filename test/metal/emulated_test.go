@@ -23,6 +23,7 @@ import (
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/bmcemu"
 	"github.com/anvil-dev/anvil/internal/metal/pool"
+	"github.com/anvil-dev/anvil/internal/metal/site"
 	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/test/testos"
 )
@@ -242,7 +243,7 @@ type twoTenants struct {
 	pool        *pool.Pool
 }
 
-func startTwoTenants(t *testing.T, s bmcemu.Spec, className, poolName string) twoTenants {
+func startTwoTenants(t *testing.T, s bmcemu.Spec, className, poolName string, mods ...func(*site.Config)) twoTenants {
 	t.Helper()
 	tt := twoTenants{infra: newNamespace(t, "infra"), a: newNamespace(t, "tenant-a"), b: newNamespace(t, "tenant-b")}
 	tt.e = startEmulator(t, s)
@@ -252,7 +253,11 @@ func startTwoTenants(t *testing.T, s bmcemu.Spec, className, poolName string) tw
 		Spec: metalv1alpha1.HostPolicySpec{Namespaces: []string{tt.a, tt.b}}}
 	create(t, tt.class, policy, emulatedHost(t, tt.infra, tt.e, s, bmcPassword))
 	startManager(t)
-	tt.pool = startMetalPool(t, poolName, tt.infra)
+	tt.pool = startMetalPoolWith(t, poolName, tt.infra, func(c *site.Config) {
+		for _, mod := range mods {
+			mod(c)
+		}
+	})
 	return tt
 }
 

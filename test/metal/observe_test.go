@@ -19,7 +19,7 @@ import (
 // accepted.
 type countingProvisioner struct {
 	provisioner.Provisioner
-	mu                                                     sync.Mutex
+	mu                                                      sync.Mutex
 	provision, adopt, deprovision, started, inspect, reboot map[string]int
 }
 
