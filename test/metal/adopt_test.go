@@ -189,6 +189,16 @@ func TestIronicLosesItsDatabaseInEveryState(t *testing.T) {
 	if err := os.Remove(filepath.Join(filepath.Dir(s.Ironic.LogPath()), "ironic.db")); err != nil {
 		t.Fatalf("deleting Ironic's database: %v", err)
 	}
+	// A Host that waited for a slot started nothing, and its record says so.
+	for _, r := range rows {
+		h := &metalv1alpha1.Host{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: r.name}, h); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := h.Annotations[metalv1alpha1.AnnotationDeployment]; ok != (r.deployed || r.at == provisioner.StateDeploying) {
+			t.Fatalf("%s at the loss: deployment record %q, want one only on a Host whose deployment started", r.name, h.Annotations[metalv1alpha1.AnnotationDeployment])
+		}
+	}
 	// While Ironic is down: claims and a re-claim, and the statuses cleared.
 	update(t, ns, "reclaimed-cleared", claim("reclaimed-cleared", "other", "y"))
 	update(t, ns, "claimed-cleared", claim("claimed-cleared", "claimed-cleared", "x"))
