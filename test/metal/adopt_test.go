@@ -87,6 +87,7 @@ func TestIronicLosesItsDatabaseInEveryState(t *testing.T) {
 		{name: "deprovisioning-cleared", deployed: true, at: provisioner.StateDeleting, clear: true, starts: 1},
 		// Released by its consumer and claimed by another (with image y) while Ironic
 		// was down: the first consumer's deployment is not adopted as the second's.
+		{name: "reclaimed", deployed: true, at: provisioner.StateActive, provisioned: true, image: "y", consumer: "other-2", starts: 2},
 		{name: "reclaimed-cleared", deployed: true, at: provisioner.StateActive, clear: true, provisioned: true, image: "y", consumer: "other", starts: 2},
 		{name: "claimed-cleared", at: provisioner.StateAvailable, clear: true, provisioned: true, image: "x", starts: 1},
 		{name: "inspecting", at: provisioner.StateInspecting},
@@ -200,6 +201,7 @@ func TestIronicLosesItsDatabaseInEveryState(t *testing.T) {
 		}
 	}
 	// While Ironic is down: claims and a re-claim, and the statuses cleared.
+	update(t, ns, "reclaimed", claim("reclaimed", "other-2", "y"))
 	update(t, ns, "reclaimed-cleared", claim("reclaimed-cleared", "other", "y"))
 	update(t, ns, "claimed-cleared", claim("claimed-cleared", "claimed-cleared", "x"))
 	for _, r := range rows {
