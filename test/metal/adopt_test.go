@@ -430,6 +430,12 @@ func TestEmulatedServerRestoredWithoutStatus(t *testing.T) {
 		c := meta.FindStatusCondition(h.Status.Conditions, metalv1alpha1.ConditionWiped)
 		return c != nil && c.Reason == metalv1alpha1.ReasonWiping
 	})
+	// The eraser's deployment on its way: Ironic has powered the server on with it.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		return redfishPower(t, e, host) == "On", nil
+	}); err != nil {
+		t.Fatal("the eraser was never powered on")
+	}
 	adoptions := counter.snapshot().adopt[node]
 	ironicLosesItsDatabase(t, p)
 	clearStatus(t, infra, host)

@@ -14,9 +14,10 @@ import (
 )
 
 // countingProvisioner counts the deployments and adoptions a real provisioner is asked
-// for, so a test can tell adoption from re-imaging: started counts the deployments
-// (provisions and rebuilds) the provisioner started, inspect and reboot the calls it
-// accepted.
+// for, so a test can tell adoption from re-imaging: started counts the deployments of a
+// consumer's image (provisions and rebuilds: those with a Starting hook, which writes the
+// Host's deployment record; the eraser's have none) the provisioner started, inspect and
+// reboot the calls it accepted.
 type countingProvisioner struct {
 	provisioner.Provisioner
 	mu                                                      sync.Mutex
@@ -35,11 +36,12 @@ func (c *countingProvisioner) wrap(p provisioner.Provisioner) provisioner.Provis
 // counted makes d's start counted.
 func (c *countingProvisioner) counted(name string, d provisioner.Deployment) provisioner.Deployment {
 	starting := d.Starting
+	if starting == nil {
+		return d
+	}
 	d.Starting = func(ctx context.Context) error {
-		if starting != nil {
-			if err := starting(ctx); err != nil {
-				return err
-			}
+		if err := starting(ctx); err != nil {
+			return err
 		}
 		c.mu.Lock()
 		c.started[name]++
