@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -295,21 +294,10 @@ func waitNodes(t *testing.T, node func(string) (provisioner.Node, error), rows [
 // restore from a backup without status leaves it.
 func clearStatus(t *testing.T, ns, name string) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		h := &metalv1alpha1.Host{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, h); err != nil {
-			return false, err
-		}
+	changeHost(t, ns, name, "clearing the status of", func(ctx context.Context, h *metalv1alpha1.Host) error {
 		h.Status = metalv1alpha1.HostStatus{}
-		err := env.Client.Status().Update(ctx, h)
-		if err != nil && strings.Contains(err.Error(), "the object has been modified") {
-			return false, nil
-		}
-		return err == nil, err
+		return env.Client.Status().Update(ctx, h)
 	})
-	if err != nil {
-		t.Fatalf("clearing the status of Host %s: %v", name, err)
-	}
 }
 
 // checkClaims fails unless no consumer holds two Hosts and every Host's deployment record
@@ -386,15 +374,7 @@ func TestEmulatedServerRestoredWithoutStatus(t *testing.T) {
 	}
 	deploy := func(ns, name string) {
 		t.Helper()
-		ud := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-user-data"},
-			Data: map[string][]byte{"userData": []byte("#cloud-config\n# anvil-marker=" + name + "\n")}}
-		m := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: computev1alpha1.MachineSpec{MachineClassRef: computev1alpha1.MachineClassReference{Name: tt.class.Name}, Image: image,
-				UserDataRef: &computev1alpha1.SecretKeySelector{Name: ud.Name, Key: "userData"}}}
-		create(t, ud, m)
-		machineState(t, ns, name, "Running", 5*time.Minute, func(m *computev1alpha1.Machine) bool {
-			return m.Status.State == computev1alpha1.MachineStateRunning
-		})
+		runMachine(t, ns, name, tt.class.Name, image, "#cloud-config\n# anvil-marker="+name+"\n")
 		waitConsole(t, console, "marker="+name, 1, 3*time.Minute)
 	}
 	adopted := func(what string) {

@@ -146,15 +146,7 @@ func TestEmulatedServerBootsTenantMachines(t *testing.T) {
 
 	deploy := func(ns, name, marker string) {
 		t.Helper()
-		ud := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-user-data"},
-			Data: map[string][]byte{"userData": []byte("#cloud-config\n# anvil-marker=" + marker + "\n")}}
-		m := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: computev1alpha1.MachineSpec{MachineClassRef: computev1alpha1.MachineClassReference{Name: class.Name}, Image: image,
-				UserDataRef: &computev1alpha1.SecretKeySelector{Name: ud.Name, Key: "userData"}}}
-		create(t, ud, m)
-		machineState(t, ns, name, "Running", 5*time.Minute, func(m *computev1alpha1.Machine) bool {
-			return m.Status.State == computev1alpha1.MachineStateRunning
-		})
+		runMachine(t, ns, name, class.Name, image, "#cloud-config\n# anvil-marker="+marker+"\n")
 	}
 	ready := "ANVIL-TESTOS-READY arch=x86_64 "
 	deploy(tenantA, "alpha", "alpha")
@@ -214,6 +206,21 @@ func TestEmulatedServerBootsTenantMachines(t *testing.T) {
 		t.Errorf("the second tenant's boot shows the first's data:\n%s", last)
 	}
 	deleteMachine(t, tenantB, "beta", 3*time.Minute)
+}
+
+// runMachine creates a Machine of class and image with userData as its first-boot data,
+// and waits until it is Running.
+func runMachine(t *testing.T, ns, name, class, image, userData string) {
+	t.Helper()
+	ud := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-user-data"},
+		Data: map[string][]byte{"userData": []byte(userData)}}
+	m := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: computev1alpha1.MachineSpec{MachineClassRef: computev1alpha1.MachineClassReference{Name: class}, Image: image,
+			UserDataRef: &computev1alpha1.SecretKeySelector{Name: ud.Name, Key: "userData"}}}
+	create(t, ud, m)
+	machineState(t, ns, name, "Running", 5*time.Minute, func(m *computev1alpha1.Machine) bool {
+		return m.Status.State == computev1alpha1.MachineStateRunning
+	})
 }
 
 // ironicLosesItsDatabase kills the site's Ironic, deletes its database and waits until the

@@ -22,14 +22,7 @@ func TestStartingHookRunsOnlyWhenTheDeploymentStarts(t *testing.T) {
 	p, _ := newProvisioner(t, irc, func(o *Options) { o.MaxConcurrentDeploy = 1 })
 	ctx := context.Background()
 	a, b := "ns~start-a", "ns~start-b"
-	for _, n := range []string{a, b} {
-		if _, err := p.Register(ctx, fakeHost(n)); err != nil {
-			t.Fatal(err)
-		}
-		waitState(t, p, n, provisioner.StateManageable)
-		retryBusy(t, "Provide", func() error { return p.Provide(ctx, n) })
-		waitState(t, p, n, provisioner.StateAvailable)
-	}
+	availableNodes(t, p, a, b)
 	var starts = map[string]*atomic.Int32{a: {}, b: {}}
 	counted := func(name string) provisioner.Deployment {
 		return provisioner.Deployment{Image: testImage, Starting: func(context.Context) error { starts[name].Add(1); return nil }}
