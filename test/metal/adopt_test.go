@@ -102,13 +102,17 @@ func TestIronicLosesItsDatabaseInEveryState(t *testing.T) {
 	release := func(h *metalv1alpha1.Host) { h.Spec.Image, h.Spec.ConsumerRef, h.Spec.Online = nil, nil, false }
 	node := func(name string) (provisioner.Node, error) { return s.Provisioner.Get(ctx, ns+"~"+name) }
 
-	// Before: every Host but the inspecting ones enrolled and Available, the deployed
-	// ones provisioned; one rebuilt and rebooted, its status then cleared while Ironic
-	// still knows it (the Host controller finds it all again from Ironic and the record).
+	// Before: every Host but the inspecting ones enrolled and Available (their hardware
+	// known already, as after a restore: not inspected, which the delay makes slow), the
+	// deployed ones provisioned; one rebuilt and rebooted, its status then cleared while
+	// Ironic still knows it (the Host controller finds it all again from Ironic and the
+	// record).
 	for i, r := range rows {
 		if r.at == provisioner.StateInspecting {
 			continue
 		}
+		create(t, &metalv1alpha1.HardwareData{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: r.name},
+			Spec: metalv1alpha1.HardwareDataSpec{Architecture: computev1alpha1.ArchitectureAMD64, CPU: metalv1alpha1.CPU{Count: 8}, MemoryMiB: 16384}})
 		h := fakeHost(ns, r.name, 7000+i)
 		if r.deployed {
 			claim(r.name, r.name, "x")(h)
