@@ -31,6 +31,7 @@ type Provisioner interface {
 	// Provide makes a Manageable node Available (cleaning it if the provisioner cleans).
 	Provide(ctx context.Context, name string) error
 	// Provision writes image to an Available node, with a config drive, and boots it.
+	// d.Starting, when set, is called once the deployment is about to start.
 	Provision(ctx context.Context, name string, d Deployment) error
 	// Rebuild writes d's image again to an Active node (or one whose deployment failed)
 	// with d's config drive and boots it, keeping the server's other disks: a new image for
@@ -46,7 +47,8 @@ type Provisioner interface {
 	Reboot(ctx context.Context, name string) error
 	// Adopt takes a Manageable node that is already running d's image into Active
 	// without writing its disk or rebooting it: for servers whose records the
-	// provisioner lost. d's config drive is not used.
+	// provisioner lost. d's config drive is not used; d's token is kept with the node, as
+	// Provision and Rebuild keep it, so a Rebuild for it finds it made.
 	Adopt(ctx context.Context, name string, d Deployment) error
 	// Detach makes the provisioner forget the node without touching the server.
 	Detach(ctx context.Context, name string) error
@@ -173,6 +175,13 @@ type Deployment struct {
 	// Token names the request this deployment carries out (anvil: the Host's rebuild
 	// token); kept with the node, so that Rebuild knows a deployment it already made.
 	Token string
+	// Starting, when set, is called by Provision and Rebuild once the deployment is about
+	// to start: the node is in a state to take it and the provisioner holds what it needs
+	// (a deploy slot), and nothing was asked of the server yet. It is not called by a call
+	// that finds the deployment made or under way already, nor by one that must wait
+	// (ErrBusy). An error from it abandons the call, which returns that error. anvil
+	// records there, durably, that the server may from now on hold the deployment.
+	Starting func(context.Context) error
 }
 
 // ConfigDrive is the content of an OpenStack config drive.

@@ -23,6 +23,7 @@ import (
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/bmcemu"
 	"github.com/anvil-dev/anvil/internal/metal/pool"
+	"github.com/anvil-dev/anvil/internal/metal/site"
 	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/test/testos"
 )
@@ -145,15 +146,7 @@ func TestEmulatedServerBootsTenantMachines(t *testing.T) {
 
 	deploy := func(ns, name, marker string) {
 		t.Helper()
-		ud := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-user-data"},
-			Data: map[string][]byte{"userData": []byte("#cloud-config\n# anvil-marker=" + marker + "\n")}}
-		m := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: computev1alpha1.MachineSpec{MachineClassRef: computev1alpha1.MachineClassReference{Name: class.Name}, Image: image,
-				UserDataRef: &computev1alpha1.SecretKeySelector{Name: ud.Name, Key: "userData"}}}
-		create(t, ud, m)
-		machineState(t, ns, name, "Running", 5*time.Minute, func(m *computev1alpha1.Machine) bool {
-			return m.Status.State == computev1alpha1.MachineStateRunning
-		})
+		runMachine(t, ns, name, class.Name, image, "#cloud-config\n# anvil-marker="+marker+"\n")
 	}
 	ready := "ANVIL-TESTOS-READY arch=x86_64 "
 	deploy(tenantA, "alpha", "alpha")
@@ -215,6 +208,21 @@ func TestEmulatedServerBootsTenantMachines(t *testing.T) {
 	deleteMachine(t, tenantB, "beta", 3*time.Minute)
 }
 
+// runMachine creates a Machine of class and image with userData as its first-boot data,
+// and waits until it is Running.
+func runMachine(t *testing.T, ns, name, class, image, userData string) {
+	t.Helper()
+	ud := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-user-data"},
+		Data: map[string][]byte{"userData": []byte(userData)}}
+	m := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: computev1alpha1.MachineSpec{MachineClassRef: computev1alpha1.MachineClassReference{Name: class}, Image: image,
+			UserDataRef: &computev1alpha1.SecretKeySelector{Name: ud.Name, Key: "userData"}}}
+	create(t, ud, m)
+	machineState(t, ns, name, "Running", 5*time.Minute, func(m *computev1alpha1.Machine) bool {
+		return m.Status.State == computev1alpha1.MachineStateRunning
+	})
+}
+
 // ironicLosesItsDatabase kills the site's Ironic, deletes its database and waits until the
 // supervisor has restarted it.
 func ironicLosesItsDatabase(t *testing.T, p *pool.Pool) {
@@ -242,7 +250,7 @@ type twoTenants struct {
 	pool        *pool.Pool
 }
 
-func startTwoTenants(t *testing.T, s bmcemu.Spec, className, poolName string) twoTenants {
+func startTwoTenants(t *testing.T, s bmcemu.Spec, className, poolName string, mods ...func(*site.Config)) twoTenants {
 	t.Helper()
 	tt := twoTenants{infra: newNamespace(t, "infra"), a: newNamespace(t, "tenant-a"), b: newNamespace(t, "tenant-b")}
 	tt.e = startEmulator(t, s)
@@ -252,7 +260,11 @@ func startTwoTenants(t *testing.T, s bmcemu.Spec, className, poolName string) tw
 		Spec: metalv1alpha1.HostPolicySpec{Namespaces: []string{tt.a, tt.b}}}
 	create(t, tt.class, policy, emulatedHost(t, tt.infra, tt.e, s, bmcPassword))
 	startManager(t)
-	tt.pool = startMetalPool(t, poolName, tt.infra)
+	tt.pool = startMetalPoolWith(t, poolName, tt.infra, func(c *site.Config) {
+		for _, mod := range mods {
+			mod(c)
+		}
+	})
 	return tt
 }
 

@@ -103,20 +103,28 @@ func create(t *testing.T, objs ...client.Object) {
 // update changes a Host with f, retrying on conflicts.
 func update(t *testing.T, ns, name string, f func(*metalv1alpha1.Host)) {
 	t.Helper()
+	changeHost(t, ns, name, "updating", func(ctx context.Context, h *metalv1alpha1.Host) error {
+		f(h)
+		return env.Client.Update(ctx, h)
+	})
+}
+
+// changeHost writes the Host with write, read afresh and retried on conflicts.
+func changeHost(t *testing.T, ns, name, what string, write func(context.Context, *metalv1alpha1.Host) error) {
+	t.Helper()
 	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 		h := &metalv1alpha1.Host{}
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, h); err != nil {
 			return false, err
 		}
-		f(h)
-		err := env.Client.Update(ctx, h)
+		err := write(ctx, h)
 		if err != nil && strings.Contains(err.Error(), "the object has been modified") {
 			return false, nil
 		}
 		return err == nil, err
 	})
 	if err != nil {
-		t.Fatalf("updating Host %s: %v", name, err)
+		t.Fatalf("%s Host %s: %v", what, name, err)
 	}
 }
 

@@ -59,6 +59,12 @@ func runInBackground(t *testing.T, what string, f func(context.Context) error) {
 // the metal runtime behind a real socket, and the pool's poollet.
 func startMetalPool(t *testing.T, name, ns string) *pool.Pool {
 	t.Helper()
+	return startMetalPoolWith(t, name, ns, nil)
+}
+
+// startMetalPoolWith is startMetalPool with the site's configuration changed by mod.
+func startMetalPoolWith(t *testing.T, name, ns string, mod func(*site.Config)) *pool.Pool {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "anvil-pool-")
 	if err != nil {
 		t.Fatal(err)
@@ -66,9 +72,13 @@ func startMetalPool(t *testing.T, name, ns string) *pool.Pool {
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	sc := site.Config{RestConfig: env.Config, Namespace: ns, StateDir: dir, BusyPoll: 500 * time.Millisecond,
+		ESPImage: testos.ESPImage(t), Wipe: site.Wipe{Method: site.WipeEraser, EraserDir: testos.EraserDir(t)}}
+	if mod != nil {
+		mod(&sc)
+	}
 	p, err := metalpool.Start(ctx, env.Config, env.Client, pool.Config{
-		Site: site.Config{RestConfig: env.Config, Namespace: ns, StateDir: dir, BusyPoll: 500 * time.Millisecond,
-			ESPImage: testos.ESPImage(t), Wipe: site.Wipe{Method: site.WipeEraser, EraserDir: testos.EraserDir(t)}},
+		Site: sc,
 		Name: name, ImageCacheDir: filepath.Join(dir, "cache"), ImageCache: osimage.CacheOptions{Network: registrynet.Policy{Allow: registrynet.Loopback}},
 	}, 2*time.Second)
 	if err != nil {

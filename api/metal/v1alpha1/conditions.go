@@ -96,3 +96,14 @@ func RebuildConsumer(token string) string {
 	}
 	return token[:i]
 }
+
+// AnnotationDeployment on a Host is the Host controller's durable record of the server's
+// deployment: which consumer (uid) a deployment of which image was started for, the rebuild
+// and reboot tokens carried out on it, and, once its tear-down was asked, that it was
+// released. Only the Host controller writes it: before the provisioner starts a deployment
+// (so a lost provisioner database or a lost status never deploys a consumer's server
+// twice: it is adopted), before it tears one down, and it removes it once the server is
+// wiped (or, where the site does not wipe, deprovisioned). It is metadata so that it
+// survives what status does not: a restore from a backup. Its value is JSON
+// (internal/controller/host/hostplan Record).
+const AnnotationDeployment = "metal.anvil.dev/deployment"

@@ -262,8 +262,9 @@ type HostStatus struct {
 	// PowerState as the BMC reported it.
 	// +optional
 	PowerState PowerState `json:"powerState,omitempty"`
-	// Image the Host was provisioned with; kept so a Host can be adopted, never re-imaged,
-	// when the provisioner loses its records.
+	// Image the server runs, as last observed. Adoption, when the provisioner loses its
+	// records, goes by the deployment record (annotation metal.anvil.dev/deployment), which
+	// a lost status does not take with it.
 	// +optional
 	Image *HostImage `json:"image,omitempty"`
 	// LastError is the most recent failure, cleared once the Host works again.

@@ -7,6 +7,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/controller/host/hostplan"
@@ -63,9 +64,20 @@ func (s *step) execute(ctx context.Context, in *hostplan.Input) (hostplan.Result
 	case hostplan.ActionReboot:
 		if err = p.Reboot(ctx, name); err == nil {
 			h.Status.RebootToken = h.Annotations[metalv1alpha1.AnnotationReboot]
+			if s.plan.Record != nil {
+				// After the reset: the status carries the token too, so a lost write
+				// costs a second reset only if the status is lost as well.
+				if err := s.writeRecord(ctx, s.plan.Record, false); err != nil {
+					log.FromContext(ctx).Info("the reboot is not in the Host's deployment record; its status has it", "host", name, "error", err)
+				}
+			}
 		}
 	case hostplan.ActionAdopt:
-		err = p.Adopt(ctx, name, deploymentOf(h, h.Status.Image))
+		d := deploymentOf(h, s.plan.Adopt)
+		if rec, _ := hostplan.RecordOf(h); rec != nil {
+			d.Token = rec.Rebuild
+		}
+		err = p.Adopt(ctx, name, d)
 	case hostplan.ActionDetach:
 		err = p.Detach(ctx, name)
 		if err == nil && h.DeletionTimestamp != nil {
@@ -99,7 +111,19 @@ func (s *step) deploy(ctx context.Context, call func(context.Context, string, pr
 	}
 	d := deploymentOf(h, h.Spec.Image)
 	d.ConfigDrive, d.Token = drive, h.Annotations[metalv1alpha1.AnnotationRebuild]
+	// The record that the server may hold the deployment goes on the Host before the
+	// provisioner starts it, and only then (not while the deployment waits for a slot).
+	var recordErr error
+	if rec := s.plan.Record; rec != nil {
+		d.Starting = func(ctx context.Context) error {
+			recordErr = s.writeRecord(ctx, rec, false)
+			return recordErr
+		}
+	}
 	err = call(ctx, nodeName(h), d)
+	if recordErr != nil {
+		return hostplan.Result{}, recordErr
+	}
 	if err == nil {
 		h.Status.RebuildToken = d.Token
 	}

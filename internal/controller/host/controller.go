@@ -88,6 +88,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	s := &step{r: r, host: h, before: *h.Status.DeepCopy(), now: time.Now()}
 	if err := s.run(ctx); err != nil {
+		if apierrors.IsConflict(err) {
+			// The Host changed under a write of its deployment record: decide again on it.
+			return requeue.AfterConflict(), nil
+		}
 		return ctrl.Result{}, err
 	}
 	if s.finalized {

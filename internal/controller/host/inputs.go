@@ -15,13 +15,17 @@ import (
 	"github.com/anvil-dev/anvil/internal/provisioner"
 )
 
-func (r *Reconciler) hardwareKnown(ctx context.Context, h *metalv1alpha1.Host) (bool, error) {
+// hardwareData is the Host's HardwareData, nil when inspection has not written it.
+func (r *Reconciler) hardwareData(ctx context.Context, h *metalv1alpha1.Host) (*metalv1alpha1.HardwareData, error) {
 	hw := &metalv1alpha1.HardwareData{}
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: h.Name}, hw)
-	if apierrors.IsNotFound(err) {
-		return false, nil
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
 	}
-	return err == nil, err
+	return hw, nil
 }
 
 // registration builds what the provisioner needs, with the credentials Secret's

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -38,14 +39,23 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, wor
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("host").
 		// Status writes, ours included, are not a reason to look again: that would undo
-		// the back-off. Spec (generation), annotations and deletion are.
+		// the back-off. Spec (generation), annotations and deletion are, and a status
+		// emptied by someone else (a restore from a backup): it is written again at once.
 		For(&metalv1alpha1.Host{}, builder.WithPredicates(predicate.Or(
-			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, statusEmptied))).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.hostsReading)).
 		WatchesRawSource(source.Channel(r.rechecks.channel(), &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(workers, 1)})
 	return b.Complete(r)
 }
+
+// statusEmptied passes an update that leaves a Host's status without a provisioning state
+// it had: the Host controller never writes that.
+var statusEmptied = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	old, ok1 := e.ObjectOld.(*metalv1alpha1.Host)
+	h, ok2 := e.ObjectNew.(*metalv1alpha1.Host)
+	return ok1 && ok2 && old.Status.ProvisioningState != "" && h.Status.ProvisioningState == ""
+}}
 
 // hostsReading maps a Secret to the Hosts that read it, so a fixed credentials Secret
 // registers its Hosts again at once.

@@ -25,8 +25,19 @@ func (s *step) apply() {
 	} else if p.Operational != metalv1alpha1.OperationalError {
 		st.LastError, st.ErrorCount = "", 0
 	}
+	if st.RebootToken == "" {
+		// Lost with the status: the deployment record has it.
+		st.RebootToken = hostplan.RebootDone(h)
+	}
 	st.PowerState = metalv1alpha1.PowerUnknown
 	if n != nil {
+		if st.ProvisionerID != n.ID && !s.inspectStarted {
+			// A node registered anew (the provisioner lost its records): an inspection
+			// started on the old one is void, and this one is inspected afresh.
+			if c := meta.FindStatusCondition(st.Conditions, metalv1alpha1.ConditionInspected); c != nil && c.Reason == metalv1alpha1.ReasonInspecting {
+				meta.RemoveStatusCondition(&st.Conditions, metalv1alpha1.ConditionInspected)
+			}
+		}
 		st.ProvisionerID = n.ID
 		if n.PowerOn != nil {
 			st.PowerState = metalv1alpha1.PowerOff

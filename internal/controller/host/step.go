@@ -49,6 +49,9 @@ func (s *step) run(ctx context.Context) error {
 			break
 		}
 		done[s.plan.Action] = true
+		if err := s.recordFirst(ctx); err != nil {
+			return err
+		}
 		res, err := s.execute(ctx, &in)
 		if err != nil {
 			return err
@@ -82,9 +85,15 @@ func (s *step) observe(ctx context.Context) (hostplan.Input, error) {
 			s.node = &node
 		}
 	}
-	hwKnown, err := s.r.hardwareKnown(ctx, h)
+	hw, err := s.r.hardwareData(ctx, h)
 	if err != nil {
 		return hostplan.Input{}, err
+	}
+	hwKnown := hw != nil
+	if hwKnown && h.Status.Hardware == nil {
+		// The status was lost (a restore from a backup): the summary comes back from
+		// what inspection recorded.
+		h.Status.Hardware = Summary(&hw.Spec)
 	}
 	reg, credVersion, problem, err := s.r.registration(ctx, h)
 	if err != nil {
@@ -92,17 +101,20 @@ func (s *step) observe(ctx context.Context) (hostplan.Input, error) {
 	}
 	reg.New = fresh
 	s.registration, s.credentials, s.hwKnown = reg, credVersion, hwKnown
-	return hostplan.Input{Host: h, Node: s.node, HardwareKnown: hwKnown, InspectionStarted: inspectionStarted(h),
-		RebootRequested:    h.Annotations[metalv1alpha1.AnnotationReboot] != h.Status.RebootToken,
+	return hostplan.Input{Host: h, Node: s.node, HardwareKnown: hwKnown, InspectionStarted: inspectionStarted(h, s.node),
+		RebootRequested:    hostplan.RebootRequested(h),
 		Reregister:         s.node != nil && (h.Status.ObservedGeneration != h.Generation || h.Status.CredentialsVersion != credVersion),
 		CredentialsProblem: problem, Unreachable: s.lookupErr != nil,
 		Eraser: s.r.eraserFor(h), WipeTimeout: orDefault(s.r.WipeTimeout, 30*time.Minute), Now: s.now}, nil
 }
 
-// inspectionStarted: an inspection was accepted and its result not read yet.
-func inspectionStarted(h *metalv1alpha1.Host) bool {
+// inspectionStarted: an inspection was accepted, by the provisioner's node n as it is now,
+// and its result not read yet. A node registered anew (the provisioner lost its records
+// mid-inspection) has another ID and was never inspected: it is inspected again.
+func inspectionStarted(h *metalv1alpha1.Host, n *provisioner.Node) bool {
 	c := meta.FindStatusCondition(h.Status.Conditions, metalv1alpha1.ConditionInspected)
-	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == metalv1alpha1.ReasonInspecting
+	return n != nil && n.ID == h.Status.ProvisionerID &&
+		c != nil && c.Status == metav1.ConditionFalse && c.Reason == metalv1alpha1.ReasonInspecting
 }
 
 // resultOf turns a provisioner call's error into the planner's Result.

@@ -110,6 +110,20 @@ func waitState(t *testing.T, p *Provisioner, name string, want provisioner.State
 	return waitFor(t, p, name, 60*time.Second, string(want), idleIn(want))
 }
 
+// availableNodes registers fake nodes of names and provides them: Available.
+func availableNodes(t *testing.T, p *Provisioner, names ...string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, n := range names {
+		if _, err := p.Register(ctx, fakeHost(n)); err != nil {
+			t.Fatal(err)
+		}
+		waitState(t, p, n, provisioner.StateManageable)
+		retryBusy(t, "Provide", func() error { return p.Provide(ctx, n) })
+		waitState(t, p, n, provisioner.StateAvailable)
+	}
+}
+
 // twice calls f two times: every operation must be idempotent.
 func twice(t *testing.T, what string, f func() error) {
 	t.Helper()

@@ -109,7 +109,7 @@ func (p *Provisioner) Provision(ctx context.Context, name string, d provisioner.
 	default:
 		return wrongStateErr(n, "provision")
 	}
-	return p.deploy(ctx, n, d.Image, info, cd, nodes.TargetActive, "provision")
+	return p.deploy(ctx, n, d, info, cd, nodes.TargetActive, "provision")
 }
 
 // Rebuild implements provisioner.Provisioner with Ironic's rebuild (active or deploy
@@ -146,19 +146,27 @@ func (p *Provisioner) Rebuild(ctx context.Context, name string, d provisioner.De
 			"which Ironic does not switch on a deployed node: deprovision it and provision the image instead: %w",
 			name, n.DeployInterface, want, provisioner.ErrInvalid)
 	}
-	return p.deploy(ctx, n, d.Image, info, cd, nodes.TargetRebuild, "rebuild")
+	return p.deploy(ctx, n, d, info, cd, nodes.TargetRebuild, "rebuild")
 }
 
-// deploy sets node n's instance_info to info (and the deploy interface img needs), then
-// asks Ironic for target (deploy, rebuild or adopt) with config drive cd, holding a deploy
-// slot. op names the operation in errors and logs.
-func (p *Provisioner) deploy(ctx context.Context, n *nodes.Node, img provisioner.Image, info, cd map[string]any, target nodes.TargetProvisionState, op string) error {
+// deploy sets node n's instance_info to info (and the deploy interface d's image needs),
+// then asks Ironic for target (deploy, rebuild or adopt) with config drive cd, holding a
+// deploy slot; d.Starting is called once the slot is held, before anything is written.
+// op names the operation in errors and logs.
+func (p *Provisioner) deploy(ctx context.Context, n *nodes.Node, d provisioner.Deployment, info, cd map[string]any, target nodes.TargetProvisionState, op string) error {
+	img := d.Image
 	ops, err := imageOps(n, img, info)
 	if err != nil {
 		return fmt.Errorf("%s node %s: %w", op, n.Name, err)
 	}
 	if err := p.admit(p.deploys, n.Name); err != nil {
 		return err
+	}
+	if d.Starting != nil {
+		if err := d.Starting(ctx); err != nil {
+			p.wake(p.deploys.release(n.Name))
+			return err
+		}
 	}
 	p.log.Info("deploying node", "node", n.Name, "operation", op, "image", img.URL, "ramdisk", img.Ramdisk())
 	if _, err := p.patch(ctx, n.Name, "setting the image", ops); err != nil {
@@ -271,7 +279,11 @@ func (p *Provisioner) Adopt(ctx context.Context, name string, d provisioner.Depl
 	default:
 		return wrongStateErr(n, "adopt")
 	}
-	return p.deploy(ctx, n, d.Image, info, nil, nodes.TargetAdopt, "adopt")
+	if d.Token != "" {
+		info[infoRequest] = d.Token
+	}
+	d.Starting = nil // an adoption deploys nothing
+	return p.deploy(ctx, n, d, info, nil, nodes.TargetAdopt, "adopt")
 }
 
 // Detach implements provisioner.Provisioner: maintenance on (Ironic then deletes a node in

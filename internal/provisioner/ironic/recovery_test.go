@@ -88,8 +88,16 @@ func TestAdoptAfterDatabaseLoss(t *testing.T) {
 			}
 		}
 	}()
-	twice(t, "Adopt", func() error { return p.Adopt(ctx, name, provisioner.Deployment{Image: testImage}) })
+	// Adopted with the token of the deployment it runs (the Host controller keeps it in
+	// the Host's deployment record): a rebuild for that token finds it made.
+	twice(t, "Adopt", func() error { return p.Adopt(ctx, name, provisioner.Deployment{Image: testImage, Token: "u/1"}) })
 	n := waitState(t, p, name, provisioner.StateActive)
+	started := false
+	if err := p.Rebuild(ctx, name, provisioner.Deployment{Image: testImage, Token: "u/1",
+		Starting: func(context.Context) error { started = true; return nil }}); err != nil || started {
+		t.Errorf("Rebuild for the adopted deployment's token: %v, started %v; want nothing done", err, started)
+	}
+	time.Sleep(time.Second) // a rebuild would show as deploying by now
 	close(stop)
 	<-done
 	if n.Image != testImage {

@@ -79,14 +79,7 @@ func TestIronicLimitIsBusy(t *testing.T) {
 	p, _ := newProvisioner(t, irc, func(o *Options) { o.MaxConcurrentDeploy = 5 })
 	ctx := context.Background()
 	names := []string{"ns~lim-1", "ns~lim-2"}
-	for _, n := range names {
-		if _, err := p.Register(ctx, fakeHost(n)); err != nil {
-			t.Fatal(err)
-		}
-		waitState(t, p, n, provisioner.StateManageable)
-		retryBusy(t, "Provide", func() error { return p.Provide(ctx, n) })
-		waitState(t, p, n, provisioner.StateAvailable)
-	}
+	availableNodes(t, p, names...)
 	d := provisioner.Deployment{Image: testImage}
 	if err := p.Provision(ctx, names[0], d); err != nil {
 		t.Fatal(err)

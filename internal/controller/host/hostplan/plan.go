@@ -5,8 +5,9 @@
 // and writes the status.
 //
 // The decision is level-based. Registration is checked in every state, so a provisioner
-// that lost its records gets the Host back: re-enrolled, and — when status.image says the
-// server was provisioned — adopted, never written again.
+// that lost its records gets the Host back: re-enrolled, and — when the Host's deployment
+// record (record.go, metadata that survives a lost status) says a deployment was started
+// for its consumer — adopted, never written again.
 package hostplan
 
 import (
@@ -70,7 +71,8 @@ type Input struct {
 	// InspectionStarted: the provisioner accepted an inspection whose result has not been
 	// read yet (the Host's Inspected condition says Inspecting).
 	InspectionStarted bool
-	// RebootRequested: the Host carries a reboot token not carried out yet.
+	// RebootRequested: the Host carries a reboot token not carried out yet
+	// (RebootRequested(Host)).
 	RebootRequested bool
 	// CredentialsProblem says what is wrong with the BMC credentials Secret, when
 	// something is: the Host cannot be registered until it is fixed.
@@ -85,6 +87,9 @@ type Input struct {
 	// limit); Now is the time of the decision.
 	WipeTimeout time.Duration
 	Now         time.Time
+
+	// record is the Host's deployment record, read by Decide.
+	record *Record
 }
 
 // Plan is the decision: one action and the status to report while it runs.
@@ -106,11 +111,21 @@ type Plan struct {
 	WipeReason, WipeMessage string
 	// WipeStarted: the eraser runs; its clock starts now unless it has already.
 	WipeStarted bool
+	// Record, when set, is the Host's new deployment record, written before the action is
+	// carried out — for Provision and Rebuild, once the provisioner is about to start the
+	// deployment (not while it waits for a slot); for Reboot, after the reset, which is not
+	// idempotent: the record never claims a reset that failed. ClearRecord removes it
+	// before the action. When the write fails, the action is not carried out.
+	Record      *Record
+	ClearRecord bool
+	// Adopt is the image ActionAdopt adopts the server with (the record's).
+	Adopt *metalv1alpha1.HostImage
 }
 
 // Decide returns the next step for in.Host.
 func Decide(in Input) Plan {
 	h := in.Host
+	in.record = recordOf(h)
 	st := h.Status.ProvisioningState
 	if st == "" {
 		st = metalv1alpha1.StateRegistering
@@ -127,7 +142,7 @@ func Decide(in Input) Plan {
 		p = Plan{Action: ActionWait, State: st, Operational: metalv1alpha1.OperationalError,
 			Reason: metalv1alpha1.ReasonCredentialsMissing, Message: in.CredentialsProblem, Failed: true}
 	}
-	if wipes(in) && tenantImage(in) {
+	if wipes(in) && (tenantImage(in) || p.WipeReason == "" && leftBehind(in) && !notWipedByStatus(h)) {
 		p = markTenantData(p)
 	}
 	return p
@@ -147,18 +162,18 @@ func decide(in Input, st metalv1alpha1.ProvisioningState) Plan {
 	}
 	n := in.Node
 	if n == nil || in.Reregister {
-		return Plan{Action: ActionRegister, State: registeringState(h, st), Operational: metalv1alpha1.OperationalOK,
+		return Plan{Action: ActionRegister, State: registeringState(in, st), Operational: metalv1alpha1.OperationalOK,
 			Reason: metalv1alpha1.ReasonRegistering, Busy: true}
 	}
 	switch n.State {
 	case provisioner.StateEnrolling:
-		return busy(registeringState(h, st), metalv1alpha1.ReasonRegistering)
+		return busy(registeringState(in, st), metalv1alpha1.ReasonRegistering)
 	case provisioner.StateManageable:
 		return manageable(in)
 	case provisioner.StateInspecting:
 		return busy(metalv1alpha1.StateInspecting, metalv1alpha1.ReasonInspecting)
 	case provisioner.StateCleaning:
-		if wasProvisioned(h) || st == metalv1alpha1.StateDeprovisioning || (wipes(in) && notWiped(h)) {
+		if in.record != nil || st == metalv1alpha1.StateDeprovisioning || (wipes(in) && notWiped(in)) {
 			return busy(metalv1alpha1.StateDeprovisioning, metalv1alpha1.ReasonDeprovisioning)
 		}
 		return busy(metalv1alpha1.StateInspecting, metalv1alpha1.ReasonInspecting)
@@ -185,14 +200,10 @@ func decide(in Input, st metalv1alpha1.ProvisioningState) Plan {
 		Reason: metalv1alpha1.ReasonRegistrationFailed, Message: fmt.Sprintf("the provisioner reports an unknown state %q", n.State)}
 }
 
-// wasProvisioned: the Host ran an image the last time anvil looked. Such a Host is
-// adopted, never provided, when the provisioner finds it Manageable.
-func wasProvisioned(h *metalv1alpha1.Host) bool { return h.Status.Image != nil }
-
 // registeringState keeps a provisioned Host's state while it is enrolled again: to its
 // tenant the server never stopped being Provisioned.
-func registeringState(h *metalv1alpha1.Host, st metalv1alpha1.ProvisioningState) metalv1alpha1.ProvisioningState {
-	if wasProvisioned(h) {
+func registeringState(in Input, st metalv1alpha1.ProvisioningState) metalv1alpha1.ProvisioningState {
+	if adoptable(in) != nil {
 		return metalv1alpha1.StateProvisioned
 	}
 	if st == metalv1alpha1.StateDeleting {
@@ -205,12 +216,17 @@ func busy(st metalv1alpha1.ProvisioningState, reason string) Plan {
 	return Plan{Action: ActionWait, State: st, Operational: metalv1alpha1.OperationalOK, Reason: reason, Busy: true}
 }
 
+// manageable decides for a node the provisioner knows but that was never deployed, or
+// whose records it lost. The deployment record alone says which: a deployment started for
+// the Host's consumer, who still wants a server, is adopted as it runs; anything else
+// (never deployed, released, another consumer's) goes the way of a new server —
+// inspected if need be, provided, and, at Available, wiped first where the record says
+// the disks may hold what a consumer left.
 func manageable(in Input) Plan {
-	h := in.Host
-	switch {
-	case wasProvisioned(h):
+	switch img := adoptable(in); {
+	case img != nil:
 		return Plan{Action: ActionAdopt, State: metalv1alpha1.StateProvisioned, Operational: metalv1alpha1.OperationalOK,
-			Reason: metalv1alpha1.ReasonAdopted, Busy: true}
+			Reason: metalv1alpha1.ReasonAdopted, Busy: true, Adopt: img}
 	case !in.HardwareKnown && in.InspectionStarted:
 		// Inspection was started and the server is back to Manageable: it has finished.
 		return Plan{Action: ActionReadHardware, State: metalv1alpha1.StateInspecting, Operational: metalv1alpha1.OperationalOK,
@@ -219,28 +235,32 @@ func manageable(in Input) Plan {
 		return Plan{Action: ActionInspect, State: metalv1alpha1.StateInspecting, Operational: metalv1alpha1.OperationalOK,
 			Reason: metalv1alpha1.ReasonInspecting, Busy: true}
 	}
+	if in.record != nil {
+		return Plan{Action: ActionProvide, State: metalv1alpha1.StateDeprovisioning, Operational: metalv1alpha1.OperationalOK,
+			Reason: metalv1alpha1.ReasonDeprovisioning, Busy: true}
+	}
 	return Plan{Action: ActionProvide, State: metalv1alpha1.StateInspecting, Operational: metalv1alpha1.OperationalOK,
 		Reason: metalv1alpha1.ReasonInspected, Busy: true}
 }
 
 func available(in Input) Plan {
 	h := in.Host
-	if wipes(in) && notWiped(h) {
+	if wipes(in) && notWiped(in) {
 		// Before anything else, whoever asks: a Host not wiped is never provisioned.
 		return startWipe()
 	}
 	if h.Spec.Image != nil {
 		p := Plan{Action: ActionProvision, State: metalv1alpha1.StateProvisioning, Operational: metalv1alpha1.OperationalOK,
-			Reason: metalv1alpha1.ReasonProvisioning, Busy: true}
+			Reason: metalv1alpha1.ReasonProvisioning, Busy: true, Record: deploymentRecord(in)}
 		if wipes(in) {
 			// Marked before the call: from here on the disks may hold the tenant's data.
 			p = markTenantData(p)
 		}
 		return p
 	}
-	p := Plan{Action: ActionWait, State: metalv1alpha1.StateAvailable, Operational: metalv1alpha1.OperationalOK, Reason: metalv1alpha1.ReasonReady}
-	p.Action = powerAction(h, in.Node)
-	return p
+	// Deprovisioned (and wiped where the site wipes): the record has served.
+	return Plan{Action: powerAction(h, in.Node), State: metalv1alpha1.StateAvailable, Operational: metalv1alpha1.OperationalOK,
+		Reason: metalv1alpha1.ReasonReady, ClearRecord: in.record != nil}
 }
 
 func active(in Input) Plan {
@@ -249,21 +269,27 @@ func active(in Input) Plan {
 		return eraserRuns(in)
 	}
 	same := h.Spec.Image != nil && SameImage(h.Spec.Image, n.Image)
-	if h.Spec.Image != nil && (!same && keepsServer(h) || rebuildPending(h)) {
-		return rebuild(metalv1alpha1.OperationalOK, metalv1alpha1.ReasonProvisioning, "")
+	theirs := in.record != nil && !in.record.ours(h)
+	if h.Spec.Image != nil && !theirs && (!same && keepsServer(h) || rebuildPending(h)) {
+		return rebuild(in, metalv1alpha1.OperationalOK, metalv1alpha1.ReasonProvisioning, "")
 	}
-	if !same {
+	if !same || theirs {
 		// Cleared, or a different image wanted without its consumer asking to keep the
-		// server: the disk is wiped first; Available then provisions the new one.
+		// server, or a deployment that is not the consumer's (released, or another's: an
+		// edited consumerRef): the disk is wiped first; Available then provisions anew.
 		return Plan{Action: ActionDeprovision, State: metalv1alpha1.StateDeprovisioning, Operational: metalv1alpha1.OperationalOK,
-			Reason: metalv1alpha1.ReasonDeprovisioning, Busy: true}
+			Reason: metalv1alpha1.ReasonDeprovisioning, Busy: true, Record: releasedRecord(in)}
 	}
 	a := powerAction(h, n)
 	if a == ActionWait && in.RebootRequested && h.Spec.Online {
 		a = ActionReboot
 	}
-	return Plan{Action: a, State: metalv1alpha1.StateProvisioned, Operational: metalv1alpha1.OperationalOK,
-		Reason: metalv1alpha1.ReasonProvisioned}
+	p := Plan{Action: a, State: metalv1alpha1.StateProvisioned, Operational: metalv1alpha1.OperationalOK,
+		Reason: metalv1alpha1.ReasonProvisioned, Record: backfill(in)}
+	if a == ActionReboot {
+		p.Record = rebooted(in)
+	}
+	return p
 }
 
 // powerAction switches power when the server's differs from spec.online. An unknown power
@@ -293,19 +319,25 @@ func failed(in Input, st metalv1alpha1.ProvisioningState) Plan {
 	case provisioner.OpInspect:
 		p.Action, p.State, p.Reason = ActionInspect, metalv1alpha1.StateInspecting, metalv1alpha1.ReasonInspectionFailed
 	case provisioner.OpProvision:
-		if h.Spec.Image != nil && wasProvisioned(h) && keepsServer(h) {
+		if h.Spec.Image != nil && in.record.ours(h) && keepsServer(h) {
 			// A rebuild failed: its consumer keeps the server, so it is rebuilt again.
-			return rebuild(metalv1alpha1.OperationalError, metalv1alpha1.ReasonProvisioningFailed, n.LastError)
+			return rebuild(in, metalv1alpha1.OperationalError, metalv1alpha1.ReasonProvisioningFailed, n.LastError)
 		}
 		// Deprovision takes a failed deploy back to Available, where a still-wanted image
-		// is provisioned again.
+		// is provisioned again; the failed deployment is never adopted.
 		p.Action, p.State, p.Reason = ActionDeprovision, metalv1alpha1.StateProvisioning, metalv1alpha1.ReasonProvisioningFailed
+		p.Record = releasedRecord(in)
 	case provisioner.OpAdopt:
-		p.Action, p.State, p.Reason = ActionAdopt, metalv1alpha1.StateProvisioned, metalv1alpha1.ReasonProvisioningFailed
+		if img := adoptable(in); img != nil {
+			p.Action, p.State, p.Reason, p.Adopt = ActionAdopt, metalv1alpha1.StateProvisioned, metalv1alpha1.ReasonProvisioningFailed, img
+			break
+		}
+		// Released meanwhile: back through Available.
+		p.Action, p.State, p.Reason = ActionDeprovision, metalv1alpha1.StateDeprovisioning, metalv1alpha1.ReasonProvisioningFailed
 	case provisioner.OpClean, provisioner.OpDelete:
 		p.Action, p.State, p.Reason = ActionDeprovision, metalv1alpha1.StateDeprovisioning, metalv1alpha1.ReasonDeprovisioningFailed
 	default:
-		p.Action, p.State, p.Reason = ActionRegister, registeringState(h, st), RegistrationReason(n.LastError)
+		p.Action, p.State, p.Reason = ActionRegister, registeringState(in, st), RegistrationReason(n.LastError)
 	}
 	return p
 }

@@ -19,12 +19,38 @@ var (
 
 type hostOpt func(*metalv1alpha1.Host)
 
+// host builds a Host. One that ran an image (ran) and has no deployment record gets the
+// record of that deployment for its (final) consumer, as the Host controller writes it.
 func host(opts ...hostOpt) *metalv1alpha1.Host {
 	h := &metalv1alpha1.Host{}
 	for _, o := range opts {
 		o(h)
 	}
+	if _, ok := h.Annotations[metalv1alpha1.AnnotationDeployment]; h.Status.Image != nil && !ok {
+		recorded(&Record{Consumer: consumerUID(h), Image: h.Status.Image})(h)
+	}
+	if h.Annotations[metalv1alpha1.AnnotationDeployment] == "none" {
+		delete(h.Annotations, metalv1alpha1.AnnotationDeployment)
+	}
 	return h
+}
+
+// recorded gives the Host a deployment record.
+func recorded(r *Record) hostOpt {
+	return func(h *metalv1alpha1.Host) {
+		if h.Annotations == nil {
+			h.Annotations = map[string]string{}
+		}
+		h.Annotations[metalv1alpha1.AnnotationDeployment] = r.Encode()
+	}
+}
+
+// unrecorded: the Host has no deployment record, whatever it ran.
+func unrecorded(h *metalv1alpha1.Host) {
+	if h.Annotations == nil {
+		h.Annotations = map[string]string{}
+	}
+	h.Annotations[metalv1alpha1.AnnotationDeployment] = "none"
 }
 
 func state(s metalv1alpha1.ProvisioningState) hostOpt {
@@ -118,8 +144,10 @@ func TestDecide(t *testing.T) {
 			ActionInspect, metalv1alpha1.StateInspecting, metalv1alpha1.OperationalError},
 		{"deploy failure goes back through deprovision", Input{Host: host(wants(imgA)), Node: node(provisioner.StateFailed, failedFrom(provisioner.OpProvision))},
 			ActionDeprovision, metalv1alpha1.StateProvisioning, metalv1alpha1.OperationalError},
-		{"adopt failure adopts again", Input{Host: host(ran(imgA)), Node: node(provisioner.StateFailed, failedFrom(provisioner.OpAdopt))},
+		{"adopt failure adopts again", Input{Host: host(wants(imgA), ran(imgA)), Node: node(provisioner.StateFailed, failedFrom(provisioner.OpAdopt))},
 			ActionAdopt, metalv1alpha1.StateProvisioned, metalv1alpha1.OperationalError},
+		{"adopt failure of a Host released meanwhile deprovisions", Input{Host: host(ran(imgA)), Node: node(provisioner.StateFailed, failedFrom(provisioner.OpAdopt))},
+			ActionDeprovision, metalv1alpha1.StateDeprovisioning, metalv1alpha1.OperationalError},
 		{"clean failure deprovisions again", Input{Host: host(), Node: node(provisioner.StateFailed, failedFrom(provisioner.OpClean))},
 			ActionDeprovision, metalv1alpha1.StateDeprovisioning, metalv1alpha1.OperationalError},
 
@@ -173,12 +201,19 @@ func TestProvisionedHostIsNeverReimaged(t *testing.T) {
 		for _, hw := range []bool{false, true} {
 			in := Input{Host: host(wants(imgA), ran(imgA), state(metalv1alpha1.StateProvisioned)), HardwareKnown: hw,
 				Node: node(s, running(imgA), failedFrom(provisioner.OpAdopt))}
+			// Restored from a backup without status: the deployment record alone decides.
+			cleared := in
+			cleared.Host = in.Host.DeepCopy()
+			cleared.Host.Status = metalv1alpha1.HostStatus{}
 			if s == provisioner.StateAvailable {
 				continue // Available means the disk was wiped already: provisioning is then right
 			}
-			switch a := Decide(in).Action; a {
-			case ActionProvide, ActionProvision, ActionInspect, ActionDeprovision:
-				t.Errorf("node %s (hardware known %v): Decide = %s on a provisioned Host", s, hw, a)
+			for _, in := range []Input{in, cleared, withEraser(in), withEraser(cleared)} {
+				switch a := Decide(in).Action; a {
+				case ActionProvide, ActionProvision, ActionInspect, ActionDeprovision, ActionWipe, ActionRebuild:
+					t.Errorf("node %s (hardware known %v, status cleared %v, eraser %v): Decide = %s on a provisioned Host",
+						s, hw, in.Host.Status.ProvisioningState == "", in.Eraser != nil, a)
+				}
 			}
 		}
 	}

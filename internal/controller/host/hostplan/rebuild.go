@@ -26,7 +26,7 @@ func rebuildPending(h *metalv1alpha1.Host) bool {
 }
 
 // rebuild is the plan that rebuilds the server; while it runs the Host is Provisioning.
-func rebuild(op metalv1alpha1.OperationalStatus, reason, msg string) Plan {
+func rebuild(in Input, op metalv1alpha1.OperationalStatus, reason, msg string) Plan {
 	return Plan{Action: ActionRebuild, State: metalv1alpha1.StateProvisioning, Operational: op, Reason: reason, Message: msg,
-		Busy: op == metalv1alpha1.OperationalOK, Failed: op == metalv1alpha1.OperationalError}
+		Busy: op == metalv1alpha1.OperationalOK, Failed: op == metalv1alpha1.OperationalError, Record: deploymentRecord(in)}
 }

@@ -108,11 +108,11 @@ func withEraser(in Input) Input {
 }
 
 func TestConcludeRebuild(t *testing.T) {
-	p, _ := Conclude(rebuild(metalv1alpha1.OperationalOK, metalv1alpha1.ReasonProvisioning, ""), Result{Outcome: OutcomeFailed, Message: "refused"})
+	p, _ := Conclude(rebuild(Input{Host: host(wants(imgA))}, metalv1alpha1.OperationalOK, metalv1alpha1.ReasonProvisioning, ""), Result{Outcome: OutcomeFailed, Message: "refused"})
 	if !p.Failed || p.Reason != metalv1alpha1.ReasonProvisioningFailed || p.Message != "Rebuild: refused" {
 		t.Errorf("a refused rebuild: %+v", p)
 	}
-	p, _ = Conclude(rebuild(metalv1alpha1.OperationalOK, metalv1alpha1.ReasonProvisioning, ""), Result{Outcome: OutcomeConfigDriveMissing, Message: "no Secret"})
+	p, _ = Conclude(rebuild(Input{Host: host(wants(imgA))}, metalv1alpha1.OperationalOK, metalv1alpha1.ReasonProvisioning, ""), Result{Outcome: OutcomeConfigDriveMissing, Message: "no Secret"})
 	if !p.Failed || p.Reason != metalv1alpha1.ReasonConfigDriveMissing {
 		t.Errorf("a rebuild without its config drive: %+v", p)
 	}

@@ -17,13 +17,19 @@ import (
 // is not Available: it stays Deprovisioning, the eraser is deployed, and when the server has
 // powered itself off (the eraser's sign of success) the Host is marked wiped and the
 // eraser torn down. Only then is it Available, and only Available Hosts are claimed. The
-// mark lives in the Host's status, so a restart in the middle wipes again, never hands out.
+// mark lives in the Host's status, and in the deployment record (record.go), which
+// survives a lost status and is removed only when the eraser has run to its end: a
+// restart in the middle, or a restore without status, wipes again, never hands out.
 
 // wipes: this Host is wiped by the site's eraser.
 func wipes(in Input) bool { return in.Eraser != nil }
 
-// notWiped: the Host's disks may hold what a Machine left.
-func notWiped(h *metalv1alpha1.Host) bool {
+// notWiped: the Host's disks may hold what a Machine left, by its status or its
+// deployment record.
+func notWiped(in Input) bool { return notWipedByStatus(in.Host) || leftBehind(in) }
+
+// notWipedByStatus: the Wiped condition is there and not True.
+func notWipedByStatus(h *metalv1alpha1.Host) bool {
 	c := meta.FindStatusCondition(h.Status.Conditions, metalv1alpha1.ConditionWiped)
 	return c != nil && c.Status != metav1.ConditionTrue
 }
@@ -65,14 +71,15 @@ func startWipe() Plan {
 // time-out, tear it down as failed (the next Available deploys it again, after back-off).
 func eraserRuns(in Input) Plan {
 	h, n := in.Host, in.Node
-	if !notWiped(h) {
+	if !notWiped(in) {
 		// Wiped already (the status write landed, the tear-down did not): tear down.
 		return Plan{Action: ActionDeprovision, State: metalv1alpha1.StateDeprovisioning, Operational: metalv1alpha1.OperationalOK,
 			Reason: metalv1alpha1.ReasonWiping, Busy: true}
 	}
 	if n.State == provisioner.StateActive && n.PowerOn != nil && !*n.PowerOn {
+		// Wiped: the record of what the disks held goes first, before the status says so.
 		return Plan{Action: ActionDeprovision, State: metalv1alpha1.StateDeprovisioning, Operational: metalv1alpha1.OperationalOK,
-			Reason: metalv1alpha1.ReasonWiping, Busy: true, WipeReason: metalv1alpha1.ReasonWiped}
+			Reason: metalv1alpha1.ReasonWiping, Busy: true, WipeReason: metalv1alpha1.ReasonWiped, ClearRecord: in.record != nil}
 	}
 	if started := h.Status.WipeStartedAt; started != nil && in.WipeTimeout > 0 && in.Now.Sub(started.Time) > in.WipeTimeout {
 		msg := fmt.Sprintf("the eraser did not power the server off within %s of its deployment (its console says why)", in.WipeTimeout)

@@ -1,0 +1,458 @@
+package metal
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/bmcemu"
+	"github.com/anvil-dev/anvil/internal/controller/host/hostplan"
+	"github.com/anvil-dev/anvil/internal/ironic"
+	"github.com/anvil-dev/anvil/internal/metal/site"
+	"github.com/anvil-dev/anvil/internal/provisioner"
+)
+
+// recoveryRow is one Host of TestIronicLosesItsDatabaseInEveryState: where it is when
+// Ironic loses its database, whether its status is cleared too, and where it must end.
+type recoveryRow struct {
+	name string
+	// deployed: provisioned with imgX for its consumer before anything else happens.
+	deployed bool
+	// at is the provisioner state the Host's node must be in at the loss ("" for none).
+	at provisioner.State
+	// clear: its status is cleared through the status subresource after the database is
+	// deleted (a restore from a backup without status).
+	clear bool
+	// end: Provisioned with image (for consumer), or Available with no consumer.
+	provisioned bool
+	image       string // "x" or "y"
+	consumer    string
+	// starts is how many deployments (provisions and rebuilds) the provisioner started for
+	// the Host in all; adopted whether it was adopted after the loss.
+	starts  int
+	adopted bool
+}
+
+// Ironic is killed and its database deleted while Hosts are in every state a Host can be
+// in — Inspecting, Deploying, waiting for a deploy slot, Deprovisioning, Provisioned (also
+// rebuilt and rebooted), Available, claimed or re-claimed while Ironic is down — with and
+// without their status cleared as well (a cluster restored from a backup without status).
+// Each ends where it should, from the Hosts' spec and deployment records alone: a
+// deployment started for the Host's consumer is adopted, never deployed again; one never
+// started (queued, or claimed while Ironic was down) is deployed once; a released or
+// another consumer's deployment is not adopted as the Host's consumer's; an inspection
+// cut short runs again on the new node. Fake hardware, with delays that hold each state
+// long enough to lose Ironic's database in it: no server boots, so the deployments are
+// counted at the provisioner (those it started), not on a console.
+func TestIronicLosesItsDatabaseInEveryState(t *testing.T) {
+	start := time.Now()
+	ns := newNamespace(t, "infra")
+	counter := &countingProvisioner{}
+	s := startSite(t, ns, func(c *site.Config) {
+		c.WrapProvisioner = counter.wrap
+		// Two deploy slots: two Hosts deploy at the loss while two wait for a slot.
+		c.MaxConcurrentDeploy = 2
+		// Deployments and tear-downs (two steps of 5 s each) and inspections (20 s) long
+		// enough to be caught in.
+		c.FakeDelays = ironic.FakeDelays{Deploy: ironic.Delay{Min: 5}, Inspect: ironic.Delay{Min: 20}}
+	})
+	d := serveDisk(t)
+	images := map[string]*metalv1alpha1.HostImage{"x": d.Image(), "y": d.Image()}
+	images["y"].Format = metalv1alpha1.ImageFormatQCOW2 // the same bytes as another image
+	ctx := context.Background()
+	uid := func(row string) string { return "uid-" + row }
+	rows := []recoveryRow{
+		{name: "provisioned", deployed: true, at: provisioner.StateActive, provisioned: true, image: "x", starts: 1, adopted: true},
+		{name: "provisioned-cleared", deployed: true, at: provisioner.StateActive, clear: true, provisioned: true, image: "x", starts: 1, adopted: true},
+		// Cleared while Ironic still knows it, then again after the loss; rebuilt (to y,
+		// token 1) and rebooted (token r1) before: neither is done again.
+		{name: "rebuilt-cleared", deployed: true, at: provisioner.StateActive, clear: true, provisioned: true, image: "y", starts: 2, adopted: true},
+		{name: "deploying", at: provisioner.StateDeploying, provisioned: true, image: "x", starts: 1, adopted: true},
+		{name: "deploying-cleared", at: provisioner.StateDeploying, clear: true, provisioned: true, image: "x", starts: 1, adopted: true},
+		{name: "queued", at: provisioner.StateAvailable, provisioned: true, image: "x", starts: 1},
+		{name: "queued-cleared", at: provisioner.StateAvailable, clear: true, provisioned: true, image: "x", starts: 1},
+		{name: "deprovisioning", deployed: true, at: provisioner.StateDeleting, starts: 1},
+		{name: "deprovisioning-cleared", deployed: true, at: provisioner.StateDeleting, clear: true, starts: 1},
+		// Released by its consumer and claimed by another (with image y) while Ironic
+		// was down: the first consumer's deployment is not adopted as the second's.
+		{name: "reclaimed", deployed: true, at: provisioner.StateActive, provisioned: true, image: "y", consumer: "other-2", starts: 2},
+		{name: "reclaimed-cleared", deployed: true, at: provisioner.StateActive, clear: true, provisioned: true, image: "y", consumer: "other", starts: 2},
+		{name: "claimed-cleared", at: provisioner.StateAvailable, clear: true, provisioned: true, image: "x", starts: 1},
+		{name: "inspecting", at: provisioner.StateInspecting},
+		{name: "inspecting-cleared", at: provisioner.StateInspecting, clear: true},
+		{name: "available-cleared", at: provisioner.StateAvailable, clear: true},
+	}
+	claim := func(name, consumer, image string) func(*metalv1alpha1.Host) {
+		return func(h *metalv1alpha1.Host) {
+			h.Spec.Image, h.Spec.Online = images[image].DeepCopy(), true
+			h.Spec.ConsumerRef = &metalv1alpha1.ConsumerReference{Namespace: "tenant", Name: consumer, UID: uid(consumer)}
+		}
+	}
+	release := func(h *metalv1alpha1.Host) { h.Spec.Image, h.Spec.ConsumerRef, h.Spec.Online = nil, nil, false }
+	node := func(name string) (provisioner.Node, error) { return s.Provisioner.Get(ctx, ns+"~"+name) }
+
+	// Before: every Host but the inspecting ones enrolled and Available (their hardware
+	// known already, as after a restore: not inspected, which the delay makes slow), the
+	// deployed ones provisioned; one rebuilt and rebooted, its status then cleared while
+	// Ironic still knows it (the Host controller finds it all again from Ironic and the
+	// record).
+	for i, r := range rows {
+		if r.at == provisioner.StateInspecting {
+			continue
+		}
+		create(t, &metalv1alpha1.HardwareData{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: r.name},
+			Spec: metalv1alpha1.HardwareDataSpec{Architecture: computev1alpha1.ArchitectureAMD64, CPU: metalv1alpha1.CPU{Count: 8}, MemoryMiB: 16384}})
+		h := fakeHost(ns, r.name, 7000+i)
+		if r.deployed {
+			claim(r.name, r.name, "x")(h)
+		}
+		create(t, h)
+	}
+	for _, r := range rows {
+		switch {
+		case r.deployed:
+			waitHost(t, ns, r.name, "Provisioned", 3*time.Minute, provisioned)
+		case r.at != provisioner.StateInspecting:
+			waitHost(t, ns, r.name, "Available", 3*time.Minute, inState(metalv1alpha1.StateAvailable))
+		}
+	}
+	update(t, ns, "rebuilt-cleared", func(h *metalv1alpha1.Host) {
+		h.Spec.Image = images["y"].DeepCopy()
+		metav1.SetMetaDataAnnotation(&h.ObjectMeta, metalv1alpha1.AnnotationRebuild, metalv1alpha1.RebuildToken(uid("rebuilt-cleared"), 1))
+	})
+	waitHost(t, ns, "rebuilt-cleared", "rebuilt", 2*time.Minute, func(h *metalv1alpha1.Host) bool {
+		return provisioned(h) && h.Status.Image.Same(images["y"]) && h.Status.RebuildToken == metalv1alpha1.RebuildToken(uid("rebuilt-cleared"), 1)
+	})
+	update(t, ns, "rebuilt-cleared", func(h *metalv1alpha1.Host) {
+		metav1.SetMetaDataAnnotation(&h.ObjectMeta, metalv1alpha1.AnnotationReboot, "r1")
+	})
+	waitHost(t, ns, "rebuilt-cleared", "rebooted", time.Minute, func(h *metalv1alpha1.Host) bool {
+		return provisioned(h) && h.Status.RebootToken == "r1"
+	})
+	clearStatus(t, ns, "rebuilt-cleared")
+	waitHost(t, ns, "rebuilt-cleared", "Provisioned again from Ironic and its record", time.Minute, func(h *metalv1alpha1.Host) bool {
+		return provisioned(h) && h.Status.Image.Same(images["y"]) && h.Status.RebootToken == "r1" &&
+			h.Status.RebuildToken == metalv1alpha1.RebuildToken(uid("rebuilt-cleared"), 1) && h.Status.Hardware != nil
+	})
+	if c := counter.snapshot(); c.started[ns+"~rebuilt-cleared"] != 2 || c.reboot[ns+"~rebuilt-cleared"] != 1 {
+		t.Fatalf("a Host whose status was cleared was deployed or rebooted again: %d deployments started (want 2), %d reboots (want 1)",
+			c.started[ns+"~rebuilt-cleared"], c.reboot[ns+"~rebuilt-cleared"])
+	}
+	t.Logf("before the loss: ready in %s", time.Since(start).Round(time.Second))
+
+	// Into the states of the loss: inspections (new Hosts), two deployments taking both
+	// slots, two more waiting for one, two tear-downs.
+	for i, r := range rows {
+		if r.at == provisioner.StateInspecting {
+			create(t, fakeHost(ns, r.name, 7100+i))
+		}
+	}
+	waitNodes(t, node, rows, provisioner.StateInspecting, 2*time.Minute)
+	for _, r := range rows {
+		switch {
+		case r.at == provisioner.StateDeploying:
+			update(t, ns, r.name, claim(r.name, r.name, "x"))
+		case r.at == provisioner.StateDeleting:
+			update(t, ns, r.name, release)
+		}
+	}
+	waitNodes(t, node, rows, provisioner.StateDeploying, time.Minute)
+	for _, r := range rows {
+		if strings.HasPrefix(r.name, "queued") {
+			update(t, ns, r.name, claim(r.name, r.name, "x"))
+			waitHost(t, ns, r.name, "waiting for a deploy slot", time.Minute, func(h *metalv1alpha1.Host) bool {
+				c := meta.FindStatusCondition(h.Status.Conditions, metalv1alpha1.ConditionReady)
+				return c != nil && strings.Contains(c.Message, "waiting for the provisioner")
+			})
+		}
+	}
+	// The loss: every node must be where its row says, or the test proves nothing.
+	before := counter.snapshot()
+	for _, r := range rows {
+		n, err := node(r.name)
+		if err != nil || n.State != r.at && !(r.at == provisioner.StateDeleting && n.State == provisioner.StateCleaning) {
+			t.Fatalf("%s is %+v (%v) when Ironic is to lose its database, want %s: the fake delays are too short for this machine",
+				r.name, n, err, r.at)
+		}
+	}
+	restarts := s.Ironic.Restarts()
+	if err := syscall.Kill(s.Ironic.PID(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(filepath.Dir(s.Ironic.LogPath()), "ironic.db")); err != nil {
+		t.Fatalf("deleting Ironic's database: %v", err)
+	}
+	// A Host that waited for a slot started nothing, and its record says so.
+	for _, r := range rows {
+		h := &metalv1alpha1.Host{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: r.name}, h); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := h.Annotations[metalv1alpha1.AnnotationDeployment]; ok != (r.deployed || r.at == provisioner.StateDeploying) {
+			t.Fatalf("%s at the loss: deployment record %q, want one only on a Host whose deployment started", r.name, h.Annotations[metalv1alpha1.AnnotationDeployment])
+		}
+	}
+	// While Ironic is down: claims and a re-claim, and the statuses cleared.
+	update(t, ns, "reclaimed", claim("reclaimed", "other-2", "y"))
+	update(t, ns, "reclaimed-cleared", claim("reclaimed-cleared", "other", "y"))
+	update(t, ns, "claimed-cleared", claim("claimed-cleared", "claimed-cleared", "x"))
+	for _, r := range rows {
+		if r.clear {
+			clearStatus(t, ns, r.name)
+		}
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
+		return s.Ironic.Restarts() > restarts, nil
+	}); err != nil {
+		t.Fatal("Ironic was not restarted after being killed")
+	}
+	lost := time.Now()
+
+	for _, r := range rows {
+		name := ns + "~" + r.name
+		consumer := r.consumer
+		if consumer == "" {
+			consumer = r.name
+		}
+		var h *metalv1alpha1.Host
+		if r.provisioned {
+			h = waitHost(t, ns, r.name, "Provisioned with image "+r.image, 3*time.Minute, func(h *metalv1alpha1.Host) bool {
+				n, err := node(r.name)
+				return provisioned(h) && h.Status.Image.Same(images[r.image]) && err == nil && n.State == provisioner.StateActive && !n.Busy &&
+					hostplan.SameImage(images[r.image], n.Image)
+			})
+			rec, err := hostplan.RecordOf(h)
+			if err != nil || rec == nil || rec.Consumer != uid(consumer) || rec.Released || !rec.Image.Same(images[r.image]) {
+				t.Errorf("%s: deployment record %+v (%v), want one of image %s for %s", r.name, rec, err, r.image, uid(consumer))
+			}
+			if h.Spec.ConsumerRef == nil || h.Spec.ConsumerRef.UID != uid(consumer) {
+				t.Errorf("%s: held by %+v, want %s", r.name, h.Spec.ConsumerRef, uid(consumer))
+			}
+		} else {
+			h = waitHost(t, ns, r.name, "Available", 3*time.Minute, func(h *metalv1alpha1.Host) bool {
+				n, err := node(r.name)
+				return inState(metalv1alpha1.StateAvailable)(h) && h.Status.Hardware != nil && err == nil && n.State == provisioner.StateAvailable
+			})
+			if _, ok := h.Annotations[metalv1alpha1.AnnotationDeployment]; ok || h.Spec.ConsumerRef != nil {
+				t.Errorf("%s: Available with consumer %+v and deployment record %q", r.name, h.Spec.ConsumerRef, h.Annotations[metalv1alpha1.AnnotationDeployment])
+			}
+		}
+		after := counter.snapshot()
+		if after.started[name] != r.starts {
+			t.Errorf("%s: %d deployments started in all (%d before the loss), want %d", r.name, after.started[name], before.started[name], r.starts)
+		}
+		if adopted := after.adopt[name] > before.adopt[name]; adopted != r.adopted {
+			t.Errorf("%s: adopted after the loss: %v, want %v", r.name, adopted, r.adopted)
+		}
+		if r.at == provisioner.StateInspecting {
+			hw := &metalv1alpha1.HardwareData{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: r.name}, hw); err != nil || hw.Spec.CPU.Count != 8 {
+				t.Errorf("%s: HardwareData %+v (%v), want the 8 CPUs of its address", r.name, hw.Spec, err)
+			}
+			if after.inspect[name] < 2 {
+				t.Errorf("%s: inspected %d times; the inspection Ironic lost must run again on the new node", r.name, after.inspect[name])
+			}
+		}
+		if r.name == "rebuilt-cleared" {
+			if h.Status.RebuildToken != metalv1alpha1.RebuildToken(uid(r.name), 1) || h.Status.RebootToken != "r1" || after.reboot[name] != 1 {
+				t.Errorf("%s: rebuild token %q, reboot token %q, %d reboots; want the rebuild and the reboot carried out once, and known",
+					r.name, h.Status.RebuildToken, h.Status.RebootToken, after.reboot[name])
+			}
+		}
+	}
+	checkClaims(t, ns, nil)
+	t.Logf("recovered in %s after Ironic came back; the test took %s", time.Since(lost).Round(time.Second), time.Since(start).Round(time.Second))
+}
+
+// waitNodes waits until the nodes of rows whose state at the loss is st are in it.
+func waitNodes(t *testing.T, node func(string) (provisioner.Node, error), rows []recoveryRow, st provisioner.State, timeout time.Duration) {
+	t.Helper()
+	for _, r := range rows {
+		if r.at != st {
+			continue
+		}
+		var last provisioner.Node
+		err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+			n, err := node(r.name)
+			last = n
+			return err == nil && n.State == st, nil
+		})
+		if err != nil {
+			t.Fatalf("%s never %s: %+v", r.name, st, last)
+		}
+	}
+}
+
+// clearStatus writes an empty status to the Host through the status subresource, as a
+// restore from a backup without status leaves it.
+func clearStatus(t *testing.T, ns, name string) {
+	t.Helper()
+	changeHost(t, ns, name, "clearing the status of", func(ctx context.Context, h *metalv1alpha1.Host) error {
+		h.Status = metalv1alpha1.HostStatus{}
+		return env.Client.Status().Update(ctx, h)
+	})
+}
+
+// checkClaims fails unless no consumer holds two Hosts and every Host's deployment record
+// is its consumer's or released; with machines (uid -> exists), every Host's consumer is
+// a Machine that exists.
+func checkClaims(t *testing.T, ns string, machines map[string]bool) {
+	t.Helper()
+	var hosts metalv1alpha1.HostList
+	if err := env.Client.List(context.Background(), &hosts, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	held := map[string]string{}
+	for i := range hosts.Items {
+		h := &hosts.Items[i]
+		rec, err := hostplan.RecordOf(h)
+		if err != nil {
+			t.Errorf("Host %s: %v", h.Name, err)
+		}
+		c := h.Spec.ConsumerRef
+		if c == nil {
+			if rec != nil && !rec.Released {
+				t.Errorf("Host %s has no consumer and a deployment record of %s not released", h.Name, rec.Consumer)
+			}
+			continue
+		}
+		if other, ok := held[c.UID]; ok {
+			t.Errorf("consumer %s/%s (%s) holds Hosts %s and %s", c.Namespace, c.Name, c.UID, other, h.Name)
+		}
+		held[c.UID] = h.Name
+		if rec != nil && !rec.Released && rec.Consumer != c.UID {
+			t.Errorf("Host %s is held by %s and records a deployment for %s", h.Name, c.UID, rec.Consumer)
+		}
+		if machines != nil && !machines[c.UID] {
+			t.Errorf("Host %s is held by %s/%s (%s), which does not exist", h.Name, c.Namespace, c.Name, c.UID)
+		}
+	}
+}
+
+// The emulated server of TestEmulatedServerRestoredWithoutStatus.
+var restoredServer = bmcemu.Spec{Name: "server-r", CPUs: 2, MemoryMiB: 1024, DiskGiB: 8, DataDiskMiB: 64, MAC: "52:54:00:aa:00:0a"}
+
+// A tenant's Machine runs on an emulated server. Its Host's status is cleared while Ironic
+// runs (everything is found again), then Ironic loses its database and the status is
+// cleared again (a restore from a backup without status, with Ironic's database gone): the
+// server is adopted from the Host's deployment record, and its console shows one boot.
+// The Machine deleted, the server is being wiped by the site's eraser when Ironic loses its
+// database and the status is cleared once more: the server is not adopted as the tenant's
+// nor handed out unwiped; the eraser runs to its end, the Machine is gone, and the next
+// tenant's Machine boots once on the wiped server. No Host is ever held by two Machines,
+// nor by one that does not exist.
+func TestEmulatedServerRestoredWithoutStatus(t *testing.T) {
+	ctx := context.Background()
+	counter := &countingProvisioner{}
+	tt := startTwoTenants(t, restoredServer, "emulated-restored", "restored", func(c *site.Config) { c.WrapProvisioner = counter.wrap })
+	infra, e, p := tt.infra, tt.e, tt.pool
+	host, node := restoredServer.Name, infra+"~"+restoredServer.Name
+	console := e.ConsolePath(host)
+	image := pushTestOS(t, computev1alpha1.ArchitectureAMD64)
+	waitHost(t, infra, host, "Available", 3*time.Minute, inState(metalv1alpha1.StateAvailable))
+	const ready = "ANVIL-TESTOS-READY arch=x86_64 "
+	boots := func() int { raw, _ := os.ReadFile(console); return strings.Count(string(raw), ready) }
+	machines := func() map[string]bool {
+		out := map[string]bool{}
+		for _, ns := range []string{tt.a, tt.b} {
+			var list computev1alpha1.MachineList
+			if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range list.Items {
+				out[string(m.UID)] = true
+			}
+		}
+		return out
+	}
+	deploy := func(ns, name string) {
+		t.Helper()
+		runMachine(t, ns, name, tt.class.Name, image, "#cloud-config\n# anvil-marker="+name+"\n")
+		waitConsole(t, console, "marker="+name, 1, 3*time.Minute)
+	}
+	adopted := func(what string) {
+		t.Helper()
+		waitHost(t, infra, host, what, 3*time.Minute, func(h *metalv1alpha1.Host) bool {
+			n, err := p.Site.Provisioner.Get(ctx, node)
+			return provisioned(h) && err == nil && n.State == provisioner.StateActive
+		})
+		machineState(t, tt.a, "alpha", "Running", time.Minute, func(m *computev1alpha1.Machine) bool {
+			return m.Status.State == computev1alpha1.MachineStateRunning
+		})
+		time.Sleep(5 * time.Second) // a deployment or a reboot would print the ready line again by now
+		if n := boots(); n != 1 {
+			raw, _ := os.ReadFile(console)
+			t.Fatalf("%s: the console shows %d boots, want the one of the deployment:\n%s", what, n, lastLines(string(raw), 30))
+		}
+		checkClaims(t, infra, machines())
+	}
+
+	deploy(tt.a, "alpha")
+	clearStatus(t, infra, host)
+	adopted("found again with its status cleared")
+	ironicLosesItsDatabase(t, p)
+	clearStatus(t, infra, host)
+	adopted("adopted with its status cleared and Ironic's database lost")
+	if c := counter.snapshot(); c.started[node] != 1 || c.adopt[node] != 1 {
+		t.Fatalf("%d deployments started and %d adoptions; want the first deployment and one adoption", c.started[node], c.adopt[node])
+	}
+
+	// Released and being wiped when the status and Ironic's database are lost.
+	go deleteMachineLater(tt.a, "alpha")
+	waitHost(t, infra, host, "wiping", 5*time.Minute, func(h *metalv1alpha1.Host) bool {
+		c := meta.FindStatusCondition(h.Status.Conditions, metalv1alpha1.ConditionWiped)
+		return c != nil && c.Reason == metalv1alpha1.ReasonWiping
+	})
+	// The eraser's deployment on its way: Ironic has powered the server on with it.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		return redfishPower(t, e, host) == "On", nil
+	}); err != nil {
+		t.Fatal("the eraser was never powered on")
+	}
+	adoptions := counter.snapshot().adopt[node]
+	ironicLosesItsDatabase(t, p)
+	clearStatus(t, infra, host)
+	var availableUnwiped, provisionedAgain bool
+	h := waitHost(t, infra, host, "wiped, Available and free again", 5*time.Minute, func(h *metalv1alpha1.Host) bool {
+		c := meta.FindStatusCondition(h.Status.Conditions, metalv1alpha1.ConditionWiped)
+		if h.Status.ProvisioningState == metalv1alpha1.StateAvailable && (c == nil || c.Status != metav1.ConditionTrue) {
+			availableUnwiped = true
+		}
+		if h.Status.ProvisioningState == metalv1alpha1.StateProvisioned {
+			provisionedAgain = true
+		}
+		return inState(metalv1alpha1.StateAvailable)(h) && h.Spec.ConsumerRef == nil && c != nil && c.Status == metav1.ConditionTrue
+	})
+	deleteMachine(t, tt.a, "alpha", 2*time.Minute)
+	if availableUnwiped || provisionedAgain {
+		t.Errorf("while recovering the wipe the Host was Available unwiped: %v; Provisioned (the tenant's server again): %v", availableUnwiped, provisionedAgain)
+	}
+	if c := counter.snapshot(); c.adopt[node] != adoptions || c.started[node] != 1 {
+		t.Errorf("the server being wiped was adopted %d times, %d deployments started (want none more)", c.adopt[node]-adoptions, c.started[node]-1)
+	}
+	if _, ok := h.Annotations[metalv1alpha1.AnnotationDeployment]; ok {
+		t.Errorf("the wiped, released Host keeps its deployment record %s", h.Annotations[metalv1alpha1.AnnotationDeployment])
+	}
+	raw, _ := os.ReadFile(console)
+	if !strings.Contains(string(raw), "ANVIL-ERASER-DONE disks=") || boots() != 1 {
+		t.Errorf("the eraser did not run to its end, or the tenant's image booted again (%d boots); console:\n%s", boots(), lastLines(string(raw), 30))
+	}
+
+	// The next tenant's Machine boots once on the wiped server.
+	deploy(tt.b, "beta")
+	if n := boots(); n != 2 {
+		t.Errorf("the console shows %d boots after the second tenant's deployment, want 2 (one each)", n)
+	}
+	checkClaims(t, infra, machines())
+}
