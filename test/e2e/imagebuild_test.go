@@ -183,8 +183,8 @@ func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) 
 	}
 
 	// 4. Changing arm64's own steps builds arm64 alone; amd64's entry stays as it was, and
-	// only the arm64 Machine is told a newer image is published. Its builder, deleted while
-	// it runs, is lost: a second attempt on a new Machine builds it.
+	// only the arm64 Machine is moved to the new index by the OSImage's rollout. Its
+	// builder, deleted while it runs, is lost: a second attempt on a new Machine builds it.
 	recipe.arm64 = "RUN echo arm-changed > /etc/anvil/arm"
 	apply(recipe.String())
 	arm64Builder := []string{"machines", "-n", "default", "-l", "images.anvil.dev/osimage=e2e-os,images.anvil.dev/architecture=arm64"}
@@ -208,8 +208,17 @@ func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) 
 	if entries2["amd64"] != entries["amd64"] || entries2["arm64"] == entries["arm64"] {
 		t.Errorf("entries before %v, after %v: want amd64 unchanged and arm64 new", entries, entries2)
 	}
-	waitKubectl(t, kc, computev1alpha1.ReasonNewerImagePublished, "get", "machine", "built-arm64", "-n", "default", "-o", upToDateReason)
+	// The rollout reimages the arm64 Machine (powered off, it stays off) to the new index;
+	// the amd64 Machine's entry did not change, so it is never asked.
+	waitKubectlFor(t, kc, 3*time.Minute, "built-arm64 reimaged to the new index", func(s string) bool { return s == second.Status.Index },
+		"get", "machine", "built-arm64", "-n", "default", "-o", "jsonpath={.status.image.digest}")
+	waitKubectl(t, kc, computev1alpha1.ReasonImageCurrent, "get", "machine", "built-arm64", "-n", "default", "-o", upToDateReason)
 	waitKubectl(t, kc, computev1alpha1.ReasonImageCurrent, "get", "machine", "built-amd64", "-n", "default", "-o", upToDateReason)
+	waitKubectl(t, kc, imagesv1alpha1.ReasonRolloutComplete, "get", "osimage", "e2e-os", "-n", "default", "-o",
+		`jsonpath={.status.conditions[?(@.type=="RollingOut")].reason}`)
+	if out, _ := kubectl(t, kc, "", "get", "machine", "built-amd64", "-n", "default", "-o", `jsonpath={.metadata.annotations.images\.anvil\.dev/rollout-target}`); out != "" {
+		t.Errorf("built-amd64, whose entry did not change, was asked to move to %q", out)
+	}
 
 	// 5. Both change: both rebuild, in parallel. (The wall-time figure against builders run
 	// by hand is taken by test/scale/imagebuild.)
