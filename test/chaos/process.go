@@ -20,10 +20,9 @@ type proc struct {
 	env  []string
 	log  string
 
-	mu    sync.Mutex
-	cmd   *exec.Cmd
-	done  chan struct{}
-	kills int
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
 }
 
 func newProc(dir, name string, env []string, args ...string) *proc {
@@ -66,7 +65,6 @@ func (p *proc) pid() int {
 func (p *proc) kill(restartAfter time.Duration) error {
 	p.mu.Lock()
 	cmd, done := p.cmd, p.done
-	p.kills++
 	p.mu.Unlock()
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	<-done

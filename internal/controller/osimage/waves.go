@@ -53,9 +53,9 @@ func (r *OSImageReconciler) reconcileRollout(ctx context.Context, o *imagesv1alp
 		machines = append(machines, rollout.Observe(m, current))
 		byName[m.Name] = m
 	}
-	max, paused, deadline := rolloutSettings(o)
+	maxUnavailable, paused, deadline := rolloutSettings(o)
 	now := r.now()
-	plan, err := rollout.Decide(rollout.Input{Target: target, Machines: machines, MaxUnavailable: max, Paused: paused, Deadline: deadline, Now: now})
+	plan, err := rollout.Decide(rollout.Input{Target: target, Machines: machines, MaxUnavailable: maxUnavailable, Paused: paused, Deadline: deadline, Now: now})
 	if err != nil {
 		return nil, 0, err // the API's validation refuses what Decide refuses
 	}
@@ -92,7 +92,7 @@ func (r *OSImageReconciler) reconcileRollout(ctx context.Context, o *imagesv1alp
 		events = append(events, rolloutEvent{corev1.EventTypeNormal, imagesv1alpha1.EventRolloutComplete, msg})
 	case reason != imagesv1alpha1.ReasonRolloutComplete && retargeted:
 		events = append(events, rolloutEvent{corev1.EventTypeNormal, imagesv1alpha1.EventRolloutStarted,
-			fmt.Sprintf("moving %d Machines to index %s, at most %s of each pool's unavailable at once", plan.Machines-plan.Updated, target, max.String())})
+			fmt.Sprintf("moving %d Machines to index %s, at most %s of each pool's unavailable at once", plan.Machines-plan.Updated, target, maxUnavailable.String())})
 	}
 	var recheck time.Duration
 	if !plan.RecheckAt.IsZero() {
@@ -103,18 +103,18 @@ func (r *OSImageReconciler) reconcileRollout(ctx context.Context, o *imagesv1alp
 
 // rolloutSettings is spec.rollout with its defaults (those the API sets, for an OSImage
 // stored before it had them).
-func rolloutSettings(o *imagesv1alpha1.OSImage) (max intstr.IntOrString, paused bool, deadline time.Duration) {
-	max, deadline = intstr.FromInt32(1), 600*time.Second
+func rolloutSettings(o *imagesv1alpha1.OSImage) (maxUnavailable intstr.IntOrString, paused bool, deadline time.Duration) {
+	maxUnavailable, deadline = intstr.FromInt32(1), 600*time.Second
 	if s := o.Spec.Rollout; s != nil {
 		if s.MaxUnavailable != nil {
-			max = *s.MaxUnavailable
+			maxUnavailable = *s.MaxUnavailable
 		}
 		if s.ProgressDeadlineSeconds != nil {
 			deadline = time.Duration(*s.ProgressDeadlineSeconds) * time.Second
 		}
 		paused = s.Paused
 	}
-	return max, paused, deadline
+	return maxUnavailable, paused, deadline
 }
 
 func (r *OSImageReconciler) now() time.Time {
