@@ -84,8 +84,12 @@ agents: $(AGENTS) ## The build agent for every builder architecture, in bin/buil
 $(BIN)/build-agent/%/anvil-build-agent: $(AGENT_SOURCES)
 	CGO_ENABLED=0 GOARCH=$* go build -trimpath -ldflags "-s -w" -o $@ ./cmd/anvil-build-agent
 
+# anvil's own CRDs go to config/crd/bases (installed everywhere); the Cluster API provider's
+# (infrastructure.cluster.x-k8s.io) to config/crd/capi, installed only beside Cluster API.
+# A new API group is added to one of the two lists.
 manifests: $(BIN)/controller-gen ## CRDs and RBAC roles from the Go types and markers.
-	$(BIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(BIN)/controller-gen crd paths="./api/compute/...;./api/images/...;./api/metal/..." output:crd:artifacts:config=config/crd/bases
+	$(BIN)/controller-gen crd paths=./api/infrastructure/... output:crd:artifacts:config=config/crd/capi
 	$(BIN)/controller-gen rbac:roleName=anvil-manager paths="./internal/manager/...;./internal/controller/attachment/...;./internal/controller/claim/...;./internal/controller/index/...;./internal/controller/osimage/...;./internal/controller/scheduler/...;./internal/controller/secretaccess/..." output:rbac:artifacts:config=config/rbac
 	$(BIN)/controller-gen rbac:roleName=anvil-metal paths="./internal/controller/host/...;./internal/runtime/metal/..." output:rbac:artifacts:config=config/rbac/metal
 	$(BIN)/controller-gen rbac:roleName=anvil-poollet paths=./internal/poollet/... output:rbac:artifacts:config=config/rbac/poollet
