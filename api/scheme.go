@@ -7,11 +7,12 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	imagesv1alpha1 "github.com/anvil-dev/anvil/api/images/v1alpha1"
+	infrastructurev1alpha1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
 )
 
 // AddToScheme registers the built-in Kubernetes kinds, CustomResourceDefinitions and every
-// anvil API group.
+// anvil API group (the Cluster API provider's too: registering a kind installs nothing).
 func AddToScheme(s *runtime.Scheme) error {
 	for _, add := range []func(*runtime.Scheme) error{
 		clientgoscheme.AddToScheme,
@@ -19,6 +20,7 @@ func AddToScheme(s *runtime.Scheme) error {
 		computev1alpha1.AddToScheme,
 		imagesv1alpha1.AddToScheme,
 		metalv1alpha1.AddToScheme,
+		infrastructurev1alpha1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			return err

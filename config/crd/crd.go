@@ -17,18 +17,31 @@ import (
 	"github.com/anvil-dev/anvil/internal/manifest"
 )
 
-//go:embed bases/*.yaml
-var bases embed.FS
+//go:embed bases/*.yaml capi/*.yaml
+var files embed.FS
 
-// Load returns every CRD in bases/, sorted by name so installs happen in a stable order.
+// Load returns every CRD in bases/ (anvil's own kinds), sorted by name so installs happen in
+// a stable order.
 func Load() ([]*apiextv1.CustomResourceDefinition, error) {
-	files, err := fs.Glob(bases, "bases/*.yaml")
+	return load("bases/*.yaml")
+}
+
+// LoadClusterAPIProvider returns the CRDs of anvil's Cluster API infrastructure provider
+// (capi/: infrastructure.cluster.x-k8s.io), sorted by name. They are kept apart from Load's
+// because they only mean something beside Cluster API's own CRDs: a cluster without Cluster
+// API is not given them.
+func LoadClusterAPIProvider() ([]*apiextv1.CustomResourceDefinition, error) {
+	return load("capi/*.yaml")
+}
+
+func load(pattern string) ([]*apiextv1.CustomResourceDefinition, error) {
+	names, err := fs.Glob(files, pattern)
 	if err != nil {
 		return nil, err
 	}
 	var crds []*apiextv1.CustomResourceDefinition
-	for _, f := range files {
-		raw, err := bases.ReadFile(f)
+	for _, f := range names {
+		raw, err := files.ReadFile(f)
 		if err != nil {
 			return nil, err
 		}
@@ -48,13 +61,26 @@ func Load() ([]*apiextv1.CustomResourceDefinition, error) {
 	return crds, nil
 }
 
-// Install creates each CRD or updates it to the embedded schema, then waits until the
-// apiserver reports every one Established, so callers can use the kinds at once.
+// Install creates each of Load's CRDs or updates it to the embedded schema, then waits until
+// the apiserver reports every one Established, so callers can use the kinds at once.
 func Install(ctx context.Context, c client.Client) error {
 	crds, err := Load()
 	if err != nil {
 		return err
 	}
+	return install(ctx, c, crds)
+}
+
+// InstallClusterAPIProvider installs LoadClusterAPIProvider's CRDs the way Install does.
+func InstallClusterAPIProvider(ctx context.Context, c client.Client) error {
+	crds, err := LoadClusterAPIProvider()
+	if err != nil {
+		return err
+	}
+	return install(ctx, c, crds)
+}
+
+func install(ctx context.Context, c client.Client, crds []*apiextv1.CustomResourceDefinition) error {
 	for _, want := range crds {
 		if err := manifest.Apply(ctx, c, want); err != nil {
 			return fmt.Errorf("installing CRD %s: %w", want.Name, err)

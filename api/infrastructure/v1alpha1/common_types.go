@@ -1,0 +1,69 @@
+package v1alpha1
+
+// Names the provider and Cluster API agree on.
+const (
+	// ContractLabel is the label on each CRD of this group that maps Cluster API's contract
+	// version to this group's version (set by the kubebuilder:metadata markers on the kinds).
+	ContractLabel = "cluster.x-k8s.io/v1beta2"
+
+	// ProviderIDScheme starts every providerID anvil writes: anvil://<namespace>/<machine>,
+	// the namespace and name of the anvil Machine (in the cluster identityRef names, if set).
+	ProviderIDScheme = "anvil://"
+
+	// AnvilMachineLabel, on an anvil Machine, names the AnvilMachine it was made for. The
+	// anvil Machine has no owner reference to Cluster API objects, so it stays usable (and is
+	// not garbage collected) without them.
+	AnvilMachineLabel = "infrastructure.cluster.x-k8s.io/anvil-machine"
+
+	// AnnotationBlockMove (clusterctl's name) holds `clusterctl move` back while set on an
+	// object to move: the provider sets it on an AnvilMachine whose anvil Machine is still
+	// being provisioned.
+	AnnotationBlockMove = "clusterctl.cluster.x-k8s.io/block-move"
+	// AnnotationDeleteForMove (clusterctl's name) is set by `clusterctl move` on the source
+	// objects it deletes after copying them: the anvil Machine then stays, since the moved
+	// AnvilMachine goes on using it.
+	AnnotationDeleteForMove = "clusterctl.cluster.x-k8s.io/delete-for-move"
+)
+
+// Condition types of this group's kinds. Every condition carries a Reason; Cluster API mirrors
+// Ready into the Cluster's and Machine's InfrastructureReady.
+const (
+	// ConditionReady is the summary for its whole life: provisioning, running, deleting.
+	ConditionReady = "Ready"
+	// ConditionPaused is True while the Cluster or the object is paused (Cluster
+	// spec.paused, or the cluster.x-k8s.io/paused annotation), for `clusterctl move`.
+	ConditionPaused = "Paused"
+)
+
+// Reasons of an AnvilMachine's Ready condition, in the order the provider checks them.
+const (
+	// ReasonWaitingForOwner: Cluster API has not yet set the owner Machine.
+	ReasonWaitingForOwner = "WaitingForOwner"
+	// ReasonWaitingForClusterInfrastructure: the Cluster's infrastructure is not provisioned yet.
+	ReasonWaitingForClusterInfrastructure = "WaitingForClusterInfrastructure"
+	// ReasonWaitingForBootstrapData: the Machine has no bootstrap data Secret yet.
+	ReasonWaitingForBootstrapData = "WaitingForBootstrapData"
+	// ReasonBootstrapDataNotFound: the Machine names a bootstrap data Secret that does not exist.
+	ReasonBootstrapDataNotFound = "BootstrapDataNotFound"
+	// ReasonBootstrapDataInvalid: the bootstrap data Secret has no value, or a format anvil
+	// cannot boot; the message says which.
+	ReasonBootstrapDataInvalid = "BootstrapDataInvalid"
+	// ReasonFailureDomainConflict: the Machine's failure domain and the template's
+	// machinePoolSelector ask for different values of the failure domain label.
+	ReasonFailureDomainConflict = "FailureDomainConflict"
+	// ReasonMachineNameTaken: an anvil Machine of the AnvilMachine's name exists that the
+	// provider did not make for it; it is left alone.
+	ReasonMachineNameTaken = "MachineNameTaken"
+	// ReasonProvisioning: the anvil Machine is being created or is not running yet; the
+	// message carries the anvil Machine's own explanation.
+	ReasonProvisioning = "Provisioning"
+	// ReasonRunning: the anvil Machine runs.
+	ReasonRunning = "Running"
+	// ReasonNotRunning: the anvil Machine was running and is now shut down or stopping.
+	ReasonNotRunning = "NotRunning"
+	// ReasonMachineGone: the anvil Machine this AnvilMachine made is gone; it is not made
+	// again (a MachineHealthCheck replaces the Cluster API Machine).
+	ReasonMachineGone = "MachineGone"
+	// ReasonDeleting: the anvil Machine is being deleted with the AnvilMachine.
+	ReasonDeleting = "Deleting"
+)

@@ -1,0 +1,305 @@
+package anvilmachine
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
+)
+
+// Input is what the controller observed for one AnvilMachine that is not being deleted.
+type Input struct {
+	AnvilMachine *infrav1.AnvilMachine
+	// Machine is the owner Cluster API Machine; nil until Cluster API sets the owner reference.
+	Machine *clusterv1.Machine
+	// ClusterInfrastructureProvisioned is the Cluster's status.initialization.infrastructureProvisioned.
+	ClusterInfrastructureProvisioned bool
+	// FailureDomainLabel is the AnvilCluster's spec.failureDomainLabel (empty: the default).
+	FailureDomainLabel string
+	// Namespace is where a new anvil Machine goes: the AnvilMachine's own namespace, or the
+	// one the AnvilCluster's identity names in another anvil control plane.
+	Namespace string
+	// Bootstrap is the Machine's bootstrap data Secret; nil when the Machine names one that
+	// does not exist (or names none).
+	Bootstrap *corev1.Secret
+	// Existing is the anvil Machine at MachineKey; nil if there is none.
+	Existing *computev1alpha1.Machine
+	// PoolLabels are the labels of the MachinePool Existing runs on; nil if unknown.
+	PoolLabels map[string]string
+}
+
+// Plan is what to do for an AnvilMachine. Apply it in this order: Secret, Create or Image,
+// then the AnvilMachine (ProviderID and BlockMove, then its status). A providerID is written
+// only once its anvil Machine has been seen, so an AnvilMachine with a providerID and no anvil
+// Machine has lost it, and it is never made again.
+type Plan struct {
+	// Secret is the first-boot Secret (named like the anvil Machine, in its namespace), to
+	// create or bring to this data. Nil: leave Secrets alone.
+	Secret *corev1.Secret
+	// Create is the anvil Machine to create. Nil when it exists or must not be made.
+	Create *computev1alpha1.Machine
+	// Image is set on the existing anvil Machine, which reimages in place (what an in-place
+	// update of the AnvilMachine's image asks). Empty: unchanged.
+	Image string
+	// ProviderID is written into the AnvilMachine's spec. Empty: unchanged.
+	ProviderID string
+	// BlockMove says whether the AnvilMachine carries the block-move annotation: while its
+	// anvil Machine is being made, `clusterctl move` waits.
+	BlockMove bool
+
+	// Provisioned, Addresses and FailureDomain are the AnvilMachine's status.
+	Provisioned   bool
+	Addresses     []clusterv1.MachineAddress
+	FailureDomain string
+	// Ready is the AnvilMachine's Ready condition.
+	Ready metav1.Condition
+}
+
+// MachineKey is the namespace and name of the AnvilMachine's anvil Machine: the one its
+// providerID names once written, before that the AnvilMachine's name in namespace (see
+// Input.Namespace).
+func MachineKey(am *infrav1.AnvilMachine, namespace string) (string, string, error) {
+	if am.Spec.ProviderID != "" {
+		return ParseProviderID(am.Spec.ProviderID)
+	}
+	return namespace, am.Name, nil
+}
+
+// Decide plans the next step for an AnvilMachine that is not being deleted, following Cluster
+// API's contract: wait for the owner Machine, the Cluster's infrastructure and the bootstrap
+// data; then make one anvil Machine and report it.
+func Decide(in Input) Plan {
+	am := in.AnvilMachine
+	p := Plan{Provisioned: am.Status.Initialization.Provisioned != nil && *am.Status.Initialization.Provisioned}
+	wait := func(reason, msg string) Plan {
+		p.Ready = condition(metav1.ConditionFalse, reason, msg)
+		return p
+	}
+	switch {
+	case in.Machine == nil:
+		return wait(infrav1.ReasonWaitingForOwner, "waiting for Cluster API to set the owner Machine")
+	case !in.ClusterInfrastructureProvisioned && in.Existing == nil:
+		return wait(infrav1.ReasonWaitingForClusterInfrastructure, fmt.Sprintf("waiting for the infrastructure of Cluster %s to be provisioned", in.Machine.Spec.ClusterName))
+	}
+
+	clusterName := am.Labels[clusterv1.ClusterNameLabel]
+	if in.Existing != nil && !ours(in.Existing, am.Name, clusterName) {
+		return wait(infrav1.ReasonMachineNameTaken, fmt.Sprintf("anvil Machine %s/%s exists and was not made for this AnvilMachine; it is left alone: delete or rename it", in.Existing.Namespace, in.Existing.Name))
+	}
+	if in.Existing == nil && am.Spec.ProviderID != "" {
+		ns, name, _ := ParseProviderID(am.Spec.ProviderID)
+		return wait(infrav1.ReasonMachineGone, fmt.Sprintf("anvil Machine %s/%s is gone and is not made again: delete the Cluster API Machine (a MachineHealthCheck does) to replace it", ns, name))
+	}
+
+	fb, reason, msg := bootstrap(in)
+	if in.Existing == nil {
+		if reason != "" {
+			return wait(reason, msg)
+		}
+		m, err := desiredMachine(in, clusterName, fb)
+		if err != nil {
+			return wait(infrav1.ReasonFailureDomainConflict, err.Error())
+		}
+		p.Secret = firstBootSecret(m.Namespace, m.Name, clusterName, fb)
+		p.Create = m
+		p.BlockMove = true
+		p.Ready = condition(metav1.ConditionFalse, infrav1.ReasonProvisioning, fmt.Sprintf("creating anvil Machine %s/%s", m.Namespace, m.Name))
+		return p
+	}
+
+	m := in.Existing
+	if reason == "" {
+		// New bootstrap data reaches the machine at its next reimage; bad data is not
+		// written, and the machine keeps the first-boot config it has.
+		p.Secret = firstBootSecret(m.Namespace, m.Name, clusterName, fb)
+	}
+	if am.Spec.ProviderID == "" {
+		p.ProviderID = ProviderID(m.Namespace, m.Name)
+	}
+	if m.Spec.Image != am.Spec.Image {
+		p.Image = am.Spec.Image
+	}
+	running := m.Status.State == computev1alpha1.MachineStateRunning && m.DeletionTimestamp == nil
+	p.Provisioned = p.Provisioned || running
+	p.BlockMove = !p.Provisioned
+	p.Addresses = addresses(m.Status.Addresses)
+	if v, ok := in.PoolLabels[failureDomainLabel(in.FailureDomainLabel)]; ok {
+		p.FailureDomain = v
+	}
+	switch {
+	case running:
+		p.Ready = condition(metav1.ConditionTrue, infrav1.ReasonRunning, "")
+	case p.Provisioned:
+		p.Ready = condition(metav1.ConditionFalse, infrav1.ReasonNotRunning, notRunning(m))
+	default:
+		p.Ready = condition(metav1.ConditionFalse, infrav1.ReasonProvisioning, explain(m))
+	}
+	return p
+}
+
+// bootstrap reads the Machine's bootstrap data, or says (reason, message) why there is none
+// to boot yet.
+func bootstrap(in Input) (FirstBoot, string, string) {
+	name := in.Machine.Spec.Bootstrap.DataSecretName
+	switch {
+	case name == nil || *name == "":
+		return FirstBoot{}, infrav1.ReasonWaitingForBootstrapData, "waiting for the Machine's bootstrap data Secret"
+	case in.Bootstrap == nil:
+		return FirstBoot{}, infrav1.ReasonBootstrapDataNotFound, fmt.Sprintf("bootstrap data Secret %s/%s not found", in.Machine.Namespace, *name)
+	}
+	fb, err := ReadBootstrap(in.Bootstrap)
+	if err != nil {
+		return FirstBoot{}, infrav1.ReasonBootstrapDataInvalid, err.Error()
+	}
+	return fb, "", ""
+}
+
+// DeletePlan is what to do for an AnvilMachine being deleted.
+type DeletePlan struct {
+	// DeleteMachine deletes the anvil Machine (its pool frees the server or VM).
+	DeleteMachine bool
+	// RemoveFinalizer lets the AnvilMachine go.
+	RemoveFinalizer bool
+	// Ready is the AnvilMachine's Ready condition while it waits; zero when it goes.
+	Ready metav1.Condition
+}
+
+// DecideDelete plans the deletion of an AnvilMachine whose anvil Machine is existing (nil if
+// none). An AnvilMachine deleted by `clusterctl move` keeps its anvil Machine: the moved copy
+// goes on using it.
+func DecideDelete(am *infrav1.AnvilMachine, existing *computev1alpha1.Machine) DeletePlan {
+	if _, moved := am.Annotations[infrav1.AnnotationDeleteForMove]; moved {
+		return DeletePlan{RemoveFinalizer: true}
+	}
+	if existing == nil || !ours(existing, am.Name, am.Labels[clusterv1.ClusterNameLabel]) {
+		return DeletePlan{RemoveFinalizer: true}
+	}
+	if existing.DeletionTimestamp == nil {
+		return DeletePlan{DeleteMachine: true, Ready: condition(metav1.ConditionFalse, infrav1.ReasonDeleting,
+			fmt.Sprintf("deleting anvil Machine %s/%s", existing.Namespace, existing.Name))}
+	}
+	return DeletePlan{Ready: condition(metav1.ConditionFalse, infrav1.ReasonDeleting,
+		fmt.Sprintf("waiting for anvil Machine %s/%s to be deleted: its pool frees the server or VM", existing.Namespace, existing.Name))}
+}
+
+// ours says whether the provider made m for the AnvilMachine name of cluster clusterName.
+func ours(m *computev1alpha1.Machine, name, clusterName string) bool {
+	return m.Labels[infrav1.AnvilMachineLabel] == name && m.Labels[clusterv1.ClusterNameLabel] == clusterName
+}
+
+func failureDomainLabel(l string) string {
+	if l == "" {
+		return infrav1.DefaultFailureDomainLabel
+	}
+	return l
+}
+
+func labels(name, clusterName string) map[string]string {
+	return map[string]string{infrav1.AnvilMachineLabel: name, clusterv1.ClusterNameLabel: clusterName}
+}
+
+func firstBootSecret(namespace, name, clusterName string, fb FirstBoot) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels(name, clusterName)},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{fb.Key(): fb.Data},
+	}
+}
+
+// desiredMachine is the anvil Machine for the AnvilMachine: its template, placed in the
+// Machine's failure domain, booting the bootstrap data (in the Secret of the same name).
+func desiredMachine(in Input, clusterName string, fb FirstBoot) (*computev1alpha1.Machine, error) {
+	am := in.AnvilMachine.DeepCopy()
+	s := am.Spec
+	selector := maps.Clone(s.MachinePoolSelector)
+	if fd := in.Machine.Spec.FailureDomain; fd != "" {
+		key := failureDomainLabel(in.FailureDomainLabel)
+		if v, ok := selector[key]; ok && v != fd {
+			return nil, fmt.Errorf("the Machine's failure domain %q and the template's machinePoolSelector %s=%s disagree: drop %s from the AnvilMachineTemplate's machinePoolSelector", fd, key, v, key)
+		}
+		if selector == nil {
+			selector = map[string]string{}
+		}
+		selector[key] = fd
+	}
+	m := &computev1alpha1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Name: am.Name, Namespace: in.Namespace, Labels: labels(am.Name, clusterName)},
+		Spec: computev1alpha1.MachineSpec{
+			MachineClassRef:     s.MachineClassRef,
+			Image:               s.Image,
+			ImageUpdatePolicy:   computev1alpha1.ImageUpdatePolicyReimage,
+			Architecture:        s.Architecture,
+			Emulation:           s.Emulation,
+			MachinePoolSelector: selector,
+			HostSelector:        s.HostSelector,
+			Tolerations:         s.Tolerations,
+			Power:               computev1alpha1.PowerOn,
+			Volumes:             s.Volumes,
+			NetworkInterfaces:   s.NetworkInterfaces,
+		},
+	}
+	ref := &computev1alpha1.SecretKeySelector{Name: am.Name}
+	if fb.Ignition {
+		m.Spec.IgnitionRef = ref
+	} else {
+		m.Spec.UserDataRef = ref
+	}
+	return m, nil
+}
+
+// addressTypes are the address types Cluster API accepts; anvil's free-form types outside
+// them are not reported.
+var addressTypes = []clusterv1.MachineAddressType{
+	clusterv1.MachineHostName, clusterv1.MachineExternalIP, clusterv1.MachineInternalIP,
+	clusterv1.MachineExternalDNS, clusterv1.MachineInternalDNS,
+}
+
+func addresses(in []computev1alpha1.MachineAddress) []clusterv1.MachineAddress {
+	var out []clusterv1.MachineAddress
+	for _, a := range in {
+		if t := clusterv1.MachineAddressType(a.Type); slices.Contains(addressTypes, t) && a.Address != "" {
+			out = append(out, clusterv1.MachineAddress{Type: t, Address: a.Address})
+		}
+	}
+	return out
+}
+
+func notRunning(m *computev1alpha1.Machine) string {
+	if m.DeletionTimestamp != nil {
+		return fmt.Sprintf("anvil Machine %s/%s is being deleted", m.Namespace, m.Name)
+	}
+	return fmt.Sprintf("anvil Machine %s/%s is %s", m.Namespace, m.Name, state(m))
+}
+
+// explain says why the anvil Machine does not run yet, in its own words: first whether it
+// has no pool (an architecture or selector no pool offers), then its Ready condition.
+func explain(m *computev1alpha1.Machine) string {
+	if m.DeletionTimestamp != nil {
+		return notRunning(m)
+	}
+	if c := apimeta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionScheduled); c != nil && c.Status == metav1.ConditionFalse {
+		return fmt.Sprintf("anvil Machine %s/%s is not scheduled: %s: %s", m.Namespace, m.Name, c.Reason, c.Message)
+	}
+	if c := apimeta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionReady); c != nil && c.Status == metav1.ConditionFalse && c.Message != "" {
+		return fmt.Sprintf("anvil Machine %s/%s: %s: %s", m.Namespace, m.Name, c.Reason, c.Message)
+	}
+	return fmt.Sprintf("anvil Machine %s/%s is %s", m.Namespace, m.Name, state(m))
+}
+
+func state(m *computev1alpha1.Machine) computev1alpha1.MachineState {
+	if m.Status.State == "" {
+		return computev1alpha1.MachineStatePending
+	}
+	return m.Status.State
+}
+
+func condition(status metav1.ConditionStatus, reason, msg string) metav1.Condition {
+	return metav1.Condition{Type: infrav1.ConditionReady, Status: status, Reason: reason, Message: msg}
+}
