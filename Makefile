@@ -30,16 +30,18 @@ AGENT_SOURCES := $(shell find cmd/anvil-build-agent internal/buildagent internal
 CONTROL_PLANE := $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl
 GENERATORS := $(BIN)/controller-gen $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 CAPI := $(BIN)/capi-manager $(BIN)/clusterctl
-TOOLS := $(CONTROL_PLANE) $(BIN)/kube-scheduler $(GENERATORS) $(CAPI)
+TOOLS := $(CONTROL_PLANE) $(BIN)/kube-scheduler $(BIN)/kube-controller-manager $(GENERATORS) $(CAPI)
 
 .PHONY: build tools testos eraser esp agents manifests generate verify-generated vet test test-only fuzz chaos demo bench deps fresh-check clean
 
 build: ## The anvil binary.
 	go build -o $(BIN)/anvil ./cmd/anvil
 
-tools: $(TOOLS) ## Control-plane binaries, code generators, the Cluster API manager and clusterctl.
+tools: $(TOOLS) ## Control-plane binaries (kube-controller-manager too), code generators, the Cluster API manager and clusterctl.
 
-$(BIN)/kube-apiserver $(BIN)/kube-scheduler $(BIN)/kubectl: hack/tools/kube/go.mod
+# kube-controller-manager runs beside the workload clusters' apiservers of the Cluster API tests
+# (CSR signing and approval, bootstrap tokens, node lifecycle).
+$(BIN)/kube-apiserver $(BIN)/kube-scheduler $(BIN)/kube-controller-manager $(BIN)/kubectl: hack/tools/kube/go.mod
 	cd hack/tools/kube && go build -o $@ -ldflags "$(KUBE_LDFLAGS)" k8s.io/kubernetes/cmd/$(notdir $@)
 
 $(BIN)/etcd: hack/tools/etcd/go.mod
