@@ -25,6 +25,7 @@ require (
 	k8s.io/apiextensions-apiserver v0.36.3
 	k8s.io/apimachinery v0.36.3
 	k8s.io/client-go v0.36.3
+	k8s.io/cluster-bootstrap v0.36.3
 	k8s.io/utils v0.0.0-20260210185600-b8788abfbbc2
 	pgregory.net/rapid v1.3.0
 	sigs.k8s.io/cluster-api/api v1.14.2

@@ -35,6 +35,9 @@ type Config struct {
 	EtcdPeerPort   int
 	// ReadyTimeout bounds the wait for etcd and then kube-apiserver to become healthy.
 	ReadyTimeout time.Duration
+	// Workload, when set, makes this the control plane of a workload cluster, whose Nodes
+	// register themselves (see Workload). anvil's own control planes leave it nil.
+	Workload *Workload
 }
 
 // ControlPlane is a running etcd and kube-apiserver.
@@ -44,6 +47,8 @@ type ControlPlane struct {
 	lock      *os.File
 	etcd      *process
 	apiserver *process
+	// controllerManager runs only for a Workload control plane.
+	controllerManager *process
 	// apiserverBin is kept for RestartAPIServer.
 	apiserverBin string
 	rest         *rest.Config
@@ -58,14 +63,27 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 	if cfg.StateDir, err = filepath.Abs(cfg.StateDir); err != nil {
 		return nil, err
 	}
-	etcdBin, apiserverBin, err := findBinaries(cfg.BinDir)
+	names := []string{"etcd", "kube-apiserver"}
+	ports := []struct {
+		port int
+		flag string
+	}{{cfg.APIServerPort, "--apiserver-port"}, {cfg.EtcdClientPort, "--etcd-port"}, {cfg.EtcdPeerPort, "--etcd-peer-port"}}
+	if cfg.Workload != nil {
+		if err := cfg.Workload.check(); err != nil {
+			return nil, err
+		}
+		names = append(names, "kube-controller-manager")
+		ports = append(ports, struct {
+			port int
+			flag string
+		}{cfg.Workload.ControllerManagerPort, "Workload.ControllerManagerPort"})
+	}
+	bins, err := findBinaries(cfg.BinDir, names...)
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range []struct {
-		port int
-		flag string
-	}{{cfg.APIServerPort, "--apiserver-port"}, {cfg.EtcdClientPort, "--etcd-port"}, {cfg.EtcdPeerPort, "--etcd-peer-port"}} {
+	etcdBin, apiserverBin := bins[0], bins[1]
+	for _, p := range ports {
 		if err := checkPortFree(p.port, p.flag); err != nil {
 			return nil, err
 		}
@@ -84,7 +102,7 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 			_ = cp.Stop()
 		}
 	}()
-	if err := cp.pki.ensure(time.Now()); err != nil {
+	if err := cp.pki.ensure(time.Now(), cfg.Workload.servingNames()); err != nil {
 		return nil, err
 	}
 	if err := cp.pki.writeEtcd(time.Now()); err != nil {
@@ -111,6 +129,11 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 	}
 	if err := WriteKubeconfig(cp.KubeconfigPath(), cp.rest); err != nil {
 		return nil, fmt.Errorf("writing the kubeconfig: %w", err)
+	}
+	if cfg.Workload != nil {
+		if err := cp.startWorkload(ctx, bins[2]); err != nil {
+			return nil, err
+		}
 	}
 	return cp, nil
 }
@@ -170,7 +193,7 @@ func (cp *ControlPlane) etcdArgs() []string {
 
 func (cp *ControlPlane) apiserverArgs() []string {
 	p := cp.pki
-	return []string{
+	args := []string{
 		"--etcd-servers=" + cp.EtcdURL(),
 		"--etcd-cafile=" + p.etcdCACert(),
 		"--etcd-certfile=" + p.etcdClientCert(),
@@ -181,13 +204,17 @@ func (cp *ControlPlane) apiserverArgs() []string {
 		"--tls-cert-file=" + p.servingCert(),
 		"--tls-private-key-file=" + p.servingKey(),
 		"--token-auth-file=" + p.tokens(),
-		"--authorization-mode=RBAC",
+		"--authorization-mode=" + cp.cfg.Workload.authorizationMode(),
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file=" + p.saPub(),
 		"--service-account-signing-key-file=" + p.saKey(),
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--cert-dir=" + filepath.Join(cp.cfg.StateDir, "pki", "generated"),
 	}
+	if cp.cfg.Workload != nil {
+		args = append(args, workloadAPIServerArgs(p)...)
+	}
+	return args
 }
 
 // EtcdURL is etcd's client URL (TLS; a client certificate of EtcdClientFiles is required).
@@ -247,6 +274,15 @@ func (cp *ControlPlane) KubeconfigPath() string {
 // PIDs returns the process ids of etcd and kube-apiserver, for telling the user.
 func (cp *ControlPlane) PIDs() (etcd, apiserver int) { return cp.etcd.pid(), cp.apiserver.pid() }
 
+// ControllerManagerPID is kube-controller-manager's process id (a Workload control plane),
+// or 0.
+func (cp *ControlPlane) ControllerManagerPID() int {
+	if cp.controllerManager == nil {
+		return 0
+	}
+	return cp.controllerManager.pid()
+}
+
 // StateDir is the absolute path of the state directory.
 func (cp *ControlPlane) StateDir() string { return cp.cfg.StateDir }
 
@@ -256,21 +292,31 @@ func (cp *ControlPlane) LogDir() string { return filepath.Join(cp.cfg.StateDir, 
 // Exited is closed when etcd or kube-apiserver ends; ExitError then says which and why.
 func (cp *ControlPlane) Exited() <-chan error {
 	ch := make(chan error, 1)
+	var controllerManager <-chan struct{} // nil (never ready) without a Workload
+	if cp.controllerManager != nil {
+		controllerManager = cp.controllerManager.done
+	}
 	go func() {
 		select {
 		case <-cp.etcd.done:
 			ch <- cp.etcd.exitError()
 		case <-cp.apiserver.done:
 			ch <- cp.apiserver.exitError()
+		case <-controllerManager:
+			ch <- cp.controllerManager.exitError()
 		}
 	}()
 	return ch
 }
 
-// Stop ends kube-apiserver first, so it flushes its writes, then etcd, then releases the
-// state directory. It is safe to call on a partly started control plane.
+// Stop ends kube-controller-manager (if any) and kube-apiserver first, so it flushes its
+// writes, then etcd, then releases the state directory. It is safe to call on a partly
+// started control plane.
 func (cp *ControlPlane) Stop() error {
 	var errs []error
+	if cp.controllerManager != nil {
+		errs = append(errs, cp.controllerManager.stop(30*time.Second))
+	}
 	if cp.apiserver != nil {
 		errs = append(errs, cp.apiserver.stop(30*time.Second))
 	}
@@ -283,15 +329,17 @@ func (cp *ControlPlane) Stop() error {
 	return errors.Join(errs...)
 }
 
-func findBinaries(binDir string) (etcd, apiserver string, err error) {
-	for _, name := range []string{"etcd", "kube-apiserver"} {
-		path := filepath.Join(binDir, name)
-		info, statErr := os.Stat(path)
+// findBinaries returns the paths of the named executables in binDir, in order.
+func findBinaries(binDir string, names ...string) ([]string, error) {
+	paths := make([]string, len(names))
+	for i, name := range names {
+		paths[i] = filepath.Join(binDir, name)
+		info, statErr := os.Stat(paths[i])
 		if statErr != nil || info.IsDir() || info.Mode()&0o111 == 0 {
-			return "", "", fmt.Errorf("%s not found in %s: run \"make tools\" in the anvil checkout to build it, or pass --bin-dir with the folder that holds etcd and kube-apiserver", name, binDir)
+			return nil, fmt.Errorf("%s not found in %s: run \"make tools\" in the anvil checkout to build it, or pass --bin-dir with the folder that holds %s", name, binDir, strings.Join(names, " and "))
 		}
 	}
-	return filepath.Join(binDir, "etcd"), filepath.Join(binDir, "kube-apiserver"), nil
+	return paths, nil
 }
 
 func checkPortFree(port int, flag string) error {

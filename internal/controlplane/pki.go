@@ -34,7 +34,9 @@ func (p pki) adminToken() string  { return filepath.Join(p.dir, "admin.token") }
 
 // ensure creates whatever key material is missing. Files are written 0600 and only after
 // they are complete, so a crash mid-way leaves nothing half-written to be trusted later.
-func (p pki) ensure(now time.Time) error {
+// extraNames are more names (IP addresses or DNS names) the serving certificate must be
+// valid for; one made before without them is made again.
+func (p pki) ensure(now time.Time, extraNames []string) error {
 	if err := os.MkdirAll(p.dir, 0o700); err != nil {
 		return err
 	}
@@ -45,8 +47,8 @@ func (p pki) ensure(now time.Time) error {
 			return fmt.Errorf("creating the cluster CA: %w", err)
 		}
 	}
-	if !exists(p.servingCert()) || !exists(p.servingKey()) {
-		if err := p.writeServing(now); err != nil {
+	if !exists(p.servingCert()) || !exists(p.servingKey()) || !p.servingCovers(extraNames) {
+		if err := p.writeServing(now, extraNames); err != nil {
 			return fmt.Errorf("creating the apiserver serving certificate: %w", err)
 		}
 	}
@@ -67,13 +69,39 @@ func (p pki) writeCA(now time.Time) error {
 	return newCA(p.caCert(), p.caKey(), "anvil-dev-ca", now)
 }
 
-func (p pki) writeServing(now time.Time) error {
-	return issue(p.caCert(), p.caKey(), p.servingCert(), p.servingKey(), &x509.Certificate{
+func (p pki) writeServing(now time.Time, extraNames []string) error {
+	tmpl := &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "kube-apiserver"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(serviceIP)},
-	}, now)
+	}
+	for _, n := range extraNames {
+		if ip := net.ParseIP(n); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, n)
+		}
+	}
+	return issue(p.caCert(), p.caKey(), p.servingCert(), p.servingKey(), tmpl, now)
+}
+
+// servingCovers reports whether the serving certificate on disk is valid for every name.
+func (p pki) servingCovers(names []string) bool {
+	der, err := readPEM(p.servingCert(), "CERTIFICATE")
+	if err != nil {
+		return false
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return false
+	}
+	for _, n := range names {
+		if cert.VerifyHostname(n) != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // etcd's key material lives in pki/etcd and is made anew at every start: only the
