@@ -24,14 +24,23 @@ const agentEpoch = 0
 // both, the test OS of osDir/ARCH with the agent of agentsDir/ARCH/anvil-build-agent added
 // to its initramfs. It returns the pinned reference.
 func PushBuilder(ctx context.Context, reference, osDir, agentsDir string) (string, error) {
-	work, err := os.MkdirTemp("", "anvil-builder-")
+	return PushWithAgent(ctx, reference, osDir, agentsDir, AgentPath)
+}
+
+// PushWithAgent publishes to reference the test OS with an agent added at agentPath (an
+// absolute path in the guest's root): for every architecture that has both osDir/ARCH and
+// agentsDir/ARCH/<agentPath's file name>, as make testos and make agents lay them out. It
+// returns the pinned reference. The builder image and the Cluster API node image are made
+// by it.
+func PushWithAgent(ctx context.Context, reference, osDir, agentsDir, agentPath string) (string, error) {
+	work, err := os.MkdirTemp("", "anvil-os-agent-")
 	if err != nil {
 		return "", err
 	}
 	defer os.RemoveAll(work)
 	sources := map[computev1alpha1.Architecture]string{}
 	for _, arch := range computev1alpha1.KnownArchitectures {
-		agent := filepath.Join(agentsDir, string(arch), filepath.Base(AgentPath))
+		agent := filepath.Join(agentsDir, string(arch), filepath.Base(agentPath))
 		if _, err := os.Stat(agent); err != nil {
 			continue
 		}
@@ -39,22 +48,22 @@ func PushBuilder(ctx context.Context, reference, osDir, agentsDir string) (strin
 			continue
 		}
 		out := filepath.Join(work, string(arch))
-		if err := writeBuilder(filepath.Join(osDir, string(arch)), agent, out); err != nil {
-			return "", fmt.Errorf("builder for %s: %w", arch, err)
+		if err := writeWithAgent(filepath.Join(osDir, string(arch)), agent, agentPath, out); err != nil {
+			return "", fmt.Errorf("%s with %s for %s: %w", osDir, filepath.Base(agentPath), arch, err)
 		}
 		sources[arch] = out
 	}
 	if len(sources) == 0 {
-		return "", fmt.Errorf("no architecture has both a test OS in %s and an agent in %s: run make testos agents", osDir, agentsDir)
+		return "", fmt.Errorf("no architecture has both a test OS in %s and %s in %s/ARCH: run make testos agents", osDir, filepath.Base(agentPath), agentsDir)
 	}
 	pinned, _, err := osimage.PushDirs(ctx, reference, sources)
 	return pinned, err
 }
 
-// writeBuilder writes one architecture's builder files into out: the OS's kernel and
-// command line, and its initramfs followed by a second archive holding the agent (the
+// writeWithAgent writes one architecture's files into out: the OS's kernel and command
+// line, and its initramfs followed by a second archive holding the agent at agentPath (the
 // kernel unpacks concatenated archives in order).
-func writeBuilder(osArchDir, agent, out string) error {
+func writeWithAgent(osArchDir, agent, agentPath, out string) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
@@ -68,13 +77,13 @@ func writeBuilder(osArchDir, agent, out string) error {
 	}
 	extra := filepath.Join(out, "extra")
 	defer os.RemoveAll(extra)
-	if err := os.MkdirAll(filepath.Join(extra, "bin"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(extra, filepath.Dir(agentPath)), 0o755); err != nil {
 		return err
 	}
-	if err := copyFile(agent, filepath.Join(extra, AgentPath)); err != nil {
+	if err := copyFile(agent, filepath.Join(extra, agentPath)); err != nil {
 		return err
 	}
-	if err := os.Chmod(filepath.Join(extra, AgentPath), 0o755); err != nil {
+	if err := os.Chmod(filepath.Join(extra, agentPath), 0o755); err != nil {
 		return err
 	}
 	f, err := os.OpenFile(filepath.Join(out, "initramfs"), os.O_APPEND|os.O_WRONLY, 0)
