@@ -126,7 +126,8 @@ exec %s --server https://%s --ca-file /run/workload-ca.crt --token %s --provider
 	for _, a := range archs {
 		name := "node-" + string(a)
 		console := awaitConsole(t, rt, ids[a], nodeagent.RegisteredLine(name, "anvil://nodes/"+name))
-		t.Logf("%s registered %s after the machines were created", name, time.Since(start).Round(100*time.Millisecond))
+		t.Logf("%s registered (seen %s after the machines were created); its first-boot script said:\n%s", name,
+			time.Since(start).Round(100*time.Millisecond), console[strings.Index(console, "ANVIL-TESTOS-SCRIPT-BEGIN"):])
 		if strings.Contains(console, "REACHED-THE-HOST-LOOPBACK") {
 			t.Errorf("guest %s reached the apiserver's port on the host's loopback through 10.0.2.2:\n%s", name, console)
 		}
