@@ -3,7 +3,14 @@ package nodeagent_test
 import (
 	"bufio"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -165,6 +172,23 @@ func (w *workload) agentArgs(t *testing.T, node, token string, more ...string) [
 		"--lease-interval", leaseInterval.String()}, more...)
 }
 
+// selfSignedPEM is a CA certificate of nothing the apiserver knows.
+func selfSignedPEM(t *testing.T) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "other-ca"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
 func ready(n *corev1.Node) corev1.ConditionStatus {
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
@@ -291,18 +315,28 @@ func TestAgentRegistersItsNodeAndGoesNotReadyWhenStopped(t *testing.T) {
 }
 
 // A bootstrap token that is wrong (well-formed, unknown), expired, or not a token at all is
-// refused: the agent exits 1 saying so, and no Node exists.
-func TestAgentRefusesBadTokens(t *testing.T) {
+// refused, and so is an apiserver whose certificate is not of the given CA: the agent exits
+// 1 saying so (at once, no retrying), and no Node exists.
+func TestAgentRefusesBadCredentials(t *testing.T) {
 	ctx := context.Background()
 	w := startWorkload(t)
 	expired := w.token(t, time.Now().Add(-time.Minute))
-	for _, tc := range []struct{ name, token, want string }{
-		{"wrong", "abcdef.0123456789abcdef", "refused the bootstrap token (401 Unauthorized): it is wrong, expired or deleted"},
-		{"expired", expired, "refused the bootstrap token (401 Unauthorized): it is wrong, expired or deleted"},
-		{"malformed", "not-a-token", "--token: not a bootstrap token"},
+	good := w.token(t, time.Now().Add(time.Hour))
+	otherCA := filepath.Join(t.TempDir(), "other-ca.crt")
+	if err := os.WriteFile(otherCA, selfSignedPEM(t), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, token, want string
+		more              []string
+	}{
+		{"wrong", "abcdef.0123456789abcdef", "refused the bootstrap token (401 Unauthorized): it is wrong, expired or deleted", nil},
+		{"expired", expired, "refused the bootstrap token (401 Unauthorized): it is wrong, expired or deleted", nil},
+		{"malformed", "not-a-token", "--token: not a bootstrap token", nil},
+		{"untrusted", good, "the apiserver's serving certificate is not trusted", []string{"--ca-file", otherCA}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			agent := startAgent(t, w.agentArgs(t, "node-"+tc.name, tc.token)...)
+			agent := startAgent(t, w.agentArgs(t, "node-"+tc.name, tc.token, tc.more...)...)
 			if code := agent.awaitExit(t, 60*time.Second); code != 1 {
 				t.Fatalf("exit code %d, want 1", code)
 			}

@@ -74,10 +74,23 @@ func codeOf(err error) int {
 }
 
 // transient reports whether err may go away by itself: the apiserver unreachable, busy or
-// failing, as opposed to a refusal that will be given again.
+// failing, as opposed to a refusal that will be given again, or a serving certificate the
+// agent does not trust.
 func transient(err error) bool {
+	if untrusted(err) {
+		return false
+	}
 	c := codeOf(err)
 	return c == 0 || c == http.StatusTooManyRequests || c >= 500
+}
+
+// untrusted reports whether err is the apiserver's certificate failing verification.
+func untrusted(err error) bool {
+	var host x509.HostnameError
+	var authority x509.UnknownAuthorityError
+	var invalid x509.CertificateInvalidError
+	var verify *tls.CertificateVerificationError
+	return errors.As(err, &host) || errors.As(err, &authority) || errors.As(err, &invalid) || errors.As(err, &verify)
 }
 
 // do sends in (JSON, nil for none) with contentType and decodes a 2xx answer into out (nil

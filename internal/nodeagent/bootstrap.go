@@ -115,6 +115,9 @@ func bootstrap(ctx context.Context, cfg *Config) (*tls.Certificate, error) {
 
 // bootstrapError explains the refusals a token can get.
 func bootstrapError(err error) error {
+	if untrusted(err) {
+		return fmt.Errorf("the apiserver's serving certificate is not trusted: --ca-file must be its CA, and the certificate must name the host of --server: %w", err)
+	}
 	switch codeOf(err) {
 	case http.StatusUnauthorized:
 		return fmt.Errorf("%w (401 Unauthorized): it is wrong, expired or deleted; give a token of the cluster's kube-system Secret bootstrap-token-<id>: %v", ErrTokenRefused, err)

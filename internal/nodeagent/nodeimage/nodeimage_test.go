@@ -176,7 +176,8 @@ func newRuntime(t *testing.T, archs []computev1alpha1.Architecture, networks map
 	return rt
 }
 
-// awaitConsole waits for line on the machine's console and returns the console.
+// awaitConsole waits for line on the machine's console and returns the console; the
+// first-boot script's end (the agent exited) fails the test at once.
 func awaitConsole(t *testing.T, rt *qemu.Runtime, id, line string) string {
 	t.Helper()
 	deadline := time.Now().Add(bootTimeout)
@@ -190,6 +191,9 @@ func awaitConsole(t *testing.T, rt *qemu.Runtime, id, line string) string {
 			raw, _ := os.ReadFile(resp.Machines[0].Status.Console)
 			if console = string(raw); strings.Contains(console, line) {
 				return console
+			}
+			if strings.Contains(console, "ANVIL-TESTOS-SCRIPT-END") {
+				t.Fatalf("machine %s: the first-boot script ended before %q; console:\n%s", id, line, console)
 			}
 		}
 		time.Sleep(250 * time.Millisecond)
