@@ -26,6 +26,9 @@ GO_TEST_FLAGS ?= -p 1 -timeout 40m
 AGENT_ARCHS := amd64 arm64
 AGENTS := $(AGENT_ARCHS:%=$(BIN)/build-agent/%/anvil-build-agent)
 AGENT_SOURCES := $(shell find cmd/anvil-build-agent internal/buildagent internal/imagebuild internal/osimage api/compute -name '*.go' -not -name '*_test.go') go.mod go.sum
+# The node agent a Cluster API node image's guests register their Nodes with (docs/capi.md).
+NODE_AGENTS := $(AGENT_ARCHS:%=$(BIN)/node-agent/%/anvil-node-agent)
+NODE_AGENT_SOURCES := $(shell find cmd/anvil-node-agent internal/nodeagent -maxdepth 1 -name '*.go' -not -name '*_test.go') go.mod go.sum
 
 CONTROL_PLANE := $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl
 GENERATORS := $(BIN)/controller-gen $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
@@ -81,10 +84,13 @@ esp: $(BIN)/esp.img ## The EFI system partition Ironic puts into the UEFI boot I
 $(BIN)/esp.img: $(shell find hack/esp -type f) hack/testos/archive.sh
 	hack/esp/build.sh $@
 
-agents: $(AGENTS) ## The build agent for every builder architecture, in bin/build-agent/ARCH.
+agents: $(AGENTS) $(NODE_AGENTS) ## The build agent and the node agent for every architecture, in bin/build-agent/ARCH and bin/node-agent/ARCH.
 
 $(BIN)/build-agent/%/anvil-build-agent: $(AGENT_SOURCES)
 	CGO_ENABLED=0 GOARCH=$* go build -trimpath -ldflags "-s -w" -o $@ ./cmd/anvil-build-agent
+
+$(BIN)/node-agent/%/anvil-node-agent: $(NODE_AGENT_SOURCES)
+	CGO_ENABLED=0 GOARCH=$* go build -trimpath -ldflags "-s -w" -o $@ ./cmd/anvil-node-agent
 
 # anvil's own CRDs go to config/crd/bases (installed everywhere); the Cluster API provider's
 # (infrastructure.cluster.x-k8s.io) to config/crd/capi, installed only beside Cluster API.
