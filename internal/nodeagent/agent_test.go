@@ -203,7 +203,7 @@ func ready(n *corev1.Node) corev1.ConditionStatus {
 // carries the provider ID of the metadata and the arch/os/hostname labels, is Ready with no
 // pressure, and its Lease is renewed: it stays Ready past the grace period. Stopped with
 // SIGTERM it exits 0 without touching the Node, and kube-controller-manager marks it
-// NotReady (Ready=Unknown) within the grace period.
+// NotReady (Ready=Unknown) within the grace period. Started again it is Ready again.
 func TestAgentRegistersItsNodeAndGoesNotReadyWhenStopped(t *testing.T) {
 	ctx := context.Background()
 	w := startWorkload(t)
@@ -311,6 +311,19 @@ func TestAgentRegistersItsNodeAndGoesNotReadyWhenStopped(t *testing.T) {
 			t.Fatalf("Node node-a still Ready=%s %s after its agent stopped (grace period %s)", ready(n), time.Since(stoppedAt), grace)
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+
+	// Rebooted (a fresh root: no kept certificate): it bootstraps again with the token, takes
+	// its Node over and it is Ready again. Another machine claiming the name with another
+	// provider ID is refused.
+	again := startAgent(t, w.agentArgs(t, "node-a", token)...)
+	again.awaitLine(t, nodeagent.RegisteredLine("node-a", "anvil://tenant/node-a"), 60*time.Second)
+	if n, err := w.admin.CoreV1().Nodes().Get(ctx, "node-a", metav1.GetOptions{}); err != nil || ready(n) != corev1.ConditionTrue {
+		t.Errorf("Node node-a after its agent came back: %v, Ready=%s; want True", err, ready(n))
+	}
+	impostor := startAgent(t, w.agentArgs(t, "node-a", token, "--provider-id", "anvil://tenant/other")...)
+	if code := impostor.awaitExit(t, 60*time.Second); code != 1 || !strings.Contains(impostor.errText(), "a Node node-a exists with provider ID anvil://tenant/node-a, not anvil://tenant/other") {
+		t.Errorf("an agent of another provider ID for node-a exited %d; stderr:\n%s\nwant 1 and the reason", code, impostor.errText())
 	}
 }
 
