@@ -328,9 +328,10 @@ func TestAgentRegistersItsNodeAndGoesNotReadyWhenStopped(t *testing.T) {
 }
 
 // A bootstrap token that is wrong (well-formed, unknown), expired, or not a token at all is
-// refused, and so is an apiserver whose certificate is not of the given CA: the agent exits
-// 1 saying so (at once, no retrying), and no Node exists.
-func TestAgentRefusesBadCredentials(t *testing.T) {
+// refused, and so is an apiserver whose certificate is not of the given CA, and a label a
+// node may not give itself: the agent exits 1 saying so (at once, no retrying), and no Node
+// exists.
+func TestAgentExitsOnRefusals(t *testing.T) {
 	ctx := context.Background()
 	w := startWorkload(t)
 	expired := w.token(t, time.Now().Add(-time.Minute))
@@ -347,6 +348,8 @@ func TestAgentRefusesBadCredentials(t *testing.T) {
 		{"expired", expired, "refused the bootstrap token (401 Unauthorized): it is wrong, expired or deleted", nil},
 		{"malformed", "not-a-token", "--token: not a bootstrap token", nil},
 		{"untrusted", good, "the apiserver's serving certificate is not trusted", []string{"--ca-file", otherCA}},
+		{"forbidden-label", good, "the apiserver refused to create Node node-forbidden-label as system:node:node-forbidden-label (NodeRestriction",
+			[]string{"--labels", "node-role.kubernetes.io/control-plane="}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			agent := startAgent(t, w.agentArgs(t, "node-"+tc.name, tc.token, tc.more...)...)
