@@ -145,11 +145,12 @@ func TestManagerServesWebhooksAndReconciles(t *testing.T) {
 	createNamespace(t, c, ns)
 
 	t.Run("validating webhook refuses an invalid Cluster", func(t *testing.T) {
-		err := c.Create(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nothing"}})
+		// A valid object name, but the webhook wants Cluster names to be label values too.
+		err := c.Create(ctx, clusterOn(ns, strings.Repeat("c", 64)))
 		if !apierrors.IsInvalid(err) ||
 			!strings.Contains(err.Error(), `admission webhook "validation.cluster.cluster.x-k8s.io" denied the request`) ||
-			!strings.Contains(err.Error(), "one of spec.controlPlaneRef, spec.infrastructureRef or spec.topology must be set") {
-			t.Fatalf("creating a Cluster with no reference: %v, want the webhook's refusal", err)
+			!strings.Contains(err.Error(), "must be a valid label value") {
+			t.Fatalf("creating a Cluster with a 64-character name: %v, want the webhook's refusal", err)
 		}
 	})
 
@@ -209,7 +210,7 @@ func TestManagerServesWebhooksAndReconciles(t *testing.T) {
 
 	t.Run("feature gates default off", func(t *testing.T) {
 		err := c.Create(ctx, extensionConfig(), client.DryRunAll)
-		if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "RuntimeSDK feature flag") {
+		if err == nil || !strings.Contains(err.Error(), "can be set only if the RuntimeSDK feature flag is enabled") {
 			t.Errorf("an ExtensionConfig without RuntimeSDK: %v, want the webhook's refusal naming the gate", err)
 		}
 	})
