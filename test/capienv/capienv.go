@@ -1,7 +1,6 @@
 package capienv
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -221,12 +220,12 @@ func (c *CAPI) waitReady(ctx context.Context, timeout time.Duration) error {
 	for !ready() {
 		select {
 		case <-c.done:
-			return fmt.Errorf("capi-manager exited while starting (%v); last lines of %s:\n%s", c.err, c.logPath, c.logTail(20))
+			return fmt.Errorf("capi-manager exited while starting (%v); last lines of %s:\n%s", c.err, c.logPath, controlplane.LogTail(c.logPath, 20))
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline.C:
 			return fmt.Errorf("capi-manager not ready (readyz on %s, webhooks on %s) after %s; last lines of %s:\n%s",
-				c.healthAddr, webhookAddr, timeout, c.logPath, c.logTail(20))
+				c.healthAddr, webhookAddr, timeout, c.logPath, controlplane.LogTail(c.logPath, 20))
 		case <-tick.C:
 		}
 	}
@@ -248,7 +247,7 @@ func (c *CAPI) Stop() error {
 	select {
 	case <-c.done:
 		if !c.stopping {
-			c.stopErr = fmt.Errorf("capi-manager had exited before Stop (%v); last lines of %s:\n%s", c.err, c.logPath, c.logTail(20))
+			c.stopErr = fmt.Errorf("capi-manager had exited before Stop (%v); last lines of %s:\n%s", c.err, c.logPath, controlplane.LogTail(c.logPath, 20))
 		}
 	default:
 		c.stopping = true
@@ -286,15 +285,3 @@ func (c *CAPI) HealthAddr() string { return c.healthAddr }
 // WebhookPort is the port of the manager's webhook server, which the apiserver calls on
 // 127.0.0.1.
 func (c *CAPI) WebhookPort() int { return c.webhooks.LocalServingPort }
-
-func (c *CAPI) logTail(n int) string {
-	raw, err := os.ReadFile(c.logPath)
-	if err != nil {
-		return "(no log: " + err.Error() + ")"
-	}
-	lines := bytes.Split(bytes.TrimRight(raw, "\n"), []byte("\n"))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return string(bytes.Join(lines, []byte("\n")))
-}
