@@ -37,7 +37,7 @@ TOOLS := $(CONTROL_PLANE) $(BIN)/kube-scheduler $(GENERATORS) $(CAPI)
 build: ## The anvil binary.
 	go build -o $(BIN)/anvil ./cmd/anvil
 
-tools: $(TOOLS) ## Control-plane binaries, code generators, the Cluster API manager and clusterctl.
+tools: $(TOOLS) ## Control-plane binaries, code generators, the Cluster API manager, its manifests (bin/capi) and clusterctl.
 
 $(BIN)/kube-apiserver $(BIN)/kube-scheduler $(BIN)/kubectl: hack/tools/kube/go.mod
 	cd hack/tools/kube && go build -o $@ -ldflags "$(KUBE_LDFLAGS)" k8s.io/kubernetes/cmd/$(notdir $@)

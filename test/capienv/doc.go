@@ -4,8 +4,11 @@
 //
 //	capi, err := capienv.Start(ctx, env.Config, capienv.Options{
 //		FeatureGates: map[string]bool{"InPlaceUpdates": true, "RuntimeSDK": true}})
-//	defer capi.Stop()
+//	t.Cleanup(func() { _ = capi.Stop() }) // or env.BeforeStop, when started in TestMain
 //	err = capienv.InstallInventory(ctx, env.Client, "capi-system") // before clusterctl move
+//
+// Stop the manager before the control plane: its watches otherwise hold up the
+// apiserver's shutdown, as harness.Env.BeforeStop explains.
 //
 // Start installs, as clusterctl init would: Cluster API's CRDs (labelled
 // clusterctl.cluster.x-k8s.io and cluster.x-k8s.io/provider=cluster-api, every version
