@@ -7,8 +7,8 @@
 //	t.Cleanup(func() { _ = capi.Stop() }) // or env.BeforeStop, when started in TestMain
 //	err = capienv.InstallInventory(ctx, env.Client, "capi-system") // before clusterctl move
 //
-// Stop the manager before the control plane: its watches otherwise hold up the
-// apiserver's shutdown, as harness.Env.BeforeStop explains.
+// Stop the manager before the control plane stops, so that it never runs against a
+// stopped apiserver; if the test binary dies first, the manager dies with it (Pdeathsig).
 //
 // Start installs, as clusterctl init would: Cluster API's CRDs (labelled
 // clusterctl.cluster.x-k8s.io and cluster.x-k8s.io/provider=cluster-api, every version
