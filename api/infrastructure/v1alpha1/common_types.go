@@ -23,6 +23,10 @@ const (
 	// objects it deletes after copying them: the anvil Machine then stays, since the moved
 	// AnvilMachine goes on using it.
 	AnnotationDeleteForMove = "clusterctl.cluster.x-k8s.io/delete-for-move"
+
+	// FinalizerAnvilMachine holds an AnvilMachine until its anvil Machine is deleted (or, for
+	// a move, left to the moved copy).
+	FinalizerAnvilMachine = "infrastructure.cluster.x-k8s.io/anvil-machine"
 )
 
 // Condition types of this group's kinds. Every condition carries a Reason; Cluster API mirrors
@@ -66,4 +70,22 @@ const (
 	ReasonMachineGone = "MachineGone"
 	// ReasonDeleting: the anvil Machine is being deleted with the AnvilMachine.
 	ReasonDeleting = "Deleting"
+)
+
+// Reasons of an AnvilCluster's Ready condition.
+const (
+	// ReasonIdentityUnusable: spec.identityRef's Secret is missing, holds no usable
+	// kubeconfig, or the anvil control plane it names refuses it; the message says which.
+	ReasonIdentityUnusable = "IdentityUnusable"
+	// ReasonProvisioned: machines can be made and the control plane endpoint is known.
+	ReasonProvisioned = "Provisioned"
+	// ReasonWaitingForControlPlaneEndpoint: machines can be made (Ready is True), and the
+	// endpoint will be the first control-plane machine's address.
+	ReasonWaitingForControlPlaneEndpoint = "WaitingForControlPlaneEndpoint"
+)
+
+// Reasons of the Paused condition.
+const (
+	ReasonPaused    = "Paused"
+	ReasonNotPaused = "NotPaused"
 )
