@@ -27,6 +27,9 @@ const (
 	// FinalizerAnvilMachine holds an AnvilMachine until its anvil Machine is deleted (or, for
 	// a move, left to the moved copy).
 	FinalizerAnvilMachine = "infrastructure.cluster.x-k8s.io/anvil-machine"
+	// FinalizerAnvilRemediation holds an AnvilRemediation deleted in the middle of a power
+	// cycle until the machine is powered on again.
+	FinalizerAnvilRemediation = "infrastructure.cluster.x-k8s.io/anvil-remediation"
 )
 
 // Condition types of this group's kinds. Every condition carries a Reason; Cluster API mirrors

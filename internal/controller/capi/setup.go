@@ -30,6 +30,7 @@ func Installed(mapper meta.RESTMapper) error {
 		{clusterv1.GroupVersion.Group, clusterv1.GroupVersion.Version, "Machine"},
 		{infrav1.GroupVersion.Group, infrav1.GroupVersion.Version, "AnvilCluster"},
 		{infrav1.GroupVersion.Group, infrav1.GroupVersion.Version, "AnvilMachine"},
+		{infrav1.GroupVersion.Group, infrav1.GroupVersion.Version, "AnvilRemediation"},
 	} {
 		if _, err := mapper.RESTMapping(schemaGK(gvk.group, gvk.kind), gvk.version); err != nil {
 			return fmt.Errorf("%s %s/%s is not served (install Cluster API's CRDs and anvil's provider CRDs, config/crd/capi): %w", gvk.kind, gvk.group, gvk.version, err)
@@ -38,7 +39,7 @@ func Installed(mapper meta.RESTMapper) error {
 	return nil
 }
 
-// Setup registers the AnvilCluster and AnvilMachine controllers with the manager.
+// Setup registers the AnvilCluster, AnvilMachine and AnvilRemediation controllers with the manager.
 func Setup(mgr ctrl.Manager, concurrency int) error {
 	c := mgr.GetClient()
 	machines := &AnvilMachineReconciler{Client: c, APIReader: mgr.GetAPIReader(),
@@ -55,6 +56,20 @@ func Setup(mgr ctrl.Manager, concurrency int) error {
 		Watches(&computev1alpha1.Machine{}, handler.EnqueueRequestsFromMapFunc(anvilMachineOf)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
 		Complete(machines)
+	if err != nil {
+		return err
+	}
+	remediations := &AnvilRemediationReconciler{Client: c, Events: events.New(mgr.GetEventRecorder("anvilremediation"), nil)}
+	err = ctrl.NewControllerManagedBy(mgr).Named("anvilremediation").
+		For(&infrav1.AnvilRemediation{}).
+		// A power cycle goes on once the runtime reports the machine off.
+		Watches(&computev1alpha1.Machine{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return remediationOf(ctx, c, o)
+		}), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectOld.(*computev1alpha1.Machine).Status.State != e.ObjectNew.(*computev1alpha1.Machine).Status.State
+		}})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
+		Complete(remediations)
 	if err != nil {
 		return err
 	}
@@ -145,4 +160,21 @@ func allAnvilClusters(ctx context.Context, c client.Client) []reconcile.Request 
 		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&ac)})
 	}
 	return out
+}
+
+// remediationOf maps an anvil Machine the provider made to the remediation of its Cluster
+// API Machine, which a MachineHealthCheck names after that Machine.
+func remediationOf(ctx context.Context, c client.Client, o client.Object) []reconcile.Request {
+	name, ok := o.GetLabels()[infrav1.AnvilMachineLabel]
+	if !ok {
+		return nil
+	}
+	am := &infrav1.AnvilMachine{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: o.GetNamespace(), Name: name}, am); err != nil {
+		return nil
+	}
+	if machine := ownerName(am, "Machine"); machine != "" {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: am.Namespace, Name: machine}}}
+	}
+	return nil
 }
