@@ -58,6 +58,9 @@ const (
 	// ReasonFailureDomainConflict: the Machine's failure domain and the template's
 	// machinePoolSelector ask for different values of the failure domain label.
 	ReasonFailureDomainConflict = "FailureDomainConflict"
+	// ReasonForeignProviderID: spec.providerID names a Machine outside the namespace this
+	// AnvilMachine's anvil Machines live in; nothing there is read or touched.
+	ReasonForeignProviderID = "ForeignProviderID"
 	// ReasonMachineNameTaken: an anvil Machine of the AnvilMachine's name exists that the
 	// provider did not make for it; it is left alone.
 	ReasonMachineNameTaken = "MachineNameTaken"

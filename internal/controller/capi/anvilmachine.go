@@ -118,7 +118,7 @@ func (r *AnvilMachineReconciler) owners(ctx context.Context, am *infrav1.AnvilMa
 func (r *AnvilMachineReconciler) anvilMachine(ctx context.Context, am *infrav1.AnvilMachine, namespace string) (*computev1alpha1.Machine, error) {
 	ns, name, err := anvilmachine.MachineKey(am, namespace)
 	if err != nil {
-		return nil, err // the API refuses such a providerID
+		return nil, nil // a foreign providerID: Decide says so, and nothing there is read
 	}
 	m := &computev1alpha1.Machine{}
 	if ok, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: ns, Name: name}, m); !ok {
