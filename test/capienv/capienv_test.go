@@ -34,14 +34,12 @@ var env *harness.Env
 
 func TestMain(m *testing.M) { harness.Main(m, &env) }
 
-// capiClient is an admin client that also knows Cluster API's core and runtime kinds.
+// capiClient is an admin client that also knows Cluster API's runtime kinds (anvil's
+// scheme has its core kinds).
 func capiClient(t *testing.T) client.Client {
 	t.Helper()
 	scheme, err := api.NewScheme()
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := clusterv1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
 	if err := runtimev1.AddToScheme(scheme); err != nil {
