@@ -2,7 +2,6 @@ package capi
 
 import (
 	"context"
-	"errors"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -15,15 +14,12 @@ import (
 	"github.com/anvil-dev/anvil/internal/events"
 )
 
-// errRemoteNotBuilt is the identity error of every identityRef until remote anvil control
-// planes are supported: such a cluster is never provisioned, so no machine of it is made
-// in the wrong control plane.
-var errRemoteNotBuilt = errors.New("spec.identityRef (anvil Machines in another anvil control plane) is not supported by this anvil yet: create the cluster without it")
-
 // AnvilClusterReconciler reports AnvilClusters: provisioned, endpoint, failure domains.
 type AnvilClusterReconciler struct {
 	Client client.Client
-	Events *events.Recorder
+	// Computes says where each cluster's anvil Machines live.
+	Computes *Computes
+	Events   *events.Recorder
 }
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=anvilclusters,verbs=get;list;watch;update;patch
@@ -53,15 +49,17 @@ func (r *AnvilClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if isPaused || ac.DeletionTimestamp != nil {
 		return conflictOr(client.IgnoreNotFound(patchStatus(ctx, r.Client, ac, base)))
 	}
-	if ac.Spec.IdentityRef != nil {
-		in.IdentityErr = errRemoteNotBuilt
-	}
-	pools := &computev1alpha1.MachinePoolList{}
-	if err := r.Client.List(ctx, pools); err != nil {
-		return ctrl.Result{}, err
-	}
-	for _, p := range pools.Items {
-		in.PoolLabels = append(in.PoolLabels, p.Labels)
+	compute, err := r.Computes.For(ctx, ac)
+	in.IdentityErr = err
+	if err == nil {
+		// An identity for another anvil may not list its pools: no failure domains then.
+		pools := &computev1alpha1.MachinePoolList{}
+		if err := compute.Reader.List(ctx, pools); ignoreForbidden(err) != nil {
+			return ctrl.Result{}, err
+		}
+		for _, p := range pools.Items {
+			in.PoolLabels = append(in.PoolLabels, p.Labels)
+		}
 	}
 	if in.Cluster != nil && !ac.Spec.ControlPlaneEndpoint.IsValid() {
 		machines := &clusterv1.MachineList{}
@@ -89,5 +87,12 @@ func (r *AnvilClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	ac.Status.FailureDomains = plan.FailureDomains
 	ac.Status.ObservedGeneration = ac.Generation
 	apimeta.SetStatusCondition(&ac.Status.Conditions, withGeneration(plan.Ready, ac.Generation))
-	return conflictOr(client.IgnoreNotFound(patchStatus(ctx, r.Client, ac, base)))
+	if err := patchStatus(ctx, r.Client, ac, base); err != nil {
+		return conflictOr(client.IgnoreNotFound(err))
+	}
+	if in.IdentityErr != nil {
+		// The identity Secret is not watched (Secrets are read uncached): look again.
+		return ctrl.Result{RequeueAfter: waitingRecheck}, nil
+	}
+	return ctrl.Result{}, nil
 }

@@ -14,7 +14,6 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
-	"github.com/anvil-dev/anvil/internal/capi/anvilmachine"
 	"github.com/anvil-dev/anvil/internal/capi/remediation"
 	"github.com/anvil-dev/anvil/internal/events"
 )
@@ -24,7 +23,9 @@ import (
 // Machine's OwnerRemediated condition to False, upon which its MachineSet replaces it.
 type AnvilRemediationReconciler struct {
 	Client client.Client
-	Events *events.Recorder
+	// Computes says where each cluster's anvil Machines live.
+	Computes *Computes
+	Events   *events.Recorder
 	// Now is the clock (time.Now if nil).
 	Now func() time.Time
 }
@@ -46,8 +47,9 @@ func (r *AnvilRemediationReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		return ctrl.Result{}, err
 	}
 	var cluster *clusterv1.Cluster
+	var ac *infrav1.AnvilCluster
 	if found {
-		if cluster, _, err = clusterOf(ctx, r.Client, rem.Namespace, machine.Spec.ClusterName); err != nil {
+		if cluster, ac, err = clusterOf(ctx, r.Client, rem.Namespace, machine.Spec.ClusterName); err != nil {
 			return ctrl.Result{}, err
 		}
 	} else {
@@ -59,12 +61,17 @@ func (r *AnvilRemediationReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	if isPaused {
 		return conflictOr(client.IgnoreNotFound(patchStatus(ctx, r.Client, rem, base)))
 	}
-	anvil, err := r.anvilMachine(ctx, machine)
+	compute, err := r.Computes.For(ctx, ac)
+	if err != nil {
+		apimeta.SetStatusCondition(&rem.Status.Conditions, withGeneration(identityUnusable(err), rem.Generation))
+		return ctrl.Result{RequeueAfter: waitingRecheck}, client.IgnoreNotFound(patchStatus(ctx, r.Client, rem, base))
+	}
+	anvil, err := r.anvilMachine(ctx, compute, machine)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if rem.DeletionTimestamp != nil {
-		return r.finish(ctx, rem, anvil)
+		return r.finish(ctx, compute, rem, anvil)
 	}
 	if controllerutil.AddFinalizer(rem, infrav1.FinalizerAnvilRemediation) {
 		// Before the first try, so a remediation deleted mid power cycle powers the machine on.
@@ -78,7 +85,7 @@ func (r *AnvilRemediationReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		now = r.Now
 	}
 	plan := remediation.Decide(remediation.Input{Remediation: rem, Machine: anvil, Now: now()})
-	if err := r.apply(ctx, rem, plan, machine, anvil); err != nil {
+	if err := r.apply(ctx, compute, rem, plan, machine, anvil); err != nil {
 		return conflictOr(err)
 	}
 	conditions := rem.Status.Conditions
@@ -93,7 +100,7 @@ func (r *AnvilRemediationReconciler) Reconcile(ctx context.Context, req ctrl.Req
 
 // anvilMachine is the anvil Machine of a Cluster API Machine, through its AnvilMachine's
 // providerID; nil if any of them is gone.
-func (r *AnvilRemediationReconciler) anvilMachine(ctx context.Context, machine *clusterv1.Machine) (*computev1alpha1.Machine, error) {
+func (r *AnvilRemediationReconciler) anvilMachine(ctx context.Context, compute Compute, machine *clusterv1.Machine) (*computev1alpha1.Machine, error) {
 	if machine == nil || machine.Spec.InfrastructureRef.Kind != "AnvilMachine" {
 		return nil, nil
 	}
@@ -101,19 +108,11 @@ func (r *AnvilRemediationReconciler) anvilMachine(ctx context.Context, machine *
 	if ok, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: machine.Namespace, Name: machine.Spec.InfrastructureRef.Name}, am); !ok || am.Spec.ProviderID == "" {
 		return nil, err
 	}
-	ns, name, err := anvilmachine.ParseProviderID(am.Spec.ProviderID)
-	if err != nil {
-		return nil, err
-	}
-	m := &computev1alpha1.Machine{}
-	if ok, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: ns, Name: name}, m); !ok {
-		return nil, err
-	}
-	return m, nil
+	return anvilMachineOf(ctx, compute, am, compute.namespaceFor(am.Namespace))
 }
 
 // apply makes the plan's try on the anvil Machine, then gives up on the Cluster API Machine.
-func (r *AnvilRemediationReconciler) apply(ctx context.Context, rem *infrav1.AnvilRemediation, p remediation.Plan, machine *clusterv1.Machine, anvil *computev1alpha1.Machine) error {
+func (r *AnvilRemediationReconciler) apply(ctx context.Context, compute Compute, rem *infrav1.AnvilRemediation, p remediation.Plan, machine *clusterv1.Machine, anvil *computev1alpha1.Machine) error {
 	if anvil != nil && (p.Reboot != "" && anvil.Annotations[computev1alpha1.AnnotationReboot] != p.Reboot || p.Power != "" && anvil.Spec.Power != p.Power) {
 		want := anvil.DeepCopy()
 		if p.Reboot != "" {
@@ -124,7 +123,7 @@ func (r *AnvilRemediationReconciler) apply(ctx context.Context, rem *infrav1.Anv
 			want.Spec.Power = p.Power
 			r.Events.Normal(rem, "Power"+string(p.Power), "Remediate", "try %d: powering anvil Machine %s/%s %s", p.Status.Tries, anvil.Namespace, anvil.Name, p.Power)
 		}
-		if err := r.Client.Patch(ctx, want, client.MergeFromWithOptions(anvil, client.MergeFromWithOptimisticLock{})); err != nil {
+		if err := compute.Client.Patch(ctx, want, client.MergeFromWithOptions(anvil, client.MergeFromWithOptimisticLock{})); err != nil {
 			return err
 		}
 	}
@@ -149,12 +148,12 @@ func (r *AnvilRemediationReconciler) apply(ctx context.Context, rem *infrav1.Anv
 }
 
 // finish lets a deleted remediation go; a machine it powered off is powered on first.
-func (r *AnvilRemediationReconciler) finish(ctx context.Context, rem *infrav1.AnvilRemediation, anvil *computev1alpha1.Machine) (ctrl.Result, error) {
+func (r *AnvilRemediationReconciler) finish(ctx context.Context, compute Compute, rem *infrav1.AnvilRemediation, anvil *computev1alpha1.Machine) (ctrl.Result, error) {
 	cycling := rem.Status.Phase == infrav1.RemediationPhaseWaitingForPowerOff || rem.Status.Phase == infrav1.RemediationPhaseRunning
 	if anvil != nil && cycling && anvil.Spec.Power == computev1alpha1.PowerOff {
 		want := anvil.DeepCopy()
 		want.Spec.Power = computev1alpha1.PowerOn
-		if err := r.Client.Patch(ctx, want, client.MergeFromWithOptions(anvil, client.MergeFromWithOptimisticLock{})); err != nil {
+		if err := compute.Client.Patch(ctx, want, client.MergeFromWithOptions(anvil, client.MergeFromWithOptimisticLock{})); err != nil {
 			return conflictOr(err)
 		}
 	}

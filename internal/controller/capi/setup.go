@@ -11,11 +11,14 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
@@ -39,12 +42,24 @@ func Installed(mapper meta.RESTMapper) error {
 	return nil
 }
 
-// Setup registers the AnvilCluster, AnvilMachine and AnvilRemediation controllers with the manager.
+// Setup registers the AnvilCluster, AnvilMachine and AnvilRemediation controllers with the
+// manager. The controllers watch this anvil's Machines, and those of every other anvil an
+// AnvilCluster's identityRef names once it is first used.
 func Setup(mgr ctrl.Manager, concurrency int) error {
 	c := mgr.GetClient()
-	machines := &AnvilMachineReconciler{Client: c, APIReader: mgr.GetAPIReader(),
+	computes := &Computes{Local: Compute{Client: c, Reader: mgr.GetAPIReader()}, Scheme: mgr.GetScheme(), APIReader: mgr.GetAPIReader()}
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		computes.setContext(ctx)
+		<-ctx.Done()
+		return nil
+	})); err != nil {
+		return err
+	}
+	options := controller.Options{MaxConcurrentReconciles: concurrency}
+
+	machines := &AnvilMachineReconciler{Client: c, APIReader: mgr.GetAPIReader(), Computes: computes,
 		Events: events.New(mgr.GetEventRecorder("anvilmachine"), nil)}
-	err := ctrl.NewControllerManagedBy(mgr).Named("anvilmachine").
+	machineController, err := ctrl.NewControllerManagedBy(mgr).Named("anvilmachine").
 		For(&infrav1.AnvilMachine{}).
 		// Owner references, bootstrap data and failure domains come from the Machine.
 		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(infraMachineOf)).
@@ -53,27 +68,35 @@ func Setup(mgr ctrl.Manager, concurrency int) error {
 			return anvilMachinesOfCluster(ctx, c, o)
 		}), builder.WithPredicates(clusterGate)).
 		// What the anvil Machine reports is the AnvilMachine's status.
-		Watches(&computev1alpha1.Machine{}, handler.EnqueueRequestsFromMapFunc(anvilMachineOf)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
-		Complete(machines)
+		Watches(&computev1alpha1.Machine{}, handler.EnqueueRequestsFromMapFunc(anvilMachineIn(""))).
+		WithOptions(options).
+		Build(machines)
 	if err != nil {
 		return err
 	}
-	remediations := &AnvilRemediationReconciler{Client: c, Events: events.New(mgr.GetEventRecorder("anvilremediation"), nil)}
-	err = ctrl.NewControllerManagedBy(mgr).Named("anvilremediation").
+
+	remediations := &AnvilRemediationReconciler{Client: c, Computes: computes, Events: events.New(mgr.GetEventRecorder("anvilremediation"), nil)}
+	remediationController, err := ctrl.NewControllerManagedBy(mgr).Named("anvilremediation").
 		For(&infrav1.AnvilRemediation{}).
 		// A power cycle goes on once the runtime reports the machine off.
-		Watches(&computev1alpha1.Machine{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			return remediationOf(ctx, c, o)
-		}), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-			return e.ObjectOld.(*computev1alpha1.Machine).Status.State != e.ObjectNew.(*computev1alpha1.Machine).Status.State
-		}})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
-		Complete(remediations)
+		Watches(&computev1alpha1.Machine{}, handler.EnqueueRequestsFromMapFunc(remediationIn(c, "")), builder.WithPredicates(stateChanged)).
+		WithOptions(options).
+		Build(remediations)
 	if err != nil {
 		return err
 	}
-	clusters := &AnvilClusterReconciler{Client: c, Events: events.New(mgr.GetEventRecorder("anvilcluster"), nil)}
+
+	// Another anvil's Machines map to the objects of the AnvilCluster's namespace here.
+	computes.OnRemote = func(remote cluster.Cluster, namespace string) error {
+		if err := machineController.Watch(source.Kind(remote.GetCache(), client.Object(&computev1alpha1.Machine{}),
+			handler.EnqueueRequestsFromMapFunc(anvilMachineIn(namespace)))); err != nil {
+			return err
+		}
+		return remediationController.Watch(source.Kind(remote.GetCache(), client.Object(&computev1alpha1.Machine{}),
+			handler.EnqueueRequestsFromMapFunc(remediationIn(c, namespace)), stateChanged))
+	}
+
+	clusters := &AnvilClusterReconciler{Client: c, Computes: computes, Events: events.New(mgr.GetEventRecorder("anvilcluster"), nil)}
 	return ctrl.NewControllerManagedBy(mgr).Named("anvilcluster").
 		For(&infrav1.AnvilCluster{}).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(infraClusterOf), builder.WithPredicates(clusterGate)).
@@ -88,9 +111,14 @@ func Setup(mgr ctrl.Manager, concurrency int) error {
 		Watches(&computev1alpha1.MachinePool{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
 			return allAnvilClusters(ctx, c)
 		}), builder.WithPredicates(predicate.LabelChangedPredicate{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
+		WithOptions(options).
 		Complete(clusters)
 }
+
+// stateChanged passes the anvil Machine updates that change its state.
+var stateChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	return e.ObjectOld.(*computev1alpha1.Machine).Status.State != e.ObjectNew.(*computev1alpha1.Machine).Status.State
+}}
 
 // clusterGate passes the Cluster changes the provider acts on: pause, ownership of its
 // infrastructure, infrastructure provisioned.
@@ -118,14 +146,24 @@ func infraClusterOf(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: ref.Name}}}
 }
 
-// anvilMachineOf maps an anvil Machine the provider made to its AnvilMachine, which has
-// the same name in the same namespace (the local anvil; see anvilmachine.MachineKey).
-func anvilMachineOf(_ context.Context, o client.Object) []reconcile.Request {
-	name, ok := o.GetLabels()[infrav1.AnvilMachineLabel]
-	if !ok {
-		return nil
+// anvilMachineIn maps an anvil Machine the provider made to its AnvilMachine, which has
+// its name in namespace (for this anvil's Machines, their own namespace).
+func anvilMachineIn(namespace string) handler.MapFunc {
+	return func(_ context.Context, o client.Object) []reconcile.Request {
+		name, ok := o.GetLabels()[infrav1.AnvilMachineLabel]
+		if !ok {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: localNamespace(namespace, o), Name: name}}}
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+}
+
+// localNamespace is namespace, or o's own for this anvil's objects (namespace empty).
+func localNamespace(namespace string, o client.Object) string {
+	if namespace == "" {
+		return o.GetNamespace()
+	}
+	return namespace
 }
 
 func anvilMachinesOfCluster(ctx context.Context, c client.Client, o client.Object) []reconcile.Request {
@@ -162,19 +200,22 @@ func allAnvilClusters(ctx context.Context, c client.Client) []reconcile.Request 
 	return out
 }
 
-// remediationOf maps an anvil Machine the provider made to the remediation of its Cluster
-// API Machine, which a MachineHealthCheck names after that Machine.
-func remediationOf(ctx context.Context, c client.Client, o client.Object) []reconcile.Request {
-	name, ok := o.GetLabels()[infrav1.AnvilMachineLabel]
-	if !ok {
+// remediationIn maps an anvil Machine the provider made to the remediation of its Cluster
+// API Machine (a MachineHealthCheck names it after that Machine), in namespace here (empty:
+// the anvil Machine's own).
+func remediationIn(c client.Client, namespace string) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		name, ok := o.GetLabels()[infrav1.AnvilMachineLabel]
+		if !ok {
+			return nil
+		}
+		am := &infrav1.AnvilMachine{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: localNamespace(namespace, o), Name: name}, am); err != nil {
+			return nil
+		}
+		if machine := ownerName(am, "Machine"); machine != "" {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: am.Namespace, Name: machine}}}
+		}
 		return nil
 	}
-	am := &infrav1.AnvilMachine{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: o.GetNamespace(), Name: name}, am); err != nil {
-		return nil
-	}
-	if machine := ownerName(am, "Machine"); machine != "" {
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: am.Namespace, Name: machine}}}
-	}
-	return nil
 }

@@ -51,3 +51,10 @@ func subset(small, big map[string]string) bool {
 }
 
 func schemaGK(group, kind string) schema.GroupKind { return schema.GroupKind{Group: group, Kind: kind} }
+
+func ignoreForbidden(err error) error {
+	if apierrors.IsForbidden(err) {
+		return nil
+	}
+	return err
+}
