@@ -230,6 +230,8 @@ func waitReplicas(t *testing.T, md *clusterv1.MachineDeployment, n int, arch com
 	t.Helper()
 	ctx := context.Background()
 	var machines []clusterv1.Machine
+	start := time.Now()
+	defer func() { t.Logf("%s: %d healthy Machines after %s", md.Name, n, time.Since(start).Round(100*time.Millisecond)) }()
 	eventually(t, 3*time.Minute, fmt.Sprintf("MachineDeployment %s at %d healthy Machines", md.Name, n), func() error {
 		var err error
 		if machines, err = machinesOf(ctx, md); err != nil {
