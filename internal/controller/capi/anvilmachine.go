@@ -178,11 +178,15 @@ func (r *AnvilMachineReconciler) apply(ctx context.Context, compute Compute, am 
 		}
 	}
 	if p.Create != nil {
-		if err := compute.Client.Create(ctx, p.Create); err != nil && !apierrors.IsAlreadyExists(err) {
+		switch err := compute.Client.Create(ctx, p.Create); {
+		case err == nil:
+			r.Events.Normal(am, "MachineCreated", "Create", "created anvil Machine %s/%s", p.Create.Namespace, p.Create.Name)
+		case apierrors.IsAlreadyExists(err):
+			// Made by an earlier reconcile the cache has not shown yet: Decide looks at it next time.
+		default:
 			r.Events.Warning(am, "MachineRefused", "Create", "anvil refused Machine %s/%s: %v", p.Create.Namespace, p.Create.Name, err)
 			return err
 		}
-		r.Events.Normal(am, "MachineCreated", "Create", "created anvil Machine %s/%s", p.Create.Namespace, p.Create.Name)
 	}
 	if p.Image != "" {
 		m, err := anvilMachineOf(ctx, compute, am, compute.namespaceFor(am.Namespace))
