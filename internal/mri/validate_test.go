@@ -85,7 +85,9 @@ func TestValidateCreate(t *testing.T) {
 			`key "a\ninstance-id": use letters, digits`},
 		{"metadata key with a colon", func(m *mriv1alpha1.Machine) { m.Spec.FirstBoot.MetaData = map[string]string{"a: b": "x"} }, "use letters, digits"},
 		{"metadata key ending in a dash", func(m *mriv1alpha1.Machine) { m.Spec.FirstBoot.MetaData = map[string]string{"a-": "x"} }, "use letters, digits"},
-		{"metadata key too long", func(m *mriv1alpha1.Machine) { m.Spec.FirstBoot.MetaData = map[string]string{strings.Repeat("k", 64): "x"} },
+		{"metadata key too long", func(m *mriv1alpha1.Machine) {
+			m.Spec.FirstBoot.MetaData = map[string]string{strings.Repeat("k", 64): "x"}
+		},
 			"at most 63 characters"},
 		{"metadata value too long", func(m *mriv1alpha1.Machine) {
 			m.Spec.FirstBoot.MetaData = map[string]string{"k": strings.Repeat("v", MaxMetaDataValueLen+1)}
