@@ -4,6 +4,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// MetaDataProviderID is the first-boot metadata key the provider always sets on the anvil
+// Machines it makes: the machine's providerID (anvil://<namespace>/<name>), which the node
+// agent in the guest writes into its Node.
+const MetaDataProviderID = "provider-id"
+
 // AnvilDataTemplateSpec renders each machine's hostname and first-boot metadata (the anvil
 // Machine's spec.hostname and spec.metaData) from the machine's index within the template,
 // its names, the server's HardwareData and static lists, so one template serves a whole
