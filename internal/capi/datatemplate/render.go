@@ -117,38 +117,44 @@ func value(e infrav1.MetaDataEntry, in Input) (string, bool, error) {
 }
 
 func hardware(src infrav1.HardwareSource, hw *metalv1alpha1.HardwareDataSpec) (string, bool, error) {
+	var v, have string
+	var found bool
 	switch src.Field {
 	case infrav1.HardwareNICMACAddress:
 		if hw == nil {
 			return "", false, nil
 		}
-		for _, n := range hw.NICs {
-			if n.Name == src.Name && n.MACAddress != "" {
-				return n.MACAddress, true, nil
-			}
+		v, have, found = lookup(hw.NICs, src.Name, func(n metalv1alpha1.NIC) (string, string) { return n.Name, n.MACAddress })
+		if !found {
+			return "", false, fmt.Errorf("the server's HardwareData has no NIC %q with a MAC address (it has %s)", src.Name, have)
 		}
-		return "", false, fmt.Errorf("the server's HardwareData has no NIC %q with a MAC address (it has %s)", src.Name, names(hw.NICs, func(n metalv1alpha1.NIC) string { return n.Name }))
 	case infrav1.HardwareDiskSerialNumber:
 		if hw == nil {
 			return "", false, nil
 		}
-		for _, d := range hw.Disks {
-			if d.Name == src.Name && d.SerialNumber != "" {
-				return d.SerialNumber, true, nil
-			}
+		v, have, found = lookup(hw.Disks, src.Name, func(d metalv1alpha1.Disk) (string, string) { return d.Name, d.SerialNumber })
+		if !found {
+			return "", false, fmt.Errorf("the server's HardwareData has no disk %q with a serial number (it has %s)", src.Name, have)
 		}
-		return "", false, fmt.Errorf("the server's HardwareData has no disk %q with a serial number (it has %s)", src.Name, names(hw.Disks, func(d metalv1alpha1.Disk) string { return d.Name }))
+	default:
+		return "", false, fmt.Errorf("unknown HardwareData field %q: use %s or %s", src.Field, infrav1.HardwareNICMACAddress, infrav1.HardwareDiskSerialNumber)
 	}
-	return "", false, fmt.Errorf("unknown HardwareData field %q: use %s or %s", src.Field, infrav1.HardwareNICMACAddress, infrav1.HardwareDiskSerialNumber)
+	return v, true, nil
 }
 
-func names[T any](list []T, name func(T) string) string {
-	if len(list) == 0 {
-		return "none"
+// lookup is the non-empty value of the item called name; when there is none, the names
+// there are, quoted, for the message ("none" for an empty list).
+func lookup[T any](list []T, name string, field func(T) (name, value string)) (string, string, bool) {
+	names := make([]string, 0, len(list))
+	for _, x := range list {
+		n, v := field(x)
+		if n == name && v != "" {
+			return v, "", true
+		}
+		names = append(names, strconv.Quote(n))
 	}
-	out := make([]string, len(list))
-	for i, x := range list {
-		out[i] = strconv.Quote(name(x))
+	if len(names) == 0 {
+		return "", "none", false
 	}
-	return strings.Join(out, ", ")
+	return "", strings.Join(names, ", "), false
 }
