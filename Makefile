@@ -29,7 +29,7 @@ AGENT_SOURCES := $(shell find cmd/anvil-build-agent internal/buildagent internal
 
 CONTROL_PLANE := $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl
 GENERATORS := $(BIN)/controller-gen $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
-CAPI := $(BIN)/capi-manager $(BIN)/clusterctl
+CAPI := $(BIN)/capi-manager $(BIN)/clusterctl $(BIN)/capi/VERSION
 TOOLS := $(CONTROL_PLANE) $(BIN)/kube-scheduler $(GENERATORS) $(CAPI)
 
 .PHONY: build tools testos eraser esp agents manifests generate verify-generated vet test test-only fuzz chaos demo bench deps fresh-check clean
@@ -37,7 +37,7 @@ TOOLS := $(CONTROL_PLANE) $(BIN)/kube-scheduler $(GENERATORS) $(CAPI)
 build: ## The anvil binary.
 	go build -o $(BIN)/anvil ./cmd/anvil
 
-tools: $(TOOLS) ## Control-plane binaries, code generators, the Cluster API manager and clusterctl.
+tools: $(TOOLS) ## Control-plane binaries, code generators, the Cluster API manager, its manifests (bin/capi) and clusterctl.
 
 $(BIN)/kube-apiserver $(BIN)/kube-scheduler $(BIN)/kubectl: hack/tools/kube/go.mod
 	cd hack/tools/kube && go build -o $@ -ldflags "$(KUBE_LDFLAGS)" k8s.io/kubernetes/cmd/$(notdir $@)
@@ -52,6 +52,17 @@ $(BIN)/capi-manager: hack/tools/capi/go.mod
 
 $(BIN)/clusterctl: hack/tools/capi/go.mod
 	cd hack/tools/capi && go build -o $@ -ldflags "$(CAPI_LDFLAGS)" sigs.k8s.io/cluster-api/cmd/clusterctl
+
+# Cluster API's CRDs, webhook configurations and clusterctl's inventory CRD, copied out of
+# the pinned module so that tests (test/capienv) never read the module cache's layout.
+$(BIN)/capi/VERSION: hack/tools/capi/go.mod
+	cd hack/tools/capi && go mod download sigs.k8s.io/cluster-api
+	read -r src version < <(cd hack/tools/capi && go list -m -f '{{.Dir}} {{.Version}}' sigs.k8s.io/cluster-api); \
+	rm -rf $(@D) && mkdir -p $(@D)/crd $(@D)/webhook && \
+	cp $$src/core/config/crd/bases/*.yaml $(@D)/crd/ && \
+	cp $$src/core/config/webhook/manifests.yaml $(@D)/webhook/ && \
+	cp $$src/cmd/clusterctl/config/manifest/clusterctl-api.yaml $(@D)/ && \
+	chmod -R u+w $(@D) && echo $$version >$@
 
 $(BIN)/controller-gen: hack/tools/gen/go.mod
 	cd hack/tools/gen && go build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
@@ -90,7 +101,7 @@ $(BIN)/build-agent/%/anvil-build-agent: $(AGENT_SOURCES)
 manifests: $(BIN)/controller-gen ## CRDs and RBAC roles from the Go types and markers.
 	$(BIN)/controller-gen crd paths="./api/compute/...;./api/images/...;./api/metal/..." output:crd:artifacts:config=config/crd/bases
 	$(BIN)/controller-gen crd paths=./api/infrastructure/... output:crd:artifacts:config=config/crd/capi
-	$(BIN)/controller-gen rbac:roleName=anvil-manager paths="./internal/manager/...;./internal/controller/attachment/...;./internal/controller/claim/...;./internal/controller/index/...;./internal/controller/osimage/...;./internal/controller/scheduler/...;./internal/controller/secretaccess/..." output:rbac:artifacts:config=config/rbac
+	$(BIN)/controller-gen rbac:roleName=anvil-manager paths="./internal/manager/...;./internal/controller/attachment/...;./internal/controller/capi/...;./internal/controller/claim/...;./internal/controller/index/...;./internal/controller/osimage/...;./internal/controller/scheduler/...;./internal/controller/secretaccess/..." output:rbac:artifacts:config=config/rbac
 	$(BIN)/controller-gen rbac:roleName=anvil-metal paths="./internal/controller/host/...;./internal/runtime/metal/..." output:rbac:artifacts:config=config/rbac/metal
 	$(BIN)/controller-gen rbac:roleName=anvil-poollet paths=./internal/poollet/... output:rbac:artifacts:config=config/rbac/poollet
 

@@ -4,6 +4,7 @@ import (
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	imagesv1alpha1 "github.com/anvil-dev/anvil/api/images/v1alpha1"
@@ -21,6 +22,8 @@ func AddToScheme(s *runtime.Scheme) error {
 		imagesv1alpha1.AddToScheme,
 		metalv1alpha1.AddToScheme,
 		infrastructurev1alpha1.AddToScheme,
+		// Cluster API's core kinds, which the provider reads (Clusters, Machines).
+		clusterv1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			return err

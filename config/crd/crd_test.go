@@ -34,10 +34,12 @@ func TestClusterAPIProviderCRDsCarryTheContractLabels(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]bool{
-		"anvilclusters.infrastructure.cluster.x-k8s.io":         true,
-		"anvildatatemplates.infrastructure.cluster.x-k8s.io":    true,
-		"anvilmachines.infrastructure.cluster.x-k8s.io":         true,
-		"anvilmachinetemplates.infrastructure.cluster.x-k8s.io": true,
+		"anvilclusters.infrastructure.cluster.x-k8s.io":             true,
+		"anvildatatemplates.infrastructure.cluster.x-k8s.io":        true,
+		"anvilmachines.infrastructure.cluster.x-k8s.io":             true,
+		"anvilmachinetemplates.infrastructure.cluster.x-k8s.io":     true,
+		"anvilremediations.infrastructure.cluster.x-k8s.io":         true,
+		"anvilremediationtemplates.infrastructure.cluster.x-k8s.io": true,
 	}
 	for _, c := range crds {
 		if !want[c.Name] {

@@ -18,7 +18,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/manifest"
 )
 
-//go:embed *.yaml metal/*.yaml poollet/*.yaml tenant/*.yaml
+//go:embed *.yaml capi/*.yaml metal/*.yaml poollet/*.yaml tenant/*.yaml
 var files embed.FS
 
 // Load returns the objects of config/rbac/<dir> ("" for the manager's), files in name

@@ -5,12 +5,15 @@ import (
 	"testing"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/anvil-dev/anvil/config/admission"
+	"github.com/anvil-dev/anvil/config/crd"
 )
 
 func TestLoadReadsEveryFolder(t *testing.T) {
-	for _, dir := range []string{"", "metal", "poollet", "tenant"} {
+	for _, dir := range []string{"", "capi", "metal", "poollet", "tenant"} {
 		objs, err := Load(dir)
 		if err != nil || len(objs) == 0 {
 			t.Errorf("Load(%q) = %d objects, %v", dir, len(objs), err)
@@ -47,4 +50,48 @@ func TestPoolletScopePolicyKnowsThePoolletsUserName(t *testing.T) {
 		return
 	}
 	t.Fatal("no policy anvil-poollet-scope in config/admission")
+}
+
+// Cluster API's manager creates, patches and deletes every kind of anvil's provider: a kind
+// added to config/crd/capi without a rule here would fail only in a real install, where
+// CAPI's own role is not wider than the contract promises.
+func TestClusterAPIManagerRoleCoversEveryProviderKind(t *testing.T) {
+	crds, err := crd.LoadClusterAPIProvider()
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := Load("capi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	granted := map[string]map[string]bool{} // group/resource -> verbs
+	for _, o := range objs {
+		if o.GetKind() != "ClusterRole" || o.GetLabels()["cluster.x-k8s.io/aggregate-to-manager"] != "true" {
+			continue
+		}
+		role := &rbacv1.ClusterRole{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, role); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range role.Rules {
+			for _, g := range r.APIGroups {
+				for _, res := range r.Resources {
+					if granted[g+"/"+res] == nil {
+						granted[g+"/"+res] = map[string]bool{}
+					}
+					for _, v := range r.Verbs {
+						granted[g+"/"+res][v] = true
+					}
+				}
+			}
+		}
+	}
+	for _, c := range crds {
+		key := c.Spec.Group + "/" + c.Spec.Names.Plural
+		for _, v := range []string{"create", "delete", "get", "list", "patch", "update", "watch"} {
+			if !granted[key][v] {
+				t.Errorf("config/rbac/capi grants Cluster API's manager no %q on %s (a ClusterRole labelled cluster.x-k8s.io/aggregate-to-manager: \"true\")", v, key)
+			}
+		}
+	}
 }

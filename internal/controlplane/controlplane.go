@@ -336,7 +336,7 @@ func waitHealthy(ctx context.Context, p *process, c *http.Client, url string, ti
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not become healthy at %s within %s; its log is %s:\n%s", p.name, url, timeout, p.logPath, tail(p.logPath, 15))
+			return fmt.Errorf("%s did not become healthy at %s within %s; its log is %s:\n%s", p.name, url, timeout, p.logPath, LogTail(p.logPath, 15))
 		}
 		select {
 		case <-ctx.Done():

@@ -88,12 +88,14 @@ func (p *process) exitError() error {
 	if errors.As(p.err, &ee) {
 		msg = fmt.Sprintf("%s exited with %s", p.name, ee.ProcessState)
 	}
-	return fmt.Errorf("%s; last lines of %s:\n%s", msg, p.logPath, tail(p.logPath, 15))
+	return fmt.Errorf("%s; last lines of %s:\n%s", msg, p.logPath, LogTail(p.logPath, 15))
 }
 
 func (p *process) pid() int { return p.cmd.Process.Pid }
 
-func tail(path string, n int) string {
+// LogTail is the last n lines of the log file at path, for an error that says why a
+// process ended or never became healthy.
+func LogTail(path string, n int) string {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return "(no log: " + err.Error() + ")"

@@ -23,6 +23,7 @@ import (
 	"github.com/anvil-dev/anvil/api"
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/controller/attachment"
+	capicontroller "github.com/anvil-dev/anvil/internal/controller/capi"
 	claimcontroller "github.com/anvil-dev/anvil/internal/controller/claim"
 	"github.com/anvil-dev/anvil/internal/controller/index"
 	osimagecontroller "github.com/anvil-dev/anvil/internal/controller/osimage"
@@ -70,6 +71,10 @@ type Options struct {
 	LeaderElectionNamespace string
 	// ImageBuilds is where OS image builds run (the builder image, its network, the registry).
 	ImageBuilds osimagecontroller.Config
+	// ClusterAPI runs the Cluster API infrastructure provider (AnvilCluster and AnvilMachine
+	// controllers) even when its kinds are not served yet, failing if they are not; without
+	// it the provider runs when Cluster API's and anvil's provider CRDs are installed at start.
+	ClusterAPI bool
 	// SkipControllerNameValidation allows building more than one manager in one process,
 	// as tests and benchmarks do; controller names are otherwise checked for uniqueness.
 	SkipControllerNameValidation bool
@@ -108,6 +113,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.ImageBuilds.GuestPlainHTTP, "builder-guest-plain-http", o.ImageBuilds.GuestPlainHTTP, "builders speak plain HTTP to the registry's guest address")
 	fs.StringSliceVar(&o.AllowRegistry, "allow-registry", o.AllowRegistry, registrynet.AllowRegistryUsage)
 	fs.StringVar(&o.RegistryCredentials, "registry-credentials", o.RegistryCredentials, registrynet.RegistryCredentialsUsage)
+	fs.BoolVar(&o.ClusterAPI, "capi", o.ClusterAPI, "run the Cluster API infrastructure provider, failing if Cluster API's and anvil's provider CRDs are not installed (without it: run it when they are installed at start)")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection, "elect one active manager among replicas")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "namespace of the leader election Lease")
 }
@@ -242,10 +248,24 @@ func addControllers(mgr ctrl.Manager, o Options) error {
 		func() error { return (&attachment.Reconciler{Client: c}).SetupWithManager(mgr, o.Concurrency) },
 		func() error { return (&secretaccess.Reconciler{Client: c}).SetupWithManager(mgr) },
 		func() error { return osimagecontroller.Setup(mgr, o.ImageBuilds, o.Concurrency) },
+		func() error { return addClusterAPI(mgr, o) },
 	} {
 		if err := add(); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// addClusterAPI registers the Cluster API provider when its kinds are served, or fails
+// when they are not and o.ClusterAPI asks for it.
+func addClusterAPI(mgr ctrl.Manager, o Options) error {
+	if err := capicontroller.Installed(mgr.GetRESTMapper()); err != nil {
+		if o.ClusterAPI {
+			return fmt.Errorf("--capi: %w", err)
+		}
+		mgr.GetLogger().Info("Cluster API provider off: its kinds are not served", "reason", err.Error())
+		return nil
+	}
+	return capicontroller.Setup(mgr, o.Concurrency)
 }

@@ -217,12 +217,21 @@ func (e *Env) As(user string, groups ...string) (client.Client, error) {
 // FreePort is a loopback TCP port free at the time of the call, for a server a test starts.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := LoopbackPort()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return port
+}
+
+// LoopbackPort is FreePort for code that has no testing.TB (helpers started from TestMain).
+func LoopbackPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // RunManager starts mgr (a controller-runtime manager) until the test ends, then stops it

@@ -23,6 +23,13 @@ const (
 	// objects it deletes after copying them: the anvil Machine then stays, since the moved
 	// AnvilMachine goes on using it.
 	AnnotationDeleteForMove = "clusterctl.cluster.x-k8s.io/delete-for-move"
+
+	// FinalizerAnvilMachine holds an AnvilMachine until its anvil Machine is deleted (or, for
+	// a move, left to the moved copy).
+	FinalizerAnvilMachine = "infrastructure.cluster.x-k8s.io/anvil-machine"
+	// FinalizerAnvilRemediation holds an AnvilRemediation deleted in the middle of a power
+	// cycle until the machine is powered on again.
+	FinalizerAnvilRemediation = "infrastructure.cluster.x-k8s.io/anvil-remediation"
 )
 
 // Condition types of this group's kinds. Every condition carries a Reason; Cluster API mirrors
@@ -51,6 +58,9 @@ const (
 	// ReasonFailureDomainConflict: the Machine's failure domain and the template's
 	// machinePoolSelector ask for different values of the failure domain label.
 	ReasonFailureDomainConflict = "FailureDomainConflict"
+	// ReasonForeignProviderID: spec.providerID names a Machine outside the namespace this
+	// AnvilMachine's anvil Machines live in; nothing there is read or touched.
+	ReasonForeignProviderID = "ForeignProviderID"
 	// ReasonMachineNameTaken: an anvil Machine of the AnvilMachine's name exists that the
 	// provider did not make for it; it is left alone.
 	ReasonMachineNameTaken = "MachineNameTaken"
@@ -66,4 +76,22 @@ const (
 	ReasonMachineGone = "MachineGone"
 	// ReasonDeleting: the anvil Machine is being deleted with the AnvilMachine.
 	ReasonDeleting = "Deleting"
+)
+
+// Reasons of an AnvilCluster's Ready condition.
+const (
+	// ReasonIdentityUnusable: spec.identityRef's Secret is missing, holds no usable
+	// kubeconfig, or the anvil control plane it names refuses it; the message says which.
+	ReasonIdentityUnusable = "IdentityUnusable"
+	// ReasonProvisioned: machines can be made and the control plane endpoint is known.
+	ReasonProvisioned = "Provisioned"
+	// ReasonWaitingForControlPlaneEndpoint: machines can be made (Ready is True), and the
+	// endpoint will be the first control-plane machine's address.
+	ReasonWaitingForControlPlaneEndpoint = "WaitingForControlPlaneEndpoint"
+)
+
+// Reasons of the Paused condition.
+const (
+	ReasonPaused    = "Paused"
+	ReasonNotPaused = "NotPaused"
 )

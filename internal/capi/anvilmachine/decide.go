@@ -69,12 +69,20 @@ type Plan struct {
 
 // MachineKey is the namespace and name of the AnvilMachine's anvil Machine: the one its
 // providerID names once written, before that the AnvilMachine's name in namespace (see
-// Input.Namespace).
+// Input.Namespace). A providerID naming another namespace is refused: a tenant who writes
+// one into an AnvilMachine must not reach, reimage or delete a Machine outside its own.
 func MachineKey(am *infrav1.AnvilMachine, namespace string) (string, string, error) {
-	if am.Spec.ProviderID != "" {
-		return ParseProviderID(am.Spec.ProviderID)
+	if am.Spec.ProviderID == "" {
+		return namespace, am.Name, nil
 	}
-	return namespace, am.Name, nil
+	ns, name, err := ParseProviderID(am.Spec.ProviderID)
+	if err != nil {
+		return "", "", err
+	}
+	if ns != namespace {
+		return "", "", fmt.Errorf("spec.providerID %s names a Machine in namespace %s, but this AnvilMachine's anvil Machines live in %s: the provider sets providerID, leave it empty", am.Spec.ProviderID, ns, namespace)
+	}
+	return ns, name, nil
 }
 
 // Decide plans the next step for an AnvilMachine that is not being deleted, following Cluster
@@ -94,6 +102,9 @@ func Decide(in Input) Plan {
 		return wait(infrav1.ReasonWaitingForClusterInfrastructure, fmt.Sprintf("waiting for the infrastructure of Cluster %s to be provisioned", in.Machine.Spec.ClusterName))
 	}
 
+	if _, _, err := MachineKey(am, in.Namespace); err != nil {
+		return wait(infrav1.ReasonForeignProviderID, err.Error())
+	}
 	clusterName := am.Labels[clusterv1.ClusterNameLabel]
 	if in.Existing != nil && !ours(in.Existing, am.Name, clusterName) {
 		return wait(infrav1.ReasonMachineNameTaken, fmt.Sprintf("anvil Machine %s/%s exists and was not made for this AnvilMachine; it is left alone: delete or rename it", in.Existing.Namespace, in.Existing.Name))

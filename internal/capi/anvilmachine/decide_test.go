@@ -101,6 +101,8 @@ func TestDecideWaitsInContractOrder(t *testing.T) {
 		{"no owner Machine", input(func(in *Input) { in.Machine = nil }), infrav1.ReasonWaitingForOwner, "owner Machine"},
 		{"cluster infrastructure not provisioned", input(func(in *Input) { in.ClusterInfrastructureProvisioned = false }),
 			infrav1.ReasonWaitingForClusterInfrastructure, "infrastructure of Cluster c1"},
+		{"a providerID naming another namespace", input(func(in *Input) { in.AnvilMachine.Spec.ProviderID = "anvil://victim/md-0-abcde" }),
+			infrav1.ReasonForeignProviderID, "names a Machine in namespace victim"},
 		{"no bootstrap data yet", input(func(in *Input) { in.Machine.Spec.Bootstrap.DataSecretName = nil }),
 			infrav1.ReasonWaitingForBootstrapData, "bootstrap data Secret"},
 		{"bootstrap Secret missing", input(func(in *Input) { in.Bootstrap = nil }),
@@ -400,8 +402,13 @@ func TestProviderID(t *testing.T) {
 	if n, m, _ := MachineKey(am, "remote"); n != "remote" || m != name {
 		t.Errorf("MachineKey before a providerID = %s/%s", n, m)
 	}
+	am.Spec.ProviderID = "anvil://remote/x"
+	if n, m, err := MachineKey(am, "remote"); n != "remote" || m != "x" || err != nil {
+		t.Errorf("MachineKey = %s/%s, %v, want the providerID's", n, m, err)
+	}
+	// A tenant's providerID naming another namespace reaches nothing there.
 	am.Spec.ProviderID = "anvil://elsewhere/x"
-	if n, m, _ := MachineKey(am, "remote"); n != "elsewhere" || m != "x" {
-		t.Errorf("MachineKey = %s/%s, want the providerID's", n, m)
+	if n, m, err := MachineKey(am, "remote"); err == nil || !strings.Contains(err.Error(), "namespace elsewhere") {
+		t.Errorf("MachineKey of a foreign providerID = %s/%s, %v; want a refusal", n, m, err)
 	}
 }

@@ -1,0 +1,98 @@
+package capi
+
+import (
+	"context"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/capi/anvilcluster"
+	"github.com/anvil-dev/anvil/internal/events"
+)
+
+// AnvilClusterReconciler reports AnvilClusters: provisioned, endpoint, failure domains.
+type AnvilClusterReconciler struct {
+	Client client.Client
+	// Computes says where each cluster's anvil Machines live.
+	Computes *Computes
+	Events   *events.Recorder
+}
+
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=anvilclusters,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=anvilclusters/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=compute.anvil.dev,resources=machinepools,verbs=get;list;watch
+
+// Reconcile brings one AnvilCluster's endpoint and status to what anvilcluster decides.
+func (r *AnvilClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	ac := &infrav1.AnvilCluster{}
+	if ok, err := getOptional(ctx, r.Client, req.NamespacedName, ac); !ok {
+		return ctrl.Result{}, err
+	}
+	in := anvilcluster.Input{AnvilCluster: ac}
+	if name := ownerName(ac, "Cluster"); name != "" {
+		cluster := &clusterv1.Cluster{}
+		ok, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: ac.Namespace, Name: name}, cluster)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if ok {
+			in.Cluster = cluster
+		}
+	}
+	base := ac.DeepCopy()
+	isPaused := paused(in.Cluster, ac)
+	apimeta.SetStatusCondition(&ac.Status.Conditions, pausedCondition(isPaused, ac.Generation))
+	if isPaused || ac.DeletionTimestamp != nil {
+		return conflictOr(client.IgnoreNotFound(patchStatus(ctx, r.Client, ac, base)))
+	}
+	compute, err := r.Computes.For(ctx, ac)
+	in.IdentityErr = err
+	if err == nil {
+		// An identity for another anvil may not list its pools: no failure domains then.
+		pools := &computev1alpha1.MachinePoolList{}
+		if err := compute.Reader.List(ctx, pools); ignoreForbidden(err) != nil {
+			return ctrl.Result{}, err
+		}
+		for _, p := range pools.Items {
+			in.PoolLabels = append(in.PoolLabels, p.Labels)
+		}
+	}
+	if in.Cluster != nil && !ac.Spec.ControlPlaneEndpoint.IsValid() {
+		machines := &clusterv1.MachineList{}
+		if err := r.Client.List(ctx, machines, client.InNamespace(ac.Namespace),
+			client.MatchingLabels{clusterv1.ClusterNameLabel: in.Cluster.Name}, client.HasLabels{clusterv1.MachineControlPlaneLabel}); err != nil {
+			return ctrl.Result{}, err
+		}
+		in.ControlPlaneMachines = machines.Items
+	}
+	plan := anvilcluster.Decide(in)
+	if plan.Endpoint != nil {
+		want := ac.DeepCopy()
+		want.Spec.ControlPlaneEndpoint = *plan.Endpoint
+		if err := r.Client.Patch(ctx, want, client.MergeFromWithOptions(ac, client.MergeFromWithOptimisticLock{})); err != nil {
+			return conflictOr(err)
+		}
+		r.Events.Normal(want, "ControlPlaneEndpoint", "Update", "control plane endpoint %s:%d, from the first control-plane machine", plan.Endpoint.Host, plan.Endpoint.Port)
+		*ac = *want // as the apiserver returned it: the status is set anew below
+		base = ac.DeepCopy()
+	}
+	apimeta.SetStatusCondition(&ac.Status.Conditions, pausedCondition(false, ac.Generation))
+	if plan.Provisioned {
+		ac.Status.Initialization.Provisioned = new(true)
+	}
+	ac.Status.FailureDomains = plan.FailureDomains
+	ac.Status.ObservedGeneration = ac.Generation
+	apimeta.SetStatusCondition(&ac.Status.Conditions, withGeneration(plan.Ready, ac.Generation))
+	if err := patchStatus(ctx, r.Client, ac, base); err != nil {
+		return conflictOr(client.IgnoreNotFound(err))
+	}
+	if in.IdentityErr != nil {
+		// The identity Secret is not watched (Secrets are read uncached): look again.
+		return ctrl.Result{RequeueAfter: waitingRecheck}, nil
+	}
+	return ctrl.Result{}, nil
+}

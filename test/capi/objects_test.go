@@ -1,0 +1,274 @@
+package capi_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
+)
+
+const bootstrapSecret = "boot"
+
+// newCluster makes a Cluster on an AnvilCluster whose control plane endpoint is the rig's
+// workload apiserver, that apiserver's kubeconfig Secret, and a bootstrap data Secret the
+// Machines name (there is no bootstrap provider: the data is a plain cloud-config).
+func newCluster(t *testing.T, r *rig, ns, name string) *clusterv1.Cluster {
+	t.Helper()
+	ctx := context.Background()
+	host := r.workload.RESTConfig().Host
+	var port int32
+	if _, err := fmt.Sscanf(host, "https://127.0.0.1:%d", &port); err != nil {
+		t.Fatalf("workload apiserver %s: %v", host, err)
+	}
+	objs := []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-kubeconfig", Namespace: ns,
+			Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
+			Type: clusterv1.ClusterSecretType, Data: map[string][]byte{"value": r.kubeconfig}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: bootstrapSecret, Namespace: ns,
+			Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
+			Type: clusterv1.ClusterSecretType, Data: map[string][]byte{"value": []byte("#cloud-config\n"), "format": []byte("cloud-config")}},
+		&infrav1.AnvilCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: infrav1.AnvilClusterSpec{ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "127.0.0.1", Port: port}}},
+	}
+	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+			APIGroup: infrav1.GroupVersion.Group, Kind: "AnvilCluster", Name: name}}}
+	for _, o := range append(objs, cluster) {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+	return cluster
+}
+
+// machineSpec is the AnvilMachine of the rig's image for arch.
+func machineSpec(r *rig, arch computev1alpha1.Architecture) infrav1.AnvilMachineSpec {
+	return infrav1.AnvilMachineSpec{MachineClassRef: computev1alpha1.MachineClassReference{Name: "small"},
+		Image: r.image, Architecture: arch}
+}
+
+// newControlPlaneMachine makes one control-plane Machine and its AnvilMachine: the
+// Cluster's control plane is initialized once its Node is there (no control-plane provider).
+func newControlPlaneMachine(t *testing.T, r *rig, cluster *clusterv1.Cluster, name string, arch computev1alpha1.Architecture) {
+	t.Helper()
+	ctx := context.Background()
+	am := &infrav1.AnvilMachine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cluster.Namespace,
+		Labels: map[string]string{clusterv1.ClusterNameLabel: cluster.Name}}, Spec: machineSpec(r, arch)}
+	m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cluster.Namespace,
+		Labels: map[string]string{clusterv1.ClusterNameLabel: cluster.Name, clusterv1.MachineControlPlaneLabel: ""}},
+		Spec: clusterv1.MachineSpec{ClusterName: cluster.Name, Version: "v1.36.3",
+			Bootstrap:         clusterv1.Bootstrap{DataSecretName: new(bootstrapSecret)},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "AnvilMachine", Name: name}}}
+	for _, o := range []client.Object{am, m} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+}
+
+// newMachineDeployment makes an AnvilMachineTemplate and a MachineDeployment of replicas
+// Machines from it in failure domain zone.
+func newMachineDeployment(t *testing.T, cluster *clusterv1.Cluster, name string, spec infrav1.AnvilMachineSpec, zone string, replicas int32) *clusterv1.MachineDeployment {
+	t.Helper()
+	ctx := context.Background()
+	tmpl := &infrav1.AnvilMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cluster.Namespace},
+		Spec: infrav1.AnvilMachineTemplateSpec{Template: infrav1.AnvilMachineTemplateResource{Spec: spec}}}
+	labels := map[string]string{clusterv1.ClusterNameLabel: cluster.Name, "deployment": name}
+	md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cluster.Namespace},
+		Spec: clusterv1.MachineDeploymentSpec{ClusterName: cluster.Name, Replicas: new(replicas),
+			Selector: metav1.LabelSelector{MatchLabels: labels},
+			Template: clusterv1.MachineTemplateSpec{ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
+				Spec: clusterv1.MachineSpec{ClusterName: cluster.Name, Version: "v1.36.3", FailureDomain: zone,
+					Bootstrap:         clusterv1.Bootstrap{DataSecretName: new(bootstrapSecret)},
+					InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "AnvilMachineTemplate", Name: name}}}}}
+	for _, o := range []client.Object{tmpl, md} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+	return md
+}
+
+// standIns makes the workload cluster's Nodes for machines that cannot run a guest: the fake
+// pools' machines run nothing, so this test code registers, in their place, a Node for every
+// provisioned AnvilMachine of a namespace, labelled anvil.dev/stand-in so no one takes it for
+// one a guest made. Its Ready condition is the test's to set (Unhealthy).
+type standIns struct {
+	t  *testing.T
+	r  *rig
+	ns string
+
+	mu        sync.Mutex
+	unhealthy map[string]bool // by providerID
+}
+
+const standInLabel = "anvil.dev/stand-in"
+
+func startStandIns(t *testing.T, r *rig, ns string) *standIns {
+	s := &standIns{t: t, r: r, ns: ns, unhealthy: map[string]bool{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			if err := s.sync(ctx); err != nil && ctx.Err() == nil {
+				t.Logf("stand-in Nodes: %v", err)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	return s
+}
+
+// Unhealthy turns the Ready condition of the Node of providerID False (or back).
+func (s *standIns) Unhealthy(providerID string, unhealthy bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unhealthy[providerID] = unhealthy
+}
+
+func (s *standIns) sync(ctx context.Context) error {
+	ams := &infrav1.AnvilMachineList{}
+	if err := env.Client.List(ctx, ams, client.InNamespace(s.ns)); err != nil {
+		return err
+	}
+	for _, am := range ams.Items {
+		if am.Spec.ProviderID == "" || am.Status.Initialization.Provisioned == nil || !*am.Status.Initialization.Provisioned || am.DeletionTimestamp != nil {
+			continue
+		}
+		m := &computev1alpha1.Machine{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: am.Name}, m); err != nil {
+			continue
+		}
+		if err := s.ensureNode(ctx, am.Namespace+"-"+am.Name, am.Spec.ProviderID, string(m.Status.Architecture)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *standIns) ensureNode(ctx context.Context, name, providerID, arch string) error {
+	c := s.r.workloadClient
+	node := &corev1.Node{}
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+		if err := ignoreNotFound(err); err != errNotYet {
+			return err
+		}
+		node = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+			standInLabel: "true", corev1.LabelArchStable: arch, corev1.LabelOSStable: "linux", corev1.LabelHostname: name}},
+			Spec: corev1.NodeSpec{ProviderID: providerID}}
+		if err := c.Create(ctx, node); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	ready := corev1.ConditionTrue
+	if s.unhealthy[providerID] {
+		ready = corev1.ConditionFalse
+	}
+	s.mu.Unlock()
+	if c := nodeCondition(node, corev1.NodeReady); c != nil && c.Status == ready {
+		return nil
+	}
+	now := metav1.Now()
+	base := node.DeepCopy()
+	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready, Reason: "StandIn", LastHeartbeatTime: now, LastTransitionTime: now}}
+	for _, p := range []corev1.NodeConditionType{corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure} {
+		node.Status.Conditions = append(node.Status.Conditions, corev1.NodeCondition{Type: p, Status: corev1.ConditionFalse, Reason: "StandIn", LastHeartbeatTime: now, LastTransitionTime: now})
+	}
+	node.Status.NodeInfo.Architecture, node.Status.NodeInfo.OperatingSystem = arch, "linux"
+	return c.Status().Patch(ctx, node, client.MergeFrom(base))
+}
+
+func nodeCondition(n *corev1.Node, t corev1.NodeConditionType) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == t {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// machinesOf lists the Cluster API Machines of a MachineDeployment.
+func machinesOf(ctx context.Context, md *clusterv1.MachineDeployment) ([]clusterv1.Machine, error) {
+	list := &clusterv1.MachineList{}
+	err := env.Client.List(ctx, list, client.InNamespace(md.Namespace), client.MatchingLabels(md.Spec.Selector.MatchLabels))
+	return list.Items, err
+}
+
+// healthy says why a Machine is not yet Running with a Node that is healthy, or nil.
+func healthy(m *clusterv1.Machine) error {
+	if m.Status.Phase != string(clusterv1.MachinePhaseRunning) {
+		return fmt.Errorf("Machine %s is %q", m.Name, m.Status.Phase)
+	}
+	if m.Status.NodeRef.Name == "" {
+		return fmt.Errorf("Machine %s has no nodeRef", m.Name)
+	}
+	if c := apimeta.FindStatusCondition(m.Status.Conditions, clusterv1.MachineNodeHealthyCondition); c == nil || c.Status != metav1.ConditionTrue {
+		return fmt.Errorf("Machine %s NodeHealthy: %+v", m.Name, c)
+	}
+	return nil
+}
+
+// waitReplicas waits until md has exactly n Machines, each healthy, each on an anvil Machine
+// of arch running on a pool of zone, and returns them.
+func waitReplicas(t *testing.T, md *clusterv1.MachineDeployment, n int, arch computev1alpha1.Architecture, zone string) []clusterv1.Machine {
+	t.Helper()
+	ctx := context.Background()
+	var machines []clusterv1.Machine
+	eventually(t, 3*time.Minute, fmt.Sprintf("MachineDeployment %s at %d healthy Machines", md.Name, n), func() error {
+		var err error
+		if machines, err = machinesOf(ctx, md); err != nil {
+			return err
+		}
+		if len(machines) != n {
+			return fmt.Errorf("%d Machines", len(machines))
+		}
+		for i := range machines {
+			if err := healthy(&machines[i]); err != nil {
+				return err
+			}
+			if err := onPool(ctx, &machines[i], arch, zone); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return machines
+}
+
+// onPool says why a Machine's anvil Machine is not of arch on a pool of zone, or nil.
+func onPool(ctx context.Context, m *clusterv1.Machine, arch computev1alpha1.Architecture, zone string) error {
+	am := &infrav1.AnvilMachine{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.InfrastructureRef.Name}, am); err != nil {
+		return err
+	}
+	if m.Spec.ProviderID != am.Spec.ProviderID || am.Spec.ProviderID != "anvil://"+m.Namespace+"/"+am.Name {
+		return fmt.Errorf("Machine %s providerID %q, AnvilMachine's %q", m.Name, m.Spec.ProviderID, am.Spec.ProviderID)
+	}
+	if am.Status.FailureDomain != zone {
+		return fmt.Errorf("AnvilMachine %s in failure domain %q, want %q", am.Name, am.Status.FailureDomain, zone)
+	}
+	anvil := &computev1alpha1.Machine{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: am.Name}, anvil); err != nil {
+		return err
+	}
+	if anvil.Status.Architecture != arch || anvil.Status.State != computev1alpha1.MachineStateRunning {
+		return fmt.Errorf("anvil Machine %s is %s %s on %s", anvil.Name, anvil.Status.State, anvil.Status.Architecture, anvil.Status.Pool)
+	}
+	return nil
+}

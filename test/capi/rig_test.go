@@ -1,0 +1,277 @@
+package capi_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/controlplane"
+	"github.com/anvil-dev/anvil/internal/dev"
+	"github.com/anvil-dev/anvil/internal/manager"
+	"github.com/anvil-dev/anvil/internal/osimage"
+	"github.com/anvil-dev/anvil/internal/registrynet"
+	"github.com/anvil-dev/anvil/internal/runtime/fake"
+	"github.com/anvil-dev/anvil/test/capienv"
+	"github.com/anvil-dev/anvil/test/harness"
+)
+
+var env *harness.Env
+
+func TestMain(m *testing.M) { harness.Main(m, &env) }
+
+// zoneLabel is the failure domain label of the rig's pools.
+const zoneLabel = "topology.kubernetes.io/zone"
+
+// rig is what the package's tests share: the real Cluster API manager, anvil's manager with
+// the provider, a fake pool per architecture (each its own zone), the test OS published as
+// an image, and a workload control plane whose Nodes the tests make.
+type rig struct {
+	capi     *capienv.CAPI
+	image    string
+	workload *controlplane.ControlPlane
+	// workloadClient writes the workload cluster's Nodes.
+	workloadClient client.Client
+	kubeconfig     []byte
+}
+
+var shared = sync.OnceValues(startRig)
+
+// theRig starts the rig on first use; it stops with the package's control plane.
+func theRig(t *testing.T) *rig {
+	t.Helper()
+	r, err := shared()
+	if err != nil {
+		t.Fatalf("starting the Cluster API rig: %v", err)
+	}
+	return r
+}
+
+func startRig() (*rig, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var stops []func()
+	env.BeforeStop(func() {
+		cancel()
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	})
+	r := &rig{}
+	var err error
+	if r.capi, err = capienv.Start(ctx, env.Config, capienv.Options{}); err != nil {
+		return nil, err
+	}
+	stops = append(stops, func() { _ = r.capi.Stop() })
+	state, err := os.MkdirTemp("", "anvil-capi-rig-")
+	if err != nil {
+		return nil, err
+	}
+	stops = append(stops, func() { _ = os.RemoveAll(state) })
+	if err := startWorkload(ctx, r, filepath.Join(state, "workload"), &stops); err != nil {
+		return nil, err
+	}
+	for _, obj := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: computev1alpha1.PoolLeaseNamespace}},
+		&computev1alpha1.MachineClass{ObjectMeta: metav1.ObjectMeta{Name: "small"},
+			Capabilities: corev1.ResourceList{"cpu": resource.MustParse("1"), "memory": resource.MustParse("1Gi")}},
+	} {
+		if err := env.Client.Create(ctx, obj); client.IgnoreAlreadyExists(err) != nil {
+			return nil, err
+		}
+	}
+	if err := startManager(ctx, &stops); err != nil {
+		return nil, err
+	}
+	if err := startPools(ctx, state, &stops); err != nil {
+		return nil, err
+	}
+	if r.image, err = pushTestOS(ctx); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// startWorkload starts the workload cluster's control plane, whose kubeconfig Cluster API
+// reads from each Cluster's <name>-kubeconfig Secret.
+func startWorkload(ctx context.Context, r *rig, dir string, stops *[]func()) error {
+	ports := make([]int, 3)
+	for i := range ports {
+		p, err := harness.LoopbackPort()
+		if err != nil {
+			return err
+		}
+		ports[i] = p
+	}
+	bin, err := harness.AssetsDir()
+	if err != nil {
+		return err
+	}
+	cp, err := controlplane.Start(ctx, controlplane.Config{StateDir: dir, BinDir: bin,
+		APIServerPort: ports[0], EtcdClientPort: ports[1], EtcdPeerPort: ports[2]})
+	if err != nil {
+		return fmt.Errorf("workload control plane: %w", err)
+	}
+	*stops = append(*stops, func() { _ = cp.Stop() })
+	r.workload = cp
+	if r.kubeconfig, err = os.ReadFile(cp.KubeconfigPath()); err != nil {
+		return err
+	}
+	r.workloadClient, err = client.New(cp.RESTConfig(), client.Options{Scheme: env.Scheme})
+	return err
+}
+
+// startManager runs anvil's manager with the Cluster API provider until the package ends.
+func startManager(ctx context.Context, stops *[]func()) error {
+	o := manager.DefaultOptions()
+	o.MetricsAddr, o.HealthAddr, o.SkipControllerNameValidation = "0", "0", true
+	o.ImageArchitectures = manager.ImageArchitecturesAny
+	o.ClusterAPI = true
+	mgr, err := manager.New(rest.CopyConfig(env.Config), o)
+	if err != nil {
+		return err
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	*stops = append(*stops, func() {
+		cancel()
+		if err := <-done; err != nil {
+			fmt.Fprintln(os.Stderr, "anvil manager:", err)
+		}
+	})
+	return nil
+}
+
+// pools are the rig's fake pools: one per architecture, each a zone of its own.
+var pools = []struct {
+	name, zone string
+	arch       mriv1alpha1.Architecture
+}{
+	{"capi-amd64", "zone-a", mriv1alpha1.Architecture_ARCHITECTURE_AMD64},
+	{"capi-arm64", "zone-b", mriv1alpha1.Architecture_ARCHITECTURE_ARM64},
+}
+
+func startPools(ctx context.Context, state string, stops *[]func()) error {
+	allow, err := registrynet.ParseAllowed(env.Registry.Host)
+	if err != nil {
+		return err
+	}
+	for _, p := range pools {
+		cfg := fake.Config{Allocatable: &mriv1alpha1.Resources{MilliCpu: 1 << 20, MemoryBytes: 1 << 50},
+			Architectures: []mriv1alpha1.Architecture{p.arch}}
+		errs, err := dev.StartFakePool(ctx, env.Config, state, dev.FakePool{Name: p.name, Config: cfg},
+			registrynet.Policy{Allow: []registrynet.Allowed{allow}})
+		if err != nil {
+			return err
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for err := range errs {
+				if ctx.Err() == nil {
+					fmt.Fprintf(os.Stderr, "pool %s: %v\n", p.name, err)
+				}
+			}
+		}()
+		*stops = append(*stops, func() { <-done })
+		if err := labelPool(ctx, p.name, map[string]string{zoneLabel: p.zone}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// labelPool adds labels to a pool once its poollet has made it, as an operator would.
+func labelPool(ctx context.Context, name string, labels map[string]string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		mp := &computev1alpha1.MachinePool{}
+		err := env.Client.Get(ctx, client.ObjectKey{Name: name}, mp)
+		if err == nil {
+			base := mp.DeepCopy()
+			for k, v := range labels {
+				mp.Labels[k] = v
+			}
+			return env.Client.Patch(ctx, mp, client.MergeFrom(base))
+		}
+		if !apierrors.IsNotFound(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pool %s was not made: %w", name, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// pushTestOS publishes the test OS (make testos) as the rig's multi-arch image.
+func pushTestOS(ctx context.Context) (string, error) {
+	bin, err := harness.AssetsDir()
+	if err != nil {
+		return "", err
+	}
+	sources := map[computev1alpha1.Architecture]string{}
+	for _, arch := range []computev1alpha1.Architecture{computev1alpha1.ArchitectureAMD64, computev1alpha1.ArchitectureARM64} {
+		dir := filepath.Join(bin, "testos", string(arch))
+		if _, err := os.Stat(dir); err != nil {
+			return "", fmt.Errorf("the test OS for %s is missing (run make testos): %w", arch, err)
+		}
+		sources[arch] = dir
+	}
+	ref := env.Registry.Host + "/capi/testos:1"
+	if _, _, err := osimage.PushDirs(ctx, ref, sources); err != nil {
+		return "", err
+	}
+	return ref, nil
+}
+
+// eventually polls check every 200 ms until it returns nil, failing with its last error
+// after timeout.
+func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s: %v", what, timeout, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// namespace makes a namespace for one test, deleted when it ends.
+func namespace(t *testing.T, prefix string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+	if err := env.Client.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+var errNotYet = errors.New("not yet")
+
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return errNotYet
+	}
+	return err
+}
