@@ -35,6 +35,7 @@ func TestClusterAPIProviderCRDsCarryTheContractLabels(t *testing.T) {
 	}
 	want := map[string]bool{
 		"anvilclusters.infrastructure.cluster.x-k8s.io":             true,
+		"anvildatatemplates.infrastructure.cluster.x-k8s.io":        true,
 		"anvilmachines.infrastructure.cluster.x-k8s.io":             true,
 		"anvilmachinetemplates.infrastructure.cluster.x-k8s.io":     true,
 		"anvilremediations.infrastructure.cluster.x-k8s.io":         true,

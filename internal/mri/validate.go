@@ -1,8 +1,12 @@
 package mri
 
 import (
+	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -97,12 +101,65 @@ func validateImage(field string, img *mriv1alpha1.Image) error {
 }
 
 // validateFirstBoot: a machine without first-boot data may leave it out; one that sets it
-// says how to read the data.
+// says how to read the data, and its metadata holds to ValidateMetaData.
 func validateFirstBoot(field string, fb *mriv1alpha1.FirstBootConfig) error {
 	if fb == nil {
 		return nil
 	}
-	return checkEnum(field+".format", fb.GetFormat(), mriv1alpha1.ConfigFormat_name, "NONE, IGNITION or CLOUD_INIT")
+	if err := checkEnum(field+".format", fb.GetFormat(), mriv1alpha1.ConfigFormat_name, "NONE, IGNITION or CLOUD_INIT"); err != nil {
+		return err
+	}
+	if err := ValidateMetaData(fb.GetMetaData()); err != nil {
+		return invalid("%s.meta_data: %v", field, err)
+	}
+	return nil
+}
+
+// Bounds of first-boot metadata (the Machine's spec.metaData, whose CRD says the same).
+const (
+	MaxMetaDataKeys     = 32
+	MaxMetaDataKeyLen   = 63
+	MaxMetaDataValueLen = 1024
+)
+
+// RuntimeMetaDataKeys are the metadata keys the runtimes write themselves, from the
+// machine's identity and hostname: the caller may not set them, in any case of letters.
+var RuntimeMetaDataKeys = []string{"instance-id", "uuid", "name", "hostname", "local-hostname"}
+
+// ValidateMetaData refuses metadata a runtime cannot write without letting it change
+// the machine's identity or the files' shape: too many keys, a key outside
+// [A-Za-z0-9._-] (so no key needs quoting to stay one key), one of RuntimeMetaDataKeys,
+// or a value longer than MaxMetaDataValueLen characters. Values may hold any text: the
+// writers quote them.
+func ValidateMetaData(md map[string]string) error {
+	if len(md) > MaxMetaDataKeys {
+		return fmt.Errorf("%d keys; at most %d", len(md), MaxMetaDataKeys)
+	}
+	for _, k := range slices.Sorted(maps.Keys(md)) {
+		if !isMetaDataKey(k) {
+			return fmt.Errorf("key %q: use letters, digits, '-', '_' and '.', starting and ending with a letter or digit, at most %d characters", k, MaxMetaDataKeyLen)
+		}
+		if slices.Contains(RuntimeMetaDataKeys, strings.ToLower(k)) {
+			return fmt.Errorf("key %q is written by the runtime itself (%s): drop it", k, strings.Join(RuntimeMetaDataKeys, ", "))
+		}
+		if n := utf8.RuneCountInString(md[k]); n > MaxMetaDataValueLen {
+			return fmt.Errorf("key %q: the value has %d characters; at most %d", k, n, MaxMetaDataValueLen)
+		}
+	}
+	return nil
+}
+
+func isMetaDataKey(k string) bool {
+	if k == "" || len(k) > MaxMetaDataKeyLen {
+		return false
+	}
+	alnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; !alnum(c) && ((i == 0 || i == len(k)-1) || (c != '-' && c != '_' && c != '.')) {
+			return false
+		}
+	}
+	return true
 }
 
 // IsHostname reports whether h is a hostname a guest can take (RFC 1123, in any case). The

@@ -1,6 +1,7 @@
 package mri
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -69,6 +70,34 @@ func TestValidateCreate(t *testing.T) {
 		{"host selector In without values", func(m *mriv1alpha1.Machine) {
 			m.Spec.HostSelectorExpressions = []*mriv1alpha1.LabelSelectorRequirement{{Key: "tier", Operator: "In"}}
 		}, "spec.host_selector"},
+
+		{"metadata", func(m *mriv1alpha1.Machine) {
+			m.Spec.FirstBoot.MetaData = map[string]string{"anvil-index": "0", "Rack_1.slot": "a: b\nc", "x": strings.Repeat("é", MaxMetaDataValueLen)}
+		}, ""},
+		{"metadata with format NONE", func(m *mriv1alpha1.Machine) {
+			m.Spec.FirstBoot = &mriv1alpha1.FirstBootConfig{Format: mriv1alpha1.ConfigFormat_CONFIG_FORMAT_NONE, MetaData: map[string]string{"k": "v"}}
+		}, ""},
+		{"metadata key the runtime writes", func(m *mriv1alpha1.Machine) { m.Spec.FirstBoot.MetaData = map[string]string{"Local-Hostname": "evil"} },
+			`spec.first_boot.meta_data: key "Local-Hostname" is written by the runtime itself`},
+		{"metadata key instance-id", func(m *mriv1alpha1.Machine) { m.Spec.FirstBoot.MetaData = map[string]string{"instance-id": "x"} },
+			`key "instance-id" is written by the runtime itself`},
+		{"metadata key with a line break", func(m *mriv1alpha1.Machine) { m.Spec.FirstBoot.MetaData = map[string]string{"a\ninstance-id": "x"} },
+			`key "a\ninstance-id": use letters, digits`},
+		{"metadata key with a colon", func(m *mriv1alpha1.Machine) { m.Spec.FirstBoot.MetaData = map[string]string{"a: b": "x"} }, "use letters, digits"},
+		{"metadata key ending in a dash", func(m *mriv1alpha1.Machine) { m.Spec.FirstBoot.MetaData = map[string]string{"a-": "x"} }, "use letters, digits"},
+		{"metadata key too long", func(m *mriv1alpha1.Machine) {
+			m.Spec.FirstBoot.MetaData = map[string]string{strings.Repeat("k", 64): "x"}
+		},
+			"at most 63 characters"},
+		{"metadata value too long", func(m *mriv1alpha1.Machine) {
+			m.Spec.FirstBoot.MetaData = map[string]string{"k": strings.Repeat("v", MaxMetaDataValueLen+1)}
+		}, `key "k": the value has 1025 characters; at most 1024`},
+		{"metadata of too many keys", func(m *mriv1alpha1.Machine) {
+			m.Spec.FirstBoot.MetaData = map[string]string{}
+			for i := range MaxMetaDataKeys + 1 {
+				m.Spec.FirstBoot.MetaData[fmt.Sprint("k", i)] = "v"
+			}
+		}, "33 keys; at most 32"},
 
 		{"no spec", func(m *mriv1alpha1.Machine) { m.Spec = nil }, "spec is required"},
 		{"no machine", nil, "spec is required"},

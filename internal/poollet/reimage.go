@@ -3,6 +3,7 @@ package poollet
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -115,11 +116,12 @@ func reimageEnded(st *computev1alpha1.MachineStatus, m *computev1alpha1.Machine,
 // machine booted: False (AppliedAtNextReimage) when they differ, else True (Current).
 func firstBootUpToDate(want *mriv1alpha1.FirstBootConfig, rm *mriv1alpha1.Machine) *metav1.Condition {
 	have := rm.GetSpec().GetFirstBoot()
-	same := want.GetFormat() == have.GetFormat() && string(want.GetData()) == string(have.GetData())
+	same := want.GetFormat() == have.GetFormat() && string(want.GetData()) == string(have.GetData()) &&
+		maps.Equal(want.GetMetaData(), have.GetMetaData())
 	if !same {
 		return &metav1.Condition{Type: computev1alpha1.ConditionFirstBootUpToDate, Status: metav1.ConditionFalse,
 			Reason:  computev1alpha1.ReasonAppliedAtNextReimage,
-			Message: "the first-boot configuration changed after the machine booted; a running machine has read its own already: the next reimage (a change of spec.image) boots with the new one"}
+			Message: "the first-boot configuration (its Secret or spec.metaData) changed after the machine booted; a running machine has read its own already: the next reimage (a change of spec.image) boots with the new one"}
 	}
 	c := firstBootCurrent(0)
 	return &c

@@ -3,6 +3,7 @@ package poollet
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -53,9 +54,18 @@ type firstBootError struct{ reason, msg string }
 
 func (e *firstBootError) Error() string { return e.msg }
 
-// firstBoot reads the Machine's Ignition or cloud-init Secret. It reads the one Secret by
-// name, uncached: the poollet never lists or watches Secrets.
+// firstBoot reads the Machine's Ignition or cloud-init Secret, and carries its metadata
+// (spec.metaData) beside it. It reads the one Secret by name, uncached: the poollet never
+// lists or watches Secrets.
 func firstBoot(ctx context.Context, reader client.Reader, m *computev1alpha1.Machine) (*mriv1alpha1.FirstBootConfig, error) {
+	fb, err := firstBootData(ctx, reader, m)
+	if fb != nil && len(m.Spec.MetaData) > 0 {
+		fb.MetaData = maps.Clone(m.Spec.MetaData)
+	}
+	return fb, err
+}
+
+func firstBootData(ctx context.Context, reader client.Reader, m *computev1alpha1.Machine) (*mriv1alpha1.FirstBootConfig, error) {
 	ref, key, format := m.Spec.IgnitionRef, computev1alpha1.DefaultIgnitionKey, mriv1alpha1.ConfigFormat_CONFIG_FORMAT_IGNITION
 	if ref == nil {
 		ref, key, format = m.Spec.UserDataRef, computev1alpha1.DefaultUserDataKey, mriv1alpha1.ConfigFormat_CONFIG_FORMAT_CLOUD_INIT

@@ -105,13 +105,21 @@ func (r *MachineReconciler) desiredSpec(ctx context.Context, m *computev1alpha1.
 		FirstBoot:         boot,
 		Volumes:           volumesToMRI(m),
 		NetworkInterfaces: nics,
-		Hostname:          m.Name,
+		Hostname:          hostname(m),
 	}
 	if err := mri.HostSelectorToMRI(m.Spec.HostSelector, spec); err != nil {
 		return nil, &metav1.Condition{Type: computev1alpha1.ConditionReady, Status: metav1.ConditionFalse,
 			Reason: computev1alpha1.ReasonInvalidHostSelector, Message: err.Error()}, nil
 	}
 	return spec, nil, nil
+}
+
+// hostname is the guest's hostname: the Machine's spec.hostname, else its name.
+func hostname(m *computev1alpha1.Machine) string {
+	if m.Spec.Hostname != "" {
+		return m.Spec.Hostname
+	}
+	return m.Name
 }
 
 // resolveImage is the digest of the Machine's image for arch; a registry that refuses or

@@ -78,6 +78,13 @@ func ReadyLine(arch computev1alpha1.Architecture, hostname, marker string) strin
 	return fmt.Sprintf("ANVIL-TESTOS-READY arch=%s hostname=%s marker=%s", UnameMachine(arch), hostname, marker)
 }
 
+// MetaLine is the line the guest prints, before ReadyLine, for each first-boot metadata key
+// its runtime did not write itself, the value escaped as the runtime's file has it
+// (nocloud.Quote's escapes without the quotes, or JSON's for a config drive).
+func MetaLine(key, value string) string {
+	return fmt.Sprintf("ANVIL-TESTOS-META %s=%s", key, value)
+}
+
 // UnameMachine is the kernel's name (uname -m) for an architecture.
 func UnameMachine(arch computev1alpha1.Architecture) string {
 	switch arch {

@@ -99,6 +99,27 @@ func TestMachineRejectsInvalid(t *testing.T) {
 		{"NIC with no source", func(m *computev1alpha1.Machine) {
 			m.Spec.NetworkInterfaces = []computev1alpha1.MachineNetworkInterface{{Name: "eth0"}}
 		}, "each network interface sets exactly one of networkInterfaceRef or ephemeral"},
+		{"hostname not RFC 1123", func(m *computev1alpha1.Machine) { m.Spec.Hostname = "Web_1" }, "hostname must be lowercase letters, digits"},
+		{"hostname with a line break", func(m *computev1alpha1.Machine) { m.Spec.Hostname = "vm\ninstance-id: x" }, "hostname must be lowercase letters"},
+		{"hostname too long", func(m *computev1alpha1.Machine) { m.Spec.Hostname = strings.Repeat("a", 64) }, "spec.hostname: Too long"},
+		{"metaData key of the runtime", func(m *computev1alpha1.Machine) { m.Spec.MetaData = map[string]string{"local-hostname": "evil"} },
+			"metaData keys instance-id, uuid, name, hostname and local-hostname are written by the runtime"},
+		{"metaData key of the runtime, other case", func(m *computev1alpha1.Machine) { m.Spec.MetaData = map[string]string{"Instance-ID": "x"} },
+			"are written by the runtime and cannot be set here"},
+		{"metaData key with a line break", func(m *computev1alpha1.Machine) { m.Spec.MetaData = map[string]string{"a\ninstance-id": "x"} },
+			"metaData keys must be letters, digits, '-', '_' and '.'"},
+		{"metaData key with a colon", func(m *computev1alpha1.Machine) { m.Spec.MetaData = map[string]string{"a: b": "x"} },
+			"metaData keys must be letters"},
+		{"metaData key too long", func(m *computev1alpha1.Machine) { m.Spec.MetaData = map[string]string{strings.Repeat("k", 64): "x"} },
+			"at most 63 characters"},
+		{"metaData value too long", func(m *computev1alpha1.Machine) { m.Spec.MetaData = map[string]string{"k": strings.Repeat("v", 1025)} },
+			"metaData values must be at most 1024 characters"},
+		{"metaData of 33 keys", func(m *computev1alpha1.Machine) {
+			m.Spec.MetaData = map[string]string{}
+			for i := range 33 {
+				m.Spec.MetaData[fmt.Sprint("k", i)] = "v"
+			}
+		}, "spec.metaData: Too many: 33: must have at most 32 items"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -146,6 +167,7 @@ func TestBoundMachineRefusesChangesItsPoolWouldIgnore(t *testing.T) {
 		}},
 		{"volumes", func(s *computev1alpha1.MachineSpec) { s.Volumes = nil }},
 		{"volumes", func(s *computev1alpha1.MachineSpec) { s.Volumes[0].EmptyDisk.Size = resource.MustParse("2Gi") }},
+		{"hostname", func(s *computev1alpha1.MachineSpec) { s.Hostname = "other" }},
 		{"networkInterfaces", func(s *computev1alpha1.MachineSpec) {
 			s.NetworkInterfaces = append(s.NetworkInterfaces, computev1alpha1.MachineNetworkInterface{Name: "eth1", NetworkInterfaceRef: &computev1alpha1.LocalObjectReference{Name: "nic-1"}})
 		}},
@@ -183,8 +205,9 @@ func TestBoundMachineRefusesChangesItsPoolWouldIgnore(t *testing.T) {
 	m.Spec.Image = "registry.example/os:2"
 	m.Spec.Power = computev1alpha1.PowerOff
 	m.Spec.UserDataRef = &computev1alpha1.SecretKeySelector{Name: "user-data"}
+	m.Spec.MetaData = map[string]string{"anvil-index": "1"}
 	if err := env.Client.Update(ctx, m); err != nil {
-		t.Errorf("changing image, power and user data of a bound Machine: %v", err)
+		t.Errorf("changing image, power, user data and metadata of a bound Machine: %v", err)
 	}
 }
 
@@ -199,5 +222,19 @@ func TestMachineRejectsLowercasePowerFromYAML(t *testing.T) {
 	err := env.Client.Create(context.Background(), u)
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), `supported values: "On", "Off"`) {
 		t.Fatalf("power: on returned %v, want an Invalid error listing On and Off", err)
+	}
+}
+
+// Metadata at its bounds, with values a YAML or JSON writer must quote, is accepted: the
+// runtimes quote values; only keys are held to a charset.
+func TestMachineAcceptsMetaDataAtItsBounds(t *testing.T) {
+	m := validMachine("metadata-bounds")
+	m.Spec.Hostname = "workers-0.example"
+	m.Spec.MetaData = map[string]string{strings.Repeat("k", 63): strings.Repeat("é", 1024), "rack": "a: b\ninstance-id: x", "A_1.b-2": ""}
+	for i := range 29 {
+		m.Spec.MetaData[fmt.Sprint("k", i)] = "v"
+	}
+	if err := env.Client.Create(context.Background(), m); err != nil {
+		t.Fatalf("creating a Machine with 32 metadata keys at their bounds: %v", err)
 	}
 }

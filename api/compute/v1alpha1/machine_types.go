@@ -20,6 +20,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.machinePoolRef) || self.machineClassRef == oldSelf.machineClassRef",messageExpression="'machineClassRef cannot be changed once the Machine is bound (to pool ' + oldSelf.machinePoolRef.name + '): delete and recreate the Machine for another class'"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.machinePoolRef) || (has(self.architecture) == has(oldSelf.architecture) && (!has(self.architecture) || self.architecture == oldSelf.architecture))",messageExpression="'architecture cannot be changed once the Machine is bound (to pool ' + oldSelf.machinePoolRef.name + '): delete and recreate the Machine for another architecture'"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.machinePoolRef) || (has(self.volumes) == has(oldSelf.volumes) && (!has(self.volumes) || self.volumes == oldSelf.volumes))",messageExpression="'volumes cannot be changed once the Machine is bound (to pool ' + oldSelf.machinePoolRef.name + '): delete and recreate the Machine with the volumes it needs'"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.machinePoolRef) || (has(self.hostname) == has(oldSelf.hostname) && (!has(self.hostname) || self.hostname == oldSelf.hostname))",messageExpression="'hostname cannot be changed once the Machine is bound (to pool ' + oldSelf.machinePoolRef.name + '): its guest has taken its name; delete and recreate the Machine to rename it'"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.machinePoolRef) || (has(self.networkInterfaces) == has(oldSelf.networkInterfaces) && (!has(self.networkInterfaces) || self.networkInterfaces == oldSelf.networkInterfaces))",messageExpression="'networkInterfaces cannot be changed once the Machine is bound (to pool ' + oldSelf.machinePoolRef.name + '): delete and recreate the Machine with the network interfaces it needs'"
 type MachineSpec struct {
 	// MachineClassRef names the MachineClass, which sets the resources.
@@ -84,6 +85,29 @@ type MachineSpec struct {
 	// UserDataRef is a Secret holding cloud-init user data (key default "userData").
 	// +optional
 	UserDataRef *SecretKeySelector `json:"userDataRef,omitempty"`
+
+	// Hostname is the guest's hostname, as its first boot reads it (cloud-init's
+	// local-hostname, the config drive's hostname). Empty: the Machine's name. It cannot
+	// change once the Machine is bound: a running guest has taken its name.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="hostname must be lowercase letters, digits, '-' and '.', each dot-separated part starting and ending with a letter or digit (RFC 1123), at most 63 characters"
+	Hostname string `json:"hostname,omitempty"`
+
+	// MetaData is extra first-boot metadata, beside the keys the runtime writes itself
+	// (instance-id, uuid, name, hostname, local-hostname, which it refuses here): top-level
+	// keys of a NoCloud seed's meta-data, the "meta" map of a config drive's
+	// meta_data.json, and fw_cfg opt/anvil/meta-data for an Ignition guest under QEMU (see
+	// docs/api.md). Like the first-boot config, a change reaches a running machine at its
+	// next reimage. At most 32 keys; a key is letters, digits, '-', '_' and '.', starting
+	// and ending with a letter or digit, at most 63 characters; a value at most 1024
+	// characters.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 63 && k.matches('^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$'))",message="metaData keys must be letters, digits, '-', '_' and '.', starting and ending with a letter or digit, at most 63 characters"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k.lowerAscii() in ['instance-id', 'uuid', 'name', 'hostname', 'local-hostname']))",message="metaData keys instance-id, uuid, name, hostname and local-hostname are written by the runtime and cannot be set here: the hostname is spec.hostname, the others name the machine itself"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 1024)",message="metaData values must be at most 1024 characters: put larger data in the first-boot config (userDataRef or ignitionRef)"
+	MetaData map[string]string `json:"metaData,omitempty"`
 
 	// Volumes are the disks attached to the Machine.
 	// +optional

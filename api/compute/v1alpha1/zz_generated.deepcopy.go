@@ -518,6 +518,13 @@ func (in *MachineSpec) DeepCopyInto(out *MachineSpec) {
 		*out = new(SecretKeySelector)
 		**out = **in
 	}
+	if in.MetaData != nil {
+		in, out := &in.MetaData, &out.MetaData
+		*out = make(map[string]string, len(*in))
+		for key, val := range *in {
+			(*out)[key] = val
+		}
+	}
 	if in.Volumes != nil {
 		in, out := &in.Volumes, &out.Volumes
 		*out = make([]MachineVolume, len(*in))

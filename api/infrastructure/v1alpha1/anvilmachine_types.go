@@ -67,6 +67,19 @@ type AnvilMachineSpec struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=16
 	NetworkInterfaces []computev1alpha1.MachineNetworkInterface `json:"networkInterfaces,omitempty"`
+
+	// DataTemplateRef names an AnvilDataTemplate in the AnvilMachine's namespace that renders
+	// the anvil Machine's hostname and first-boot metadata.
+	// +optional
+	DataTemplateRef *DataTemplateReference `json:"dataTemplateRef,omitempty"`
+}
+
+// DataTemplateReference names an AnvilDataTemplate in the same namespace.
+type DataTemplateReference struct {
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="dataTemplateRef.name must be an object name: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit"
+	Name string `json:"name"`
 }
 
 // AnvilMachineStatus is what the provider observes of the anvil Machine.
@@ -125,6 +138,7 @@ type AnvilMachineInitializationStatus struct {
 // +kubebuilder:validation:XValidation:rule="has(self.spec.tolerations) == has(oldSelf.spec.tolerations) && (!has(self.spec.tolerations) || self.spec.tolerations == oldSelf.spec.tolerations)",message="spec.tolerations cannot be changed on an AnvilMachine: use a new AnvilMachineTemplate and let Cluster API replace the machine"
 // +kubebuilder:validation:XValidation:rule="has(self.spec.volumes) == has(oldSelf.spec.volumes) && (!has(self.spec.volumes) || self.spec.volumes == oldSelf.spec.volumes)",message="spec.volumes cannot be changed on an AnvilMachine: use a new AnvilMachineTemplate and let Cluster API replace the machine"
 // +kubebuilder:validation:XValidation:rule="has(self.spec.networkInterfaces) == has(oldSelf.spec.networkInterfaces) && (!has(self.spec.networkInterfaces) || self.spec.networkInterfaces == oldSelf.spec.networkInterfaces)",message="spec.networkInterfaces cannot be changed on an AnvilMachine: use a new AnvilMachineTemplate and let Cluster API replace the machine"
+// +kubebuilder:validation:XValidation:rule="has(self.spec.dataTemplateRef) == has(oldSelf.spec.dataTemplateRef) && (!has(self.spec.dataTemplateRef) || self.spec.dataTemplateRef == oldSelf.spec.dataTemplateRef)",message="spec.dataTemplateRef cannot be changed on an AnvilMachine: use a new AnvilMachineTemplate and let Cluster API replace the machine"
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.metadata.labels['cluster\.x-k8s\.io/cluster-name']`
 // +kubebuilder:printcolumn:name="Provisioned",type=boolean,JSONPath=`.status.initialization.provisioned`
 // +kubebuilder:printcolumn:name="ProviderID",type=string,JSONPath=`.spec.providerID`

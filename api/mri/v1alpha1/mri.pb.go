@@ -664,9 +664,16 @@ func (x *Image) GetDigest() string {
 }
 
 type FirstBootConfig struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Format        ConfigFormat           `protobuf:"varint,1,opt,name=format,proto3,enum=anvil.mri.v1alpha1.ConfigFormat" json:"format,omitempty"`
-	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Format ConfigFormat           `protobuf:"varint,1,opt,name=format,proto3,enum=anvil.mri.v1alpha1.ConfigFormat" json:"format,omitempty"`
+	Data   []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	// meta_data is extra metadata the guest reads beside the keys the runtime writes itself
+	// (instance-id, uuid, name, hostname, local-hostname: refused here). A NoCloud seed
+	// carries it as top-level keys of meta-data, a config drive as meta_data.json's "meta",
+	// a QEMU Ignition guest as fw_cfg opt/anvil/meta-data. It is given with any format,
+	// NONE included. At most 32 keys of [A-Za-z0-9._-] (1 to 63, starting and ending with a
+	// letter or digit), values at most 1024 characters.
+	MetaData      map[string]string `protobuf:"bytes,3,rep,name=meta_data,json=metaData,proto3" json:"meta_data,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -711,6 +718,13 @@ func (x *FirstBootConfig) GetFormat() ConfigFormat {
 func (x *FirstBootConfig) GetData() []byte {
 	if x != nil {
 		return x.Data
+	}
+	return nil
+}
+
+func (x *FirstBootConfig) GetMetaData() map[string]string {
+	if x != nil {
+		return x.MetaData
 	}
 	return nil
 }
@@ -3045,10 +3059,14 @@ const file_api_mri_v1alpha1_mri_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"=\n" +
 	"\x05Image\x12\x1c\n" +
 	"\treference\x18\x01 \x01(\tR\treference\x12\x16\n" +
-	"\x06digest\x18\x02 \x01(\tR\x06digest\"_\n" +
+	"\x06digest\x18\x02 \x01(\tR\x06digest\"\xec\x01\n" +
 	"\x0fFirstBootConfig\x128\n" +
 	"\x06format\x18\x01 \x01(\x0e2 .anvil.mri.v1alpha1.ConfigFormatR\x06format\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"\xc0\x01\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\x12N\n" +
+	"\tmeta_data\x18\x03 \x03(\v21.anvil.mri.v1alpha1.FirstBootConfig.MetaDataEntryR\bmetaData\x1a;\n" +
+	"\rMetaDataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc0\x01\n" +
 	"\x06Volume\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12>\n" +
 	"\n" +
@@ -3275,7 +3293,7 @@ func file_api_mri_v1alpha1_mri_proto_rawDescGZIP() []byte {
 }
 
 var file_api_mri_v1alpha1_mri_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_api_mri_v1alpha1_mri_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_api_mri_v1alpha1_mri_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_api_mri_v1alpha1_mri_proto_goTypes = []any{
 	(Architecture)(0),                      // 0: anvil.mri.v1alpha1.Architecture
 	(Power)(0),                             // 1: anvil.mri.v1alpha1.Power
@@ -3333,9 +3351,10 @@ var file_api_mri_v1alpha1_mri_proto_goTypes = []any{
 	nil,                                    // 53: anvil.mri.v1alpha1.Resources.ExtendedEntry
 	nil,                                    // 54: anvil.mri.v1alpha1.ObjectMetadata.LabelsEntry
 	nil,                                    // 55: anvil.mri.v1alpha1.ObjectMetadata.AnnotationsEntry
-	nil,                                    // 56: anvil.mri.v1alpha1.MachineSpec.HostSelectorEntry
-	nil,                                    // 57: anvil.mri.v1alpha1.ListMachinesRequest.LabelSelectorEntry
-	nil,                                    // 58: anvil.mri.v1alpha1.UpdateMachineLabelsRequest.LabelsEntry
+	nil,                                    // 56: anvil.mri.v1alpha1.FirstBootConfig.MetaDataEntry
+	nil,                                    // 57: anvil.mri.v1alpha1.MachineSpec.HostSelectorEntry
+	nil,                                    // 58: anvil.mri.v1alpha1.ListMachinesRequest.LabelSelectorEntry
+	nil,                                    // 59: anvil.mri.v1alpha1.UpdateMachineLabelsRequest.LabelsEntry
 }
 var file_api_mri_v1alpha1_mri_proto_depIdxs = []int32{
 	5,  // 0: anvil.mri.v1alpha1.ErrorDetail.reason:type_name -> anvil.mri.v1alpha1.ErrorReason
@@ -3343,87 +3362,88 @@ var file_api_mri_v1alpha1_mri_proto_depIdxs = []int32{
 	54, // 2: anvil.mri.v1alpha1.ObjectMetadata.labels:type_name -> anvil.mri.v1alpha1.ObjectMetadata.LabelsEntry
 	55, // 3: anvil.mri.v1alpha1.ObjectMetadata.annotations:type_name -> anvil.mri.v1alpha1.ObjectMetadata.AnnotationsEntry
 	4,  // 4: anvil.mri.v1alpha1.FirstBootConfig.format:type_name -> anvil.mri.v1alpha1.ConfigFormat
-	13, // 5: anvil.mri.v1alpha1.Volume.image_disk:type_name -> anvil.mri.v1alpha1.ImageDisk
-	14, // 6: anvil.mri.v1alpha1.Volume.empty_disk:type_name -> anvil.mri.v1alpha1.EmptyDisk
-	8,  // 7: anvil.mri.v1alpha1.MachineSpec.resources:type_name -> anvil.mri.v1alpha1.Resources
-	10, // 8: anvil.mri.v1alpha1.MachineSpec.image:type_name -> anvil.mri.v1alpha1.Image
-	0,  // 9: anvil.mri.v1alpha1.MachineSpec.architecture:type_name -> anvil.mri.v1alpha1.Architecture
-	1,  // 10: anvil.mri.v1alpha1.MachineSpec.power:type_name -> anvil.mri.v1alpha1.Power
-	11, // 11: anvil.mri.v1alpha1.MachineSpec.first_boot:type_name -> anvil.mri.v1alpha1.FirstBootConfig
-	12, // 12: anvil.mri.v1alpha1.MachineSpec.volumes:type_name -> anvil.mri.v1alpha1.Volume
-	15, // 13: anvil.mri.v1alpha1.MachineSpec.network_interfaces:type_name -> anvil.mri.v1alpha1.NetworkInterface
-	56, // 14: anvil.mri.v1alpha1.MachineSpec.host_selector:type_name -> anvil.mri.v1alpha1.MachineSpec.HostSelectorEntry
-	17, // 15: anvil.mri.v1alpha1.MachineSpec.host_selector_expressions:type_name -> anvil.mri.v1alpha1.LabelSelectorRequirement
-	3,  // 16: anvil.mri.v1alpha1.AttachmentStatus.state:type_name -> anvil.mri.v1alpha1.AttachState
-	2,  // 17: anvil.mri.v1alpha1.MachineStatus.state:type_name -> anvil.mri.v1alpha1.MachineState
-	0,  // 18: anvil.mri.v1alpha1.MachineStatus.architecture:type_name -> anvil.mri.v1alpha1.Architecture
-	18, // 19: anvil.mri.v1alpha1.MachineStatus.conditions:type_name -> anvil.mri.v1alpha1.Condition
-	19, // 20: anvil.mri.v1alpha1.MachineStatus.addresses:type_name -> anvil.mri.v1alpha1.Address
-	20, // 21: anvil.mri.v1alpha1.MachineStatus.volumes:type_name -> anvil.mri.v1alpha1.AttachmentStatus
-	20, // 22: anvil.mri.v1alpha1.MachineStatus.network_interfaces:type_name -> anvil.mri.v1alpha1.AttachmentStatus
-	9,  // 23: anvil.mri.v1alpha1.Machine.metadata:type_name -> anvil.mri.v1alpha1.ObjectMetadata
-	16, // 24: anvil.mri.v1alpha1.Machine.spec:type_name -> anvil.mri.v1alpha1.MachineSpec
-	21, // 25: anvil.mri.v1alpha1.Machine.status:type_name -> anvil.mri.v1alpha1.MachineStatus
-	8,  // 26: anvil.mri.v1alpha1.StatusResponse.capacity:type_name -> anvil.mri.v1alpha1.Resources
-	8,  // 27: anvil.mri.v1alpha1.StatusResponse.allocatable:type_name -> anvil.mri.v1alpha1.Resources
-	0,  // 28: anvil.mri.v1alpha1.StatusResponse.architectures:type_name -> anvil.mri.v1alpha1.Architecture
-	19, // 29: anvil.mri.v1alpha1.StatusResponse.addresses:type_name -> anvil.mri.v1alpha1.Address
-	0,  // 30: anvil.mri.v1alpha1.StatusResponse.native_architectures:type_name -> anvil.mri.v1alpha1.Architecture
-	27, // 31: anvil.mri.v1alpha1.StatusResponse.networks:type_name -> anvil.mri.v1alpha1.PoolNetwork
-	28, // 32: anvil.mri.v1alpha1.PoolNetwork.forwards:type_name -> anvil.mri.v1alpha1.NetworkForward
-	57, // 33: anvil.mri.v1alpha1.ListMachinesRequest.label_selector:type_name -> anvil.mri.v1alpha1.ListMachinesRequest.LabelSelectorEntry
-	22, // 34: anvil.mri.v1alpha1.ListMachinesResponse.machines:type_name -> anvil.mri.v1alpha1.Machine
-	22, // 35: anvil.mri.v1alpha1.CreateMachineRequest.machine:type_name -> anvil.mri.v1alpha1.Machine
-	22, // 36: anvil.mri.v1alpha1.CreateMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	1,  // 37: anvil.mri.v1alpha1.UpdateMachinePowerRequest.power:type_name -> anvil.mri.v1alpha1.Power
-	22, // 38: anvil.mri.v1alpha1.UpdateMachinePowerResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	22, // 39: anvil.mri.v1alpha1.RebootMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	10, // 40: anvil.mri.v1alpha1.ReimageMachineRequest.image:type_name -> anvil.mri.v1alpha1.Image
-	11, // 41: anvil.mri.v1alpha1.ReimageMachineRequest.first_boot:type_name -> anvil.mri.v1alpha1.FirstBootConfig
-	22, // 42: anvil.mri.v1alpha1.ReimageMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	58, // 43: anvil.mri.v1alpha1.UpdateMachineLabelsRequest.labels:type_name -> anvil.mri.v1alpha1.UpdateMachineLabelsRequest.LabelsEntry
-	22, // 44: anvil.mri.v1alpha1.UpdateMachineLabelsResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	12, // 45: anvil.mri.v1alpha1.AttachVolumeRequest.volume:type_name -> anvil.mri.v1alpha1.Volume
-	22, // 46: anvil.mri.v1alpha1.AttachVolumeResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	22, // 47: anvil.mri.v1alpha1.DetachVolumeResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	15, // 48: anvil.mri.v1alpha1.AttachNetworkInterfaceRequest.network_interface:type_name -> anvil.mri.v1alpha1.NetworkInterface
-	22, // 49: anvil.mri.v1alpha1.AttachNetworkInterfaceResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	22, // 50: anvil.mri.v1alpha1.DetachNetworkInterfaceResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	6,  // 51: anvil.mri.v1alpha1.MachineEvent.type:type_name -> anvil.mri.v1alpha1.MachineEvent.Type
-	22, // 52: anvil.mri.v1alpha1.MachineEvent.machine:type_name -> anvil.mri.v1alpha1.Machine
-	23, // 53: anvil.mri.v1alpha1.MachineRuntime.Version:input_type -> anvil.mri.v1alpha1.VersionRequest
-	25, // 54: anvil.mri.v1alpha1.MachineRuntime.Status:input_type -> anvil.mri.v1alpha1.StatusRequest
-	29, // 55: anvil.mri.v1alpha1.MachineRuntime.ListMachines:input_type -> anvil.mri.v1alpha1.ListMachinesRequest
-	31, // 56: anvil.mri.v1alpha1.MachineRuntime.CreateMachine:input_type -> anvil.mri.v1alpha1.CreateMachineRequest
-	33, // 57: anvil.mri.v1alpha1.MachineRuntime.DeleteMachine:input_type -> anvil.mri.v1alpha1.DeleteMachineRequest
-	35, // 58: anvil.mri.v1alpha1.MachineRuntime.UpdateMachinePower:input_type -> anvil.mri.v1alpha1.UpdateMachinePowerRequest
-	37, // 59: anvil.mri.v1alpha1.MachineRuntime.RebootMachine:input_type -> anvil.mri.v1alpha1.RebootMachineRequest
-	39, // 60: anvil.mri.v1alpha1.MachineRuntime.ReimageMachine:input_type -> anvil.mri.v1alpha1.ReimageMachineRequest
-	41, // 61: anvil.mri.v1alpha1.MachineRuntime.UpdateMachineLabels:input_type -> anvil.mri.v1alpha1.UpdateMachineLabelsRequest
-	43, // 62: anvil.mri.v1alpha1.MachineRuntime.AttachVolume:input_type -> anvil.mri.v1alpha1.AttachVolumeRequest
-	45, // 63: anvil.mri.v1alpha1.MachineRuntime.DetachVolume:input_type -> anvil.mri.v1alpha1.DetachVolumeRequest
-	47, // 64: anvil.mri.v1alpha1.MachineRuntime.AttachNetworkInterface:input_type -> anvil.mri.v1alpha1.AttachNetworkInterfaceRequest
-	49, // 65: anvil.mri.v1alpha1.MachineRuntime.DetachNetworkInterface:input_type -> anvil.mri.v1alpha1.DetachNetworkInterfaceRequest
-	51, // 66: anvil.mri.v1alpha1.MachineRuntime.WatchEvents:input_type -> anvil.mri.v1alpha1.WatchEventsRequest
-	24, // 67: anvil.mri.v1alpha1.MachineRuntime.Version:output_type -> anvil.mri.v1alpha1.VersionResponse
-	26, // 68: anvil.mri.v1alpha1.MachineRuntime.Status:output_type -> anvil.mri.v1alpha1.StatusResponse
-	30, // 69: anvil.mri.v1alpha1.MachineRuntime.ListMachines:output_type -> anvil.mri.v1alpha1.ListMachinesResponse
-	32, // 70: anvil.mri.v1alpha1.MachineRuntime.CreateMachine:output_type -> anvil.mri.v1alpha1.CreateMachineResponse
-	34, // 71: anvil.mri.v1alpha1.MachineRuntime.DeleteMachine:output_type -> anvil.mri.v1alpha1.DeleteMachineResponse
-	36, // 72: anvil.mri.v1alpha1.MachineRuntime.UpdateMachinePower:output_type -> anvil.mri.v1alpha1.UpdateMachinePowerResponse
-	38, // 73: anvil.mri.v1alpha1.MachineRuntime.RebootMachine:output_type -> anvil.mri.v1alpha1.RebootMachineResponse
-	40, // 74: anvil.mri.v1alpha1.MachineRuntime.ReimageMachine:output_type -> anvil.mri.v1alpha1.ReimageMachineResponse
-	42, // 75: anvil.mri.v1alpha1.MachineRuntime.UpdateMachineLabels:output_type -> anvil.mri.v1alpha1.UpdateMachineLabelsResponse
-	44, // 76: anvil.mri.v1alpha1.MachineRuntime.AttachVolume:output_type -> anvil.mri.v1alpha1.AttachVolumeResponse
-	46, // 77: anvil.mri.v1alpha1.MachineRuntime.DetachVolume:output_type -> anvil.mri.v1alpha1.DetachVolumeResponse
-	48, // 78: anvil.mri.v1alpha1.MachineRuntime.AttachNetworkInterface:output_type -> anvil.mri.v1alpha1.AttachNetworkInterfaceResponse
-	50, // 79: anvil.mri.v1alpha1.MachineRuntime.DetachNetworkInterface:output_type -> anvil.mri.v1alpha1.DetachNetworkInterfaceResponse
-	52, // 80: anvil.mri.v1alpha1.MachineRuntime.WatchEvents:output_type -> anvil.mri.v1alpha1.MachineEvent
-	67, // [67:81] is the sub-list for method output_type
-	53, // [53:67] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	56, // 5: anvil.mri.v1alpha1.FirstBootConfig.meta_data:type_name -> anvil.mri.v1alpha1.FirstBootConfig.MetaDataEntry
+	13, // 6: anvil.mri.v1alpha1.Volume.image_disk:type_name -> anvil.mri.v1alpha1.ImageDisk
+	14, // 7: anvil.mri.v1alpha1.Volume.empty_disk:type_name -> anvil.mri.v1alpha1.EmptyDisk
+	8,  // 8: anvil.mri.v1alpha1.MachineSpec.resources:type_name -> anvil.mri.v1alpha1.Resources
+	10, // 9: anvil.mri.v1alpha1.MachineSpec.image:type_name -> anvil.mri.v1alpha1.Image
+	0,  // 10: anvil.mri.v1alpha1.MachineSpec.architecture:type_name -> anvil.mri.v1alpha1.Architecture
+	1,  // 11: anvil.mri.v1alpha1.MachineSpec.power:type_name -> anvil.mri.v1alpha1.Power
+	11, // 12: anvil.mri.v1alpha1.MachineSpec.first_boot:type_name -> anvil.mri.v1alpha1.FirstBootConfig
+	12, // 13: anvil.mri.v1alpha1.MachineSpec.volumes:type_name -> anvil.mri.v1alpha1.Volume
+	15, // 14: anvil.mri.v1alpha1.MachineSpec.network_interfaces:type_name -> anvil.mri.v1alpha1.NetworkInterface
+	57, // 15: anvil.mri.v1alpha1.MachineSpec.host_selector:type_name -> anvil.mri.v1alpha1.MachineSpec.HostSelectorEntry
+	17, // 16: anvil.mri.v1alpha1.MachineSpec.host_selector_expressions:type_name -> anvil.mri.v1alpha1.LabelSelectorRequirement
+	3,  // 17: anvil.mri.v1alpha1.AttachmentStatus.state:type_name -> anvil.mri.v1alpha1.AttachState
+	2,  // 18: anvil.mri.v1alpha1.MachineStatus.state:type_name -> anvil.mri.v1alpha1.MachineState
+	0,  // 19: anvil.mri.v1alpha1.MachineStatus.architecture:type_name -> anvil.mri.v1alpha1.Architecture
+	18, // 20: anvil.mri.v1alpha1.MachineStatus.conditions:type_name -> anvil.mri.v1alpha1.Condition
+	19, // 21: anvil.mri.v1alpha1.MachineStatus.addresses:type_name -> anvil.mri.v1alpha1.Address
+	20, // 22: anvil.mri.v1alpha1.MachineStatus.volumes:type_name -> anvil.mri.v1alpha1.AttachmentStatus
+	20, // 23: anvil.mri.v1alpha1.MachineStatus.network_interfaces:type_name -> anvil.mri.v1alpha1.AttachmentStatus
+	9,  // 24: anvil.mri.v1alpha1.Machine.metadata:type_name -> anvil.mri.v1alpha1.ObjectMetadata
+	16, // 25: anvil.mri.v1alpha1.Machine.spec:type_name -> anvil.mri.v1alpha1.MachineSpec
+	21, // 26: anvil.mri.v1alpha1.Machine.status:type_name -> anvil.mri.v1alpha1.MachineStatus
+	8,  // 27: anvil.mri.v1alpha1.StatusResponse.capacity:type_name -> anvil.mri.v1alpha1.Resources
+	8,  // 28: anvil.mri.v1alpha1.StatusResponse.allocatable:type_name -> anvil.mri.v1alpha1.Resources
+	0,  // 29: anvil.mri.v1alpha1.StatusResponse.architectures:type_name -> anvil.mri.v1alpha1.Architecture
+	19, // 30: anvil.mri.v1alpha1.StatusResponse.addresses:type_name -> anvil.mri.v1alpha1.Address
+	0,  // 31: anvil.mri.v1alpha1.StatusResponse.native_architectures:type_name -> anvil.mri.v1alpha1.Architecture
+	27, // 32: anvil.mri.v1alpha1.StatusResponse.networks:type_name -> anvil.mri.v1alpha1.PoolNetwork
+	28, // 33: anvil.mri.v1alpha1.PoolNetwork.forwards:type_name -> anvil.mri.v1alpha1.NetworkForward
+	58, // 34: anvil.mri.v1alpha1.ListMachinesRequest.label_selector:type_name -> anvil.mri.v1alpha1.ListMachinesRequest.LabelSelectorEntry
+	22, // 35: anvil.mri.v1alpha1.ListMachinesResponse.machines:type_name -> anvil.mri.v1alpha1.Machine
+	22, // 36: anvil.mri.v1alpha1.CreateMachineRequest.machine:type_name -> anvil.mri.v1alpha1.Machine
+	22, // 37: anvil.mri.v1alpha1.CreateMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	1,  // 38: anvil.mri.v1alpha1.UpdateMachinePowerRequest.power:type_name -> anvil.mri.v1alpha1.Power
+	22, // 39: anvil.mri.v1alpha1.UpdateMachinePowerResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	22, // 40: anvil.mri.v1alpha1.RebootMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	10, // 41: anvil.mri.v1alpha1.ReimageMachineRequest.image:type_name -> anvil.mri.v1alpha1.Image
+	11, // 42: anvil.mri.v1alpha1.ReimageMachineRequest.first_boot:type_name -> anvil.mri.v1alpha1.FirstBootConfig
+	22, // 43: anvil.mri.v1alpha1.ReimageMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	59, // 44: anvil.mri.v1alpha1.UpdateMachineLabelsRequest.labels:type_name -> anvil.mri.v1alpha1.UpdateMachineLabelsRequest.LabelsEntry
+	22, // 45: anvil.mri.v1alpha1.UpdateMachineLabelsResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	12, // 46: anvil.mri.v1alpha1.AttachVolumeRequest.volume:type_name -> anvil.mri.v1alpha1.Volume
+	22, // 47: anvil.mri.v1alpha1.AttachVolumeResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	22, // 48: anvil.mri.v1alpha1.DetachVolumeResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	15, // 49: anvil.mri.v1alpha1.AttachNetworkInterfaceRequest.network_interface:type_name -> anvil.mri.v1alpha1.NetworkInterface
+	22, // 50: anvil.mri.v1alpha1.AttachNetworkInterfaceResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	22, // 51: anvil.mri.v1alpha1.DetachNetworkInterfaceResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	6,  // 52: anvil.mri.v1alpha1.MachineEvent.type:type_name -> anvil.mri.v1alpha1.MachineEvent.Type
+	22, // 53: anvil.mri.v1alpha1.MachineEvent.machine:type_name -> anvil.mri.v1alpha1.Machine
+	23, // 54: anvil.mri.v1alpha1.MachineRuntime.Version:input_type -> anvil.mri.v1alpha1.VersionRequest
+	25, // 55: anvil.mri.v1alpha1.MachineRuntime.Status:input_type -> anvil.mri.v1alpha1.StatusRequest
+	29, // 56: anvil.mri.v1alpha1.MachineRuntime.ListMachines:input_type -> anvil.mri.v1alpha1.ListMachinesRequest
+	31, // 57: anvil.mri.v1alpha1.MachineRuntime.CreateMachine:input_type -> anvil.mri.v1alpha1.CreateMachineRequest
+	33, // 58: anvil.mri.v1alpha1.MachineRuntime.DeleteMachine:input_type -> anvil.mri.v1alpha1.DeleteMachineRequest
+	35, // 59: anvil.mri.v1alpha1.MachineRuntime.UpdateMachinePower:input_type -> anvil.mri.v1alpha1.UpdateMachinePowerRequest
+	37, // 60: anvil.mri.v1alpha1.MachineRuntime.RebootMachine:input_type -> anvil.mri.v1alpha1.RebootMachineRequest
+	39, // 61: anvil.mri.v1alpha1.MachineRuntime.ReimageMachine:input_type -> anvil.mri.v1alpha1.ReimageMachineRequest
+	41, // 62: anvil.mri.v1alpha1.MachineRuntime.UpdateMachineLabels:input_type -> anvil.mri.v1alpha1.UpdateMachineLabelsRequest
+	43, // 63: anvil.mri.v1alpha1.MachineRuntime.AttachVolume:input_type -> anvil.mri.v1alpha1.AttachVolumeRequest
+	45, // 64: anvil.mri.v1alpha1.MachineRuntime.DetachVolume:input_type -> anvil.mri.v1alpha1.DetachVolumeRequest
+	47, // 65: anvil.mri.v1alpha1.MachineRuntime.AttachNetworkInterface:input_type -> anvil.mri.v1alpha1.AttachNetworkInterfaceRequest
+	49, // 66: anvil.mri.v1alpha1.MachineRuntime.DetachNetworkInterface:input_type -> anvil.mri.v1alpha1.DetachNetworkInterfaceRequest
+	51, // 67: anvil.mri.v1alpha1.MachineRuntime.WatchEvents:input_type -> anvil.mri.v1alpha1.WatchEventsRequest
+	24, // 68: anvil.mri.v1alpha1.MachineRuntime.Version:output_type -> anvil.mri.v1alpha1.VersionResponse
+	26, // 69: anvil.mri.v1alpha1.MachineRuntime.Status:output_type -> anvil.mri.v1alpha1.StatusResponse
+	30, // 70: anvil.mri.v1alpha1.MachineRuntime.ListMachines:output_type -> anvil.mri.v1alpha1.ListMachinesResponse
+	32, // 71: anvil.mri.v1alpha1.MachineRuntime.CreateMachine:output_type -> anvil.mri.v1alpha1.CreateMachineResponse
+	34, // 72: anvil.mri.v1alpha1.MachineRuntime.DeleteMachine:output_type -> anvil.mri.v1alpha1.DeleteMachineResponse
+	36, // 73: anvil.mri.v1alpha1.MachineRuntime.UpdateMachinePower:output_type -> anvil.mri.v1alpha1.UpdateMachinePowerResponse
+	38, // 74: anvil.mri.v1alpha1.MachineRuntime.RebootMachine:output_type -> anvil.mri.v1alpha1.RebootMachineResponse
+	40, // 75: anvil.mri.v1alpha1.MachineRuntime.ReimageMachine:output_type -> anvil.mri.v1alpha1.ReimageMachineResponse
+	42, // 76: anvil.mri.v1alpha1.MachineRuntime.UpdateMachineLabels:output_type -> anvil.mri.v1alpha1.UpdateMachineLabelsResponse
+	44, // 77: anvil.mri.v1alpha1.MachineRuntime.AttachVolume:output_type -> anvil.mri.v1alpha1.AttachVolumeResponse
+	46, // 78: anvil.mri.v1alpha1.MachineRuntime.DetachVolume:output_type -> anvil.mri.v1alpha1.DetachVolumeResponse
+	48, // 79: anvil.mri.v1alpha1.MachineRuntime.AttachNetworkInterface:output_type -> anvil.mri.v1alpha1.AttachNetworkInterfaceResponse
+	50, // 80: anvil.mri.v1alpha1.MachineRuntime.DetachNetworkInterface:output_type -> anvil.mri.v1alpha1.DetachNetworkInterfaceResponse
+	52, // 81: anvil.mri.v1alpha1.MachineRuntime.WatchEvents:output_type -> anvil.mri.v1alpha1.MachineEvent
+	68, // [68:82] is the sub-list for method output_type
+	54, // [54:68] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_api_mri_v1alpha1_mri_proto_init() }
@@ -3442,7 +3462,7 @@ func file_api_mri_v1alpha1_mri_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_mri_v1alpha1_mri_proto_rawDesc), len(file_api_mri_v1alpha1_mri_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   52,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -33,6 +33,11 @@ type Input struct {
 	Existing *computev1alpha1.Machine
 	// PoolLabels are the labels of the MachinePool Existing runs on; nil if unknown.
 	PoolLabels map[string]string
+	// Hostname and MetaData are what the AnvilMachine's data template renders
+	// (internal/capi/datatemplate); empty without one. A new anvil Machine gets them as its
+	// spec.hostname and spec.metaData, the latter with the provider-id key always added.
+	Hostname string
+	MetaData map[string]string
 }
 
 // Plan is what to do for an AnvilMachine. Apply it in this order: Secret, Create or Image,
@@ -254,6 +259,8 @@ func desiredMachine(in Input, clusterName string, fb FirstBoot) (*computev1alpha
 			Power:               computev1alpha1.PowerOn,
 			Volumes:             s.Volumes,
 			NetworkInterfaces:   s.NetworkInterfaces,
+			Hostname:            in.Hostname,
+			MetaData:            metaData(in.MetaData, in.Namespace, am.Name),
 		},
 	}
 	ref := &computev1alpha1.SecretKeySelector{Name: am.Name}
@@ -263,6 +270,17 @@ func desiredMachine(in Input, clusterName string, fb FirstBoot) (*computev1alpha
 		m.Spec.UserDataRef = ref
 	}
 	return m, nil
+}
+
+// metaData is the template's metadata with the provider-id key, which the guest's node
+// agent writes into its Node's spec.providerID, so Cluster API matches the two.
+func metaData(rendered map[string]string, namespace, name string) map[string]string {
+	md := maps.Clone(rendered)
+	if md == nil {
+		md = map[string]string{}
+	}
+	md[infrav1.MetaDataProviderID] = ProviderID(namespace, name)
+	return md
 }
 
 // addressTypes are the address types Cluster API accepts; anvil's free-form types outside

@@ -1,6 +1,7 @@
 package anvilmachine
 
 import (
+	"maps"
 	"strings"
 	"testing"
 
@@ -204,6 +205,41 @@ func TestDecideCreatesOneMachineFromTheTemplate(t *testing.T) {
 			}
 			if tc.in.AnvilMachine.Spec.MachinePoolSelector != nil && len(tc.in.AnvilMachine.Spec.MachinePoolSelector) != 1 {
 				t.Errorf("the AnvilMachine's own selector was changed: %v", tc.in.AnvilMachine.Spec.MachinePoolSelector)
+			}
+		})
+	}
+}
+
+// The data template's hostname and metadata become the new Machine's, and every Machine
+// gets provider-id (the providerID its guest's node agent registers), even without a
+// template and even over a provider-id the input carries.
+func TestDecideGivesTheMachineItsMetaData(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		in       Input
+		hostname string
+		want     map[string]string
+	}{
+		{"no data template", input(), "", map[string]string{"provider-id": "anvil://tenant/md-0-abcde"}},
+		{"data template", input(func(in *Input) {
+			in.Hostname, in.MetaData = "c1-w3", map[string]string{"anvil-index": "3", "role": "worker"}
+		}), "c1-w3", map[string]string{"anvil-index": "3", "role": "worker", "provider-id": "anvil://tenant/md-0-abcde"}},
+		{"provider-id is the provider's", input(func(in *Input) { in.MetaData = map[string]string{"provider-id": "anvil://other/x"} }),
+			"", map[string]string{"provider-id": "anvil://tenant/md-0-abcde"}},
+		{"remote namespace", input(func(in *Input) { in.Namespace = "site-a-tenant" }),
+			"", map[string]string{"provider-id": "anvil://site-a-tenant/md-0-abcde"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := maps.Clone(tc.in.MetaData)
+			m := Decide(tc.in).Create
+			if m == nil {
+				t.Fatal("no Machine to create")
+			}
+			if m.Spec.Hostname != tc.hostname || !maps.Equal(m.Spec.MetaData, tc.want) {
+				t.Errorf("hostname %q metaData %v, want %q %v", m.Spec.Hostname, m.Spec.MetaData, tc.hostname, tc.want)
+			}
+			if !maps.Equal(tc.in.MetaData, before) {
+				t.Errorf("Decide changed its input's metadata to %v", tc.in.MetaData)
 			}
 		})
 	}

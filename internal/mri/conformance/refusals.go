@@ -57,6 +57,12 @@ func (s *suite) malformedRefused(t *testing.T) {
 		{"first_boot.format the MRI does not define", func(m *mriv1alpha1.Machine) {
 			m.Spec.FirstBoot = &mriv1alpha1.FirstBootConfig{Format: 99}
 		}},
+		{"first_boot.meta_data with a key the runtime writes (F1)", func(m *mriv1alpha1.Machine) {
+			m.Spec.FirstBoot = &mriv1alpha1.FirstBootConfig{Format: mriv1alpha1.ConfigFormat_CONFIG_FORMAT_NONE, MetaData: map[string]string{"instance-id": "other"}}
+		}},
+		{"first_boot.meta_data key with a line break (F1)", func(m *mriv1alpha1.Machine) {
+			m.Spec.FirstBoot = &mriv1alpha1.FirstBootConfig{Format: mriv1alpha1.ConfigFormat_CONFIG_FORMAT_NONE, MetaData: map[string]string{"a\nb": "v"}}
+		}},
 		{"no resources", func(m *mriv1alpha1.Machine) { m.Spec.Resources = nil }},
 		{"no cpu", func(m *mriv1alpha1.Machine) {
 			m.Spec.Resources = &mriv1alpha1.Resources{MemoryBytes: m.Spec.GetResources().GetMemoryBytes()}

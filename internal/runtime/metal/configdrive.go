@@ -17,7 +17,10 @@ const maxUserData = 512 << 10
 // metaData is the config drive's meta_data.json (the OpenStack layout cloud-init and
 // Ignition read): uuid is the Machine's uid, so a new Machine on the same server is a
 // new instance to them; the hostname is the spec's (checked by mri.ValidateCreate), or
-// the Machine's name when that is a hostname, or the machine id.
+// the Machine's name when that is a hostname, or the machine id. The first-boot metadata
+// is "meta", where OpenStack puts an instance's user-given metadata and cloud-init reads it
+// (ds.meta_data.meta): the top-level keys have meanings of their own to cloud-init
+// (public_keys, network_config, ...), which a tenant's key must not take by accident.
 func metaData(id string, labels map[string]string, spec *mriv1alpha1.MachineSpec) ([]byte, error) {
 	name := machineName(id, labels)
 	hostname := spec.GetHostname()
@@ -27,12 +30,16 @@ func metaData(id string, labels map[string]string, spec *mriv1alpha1.MachineSpec
 	if !mri.IsHostname(hostname) {
 		hostname = id
 	}
-	return json.Marshal(map[string]string{
+	md := map[string]any{
 		"uuid":           labels[mri.LabelMachineUID],
 		"name":           name,
 		"hostname":       hostname,
 		"local-hostname": hostname,
-	})
+	}
+	if meta := spec.GetFirstBoot().GetMetaData(); len(meta) > 0 {
+		md["meta"] = meta
+	}
+	return json.Marshal(md)
 }
 
 // machineName is the Machine's name from the poollet's label, or the machine id for a

@@ -3,6 +3,7 @@ package metal
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -42,6 +43,8 @@ func FuzzConfigDrive(f *testing.F) {
 		base(&mriv1alpha1.FirstBootConfig{Format: mriv1alpha1.ConfigFormat_CONFIG_FORMAT_IGNITION, Data: []byte(`{"ignition":{"version":"3.4.0"}}`)}, ""),
 		base(&mriv1alpha1.FirstBootConfig{Format: mriv1alpha1.ConfigFormat_CONFIG_FORMAT_NONE, Data: []byte("ignored")}, "vm"),
 		base(&mriv1alpha1.FirstBootConfig{Format: cloudInit, Data: []byte{0xff, 0xfe}}, ""),
+		base(&mriv1alpha1.FirstBootConfig{Format: cloudInit, Data: []byte("#cloud-config\n"), MetaData: map[string]string{"anvil-index": "1", "x": "a\"}, \"uuid\": \"evil"}}, ""),
+		base(&mriv1alpha1.FirstBootConfig{Format: cloudInit, MetaData: map[string]string{"uuid": "evil"}}, ""),
 		base(&mriv1alpha1.FirstBootConfig{Format: cloudInit, Data: bytes.Repeat([]byte("x"), maxUserData+1)}, ""),
 	} {
 		f.Add(spec, "ns/uid-1", "web")
@@ -86,6 +89,12 @@ func FuzzConfigDrive(f *testing.F) {
 		}
 		if h := spec.GetHostname(); h != "" && hostname != h {
 			t.Fatalf("meta_data hostname %q, want the spec's %q", hostname, h)
+		}
+		var given struct {
+			Meta map[string]string `json:"meta"`
+		}
+		if err := json.Unmarshal(secret.Data["meta_data"], &given); err != nil || !maps.Equal(given.Meta, spec.GetFirstBoot().GetMetaData()) {
+			t.Fatalf("meta_data meta %v (%v), want the first-boot metadata %v", given.Meta, err, spec.GetFirstBoot().GetMetaData())
 		}
 		user, hasUser := secret.Data["user_data"]
 		data := spec.GetFirstBoot().GetData()

@@ -2,6 +2,7 @@ package metal
 
 import (
 	"encoding/json"
+	"maps"
 	"strings"
 	"testing"
 
@@ -55,30 +56,49 @@ func TestMetaData(t *testing.T) {
 		labels map[string]string
 		host   string
 		want   map[string]string
+		meta   map[string]string
 	}{
+		{"first-boot metadata under meta", map[string]string{mri.LabelMachineUID: "u1", LabelMachineName: "web"}, "",
+			map[string]string{"uuid": "u1", "name": "web", "hostname": "web", "local-hostname": "web"},
+			map[string]string{"anvil-index": "2", "inject": "x\", \"uuid\": \"evil\n"}},
 		{"hostname from the spec", map[string]string{mri.LabelMachineUID: "u1", LabelMachineName: "web"}, "web-1.example",
-			map[string]string{"uuid": "u1", "name": "web", "hostname": "web-1.example", "local-hostname": "web-1.example"}},
+			map[string]string{"uuid": "u1", "name": "web", "hostname": "web-1.example", "local-hostname": "web-1.example"}, nil},
 		{"hostname from the Machine", map[string]string{mri.LabelMachineUID: "u1", LabelMachineName: "web"}, "",
-			map[string]string{"uuid": "u1", "name": "web", "hostname": "web", "local-hostname": "web"}},
+			map[string]string{"uuid": "u1", "name": "web", "hostname": "web", "local-hostname": "web"}, nil},
 		{"no Machine name", map[string]string{mri.LabelMachineUID: "u1"}, "",
-			map[string]string{"uuid": "u1", "name": "pool-1", "hostname": "pool-1", "local-hostname": "pool-1"}},
+			map[string]string{"uuid": "u1", "name": "pool-1", "hostname": "pool-1", "local-hostname": "pool-1"}, nil},
 		{"Machine name that is not a hostname", map[string]string{mri.LabelMachineUID: "u1", LabelMachineName: "web\n1"}, "",
-			map[string]string{"uuid": "u1", "name": "web\n1", "hostname": "pool-1", "local-hostname": "pool-1"}},
+			map[string]string{"uuid": "u1", "name": "web\n1", "hostname": "pool-1", "local-hostname": "pool-1"}, nil},
 	} {
-		raw, err := metaData("pool-1", tc.labels, &mriv1alpha1.MachineSpec{Hostname: tc.host})
+		raw, err := metaData("pool-1", tc.labels, &mriv1alpha1.MachineSpec{Hostname: tc.host,
+			FirstBoot: &mriv1alpha1.FirstBootConfig{Format: mriv1alpha1.ConfigFormat_CONFIG_FORMAT_NONE, MetaData: tc.meta}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got map[string]string
+		var got struct {
+			Meta map[string]string `json:"meta"`
+		}
+		var top map[string]string
 		if err := json.Unmarshal(raw, &got); err != nil {
 			t.Fatal(err)
 		}
-		if len(got) != len(tc.want) {
-			t.Errorf("%s: meta_data %v, want %v", tc.name, got, tc.want)
+		if !maps.Equal(got.Meta, tc.meta) {
+			t.Errorf("%s: meta %v, want %v", tc.name, got.Meta, tc.meta)
+		}
+		var all map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &all); err != nil {
+			t.Fatal(err)
+		}
+		delete(all, "meta") // the rest are strings
+		if raw, err = json.Marshal(all); err != nil || json.Unmarshal(raw, &top) != nil {
+			t.Fatalf("%s: top-level keys are not strings: %s", tc.name, raw)
+		}
+		if len(top) != len(tc.want) {
+			t.Errorf("%s: meta_data %v, want %v", tc.name, top, tc.want)
 		}
 		for k, v := range tc.want {
-			if got[k] != v {
-				t.Errorf("%s: meta_data %v, want %v", tc.name, got, tc.want)
+			if top[k] != v {
+				t.Errorf("%s: meta_data %v, want %v", tc.name, top, tc.want)
 			}
 		}
 	}

@@ -32,6 +32,7 @@ const (
 	pidFile     = "qemu.pid"
 	ignFile     = "ignition.json"
 	seedFile    = "seed.iso"
+	metaFile    = "meta-data"
 	disksDir    = "disks"
 )
 

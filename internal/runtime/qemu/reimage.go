@@ -85,7 +85,7 @@ func (w *worker) reimage() {
 	for _, id := range roots {
 		errs = append(errs, removeIfThere(filepath.Join(w.dir, disksDir, id+".qcow2")))
 	}
-	for _, f := range []string{ignFile, seedFile} {
+	for _, f := range []string{ignFile, seedFile, metaFile} {
 		errs = append(errs, removeIfThere(filepath.Join(w.dir, f)))
 	}
 	if err := errors.Join(errs...); err != nil {

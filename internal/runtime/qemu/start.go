@@ -3,7 +3,6 @@ package qemu
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/nocloud"
 	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
 )
 
@@ -98,10 +98,13 @@ func (w *worker) plan() (vm.Spec, string, error) {
 		QMPSocket: w.socket, ConsoleLog: filepath.Join(w.dir, consoleFile), PIDFile: filepath.Join(w.dir, pidFile),
 		RunAs: w.r.cfg.runAs.RunAs(),
 	}
-	switch spec.GetFirstBoot().GetFormat() {
-	case mriv1alpha1.ConfigFormat_CONFIG_FORMAT_IGNITION:
+	switch fb := spec.GetFirstBoot(); {
+	case fb.GetFormat() == mriv1alpha1.ConfigFormat_CONFIG_FORMAT_IGNITION:
 		s.Ignition = filepath.Join(w.dir, ignFile)
-	case mriv1alpha1.ConfigFormat_CONFIG_FORMAT_CLOUD_INIT:
+		if len(fb.GetMetaData()) > 0 {
+			s.MetaData = filepath.Join(w.dir, metaFile)
+		}
+	case fb.GetFormat() == mriv1alpha1.ConfigFormat_CONFIG_FORMAT_CLOUD_INIT || len(fb.GetMetaData()) > 0:
 		s.Seed = filepath.Join(w.dir, seedFile)
 	}
 	port, firstNIC := 0, true
@@ -138,24 +141,38 @@ func (w *worker) plan() (vm.Spec, string, error) {
 	return s, w.r.cfg.programs[s.Architecture], nil
 }
 
-// writeFirstBoot writes the Ignition file or the NoCloud seed, once: they carry the
-// config of the first boot and stay the same for the machine's life.
+// writeFirstBoot writes the Ignition file (and beside it the metadata file fw_cfg hands
+// over), or the NoCloud seed, once: they carry the config of the first boot and stay the
+// same until a reimage. A machine with metadata and no config gets a seed with empty
+// user-data, so its metadata still reaches the guest.
 func (w *worker) writeFirstBoot() error {
 	w.r.mu.Lock()
 	fb := w.m.rec.Machine.Spec.GetFirstBoot()
 	hostname := w.m.rec.Machine.Spec.GetHostname()
 	w.r.mu.Unlock()
-	switch fb.GetFormat() {
-	case mriv1alpha1.ConfigFormat_CONFIG_FORMAT_IGNITION:
-		return writeOnce(filepath.Join(w.dir, ignFile), func(tmp string) error { return os.WriteFile(tmp, fb.GetData(), 0o600) })
-	case mriv1alpha1.ConfigFormat_CONFIG_FORMAT_CLOUD_INIT:
-		if hostname == "" {
-			hostname = w.id
+	if hostname == "" {
+		hostname = w.id
+	}
+	meta := nocloud.MetaData(w.id, hostname, fb.GetMetaData())
+	switch {
+	case fb.GetFormat() == mriv1alpha1.ConfigFormat_CONFIG_FORMAT_IGNITION:
+		if len(fb.GetMetaData()) > 0 {
+			if err := writeOnce(filepath.Join(w.dir, metaFile), func(tmp string) error { return os.WriteFile(tmp, meta, 0o600) }); err != nil {
+				return err
+			}
 		}
-		id, _ := json.Marshal(w.id) // JSON strings are YAML strings: no quoting surprises
-		host, _ := json.Marshal(hostname)
-		meta := fmt.Appendf(nil, "instance-id: %s\nlocal-hostname: %s\n", id, host)
-		return writeOnce(filepath.Join(w.dir, seedFile), func(tmp string) error { return w.r.cfg.Seeds(tmp, fb.GetData(), meta) })
+		return writeOnce(filepath.Join(w.dir, ignFile), func(tmp string) error { return os.WriteFile(tmp, fb.GetData(), 0o600) })
+	case fb.GetFormat() == mriv1alpha1.ConfigFormat_CONFIG_FORMAT_CLOUD_INIT || len(fb.GetMetaData()) > 0:
+		return writeOnce(filepath.Join(w.dir, seedFile), func(tmp string) error { return w.r.cfg.Seeds(tmp, userData(fb), meta) })
+	}
+	return nil
+}
+
+// userData is the seed's user-data: the cloud-init config, or nothing for a machine that
+// has only metadata.
+func userData(fb *mriv1alpha1.FirstBootConfig) []byte {
+	if fb.GetFormat() == mriv1alpha1.ConfigFormat_CONFIG_FORMAT_CLOUD_INIT {
+		return fb.GetData()
 	}
 	return nil
 }

@@ -19,6 +19,11 @@ import (
 // such as anvil forward makes as it starts (sched_getaffinity, read by the Go runtime).
 const Sandbox = "on,obsolete=deny"
 
+// FWCfgMetaData is the fw_cfg name an Ignition guest reads its first-boot metadata from
+// (/sys/firmware/qemu_fw_cfg/by_name/opt/anvil/meta-data/raw): the same lines a NoCloud
+// seed's meta-data has.
+const FWCfgMetaData = "opt/anvil/meta-data"
+
 // Args returns QEMU's command line (without the program) for s. The same device
 // descriptions serve for hotplug, so a device plugged later looks like one from the start.
 func Args(s Spec) ([]string, error) {
@@ -56,6 +61,9 @@ func Args(s Spec) ([]string, error) {
 	}
 	if s.Ignition != "" {
 		args = append(args, "-fw_cfg", "name=opt/com.coreos/config,file="+optionValue(s.Ignition))
+	}
+	if s.MetaData != "" {
+		args = append(args, "-fw_cfg", "name="+FWCfgMetaData+",file="+optionValue(s.MetaData))
 	}
 	args = append(args,
 		"-chardev", "file,id=console,append=on,path="+optionValue(s.ConsoleLog),

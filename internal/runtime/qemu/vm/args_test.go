@@ -71,6 +71,7 @@ func TestArgsDevices(t *testing.T) {
 	s := baseSpec(computev1alpha1.ArchitectureAMD64)
 	s.Ignition = "/m/ignition,1.json"
 	s.Seed = "/m/seed.iso"
+	s.MetaData = "/m/meta-data"
 	args, err := Args(s)
 	if err != nil {
 		t.Fatal(err)
@@ -79,6 +80,7 @@ func TestArgsDevices(t *testing.T) {
 	for _, want := range []string{
 		"-kernel /c/kernel", "-initrd /c/initrd", "-append console=ttyS0 quiet",
 		"-fw_cfg name=opt/com.coreos/config,file=/m/ignition,,1.json",
+		"-fw_cfg name=opt/anvil/meta-data,file=/m/meta-data",
 		"-qmp unix:/m/qmp.sock,server=on,wait=off", "-pidfile /m/qemu.pid",
 		"-chardev file,id=console,append=on,path=/m/console.log",
 		`{"bus":"pcie.0","chassis":4,"driver":"pcie-root-port","id":"rp3","io-reserve":0}`,

@@ -34,6 +34,9 @@ type Spec struct {
 	Kernel, Initramfs, KernelCommandLine string
 	// Ignition, when set, is a file handed to the guest as fw_cfg opt/com.coreos/config.
 	Ignition string
+	// MetaData, when set, is a file handed to the guest as fw_cfg opt/anvil/meta-data: an
+	// Ignition guest's first-boot metadata, which Ignition itself has no file for.
+	MetaData string
 	// Seed, when set, is a read-only NoCloud ISO attached as a virtio disk.
 	Seed string
 

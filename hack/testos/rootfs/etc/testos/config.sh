@@ -2,10 +2,32 @@
 # returns non-zero; none of them trusts the config's bytes beyond the characters it keeps.
 
 ignition_config=/sys/firmware/qemu_fw_cfg/by_name/opt/com.coreos/config/raw
+# anvil's QEMU runtime gives an Ignition guest its first-boot metadata here.
+fwcfg_metadata=/sys/firmware/qemu_fw_cfg/by_name/opt/anvil/meta-data/raw
 
 # read_ignition copies the Ignition config QEMU passed through fw_cfg to FILE.
 read_ignition() {
 	[ -r "$ignition_config" ] && cat "$ignition_config" >"$1"
+}
+
+# read_fwcfg_metadata copies the first-boot metadata QEMU passed through fw_cfg to FILE.
+read_fwcfg_metadata() {
+	[ -r "$fwcfg_metadata" ] && cat "$fwcfg_metadata" >"$1"
+}
+
+# metadata_lines prints KEY=VALUE for each line of a meta-data FILE as anvil's runtimes
+# write it (key: "value", extra keys quoted too; values escaped onto one line), except the
+# keys the runtime writes itself.
+metadata_lines() {
+	sed -n 's/^"\{0,1\}\([A-Za-z0-9._-]*\)"\{0,1\}: "\(.*\)"$/\1=\2/p' "$1" 2>/dev/null |
+		grep -v -e '^instance-id=' -e '^local-hostname='
+}
+
+# configdrive_meta prints KEY=VALUE for each entry of the "meta" map of the meta_data.json
+# of the config drive mounted on DIR (where anvil's metal runtime puts first-boot metadata).
+configdrive_meta() {
+	awk -f /etc/testos/json.awk "$1/openstack/latest/meta_data.json" 2>/dev/null |
+		sed -n 's/^meta\.\([A-Za-z0-9._-]*\)=/\1=/p'
 }
 
 # mount_iso mounts the ISO9660 filesystem whose volume label is one of LABELS (a
