@@ -5,10 +5,12 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -129,13 +131,15 @@ func (r *Runnable) Start(ctx context.Context) error {
 		return fmt.Errorf("--capi-extension-bind-address: %w", err)
 	}
 	r.Log.Info("serving Cluster API's in-place update hooks", "address", ln.Addr().String())
-	return Serve(ctx, ln, cfg, (&Server{Reader: r.Reader, Log: r.Log}).Handler())
+	return Serve(ctx, ln, cfg, (&Server{Reader: r.Reader, Log: r.Log}).Handler(), r.Log)
 }
 
 // Serve serves h over TLS on ln until ctx ends, then shuts down within a few seconds.
-func Serve(ctx context.Context, ln net.Listener, cfg *tls.Config, h http.Handler) error {
+// Refused handshakes (a caller without Cluster API's client certificate) go to log.
+func Serve(ctx context.Context, ln net.Listener, cfg *tls.Config, h http.Handler, log logr.Logger) error {
 	srv := &http.Server{
 		Handler:           h,
+		ErrorLog:          stdlog.New(logWriter{log}, "", 0),
 		TLSConfig:         cfg,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
@@ -158,4 +162,12 @@ func Serve(ctx context.Context, ln net.Listener, cfg *tls.Config, h http.Handler
 		return err
 	}
 	return nil
+}
+
+// logWriter carries net/http's error log (one line per write) to a logr.Logger.
+type logWriter struct{ log logr.Logger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.log.Info(strings.TrimSpace(string(p)))
+	return len(p), nil
 }

@@ -63,12 +63,17 @@ type handler struct {
 
 func (s *Server) handlers() []handler {
 	return []handler{
-		{hook: hookDiscovery, serve: hookFunc(hookDiscovery, func() *runtimehooksv1.DiscoveryResponse { return &runtimehooksv1.DiscoveryResponse{} }, s.discovery)},
-		{name: HandlerCanUpdateMachineSet, hook: hookCanUpdateMachineSet, serve: hookFunc(hookCanUpdateMachineSet, func() *runtimehooksv1.CanUpdateMachineSetResponse { return &runtimehooksv1.CanUpdateMachineSetResponse{} }, s.canUpdateMachineSet)},
-		{name: HandlerCanUpdateMachine, hook: hookCanUpdateMachine, serve: hookFunc(hookCanUpdateMachine, func() *runtimehooksv1.CanUpdateMachineResponse { return &runtimehooksv1.CanUpdateMachineResponse{} }, s.canUpdateMachine)},
-		{name: HandlerUpdateMachine, hook: hookUpdateMachine, serve: hookFunc(hookUpdateMachine, func() *runtimehooksv1.UpdateMachineResponse { return &runtimehooksv1.UpdateMachineResponse{} }, s.updateMachine)},
+		{hook: hookDiscovery, serve: hookFunc(hookDiscovery, newOf[runtimehooksv1.DiscoveryResponse], s.discovery)},
+		{name: HandlerCanUpdateMachineSet, hook: hookCanUpdateMachineSet,
+			serve: hookFunc(hookCanUpdateMachineSet, newOf[runtimehooksv1.CanUpdateMachineSetResponse], s.canUpdateMachineSet)},
+		{name: HandlerCanUpdateMachine, hook: hookCanUpdateMachine,
+			serve: hookFunc(hookCanUpdateMachine, newOf[runtimehooksv1.CanUpdateMachineResponse], s.canUpdateMachine)},
+		{name: HandlerUpdateMachine, hook: hookUpdateMachine,
+			serve: hookFunc(hookUpdateMachine, newOf[runtimehooksv1.UpdateMachineResponse], s.updateMachine)},
 	}
 }
+
+func newOf[T any]() *T { return new(T) }
 
 // path is where Cluster API calls a handler: the catalog's path for the hook and name.
 func path(hook, name string) string {
