@@ -108,9 +108,10 @@ func (o Options) TLSConfig() (*tls.Config, error) {
 
 // Runnable serves the extension inside a controller-runtime manager (mgr.Add).
 type Runnable struct {
-	Options Options
-	Reader  client.Reader
-	Log     logr.Logger
+	Options  Options
+	Reader   client.Reader
+	Machines Machines
+	Log      logr.Logger
 }
 
 // NeedLeaderElection is false: every replica answers from its own cache, and only reads.
@@ -131,7 +132,7 @@ func (r *Runnable) Start(ctx context.Context) error {
 		return fmt.Errorf("--capi-extension-bind-address: %w", err)
 	}
 	r.Log.Info("serving Cluster API's in-place update hooks", "address", ln.Addr().String())
-	return Serve(ctx, ln, cfg, (&Server{Reader: r.Reader, Log: r.Log}).Handler(), r.Log)
+	return Serve(ctx, ln, cfg, (&Server{Reader: r.Reader, Machines: r.Machines, Log: r.Log}).Handler(), r.Log)
 }
 
 // Serve serves h over TLS on ln until ctx ends, then shuts down within a few seconds.

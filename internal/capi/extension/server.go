@@ -20,7 +20,6 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
-	"github.com/anvil-dev/anvil/internal/capi/anvilmachine"
 	"github.com/anvil-dev/anvil/internal/capi/inplace"
 )
 
@@ -49,10 +48,19 @@ const maxRequestBytes = 8 << 20
 
 // Server answers Cluster API's in-place update hooks.
 type Server struct {
-	// Reader reads AnvilMachines and anvil Machines: the manager's cached client, whose
-	// informers the AnvilMachine controller already runs.
+	// Reader reads AnvilMachines: the manager's cached client, whose informers the
+	// AnvilMachine controller already runs.
 	Reader client.Reader
-	Log    logr.Logger
+	// Machines finds their anvil Machines.
+	Machines Machines
+	Log      logr.Logger
+}
+
+// Machines finds the anvil Machine of an AnvilMachine, nil if there is none: in this anvil,
+// or in the one its AnvilCluster's identityRef names (the provider's Computes, whose caches
+// the controllers use).
+type Machines interface {
+	AnvilMachineOf(ctx context.Context, am *infrav1.AnvilMachine) (*computev1alpha1.Machine, error)
 }
 
 // handler serves one hook: it decodes the body and returns the response to send.
@@ -276,16 +284,9 @@ func (s *Server) progress(ctx context.Context, desired *infrav1.AnvilMachine) (i
 		}
 		return inplace.Progress{}, fmt.Errorf("reading AnvilMachine %s/%s: %w", desired.Namespace, desired.Name, err)
 	}
-	ns, name, err := anvilmachine.MachineKey(am, am.Namespace)
+	m, err := s.Machines.AnvilMachineOf(ctx, am)
 	if err != nil {
-		return inplace.Progress{Outcome: inplace.OutcomeFailed, Message: fmt.Sprintf("AnvilMachine %s/%s: %v", am.Namespace, am.Name, err)}, nil
-	}
-	m := &computev1alpha1.Machine{}
-	if err := s.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, m); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return inplace.Progress{}, fmt.Errorf("reading anvil Machine %s/%s: %w", ns, name, err)
-		}
-		m = nil
+		return inplace.Progress{}, fmt.Errorf("reading the anvil Machine of AnvilMachine %s/%s: %w", am.Namespace, am.Name, err)
 	}
 	return inplace.UpdateMachineProgress(desired.Spec, am, m), nil
 }

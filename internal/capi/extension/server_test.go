@@ -30,6 +30,7 @@ import (
 	"github.com/anvil-dev/anvil/api"
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
+	capicontroller "github.com/anvil-dev/anvil/internal/controller/capi"
 )
 
 // served is the extension running on 127.0.0.1 with a serving certificate
@@ -40,7 +41,9 @@ type served struct {
 	clientCA *testCA
 }
 
-func serve(t *testing.T, reader client.Reader) *served {
+// serve runs the extension reading through c (nil: a test that reads nothing), with the
+// provider's own Computes finding anvil Machines.
+func serve(t *testing.T, c client.Client) *served {
 	t.Helper()
 	dir := t.TempDir()
 	ca := newTestCA(t, "capi-client-ca")
@@ -62,7 +65,8 @@ func serve(t *testing.T, reader client.Reader) *served {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Serve(ctx, ln, cfg, (&Server{Reader: reader, Log: logr.Discard()}).Handler(), testr.New(t))
+		srv := &Server{Reader: c, Machines: &capicontroller.Computes{Local: capicontroller.Compute{Client: c, Reader: c}}, Log: logr.Discard()}
+		done <- Serve(ctx, ln, cfg, srv.Handler(), testr.New(t))
 	}()
 	t.Cleanup(func() {
 		cancel()
