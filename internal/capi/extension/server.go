@@ -196,48 +196,44 @@ func (s *Server) discovery(_ context.Context, _ *runtimehooksv1.DiscoveryRequest
 }
 
 func (s *Server) canUpdateMachineSet(_ context.Context, req *runtimehooksv1.CanUpdateMachineSetRequest, resp *runtimehooksv1.CanUpdateMachineSetResponse) {
-	var current, desired infrav1.AnvilMachineTemplate
-	ours, err := decodeAnvil(req.Current.InfrastructureMachineTemplate, "current.infrastructureMachineTemplate", "AnvilMachineTemplate", &current)
-	if err == nil && ours {
-		ours, err = decodeAnvil(req.Desired.InfrastructureMachineTemplate, "desired.infrastructureMachineTemplate", "AnvilMachineTemplate", &desired)
-	}
-	if !answered(resp, ours, err, "infrastructure machine template") {
-		return
-	}
-	resp.InfrastructureMachineTemplatePatch = inplace.CanUpdateMachineSet(current.Spec, desired.Spec)
-	resp.SetStatus(runtimehooksv1.ResponseStatusSuccess)
-	resp.SetMessage(covered(resp.InfrastructureMachineTemplatePatch, current.Spec.Template.Spec.Image, desired.Spec.Template.Spec.Image))
+	resp.InfrastructureMachineTemplatePatch = coverage(resp, req.Current.InfrastructureMachineTemplate, req.Desired.InfrastructureMachineTemplate,
+		"infrastructureMachineTemplate", "AnvilMachineTemplate", func(c, d *infrav1.AnvilMachineTemplate) (runtimehooksv1.Patch, string, string) {
+			return inplace.CanUpdateMachineSet(c.Spec, d.Spec), c.Spec.Template.Spec.Image, d.Spec.Template.Spec.Image
+		})
 }
 
 func (s *Server) canUpdateMachine(_ context.Context, req *runtimehooksv1.CanUpdateMachineRequest, resp *runtimehooksv1.CanUpdateMachineResponse) {
-	var current, desired infrav1.AnvilMachine
-	ours, err := decodeAnvil(req.Current.InfrastructureMachine, "current.infrastructureMachine", "AnvilMachine", &current)
-	if err == nil && ours {
-		ours, err = decodeAnvil(req.Desired.InfrastructureMachine, "desired.infrastructureMachine", "AnvilMachine", &desired)
-	}
-	if !answered(resp, ours, err, "infrastructure machine") {
-		return
-	}
-	resp.InfrastructureMachinePatch = inplace.CanUpdateMachine(current.Spec, desired.Spec)
-	resp.SetStatus(runtimehooksv1.ResponseStatusSuccess)
-	resp.SetMessage(covered(resp.InfrastructureMachinePatch, current.Spec.Image, desired.Spec.Image))
+	resp.InfrastructureMachinePatch = coverage(resp, req.Current.InfrastructureMachine, req.Desired.InfrastructureMachine,
+		"infrastructureMachine", "AnvilMachine", func(c, d *infrav1.AnvilMachine) (runtimehooksv1.Patch, string, string) {
+			return inplace.CanUpdateMachine(c.Spec, d.Spec), c.Spec.Image, d.Spec.Image
+		})
 }
 
-// answered writes the answer when a CanUpdate request is not for anvil (Success, nothing
-// covered: Cluster API replaces the machines) or cannot be read (Failure), and says
-// whether it did.
-func answered(resp runtimehooksv1.ResponseObject, ours bool, err error, what string) bool {
+// coverage answers a CanUpdate request about the current and desired objects of field:
+// when both are anvil's kind, the patch cover decides (with the images it reimages from and
+// to); when they are another provider's, Success and nothing covered (Cluster API replaces
+// the machines); when they cannot be read, a Failure saying why.
+func coverage[T any](resp runtimehooksv1.ResponseObject, current, desired runtime.RawExtension, field, kind string,
+	cover func(current, desired *T) (runtimehooksv1.Patch, string, string)) runtimehooksv1.Patch {
+	var c, d T
+	ours, err := decodeAnvil(current, "current."+field, kind, &c)
+	if err == nil && ours {
+		ours, err = decodeAnvil(desired, "desired."+field, kind, &d)
+	}
 	switch {
 	case err != nil:
 		resp.SetStatus(runtimehooksv1.ResponseStatusFailure)
 		resp.SetMessage(err.Error())
-		return false
+		return runtimehooksv1.Patch{}
 	case !ours:
 		resp.SetStatus(runtimehooksv1.ResponseStatusSuccess)
-		resp.SetMessage(fmt.Sprintf("the %s is not anvil's: anvil updates nothing of it in place", what))
-		return false
+		resp.SetMessage(fmt.Sprintf("the %s is not an %s: anvil updates nothing of it in place", field, kind))
+		return runtimehooksv1.Patch{}
 	}
-	return true
+	p, from, to := cover(&c, &d)
+	resp.SetStatus(runtimehooksv1.ResponseStatusSuccess)
+	resp.SetMessage(covered(p, from, to))
+	return p
 }
 
 func covered(p runtimehooksv1.Patch, from, to string) string {

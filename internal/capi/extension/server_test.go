@@ -322,7 +322,7 @@ func TestCanUpdateMachineSetCoversANewImageOnly(t *testing.T) {
 		{"a new image and class", anvilTemplate("t-1", amSpec("r/os:1", "small")), anvilTemplate("t-2", amSpec("r/os:2", "large")), false, "reimages in place"},
 		{"a new class", anvilTemplate("t-1", amSpec("r/os:1", "small")), anvilTemplate("t-2", amSpec("r/os:1", "large")), false, "no change anvil applies in place"},
 		{"another provider's template", map[string]any{"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "Metal3MachineTemplate", "spec": map[string]any{"template": map[string]any{"spec": map[string]any{"image": "a"}}}},
-			map[string]any{"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "Metal3MachineTemplate", "spec": map[string]any{"template": map[string]any{"spec": map[string]any{"image": "b"}}}}, false, "not anvil's"},
+			map[string]any{"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "Metal3MachineTemplate", "spec": map[string]any{"template": map[string]any{"spec": map[string]any{"image": "b"}}}}, false, "is not an AnvilMachineTemplate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := runtimehooksv1.CanUpdateMachineSetRequest{
