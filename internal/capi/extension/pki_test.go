@@ -68,3 +68,23 @@ func (ca *testCA) write(t *testing.T, dir string) string {
 	}
 	return p
 }
+
+// writeClientPKI writes, into dir, a client CA (for --capi-extension-client-ca) and a client
+// certificate and key it signed (for Cluster API's --runtime-extension-client-cert-file and
+// -key-file), and returns their paths.
+func writeClientPKI(t *testing.T, dir string) (caFile, certFile, keyFile string) {
+	t.Helper()
+	ca := newTestCA(t, "capi-client-ca")
+	cert := ca.issue(t, "capi-manager", x509.ExtKeyUsageClientAuth)
+	keyDER, err := x509.MarshalECPrivateKey(cert.PrivateKey.(*ecdsa.PrivateKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key")
+	for p, b := range map[string]*pem.Block{certFile: {Type: "CERTIFICATE", Bytes: cert.Certificate[0]}, keyFile: {Type: "EC PRIVATE KEY", Bytes: keyDER}} {
+		if err := os.WriteFile(p, pem.EncodeToMemory(b), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ca.write(t, dir), certFile, keyFile
+}
