@@ -10,26 +10,35 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/anvil-dev/anvil/api"
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/capi/extension"
 	"github.com/anvil-dev/anvil/internal/manager"
 	"github.com/anvil-dev/anvil/test/capienv"
 	"github.com/anvil-dev/anvil/test/harness"
 )
 
-// TestClusterAPIDiscoversTheExtension runs the real Cluster API manager (v1.14, with
+// TestClusterAPIDiscoversAndAsksTheExtension runs the real Cluster API manager (v1.14, with
 // InPlaceUpdates and RuntimeSDK on, presenting a client certificate) and anvil's manager
 // serving the extension (--capi-extension-*), registers the ExtensionConfig
 // WriteExtensionConfig writes, and waits for Cluster API's discovery: the ExtensionConfig's
-// status lists the three handlers, under the names Cluster API calls them by.
-func TestClusterAPIDiscoversTheExtension(t *testing.T) {
+// status lists the three handlers, under the names Cluster API calls them by. Then two
+// MachineDeployments roll out: a new image is planned in place (the old Machine kept, to
+// move to the new MachineSet), a new image and class by replacement (the old one deleted).
+func TestClusterAPIDiscoversAndAsksTheExtension(t *testing.T) {
 	env := extension.Env()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -118,6 +127,126 @@ func TestClusterAPIDiscoversTheExtension(t *testing.T) {
 	}
 	slices.Sort(names)
 	t.Logf("Cluster API discovered %v", names)
+
+	// Cluster API's MachineDeployment controller now asks the extension whether a rollout
+	// can be done in place. Its answer shows on the old MachineSet: the annotation that moves
+	// its Machines to the new one for an in-place update (the move itself waits for a Node,
+	// which these machines never get: the reimage is end-to-end's part).
+	ns := "inplace-md"
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c"},
+		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+			APIGroup: infrav1.GroupVersion.Group, Kind: "AnvilCluster", Name: "c"}}}
+	for _, obj := range []client.Object{
+		&infrav1.AnvilCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c"},
+			Spec: infrav1.AnvilClusterSpec{ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "127.0.0.1", Port: 6443}}},
+		cluster,
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "boot"}, Type: clusterv1.ClusterSecretType,
+			Data: map[string][]byte{"value": []byte("#cloud-config\n"), "format": []byte("cloud-config")}},
+		template(ns, "os-1", "registry.example/os:1", "small"),
+		template(ns, "os-2", "registry.example/os:2", "small"),
+		template(ns, "os-2-large", "registry.example/os:2", "large"),
+	} {
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name, to string
+		inPlace  bool
+	}{
+		{"a new image is updated in place", "os-2", true},
+		{"a new image and class are replaced", "os-2-large", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			md := machineDeployment(ns, "md-"+tc.to, "os-1")
+			if err := c.Create(ctx, md); err != nil {
+				t.Fatal(err)
+			}
+			old := waitMachineSet(ctx, t, c, md, "os-1", func(ms *clusterv1.MachineSet) bool { return ptr.Deref(ms.Status.Replicas, 0) == 1 })
+			rollout := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"template":{"spec":{"infrastructureRef":{"name":"`+tc.to+`"}}}}}`))
+			if err := c.Patch(ctx, md, rollout); err != nil {
+				t.Fatal(err)
+			}
+			newMS := waitMachineSet(ctx, t, c, md, tc.to, func(*clusterv1.MachineSet) bool { return true })
+			var moveTo string
+			poll(ctx, t, "Cluster API's in-place decision", func(ctx context.Context) (bool, error) {
+				if err := c.Get(ctx, client.ObjectKeyFromObject(old), old); err != nil {
+					return false, err
+				}
+				moveTo = old.Annotations[clusterv1.MachineSetMoveMachinesToMachineSetAnnotation]
+				// Replaced: the old MachineSet scaled down without moving its Machine.
+				return moveTo != "" || ptr.Deref(old.Spec.Replicas, 1) == 0, nil
+			})
+			switch {
+			case tc.inPlace && moveTo != newMS.Name:
+				t.Fatalf("old MachineSet %s: move-to %q, replicas %d; want its Machine moved to %s for an in-place update", old.Name, moveTo, ptr.Deref(old.Spec.Replicas, 0), newMS.Name)
+			case !tc.inPlace && moveTo != "":
+				t.Fatalf("old MachineSet %s moves its Machine to %s for an in-place update of a class change", old.Name, moveTo)
+			}
+			t.Logf("old MachineSet %s: move-to %q, replicas %d", old.Name, moveTo, ptr.Deref(old.Spec.Replicas, 0))
+			// In place, the old Machine stays for the move; replaced, it goes.
+			poll(ctx, t, "the old Machine kept (in place) or deleted (replaced)", func(ctx context.Context) (bool, error) {
+				machines := &clusterv1.MachineList{}
+				if err := c.List(ctx, machines, client.InNamespace(ns), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: md.Name}); err != nil {
+					return false, err
+				}
+				kept := 0
+				for _, m := range machines.Items {
+					if m.DeletionTimestamp == nil && m.Spec.InfrastructureRef.Name != "" && slices.ContainsFunc(m.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == old.UID }) {
+						kept++
+					}
+				}
+				if tc.inPlace && (kept != 1 || len(machines.Items) != 1) {
+					return false, fmt.Errorf("in place: %d Machines, %d of them the old MachineSet's and kept; want only the old one", len(machines.Items), kept)
+				}
+				return tc.inPlace || kept == 0, nil
+			})
+		})
+	}
+}
+
+func template(ns, name, image, class string) *infrav1.AnvilMachineTemplate {
+	return &infrav1.AnvilMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: infrav1.AnvilMachineTemplateSpec{Template: infrav1.AnvilMachineTemplateResource{Spec: infrav1.AnvilMachineSpec{
+			MachineClassRef: computev1alpha1.MachineClassReference{Name: class}, Image: image}}}}
+}
+
+// machineDeployment has one Machine of template, and rolls out without surge, one Machine
+// unavailable at a time: an in-place update then creates no Machine.
+func machineDeployment(ns, name, template string) *clusterv1.MachineDeployment {
+	labels := map[string]string{"md": name}
+	return &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: clusterv1.MachineDeploymentSpec{ClusterName: "c", Replicas: ptr.To[int32](1),
+			Selector: metav1.LabelSelector{MatchLabels: labels},
+			Rollout: clusterv1.MachineDeploymentRolloutSpec{Strategy: clusterv1.MachineDeploymentRolloutStrategy{
+				Type: clusterv1.RollingUpdateMachineDeploymentStrategyType, RollingUpdate: clusterv1.MachineDeploymentRolloutStrategyRollingUpdate{
+					MaxUnavailable: ptr.To(intstr.FromInt32(1)), MaxSurge: ptr.To(intstr.FromInt32(0))}}},
+			Template: clusterv1.MachineTemplateSpec{ObjectMeta: clusterv1.ObjectMeta{Labels: labels}, Spec: clusterv1.MachineSpec{
+				ClusterName: "c", Version: "v1.36.3", Bootstrap: clusterv1.Bootstrap{DataSecretName: ptr.To("boot")},
+				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "AnvilMachineTemplate", Name: template}}}}}
+}
+
+// waitMachineSet waits for the MachineSet of md whose template is template, until ok.
+func waitMachineSet(ctx context.Context, t *testing.T, c client.Client, md *clusterv1.MachineDeployment, template string, ok func(*clusterv1.MachineSet) bool) *clusterv1.MachineSet {
+	t.Helper()
+	var found *clusterv1.MachineSet
+	poll(ctx, t, "the MachineSet of "+md.Name+" on "+template, func(ctx context.Context) (bool, error) {
+		list := &clusterv1.MachineSetList{}
+		if err := c.List(ctx, list, client.InNamespace(md.Namespace), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: md.Name}); err != nil {
+			return false, err
+		}
+		for i := range list.Items {
+			if ms := &list.Items[i]; ms.Spec.Template.Spec.InfrastructureRef.Name == template && ok(ms) {
+				found = ms
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return found
 }
 
 func readExtensionConfig(path string) (*runtimev1.ExtensionConfig, error) {
