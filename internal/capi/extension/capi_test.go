@@ -1,9 +1,14 @@
 package extension_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,11 +18,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	runtimehooksv1 "sigs.k8s.io/cluster-api/api/runtime/hooks/v1alpha1"
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -205,6 +214,118 @@ func TestClusterAPIDiscoversAndAsksTheExtension(t *testing.T) {
 				return tc.inPlace || kept == 0, nil
 			})
 		})
+	}
+
+	t.Run("UpdateMachine reads the anvil Machine where identityRef points", func(t *testing.T) {
+		updateMachineOfRemoteCluster(ctx, t, c, env, func(desired *infrav1.AnvilMachine) runtimehooksv1.UpdateMachineResponse {
+			return updateMachine(ctx, t, "https://"+o.CAPIExtension.BindAddress, o.CAPIExtension.CertDir, certFile, keyFile, desired)
+		})
+	})
+}
+
+// updateMachine calls UpdateMachine as Cluster API does, with its client certificate.
+func updateMachine(ctx context.Context, t *testing.T, url, certDir, certFile, keyFile string, desired *infrav1.AnvilMachine) runtimehooksv1.UpdateMachineResponse {
+	t.Helper()
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := os.ReadFile(filepath.Join(certDir, extension.CertFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca)
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		RootCAs: roots, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}}}
+	obj := desired.DeepCopy()
+	obj.TypeMeta = metav1.TypeMeta{APIVersion: infrav1.GroupVersion.String(), Kind: "AnvilMachine"}
+	rawObj, _ := json.Marshal(obj)
+	body, _ := json.Marshal(runtimehooksv1.UpdateMachineRequest{
+		TypeMeta: metav1.TypeMeta{APIVersion: runtimehooksv1.GroupVersion.String(), Kind: "UpdateMachineRequest"},
+		Desired:  runtimehooksv1.UpdateMachineRequestObjects{InfrastructureMachine: runtime.RawExtension{Raw: rawObj}},
+	})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/hooks.runtime.cluster.x-k8s.io/v1alpha1/updatemachine/update-machine", bytes.NewReader(body))
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got runtimehooksv1.UpdateMachineResponse
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// updateMachineOfRemoteCluster: for a cluster whose anvil Machines live in another anvil
+// (the AnvilCluster's identityRef: here the same apiserver, through a kubeconfig whose
+// context namespace is inplace-remote), UpdateMachine reports the anvil Machine there, not
+// the one of the same name beside the AnvilMachine.
+func updateMachineOfRemoteCluster(ctx context.Context, t *testing.T, c client.Client, env *harness.Env, call func(desired *infrav1.AnvilMachine) runtimehooksv1.UpdateMachineResponse) {
+	local, remote := "inplace-identity", "inplace-remote"
+	for _, ns := range []string{local, remote} {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw, err := env.AdminKubeconfig("remote-anvil")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := clientcmd.Load(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig.Contexts[kubeconfig.CurrentContext].Namespace = remote
+	if raw, err = clientcmd.Write(*kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	am := &infrav1.AnvilMachine{ObjectMeta: metav1.ObjectMeta{Namespace: local, Name: "rm-0", Labels: map[string]string{clusterv1.ClusterNameLabel: "rc"}},
+		Spec: infrav1.AnvilMachineSpec{MachineClassRef: computev1alpha1.MachineClassReference{Name: "small"}, Image: "registry.example/os:2",
+			ProviderID: "anvil://" + remote + "/rm-0"}}
+	for _, obj := range []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: local, Name: "remote-anvil"}, Data: map[string][]byte{"value": raw}},
+		&infrav1.AnvilCluster{ObjectMeta: metav1.ObjectMeta{Namespace: local, Name: "rc"},
+			Spec: infrav1.AnvilClusterSpec{IdentityRef: &infrav1.IdentityReference{Name: "remote-anvil"},
+				ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "127.0.0.1", Port: 6443}}},
+		&clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: local, Name: "rc"},
+			Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: infrav1.GroupVersion.Group, Kind: "AnvilCluster", Name: "rc"}}},
+		am,
+	} {
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The reimaged anvil Machine in the other anvil, and a decoy of the same name here that
+	// still runs the old image.
+	for ns, img := range map[string]string{remote: "registry.example/os:2", local: "registry.example/os:1"} {
+		m := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rm-0"},
+			Spec: computev1alpha1.MachineSpec{MachineClassRef: computev1alpha1.MachineClassReference{Name: "small"}, Image: "registry.example/os:2",
+				ImageUpdatePolicy: computev1alpha1.ImageUpdatePolicyReimage, Power: computev1alpha1.PowerOn}}
+		if err := c.Create(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		// As its pool would report it; anvil's scheduler writes the status too (no pool fits).
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+				return err
+			}
+			m.Status.ObservedGeneration, m.Status.State = m.Generation, computev1alpha1.MachineStateRunning
+			m.Status.Image = &computev1alpha1.BootedImage{Reference: img, Digest: "sha256:0123456789012345678901234567890123456789012345678901234567890123"}
+			return c.Status().Update(ctx, m)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got runtimehooksv1.UpdateMachineResponse
+	poll(ctx, t, "UpdateMachine to report the remote anvil Machine", func(context.Context) (bool, error) {
+		got = call(am)
+		return got.Status == runtimehooksv1.ResponseStatusSuccess && got.RetryAfterSeconds == 0, nil
+	}, func() string { return fmt.Sprintf("last answer %+v", got) })
+	if want := "anvil Machine " + remote + "/rm-0 runs registry.example/os:2"; got.Message != want {
+		t.Fatalf("UpdateMachine: %q, want %q", got.Message, want)
 	}
 }
 
