@@ -22,6 +22,7 @@ import (
 
 	"github.com/anvil-dev/anvil/api"
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/capi/extension"
 	"github.com/anvil-dev/anvil/internal/controller/attachment"
 	capicontroller "github.com/anvil-dev/anvil/internal/controller/capi"
 	claimcontroller "github.com/anvil-dev/anvil/internal/controller/claim"
@@ -75,6 +76,9 @@ type Options struct {
 	// controllers) even when its kinds are not served yet, failing if they are not; without
 	// it the provider runs when Cluster API's and anvil's provider CRDs are installed at start.
 	ClusterAPI bool
+	// CAPIExtension serves Cluster API's in-place update hooks (a new image reimages the
+	// machines in place); off while its BindAddress is empty. It needs the provider.
+	CAPIExtension extension.Options
 	// SkipControllerNameValidation allows building more than one manager in one process,
 	// as tests and benchmarks do; controller names are otherwise checked for uniqueness.
 	SkipControllerNameValidation bool
@@ -114,6 +118,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.AllowRegistry, "allow-registry", o.AllowRegistry, registrynet.AllowRegistryUsage)
 	fs.StringVar(&o.RegistryCredentials, "registry-credentials", o.RegistryCredentials, registrynet.RegistryCredentialsUsage)
 	fs.BoolVar(&o.ClusterAPI, "capi", o.ClusterAPI, "run the Cluster API infrastructure provider, failing if Cluster API's and anvil's provider CRDs are not installed (without it: run it when they are installed at start)")
+	fs.StringVar(&o.CAPIExtension.BindAddress, "capi-extension-bind-address", o.CAPIExtension.BindAddress, "HOST:PORT of Cluster API's in-place update extension (HTTPS; Runtime SDK hooks CanUpdateMachineSet, CanUpdateMachine, UpdateMachine); empty turns it off")
+	fs.StringVar(&o.CAPIExtension.CertDir, "capi-extension-cert-dir", o.CAPIExtension.CertDir, "folder holding the extension's tls.crt and tls.key; when missing, a self-signed certificate for 127.0.0.1 is made there (its tls.crt is the ExtensionConfig's caBundle)")
+	fs.StringVar(&o.CAPIExtension.ClientCAFile, "capi-extension-client-ca", o.CAPIExtension.ClientCAFile, "PEM file of the CA that signed Cluster API's --runtime-extension-client-cert-file: only callers with such a certificate are answered")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection, "elect one active manager among replicas")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "namespace of the leader election Lease")
 }
@@ -142,7 +149,7 @@ func (o Options) Validate() error {
 	if _, err := registrynet.LoadLogins(o.RegistryCredentials); err != nil {
 		return fmt.Errorf("--registry-credentials: %w", err)
 	}
-	return nil
+	return o.CAPIExtension.Validate()
 }
 
 // Values of Options.ImageArchitectures.
@@ -264,8 +271,16 @@ func addClusterAPI(mgr ctrl.Manager, o Options) error {
 		if o.ClusterAPI {
 			return fmt.Errorf("--capi: %w", err)
 		}
+		if o.CAPIExtension.BindAddress != "" {
+			return fmt.Errorf("--capi-extension-bind-address: the extension needs the Cluster API provider: %w", err)
+		}
 		mgr.GetLogger().Info("Cluster API provider off: its kinds are not served", "reason", err.Error())
 		return nil
 	}
-	return capicontroller.Setup(mgr, o.Concurrency)
+	computes, err := capicontroller.Setup(mgr, o.Concurrency)
+	if err != nil || o.CAPIExtension.BindAddress == "" {
+		return err
+	}
+	return mgr.Add(&extension.Runnable{Options: o.CAPIExtension, Reader: mgr.GetClient(), Machines: computes,
+		Log: mgr.GetLogger().WithName("capi-extension")})
 }

@@ -154,18 +154,20 @@ func (cs *Computes) start(ctx context.Context, ac *infrav1.AnvilCluster, secret 
 // remoteConfig reads a kubeconfig: its current context's cluster and user, and its
 // namespace, which must be set (the anvil Machines go there).
 func remoteConfig(kubeconfig []byte) (*rest.Config, string, error) {
-	cc, err := clientcmd.NewClientConfigFromBytes(kubeconfig)
+	raw, err := clientcmd.Load(kubeconfig)
 	if err != nil {
 		return nil, "", fmt.Errorf("not a kubeconfig: %w", err)
 	}
-	ns, explicit, err := cc.Namespace()
-	if err != nil {
-		return nil, "", fmt.Errorf("not a kubeconfig: %w", err)
+	// Read from the context itself: clientcmd's Namespace() calls a namespace a context sets
+	// not explicit (only an override is), and says "default" for none.
+	ns := ""
+	if c := raw.Contexts[raw.CurrentContext]; c != nil {
+		ns = c.Namespace
 	}
-	if !explicit || ns == "" {
+	if ns == "" {
 		return nil, "", errors.New("the kubeconfig's current context names no namespace: set it to the namespace the cluster's anvil Machines go to")
 	}
-	cfg, err := cc.ClientConfig()
+	cfg, err := clientcmd.NewDefaultClientConfig(*raw, nil).ClientConfig()
 	if err != nil {
 		return nil, "", fmt.Errorf("not a usable kubeconfig: %w", err)
 	}

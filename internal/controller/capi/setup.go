@@ -44,8 +44,9 @@ func Installed(mapper meta.RESTMapper) error {
 
 // Setup registers the AnvilCluster, AnvilMachine and AnvilRemediation controllers with the
 // manager. The controllers watch this anvil's Machines, and those of every other anvil an
-// AnvilCluster's identityRef names once it is first used.
-func Setup(mgr ctrl.Manager, concurrency int) error {
+// AnvilCluster's identityRef names once it is first used. The Computes it returns find
+// those Machines for others (the in-place update extension), through the same caches.
+func Setup(mgr ctrl.Manager, concurrency int) (*Computes, error) {
 	c := mgr.GetClient()
 	computes := &Computes{Local: Compute{Client: c, Reader: mgr.GetAPIReader()}, Scheme: mgr.GetScheme(), APIReader: mgr.GetAPIReader()}
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
@@ -53,7 +54,7 @@ func Setup(mgr ctrl.Manager, concurrency int) error {
 		<-ctx.Done()
 		return nil
 	})); err != nil {
-		return err
+		return nil, err
 	}
 	options := controller.Options{MaxConcurrentReconciles: concurrency}
 
@@ -72,7 +73,7 @@ func Setup(mgr ctrl.Manager, concurrency int) error {
 		WithOptions(options).
 		Build(machines)
 	if err != nil {
-		return err
+		return nil, err
 	}
 
 	remediations := &AnvilRemediationReconciler{Client: c, Computes: computes, Events: events.New(mgr.GetEventRecorder("anvilremediation"), nil)}
@@ -83,7 +84,7 @@ func Setup(mgr ctrl.Manager, concurrency int) error {
 		WithOptions(options).
 		Build(remediations)
 	if err != nil {
-		return err
+		return nil, err
 	}
 
 	// Another anvil's Machines map to the objects of the AnvilCluster's namespace here.
@@ -97,7 +98,7 @@ func Setup(mgr ctrl.Manager, concurrency int) error {
 	}
 
 	clusters := &AnvilClusterReconciler{Client: c, Computes: computes, Events: events.New(mgr.GetEventRecorder("anvilcluster"), nil)}
-	return ctrl.NewControllerManagedBy(mgr).Named("anvilcluster").
+	return computes, ctrl.NewControllerManagedBy(mgr).Named("anvilcluster").
 		For(&infrav1.AnvilCluster{}).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(infraClusterOf), builder.WithPredicates(clusterGate)).
 		// The endpoint may come from the first control-plane machine's address.
