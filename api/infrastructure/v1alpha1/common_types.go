@@ -61,6 +61,11 @@ const (
 	// ReasonForeignProviderID: spec.providerID names a Machine outside the namespace this
 	// AnvilMachine's anvil Machines live in; nothing there is read or touched.
 	ReasonForeignProviderID = "ForeignProviderID"
+	// ReasonDataTemplateNotFound: spec.dataTemplateRef names no AnvilDataTemplate.
+	ReasonDataTemplateNotFound = "DataTemplateNotFound"
+	// ReasonDataTemplateInvalid: the data template cannot be rendered for this machine (an
+	// index past its address list, a hostname that is not one); the message says what to fix.
+	ReasonDataTemplateInvalid = "DataTemplateInvalid"
 	// ReasonMachineNameTaken: an anvil Machine of the AnvilMachine's name exists that the
 	// provider did not make for it; it is left alone.
 	ReasonMachineNameTaken = "MachineNameTaken"

@@ -94,6 +94,18 @@ func (r *AnvilMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if in.PoolLabels, err = poolLabels(ctx, compute, existing); err != nil {
 		return ctrl.Result{}, err
 	}
+	if existing == nil && machine != nil && am.Spec.ProviderID == "" {
+		// Only a machine to be made needs its data template: what it boots is fixed then.
+		fill, err := r.renderDataTemplate(ctx, compute, am, machine.Spec.ClusterName, namespace)
+		if err != nil {
+			return conflictOr(err)
+		}
+		if fill.Refusal != nil {
+			apimeta.SetStatusCondition(&am.Status.Conditions, withGeneration(*fill.Refusal, am.Generation))
+			return ctrl.Result{RequeueAfter: waitingRecheck}, r.patch(ctx, am, base)
+		}
+		in.Hostname, in.MetaData = fill.Hostname, fill.MetaData
+	}
 	plan := anvilmachine.Decide(in)
 	if err := r.apply(ctx, compute, am, plan); err != nil {
 		return conflictOr(err)
@@ -250,6 +262,12 @@ func (r *AnvilMachineReconciler) delete(ctx context.Context, compute Compute, am
 		r.Events.Normal(am, "MachineDeleting", "Delete", "deleting anvil Machine %s/%s", existing.Namespace, existing.Name)
 	}
 	if plan.RemoveFinalizer {
+		if _, moved := am.Annotations[infrav1.AnnotationDeleteForMove]; !moved {
+			// The machine is gone, so its index may be given again (a moved one lives on).
+			if err := r.releaseIndex(ctx, am); err != nil {
+				return conflictOr(err)
+			}
+		}
 		if controllerutil.RemoveFinalizer(am, infrav1.FinalizerAnvilMachine) {
 			return conflictOr(r.Client.Update(ctx, am))
 		}
