@@ -19,7 +19,6 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
-	"github.com/anvil-dev/anvil/config/rbac"
 	"github.com/anvil-dev/anvil/internal/poollet"
 )
 
@@ -44,12 +43,7 @@ func TestFirstBootSecretsRunSoonWithTheManagersGrants(t *testing.T) {
 	startControllers(t)
 	ctx := context.Background()
 	pool := "granted"
-	imp, err := rbac.InstallPoollet(ctx, env.Client, pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	identity := rest.CopyConfig(env.Config)
-	identity.Impersonate = imp
+	identity := poolletIdentity(t, pool)
 	reads := &secretReads{}
 	identity.Wrap(reads.wrap)
 	startPool(t, &testPool{t: t, name: pool, restConfig: identity, stuckAfter: stuckAfter}, nil)
