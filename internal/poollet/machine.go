@@ -46,6 +46,8 @@ type MachineReconciler struct {
 	lagging sync.Map
 	// written holds, per Machine UID, the resource version our last status write produced.
 	written sync.Map
+	// unread holds, per Machine, since when its first-boot Secret could not be read.
+	unread unreadSecrets
 }
 
 // Reconcile makes the runtime hold exactly one machine for the Machine, shaped like its
@@ -54,6 +56,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	m := &computev1alpha1.Machine{}
 	err := r.Client.Get(ctx, req.NamespacedName, m)
 	if apierrors.IsNotFound(err) {
+		r.unread.forget(req.NamespacedName)
 		// The cache holds only this pool's Machines, and may lag: deleting what it does not
 		// hold needs the API server's word that the Machine is gone or bound elsewhere.
 		if err := r.Reader.Get(ctx, req.NamespacedName, m); err == nil && m.Spec.MachinePoolRef != nil && m.Spec.MachinePoolRef.Name == r.Pool {
@@ -172,6 +175,7 @@ func (r *MachineReconciler) delete(ctx context.Context, m *computev1alpha1.Machi
 	patch := client.MergeFrom(m.DeepCopy())
 	controllerutil.RemoveFinalizer(m, computev1alpha1.FinalizerRuntimeMachine)
 	r.written.Delete(m.UID)
+	r.unread.forget(client.ObjectKeyFromObject(m))
 	if err := r.Client.Patch(ctx, m, patch); err != nil {
 		return client.IgnoreNotFound(err)
 	}

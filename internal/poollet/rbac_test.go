@@ -21,12 +21,7 @@ func TestPoolletRunsWithItsOwnNarrowIdentity(t *testing.T) {
 	startControllers(t)
 	ctx := context.Background()
 	pool := "narrow"
-	imp, err := rbac.InstallPoollet(ctx, env.Client, pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	identity := rest.CopyConfig(env.Config)
-	identity.Impersonate = imp
+	identity := poolletIdentity(t, pool)
 	startPool(t, &testPool{t: t, name: pool, restConfig: identity}, nil)
 
 	ns := "ns-" + pool
@@ -57,4 +52,17 @@ func TestPoolletRunsWithItsOwnNarrowIdentity(t *testing.T) {
 	if err := as.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)); !apierrors.IsForbidden(err) {
 		t.Errorf("listing Secrets: %v, want Forbidden", err)
 	}
+}
+
+// poolletIdentity installs pool's poollet identity (its ServiceAccount, the shipped
+// roles) and returns a config acting as it.
+func poolletIdentity(t *testing.T, pool string) *rest.Config {
+	t.Helper()
+	imp, err := rbac.InstallPoollet(context.Background(), env.Client, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	identity := rest.CopyConfig(env.Config)
+	identity.Impersonate = imp
+	return identity
 }

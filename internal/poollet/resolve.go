@@ -49,8 +49,12 @@ func (r RegistryImages) Resolve(ctx context.Context, reference string, _ compute
 }
 
 // firstBootError says why the first-boot config cannot be used (a missing Secret or key,
-// an invalid Ignition config), for the IgnitionReady condition.
-type firstBootError struct{ reason, msg string }
+// an invalid Ignition config), for the IgnitionReady condition. unread marks a Secret the
+// API server would not give (absent, or not granted to this pool yet).
+type firstBootError struct {
+	reason, msg string
+	unread      bool
+}
 
 func (e *firstBootError) Error() string { return e.msg }
 
@@ -79,17 +83,17 @@ func firstBootData(ctx context.Context, reader client.Reader, m *computev1alpha1
 	secret := &corev1.Secret{}
 	if err := reader.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: ref.Name}, secret); err != nil {
 		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
-			return nil, &firstBootError{computev1alpha1.ReasonSecretNotFound, fmt.Sprintf("Secret %s does not exist (or this pool may not read it)", ref.Name)}
+			return nil, &firstBootError{computev1alpha1.ReasonSecretNotFound, fmt.Sprintf("Secret %s does not exist (or this pool may not read it)", ref.Name), true}
 		}
 		return nil, err
 	}
 	data, ok := secret.Data[key]
 	if !ok {
-		return nil, &firstBootError{computev1alpha1.ReasonSecretNotFound, fmt.Sprintf("Secret %s has no key %q", ref.Name, key)}
+		return nil, &firstBootError{computev1alpha1.ReasonSecretNotFound, fmt.Sprintf("Secret %s has no key %q", ref.Name, key), false}
 	}
 	if format == mriv1alpha1.ConfigFormat_CONFIG_FORMAT_IGNITION {
 		if err := firstboot.ValidateIgnition(data); err != nil {
-			return nil, &firstBootError{computev1alpha1.ReasonIgnitionInvalid, fmt.Sprintf("Secret %s key %q: %v", ref.Name, key, err)}
+			return nil, &firstBootError{computev1alpha1.ReasonIgnitionInvalid, fmt.Sprintf("Secret %s key %q: %v", ref.Name, key, err), false}
 		}
 	}
 	return &mriv1alpha1.FirstBootConfig{Format: format, Data: data}, nil

@@ -47,6 +47,8 @@ type testPool struct {
 	registries registrynet.Policy
 	// maxOrphans overrides the poollet's default when not zero.
 	maxOrphans int
+	// stuckAfter overrides the tests' one second when not zero.
+	stuckAfter time.Duration
 	endpoint   string
 	rt         *fake.Runtime
 	client     mriv1alpha1.MachineRuntimeClient
@@ -128,6 +130,9 @@ func (p *testPool) startPoollet() {
 	o.Images = poollet.NewRegistryImages(p.registries)
 	if p.maxOrphans != 0 {
 		o.MaxOrphans = p.maxOrphans
+	}
+	if p.stuckAfter != 0 {
+		o.StuckAfter = p.stuckAfter
 	}
 	o.Labels = map[string]string{poolLabel: p.name}
 	for k, v := range p.labels {

@@ -28,9 +28,10 @@ func (r *MachineReconciler) create(ctx context.Context, m *computev1alpha1.Machi
 		return ctrl.Result{}, err
 	}
 	if cond != nil {
-		// A missing Secret, class or image is fixed by its user; the poollet may not watch
-		// Secrets (it reads only those it is given), so it looks again after a while.
-		return retryStale(ctrl.Result{RequeueAfter: r.StuckAfter}, r.condition(ctx, m, *cond))
+		// A missing Secret, class or image is fixed by its user (or, for a Secret, by the
+		// grant on its way); the poollet may not watch Secrets (it reads only those it is
+		// given), so it looks again after a while.
+		return retryStale(ctrl.Result{RequeueAfter: r.lookAgain(m, *cond)}, r.condition(ctx, m, *cond))
 	}
 	resp, err := r.Runtime.CreateMachine(ctx, &mriv1alpha1.CreateMachineRequest{Machine: &mriv1alpha1.Machine{
 		Metadata: &mriv1alpha1.ObjectMetadata{Labels: map[string]string{
@@ -142,7 +143,12 @@ func (r *MachineReconciler) resolveImage(ctx context.Context, m *computev1alpha1
 func (r *MachineReconciler) firstBoot(ctx context.Context, m *computev1alpha1.Machine) (*mriv1alpha1.FirstBootConfig, *metav1.Condition, error) {
 	boot, err := firstBoot(ctx, r.Reader, m)
 	var missing *firstBootError
-	if errors.As(err, &missing) {
+	if errors.As(err, &missing) && missing.unread {
+		r.unread.failed(m, time.Now())
+	} else if err == nil || missing != nil {
+		r.unread.forget(client.ObjectKeyFromObject(m))
+	}
+	if missing != nil {
 		return nil, &metav1.Condition{Type: computev1alpha1.ConditionIgnitionReady, Status: metav1.ConditionFalse,
 			Reason: missing.reason, Message: missing.msg}, nil
 	}
@@ -206,6 +212,16 @@ func (r *MachineReconciler) update(ctx context.Context, m *computev1alpha1.Machi
 	return r.report(ctx, m, rm, extra...)
 }
 
+// lookAgain is how long to wait before trying again what c says keeps the Machine from
+// its runtime machine or its new spec: soon while a Secret it could not read may still be
+// granted (secretRetry), StuckAfter for everything else.
+func (r *MachineReconciler) lookAgain(m *computev1alpha1.Machine, c metav1.Condition) time.Duration {
+	if since, ok := r.unread.since(m); ok && c.Type == computev1alpha1.ConditionIgnitionReady {
+		return secretRetry(since, time.Now(), r.StuckAfter)
+	}
+	return r.StuckAfter
+}
+
 // stuck reports whether the runtime has lagged behind its spec for longer than
 // StuckAfter since this poollet first saw it lag: the step may have been lost, and
 // repeating the call is safe. A machine that has settled is forgotten.
@@ -230,7 +246,10 @@ func (r *MachineReconciler) report(ctx context.Context, m *computev1alpha1.Machi
 	retry := ctrl.Result{}
 	for _, c := range extra {
 		if c.Status == metav1.ConditionFalse && c.Type != computev1alpha1.ConditionFirstBootUpToDate {
-			retry = ctrl.Result{RequeueAfter: r.StuckAfter} // the user's fix is not watched (a Secret, a registry)
+			// The user's fix (a Secret, a registry) or a Secret's grant is not watched.
+			if after := r.lookAgain(m, c); retry.RequeueAfter == 0 || after < retry.RequeueAfter {
+				retry = ctrl.Result{RequeueAfter: after}
+			}
 		}
 	}
 	if !settled(rm) {
