@@ -139,7 +139,7 @@ func TestForeignProviderIDReachesNothing(t *testing.T) {
 	spec.Image = env.Registry.Host + "/attacker/os:1"
 	spec.ProviderID = "anvil://" + victimNS + "/" + victimKey.Name
 	attack := &infrav1.AnvilMachine{ObjectMeta: metav1.ObjectMeta{Name: victimKey.Name, Namespace: attackerNS,
-		Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"},
+		Labels:          map[string]string{clusterv1.ClusterNameLabel: "c1"},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: owner.Name, UID: owner.UID}}},
 		Spec: spec}
 	if err := env.Client.Create(ctx, attack); err != nil {

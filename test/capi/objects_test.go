@@ -22,7 +22,7 @@ const bootstrapSecret = "boot"
 // newCluster makes a Cluster on an AnvilCluster whose control plane endpoint is the rig's
 // workload apiserver, that apiserver's kubeconfig Secret, and a bootstrap data Secret the
 // Machines name (there is no bootstrap provider: the data is a plain cloud-config).
-func newCluster(t *testing.T, r *rig, ns, name string) *clusterv1.Cluster {
+func newCluster(t testing.TB, r *rig, ns, name string) *clusterv1.Cluster {
 	t.Helper()
 	ctx := context.Background()
 	host := r.workload.RESTConfig().Host
@@ -59,7 +59,7 @@ func machineSpec(r *rig, arch computev1alpha1.Architecture) infrav1.AnvilMachine
 
 // newControlPlaneMachine makes one control-plane Machine and its AnvilMachine: the
 // Cluster's control plane is initialized once its Node is there (no control-plane provider).
-func newControlPlaneMachine(t *testing.T, r *rig, cluster *clusterv1.Cluster, name string, arch computev1alpha1.Architecture) {
+func newControlPlaneMachine(t testing.TB, r *rig, cluster *clusterv1.Cluster, name string, arch computev1alpha1.Architecture) {
 	t.Helper()
 	ctx := context.Background()
 	am := &infrav1.AnvilMachine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cluster.Namespace,
@@ -78,7 +78,7 @@ func newControlPlaneMachine(t *testing.T, r *rig, cluster *clusterv1.Cluster, na
 
 // newMachineDeployment makes an AnvilMachineTemplate and a MachineDeployment of replicas
 // Machines from it in failure domain zone.
-func newMachineDeployment(t *testing.T, cluster *clusterv1.Cluster, name string, spec infrav1.AnvilMachineSpec, zone string, replicas int32) *clusterv1.MachineDeployment {
+func newMachineDeployment(t testing.TB, cluster *clusterv1.Cluster, name string, spec infrav1.AnvilMachineSpec, zone string, replicas int32) *clusterv1.MachineDeployment {
 	t.Helper()
 	ctx := context.Background()
 	tmpl := &infrav1.AnvilMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cluster.Namespace},
@@ -104,7 +104,7 @@ func newMachineDeployment(t *testing.T, cluster *clusterv1.Cluster, name string,
 // provisioned AnvilMachine of a namespace, labelled anvil.dev/stand-in so no one takes it for
 // one a guest made. Its Ready condition is the test's to set (Unhealthy).
 type standIns struct {
-	t  *testing.T
+	t  testing.TB
 	r  *rig
 	ns string
 
@@ -114,7 +114,7 @@ type standIns struct {
 
 const standInLabel = "anvil.dev/stand-in"
 
-func startStandIns(t *testing.T, r *rig, ns string) *standIns {
+func startStandIns(t testing.TB, r *rig, ns string) *standIns {
 	s := &standIns{t: t, r: r, ns: ns, unhealthy: map[string]bool{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -226,12 +226,14 @@ func healthy(m *clusterv1.Machine) error {
 
 // waitReplicas waits until md has exactly n Machines, each healthy, each on an anvil Machine
 // of arch running on a pool of zone, and returns them.
-func waitReplicas(t *testing.T, md *clusterv1.MachineDeployment, n int, arch computev1alpha1.Architecture, zone string) []clusterv1.Machine {
+func waitReplicas(t testing.TB, md *clusterv1.MachineDeployment, n int, arch computev1alpha1.Architecture, zone string) []clusterv1.Machine {
 	t.Helper()
 	ctx := context.Background()
 	var machines []clusterv1.Machine
 	start := time.Now()
-	defer func() { t.Logf("%s: %d healthy Machines after %s", md.Name, n, time.Since(start).Round(100*time.Millisecond)) }()
+	defer func() {
+		t.Logf("%s: %d healthy Machines after %s", md.Name, n, time.Since(start).Round(100*time.Millisecond))
+	}()
 	eventually(t, 3*time.Minute, fmt.Sprintf("MachineDeployment %s at %d healthy Machines", md.Name, n), func() error {
 		var err error
 		if machines, err = machinesOf(ctx, md); err != nil {

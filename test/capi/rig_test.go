@@ -51,7 +51,7 @@ type rig struct {
 var shared = sync.OnceValues(startRig)
 
 // theRig starts the rig on first use; it stops with the package's control plane.
-func theRig(t *testing.T) *rig {
+func theRig(t testing.TB) *rig {
 	t.Helper()
 	r, err := shared()
 	if err != nil {
@@ -242,7 +242,7 @@ func pushTestOS(ctx context.Context) (string, error) {
 
 // eventually polls check every 200 ms until it returns nil, failing with its last error
 // after timeout.
-func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
+func eventually(t testing.TB, timeout time.Duration, what string, check func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -258,7 +258,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, check func() e
 }
 
 // namespace makes a namespace for one test, deleted when it ends.
-func namespace(t *testing.T, prefix string) string {
+func namespace(t testing.TB, prefix string) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
 	if err := env.Client.Create(context.Background(), ns); err != nil {
