@@ -62,7 +62,7 @@ func TestArchitectureNoPoolHasIsReportedNotLooped(t *testing.T) {
 	if len(anvils.Items) != 1 || anvils.Items[0].UID != first.UID {
 		t.Fatalf("anvil Machines %d (first %s): the provider made more than the one", len(anvils.Items), first.UID)
 	}
-	if n := eventsOf(t, ns, key.Name, "MachineCreated"); n != 1 {
+	if n := eventsOf(t, ns, "AnvilMachine", key.Name, "MachineCreated"); n != 1 {
 		t.Errorf("%d MachineCreated events, want 1", n)
 	}
 	if err := readyOf(ctx, key, infrav1.ReasonProvisioning, "no matching architecture"); err != nil {
@@ -167,8 +167,8 @@ func TestForeignProviderIDReachesNothing(t *testing.T) {
 	}
 }
 
-// eventsOf counts the Events of one reason about the AnvilMachine name in ns.
-func eventsOf(t *testing.T, ns, name, reason string) int {
+// eventsOf counts the Events of one reason about the object kind/name in ns.
+func eventsOf(t testing.TB, ns, kind, name, reason string) int {
 	t.Helper()
 	list := &eventsv1.EventList{}
 	if err := env.Client.List(context.Background(), list, client.InNamespace(ns)); err != nil {
@@ -176,7 +176,7 @@ func eventsOf(t *testing.T, ns, name, reason string) int {
 	}
 	n := 0
 	for _, e := range list.Items {
-		if e.Regarding.Name == name && e.Regarding.Kind == "AnvilMachine" && e.Reason == reason {
+		if e.Regarding.Name == name && e.Regarding.Kind == kind && e.Reason == reason {
 			n += max(int(e.DeprecatedCount), 1)
 		}
 	}
