@@ -52,7 +52,10 @@ func TestClusterAPIDiscoversAndAsksTheExtension(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	caFile, certFile, keyFile := extension.WriteClientPKI(t, dir)
+	caFile, certFile, keyFile, err := capienv.WriteClientPKI(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	capi, err := capienv.Start(ctx, env.Config, capienv.Options{
 		FeatureGates: map[string]bool{"InPlaceUpdates": true, "RuntimeSDK": true},

@@ -1,18 +1,9 @@
 package extension
 
-import (
-	"testing"
-
-	"github.com/anvil-dev/anvil/test/harness"
-)
+import "github.com/anvil-dev/anvil/test/harness"
 
 // For the external test package (extension_test), which runs anvil's manager: a package
 // that imports this one.
 
 // Env is the package's control plane.
 func Env() *harness.Env { return env }
-
-// WriteClientPKI is writeClientPKI.
-func WriteClientPKI(t *testing.T, dir string) (caFile, certFile, keyFile string) {
-	return writeClientPKI(t, dir)
-}

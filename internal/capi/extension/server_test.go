@@ -38,7 +38,7 @@ import (
 type served struct {
 	url      string
 	caBundle []byte
-	clientCA *testCA
+	clientCA testCA
 }
 
 // serve runs the extension reading through c (nil: a test that reads nothing), with the
