@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -19,6 +20,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/capi/extension"
 	"github.com/anvil-dev/anvil/internal/controlplane"
 	"github.com/anvil-dev/anvil/internal/dev"
 	"github.com/anvil-dev/anvil/internal/manager"
@@ -40,9 +42,14 @@ const zoneLabel = "topology.kubernetes.io/zone"
 // the provider, a fake pool per architecture (each its own zone), the test OS published as
 // an image, and a workload control plane whose Nodes the tests make.
 type rig struct {
-	capi     *capienv.CAPI
-	image    string
-	workload *controlplane.ControlPlane
+	capi *capienv.CAPI
+	// capiArgs are the flags every start of Cluster API's manager gets (its client
+	// certificate for the extension).
+	capiArgs []string
+	// extension is where anvil's in-place update extension listens.
+	extension extension.Options
+	image     string
+	workload  *controlplane.ControlPlane
 	// workloadClient writes the workload cluster's Nodes.
 	workloadClient client.Client
 	kubeconfig     []byte
@@ -70,16 +77,22 @@ func startRig() (*rig, error) {
 		}
 	})
 	r := &rig{}
-	var err error
-	if r.capi, err = capienv.Start(ctx, env.Config, capienv.Options{}); err != nil {
-		return nil, err
-	}
-	stops = append(stops, func() { _ = r.capi.Stop() })
 	state, err := os.MkdirTemp("", "anvil-capi-rig-")
 	if err != nil {
 		return nil, err
 	}
 	stops = append(stops, func() { _ = os.RemoveAll(state) })
+	clientCA, certFile, keyFile, err := capienv.WriteClientPKI(state)
+	if err != nil {
+		return nil, err
+	}
+	// Cluster API presents this certificate to anvil's in-place update extension (used
+	// only once a test turns the InPlaceUpdates gate on).
+	r.capiArgs = []string{"--runtime-extension-client-cert-file", certFile, "--runtime-extension-client-key-file", keyFile}
+	if r.capi, err = capienv.Start(ctx, env.Config, capienv.Options{Args: r.capiArgs}); err != nil {
+		return nil, err
+	}
+	stops = append(stops, func() { _ = r.capi.Stop() })
 	if err := startWorkload(ctx, r, filepath.Join(state, "workload"), &stops); err != nil {
 		return nil, err
 	}
@@ -92,13 +105,18 @@ func startRig() (*rig, error) {
 			return nil, err
 		}
 	}
-	if err := startManager(ctx, &stops); err != nil {
+	port, err := harness.LoopbackPort()
+	if err != nil {
+		return nil, err
+	}
+	r.extension = extension.Options{BindAddress: fmt.Sprintf("127.0.0.1:%d", port), CertDir: filepath.Join(state, "extension"), ClientCAFile: clientCA}
+	if err := startManager(ctx, r.extension, &stops); err != nil {
 		return nil, err
 	}
 	if err := startPools(ctx, state, &stops); err != nil {
 		return nil, err
 	}
-	if r.image, err = pushTestOS(ctx); err != nil {
+	if r.image, err = pushTestOS(ctx, "1"); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -133,12 +151,13 @@ func startWorkload(ctx context.Context, r *rig, dir string, stops *[]func()) err
 	return err
 }
 
-// startManager runs anvil's manager with the Cluster API provider until the package ends.
-func startManager(ctx context.Context, stops *[]func()) error {
+// startManager runs anvil's manager with the Cluster API provider and its in-place update
+// extension until the package ends.
+func startManager(ctx context.Context, ext extension.Options, stops *[]func()) error {
 	o := manager.DefaultOptions()
 	o.MetricsAddr, o.HealthAddr, o.SkipControllerNameValidation = "0", "0", true
 	o.ImageArchitectures = manager.ImageArchitecturesAny
-	o.ClusterAPI = true
+	o.ClusterAPI, o.CAPIExtension = true, ext
 	mgr, err := manager.New(rest.CopyConfig(env.Config), o)
 	if err != nil {
 		return err
@@ -219,22 +238,32 @@ func labelPool(ctx context.Context, name string, labels map[string]string) error
 	}
 }
 
-// pushTestOS publishes the test OS (make testos) as the rig's multi-arch image.
-func pushTestOS(ctx context.Context) (string, error) {
+// pushTestOS publishes the test OS (make testos) as a multi-arch image tagged
+// capi/testos:<version>, each version its own digest (an annotation carries it).
+func pushTestOS(ctx context.Context, version string) (string, error) {
 	bin, err := harness.AssetsDir()
 	if err != nil {
 		return "", err
 	}
-	sources := map[computev1alpha1.Architecture]string{}
+	var images []v1.Image
 	for _, arch := range []computev1alpha1.Architecture{computev1alpha1.ArchitectureAMD64, computev1alpha1.ArchitectureARM64} {
-		dir := filepath.Join(bin, "testos", string(arch))
-		if _, err := os.Stat(dir); err != nil {
-			return "", fmt.Errorf("the test OS for %s is missing (run make testos): %w", arch, err)
+		files, err := osimage.FromDir(arch, filepath.Join(bin, "testos", string(arch)))
+		if err != nil {
+			return "", fmt.Errorf("the test OS for %s (run make testos): %w", arch, err)
 		}
-		sources[arch] = dir
+		files.Annotations = map[string]string{"version": version}
+		img, err := osimage.Build(files)
+		if err != nil {
+			return "", err
+		}
+		images = append(images, img)
 	}
-	ref := env.Registry.Host + "/capi/testos:1"
-	if _, _, err := osimage.PushDirs(ctx, ref, sources); err != nil {
+	idx, err := osimage.Index(images...)
+	if err != nil {
+		return "", err
+	}
+	ref := env.Registry.Host + "/capi/testos:" + version
+	if _, err := osimage.Push(ctx, ref, idx); err != nil {
 		return "", err
 	}
 	return ref, nil
