@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -18,9 +17,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	clientscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -85,19 +86,22 @@ func BenchmarkCluster30(b *testing.B) {
 		fmt.Printf("capi-bench wall: %d Machines (1 control plane + %d in one MachineDeployment, fake pool, stand-in Nodes made by the test, no guest boots) Running+NodeHealthy in %.1f s\n",
 			benchMachines, benchMachines-1, wall)
 		fmt.Printf("capi-bench writes/Machine: anvil provider %.2f, anvil rest of manager %.2f, anvil poollets %.2f; Cluster API manager %.2f (management %.2f, workload cluster %.2f)\n",
-			perMachine(anvil.total("provider")), perMachine(anvil.total("anvil")), perMachine(anvil.total("poollet")),
+			perMachine(anvil.total("provider")), perMachine(anvil.total("manager-rest")), perMachine(anvil.total("poollet")),
 			perMachine(capi.total(mgmtHost)+capi.total(workloadHost)), perMachine(capi.total(mgmtHost)), perMachine(capi.total(workloadHost)))
 		fmt.Printf("capi-bench refused writes (409): anvil provider %d, anvil rest %d, poollets %d, Cluster API %d\n",
-			anvil.refused("provider"), anvil.refused("anvil"), anvil.refused("poollet"), capi.refused())
-		for _, component := range []string{"provider", "anvil", "poollet"} {
+			anvil.refused("provider"), anvil.refused("manager-rest"), anvil.refused("poollet"), capi.refused())
+		for _, component := range []string{"provider", "manager-rest", "poollet"} {
 			fmt.Printf("capi-bench anvil %s writes: %s\n", component, anvil.breakdown(component))
 		}
 		fmt.Printf("capi-bench Cluster API writes: %s\n", capi.breakdown(mgmtHost, workloadHost))
-		accounted := anvil.total("provider") + anvil.total("anvil") + anvil.total("poollet") + capi.total(mgmtHost) + testWrites
+		accounted := anvil.total("provider") + anvil.total("manager-rest") + anvil.total("poollet") + capi.total(mgmtHost) + testWrites
 		fmt.Printf("capi-bench check: the management apiserver counted %.0f writes in the window; anvil + Cluster API + the test's %d creates = %d (the rest is the apiserver's own, e.g. its identity Leases)\n",
 			apiAfter-apiBefore, testWrites, accounted)
 		for j, name := range reconciledControllers {
 			h := recAfter[j].minus(recBefore[j])
+			if h.count() == 0 {
+				b.Fatalf("controller %s reconciled nothing: is the provider running?", name)
+			}
 			if pooled[j] == nil {
 				pooled[j] = h
 			} else {
@@ -108,7 +112,7 @@ func BenchmarkCluster30(b *testing.B) {
 		}
 		sum.seconds += wall
 		sum.provider += perMachine(anvil.total("provider"))
-		sum.anvil += perMachine(anvil.total("anvil"))
+		sum.anvil += perMachine(anvil.total("manager-rest"))
 		sum.poollets += perMachine(anvil.total("poollet"))
 		sum.capi += perMachine(capi.total(mgmtHost) + capi.total(workloadHost))
 
@@ -144,7 +148,7 @@ var counting struct {
 func countingRig(b *testing.B) (*rig, *writeCounter) {
 	b.Helper()
 	counting.once.Do(func() {
-		c := &writeCounter{}
+		c := &writeCounter{writes: writeCounts{}, events: map[string]string{}}
 		plain := env.Config
 		counted := rest.CopyConfig(plain)
 		counted.WrapTransport = c.wrap
@@ -204,7 +208,7 @@ var providerControllers = map[string]bool{"anvilmachine": true, "anvilcluster": 
 // "poollet" for the poollets (they impersonate their pool's ServiceAccount); "provider" for
 // the Cluster API provider's writes: its own kinds, the anvil Machines it creates and deletes
 // (no other controller does in this benchmark), the first-boot Secrets (likewise) and the
-// Events its controllers report; "anvil" for the rest of the manager (scheduler, claims,
+// Events its controllers report; "manager-rest" for the rest of the manager (scheduler, claims,
 // Secret access for poollets).
 func (c *writeCounter) classify(req *http.Request) (component, key string) {
 	c.mu.Lock()
@@ -231,37 +235,36 @@ func (c *writeCounter) classify(req *http.Request) (component, key string) {
 		group == "" && resource == "secrets":
 		return "provider", key
 	case group == "events.k8s.io" && resource == "events":
-		if c.eventReporter(req, name) {
+		reporter := c.eventReporter(req, name)
+		key += " by " + reporter
+		if providerControllers[reporter] {
 			return "provider", key
 		}
 	}
-	return "anvil", key
+	return "manager-rest", key
 }
 
-// eventReporter says whether an Event written by req was reported by a provider controller.
-func (c *writeCounter) eventReporter(req *http.Request, name string) bool {
+// eventReporter is the controller that reported the Event req writes ("?" when unknown).
+func (c *writeCounter) eventReporter(req *http.Request, name string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.events == nil {
-		c.events = map[string]string{}
-	}
 	if req.Method == http.MethodPost && req.GetBody != nil {
+		// The body is protobuf or JSON, as the client chose.
 		if body, err := req.GetBody(); err == nil {
-			var ev struct {
-				Metadata struct {
-					Name string `json:"name"`
-				} `json:"metadata"`
-				ReportingController string `json:"reportingController"`
-			}
 			raw, _ := io.ReadAll(body)
 			body.Close()
-			if json.Unmarshal(raw, &ev) == nil {
-				c.events[ev.Metadata.Name] = ev.ReportingController
-				name = ev.Metadata.Name
+			if obj, _, err := clientscheme.Codecs.UniversalDeserializer().Decode(raw, nil, nil); err == nil {
+				if ev, ok := obj.(*eventsv1.Event); ok {
+					c.events[ev.Name] = ev.ReportingController
+					name = ev.Name
+				}
 			}
 		}
 	}
-	return providerControllers[c.events[name]]
+	if r := c.events[name]; r != "" {
+		return r
+	}
+	return "?"
 }
 
 // apiPath splits a Kubernetes API path: /api/v1/namespaces/ns/secrets/name and
@@ -717,8 +720,8 @@ func reconcileTimes(b *testing.B) []*nativeHistogram {
 		}
 	}
 	for i, h := range out {
-		if h == nil {
-			b.Fatalf("no reconcile times for controller %s: is the provider running?", reconciledControllers[i])
+		if h == nil { // no reconcile yet: empty, at the finest schema
+			out[i] = &nativeHistogram{schema: 8, buckets: map[int]uint64{}}
 		}
 	}
 	return out
@@ -814,4 +817,40 @@ func hostOf(b *testing.B, url string) string {
 		b.Fatalf("apiserver %q is not https", url)
 	}
 	return strings.TrimSuffix(host, "/")
+}
+
+// The benchmark's own arithmetic: API paths split into what was written, and reconcile
+// quantiles read from native histogram buckets, also after the histogram coarsened.
+func TestBenchmarkArithmetic(t *testing.T) {
+	for _, c := range []struct{ path, want string }{
+		{"/api/v1/namespaces/ns/secrets", "|secrets||"},
+		{"/api/v1/namespaces/ns/secrets/boot", "|secrets||boot"},
+		{"/api/v1/namespaces", "|namespaces||"},
+		{"/apis/compute.anvil.dev/v1alpha1/namespaces/ns/machines/m/status", "compute.anvil.dev|machines|status|m"},
+		{"/apis/compute.anvil.dev/v1alpha1/machinepools/p", "compute.anvil.dev|machinepools||p"},
+		{"/healthz", "|/healthz||"},
+	} {
+		g, r, s, n := apiPath(c.path)
+		if got := strings.Join([]string{g, r, s, n}, "|"); got != c.want {
+			t.Errorf("apiPath(%q) = %q, want %q", c.path, got, c.want)
+		}
+	}
+
+	// Schema 0: bucket i is (2^(i-1), 2^i]. 50 observations in (0.5, 1], 50 in (2, 4].
+	h := &nativeHistogram{schema: 0, buckets: map[int]uint64{0: 50, 2: 50}}
+	for _, c := range []struct{ q, want float64 }{{0.5, 1}, {0.25, math.Sqrt(0.5)}, {0.75, 2 * math.Sqrt2}, {1, 4}} {
+		if got := h.quantile(c.q); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("quantile(%v) = %v, want %v", c.q, got, c.want)
+		}
+	}
+	// Schema 1 buckets (2^((i-1)/2), 2^(i/2)] merge pairwise into schema 0's.
+	fine := &nativeHistogram{schema: 1, buckets: map[int]uint64{-1: 1, 0: 2, 1: 3, 2: 4, 3: 5}}
+	if got := fmt.Sprint(fine.at(0).buckets); got != "map[0:3 1:7 2:5]" {
+		t.Errorf("schema 1 at schema 0 = %s, want map[0:3 1:7 2:5]", got)
+	}
+	// After coarsening, what came since is the difference at the coarser schema.
+	later := &nativeHistogram{schema: 0, buckets: map[int]uint64{0: 3, 1: 10, 2: 5}}
+	if d := later.minus(fine); d.count() != 3 || d.buckets[1] != 3 {
+		t.Errorf("since = %v, want 3 in bucket 1", d.buckets)
+	}
 }
