@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"os"
@@ -80,8 +81,8 @@ func BenchmarkCluster30(b *testing.B) {
 		checkOnPool(b, md)
 
 		wall := end.Sub(start).Seconds()
-		anvil := anvilAfter.minus(anvilBefore)
-		capi := capiAfter.minus(capiBefore)
+		anvil := since(anvilAfter, anvilBefore)
+		capi := since(capiAfter, capiBefore)
 		perMachine := func(n int) float64 { return float64(n) / benchMachines }
 		fmt.Printf("capi-bench wall: %d Machines (1 control plane + %d in one MachineDeployment, fake pool, stand-in Nodes made by the test, no guest boots) Running+NodeHealthy in %.1f s\n",
 			benchMachines, benchMachines-1, wall)
@@ -303,16 +304,13 @@ func (c *writeCounter) sent() int {
 func (c *writeCounter) snapshot() writeCounts {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := writeCounts{}
-	for k, v := range c.writes {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(c.writes)
 }
 
-func (w writeCounts) minus(before writeCounts) writeCounts {
-	out := writeCounts{}
-	for k, v := range w {
+// since is what was counted after before was read.
+func since[M ~map[string]V, V int | float64](after, before M) M {
+	out := M{}
+	for k, v := range after {
 		if d := v - before[k]; d != 0 {
 			out[k] = d
 		}
@@ -391,16 +389,6 @@ func scrapeCAPI(b *testing.B, url string) capiCounts {
 	out := capiCounts{}
 	for _, s := range scrape(b, url, "rest_client_requests_total") {
 		out[s.labels["host"]+" "+s.labels["method"]+" "+s.labels["code"]] += s.value
-	}
-	return out
-}
-
-func (c capiCounts) minus(before capiCounts) capiCounts {
-	out := capiCounts{}
-	for k, v := range c {
-		if d := v - before[k]; d != 0 {
-			out[k] = d
-		}
 	}
 	return out
 }
