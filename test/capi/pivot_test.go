@@ -17,6 +17,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -80,8 +81,12 @@ func TestPivotKeepsMachinesWhereTheyAre(t *testing.T) {
 	providerIDs := map[string]string{}
 	for _, am := range anvilMachinesOfCluster(t, env.Client, ns) {
 		providerIDs[am.Name] = am.Spec.ProviderID
+		if _, ok := am.Annotations[infrav1.AnnotationBlockMove]; ok {
+			t.Errorf("AnvilMachine %s is provisioned and still blocks the move", am.Name)
+		}
 	}
 
+	deleted := watchDeletions(t, tenant)
 	start := time.Now()
 	clusterctlMove(t, r.capi.Kubeconfig(), b.kubeconfig, ns)
 	t.Logf("clusterctl move took %s", time.Since(start).Round(100*time.Millisecond))
@@ -131,6 +136,10 @@ func TestPivotKeepsMachinesWhereTheyAre(t *testing.T) {
 		if after[n] != uid {
 			t.Errorf("anvil Machine %s/%s: UID %s before the move, %q after scaling in B", tenant, n, uid, after[n])
 		}
+	}
+
+	if d := deleted(); len(d) != 0 {
+		t.Errorf("anvil Machines of %s deleted or marked for deletion through the move and the scaling: %v", tenant, d)
 	}
 
 	// The identity reaches its tenant namespace only: never A's BMC credentials.
@@ -403,6 +412,48 @@ func anvilMachines(t *testing.T, tenant string) map[string]types.UID {
 		out[m.Name] = m.UID
 	}
 	return out
+}
+
+// watchDeletions watches the anvil Machines of A's namespace tenant from now on; the function
+// it returns stops and says which were deleted or marked for deletion (and whether the watch
+// ended early, which would hide them).
+func watchDeletions(t *testing.T, tenant string) func() []string {
+	t.Helper()
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wc.Watch(context.Background(), &computev1alpha1.MachineList{}, client.InNamespace(tenant))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			m, ok := ev.Object.(*computev1alpha1.Machine)
+			switch {
+			case !ok:
+				seen = append(seen, fmt.Sprintf("watch event %s %T", ev.Type, ev.Object))
+			case ev.Type == watch.Deleted:
+				seen = append(seen, m.Name+" deleted")
+			case m.DeletionTimestamp != nil:
+				seen = append(seen, m.Name+" marked for deletion")
+			}
+		}
+		select {
+		case <-stop:
+		default:
+			seen = append(seen, "the watch ended early")
+		}
+	}()
+	return func() []string {
+		close(stop)
+		w.Stop()
+		<-done
+		return seen
+	}
 }
 
 // anvilMachinesOfCluster lists the AnvilMachines of namespace ns with c, by name.
