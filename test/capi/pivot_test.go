@@ -415,42 +415,67 @@ func anvilMachines(t *testing.T, tenant string) map[string]types.UID {
 }
 
 // watchDeletions watches the anvil Machines of A's namespace tenant from now on; the function
-// it returns stops and says which were deleted or marked for deletion (and whether the watch
-// ended early, which would hide them).
+// it returns stops and says which were deleted or marked for deletion meanwhile. A watch the
+// apiserver or the connection ends is resumed from the last resourceVersion seen, so no event
+// is missed; one that cannot be resumed (too old) is reported.
 func watchDeletions(t *testing.T, tenant string) func() []string {
 	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
 	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := wc.Watch(context.Background(), &computev1alpha1.MachineList{}, client.InNamespace(tenant))
-	if err != nil {
+	list := &computev1alpha1.MachineList{}
+	if err := wc.List(ctx, list, client.InNamespace(tenant)); err != nil {
 		t.Fatal(err)
 	}
+	rv := list.ResourceVersion
 	var seen []string
-	stop, done := make(chan struct{}), make(chan struct{})
+	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for ev := range w.ResultChan() {
-			m, ok := ev.Object.(*computev1alpha1.Machine)
-			switch {
-			case !ok:
-				seen = append(seen, fmt.Sprintf("watch event %s %T", ev.Type, ev.Object))
-			case ev.Type == watch.Deleted:
-				seen = append(seen, m.Name+" deleted")
-			case m.DeletionTimestamp != nil:
-				seen = append(seen, m.Name+" marked for deletion")
+		for ctx.Err() == nil {
+			w, err := wc.Watch(ctx, &computev1alpha1.MachineList{}, client.InNamespace(tenant),
+				&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}})
+			if err != nil {
+				if ctx.Err() == nil {
+					seen = append(seen, fmt.Sprintf("watching from resourceVersion %s: %v", rv, err))
+				}
+				return
 			}
-		}
-		select {
-		case <-stop:
-		default:
-			seen = append(seen, "the watch ended early")
+			for ev := range w.ResultChan() {
+				if ev.Type == watch.Error {
+					if ctx.Err() != nil {
+						break // stopped: the stream reports its own cancellation
+					}
+					err := apierrors.FromObject(ev.Object)
+					if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+						seen = append(seen, fmt.Sprintf("the watch cannot resume from %s: %v", rv, err))
+						w.Stop()
+						return
+					}
+					t.Logf("watch of %s ended (%v): resuming from resourceVersion %s", tenant, err, rv)
+					break
+				}
+				m, ok := ev.Object.(*computev1alpha1.Machine)
+				if !ok {
+					seen = append(seen, fmt.Sprintf("watch event %s of %T", ev.Type, ev.Object))
+					continue
+				}
+				rv = m.ResourceVersion
+				switch {
+				case ev.Type == watch.Bookmark:
+				case ev.Type == watch.Deleted:
+					seen = append(seen, m.Name+" deleted")
+				case m.DeletionTimestamp != nil:
+					seen = append(seen, m.Name+" marked for deletion")
+				}
+			}
+			w.Stop()
 		}
 	}()
 	return func() []string {
-		close(stop)
-		w.Stop()
+		cancel()
 		<-done
 		return seen
 	}

@@ -32,6 +32,9 @@ type AnvilClusterReconciler struct {
 func (r *AnvilClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	ac := &infrav1.AnvilCluster{}
 	if ok, err := getOptional(ctx, r.Client, req.NamespacedName, ac); !ok {
+		if err == nil {
+			r.Computes.Forget(req.NamespacedName) // deleted, or moved away
+		}
 		return ctrl.Result{}, err
 	}
 	in := anvilcluster.Input{AnvilCluster: ac}
