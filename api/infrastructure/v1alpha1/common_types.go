@@ -23,6 +23,10 @@ const (
 	// objects it deletes after copying them: the anvil Machine then stays, since the moved
 	// AnvilMachine goes on using it.
 	AnnotationDeleteForMove = "clusterctl.cluster.x-k8s.io/delete-for-move"
+	// LabelMove (clusterctl's name) makes `clusterctl move` take an object that neither
+	// belongs to a Cluster by owner references nor is named after it: the provider sets it on
+	// an AnvilCluster's identityRef Secret, which the new management cluster needs.
+	LabelMove = "clusterctl.cluster.x-k8s.io/move"
 
 	// FinalizerAnvilMachine holds an AnvilMachine until its anvil Machine is deleted (or, for
 	// a move, left to the moved copy).

@@ -3,6 +3,7 @@ package capi
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -25,11 +26,15 @@ type AnvilClusterReconciler struct {
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=anvilclusters,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=anvilclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=compute.anvil.dev,resources=machinepools,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;patch
 
 // Reconcile brings one AnvilCluster's endpoint and status to what anvilcluster decides.
 func (r *AnvilClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	ac := &infrav1.AnvilCluster{}
 	if ok, err := getOptional(ctx, r.Client, req.NamespacedName, ac); !ok {
+		if err == nil {
+			r.Computes.Forget(req.NamespacedName) // deleted, or moved away
+		}
 		return ctrl.Result{}, err
 	}
 	in := anvilcluster.Input{AnvilCluster: ac}
@@ -48,6 +53,9 @@ func (r *AnvilClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	apimeta.SetStatusCondition(&ac.Status.Conditions, pausedCondition(isPaused, ac.Generation))
 	if isPaused || ac.DeletionTimestamp != nil {
 		return conflictOr(client.IgnoreNotFound(patchStatus(ctx, r.Client, ac, base)))
+	}
+	if err := r.moveIdentity(ctx, ac); err != nil {
+		return conflictOr(err)
 	}
 	compute, err := r.Computes.For(ctx, ac)
 	in.IdentityErr = err
@@ -95,4 +103,25 @@ func (r *AnvilClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{RequeueAfter: waitingRecheck}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// moveIdentity labels the AnvilCluster's identityRef Secret for `clusterctl move`: it is
+// neither owned by nor named after the Cluster, so a move would leave it behind and the new
+// management cluster could not reach the anvil Machines. A label rather than an owner
+// reference: the Secret may serve several clusters and must not be garbage collected with
+// one. A missing Secret is the identity's condition to report, not an error here.
+func (r *AnvilClusterReconciler) moveIdentity(ctx context.Context, ac *infrav1.AnvilCluster) error {
+	if ac.Spec.IdentityRef == nil {
+		return nil
+	}
+	s := &corev1.Secret{}
+	if ok, err := getOptional(ctx, r.Computes.APIReader, client.ObjectKey{Namespace: ac.Namespace, Name: ac.Spec.IdentityRef.Name}, s); !ok {
+		return err
+	}
+	if _, ok := s.Labels[infrav1.LabelMove]; ok {
+		return nil
+	}
+	base := s.DeepCopy()
+	metaSetLabel(s, infrav1.LabelMove, "")
+	return r.Client.Patch(ctx, s, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 }

@@ -102,6 +102,17 @@ func (cs *Computes) For(ctx context.Context, ac *infrav1.AnvilCluster) (Compute,
 	return r.compute, nil
 }
 
+// Forget stops the remote cache of the AnvilCluster key, which is gone (deleted, or moved to
+// another management cluster by clusterctl): its identity is no longer this manager's to use.
+func (cs *Computes) Forget(key types.NamespacedName) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if r, ok := cs.remotes[key]; ok {
+		r.stop()
+		delete(cs.remotes, key)
+	}
+}
+
 // start connects to the control plane of an identity Secret and syncs its Machines.
 func (cs *Computes) start(ctx context.Context, ac *infrav1.AnvilCluster, secret *corev1.Secret) (*remote, error) {
 	key := ac.Spec.IdentityRef.Key
