@@ -24,21 +24,37 @@ const bootstrapSecret = "boot"
 // Machines name (there is no bootstrap provider: the data is a plain cloud-config).
 func newCluster(t testing.TB, r *rig, ns, name string) *clusterv1.Cluster {
 	t.Helper()
+	return newClusterWithIdentity(t, r, ns, name, nil)
+}
+
+// newClusterWithIdentity is newCluster whose AnvilCluster, when identity is set, names a
+// Secret holding that kubeconfig in spec.identityRef; its bootstrap data Secret then carries
+// the move label (a bootstrap provider's Secret would be owned by its config, owned by the
+// Machine, and move with it).
+func newClusterWithIdentity(t testing.TB, r *rig, ns, name string, identity []byte) *clusterv1.Cluster {
+	t.Helper()
 	ctx := context.Background()
 	host := r.workload.RESTConfig().Host
 	var port int32
 	if _, err := fmt.Sscanf(host, "https://127.0.0.1:%d", &port); err != nil {
 		t.Fatalf("workload apiserver %s: %v", host, err)
 	}
+	boot := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: bootstrapSecret, Namespace: ns,
+		Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
+		Type: clusterv1.ClusterSecretType, Data: map[string][]byte{"value": []byte("#cloud-config\n"), "format": []byte("cloud-config")}}
+	ac := &infrav1.AnvilCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: infrav1.AnvilClusterSpec{ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "127.0.0.1", Port: port}}}
 	objs := []client.Object{
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-kubeconfig", Namespace: ns,
 			Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
 			Type: clusterv1.ClusterSecretType, Data: map[string][]byte{"value": r.kubeconfig}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: bootstrapSecret, Namespace: ns,
-			Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
-			Type: clusterv1.ClusterSecretType, Data: map[string][]byte{"value": []byte("#cloud-config\n"), "format": []byte("cloud-config")}},
-		&infrav1.AnvilCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec: infrav1.AnvilClusterSpec{ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "127.0.0.1", Port: port}}},
+		boot, ac,
+	}
+	if identity != nil {
+		objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-identity", Namespace: ns},
+			Data: map[string][]byte{"value": identity}})
+		ac.Spec.IdentityRef = &infrav1.IdentityReference{Name: name + "-identity"}
+		boot.Labels[infrav1.LabelMove] = ""
 	}
 	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{

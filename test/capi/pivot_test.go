@@ -60,7 +60,7 @@ func TestPivotKeepsMachinesWhereTheyAre(t *testing.T) {
 	}
 
 	const name = "pivot"
-	cluster := newRemoteCluster(t, r, ns, name, identity)
+	cluster := newClusterWithIdentity(t, r, ns, name, identity)
 	newControlPlaneMachine(t, r, cluster, "cp-0", computev1alpha1.ArchitectureAMD64)
 	md := newMachineDeployment(t, cluster, "md", machineSpec(r, computev1alpha1.ArchitectureAMD64), "", 1)
 	clusterHealthy(t, env.Client, ns, name, 2, tenant)
@@ -216,41 +216,6 @@ func identityClient(t *testing.T, kubeconfig []byte) client.Client {
 		t.Fatal(err)
 	}
 	return c
-}
-
-// newRemoteCluster is newCluster with the AnvilCluster's identityRef set to a Secret holding
-// the identity kubeconfig. The bootstrap data Secret carries the move label: a bootstrap
-// provider's Secret would be owned by its config, owned by the Machine, and move with it.
-func newRemoteCluster(t *testing.T, r *rig, ns, name string, identity []byte) *clusterv1.Cluster {
-	t.Helper()
-	ctx := context.Background()
-	host := r.workload.RESTConfig().Host
-	var port int32
-	if _, err := fmt.Sscanf(host, "https://127.0.0.1:%d", &port); err != nil {
-		t.Fatalf("workload apiserver %s: %v", host, err)
-	}
-	clusterLabel := map[string]string{clusterv1.ClusterNameLabel: name}
-	objs := []client.Object{
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-identity", Namespace: ns},
-			Data: map[string][]byte{"value": identity}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-kubeconfig", Namespace: ns, Labels: clusterLabel},
-			Type: clusterv1.ClusterSecretType, Data: map[string][]byte{"value": r.kubeconfig}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: bootstrapSecret, Namespace: ns,
-			Labels: map[string]string{clusterv1.ClusterNameLabel: name, infrav1.LabelMove: ""}},
-			Type: clusterv1.ClusterSecretType, Data: map[string][]byte{"value": []byte("#cloud-config\n"), "format": []byte("cloud-config")}},
-		&infrav1.AnvilCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec: infrav1.AnvilClusterSpec{ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "127.0.0.1", Port: port},
-				IdentityRef: &infrav1.IdentityReference{Name: name + "-identity"}}},
-	}
-	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-			APIGroup: infrav1.GroupVersion.Group, Kind: "AnvilCluster", Name: name}}}
-	for _, o := range append(objs, cluster) {
-		if err := env.Client.Create(ctx, o); err != nil {
-			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
-		}
-	}
-	return cluster
 }
 
 // startTenantStandIns registers a stand-in Node (see standIns) for every running anvil

@@ -25,7 +25,6 @@ import (
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/anvil-dev/anvil/api"
 	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
 	"github.com/anvil-dev/anvil/test/harness"
 )
@@ -38,14 +37,7 @@ func TestMain(m *testing.M) { harness.Main(m, &env) }
 // scheme has its core kinds).
 func capiClient(t *testing.T) client.Client {
 	t.Helper()
-	scheme, err := api.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := runtimev1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(env.Config, client.Options{Scheme: scheme})
+	c, err := Client(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}

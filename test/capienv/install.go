@@ -12,9 +12,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
+	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/anvil-dev/anvil/api"
 	"github.com/anvil-dev/anvil/config/crd"
 	"github.com/anvil-dev/anvil/config/rbac"
 	"github.com/anvil-dev/anvil/internal/manifest"
@@ -199,4 +201,17 @@ func InstallInventory(ctx context.Context, c client.Client, namespace string) er
 		}
 	}
 	return nil
+}
+
+// Client is a client of cfg that knows anvil's kinds and Cluster API's, its runtime kinds
+// (ExtensionConfig) included: anvil's scheme has only Cluster API's core kinds.
+func Client(cfg *rest.Config) (client.Client, error) {
+	scheme, err := api.NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	if err := runtimev1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	return client.New(cfg, client.Options{Scheme: scheme})
 }

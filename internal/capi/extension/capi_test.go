@@ -31,7 +31,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/anvil-dev/anvil/api"
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/capi/extension"
@@ -96,14 +95,7 @@ func TestClusterAPIDiscoversAndAsksTheExtension(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scheme, err := api.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := runtimev1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(env.Config, client.Options{Scheme: scheme})
+	c, err := capienv.Client(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
