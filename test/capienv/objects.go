@@ -147,14 +147,22 @@ func Healthy(m *clusterv1.Machine) error {
 // error after timeout.
 func Eventually(t testing.TB, timeout time.Duration, what string, check func() error) {
 	t.Helper()
+	if err := Poll(timeout, check); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// Poll calls check every 200 ms until it returns nil, or returns its last error after
+// timeout: Eventually for set-up code that reports errors rather than failing a test.
+func Poll(timeout time.Duration, check func() error) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		err := check()
 		if err == nil {
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
+			return fmt.Errorf("not within %s: %w", timeout, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

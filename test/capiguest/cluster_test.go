@@ -16,6 +16,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -47,8 +48,9 @@ var (
 )
 
 // theCluster makes, on first use, a namespace with the Cluster whose Machines boot the node
-// agent's script and its control-plane Machine, an amd64 VM: its Node initializes the
-// Cluster's control plane, which Cluster API waits for before it looks at any Node.
+// agent's script and its control-plane Machine, an amd64 VM, and waits until that Machine
+// is healthy and so the Cluster's control plane initialized: Cluster API looks at no other
+// Machine's Node before.
 func theCluster(t testing.TB, r *rig) *testCluster {
 	t.Helper()
 	clusterOnce.Do(func() {
@@ -62,11 +64,32 @@ func theCluster(t testing.TB, r *rig) *testCluster {
 		c, objs := capienv.Cluster(ns, clusterName, r.kubeconfig, endpoint)
 		objs = append(objs, capienv.BootstrapSecret(c, bootstrapSecret, r.bootstrapScript(t)))
 		objs = append(objs, capienv.ControlPlaneMachine(c, "cp-0", bootstrapSecret, r.machineSpec(computev1alpha1.ArchitectureAMD64))...)
-		clusterErr = capienv.Create(ctx, env.Client, objs...)
+		start := time.Now()
+		if clusterErr = capienv.Create(ctx, env.Client, objs...); clusterErr != nil {
+			return
+		}
 		cluster = &testCluster{Cluster: c, controlPlane: "cp-0"}
+		clusterErr = capienv.Poll(bootTimeout, func() error {
+			m := &clusterv1.Machine{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster.controlPlane}, m); err != nil {
+				return err
+			}
+			if err := capienv.Healthy(m); err != nil {
+				return err
+			}
+			cl := &clusterv1.Cluster{}
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(c), cl); err != nil {
+				return err
+			}
+			if cond := apimeta.FindStatusCondition(cl.Status.Conditions, clusterv1.ClusterControlPlaneInitializedCondition); cond == nil || cond.Status != metav1.ConditionTrue {
+				return fmt.Errorf("Cluster ControlPlaneInitialized %+v", cond)
+			}
+			return nil
+		})
+		t.Logf("Cluster %s/%s: control plane initialized %s after its objects were made", ns, c.Name, time.Since(start).Round(100*time.Millisecond))
 	})
 	if clusterErr != nil {
-		t.Fatalf("making the Cluster: %v", clusterErr)
+		t.Fatalf("the Cluster with its control-plane Machine: %v", clusterErr)
 	}
 	return cluster
 }

@@ -2,12 +2,9 @@ package capiguest_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -32,29 +29,11 @@ func TestHybridClusterOnVMs(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	capienv.Eventually(t, bootTimeout, "the control-plane Machine healthy and the Cluster's control plane initialized", func() error {
-		m := &clusterv1.Machine{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.controlPlane}, m); err != nil {
-			return err
-		}
-		if err := capienv.Healthy(m); err != nil {
-			return err
-		}
-		cl := &clusterv1.Cluster{}
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(c.Cluster), cl); err != nil {
-			return err
-		}
-		if cond := apimeta.FindStatusCondition(cl.Status.Conditions, clusterv1.ClusterControlPlaneInitializedCondition); cond == nil || cond.Status != metav1.ConditionTrue {
-			return fmt.Errorf("Cluster ControlPlaneInitialized %+v", cond)
-		}
-		return nil
-	})
 	cp := &clusterv1.Machine{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.controlPlane}, cp); err != nil {
 		t.Fatal(err)
 	}
 	assertGuestNode(t, r, cp, computev1alpha1.ArchitectureAMD64)
-	t.Logf("control plane initialized %s after the MachineDeployments were made", time.Since(start).Round(100*time.Millisecond))
 
 	for _, d := range []struct {
 		md   *clusterv1.MachineDeployment

@@ -61,6 +61,12 @@ const (
 	// twice the agents' Lease interval (10 s), so a running guest never flaps NotReady on a
 	// busy machine, and a stopped one is NotReady within it.
 	gracePeriod = 20 * time.Second
+	// capiSyncPeriod is how often Cluster API's manager reconciles every object anyway.
+	// Without a control-plane provider, Cluster API watches a cluster's Nodes only once its
+	// control plane is initialized, which takes the first control-plane Machine's nodeRef: a
+	// guest's Node that appears after that Machine's last reconcile is found only at the
+	// next resync (10 min by default).
+	capiSyncPeriod = 15 * time.Second
 	// bootTimeout bounds a Machine's way from creation to a healthy Node: TCG guests, up to
 	// four at once, on a shared 2-core machine.
 	bootTimeout = 4 * time.Minute
@@ -133,7 +139,7 @@ func startRig(t testing.TB) (*rig, error) {
 	}
 	stops = append(stops, func() { _ = os.RemoveAll(r.state) })
 
-	capi, err := capienv.Start(ctx, env.Config, capienv.Options{})
+	capi, err := capienv.Start(ctx, env.Config, capienv.Options{Args: []string{"--sync-period", capiSyncPeriod.String()}})
 	if err != nil {
 		return nil, err
 	}
