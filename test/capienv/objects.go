@@ -98,6 +98,16 @@ func MachineDeployment(cluster *clusterv1.Cluster, name, bootstrap, zone string,
 	return md, tmpl
 }
 
+// Namespace makes a namespace named prefix-<random> for one test and returns its name.
+func Namespace(t testing.TB, c client.Client, prefix string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+	if err := c.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
 // Create creates objs in order, naming the one that fails.
 func Create(ctx context.Context, c client.Client, objs ...client.Object) error {
 	for _, o := range objs {

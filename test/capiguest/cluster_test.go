@@ -55,7 +55,7 @@ func theCluster(t testing.TB, r *rig) *testCluster {
 	t.Helper()
 	clusterOnce.Do(func() {
 		ctx := context.Background()
-		ns := namespace(t, "capiguest")
+		ns := capienv.Namespace(t, env.Client, "capiguest")
 		endpoint, err := capienv.Endpoint(r.workload.RESTConfig())
 		if err != nil {
 			clusterErr = err

@@ -17,14 +17,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/controlplane"
 	"github.com/anvil-dev/anvil/internal/dev"
-	"github.com/anvil-dev/anvil/internal/manager"
 	"github.com/anvil-dev/anvil/internal/nodeagent/nodeagenttest"
 	"github.com/anvil-dev/anvil/internal/nodeagent/nodeimage"
 	"github.com/anvil-dev/anvil/internal/osimage"
@@ -156,9 +154,11 @@ func startRig(t testing.TB) (*rig, error) {
 			return nil, err
 		}
 	}
-	if err := startManager(ctx, &stops); err != nil {
+	stopManager, err := capienv.RunAnvilManager(ctx, env.Config)
+	if err != nil {
 		return nil, err
 	}
+	stops = append(stops, stopManager)
 	if err := r.startPools(ctx, &stops); err != nil {
 		return nil, err
 	}
@@ -172,24 +172,11 @@ func startRig(t testing.TB) (*rig, error) {
 // tokens and the Node authorizer, its serving certificate valid for the guests' forward
 // address, and kube-controller-manager with node lifecycle.
 func (r *rig) startWorkload(ctx context.Context, stops *[]func()) error {
-	ports := make([]int, 4)
-	for i := range ports {
-		p, err := harness.LoopbackPort()
-		if err != nil {
-			return err
-		}
-		ports[i] = p
-	}
-	bin, err := harness.AssetsDir()
+	guestHost, _, _ := net.SplitHostPort(apiserverGuestAddress)
+	cp, err := capienv.StartWorkload(ctx, filepath.Join(r.state, "workload"),
+		&controlplane.Workload{NodeMonitorGracePeriod: gracePeriod, ServingNames: []string{guestHost}})
 	if err != nil {
 		return err
-	}
-	guestHost, _, _ := net.SplitHostPort(apiserverGuestAddress)
-	cp, err := controlplane.Start(ctx, controlplane.Config{StateDir: filepath.Join(r.state, "workload"), BinDir: bin,
-		APIServerPort: ports[0], EtcdClientPort: ports[1], EtcdPeerPort: ports[2],
-		Workload: &controlplane.Workload{ControllerManagerPort: ports[3], NodeMonitorGracePeriod: gracePeriod, ServingNames: []string{guestHost}}})
-	if err != nil {
-		return fmt.Errorf("workload control plane: %w", err)
 	}
 	*stops = append(*stops, func() { _ = cp.Stop() })
 	r.workload = cp
@@ -201,28 +188,6 @@ func (r *rig) startWorkload(ctx context.Context, stops *[]func()) error {
 	}
 	r.workloadClient, err = client.New(cp.RESTConfig(), client.Options{Scheme: env.Scheme})
 	return err
-}
-
-// startManager runs anvil's manager with the Cluster API provider until the package ends.
-func startManager(ctx context.Context, stops *[]func()) error {
-	o := manager.DefaultOptions()
-	o.MetricsAddr, o.HealthAddr, o.SkipControllerNameValidation = "0", "0", true
-	o.ImageArchitectures = manager.ImageArchitecturesAny
-	o.ClusterAPI = true
-	mgr, err := manager.New(rest.CopyConfig(env.Config), o)
-	if err != nil {
-		return err
-	}
-	mctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mctx) }()
-	*stops = append(*stops, func() {
-		cancel()
-		if err := <-done; err != nil {
-			fmt.Fprintln(os.Stderr, "anvil manager:", err)
-		}
-	})
-	return nil
 }
 
 // startPools runs a QEMU pool per architecture in-process, as anvil dev does. VMs outlive
@@ -238,16 +203,7 @@ func (r *rig) startPools(ctx context.Context, stops *[]func()) error {
 		if err != nil {
 			return err
 		}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			for err := range errs {
-				if ctx.Err() == nil {
-					fmt.Fprintf(os.Stderr, "pool %s: %v\n", dev.QemuPoolName(a), err)
-				}
-			}
-		}()
-		*stops = append(*stops, func() { <-done })
+		*stops = append(*stops, capienv.ReportPoolErrors(ctx, dev.QemuPoolName(a), errs))
 	}
 	return nil
 }
@@ -295,14 +251,4 @@ func (r *rig) machineSpec(arch computev1alpha1.Architecture) infrav1.AnvilMachin
 		Image: r.image, Architecture: arch,
 		NetworkInterfaces: []computev1alpha1.MachineNetworkInterface{{Name: "eth0", Ephemeral: &computev1alpha1.EphemeralNetworkInterfaceSource{
 			NetworkInterfaceTemplate: computev1alpha1.NetworkInterfaceTemplate{Spec: computev1alpha1.NetworkInterfaceSpec{Network: workloadNetwork}}}}}}
-}
-
-// namespace makes a namespace for one test.
-func namespace(t testing.TB, prefix string) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
-	if err := env.Client.Create(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
 }
