@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -54,6 +55,8 @@ var (
 func theCluster(t testing.TB, r *rig) *testCluster {
 	t.Helper()
 	clusterOnce.Do(func() {
+		// Stays when making it ends the first test (t.Fatal): the others fail saying so.
+		clusterErr = errors.New("the Cluster was not made in an earlier test")
 		ctx := context.Background()
 		ns := capienv.Namespace(t, env.Client, "capiguest")
 		endpoint, err := capienv.Endpoint(r.workload.RESTConfig())

@@ -2,6 +2,7 @@ package capiguest_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -98,6 +99,8 @@ var (
 func theRig(t testing.TB) *rig {
 	t.Helper()
 	sharedOnce.Do(func() {
+		// Stays when startRig ends the first test (t.Fatal): the others fail saying so.
+		sharedErr = errors.New("the rig failed to start in an earlier test")
 		start := time.Now()
 		shared, sharedErr = startRig(t)
 		t.Logf("rig started in %s", time.Since(start).Round(100*time.Millisecond))
