@@ -1,0 +1,82 @@
+package capienv
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/anvil-dev/anvil/internal/controlplane"
+	"github.com/anvil-dev/anvil/internal/manager"
+	"github.com/anvil-dev/anvil/test/harness"
+)
+
+// RunAnvilManager runs anvil's manager with the Cluster API provider against the apiserver
+// of cfg until stop is called (before that apiserver stops); an error it ends with is
+// printed. It takes any architecture for an image (the runtime refuses a wrong one), so a
+// test needs no registry allow-list.
+func RunAnvilManager(ctx context.Context, cfg *rest.Config) (stop func(), err error) {
+	o := manager.DefaultOptions()
+	o.MetricsAddr, o.HealthAddr, o.SkipControllerNameValidation = "0", "0", true
+	o.ImageArchitectures = manager.ImageArchitecturesAny
+	o.ClusterAPI = true
+	mgr, err := manager.New(rest.CopyConfig(cfg), o)
+	if err != nil {
+		return nil, err
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			fmt.Fprintln(os.Stderr, "anvil manager:", err)
+		}
+	}, nil
+}
+
+// StartWorkload starts a workload cluster's control plane in dir on free loopback ports:
+// what a Cluster's <name>-kubeconfig Secret points Cluster API at. With w set, its Nodes
+// register themselves (controlplane.Workload; w.ControllerManagerPort is chosen here); nil
+// gives a plain apiserver whose Nodes a test makes. Stop it before the test's own control
+// plane stops.
+func StartWorkload(ctx context.Context, dir string, w *controlplane.Workload) (*controlplane.ControlPlane, error) {
+	ports := make([]int, 4)
+	for i := range ports {
+		p, err := harness.LoopbackPort()
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = p
+	}
+	bin, err := harness.AssetsDir()
+	if err != nil {
+		return nil, err
+	}
+	if w != nil {
+		w.ControllerManagerPort = ports[3]
+	}
+	cp, err := controlplane.Start(ctx, controlplane.Config{StateDir: dir, BinDir: bin, Workload: w,
+		APIServerPort: ports[0], EtcdClientPort: ports[1], EtcdPeerPort: ports[2]})
+	if err != nil {
+		return nil, fmt.Errorf("workload control plane: %w", err)
+	}
+	return cp, nil
+}
+
+// ReportPoolErrors prints, while ctx lives, the errors of a pool started with internal/dev
+// (StartFakePool, StartQemuPool), and returns a function that waits until the pool has
+// stopped (its error channel closed): call it after ctx ends.
+func ReportPoolErrors(ctx context.Context, pool string, errs <-chan error) (wait func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for err := range errs {
+			if ctx.Err() == nil {
+				fmt.Fprintf(os.Stderr, "pool %s: %v\n", pool, err)
+			}
+		}
+	}()
+	return func() { <-done }
+}
