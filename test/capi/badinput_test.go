@@ -16,6 +16,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
+	"github.com/anvil-dev/anvil/test/capienv"
 )
 
 // readyOf says why an AnvilMachine's Ready condition is not (reason, message-part), or nil.
@@ -37,12 +38,12 @@ func readyOf(ctx context.Context, key client.ObjectKey, reason, message string) 
 func TestArchitectureNoPoolHasIsReportedNotLooped(t *testing.T) {
 	r := theRig(t)
 	ctx := context.Background()
-	ns := namespace(t, "noarch")
+	ns := capienv.Namespace(t, env.Client, "noarch")
 	cluster := newCluster(t, r, ns, "noarch")
 	md := newMachineDeployment(t, cluster, "riscv", machineSpec(r, computev1alpha1.ArchitectureRISCV64), "", 1)
 	var key client.ObjectKey
-	eventually(t, time.Minute, "the AnvilMachine to say no pool fits", func() error {
-		machines, err := machinesOf(ctx, md)
+	capienv.Eventually(t, time.Minute, "the AnvilMachine to say no pool fits", func() error {
+		machines, err := capienv.MachinesOf(ctx, env.Client, md)
 		if err != nil || len(machines) != 1 {
 			return fmt.Errorf("%d Machines, %v", len(machines), err)
 		}
@@ -75,7 +76,7 @@ func TestArchitectureNoPoolHasIsReportedNotLooped(t *testing.T) {
 func TestBootstrapSecretWithoutValue(t *testing.T) {
 	r := theRig(t)
 	ctx := context.Background()
-	ns := namespace(t, "novalue")
+	ns := capienv.Namespace(t, env.Client, "novalue")
 	cluster := newCluster(t, r, ns, "novalue")
 	boot := &corev1.Secret{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: bootstrapSecret}, boot); err != nil {
@@ -88,8 +89,8 @@ func TestBootstrapSecretWithoutValue(t *testing.T) {
 	}
 	md := newMachineDeployment(t, cluster, "amd64", machineSpec(r, computev1alpha1.ArchitectureAMD64), "zone-a", 1)
 	var key client.ObjectKey
-	eventually(t, time.Minute, "the AnvilMachine to say the bootstrap data has no value", func() error {
-		machines, err := machinesOf(ctx, md)
+	capienv.Eventually(t, time.Minute, "the AnvilMachine to say the bootstrap data has no value", func() error {
+		machines, err := capienv.MachinesOf(ctx, env.Client, md)
 		if err != nil || len(machines) != 1 {
 			return fmt.Errorf("%d Machines, %v", len(machines), err)
 		}
@@ -115,7 +116,7 @@ func TestBootstrapSecretWithoutValue(t *testing.T) {
 func TestForeignProviderIDReachesNothing(t *testing.T) {
 	r := theRig(t)
 	ctx := context.Background()
-	victimNS := namespace(t, "victim")
+	victimNS := capienv.Namespace(t, env.Client, "victim")
 	startStandIns(t, r, victimNS)
 	victimCluster := newCluster(t, r, victimNS, "c1")
 	newControlPlaneMachine(t, r, victimCluster, "cp-0", computev1alpha1.ArchitectureAMD64)
@@ -127,7 +128,7 @@ func TestForeignProviderIDReachesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	attackerNS := namespace(t, "attacker")
+	attackerNS := capienv.Namespace(t, env.Client, "attacker")
 	newCluster(t, r, attackerNS, "c1")
 	owner := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Name: victimKey.Name, Namespace: attackerNS},
 		Spec: clusterv1.MachineSpec{ClusterName: "c1", Bootstrap: clusterv1.Bootstrap{DataSecretName: new(bootstrapSecret)},
@@ -145,13 +146,13 @@ func TestForeignProviderIDReachesNothing(t *testing.T) {
 	if err := env.Client.Create(ctx, attack); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "the attacker's AnvilMachine to be refused", func() error {
+	capienv.Eventually(t, time.Minute, "the attacker's AnvilMachine to be refused", func() error {
 		return readyOf(ctx, client.ObjectKeyFromObject(attack), infrav1.ReasonForeignProviderID, "names a Machine in namespace "+victimNS)
 	})
 	if err := env.Client.Delete(ctx, attack); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "the attacker's AnvilMachine to go", func() error {
+	capienv.Eventually(t, time.Minute, "the attacker's AnvilMachine to go", func() error {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(attack), &infrav1.AnvilMachine{}); ignoreNotFound(err) != errNotYet {
 			return fmt.Errorf("still there: %v", err)
 		}

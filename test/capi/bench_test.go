@@ -30,6 +30,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
+	"github.com/anvil-dev/anvil/test/capienv"
 )
 
 // benchMachines is the size of the benchmark's Cluster: one control-plane Machine and a
@@ -61,7 +62,7 @@ func BenchmarkCluster30(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		waitQuiet(b, capiMetrics)
-		ns := namespace(b, "capibench")
+		ns := capienv.Namespace(b, env.Client, "capibench")
 		startStandIns(b, r, ns)
 		machines := watchMachines(b, ns)
 		anvilBefore, capiBefore, recBefore, apiBefore := counter.snapshot(), scrapeCAPI(b, capiMetrics), reconcileTimes(b), apiserverWrites(b, apiserver)
@@ -593,7 +594,7 @@ func (mw *machineWatch) waitHealthy(b *testing.B, n int, timeout time.Duration) 
 			case watch.Deleted:
 				delete(mw.healthy, m.Name)
 			case watch.Added, watch.Modified:
-				last = healthy(m)
+				last = capienv.Healthy(m)
 				mw.healthy[m.Name] = last == nil
 			}
 			if mw.count() == n && len(mw.healthy) == n {
@@ -620,7 +621,7 @@ func (mw *machineWatch) count() int {
 func checkOnPool(b *testing.B, md *clusterv1.MachineDeployment) {
 	b.Helper()
 	ctx := context.Background()
-	machines, err := machinesOf(ctx, md)
+	machines, err := capienv.MachinesOf(ctx, env.Client, md)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -639,7 +640,7 @@ func deleteCluster(b *testing.B, r *rig, cluster *clusterv1.Cluster) {
 	if err := env.Client.Delete(ctx, cluster); err != nil {
 		b.Fatal(err)
 	}
-	eventually(b, 5*time.Minute, "the Cluster and its anvil Machines gone", func() error {
+	capienv.Eventually(b, 5*time.Minute, "the Cluster and its anvil Machines gone", func() error {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cluster), &clusterv1.Cluster{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("Cluster still there (%v)", err)
 		}

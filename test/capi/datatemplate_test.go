@@ -12,6 +12,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
+	"github.com/anvil-dev/anvil/test/capienv"
 )
 
 // One data template serves a whole MachineDeployment: each machine gets its own index,
@@ -19,7 +20,7 @@ import (
 func TestDataTemplateGivesEachMachineItsOwn(t *testing.T) {
 	r := theRig(t)
 	ctx := context.Background()
-	ns := namespace(t, "datatemplate")
+	ns := capienv.Namespace(t, env.Client, "datatemplate")
 	startStandIns(t, r, ns)
 	cluster := newCluster(t, r, ns, "dt")
 	newControlPlaneMachine(t, r, cluster, "cp-0", computev1alpha1.ArchitectureAMD64)
@@ -48,7 +49,7 @@ func TestDataTemplateGivesEachMachineItsOwn(t *testing.T) {
 	if got := renderedOf(t, ns, md); !slices.Equal(got, []string{"dt-worker-0 0 10.0.0.10", "dt-worker-1 1 10.0.0.11"}) || !slices.Contains(got, kept[0]) {
 		t.Fatalf("after a scale-down of %s and up: %v (kept %v)", machines[0].Name, got, kept)
 	}
-	eventually(t, time.Minute, "the template's status to hold the two machines' indexes", func() error {
+	capienv.Eventually(t, time.Minute, "the template's status to hold the two machines' indexes", func() error {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(tmpl), tmpl); err != nil {
 			return err
 		}

@@ -13,6 +13,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
+	"github.com/anvil-dev/anvil/test/capienv"
 )
 
 // One Cluster with a MachineDeployment per architecture, driven by the real Cluster API
@@ -22,7 +23,7 @@ import (
 func TestHybridMachineDeployments(t *testing.T) {
 	r := theRig(t)
 	ctx := context.Background()
-	ns := namespace(t, "hybrid")
+	ns := capienv.Namespace(t, env.Client, "hybrid")
 	startStandIns(t, r, ns)
 	cluster := newCluster(t, r, ns, "hybrid")
 	newControlPlaneMachine(t, r, cluster, "cp-0", computev1alpha1.ArchitectureAMD64)
@@ -30,7 +31,7 @@ func TestHybridMachineDeployments(t *testing.T) {
 	arm := newMachineDeployment(t, cluster, "arm64", machineSpec(r, computev1alpha1.ArchitectureARM64), "zone-b", 2)
 
 	ac := &infrav1.AnvilCluster{}
-	eventually(t, time.Minute, "AnvilCluster provisioned with the pools' zones", func() error {
+	capienv.Eventually(t, time.Minute, "AnvilCluster provisioned with the pools' zones", func() error {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cluster), ac); err != nil {
 			return err
 		}
@@ -45,7 +46,7 @@ func TestHybridMachineDeployments(t *testing.T) {
 	})
 	waitReplicas(t, amd, 2, computev1alpha1.ArchitectureAMD64, "zone-a")
 	waitReplicas(t, arm, 2, computev1alpha1.ArchitectureARM64, "zone-b")
-	eventually(t, time.Minute, "Cluster with its control plane initialized", func() error {
+	capienv.Eventually(t, time.Minute, "Cluster with its control plane initialized", func() error {
 		c := &clusterv1.Cluster{}
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cluster), c); err != nil {
 			return err
@@ -72,7 +73,7 @@ func TestHybridMachineDeployments(t *testing.T) {
 	}
 	// Every anvil Machine of the cluster belongs to a Machine that exists: scaling down
 	// deleted the anvil Machines of the Machines it removed.
-	eventually(t, time.Minute, "anvil Machines of deleted Machines gone", func() error {
+	capienv.Eventually(t, time.Minute, "anvil Machines of deleted Machines gone", func() error {
 		anvils := &computev1alpha1.MachineList{}
 		if err := env.Client.List(ctx, anvils, client.InNamespace(ns), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster.Name}); err != nil {
 			return err
@@ -89,16 +90,9 @@ func TestHybridMachineDeployments(t *testing.T) {
 }
 
 // scale sets a MachineDeployment's replicas.
-func scale(t *testing.T, md *clusterv1.MachineDeployment, replicas int32) {
+func scale(t testing.TB, md *clusterv1.MachineDeployment, replicas int32) {
 	t.Helper()
-	ctx := context.Background()
-	cur := &clusterv1.MachineDeployment{}
-	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(md), cur); err != nil {
+	if err := capienv.Scale(context.Background(), env.Client, md, replicas); err != nil {
 		t.Fatal(err)
-	}
-	base := cur.DeepCopy()
-	cur.Spec.Replicas = new(replicas)
-	if err := env.Client.Patch(ctx, cur, client.MergeFrom(base)); err != nil {
-		t.Fatalf("scaling %s to %d: %v", md.Name, replicas, err)
 	}
 }

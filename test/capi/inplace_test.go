@@ -31,7 +31,7 @@ func TestImageChangeInPlaceOrByReplacement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := namespace(t, "inplace")
+	ns := capienv.Namespace(t, env.Client, "inplace")
 	startStandIns(t, r, ns)
 	cluster := newCluster(t, r, ns, "ip")
 	newControlPlaneMachine(t, r, cluster, "cp-0", computev1alpha1.ArchitectureAMD64)
@@ -41,7 +41,7 @@ func TestImageChangeInPlaceOrByReplacement(t *testing.T) {
 	before := waitReplicas(t, off, 1, computev1alpha1.ArchitectureAMD64, "zone-a")[0]
 	rollInPlaceFirst(t, off)
 	rollTo(t, off, image2)
-	eventually(t, 3*time.Minute, "the gate off: a new Machine on the new image", func() error {
+	capienv.Eventually(t, 3*time.Minute, "the gate off: a new Machine on the new image", func() error {
 		return oneMachineOn(ctx, off, image2, func(m *clusterv1.Machine) error {
 			if m.UID == before.UID {
 				return fmt.Errorf("still the old Machine %s", m.Name)
@@ -62,7 +62,7 @@ func TestImageChangeInPlaceOrByReplacement(t *testing.T) {
 	}
 	standInBootstrapProvider(t, &before)
 	rollTo(t, on, image2)
-	eventually(t, 3*time.Minute, "the gate on: the same Machine reimaged to the new image", func() error {
+	capienv.Eventually(t, 3*time.Minute, "the gate on: the same Machine reimaged to the new image", func() error {
 		return oneMachineOn(ctx, on, image2, func(m *clusterv1.Machine) error {
 			if m.UID != before.UID {
 				return fmt.Errorf("replaced: %s → %s", before.Name, m.Name)
@@ -147,7 +147,7 @@ func rollTo(t testing.TB, md *clusterv1.MachineDeployment, image string) {
 // oneMachineOn says why md does not have exactly one healthy Machine whose anvil Machine
 // runs image (its spec and its booted digest, the index's), checked further by also.
 func oneMachineOn(ctx context.Context, md *clusterv1.MachineDeployment, image string, also func(*clusterv1.Machine) error) error {
-	machines, err := machinesOf(ctx, md)
+	machines, err := capienv.MachinesOf(ctx, env.Client, md)
 	if err != nil {
 		return err
 	}
@@ -159,7 +159,7 @@ func oneMachineOn(ctx context.Context, md *clusterv1.MachineDeployment, image st
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.InfrastructureRef.Name}, anvil); err != nil {
 		return err
 	}
-	if err := healthy(m); err != nil {
+	if err := capienv.Healthy(m); err != nil {
 		am := &infrav1.AnvilMachine{}
 		_ = env.Client.Get(ctx, client.ObjectKeyFromObject(anvil), am)
 		return fmt.Errorf("%w (Updating %+v; AnvilMachine image %s annotations %v; anvil Machine image %s booted %+v conditions %+v)", err,
@@ -212,7 +212,7 @@ func registerExtension(t testing.TB, r *rig) {
 	}
 	// Before the manager restarts without RuntimeSDK, whose webhook then refuses them.
 	t.Cleanup(func() { _ = c.Delete(context.Background(), ec) })
-	eventually(t, time.Minute, "Cluster API to discover the extension", func() error {
+	capienv.Eventually(t, time.Minute, "Cluster API to discover the extension", func() error {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(ec), ec); err != nil {
 			return err
 		}

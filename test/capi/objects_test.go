@@ -8,13 +8,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
+	"github.com/anvil-dev/anvil/test/capienv"
 )
 
 const bootstrapSecret = "boot"
@@ -33,36 +33,24 @@ func newCluster(t testing.TB, r *rig, ns, name string) *clusterv1.Cluster {
 // Machine, and move with it).
 func newClusterWithIdentity(t testing.TB, r *rig, ns, name string, identity []byte) *clusterv1.Cluster {
 	t.Helper()
-	ctx := context.Background()
-	host := r.workload.RESTConfig().Host
-	var port int32
-	if _, err := fmt.Sscanf(host, "https://127.0.0.1:%d", &port); err != nil {
-		t.Fatalf("workload apiserver %s: %v", host, err)
+	endpoint, err := capienv.Endpoint(r.workload.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
 	}
-	boot := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: bootstrapSecret, Namespace: ns,
-		Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
-		Type: clusterv1.ClusterSecretType, Data: map[string][]byte{"value": []byte("#cloud-config\n"), "format": []byte("cloud-config")}}
-	ac := &infrav1.AnvilCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: infrav1.AnvilClusterSpec{ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "127.0.0.1", Port: port}}}
-	objs := []client.Object{
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-kubeconfig", Namespace: ns,
-			Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
-			Type: clusterv1.ClusterSecretType, Data: map[string][]byte{"value": r.kubeconfig}},
-		boot, ac,
-	}
+	cluster, objs := capienv.Cluster(ns, name, r.kubeconfig, endpoint)
+	boot := capienv.BootstrapSecret(cluster, bootstrapSecret, []byte("#cloud-config\n"))
 	if identity != nil {
-		objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-identity", Namespace: ns},
-			Data: map[string][]byte{"value": identity}})
-		ac.Spec.IdentityRef = &infrav1.IdentityReference{Name: name + "-identity"}
+		for _, o := range objs {
+			if ac, ok := o.(*infrav1.AnvilCluster); ok {
+				ac.Spec.IdentityRef = &infrav1.IdentityReference{Name: name + "-identity"}
+			}
+		}
+		objs = append([]client.Object{&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-identity", Namespace: ns},
+			Data: map[string][]byte{"value": identity}}}, objs...)
 		boot.Labels[infrav1.LabelMove] = ""
 	}
-	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-			APIGroup: infrav1.GroupVersion.Group, Kind: "AnvilCluster", Name: name}}}
-	for _, o := range append(objs, cluster) {
-		if err := env.Client.Create(ctx, o); err != nil {
-			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
-		}
+	if err := capienv.Create(context.Background(), env.Client, append([]client.Object{boot}, objs...)...); err != nil {
+		t.Fatal(err)
 	}
 	return cluster
 }
@@ -77,18 +65,8 @@ func machineSpec(r *rig, arch computev1alpha1.Architecture) infrav1.AnvilMachine
 // Cluster's control plane is initialized once its Node is there (no control-plane provider).
 func newControlPlaneMachine(t testing.TB, r *rig, cluster *clusterv1.Cluster, name string, arch computev1alpha1.Architecture) {
 	t.Helper()
-	ctx := context.Background()
-	am := &infrav1.AnvilMachine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cluster.Namespace,
-		Labels: map[string]string{clusterv1.ClusterNameLabel: cluster.Name}}, Spec: machineSpec(r, arch)}
-	m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cluster.Namespace,
-		Labels: map[string]string{clusterv1.ClusterNameLabel: cluster.Name, clusterv1.MachineControlPlaneLabel: ""}},
-		Spec: clusterv1.MachineSpec{ClusterName: cluster.Name, Version: "v1.36.3",
-			Bootstrap:         clusterv1.Bootstrap{DataSecretName: new(bootstrapSecret)},
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "AnvilMachine", Name: name}}}
-	for _, o := range []client.Object{am, m} {
-		if err := env.Client.Create(ctx, o); err != nil {
-			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
-		}
+	if err := capienv.Create(context.Background(), env.Client, capienv.ControlPlaneMachine(cluster, name, bootstrapSecret, machineSpec(r, arch))...); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -96,21 +74,9 @@ func newControlPlaneMachine(t testing.TB, r *rig, cluster *clusterv1.Cluster, na
 // Machines from it in failure domain zone.
 func newMachineDeployment(t testing.TB, cluster *clusterv1.Cluster, name string, spec infrav1.AnvilMachineSpec, zone string, replicas int32) *clusterv1.MachineDeployment {
 	t.Helper()
-	ctx := context.Background()
-	tmpl := &infrav1.AnvilMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cluster.Namespace},
-		Spec: infrav1.AnvilMachineTemplateSpec{Template: infrav1.AnvilMachineTemplateResource{Spec: spec}}}
-	labels := map[string]string{clusterv1.ClusterNameLabel: cluster.Name, "deployment": name}
-	md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cluster.Namespace},
-		Spec: clusterv1.MachineDeploymentSpec{ClusterName: cluster.Name, Replicas: new(replicas),
-			Selector: metav1.LabelSelector{MatchLabels: labels},
-			Template: clusterv1.MachineTemplateSpec{ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
-				Spec: clusterv1.MachineSpec{ClusterName: cluster.Name, Version: "v1.36.3", FailureDomain: zone,
-					Bootstrap:         clusterv1.Bootstrap{DataSecretName: new(bootstrapSecret)},
-					InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "AnvilMachineTemplate", Name: name}}}}}
-	for _, o := range []client.Object{tmpl, md} {
-		if err := env.Client.Create(ctx, o); err != nil {
-			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
-		}
+	md, tmpl := capienv.MachineDeployment(cluster, name, bootstrapSecret, zone, spec, replicas)
+	if err := capienv.Create(context.Background(), env.Client, tmpl, md); err != nil {
+		t.Fatal(err)
 	}
 	return md
 }
@@ -219,27 +185,6 @@ func nodeCondition(n *corev1.Node, t corev1.NodeConditionType) *corev1.NodeCondi
 	return nil
 }
 
-// machinesOf lists the Cluster API Machines of a MachineDeployment.
-func machinesOf(ctx context.Context, md *clusterv1.MachineDeployment) ([]clusterv1.Machine, error) {
-	list := &clusterv1.MachineList{}
-	err := env.Client.List(ctx, list, client.InNamespace(md.Namespace), client.MatchingLabels(md.Spec.Selector.MatchLabels))
-	return list.Items, err
-}
-
-// healthy says why a Machine is not yet Running with a Node that is healthy, or nil.
-func healthy(m *clusterv1.Machine) error {
-	if m.Status.Phase != string(clusterv1.MachinePhaseRunning) {
-		return fmt.Errorf("Machine %s is %q", m.Name, m.Status.Phase)
-	}
-	if m.Status.NodeRef.Name == "" {
-		return fmt.Errorf("Machine %s has no nodeRef", m.Name)
-	}
-	if c := apimeta.FindStatusCondition(m.Status.Conditions, clusterv1.MachineNodeHealthyCondition); c == nil || c.Status != metav1.ConditionTrue {
-		return fmt.Errorf("Machine %s NodeHealthy: %+v", m.Name, c)
-	}
-	return nil
-}
-
 // waitReplicas waits until md has exactly n Machines, each healthy, each on an anvil Machine
 // of arch running on a pool of zone, and returns them.
 func waitReplicas(t testing.TB, md *clusterv1.MachineDeployment, n int, arch computev1alpha1.Architecture, zone string) []clusterv1.Machine {
@@ -250,16 +195,16 @@ func waitReplicas(t testing.TB, md *clusterv1.MachineDeployment, n int, arch com
 	defer func() {
 		t.Logf("%s: %d healthy Machines after %s", md.Name, n, time.Since(start).Round(100*time.Millisecond))
 	}()
-	eventually(t, 3*time.Minute, fmt.Sprintf("MachineDeployment %s at %d healthy Machines", md.Name, n), func() error {
+	capienv.Eventually(t, 3*time.Minute, fmt.Sprintf("MachineDeployment %s at %d healthy Machines", md.Name, n), func() error {
 		var err error
-		if machines, err = machinesOf(ctx, md); err != nil {
+		if machines, err = capienv.MachinesOf(ctx, env.Client, md); err != nil {
 			return err
 		}
 		if len(machines) != n {
 			return fmt.Errorf("%d Machines", len(machines))
 		}
 		for i := range machines {
-			if err := healthy(&machines[i]); err != nil {
+			if err := capienv.Healthy(&machines[i]); err != nil {
 				return err
 			}
 			if err := onPool(ctx, &machines[i], arch, zone); err != nil {

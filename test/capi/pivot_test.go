@@ -48,8 +48,8 @@ import (
 func TestPivotKeepsMachinesWhereTheyAre(t *testing.T) {
 	r := theRig(t)
 	ctx := context.Background()
-	tenant := namespace(t, "pivot-tenant") // in A: the anvil Machines
-	ns := namespace(t, "pivot")            // in A, then in B: the Cluster API objects
+	tenant := capienv.Namespace(t, env.Client, "pivot-tenant") // in A: the anvil Machines
+	ns := capienv.Namespace(t, env.Client, "pivot")            // in A, then in B: the Cluster API objects
 	identity := tenantIdentity(t, tenant)
 	startTenantStandIns(t, r, tenant)
 	b := startManagementCluster(t)
@@ -64,7 +64,7 @@ func TestPivotKeepsMachinesWhereTheyAre(t *testing.T) {
 	newControlPlaneMachine(t, r, cluster, "cp-0", computev1alpha1.ArchitectureAMD64)
 	md := newMachineDeployment(t, cluster, "md", machineSpec(r, computev1alpha1.ArchitectureAMD64), "", 1)
 	clusterHealthy(t, env.Client, ns, name, 2, tenant)
-	eventually(t, time.Minute, "identity Secret labelled for the move by the provider", func() error {
+	capienv.Eventually(t, time.Minute, "identity Secret labelled for the move by the provider", func() error {
 		s := &corev1.Secret{}
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-identity"}, s); err != nil {
 			return err
@@ -100,7 +100,7 @@ func TestPivotKeepsMachinesWhereTheyAre(t *testing.T) {
 	}
 
 	// B: the moved objects reconcile through the identity; the Machines are healthy again.
-	eventually(t, 2*time.Minute, "AnvilCluster in B Ready through the identity", func() error {
+	capienv.Eventually(t, 2*time.Minute, "AnvilCluster in B Ready through the identity", func() error {
 		ac := &infrav1.AnvilCluster{}
 		if err := b.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, ac); err != nil {
 			return err
@@ -339,7 +339,7 @@ func clusterHealthy(t *testing.T, c client.Client, ns, name string, n int, tenan
 	t.Helper()
 	ctx := context.Background()
 	start := time.Now()
-	eventually(t, 3*time.Minute, fmt.Sprintf("Cluster %s/%s with %d healthy Machines", ns, name, n), func() error {
+	capienv.Eventually(t, 3*time.Minute, fmt.Sprintf("Cluster %s/%s with %d healthy Machines", ns, name, n), func() error {
 		list := &clusterv1.MachineList{}
 		if err := c.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{clusterv1.ClusterNameLabel: name}); err != nil {
 			return err
@@ -349,7 +349,7 @@ func clusterHealthy(t *testing.T, c client.Client, ns, name string, n int, tenan
 		}
 		for i := range list.Items {
 			m := &list.Items[i]
-			if err := healthy(m); err != nil {
+			if err := capienv.Healthy(m); err != nil {
 				return err
 			}
 			if want := infrav1.ProviderIDScheme + tenant + "/" + m.Spec.InfrastructureRef.Name; m.Spec.ProviderID != want {

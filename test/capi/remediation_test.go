@@ -15,6 +15,7 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/capi/remediation"
+	"github.com/anvil-dev/anvil/test/capienv"
 )
 
 // A MachineHealthCheck with anvil's external remediation: a Machine whose Node goes
@@ -23,7 +24,7 @@ import (
 func TestRemediationRebootsThenGivesUp(t *testing.T) {
 	r := theRig(t)
 	ctx := context.Background()
-	ns := namespace(t, "remediation")
+	ns := capienv.Namespace(t, env.Client, "remediation")
 	nodes := startStandIns(t, r, ns)
 	cluster := newCluster(t, r, ns, "rem")
 	newControlPlaneMachine(t, r, cluster, "cp-0", computev1alpha1.ArchitectureAMD64)
@@ -52,7 +53,7 @@ func TestRemediationRebootsThenGivesUp(t *testing.T) {
 	// 1. NotReady, then back after the reboot: the same Machine stays.
 	nodes.Unhealthy(machine.Spec.ProviderID, true)
 	var rem infrav1.AnvilRemediation
-	eventually(t, time.Minute, "the MachineHealthCheck's request and anvil's reboot", func() error {
+	capienv.Eventually(t, time.Minute, "the MachineHealthCheck's request and anvil's reboot", func() error {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(&machine), &rem); err != nil {
 			return ignoreNotFound(err)
 		}
@@ -66,7 +67,7 @@ func TestRemediationRebootsThenGivesUp(t *testing.T) {
 		return nil
 	})
 	nodes.Unhealthy(machine.Spec.ProviderID, false)
-	eventually(t, time.Minute, "the request to be deleted once the Node is healthy", func() error {
+	capienv.Eventually(t, time.Minute, "the request to be deleted once the Node is healthy", func() error {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(&rem), &infrav1.AnvilRemediation{}); ignoreNotFound(err) != errNotYet {
 			return fmt.Errorf("still there (%v)", err)
 		}
@@ -78,7 +79,7 @@ func TestRemediationRebootsThenGivesUp(t *testing.T) {
 
 	// 2. NotReady for good: reboot, power cycle, give up; Cluster API replaces the Machine.
 	nodes.Unhealthy(machine.Spec.ProviderID, true)
-	eventually(t, 2*time.Minute, "the remediation to give up", func() error {
+	capienv.Eventually(t, 2*time.Minute, "the remediation to give up", func() error {
 		cur := &infrav1.AnvilRemediation{}
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(&machine), cur); err != nil {
 			return ignoreNotFound(err)
@@ -100,8 +101,8 @@ func TestRemediationRebootsThenGivesUp(t *testing.T) {
 	if n := eventsOf(t, ns, "Machine", anvilKey.Name, computev1alpha1.EventPoweredOff); n == 0 {
 		t.Errorf("the anvil Machine was never powered off")
 	}
-	eventually(t, 2*time.Minute, "Cluster API to replace the Machine given up on", func() error {
-		machines, err := machinesOf(ctx, md)
+	capienv.Eventually(t, 2*time.Minute, "Cluster API to replace the Machine given up on", func() error {
+		machines, err := capienv.MachinesOf(ctx, env.Client, md)
 		if err != nil {
 			return err
 		}

@@ -15,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
@@ -23,7 +22,6 @@ import (
 	"github.com/anvil-dev/anvil/internal/capi/extension"
 	"github.com/anvil-dev/anvil/internal/controlplane"
 	"github.com/anvil-dev/anvil/internal/dev"
-	"github.com/anvil-dev/anvil/internal/manager"
 	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/internal/runtime/fake"
@@ -110,9 +108,11 @@ func startRig() (*rig, error) {
 		return nil, err
 	}
 	r.extension = extension.Options{BindAddress: fmt.Sprintf("127.0.0.1:%d", port), CertDir: filepath.Join(state, "extension"), ClientCAFile: clientCA}
-	if err := startManager(ctx, r.extension, &stops); err != nil {
+	stopManager, err := capienv.RunAnvilManager(ctx, env.Config, r.extension)
+	if err != nil {
 		return nil, err
 	}
+	stops = append(stops, stopManager)
 	if err := startPools(ctx, state, &stops); err != nil {
 		return nil, err
 	}
@@ -122,25 +122,12 @@ func startRig() (*rig, error) {
 	return r, nil
 }
 
-// startWorkload starts the workload cluster's control plane, whose kubeconfig Cluster API
-// reads from each Cluster's <name>-kubeconfig Secret.
+// startWorkload starts the workload cluster's control plane (a plain apiserver: the tests
+// make its Nodes), whose kubeconfig Cluster API reads from each Cluster's <name>-kubeconfig Secret.
 func startWorkload(ctx context.Context, r *rig, dir string, stops *[]func()) error {
-	ports := make([]int, 3)
-	for i := range ports {
-		p, err := harness.LoopbackPort()
-		if err != nil {
-			return err
-		}
-		ports[i] = p
-	}
-	bin, err := harness.AssetsDir()
+	cp, err := capienv.StartWorkload(ctx, dir, nil)
 	if err != nil {
 		return err
-	}
-	cp, err := controlplane.Start(ctx, controlplane.Config{StateDir: dir, BinDir: bin,
-		APIServerPort: ports[0], EtcdClientPort: ports[1], EtcdPeerPort: ports[2]})
-	if err != nil {
-		return fmt.Errorf("workload control plane: %w", err)
 	}
 	*stops = append(*stops, func() { _ = cp.Stop() })
 	r.workload = cp
@@ -149,29 +136,6 @@ func startWorkload(ctx context.Context, r *rig, dir string, stops *[]func()) err
 	}
 	r.workloadClient, err = client.New(cp.RESTConfig(), client.Options{Scheme: env.Scheme})
 	return err
-}
-
-// startManager runs anvil's manager with the Cluster API provider and its in-place update
-// extension until the package ends.
-func startManager(ctx context.Context, ext extension.Options, stops *[]func()) error {
-	o := manager.DefaultOptions()
-	o.MetricsAddr, o.HealthAddr, o.SkipControllerNameValidation = "0", "0", true
-	o.ImageArchitectures = manager.ImageArchitecturesAny
-	o.ClusterAPI, o.CAPIExtension = true, ext
-	mgr, err := manager.New(rest.CopyConfig(env.Config), o)
-	if err != nil {
-		return err
-	}
-	mctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mctx) }()
-	*stops = append(*stops, func() {
-		cancel()
-		if err := <-done; err != nil {
-			fmt.Fprintln(os.Stderr, "anvil manager:", err)
-		}
-	})
-	return nil
 }
 
 // pools are the rig's fake pools: one per architecture, each a zone of its own.
@@ -196,16 +160,7 @@ func startPools(ctx context.Context, state string, stops *[]func()) error {
 		if err != nil {
 			return err
 		}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			for err := range errs {
-				if ctx.Err() == nil {
-					fmt.Fprintf(os.Stderr, "pool %s: %v\n", p.name, err)
-				}
-			}
-		}()
-		*stops = append(*stops, func() { <-done })
+		*stops = append(*stops, capienv.ReportPoolErrors(ctx, p.name, errs))
 		if err := labelPool(ctx, p.name, map[string]string{zoneLabel: p.zone}); err != nil {
 			return err
 		}
@@ -267,33 +222,6 @@ func pushTestOS(ctx context.Context, version string) (string, error) {
 		return "", err
 	}
 	return ref, nil
-}
-
-// eventually polls check every 200 ms until it returns nil, failing with its last error
-// after timeout.
-func eventually(t testing.TB, timeout time.Duration, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-// namespace makes a namespace for one test, deleted when it ends.
-func namespace(t testing.TB, prefix string) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
-	if err := env.Client.Create(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
 }
 
 var errNotYet = errors.New("not yet")

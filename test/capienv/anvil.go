@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/anvil-dev/anvil/internal/capi/extension"
 	"github.com/anvil-dev/anvil/internal/controlplane"
 	"github.com/anvil-dev/anvil/internal/manager"
 	"github.com/anvil-dev/anvil/test/harness"
@@ -14,13 +15,13 @@ import (
 
 // RunAnvilManager runs anvil's manager with the Cluster API provider against the apiserver
 // of cfg until stop is called (before that apiserver stops); an error it ends with is
-// printed. It takes any architecture for an image (the runtime refuses a wrong one), so a
+// printed; with ext's address set it serves the in-place update extension there. It takes any architecture for an image (the runtime refuses a wrong one), so a
 // test needs no registry allow-list.
-func RunAnvilManager(ctx context.Context, cfg *rest.Config) (stop func(), err error) {
+func RunAnvilManager(ctx context.Context, cfg *rest.Config, ext extension.Options) (stop func(), err error) {
 	o := manager.DefaultOptions()
 	o.MetricsAddr, o.HealthAddr, o.SkipControllerNameValidation = "0", "0", true
 	o.ImageArchitectures = manager.ImageArchitecturesAny
-	o.ClusterAPI = true
+	o.ClusterAPI, o.CAPIExtension = true, ext
 	mgr, err := manager.New(rest.CopyConfig(cfg), o)
 	if err != nil {
 		return nil, err

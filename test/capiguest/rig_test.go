@@ -22,6 +22,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/capi/extension"
 	"github.com/anvil-dev/anvil/internal/controlplane"
 	"github.com/anvil-dev/anvil/internal/dev"
 	"github.com/anvil-dev/anvil/internal/nodeagent/nodeagenttest"
@@ -157,7 +158,7 @@ func startRig(t testing.TB) (*rig, error) {
 			return nil, err
 		}
 	}
-	stopManager, err := capienv.RunAnvilManager(ctx, env.Config)
+	stopManager, err := capienv.RunAnvilManager(ctx, env.Config, extension.Options{})
 	if err != nil {
 		return nil, err
 	}
