@@ -26,6 +26,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/internal/runtime/fake"
 	"github.com/anvil-dev/anvil/test/capienv"
+	"github.com/anvil-dev/anvil/test/capienv/clientpki"
 	"github.com/anvil-dev/anvil/test/harness"
 )
 
@@ -80,7 +81,7 @@ func startRig() (*rig, error) {
 		return nil, err
 	}
 	stops = append(stops, func() { _ = os.RemoveAll(state) })
-	clientCA, certFile, keyFile, err := capienv.WriteClientPKI(state)
+	clientCA, certFile, keyFile, err := clientpki.WriteClientPKI(state)
 	if err != nil {
 		return nil, err
 	}

@@ -36,6 +36,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/capi/extension"
 	"github.com/anvil-dev/anvil/internal/manager"
 	"github.com/anvil-dev/anvil/test/capienv"
+	"github.com/anvil-dev/anvil/test/capienv/clientpki"
 	"github.com/anvil-dev/anvil/test/harness"
 )
 
@@ -51,7 +52,7 @@ func TestClusterAPIDiscoversAndAsksTheExtension(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	caFile, certFile, keyFile, err := capienv.WriteClientPKI(dir)
+	caFile, certFile, keyFile, err := clientpki.WriteClientPKI(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

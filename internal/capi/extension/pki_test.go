@@ -7,15 +7,15 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/anvil-dev/anvil/test/capienv"
+	"github.com/anvil-dev/anvil/test/capienv/clientpki"
 )
 
 // testCA is capienv's CA with the test's failure handling.
-type testCA struct{ *capienv.CA }
+type testCA struct{ *clientpki.CA }
 
 func newTestCA(t *testing.T, name string) testCA {
 	t.Helper()
-	ca, err := capienv.NewCA(name)
+	ca, err := clientpki.NewCA(name)
 	if err != nil {
 		t.Fatal(err)
 	}

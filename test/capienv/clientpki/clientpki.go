@@ -1,4 +1,7 @@
-package capienv
+// Package clientpki makes the client certificates of the in-place update extension's tests: the one
+// Cluster API's manager presents, and others. It imports nothing of anvil, so the extension's
+// own tests can use it.
+package clientpki
 
 import (
 	"crypto/ecdsa"
