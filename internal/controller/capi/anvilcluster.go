@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -122,6 +123,6 @@ func (r *AnvilClusterReconciler) moveIdentity(ctx context.Context, ac *infrav1.A
 		return nil
 	}
 	base := s.DeepCopy()
-	metaSetLabel(s, infrav1.LabelMove, "")
+	metav1.SetMetaDataLabel(&s.ObjectMeta, infrav1.LabelMove, "")
 	return r.Client.Patch(ctx, s, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 }

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -107,7 +108,7 @@ func (r *AnvilMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		in.Hostname, in.MetaData = fill.Hostname, fill.MetaData
 	}
 	plan := anvilmachine.Decide(in)
-	if err := r.apply(ctx, compute, am, plan); err != nil {
+	if err := r.apply(ctx, compute, am, existing, plan); err != nil {
 		return conflictOr(err)
 	}
 	base = am.DeepCopy() // apply may have updated the spec and annotations
@@ -183,7 +184,7 @@ func poolLabels(ctx context.Context, compute Compute, m *computev1alpha1.Machine
 // apply carries out the plan's writes in its order: the first-boot Secret, the anvil
 // Machine (created, or its image changed), then the AnvilMachine's providerID and
 // block-move annotation.
-func (r *AnvilMachineReconciler) apply(ctx context.Context, compute Compute, am *infrav1.AnvilMachine, p anvilmachine.Plan) error {
+func (r *AnvilMachineReconciler) apply(ctx context.Context, compute Compute, am *infrav1.AnvilMachine, existing *computev1alpha1.Machine, p anvilmachine.Plan) error {
 	if p.Secret != nil {
 		if err := ensureSecret(ctx, compute, p.Secret); err != nil {
 			return fmt.Errorf("first-boot Secret %s/%s: %w", p.Secret.Namespace, p.Secret.Name, err)
@@ -200,12 +201,10 @@ func (r *AnvilMachineReconciler) apply(ctx context.Context, compute Compute, am 
 			return err
 		}
 	}
-	if p.Image != "" {
-		m, err := anvilMachineOf(ctx, compute, am, compute.namespaceFor(am.Namespace))
-		if err != nil || m == nil {
-			return err
-		}
-		base := m.DeepCopy()
+	if p.Image != "" && existing != nil {
+		// The anvil Machine Decide saw: the optimistic lock refuses it if it changed since.
+		m := existing.DeepCopy()
+		base := existing
 		m.Spec.Image = p.Image
 		if err := compute.Client.Patch(ctx, m, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 			return err
@@ -221,7 +220,7 @@ func (r *AnvilMachineReconciler) apply(ctx context.Context, compute Compute, am 
 		want.Spec.ProviderID = p.ProviderID
 	}
 	if p.BlockMove {
-		metaSet(want, infrav1.AnnotationBlockMove, "true")
+		metav1.SetMetaDataAnnotation(&want.ObjectMeta, infrav1.AnnotationBlockMove, "true")
 	} else {
 		delete(want.Annotations, infrav1.AnnotationBlockMove)
 	}
@@ -241,13 +240,13 @@ func ensureSecret(ctx context.Context, compute Compute, want *corev1.Secret) err
 		return err
 	case !ok:
 		return compute.Client.Create(ctx, want)
-	case maps.EqualFunc(have.Data, want.Data, bytes.Equal) && subset(want.Labels, have.Labels):
+	case maps.EqualFunc(have.Data, want.Data, bytes.Equal) && labels.SelectorFromSet(want.Labels).Matches(labels.Set(have.Labels)):
 		return nil
 	}
 	base := have.DeepCopy()
 	have.Data = want.Data
 	for k, v := range want.Labels {
-		metaSetLabel(have, k, v)
+		metav1.SetMetaDataLabel(&have.ObjectMeta, k, v)
 	}
 	return compute.Client.Patch(ctx, have, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 }

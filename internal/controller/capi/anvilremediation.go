@@ -116,7 +116,7 @@ func (r *AnvilRemediationReconciler) apply(ctx context.Context, compute Compute,
 	if anvil != nil && (p.Reboot != "" && anvil.Annotations[computev1alpha1.AnnotationReboot] != p.Reboot || p.Power != "" && anvil.Spec.Power != p.Power) {
 		want := anvil.DeepCopy()
 		if p.Reboot != "" {
-			metaSet(want, computev1alpha1.AnnotationReboot, p.Reboot)
+			metav1.SetMetaDataAnnotation(&want.ObjectMeta, computev1alpha1.AnnotationReboot, p.Reboot)
 			r.Events.Normal(rem, "Rebooting", "Remediate", "try %d: rebooting anvil Machine %s/%s", p.Status.Tries, anvil.Namespace, anvil.Name)
 		}
 		if p.Power != "" {

@@ -23,33 +23,6 @@ func withGeneration(c metav1.Condition, gen int64) metav1.Condition {
 	return c
 }
 
-func metaSet(obj metav1.Object, key, value string) {
-	a := obj.GetAnnotations()
-	if a == nil {
-		a = map[string]string{}
-	}
-	a[key] = value
-	obj.SetAnnotations(a)
-}
-
-func metaSetLabel(obj metav1.Object, key, value string) {
-	l := obj.GetLabels()
-	if l == nil {
-		l = map[string]string{}
-	}
-	l[key] = value
-	obj.SetLabels(l)
-}
-
-func subset(small, big map[string]string) bool {
-	for k, v := range small {
-		if w, ok := big[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
-}
-
 func schemaGK(group, kind string) schema.GroupKind { return schema.GroupKind{Group: group, Kind: kind} }
 
 func ignoreForbidden(err error) error {
