@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -171,15 +170,5 @@ func TestForeignProviderIDReachesNothing(t *testing.T) {
 // eventsOf counts the Events of one reason about the object kind/name in ns.
 func eventsOf(t testing.TB, ns, kind, name, reason string) int {
 	t.Helper()
-	list := &eventsv1.EventList{}
-	if err := env.Client.List(context.Background(), list, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, e := range list.Items {
-		if e.Regarding.Name == name && e.Regarding.Kind == kind && e.Reason == reason {
-			n += max(int(e.DeprecatedCount), 1)
-		}
-	}
-	return n
+	return capienv.EventCount(t, env.Client, ns, kind, name, reason)
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -153,13 +152,13 @@ func TestRemediationOfAFrozenGuest(t *testing.T) {
 		if c := apimeta.FindStatusCondition(cur.Status.Conditions, clusterv1.MachineHealthCheckSucceededCondition); c == nil || c.Status != metav1.ConditionTrue {
 			return fmt.Errorf("HealthCheckSucceeded %+v", c)
 		}
-		if reboots = eventCount(t, ns, "AnvilRemediation", m.Name, "Rebooting"); reboots == 0 {
+		if reboots = capienv.EventCount(t, env.Client, ns, "AnvilRemediation", m.Name, "Rebooting"); reboots == 0 {
 			return errors.New("no Rebooting Event on the remediation")
 		}
 		return absent(ctx, client.ObjectKeyFromObject(rem), &infrav1.AnvilRemediation{})
 	})
 	t.Logf("remediation: Machine %s healthy again, its remediation deleted, %s after the QEMU stopped", m.Name, since(phase))
-	if n := eventCount(t, ns, "AnvilRemediation", m.Name, "PowerOff"); n != 0 {
+	if n := capienv.EventCount(t, env.Client, ns, "AnvilRemediation", m.Name, "PowerOff"); n != 0 {
 		t.Errorf("the reboot did not bring the machine back: it was power-cycled (%d PowerOff Events)", n)
 	}
 	same := assertSameMachines(t, r, &m, g)
@@ -229,11 +228,11 @@ func TestRemediationOfAFrozenGuest(t *testing.T) {
 	})
 	t.Logf("give up: Machine %s OwnerRemediated False %s after the QEMU stopped", m.Name, since(phase))
 	for _, reason := range []string{"Rebooting", "PowerOff", "PowerOn", "GaveUp"} {
-		if n := eventCount(t, ns, "AnvilRemediation", m.Name, reason); n == 0 || reason == "Rebooting" && n <= reboots {
+		if n := capienv.EventCount(t, env.Client, ns, "AnvilRemediation", m.Name, reason); n == 0 || reason == "Rebooting" && n <= reboots {
 			t.Errorf("%d %s Events on the remediations of %s (%d before step 3)", n, reason, m.Name, reboots)
 		}
 	}
-	if n := eventCount(t, g.anvil.Namespace, "Machine", g.anvil.Name, computev1alpha1.EventPoweredOff); n == 0 {
+	if n := capienv.EventCount(t, env.Client, g.anvil.Namespace, "Machine", g.anvil.Name, computev1alpha1.EventPoweredOff); n == 0 {
 		t.Errorf("anvil Machine %s was never reported powered off", g.anvil.Name)
 	}
 	awaitGone(t, r, same)
@@ -386,22 +385,6 @@ func readConsole(t testing.TB, m *computev1alpha1.Machine) string {
 		t.Fatalf("the console of %s: %v", m.Name, err)
 	}
 	return string(raw)
-}
-
-// eventCount counts the Events of one reason about one object.
-func eventCount(t testing.TB, ns, kind, name, reason string) int {
-	t.Helper()
-	list := &eventsv1.EventList{}
-	if err := env.Client.List(context.Background(), list, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, e := range list.Items {
-		if e.Regarding.Name == name && e.Regarding.Kind == kind && e.Reason == reason {
-			n += max(int(e.DeprecatedCount), 1)
-		}
-	}
-	return n
 }
 
 // nodeReady is the status of a Node's Ready condition, "" without one.
