@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -145,5 +146,31 @@ func TestDisks(t *testing.T) {
 	}
 	if matches, _ := filepath.Glob(filepath.Join(dir, "*.tmp")); len(matches) != 0 {
 		t.Errorf("temporary files left: %v", matches)
+	}
+}
+
+// A stopped QEMU (SIGSTOP, as a hung machine) ends on SIGTERM, cleanly, rather than after
+// the whole grace on SIGKILL.
+func TestKillEndsAStoppedQEMUCleanly(t *testing.T) {
+	s, p := launchBlank(t, computev1alpha1.ArchitectureAMD64)
+	deadline := time.Now().Add(30 * time.Second)
+	for !p.Alive(s.QMPSocket) {
+		if time.Now().After(deadline) {
+			t.Fatalf("QEMU %d never served %s", p.PID, s.QMPSocket)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := syscall.Kill(p.PID, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	const grace = 20 * time.Second
+	start := time.Now()
+	if err := p.Kill(s.QMPSocket, grace); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	log, _ := os.ReadFile(filepath.Join(filepath.Dir(s.PIDFile), "qemu.log"))
+	if took >= grace || !strings.Contains(string(log), "terminating on signal 15") {
+		t.Fatalf("a stopped QEMU took %s to end (grace %s); its log:\n%s", took.Round(time.Millisecond), grace, log)
 	}
 }
