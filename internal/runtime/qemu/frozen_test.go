@@ -37,7 +37,7 @@ func TestFrozenQEMUIsRebootedAndPoweredOff(t *testing.T) {
 	if _, err := rt.RebootMachine(context.Background(), &mriv1alpha1.RebootMachineRequest{Id: id, Token: "t1"}); err != nil {
 		t.Fatal(err)
 	}
-	m = awaitLong(t, rt, id, "rebooted in a new QEMU", func(m *mriv1alpha1.Machine) bool {
+	m = awaitWithin(t, rt, id, "rebooted in a new QEMU", frozenPatience+bootTimeout, func(m *mriv1alpha1.Machine) bool {
 		now, _ := strconv.Atoi(pidOf(t, m))
 		return isRunning(m) && m.Status.RebootToken == "t1" && now != pid
 	})
@@ -51,29 +51,15 @@ func TestFrozenQEMUIsRebootedAndPoweredOff(t *testing.T) {
 	pid = freezeQEMU(t, m)
 	start = time.Now()
 	power(t, rt, id, mriv1alpha1.Power_POWER_OFF)
-	awaitLong(t, rt, id, "shut down", isShutdown)
+	awaitWithin(t, rt, id, "shut down", frozenPatience+bootTimeout, isShutdown)
 	awaitReaped(t, pid)
 	t.Logf("a frozen QEMU powered off in %s", time.Since(start).Round(time.Millisecond))
 }
 
 // frozenPatience bounds how long the runtime may take to give up on a QEMU that answers
-// no QMP: a command's timeout, then unreachablePatience, then the signals.
+// no QMP: a command's timeout, then unreachablePatience, then the signals; a boot follows.
 const frozenPatience = qmpTimeout + unreachablePatience + 30*time.Second
 
-// awaitLong is await with room for the runtime to give up on a frozen QEMU first.
-func awaitLong(t *testing.T, rt *Runtime, id, what string, cond func(*mriv1alpha1.Machine) bool) *mriv1alpha1.Machine {
-	t.Helper()
-	deadline := time.Now().Add(frozenPatience + bootTimeout)
-	var m *mriv1alpha1.Machine
-	for time.Now().Before(deadline) {
-		if m = get(t, rt, id); m != nil && cond(m) {
-			return m
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("machine %s never %s within %s; last seen %v", id, what, frozenPatience+bootTimeout, m)
-	return nil
-}
 
 // freezeQEMU stops a machine's QEMU (SIGSTOP); the test's cleanup continues it if it is
 // still there.
