@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -38,8 +39,13 @@ func TestFrozenQEMUIsRebootedAndPoweredOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	m = awaitWithin(t, rt, id, "rebooted in a new QEMU", frozenPatience+bootTimeout, func(m *mriv1alpha1.Machine) bool {
-		now, _ := strconv.Atoi(pidOf(t, m))
-		return isRunning(m) && m.Status.RebootToken == "t1" && now != pid
+		if !isRunning(m) || m.Status.RebootToken != "t1" {
+			return false
+		}
+		// The pid file goes while one QEMU exits and the next starts.
+		raw, err := os.ReadFile(filepath.Join(machineDir(cfg.StateDir, id), pidFile))
+		now, _ := strconv.Atoi(strings.TrimSpace(string(raw)))
+		return err == nil && now != pid && now != 0
 	})
 	awaitReaped(t, pid)
 	awaitConsoleCount(t, m.Status.Console, ready, 2)
@@ -59,7 +65,6 @@ func TestFrozenQEMUIsRebootedAndPoweredOff(t *testing.T) {
 // frozenPatience bounds how long the runtime may take to give up on a QEMU that answers
 // no QMP: a command's timeout, then unreachablePatience, then the signals; a boot follows.
 const frozenPatience = qmpTimeout + unreachablePatience + 30*time.Second
-
 
 // freezeQEMU stops a machine's QEMU (SIGSTOP); the test's cleanup continues it if it is
 // still there.
