@@ -29,7 +29,7 @@ import (
 // Timeouts of the remediation's strategies, sized for a TCG guest on a shared 2-core machine.
 const (
 	// rebootTimeout runs from the reboot request: a frozen QEMU answers no QMP, so the runtime
-	// stops it only once it stayed unreachable (about 50 s), starts it again, and the guest
+	// stops it only once it stayed unreachable (about 45 s), starts it again, and the guest
 	// boots and registers its Node (10 s alone, up to a minute beside other guests).
 	rebootTimeout = 2 * time.Minute
 	// powerCycleTimeout runs from the power-on: a boot and a registration.
