@@ -2,7 +2,9 @@ package vm
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -175,6 +177,13 @@ func TestKillEndsAStoppedQEMUCleanly(t *testing.T) {
 	if err := syscall.Kill(p.PID, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	// Stopped for real: a SIGTERM sent before the stop takes effect is taken first.
+	for !stopped(p.PID) {
+		if time.Now().After(deadline) {
+			t.Fatalf("QEMU %d never stopped", p.PID)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	const grace = 20 * time.Second
 	start := time.Now()
 	if err := p.Kill(s.QMPSocket, grace); err != nil {
@@ -185,4 +194,11 @@ func TestKillEndsAStoppedQEMUCleanly(t *testing.T) {
 	if took >= grace || !strings.Contains(string(log), "terminating on signal 15") {
 		t.Fatalf("a stopped QEMU took %s to end (grace %s); its log:\n%s", took.Round(time.Millisecond), grace, log)
 	}
+}
+
+// stopped reports whether /proc shows pid stopped by a signal (state T).
+func stopped(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	i := bytes.LastIndexByte(stat, ')')
+	return err == nil && i >= 0 && i+2 < len(stat) && stat[i+2] == 'T'
 }
