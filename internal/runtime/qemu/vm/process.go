@@ -126,7 +126,7 @@ func (p *Process) Alive(qmpSocket string) bool {
 	return Serves(p.PID, qmpSocket)
 }
 
-// Kill ends p: SIGTERM (QEMU exits cleanly; a stopped one is continued for it), then
+// Kill ends p: SIGTERM (QEMU exits cleanly; a stopped one is continued to take it), then
 // SIGKILL after grace. It signals only while /proc shows p is still the QEMU of
 // qmpSocket, and returns once it is gone.
 func (p *Process) Kill(qmpSocket string, grace time.Duration) error {
@@ -138,8 +138,8 @@ func (p *Process) Kill(qmpSocket string, grace time.Duration) error {
 			return fmt.Errorf("signalling QEMU %d: %w", p.PID, err)
 		}
 		if sig == syscall.SIGTERM {
-			// A stopped QEMU (SIGSTOP: a hung machine) takes SIGTERM only once continued;
-			// it then exits cleanly, its disks flushed, instead of waiting out the grace.
+			// A stopped QEMU (SIGSTOP: a hung machine) takes SIGTERM only once continued:
+			// continued, it ends at once instead of waiting out the grace for SIGKILL.
 			_ = syscall.Kill(p.PID, syscall.SIGCONT)
 		}
 		if p.wait(qmpSocket, grace) {
