@@ -162,7 +162,7 @@ func TestPivotKeepsMachinesWhereTheyAre(t *testing.T) {
 
 // tenantIdentity makes, in A's namespace tenant, a ServiceAccount bound to a Role allowing
 // exactly what the provider does there (anvil Machines; first-boot Secrets by name, never
-// listed; the HardwareData copy of a server), and returns a kubeconfig for it whose current
+// listed), and returns a kubeconfig for it whose current
 // context names tenant: what an infrastructure admin of A hands to a cluster's owner.
 func tenantIdentity(t *testing.T, tenant string) []byte {
 	t.Helper()
@@ -174,7 +174,6 @@ func tenantIdentity(t *testing.T, tenant string) []byte {
 			{APIGroups: []string{computev1alpha1.GroupVersion.Group}, Resources: []string{"machines"},
 				Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
 			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "patch"}},
-			{APIGroups: []string{"metal.anvil.dev"}, Resources: []string{"hardwaredata"}, Verbs: []string{"get"}},
 		}},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: tenant},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: tenant}},
