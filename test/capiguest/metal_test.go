@@ -376,7 +376,9 @@ func TestHybridClusterWithServers(t *testing.T) {
 	m := theMetalPool(t, r, c)
 	ctx := context.Background()
 	start := time.Now()
-	phase := func(what string, since time.Time) { t.Logf("phase %s: %s", what, time.Since(since).Round(100*time.Millisecond)) }
+	phase := func(what string, since time.Time) {
+		t.Logf("phase %s: %s", what, time.Since(since).Round(100*time.Millisecond))
+	}
 
 	amd, amdTmpl := capienv.MachineDeployment(c.Cluster, "hybrid-amd64", bootstrapSecret, "", r.machineSpec(computev1alpha1.ArchitectureAMD64), 1)
 	arm, armTmpl := capienv.MachineDeployment(c.Cluster, "hybrid-arm64", bootstrapSecret, "", r.machineSpec(computev1alpha1.ArchitectureARM64), 1)
