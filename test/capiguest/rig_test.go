@@ -94,6 +94,8 @@ type rig struct {
 	// runs with capienv.InPlaceGates and the client certificate it trusts, and uses it
 	// once a test registers it (capienv.RegisterExtension).
 	extension extension.Options
+	// capi is Cluster API's manager (its kubeconfig is the management cluster's, for clusterctl).
+	capi *capienv.CAPI
 }
 
 var (
@@ -156,6 +158,7 @@ func startRig(t testing.TB) (*rig, error) {
 		return nil, err
 	}
 	stops = append(stops, func() { _ = capi.Stop() })
+	r.capi = capi
 	if err := r.startWorkload(ctx, &stops); err != nil {
 		return nil, err
 	}
