@@ -2,7 +2,6 @@ package capi_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -52,36 +51,19 @@ func TestPivotKeepsMachinesWhereTheyAre(t *testing.T) {
 	capienv.ClusterctlMove(t, r.capi.Kubeconfig(), b.Kubeconfig, ns)
 
 	// A: the Cluster API objects are gone, the anvil Machines are the same objects.
-	if left := capienv.AnvilMachinesOfCluster(t, env.Client, ns); len(left) != 0 {
-		t.Errorf("AnvilMachines left in A after the move: %d", len(left))
-	}
-	if after := capienv.AnvilMachines(t, env.Client, tenant); fmt.Sprint(after) != fmt.Sprint(before) {
-		t.Fatalf("anvil Machines in A changed with the move: before %v, after %v", before, after)
-	}
+	capienv.AssertMovedAway(t, env.Client, ns, tenant, before)
 
 	// B: the moved objects reconcile through the identity; the Machines are healthy again.
 	capienv.AwaitAnvilClusterReady(t, b.Client, ns, name)
 	capienv.ClusterHealthy(t, b.Client, ns, name, 2, tenant, 3*time.Minute)
-	for _, am := range capienv.AnvilMachinesOfCluster(t, b.Client, ns) {
-		if am.Spec.ProviderID != providerIDs[am.Name] {
-			t.Errorf("AnvilMachine %s in B has providerID %q, in A it had %q", am.Name, am.Spec.ProviderID, providerIDs[am.Name])
-		}
-	}
+	capienv.AssertProviderIDs(t, b.Client, ns, providerIDs)
 
 	// Scaling in B makes a new anvil Machine in A's tenant namespace; the old ones stay.
 	if err := capienv.Scale(ctx, b.Client, md, 2); err != nil {
 		t.Fatalf("in B: %v", err)
 	}
 	capienv.ClusterHealthy(t, b.Client, ns, name, 3, tenant, 3*time.Minute)
-	after := capienv.AnvilMachines(t, env.Client, tenant)
-	if len(after) != 3 {
-		t.Fatalf("anvil Machines in A after scaling in B: %v, want 3", after)
-	}
-	for n, uid := range before {
-		if after[n] != uid {
-			t.Errorf("anvil Machine %s/%s: UID %s before the move, %q after scaling in B", tenant, n, uid, after[n])
-		}
-	}
+	capienv.AssertScaledInA(t, env.Client, tenant, before, 3)
 
 	if d := deleted(); len(d) != 0 {
 		t.Errorf("anvil Machines of %s deleted or marked for deletion through the move and the scaling: %v", tenant, d)

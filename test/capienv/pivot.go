@@ -395,3 +395,42 @@ func AwaitAnvilClusterReady(t testing.TB, c client.Client, ns, name string) {
 		return nil
 	})
 }
+
+// AssertMovedAway checks management cluster A (read with c) right after a move of namespace
+// ns: no AnvilMachine is left in ns, and the anvil Machines of tenant are the objects before
+// (AnvilMachines) named.
+func AssertMovedAway(t testing.TB, c client.Client, ns, tenant string, before map[string]types.UID) {
+	t.Helper()
+	if left := AnvilMachinesOfCluster(t, c, ns); len(left) != 0 {
+		t.Errorf("AnvilMachines left in A after the move: %d", len(left))
+	}
+	if after := AnvilMachines(t, c, tenant); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("anvil Machines in A changed with the move: before %v, after %v", before, after)
+	}
+}
+
+// AssertProviderIDs checks that the AnvilMachines of ns in B (read with c) have the
+// providerIDs they had in A (AwaitMoveReady's).
+func AssertProviderIDs(t testing.TB, c client.Client, ns string, inA map[string]string) {
+	t.Helper()
+	for _, am := range AnvilMachinesOfCluster(t, c, ns) {
+		if am.Spec.ProviderID != inA[am.Name] {
+			t.Errorf("AnvilMachine %s in B has providerID %q, in A it had %q", am.Name, am.Spec.ProviderID, inA[am.Name])
+		}
+	}
+}
+
+// AssertScaledInA checks, after scaling up in B, that A's namespace tenant (read with c) has
+// n anvil Machines, among them the objects before (AnvilMachines) named.
+func AssertScaledInA(t testing.TB, c client.Client, tenant string, before map[string]types.UID, n int) {
+	t.Helper()
+	after := AnvilMachines(t, c, tenant)
+	if len(after) != n {
+		t.Fatalf("anvil Machines in A after scaling in B: %v, want %d", after, n)
+	}
+	for name, uid := range before {
+		if after[name] != uid {
+			t.Errorf("anvil Machine %s/%s: UID %s before the move, %q after scaling in B", tenant, name, uid, after[name])
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"compress/gzip"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -137,7 +136,11 @@ func pushSecondNodeImage(t testing.TB, r *rig) (image, identity string) {
 			t.Fatal(err)
 		}
 		for _, f := range []string{"kernel", "cmdline", "initramfs"} {
-			if err := copyFile(filepath.Join(from, f), filepath.Join(to, f)); err != nil {
+			raw, err := os.ReadFile(filepath.Join(from, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(to, f), raw, 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -170,21 +173,4 @@ func appendArchive(initramfs, dir string) error {
 		err = cerr
 	}
 	return err
-}
-
-func copyFile(from, to string) error {
-	in, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.Create(to)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }

@@ -2,7 +2,6 @@ package capiguest_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -76,12 +75,7 @@ func TestPivotOfGuests(t *testing.T) {
 	capienv.ClusterctlMove(t, r.capi.Kubeconfig(), b.Kubeconfig, ns)
 
 	// A: the Cluster API objects are gone, the anvil Machines are the same objects.
-	if left := capienv.AnvilMachinesOfCluster(t, env.Client, ns); len(left) != 0 {
-		t.Errorf("AnvilMachines left in A after the move: %d", len(left))
-	}
-	if after := capienv.AnvilMachines(t, env.Client, tenant); fmt.Sprint(after) != fmt.Sprint(before) {
-		t.Fatalf("anvil Machines in A changed with the move: before %v, after %v", before, after)
-	}
+	capienv.AssertMovedAway(t, env.Client, ns, tenant, before)
 
 	// B: the moved objects reconcile through the identity; the Machines are healthy again,
 	// from the same guests' Nodes.
@@ -96,11 +90,7 @@ func TestPivotOfGuests(t *testing.T) {
 			t.Errorf("Machine %s in B: anvil Machine %s, Node %s; in A %s, %s", m.Name, h.anvil.UID, h.node.UID, g.anvil.UID, g.node.UID)
 		}
 	}
-	for _, am := range capienv.AnvilMachinesOfCluster(t, b.Client, ns) {
-		if am.Spec.ProviderID != providerIDs[am.Name] {
-			t.Errorf("AnvilMachine %s in B has providerID %q, in A it had %q", am.Name, am.Spec.ProviderID, providerIDs[am.Name])
-		}
-	}
+	capienv.AssertProviderIDs(t, b.Client, ns, providerIDs)
 	t.Logf("healthy in B %s after the move", time.Since(moved).Round(100*time.Millisecond))
 
 	// Scaling in B makes a new anvil Machine in A's tenant namespace, whose guest joins; the
@@ -114,15 +104,8 @@ func TestPivotOfGuests(t *testing.T) {
 			assertGuestNode(t, r, &m, amd64)
 		}
 	}
-	after := capienv.AnvilMachines(t, env.Client, tenant)
-	if len(after) != 3 {
-		t.Fatalf("anvil Machines in A after scaling in B: %v, want 3", after)
-	}
-	for n, uid := range before {
-		if after[n] != uid {
-			t.Errorf("anvil Machine %s/%s: UID %s before the move, %q after scaling in B", tenant, n, uid, after[n])
-		}
-	}
+	capienv.AssertScaledInA(t, env.Client, tenant, before, 3)
+
 	t.Logf("the new Machine made in B healthy on its guest %s after the scaling", time.Since(scaled).Round(100*time.Millisecond))
 	if d := deleted(); len(d) != 0 {
 		t.Errorf("anvil Machines of %s deleted or marked for deletion through the move and the scaling: %v", tenant, d)
