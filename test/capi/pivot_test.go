@@ -31,7 +31,7 @@ func TestPivotKeepsMachinesWhereTheyAre(t *testing.T) {
 	ns := capienv.Namespace(t, env.Client, "pivot")            // in A, then in B: the Cluster API objects
 	identity := capienv.TenantIdentity(t, env.Config, tenant)
 	startTenantStandIns(t, r, tenant)
-	b := capienv.StartManagementCluster(t)
+	b := capienv.StartManagementCluster(t, capienv.Options{})
 	if err := capienv.InstallInventory(ctx, env.Client, "capi-system"); err != nil {
 		t.Fatal(err)
 	}

@@ -148,9 +148,10 @@ type Management struct {
 	Kubeconfig string // admin, for clusterctl
 }
 
-// StartManagementCluster starts B for the rest of the test, with clusterctl's provider
-// inventory recorded (InstallInventory): a target clusterctl move accepts.
-func StartManagementCluster(t testing.TB) *Management {
+// StartManagementCluster starts B for the rest of the test, its Cluster API manager run with
+// capi, with clusterctl's provider inventory recorded (InstallInventory): a target clusterctl
+// move accepts.
+func StartManagementCluster(t testing.TB, capi Options) *Management {
 	t.Helper()
 	ctx := context.Background()
 	start := time.Now()
@@ -175,12 +176,12 @@ func StartManagementCluster(t testing.TB) *Management {
 	if err := crd.Install(ctx, c); err != nil {
 		t.Fatalf("anvil's CRDs in B: %v", err)
 	}
-	capi, err := Start(ctx, cp.RESTConfig(), Options{})
+	manager, err := Start(ctx, cp.RESTConfig(), capi)
 	if err != nil {
 		t.Fatalf("Cluster API in B: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := capi.Stop(); err != nil {
+		if err := manager.Stop(); err != nil {
 			t.Errorf("Cluster API in B: %v", err)
 		}
 	})

@@ -33,7 +33,9 @@ func TestPivotOfGuests(t *testing.T) {
 	t.Cleanup(func() {
 		_ = env.Client.DeleteAllOf(context.Background(), &computev1alpha1.Machine{}, client.InNamespace(tenant))
 	})
-	b := capienv.StartManagementCluster(t)
+	// B's Cluster API resyncs as the rig's does (see capiSyncPeriod): its Machines are
+	// matched to their Nodes anew.
+	b := capienv.StartManagementCluster(t, capienv.Options{Args: []string{"--sync-period", capiSyncPeriod.String()}})
 	if err := capienv.InstallInventory(ctx, env.Client, "capi-system"); err != nil {
 		t.Fatal(err)
 	}
