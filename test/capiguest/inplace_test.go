@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -83,7 +84,39 @@ func TestInPlaceReimagesTheGuest(t *testing.T) {
 		}
 		return nil
 	})
-	t.Logf("reimaged in place and healthy %s after the rollout", time.Since(rolled).Round(100*time.Millisecond))
+	t.Logf("UpdateMachine done, the Machine healthy and up to date %s after the rollout", time.Since(rolled).Round(100*time.Millisecond))
+
+	// Cluster API counts the update done once the anvil Machine runs the new image, and the
+	// Machine healthy from the Node as the first boot left it (Ready until the grace period
+	// passes without a heartbeat): the new image's agent registers some seconds later. Its
+	// Node then reports the second boot's boot ID.
+	ready := "ANVIL-TESTOS-READY "
+	registered := nodeagent.RegisteredLine(g.node.Name, g.node.Spec.ProviderID)
+	capienv.Eventually(t, bootTimeout, "the second image's guest to register its Node again", func() error {
+		raw, err := os.ReadFile(g.anvil.Status.Console)
+		if err != nil {
+			return err
+		}
+		console := string(raw)
+		if n := strings.Count(console, ready); n != 2 {
+			return fmt.Errorf("the console shows %d boots", n)
+		}
+		if !strings.Contains(console[strings.LastIndex(console, ready):], registered) {
+			return fmt.Errorf("the second boot printed no %q yet", registered)
+		}
+		n := &corev1.Node{}
+		if err := r.workloadClient.Get(ctx, client.ObjectKeyFromObject(g.node), n); err != nil {
+			return err
+		}
+		if n.Status.NodeInfo.BootID == g.node.Status.NodeInfo.BootID {
+			return fmt.Errorf("Node %s still reports the first boot's ID %s", n.Name, n.Status.NodeInfo.BootID)
+		}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(&after), &after); err != nil {
+			return err
+		}
+		return capienv.Healthy(&after)
+	})
+	t.Logf("the Node registered again by the second image's guest %s after the rollout", time.Since(rolled).Round(100*time.Millisecond))
 
 	// The same anvil Machine, on the same pool, in the same VM folder; its guest booted twice,
 	// the second time the new image, whose agent took its Node over.
@@ -101,12 +134,11 @@ func TestInPlaceReimagesTheGuest(t *testing.T) {
 	if n := capienv.Events(t, env.Client, h.anvil.Namespace, "Machine", h.anvil.Name, computev1alpha1.ReasonReimaging); n == 0 {
 		t.Errorf("anvil Machine %s has %d %s Events, want one", h.anvil.Name, n, computev1alpha1.ReasonReimaging)
 	}
-	ready := "ANVIL-TESTOS-READY "
 	if n := strings.Count(h.console, ready); n != 2 {
 		t.Fatalf("the console of %s shows %d boots, want 2:\n%s", h.anvil.Name, n, h.console)
 	}
 	second := h.console[strings.LastIndex(h.console, ready):]
-	for _, want := range []string{identity, nodeagent.RegisteredLine(h.node.Name, h.node.Spec.ProviderID), "taking it over"} {
+	for _, want := range []string{identity, registered, "taking it over"} {
 		if !strings.Contains(second, want) {
 			t.Errorf("the second boot of %s printed no %q:\n%s", h.anvil.Name, want, second)
 		}
