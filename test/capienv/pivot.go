@@ -39,8 +39,7 @@ import (
 
 // TenantIdentity makes, in namespace tenant of the anvil of cfg (A), a ServiceAccount bound
 // to a Role allowing exactly what the provider does there (anvil Machines; first-boot
-// Secrets by name, never listed; the HardwareData copy of a server), and returns a
-// kubeconfig for it whose current context names tenant: what an infrastructure admin of A
+// Secrets by name, never listed), and returns a kubeconfig for it whose current context names tenant: what an infrastructure admin of A
 // hands to a cluster's owner, for an AnvilCluster's identityRef.
 func TenantIdentity(t testing.TB, cfg *rest.Config, tenant string) []byte {
 	t.Helper()
@@ -56,7 +55,6 @@ func TenantIdentity(t testing.TB, cfg *rest.Config, tenant string) []byte {
 			{APIGroups: []string{computev1alpha1.GroupVersion.Group}, Resources: []string{"machines"},
 				Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
 			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "patch"}},
-			{APIGroups: []string{"metal.anvil.dev"}, Resources: []string{"hardwaredata"}, Verbs: []string{"get"}},
 		}},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: tenant},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: tenant}},
