@@ -39,8 +39,9 @@ import (
 
 // TenantIdentity makes, in namespace tenant of the anvil of cfg (A), a ServiceAccount bound
 // to a Role allowing exactly what the provider does there (anvil Machines; first-boot
-// Secrets by name, never listed), and returns a kubeconfig for it whose current context names tenant: what an infrastructure admin of A
-// hands to a cluster's owner, for an AnvilCluster's identityRef.
+// Secrets by name, never listed), and returns a kubeconfig for it whose current context
+// names tenant: what an infrastructure admin of A hands to a cluster's owner, for an
+// AnvilCluster's identityRef.
 func TenantIdentity(t testing.TB, cfg *rest.Config, tenant string) []byte {
 	t.Helper()
 	ctx := context.Background()
