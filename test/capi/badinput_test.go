@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -63,7 +62,7 @@ func TestArchitectureNoPoolHasIsReportedNotLooped(t *testing.T) {
 	if len(anvils.Items) != 1 || anvils.Items[0].UID != first.UID {
 		t.Fatalf("anvil Machines %d (first %s): the provider made more than the one", len(anvils.Items), first.UID)
 	}
-	if n := eventsOf(t, ns, "AnvilMachine", key.Name, "MachineCreated"); n != 1 {
+	if n := capienv.Events(t, env.Client, ns, "AnvilMachine", key.Name, "MachineCreated"); n != 1 {
 		t.Errorf("%d MachineCreated events, want 1", n)
 	}
 	if err := readyOf(ctx, key, infrav1.ReasonProvisioning, "no matching architecture"); err != nil {
@@ -166,20 +165,4 @@ func TestForeignProviderIDReachesNothing(t *testing.T) {
 		t.Fatalf("the victim's anvil Machine was touched: uid %s→%s, deleting %v, image %s→%s",
 			victim.UID, after.UID, after.DeletionTimestamp, victim.Spec.Image, after.Spec.Image)
 	}
-}
-
-// eventsOf counts the Events of one reason about the object kind/name in ns.
-func eventsOf(t testing.TB, ns, kind, name, reason string) int {
-	t.Helper()
-	list := &eventsv1.EventList{}
-	if err := env.Client.List(context.Background(), list, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, e := range list.Items {
-		if e.Regarding.Name == name && e.Regarding.Kind == kind && e.Reason == reason {
-			n += max(int(e.DeprecatedCount), 1)
-		}
-	}
-	return n
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -176,4 +177,21 @@ func Poll(timeout time.Duration, check func() error) error {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// Events counts the Events of one reason about the object kind/name in ns (a repeated Event
+// by its count).
+func Events(t testing.TB, c client.Client, ns, kind, name, reason string) int {
+	t.Helper()
+	list := &eventsv1.EventList{}
+	if err := c.List(context.Background(), list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range list.Items {
+		if e.Regarding.Name == name && e.Regarding.Kind == kind && e.Reason == reason {
+			n += max(int(e.DeprecatedCount), 1)
+		}
+	}
+	return n
 }
