@@ -2,6 +2,7 @@ package bmcemu
 
 import (
 	"fmt"
+	"net"
 	"regexp"
 	"strconv"
 	"strings"
@@ -110,6 +111,8 @@ type launch struct {
 	bootCd bool
 	// runAs is QEMU's -runas ("" to stay the emulator's user).
 	runAs string
+	// forwards are the site network's routes (Config.Forwards).
+	forwards []vm.Forward
 }
 
 // qemuArgs is the QEMU command line (without the program) of a server: its board (q35
@@ -118,7 +121,7 @@ type launch struct {
 // stick as a read-only virtio disk when one is inserted, a second (raw) virtio disk when the
 // Spec asks for one, and a NIC on a restricted user
 // network. Boot order is by bootindex (SeaBIOS and the UEFI firmware both follow it), so
-// the override decides it.
+// the override decides it. The network's only ways out are the site's forwards.
 func qemuArgs(s Spec, l launch, accel string) ([]string, error) {
 	machine, cpu, err := vm.Board(s.arch(), vm.Accel(accel), s.CPUs)
 	if err != nil {
@@ -177,8 +180,26 @@ func qemuArgs(s Spec, l launch, accel string) ([]string, error) {
 			"-device", "virtio-blk-pci,drive=usbmedia,id=usb,bus=pcie.0")
 	}
 	return append(args,
-		"-netdev", "user,id=net0,restrict=on",
+		"-netdev", vm.NetdevOption(vm.NIC{ID: "net0", Restrict: true, Forwards: l.forwards}),
 		"-device", "virtio-net-pci,netdev=net0,id=nic0,bus=pcie.0,mac="+s.MAC), nil
+}
+
+// guestNetwork is QEMU's user network, where .2 (gateway), .3 (DNS) and .15 (the server)
+// are taken.
+var guestNetwork = &net.IPNet{IP: net.IPv4(10, 0, 2, 0), Mask: net.CIDRMask(24, 32)}
+
+// checkForward says what is wrong with a site route, if anything.
+func checkForward(f vm.Forward) error {
+	ip := net.ParseIP(f.GuestIP).To4()
+	switch {
+	case ip == nil || !guestNetwork.Contains(ip) || ip[3] == 2 || ip[3] == 3 || ip.Equal(net.ParseIP(vm.GuestAddress)):
+		return fmt.Errorf("bmcemu: forward from %s: use an address of 10.0.2.0/24 other than .2, .3 and .15", f.GuestIP)
+	case f.GuestPort < 1 || f.GuestPort > 65535:
+		return fmt.Errorf("bmcemu: forward from %s: port %d: use 1 to 65535", f.GuestIP, f.GuestPort)
+	case strings.TrimSpace(f.Command) == "":
+		return fmt.Errorf("bmcemu: forward from %s:%d: no command (qemu.GuestForwards makes one)", f.GuestIP, f.GuestPort)
+	}
+	return nil
 }
 
 // optionValue escapes a value inside QEMU's comma-separated options.

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
 )
 
 func TestQemuArgsFollowTheBootOverrideAndMedia(t *testing.T) {
@@ -21,7 +22,7 @@ func TestQemuArgsFollowTheBootOverrideAndMedia(t *testing.T) {
 		{"disk first", spec, func(l launch) launch { return l },
 			[]string{"drive=disk,id=diskdev,bus=pcie.0,bootindex=0", "id=cd,bus=ide.0,bootindex=1", "if=none,id=cdmedia,media=cdrom,readonly=on",
 				"user,id=net0,restrict=on", "mac=52:54:00:12:34:56"},
-			[]string{"usbmedia", "file=/m", "pflash", "scsi", "datadev"}},
+			[]string{"usbmedia", "file=/m", "pflash", "scsi", "datadev", "guestfwd"}},
 		{"a data disk is a second, raw, writable virtio disk", spec, func(l launch) launch { l.data = "/s/data.raw"; return l },
 			[]string{"if=none,id=data,format=raw,file=/s/data.raw", "virtio-blk-pci,drive=data,id=datadev,bus=pcie.0"}, []string{"id=data,format=raw,readonly"}},
 		{"Cd override boots the CD-ROM first", spec, func(l launch) launch { l.bootCd = true; return l },
@@ -37,6 +38,12 @@ func TestQemuArgsFollowTheBootOverrideAndMedia(t *testing.T) {
 			[]string{"-machine q35", "if=pflash,format=raw,readonly=on,file=/usr/share/OVMF/OVMF_CODE_4M.fd",
 				"if=pflash,format=raw,file=/s/efivars.fd", "ide-cd,drive=cdmedia,id=cd,bus=ide.0,bootindex=1"},
 			[]string{"scsi", "-machine virt"}},
+		{"the site's forwards join the restricted network, commas doubled", spec, func(l launch) launch {
+			l.forwards = []vm.Forward{{GuestIP: "10.0.2.100", GuestPort: 6443, Command: "'/run/anvil-qemu/anvil-1' 'forward' '127.0.0.1:41,1'"}}
+			return l
+		},
+			[]string{"user,id=net0,restrict=on,guestfwd=tcp:10.0.2.100:6443-cmd:'/run/anvil-qemu/anvil-1' 'forward' '127.0.0.1:41,,1' -device virtio-net-pci,netdev=net0"},
+			[]string{"restrict=off", "hostfwd"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			list, err := qemuArgs(tc.s, tc.l(l), "tcg")
@@ -81,5 +88,40 @@ func TestSpecValidate(t *testing.T) {
 		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%s: validate() = %v, want %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+func TestCheckForward(t *testing.T) {
+	ok := vm.Forward{GuestIP: "10.0.2.100", GuestPort: 6443, Command: "'anvil' 'forward' '127.0.0.1:6443'"}
+	for _, tc := range []struct {
+		name string
+		mod  func(*vm.Forward)
+		want string
+	}{
+		{"valid", func(*vm.Forward) {}, ""},
+		{"outside the guest network", func(f *vm.Forward) { f.GuestIP = "127.0.0.1" }, "10.0.2.0/24"},
+		{"the gateway", func(f *vm.Forward) { f.GuestIP = "10.0.2.2" }, "other than .2"},
+		{"the DNS", func(f *vm.Forward) { f.GuestIP = "10.0.2.3" }, "other than .2"},
+		{"the server itself", func(f *vm.Forward) { f.GuestIP = "10.0.2.15" }, "other than .2"},
+		{"not an IP", func(f *vm.Forward) { f.GuestIP = "apiserver" }, "10.0.2.0/24"},
+		{"port 0", func(f *vm.Forward) { f.GuestPort = 0 }, "1 to 65535"},
+		{"port too big", func(f *vm.Forward) { f.GuestPort = 70000 }, "1 to 65535"},
+		{"no command", func(f *vm.Forward) { f.Command = " " }, "no command"},
+	} {
+		f := ok
+		tc.mod(&f)
+		err := checkForward(f)
+		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: checkForward() = %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// Start refuses a bad route before it starts anything.
+func TestStartRefusesABadForward(t *testing.T) {
+	_, err := Start(Config{StateDir: t.TempDir(), Username: "u", Password: "p", Servers: []Spec{spec},
+		Forwards: []vm.Forward{{GuestIP: "10.0.2.2", GuestPort: 6443, Command: "'anvil' 'forward' '127.0.0.1:1'"}}})
+	if err == nil || !strings.Contains(err.Error(), "forward from 10.0.2.2") {
+		t.Fatalf("Start = %v, want the forward refused", err)
 	}
 }

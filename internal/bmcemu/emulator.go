@@ -30,6 +30,13 @@ type Config struct {
 	// QEMUUser is who the servers' QEMU drops to when the emulator runs as root (default
 	// vm.DefaultUser); it must exist.
 	QEMUUser string
+	// Forwards stand for the site network's routes from the servers to services beside
+	// them (a workload cluster's apiserver the servers join as Nodes, say): every server's
+	// NIC gets them as QEMU guestfwd entries and stays restrict=on, so its OS reaches
+	// those services at their guest addresses (10.0.2.0/24) and nothing else of the host.
+	// qemu.GuestForwards makes them as the qemu runtime does for its networks; each
+	// Command must be one QEMUUser can run (qemu.ReachableForwardCommand).
+	Forwards []vm.Forward
 	Logger   logr.Logger
 }
 
@@ -58,6 +65,11 @@ func Start(cfg Config) (*Emulator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bmcemu: %w", err)
 	}
+	for _, f := range cfg.Forwards {
+		if err := checkForward(f); err != nil {
+			return nil, err
+		}
+	}
 	e := &Emulator{cfg: cfg, machines: map[string]*machine{}, done: make(chan error, 1)}
 	for _, s := range cfg.Servers {
 		if err := s.validate(); err != nil {
@@ -70,7 +82,7 @@ func Start(cfg Config) (*Emulator, error) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, err
 		}
-		e.machines[s.Name] = newMachine(s, dir, cfg.Accel, runAs.RunAs(), cfg.Logger)
+		e.machines[s.Name] = newMachine(s, dir, cfg.Accel, runAs.RunAs(), cfg.Forwards, cfg.Logger)
 		e.names = append(e.names, s.Name)
 	}
 	sort.Strings(e.names)

@@ -30,7 +30,9 @@ type machine struct {
 	dir   string
 	accel string
 	runAs string // QEMU's -runas, "" to stay the emulator's user
-	log   logr.Logger
+	// forwards are the site network's routes (Config.Forwards).
+	forwards []vm.Forward
+	log      logr.Logger
 
 	mu   sync.Mutex
 	proc *vm.Process
@@ -40,8 +42,8 @@ type machine struct {
 	override, overrideEnabled string
 }
 
-func newMachine(s Spec, dir, accel, runAs string, log logr.Logger) *machine {
-	return &machine{spec: s, dir: dir, accel: accel, runAs: runAs, log: log.WithValues("server", s.Name),
+func newMachine(s Spec, dir, accel, runAs string, forwards []vm.Forward, log logr.Logger) *machine {
+	return &machine{spec: s, dir: dir, accel: accel, runAs: runAs, forwards: forwards, log: log.WithValues("server", s.Name),
 		media: map[string]string{}, override: targetNone, overrideEnabled: "Disabled"}
 }
 
@@ -82,7 +84,7 @@ func (m *machine) powerOn(ctx context.Context) error {
 		}
 	}
 	l := launch{disk: disk, console: m.consolePath(), qmp: m.qmpSocket(), pidFile: m.path("qemu.pid"),
-		bootCd: m.overrideEnabled != "Disabled" && m.override == targetCd, runAs: m.runAs}
+		bootCd: m.overrideEnabled != "Disabled" && m.override == targetCd, runAs: m.runAs, forwards: m.forwards}
 	if m.spec.DataDiskMiB > 0 {
 		l.data = m.dataDiskPath()
 		if err := createSparse(l.data, m.spec.DataDiskMiB<<20); err != nil {

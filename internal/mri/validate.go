@@ -101,7 +101,8 @@ func validateImage(field string, img *mriv1alpha1.Image) error {
 }
 
 // validateFirstBoot: a machine without first-boot data may leave it out; one that sets it
-// says how to read the data, and its metadata holds to ValidateMetaData.
+// says how to read the data, and its metadata and hardware references hold to
+// ValidateFirstBootMetaData.
 func validateFirstBoot(field string, fb *mriv1alpha1.FirstBootConfig) error {
 	if fb == nil {
 		return nil
@@ -109,7 +110,7 @@ func validateFirstBoot(field string, fb *mriv1alpha1.FirstBootConfig) error {
 	if err := checkEnum(field+".format", fb.GetFormat(), mriv1alpha1.ConfigFormat_name, "NONE, IGNITION or CLOUD_INIT"); err != nil {
 		return err
 	}
-	if err := ValidateMetaData(fb.GetMetaData()); err != nil {
+	if err := ValidateFirstBootMetaData(fb.GetMetaData(), fb.GetHardwareMetaData()); err != nil {
 		return invalid("%s.meta_data: %v", field, err)
 	}
 	return nil

@@ -2,12 +2,14 @@ package mri
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 )
 
@@ -97,6 +99,43 @@ func TestValidateCreate(t *testing.T) {
 			for i := range MaxMetaDataKeys + 1 {
 				m.Spec.FirstBoot.MetaData[fmt.Sprint("k", i)] = "v"
 			}
+		}, "33 keys; at most 32"},
+		{"hardware references", func(m *mriv1alpha1.Machine) {
+			m.Spec.FirstBoot.MetaData = map[string]string{"role": "worker"}
+			m.Spec.FirstBoot.HardwareMetaData = []*mriv1alpha1.HardwareMetaData{
+				{Key: "mac", Field: mriv1alpha1.HardwareField_HARDWARE_FIELD_NIC_MAC_ADDRESS, Name: "eth0"},
+				{Key: "disk-serial", Field: mriv1alpha1.HardwareField_HARDWARE_FIELD_DISK_SERIAL_NUMBER, Name: "sda"}}
+		}, ""},
+		{"hardware reference field unspecified", func(m *mriv1alpha1.Machine) {
+			m.Spec.FirstBoot.HardwareMetaData = []*mriv1alpha1.HardwareMetaData{{Key: "mac", Name: "eth0"}}
+		}, `hardware key "mac": field is unspecified: set NIC_MAC_ADDRESS or DISK_SERIAL_NUMBER`},
+		{"hardware reference field the MRI does not define", func(m *mriv1alpha1.Machine) {
+			m.Spec.FirstBoot.HardwareMetaData = []*mriv1alpha1.HardwareMetaData{{Key: "mac", Field: 9, Name: "eth0"}}
+		}, `hardware key "mac": field is 9, which MRI v1alpha1 does not define`},
+		{"hardware reference without a name", func(m *mriv1alpha1.Machine) {
+			m.Spec.FirstBoot.HardwareMetaData = []*mriv1alpha1.HardwareMetaData{{Key: "mac", Field: mriv1alpha1.HardwareField_HARDWARE_FIELD_NIC_MAC_ADDRESS}}
+		}, `hardware key "mac": name is empty`},
+		{"hardware reference key also in meta_data", func(m *mriv1alpha1.Machine) {
+			m.Spec.FirstBoot.MetaData = map[string]string{"mac": "x"}
+			m.Spec.FirstBoot.HardwareMetaData = []*mriv1alpha1.HardwareMetaData{{Key: "mac", Field: mriv1alpha1.HardwareField_HARDWARE_FIELD_NIC_MAC_ADDRESS, Name: "eth0"}}
+		}, `hardware key "mac" is given twice`},
+		{"hardware reference key twice", func(m *mriv1alpha1.Machine) {
+			m.Spec.FirstBoot.HardwareMetaData = []*mriv1alpha1.HardwareMetaData{
+				{Key: "mac", Field: mriv1alpha1.HardwareField_HARDWARE_FIELD_NIC_MAC_ADDRESS, Name: "eth0"},
+				{Key: "mac", Field: mriv1alpha1.HardwareField_HARDWARE_FIELD_NIC_MAC_ADDRESS, Name: "eth1"}}
+		}, `hardware key "mac" is given twice`},
+		{"hardware reference key the runtime writes", func(m *mriv1alpha1.Machine) {
+			m.Spec.FirstBoot.HardwareMetaData = []*mriv1alpha1.HardwareMetaData{{Key: "UUID", Field: mriv1alpha1.HardwareField_HARDWARE_FIELD_NIC_MAC_ADDRESS, Name: "eth0"}}
+		}, `key "UUID" is written by the runtime itself`},
+		{"hardware reference key with a line break", func(m *mriv1alpha1.Machine) {
+			m.Spec.FirstBoot.HardwareMetaData = []*mriv1alpha1.HardwareMetaData{{Key: "a\nb", Field: mriv1alpha1.HardwareField_HARDWARE_FIELD_NIC_MAC_ADDRESS, Name: "eth0"}}
+		}, "use letters, digits"},
+		{"metadata and hardware references of too many keys together", func(m *mriv1alpha1.Machine) {
+			m.Spec.FirstBoot.MetaData = map[string]string{}
+			for i := range MaxMetaDataKeys {
+				m.Spec.FirstBoot.MetaData[fmt.Sprint("k", i)] = "v"
+			}
+			m.Spec.FirstBoot.HardwareMetaData = []*mriv1alpha1.HardwareMetaData{{Key: "mac", Field: mriv1alpha1.HardwareField_HARDWARE_FIELD_NIC_MAC_ADDRESS, Name: "eth0"}}
 		}, "33 keys; at most 32"},
 
 		{"no spec", func(m *mriv1alpha1.Machine) { m.Spec = nil }, "spec is required"},
@@ -227,5 +266,67 @@ func TestValidateReimage(t *testing.T) {
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || ReasonOf(err) != mriv1alpha1.ErrorReason_ERROR_REASON_INVALID):
 			t.Errorf("%s: %v, want INVALID saying %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+func TestResolveHardware(t *testing.T) {
+	mac := func(key, name string) *mriv1alpha1.HardwareMetaData {
+		return &mriv1alpha1.HardwareMetaData{Key: key, Field: mriv1alpha1.HardwareField_HARDWARE_FIELD_NIC_MAC_ADDRESS, Name: name}
+	}
+	serial := func(key, name string) *mriv1alpha1.HardwareMetaData {
+		return &mriv1alpha1.HardwareMetaData{Key: key, Field: mriv1alpha1.HardwareField_HARDWARE_FIELD_DISK_SERIAL_NUMBER, Name: name}
+	}
+	hw := HardwareNames{NICs: map[string]string{"eth0": "52:54:00:00:00:01", "eth1": ""}, Disks: map[string]string{"sda": "S123", "sdb": ""}}
+	for _, tc := range []struct {
+		name string
+		refs []*mriv1alpha1.HardwareMetaData
+		hw   HardwareNames
+		want map[string]string
+		says string
+	}{
+		{"none", nil, hw, map[string]string{}, ""},
+		{"MAC and serial", []*mriv1alpha1.HardwareMetaData{mac("mac", "eth0"), serial("disk", "sda")}, hw,
+			map[string]string{"mac": "52:54:00:00:00:01", "disk": "S123"}, ""},
+		{"NIC missing", []*mriv1alpha1.HardwareMetaData{mac("mac", "eno1")}, hw, nil,
+			`hardware key "mac": no NIC "eno1" with a MAC address (it has "eth0")`},
+		{"NIC without a MAC", []*mriv1alpha1.HardwareMetaData{mac("mac", "eth1")}, hw, nil, `no NIC "eth1" with a MAC address`},
+		{"disk without a serial", []*mriv1alpha1.HardwareMetaData{serial("s", "sdb")}, hw, nil,
+			`hardware key "s": no disk "sdb" with a serial number (it has "sda")`},
+		{"no disks at all", []*mriv1alpha1.HardwareMetaData{serial("s", "sda")}, HardwareNames{}, nil, `(it has none)`},
+		{"field unspecified", []*mriv1alpha1.HardwareMetaData{{Key: "x", Name: "eth0"}}, hw, nil, `hardware key "x": field`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ResolveHardware(tc.refs, tc.hw)
+			if tc.says != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.says) {
+					t.Fatalf("ResolveHardware: %v, want an error saying %q", err, tc.says)
+				}
+				return
+			}
+			if err != nil || !maps.Equal(got, tc.want) {
+				t.Fatalf("ResolveHardware = %v, %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestHardwareMetaDataToMRI(t *testing.T) {
+	got := HardwareMetaDataToMRI([]computev1alpha1.HardwareMetaData{
+		{Key: "mac", Field: computev1alpha1.HardwareNICMACAddress, Name: "eth0"},
+		{Key: "sn", Field: computev1alpha1.HardwareDiskSerialNumber, Name: "sda"},
+		{Key: "x", Field: "SystemSerial", Name: "x"},
+	})
+	want := []mriv1alpha1.HardwareField{mriv1alpha1.HardwareField_HARDWARE_FIELD_NIC_MAC_ADDRESS,
+		mriv1alpha1.HardwareField_HARDWARE_FIELD_DISK_SERIAL_NUMBER, mriv1alpha1.HardwareField_HARDWARE_FIELD_UNSPECIFIED}
+	if len(got) != 3 {
+		t.Fatalf("HardwareMetaDataToMRI gave %d references, want 3", len(got))
+	}
+	for i, r := range got {
+		if r.GetField() != want[i] {
+			t.Errorf("reference %d: field %v, want %v", i, r.GetField(), want[i])
+		}
+	}
+	if HardwareMetaDataToMRI(nil) != nil {
+		t.Error("no references should give nil")
 	}
 }

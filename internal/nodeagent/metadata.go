@@ -22,7 +22,9 @@ type Metadata struct {
 	// Hostname is local-hostname (else hostname): the Node's name.
 	Hostname string
 	// ProviderID is provider-id (or providerid): the Node's spec.providerID, which Cluster
-	// API matches to its Machine's.
+	// API matches to its Machine's. A config drive carries it in "meta", where OpenStack and
+	// anvil's metal runtime put the Machine's own metadata (its top-level keys are the
+	// drive's); a NoCloud meta-data at the top level.
 	ProviderID string
 }
 
@@ -66,6 +68,11 @@ func ParseMetadata(raw []byte) (Metadata, error) {
 	}
 	if md.ProviderID, err = firstString(m, providerIDKeys); err != nil {
 		return Metadata{}, err
+	}
+	if meta, ok := m["meta"].(map[string]any); ok && md.ProviderID == "" {
+		if md.ProviderID, err = firstString(meta, providerIDKeys); err != nil {
+			return Metadata{}, fmt.Errorf("meta: %w", err)
+		}
 	}
 	return md, nil
 }

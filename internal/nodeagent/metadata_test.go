@@ -19,6 +19,10 @@ func TestParseMetadata(t *testing.T) {
 			want: Metadata{Hostname: "node-b", ProviderID: "anvil://ns/b"}},
 		{name: "config drive json", raw: `{"uuid":"u","name":"m","hostname":"h","local-hostname":"node-c","provider-id":"anvil://ns/c"}`,
 			want: Metadata{Hostname: "node-c", ProviderID: "anvil://ns/c"}},
+		// As the metal runtime writes a server's config drive: the Machine's metadata under meta.
+		{name: "config drive json, provider-id in meta", raw: `{"uuid":"u","name":"m","hostname":"node-d","local-hostname":"node-d","meta":{"anvil-index":"0","provider-id":"anvil://ns/d"}}`,
+			want: Metadata{Hostname: "node-d", ProviderID: "anvil://ns/d"}},
+		{name: "a number provider-id in meta", raw: `{"meta":{"provider-id":7}}`, err: "meta: provider-id is 7, not a string"},
 		{name: "hostname only", raw: `{"hostname":"h"}`, want: Metadata{Hostname: "h"}},
 		{name: "provider-id wins over providerid", raw: "provider-id: a://1\nproviderid: a://2\n", want: Metadata{ProviderID: "a://1"}},
 		{name: "nothing of interest", raw: "instance-id: x\n", want: Metadata{}},

@@ -8,8 +8,8 @@ import (
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 )
 
-// The Machine's spec.hostname and spec.metaData reach the runtime as the machine's
-// hostname and first-boot metadata (with no first-boot Secret at all); a Machine without a
+// The Machine's spec.hostname, spec.metaData and spec.hardwareMetaData reach the runtime as
+// the machine's hostname, first-boot metadata and hardware references (with no first-boot Secret at all); a Machine without a
 // hostname gives its name. Changed metadata waits for the next reimage, like a changed
 // first-boot Secret, and that reimage carries it.
 func TestHostnameAndMetaDataReachTheRuntime(t *testing.T) {
@@ -19,6 +19,7 @@ func TestHostnameAndMetaDataReachTheRuntime(t *testing.T) {
 	m := newMachine(t, "metadata", "vm-meta", func(m *computev1alpha1.Machine) {
 		m.Spec.Hostname = "workers-3"
 		m.Spec.MetaData = want
+		m.Spec.HardwareMetaData = []computev1alpha1.HardwareMetaData{{Key: "mac", Field: computev1alpha1.HardwareNICMACAddress, Name: "eth0"}}
 	})
 	plain := newMachine(t, "metadata", "vm-plain", nil)
 	m = waitFor(t, m, "ran", inState(computev1alpha1.MachineStateRunning))
@@ -34,6 +35,11 @@ func TestHostnameAndMetaDataReachTheRuntime(t *testing.T) {
 	}
 	if fb.GetFormat() != mriv1alpha1.ConfigFormat_CONFIG_FORMAT_NONE || !maps.Equal(fb.GetMetaData(), want) {
 		t.Errorf("runtime first boot %v, want format NONE with metadata %v", fb, want)
+	}
+	// The hardware reference goes as it is: the runtime resolves it (MRI rule F2).
+	if hw := fb.GetHardwareMetaData(); len(hw) != 1 || hw[0].GetKey() != "mac" || hw[0].GetName() != "eth0" ||
+		hw[0].GetField() != mriv1alpha1.HardwareField_HARDWARE_FIELD_NIC_MAC_ADDRESS {
+		t.Errorf("runtime first boot's hardware references %v, want mac from eth0's NIC_MAC_ADDRESS", hw)
 	}
 	if rp := p.runtimeMachines(plain); len(rp) != 1 || rp[0].GetSpec().GetHostname() != "vm-plain" || rp[0].GetSpec().GetFirstBoot().GetMetaData() != nil {
 		t.Errorf("runtime machines of a Machine without hostname or metadata: %v, want its name as hostname and no metadata", rp)

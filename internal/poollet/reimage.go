@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 
+	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -117,11 +119,12 @@ func reimageEnded(st *computev1alpha1.MachineStatus, m *computev1alpha1.Machine,
 func firstBootUpToDate(want *mriv1alpha1.FirstBootConfig, rm *mriv1alpha1.Machine) *metav1.Condition {
 	have := rm.GetSpec().GetFirstBoot()
 	same := want.GetFormat() == have.GetFormat() && string(want.GetData()) == string(have.GetData()) &&
-		maps.Equal(want.GetMetaData(), have.GetMetaData())
+		maps.Equal(want.GetMetaData(), have.GetMetaData()) &&
+		slices.EqualFunc(want.GetHardwareMetaData(), have.GetHardwareMetaData(), func(a, b *mriv1alpha1.HardwareMetaData) bool { return proto.Equal(a, b) })
 	if !same {
 		return &metav1.Condition{Type: computev1alpha1.ConditionFirstBootUpToDate, Status: metav1.ConditionFalse,
 			Reason:  computev1alpha1.ReasonAppliedAtNextReimage,
-			Message: "the first-boot configuration (its Secret or spec.metaData) changed after the machine booted; a running machine has read its own already: the next reimage (a change of spec.image) boots with the new one"}
+			Message: "the first-boot configuration (its Secret, spec.metaData or spec.hardwareMetaData) changed after the machine booted; a running machine has read its own already: the next reimage (a change of spec.image) boots with the new one"}
 	}
 	c := firstBootCurrent(0)
 	return &c

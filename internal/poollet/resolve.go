@@ -14,6 +14,7 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/imageref"
+	"github.com/anvil-dev/anvil/internal/mri"
 	"github.com/anvil-dev/anvil/internal/poollet/firstboot"
 	"github.com/anvil-dev/anvil/internal/registrynet"
 )
@@ -59,12 +60,16 @@ type firstBootError struct {
 func (e *firstBootError) Error() string { return e.msg }
 
 // firstBoot reads the Machine's Ignition or cloud-init Secret, and carries its metadata
-// (spec.metaData) beside it. It reads the one Secret by name, uncached: the poollet never
+// (spec.metaData and the hardware references of spec.hardwareMetaData) beside it. It reads the one Secret by name, uncached: the poollet never
 // lists or watches Secrets.
 func firstBoot(ctx context.Context, reader client.Reader, m *computev1alpha1.Machine) (*mriv1alpha1.FirstBootConfig, error) {
 	fb, err := firstBootData(ctx, reader, m)
 	if fb != nil && len(m.Spec.MetaData) > 0 {
 		fb.MetaData = maps.Clone(m.Spec.MetaData)
+	}
+	if fb != nil {
+		// The runtime resolves them from the hardware it gives the machine (MRI rule F2).
+		fb.HardwareMetaData = mri.HardwareMetaDataToMRI(m.Spec.HardwareMetaData)
 	}
 	return fb, err
 }

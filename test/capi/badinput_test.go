@@ -62,7 +62,7 @@ func TestArchitectureNoPoolHasIsReportedNotLooped(t *testing.T) {
 	if len(anvils.Items) != 1 || anvils.Items[0].UID != first.UID {
 		t.Fatalf("anvil Machines %d (first %s): the provider made more than the one", len(anvils.Items), first.UID)
 	}
-	if n := eventsOf(t, ns, "AnvilMachine", key.Name, "MachineCreated"); n != 1 {
+	if n := capienv.Events(t, env.Client, ns, "AnvilMachine", key.Name, "MachineCreated"); n != 1 {
 		t.Errorf("%d MachineCreated events, want 1", n)
 	}
 	if err := readyOf(ctx, key, infrav1.ReasonProvisioning, "no matching architecture"); err != nil {
@@ -165,10 +165,4 @@ func TestForeignProviderIDReachesNothing(t *testing.T) {
 		t.Fatalf("the victim's anvil Machine was touched: uid %s→%s, deleting %v, image %s→%s",
 			victim.UID, after.UID, after.DeletionTimestamp, victim.Spec.Image, after.Spec.Image)
 	}
-}
-
-// eventsOf counts the Events of one reason about the object kind/name in ns.
-func eventsOf(t testing.TB, ns, kind, name, reason string) int {
-	t.Helper()
-	return capienv.EventCount(t, env.Client, ns, kind, name, reason)
 }

@@ -28,6 +28,8 @@ func TestDataTemplateGivesEachMachineItsOwn(t *testing.T) {
 		Spec: infrav1.AnvilDataTemplateSpec{Hostname: "{cluster}-worker-{index}", MetaData: []infrav1.MetaDataEntry{
 			{Key: "anvil-index", Index: &infrav1.IndexSource{}},
 			{Key: "ip", Addresses: []string{"10.0.0.10", "10.0.0.11", "10.0.0.12"}},
+			// A reference the runtime placing the machine resolves into its first boot.
+			{Key: "mac", Hardware: &infrav1.HardwareSource{Field: computev1alpha1.HardwareNICMACAddress, Name: "eth0"}},
 		}}}
 	if err := env.Client.Create(ctx, tmpl); err != nil {
 		t.Fatal(err)
@@ -61,7 +63,7 @@ func TestDataTemplateGivesEachMachineItsOwn(t *testing.T) {
 }
 
 // renderedOf is "hostname index ip" of each anvil Machine of md's Machines, sorted, and checks
-// each carries its providerID in its metadata.
+// each carries its providerID in its metadata and the template's hardware reference.
 func renderedOf(t *testing.T, ns string, md interface{ GetName() string }) []string {
 	t.Helper()
 	ctx := context.Background()
@@ -80,6 +82,9 @@ func renderedOf(t *testing.T, ns string, md interface{ GetName() string }) []str
 		}
 		if got := m.Spec.MetaData[infrav1.MetaDataProviderID]; got != am.Spec.ProviderID {
 			t.Errorf("anvil Machine %s has provider-id %q, its AnvilMachine %q", m.Name, got, am.Spec.ProviderID)
+		}
+		if want := []computev1alpha1.HardwareMetaData{{Key: "mac", Field: computev1alpha1.HardwareNICMACAddress, Name: "eth0"}}; !slices.Equal(m.Spec.HardwareMetaData, want) {
+			t.Errorf("anvil Machine %s has hardwareMetaData %v, want the template's reference %v", m.Name, m.Spec.HardwareMetaData, want)
 		}
 		out = append(out, fmt.Sprintf("%s %s %s", m.Spec.Hostname, m.Spec.MetaData["anvil-index"], m.Spec.MetaData["ip"]))
 	}

@@ -40,13 +40,7 @@ func newClusterWithIdentity(t testing.TB, r *rig, ns, name string, identity []by
 	cluster, objs := capienv.Cluster(ns, name, r.kubeconfig, endpoint)
 	boot := capienv.BootstrapSecret(cluster, bootstrapSecret, []byte("#cloud-config\n"))
 	if identity != nil {
-		for _, o := range objs {
-			if ac, ok := o.(*infrav1.AnvilCluster); ok {
-				ac.Spec.IdentityRef = &infrav1.IdentityReference{Name: name + "-identity"}
-			}
-		}
-		objs = append([]client.Object{&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-identity", Namespace: ns},
-			Data: map[string][]byte{"value": identity}}}, objs...)
+		objs = capienv.WithIdentity(cluster, objs, identity)
 		boot.Labels[infrav1.LabelMove] = ""
 	}
 	if err := capienv.Create(context.Background(), env.Client, append([]client.Object{boot}, objs...)...); err != nil {

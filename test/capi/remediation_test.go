@@ -93,12 +93,12 @@ func TestRemediationRebootsThenGivesUp(t *testing.T) {
 		return nil
 	})
 	for _, reason := range []string{"Rebooting", "PowerOff", "PowerOn", "GaveUp"} {
-		if n := eventsOf(t, ns, "AnvilRemediation", machine.Name, reason); n == 0 {
+		if n := capienv.Events(t, env.Client, ns, "AnvilRemediation", machine.Name, reason); n == 0 {
 			t.Errorf("no %s Event on the remediation", reason)
 		}
 	}
 	// The power cycle really turned the machine off: its pool said so.
-	if n := eventsOf(t, ns, "Machine", anvilKey.Name, computev1alpha1.EventPoweredOff); n == 0 {
+	if n := capienv.Events(t, env.Client, ns, "Machine", anvilKey.Name, computev1alpha1.EventPoweredOff); n == 0 {
 		t.Errorf("the anvil Machine was never powered off")
 	}
 	capienv.Eventually(t, 2*time.Minute, "Cluster API to replace the Machine given up on", func() error {

@@ -179,8 +179,9 @@ func Poll(timeout time.Duration, check func() error) error {
 	}
 }
 
-// EventCount counts the Events (events.k8s.io) of one reason about one object of ns.
-func EventCount(t testing.TB, c client.Client, ns, kind, name, reason string) int {
+// Events counts the Events of one reason about the object kind/name in ns (a repeated Event
+// by its count).
+func Events(t testing.TB, c client.Client, ns, kind, name, reason string) int {
 	t.Helper()
 	list := &eventsv1.EventList{}
 	if err := c.List(context.Background(), list, client.InNamespace(ns)); err != nil {

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/capi/anvilmachine"
 	"github.com/anvil-dev/anvil/internal/nodeagent"
 	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
 	"github.com/anvil-dev/anvil/test/capienv"
@@ -141,7 +142,13 @@ func assertGuestNode(t testing.TB, r *rig, m *clusterv1.Machine, arch computev1a
 	t.Helper()
 	ctx := context.Background()
 	g := guestVM{anvil: &computev1alpha1.Machine{}, node: &corev1.Node{}}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.InfrastructureRef.Name}, g.anvil); err != nil {
+	// By its providerID: with an identityRef the anvil Machine is in another namespace (of
+	// another management cluster after a move) than the Machine.
+	ns, name, err := anvilmachine.ParseProviderID(m.Spec.ProviderID)
+	if err != nil {
+		t.Fatalf("Machine %s: %v", m.Name, err)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, g.anvil); err != nil {
 		t.Fatalf("the anvil Machine of %s: %v", m.Name, err)
 	}
 	if g.anvil.Status.State != computev1alpha1.MachineStateRunning || g.anvil.Status.Architecture != arch || g.anvil.Status.Console == "" {

@@ -152,13 +152,13 @@ func TestRemediationOfAFrozenGuest(t *testing.T) {
 		if c := apimeta.FindStatusCondition(cur.Status.Conditions, clusterv1.MachineHealthCheckSucceededCondition); c == nil || c.Status != metav1.ConditionTrue {
 			return fmt.Errorf("HealthCheckSucceeded %+v", c)
 		}
-		if reboots = capienv.EventCount(t, env.Client, ns, "AnvilRemediation", m.Name, "Rebooting"); reboots == 0 {
+		if reboots = capienv.Events(t, env.Client, ns, "AnvilRemediation", m.Name, "Rebooting"); reboots == 0 {
 			return errors.New("no Rebooting Event on the remediation")
 		}
 		return absent(ctx, client.ObjectKeyFromObject(rem), &infrav1.AnvilRemediation{})
 	})
 	t.Logf("remediation: Machine %s healthy again, its remediation deleted, %s after the QEMU stopped", m.Name, since(phase))
-	if n := capienv.EventCount(t, env.Client, ns, "AnvilRemediation", m.Name, "PowerOff"); n != 0 {
+	if n := capienv.Events(t, env.Client, ns, "AnvilRemediation", m.Name, "PowerOff"); n != 0 {
 		t.Errorf("the reboot did not bring the machine back: it was power-cycled (%d PowerOff Events)", n)
 	}
 	same := assertSameMachines(t, r, &m, g)
@@ -228,11 +228,11 @@ func TestRemediationOfAFrozenGuest(t *testing.T) {
 	})
 	t.Logf("give up: Machine %s OwnerRemediated False %s after the QEMU stopped", m.Name, since(phase))
 	for _, reason := range []string{"Rebooting", "PowerOff", "PowerOn", "GaveUp"} {
-		if n := capienv.EventCount(t, env.Client, ns, "AnvilRemediation", m.Name, reason); n == 0 || reason == "Rebooting" && n <= reboots {
+		if n := capienv.Events(t, env.Client, ns, "AnvilRemediation", m.Name, reason); n == 0 || reason == "Rebooting" && n <= reboots {
 			t.Errorf("%d %s Events on the remediations of %s (%d before step 3)", n, reason, m.Name, reboots)
 		}
 	}
-	if n := capienv.EventCount(t, env.Client, g.anvil.Namespace, "Machine", g.anvil.Name, computev1alpha1.EventPoweredOff); n == 0 {
+	if n := capienv.Events(t, env.Client, g.anvil.Namespace, "Machine", g.anvil.Name, computev1alpha1.EventPoweredOff); n == 0 {
 		t.Errorf("anvil Machine %s was never reported powered off", g.anvil.Name)
 	}
 	awaitGone(t, r, same)

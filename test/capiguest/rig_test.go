@@ -32,6 +32,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/runtime/qemu"
 	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
 	"github.com/anvil-dev/anvil/test/capienv"
+	"github.com/anvil-dev/anvil/test/capienv/clientpki"
 	"github.com/anvil-dev/anvil/test/harness"
 	"github.com/anvil-dev/anvil/test/testos"
 )
@@ -87,6 +88,14 @@ type rig struct {
 	kubeconfig     []byte
 	// image is the node image (the test OS with anvil-node-agent), pinned.
 	image string
+	// osDir and agents are what image was made of (make testos, the built agents).
+	osDir, agents string
+	// extension is where anvil's in-place update extension listens; Cluster API's manager
+	// runs with capienv.InPlaceGates and the client certificate it trusts, and uses it
+	// once a test registers it (capienv.RegisterExtension).
+	extension extension.Options
+	// capi is Cluster API's manager (its kubeconfig is the management cluster's, for clusterctl).
+	capi *capienv.CAPI
 }
 
 var (
@@ -122,12 +131,9 @@ func startRig(t testing.TB) (*rig, error) {
 			return nil, fmt.Errorf("%s is missing: run make deps", program)
 		}
 	}
-	osDir := testos.Dir(t)
-	agents := nodeagenttest.BuildAgents(t, "amd64", "arm64")
-
 	ctx, cancel := context.WithCancel(context.Background())
 	var stops []func()
-	r := &rig{}
+	r := &rig{osDir: testos.Dir(t), agents: nodeagenttest.BuildAgents(t, "amd64", "arm64")}
 	env.BeforeStop(func() {
 		cancel()
 		for i := len(stops) - 1; i >= 0; i-- {
@@ -141,11 +147,18 @@ func startRig(t testing.TB) (*rig, error) {
 	}
 	stops = append(stops, func() { _ = os.RemoveAll(r.state) })
 
-	capi, err := capienv.Start(ctx, env.Config, capienv.Options{Args: []string{"--sync-period", capiSyncPeriod.String()}})
+	clientCA, certFile, keyFile, err := clientpki.WriteClientPKI(r.state)
+	if err != nil {
+		return nil, err
+	}
+	capi, err := capienv.Start(ctx, env.Config, capienv.Options{FeatureGates: capienv.InPlaceGates, Args: []string{
+		"--sync-period", capiSyncPeriod.String(),
+		"--runtime-extension-client-cert-file", certFile, "--runtime-extension-client-key-file", keyFile}})
 	if err != nil {
 		return nil, err
 	}
 	stops = append(stops, func() { _ = capi.Stop() })
+	r.capi = capi
 	if err := r.startWorkload(ctx, &stops); err != nil {
 		return nil, err
 	}
@@ -158,7 +171,12 @@ func startRig(t testing.TB) (*rig, error) {
 			return nil, err
 		}
 	}
-	stopManager, err := capienv.RunAnvilManager(ctx, env.Config, extension.Options{})
+	port, err := harness.LoopbackPort()
+	if err != nil {
+		return nil, err
+	}
+	r.extension = extension.Options{BindAddress: fmt.Sprintf("127.0.0.1:%d", port), CertDir: filepath.Join(r.state, "extension"), ClientCAFile: clientCA}
+	stopManager, err := capienv.RunAnvilManager(ctx, env.Config, r.extension)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +184,7 @@ func startRig(t testing.TB) (*rig, error) {
 	if err := r.startPools(ctx, &stops); err != nil {
 		return nil, err
 	}
-	if r.image, err = nodeimage.Push(ctx, env.Registry.Host+"/capiguest/node:test", osDir, agents); err != nil {
+	if r.image, err = nodeimage.Push(ctx, env.Registry.Host+"/capiguest/node:test", r.osDir, r.agents); err != nil {
 		return nil, err
 	}
 	return r, nil

@@ -120,6 +120,35 @@ func TestMachineRejectsInvalid(t *testing.T) {
 				m.Spec.MetaData[fmt.Sprint("k", i)] = "v"
 			}
 		}, "spec.metaData: Too many: 33: must have at most 32 items"},
+		{"hardwareMetaData field left out", func(m *computev1alpha1.Machine) {
+			m.Spec.HardwareMetaData = []computev1alpha1.HardwareMetaData{{Key: "mac", Name: "eth0"}}
+		}, `spec.hardwareMetaData[0].field: Unsupported value: ""`},
+		{"hardwareMetaData field unknown", func(m *computev1alpha1.Machine) {
+			m.Spec.HardwareMetaData = []computev1alpha1.HardwareMetaData{{Key: "sn", Field: "SystemSerial", Name: "x"}}
+		}, `Unsupported value: "SystemSerial"`},
+		{"hardwareMetaData without a name", func(m *computev1alpha1.Machine) {
+			m.Spec.HardwareMetaData = []computev1alpha1.HardwareMetaData{{Key: "mac", Field: computev1alpha1.HardwareNICMACAddress}}
+		}, "spec.hardwareMetaData[0].name"},
+		{"hardwareMetaData key of the runtime", func(m *computev1alpha1.Machine) {
+			m.Spec.HardwareMetaData = []computev1alpha1.HardwareMetaData{{Key: "UUID", Field: computev1alpha1.HardwareNICMACAddress, Name: "eth0"}}
+		}, "hardwareMetaData keys instance-id, uuid, name, hostname and local-hostname are written by the runtime"},
+		{"hardwareMetaData key with a colon", func(m *computev1alpha1.Machine) {
+			m.Spec.HardwareMetaData = []computev1alpha1.HardwareMetaData{{Key: "a: b", Field: computev1alpha1.HardwareNICMACAddress, Name: "eth0"}}
+		}, "hardwareMetaData keys must be letters, digits"},
+		{"hardwareMetaData key also in metaData", func(m *computev1alpha1.Machine) {
+			m.Spec.MetaData = map[string]string{"mac": "x"}
+			m.Spec.HardwareMetaData = []computev1alpha1.HardwareMetaData{{Key: "mac", Field: computev1alpha1.HardwareNICMACAddress, Name: "eth0"}}
+		}, "a hardwareMetaData key is also a metaData key"},
+		{"metaData and hardwareMetaData of 33 keys together", func(m *computev1alpha1.Machine) {
+			m.Spec.MetaData = map[string]string{}
+			for i := range 30 {
+				m.Spec.MetaData[fmt.Sprint("k", i)] = "v"
+			}
+			for i := range 3 {
+				m.Spec.HardwareMetaData = append(m.Spec.HardwareMetaData,
+					computev1alpha1.HardwareMetaData{Key: fmt.Sprint("mac", i), Field: computev1alpha1.HardwareNICMACAddress, Name: "eth0"})
+			}
+		}, "metaData and hardwareMetaData have more than 32 keys together"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -236,5 +265,21 @@ func TestMachineAcceptsMetaDataAtItsBounds(t *testing.T) {
 	}
 	if err := env.Client.Create(context.Background(), m); err != nil {
 		t.Fatalf("creating a Machine with 32 metadata keys at their bounds: %v", err)
+	}
+}
+
+// Hardware references share metadata's 32 keys: 30 values and 2 references are accepted.
+func TestMachineAcceptsHardwareMetaDataWithinTheSharedBound(t *testing.T) {
+	m := validMachine("hardware-metadata")
+	m.Spec.MetaData = map[string]string{}
+	for i := range 30 {
+		m.Spec.MetaData[fmt.Sprint("k", i)] = "v"
+	}
+	m.Spec.HardwareMetaData = []computev1alpha1.HardwareMetaData{
+		{Key: "mac", Field: computev1alpha1.HardwareNICMACAddress, Name: "eth0"},
+		{Key: "disk-serial", Field: computev1alpha1.HardwareDiskSerialNumber, Name: "sda"},
+	}
+	if err := env.Client.Create(context.Background(), m); err != nil {
+		t.Fatalf("creating a Machine with 30 metadata keys and 2 hardware references: %v", err)
 	}
 }

@@ -14,6 +14,8 @@ const (
 
 // MachineSpec is what the user wants: a machine of a class, booting an image, on a pool
 // that fits, powered on or off.
+// +kubebuilder:validation:XValidation:rule="!has(self.hardwareMetaData) || !has(self.metaData) || self.hardwareMetaData.all(h, !(h.key in self.metaData))",message="a hardwareMetaData key is also a metaData key: give each key one source"
+// +kubebuilder:validation:XValidation:rule="(has(self.metaData) ? size(self.metaData) : 0) + (has(self.hardwareMetaData) ? size(self.hardwareMetaData) : 0) <= 32",message="metaData and hardwareMetaData have more than 32 keys together: at most 32"
 // +kubebuilder:validation:XValidation:rule="!(has(self.ignitionRef) && has(self.userDataRef))",message="set ignitionRef or userDataRef, not both: a machine boots with one kind of first-boot configuration"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.machinePoolRef) || !has(self.machinePoolRef) || self.machinePoolRef.name == oldSelf.machinePoolRef.name",message="machinePoolRef cannot be changed once the Machine is bound; delete and recreate the Machine to move it"
 // +kubebuilder:validation:XValidation:rule="!has(self.volumes) || self.volumes.filter(v, has(v.image)).size() <= 1",message="at most one volume may be the root disk (image source)"
@@ -109,6 +111,20 @@ type MachineSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 1024)",message="metaData values must be at most 1024 characters: put larger data in the first-boot config (userDataRef or ignitionRef)"
 	MetaData map[string]string `json:"metaData,omitempty"`
 
+	// HardwareMetaData are first-boot metadata keys whose values come from the hardware
+	// the machine gets: the runtime that places it resolves each one when it writes the
+	// first boot (a server's from its HardwareData; a VM's NIC MAC from the MAC its
+	// runtime gives that NIC), so the value is there at the first boot. The guest finds
+	// them where it finds spec.metaData. A pool that cannot give a value refuses the
+	// machine, naming why (a server without that NIC or disk, a VM asked for a disk
+	// serial). Keys follow spec.metaData's rules, may not be one of its keys, and count
+	// towards its 32.
+	// +optional
+	// +listType=map
+	// +listMapKey=key
+	// +kubebuilder:validation:MaxItems=32
+	HardwareMetaData []HardwareMetaData `json:"hardwareMetaData,omitempty"`
+
 	// Volumes are the disks attached to the Machine.
 	// +optional
 	// +listType=map
@@ -122,6 +138,42 @@ type MachineSpec struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=16
 	NetworkInterfaces []MachineNetworkInterface `json:"networkInterfaces,omitempty"`
+}
+
+// HardwareField names a value of the hardware a machine gets.
+// +kubebuilder:validation:Enum=NICMACAddress;DiskSerialNumber
+type HardwareField string
+
+const (
+	// HardwareFieldUnset is the zero value, which the API refuses: a reference always says
+	// what it reads.
+	HardwareFieldUnset HardwareField = ""
+	// HardwareNICMACAddress is the MAC address of the NIC called Name.
+	HardwareNICMACAddress HardwareField = "NICMACAddress"
+	// HardwareDiskSerialNumber is the serial number of the disk called Name.
+	HardwareDiskSerialNumber HardwareField = "DiskSerialNumber"
+)
+
+// HardwareMetaData is one first-boot metadata key whose value the runtime reads from the
+// machine's hardware.
+type HardwareMetaData struct {
+	// Key is the metadata key, under spec.metaData's rules.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$')",message="hardwareMetaData keys must be letters, digits, '-', '_' and '.', starting and ending with a letter or digit, at most 63 characters"
+	// +kubebuilder:validation:XValidation:rule="!(self.lowerAscii() in ['instance-id', 'uuid', 'name', 'hostname', 'local-hostname'])",message="hardwareMetaData keys instance-id, uuid, name, hostname and local-hostname are written by the runtime and cannot be set here"
+	Key string `json:"key"`
+	// Field is what to read: NICMACAddress (a server's NIC as its HardwareData names it,
+	// eth0; a VM's NIC as spec.networkInterfaces names it) or DiskSerialNumber (a server's
+	// disk as its HardwareData names it, sda).
+	// +required
+	Field HardwareField `json:"field"`
+	// Name is the NIC's or the disk's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	Name string `json:"name"`
 }
 
 // MachineClassReference names a MachineClass.

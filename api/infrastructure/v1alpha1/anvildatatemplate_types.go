@@ -2,6 +2,8 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 )
 
 // MetaDataProviderID is the first-boot metadata key the provider always sets on the anvil
@@ -64,9 +66,10 @@ type MetaDataEntry struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(a, isIP(a) || isCIDR(a))",message="addresses must be IP addresses or CIDRs (10.0.0.5 or 10.0.0.5/24)"
 	Addresses []string `json:"addresses,omitempty"`
 
-	// Hardware is a value from the HardwareData of the server the machine got (a server's
-	// only: a VM has none). It is known only once the server is provisioned, so it reaches
-	// the guest at its next reimage, not its first boot (docs/capi.md, Data templates).
+	// Hardware is a value of the hardware the machine gets, which the runtime placing it
+	// resolves when it writes the first boot (the anvil Machine's spec.hardwareMetaData): a
+	// server's NIC MAC or disk serial from its HardwareData, a VM's NIC MAC (a VM has no
+	// disk serials: its pool refuses such a machine). See docs/capi.md, Data templates.
 	// +optional
 	Hardware *HardwareSource `json:"hardware,omitempty"`
 }
@@ -80,23 +83,13 @@ type IndexSource struct {
 	Offset int32 `json:"offset,omitempty"`
 }
 
-// HardwareField names a value of a server's HardwareData.
-// +kubebuilder:validation:Enum=NICMACAddress;DiskSerialNumber
-type HardwareField string
-
-const (
-	// HardwareNICMACAddress is the MAC address of the NIC called Name.
-	HardwareNICMACAddress HardwareField = "NICMACAddress"
-	// HardwareDiskSerialNumber is the serial number of the disk called Name.
-	HardwareDiskSerialNumber HardwareField = "DiskSerialNumber"
-)
-
 // HardwareSource is one value of a server's HardwareData.
 type HardwareSource struct {
 	// Field is what to read: NICMACAddress or DiskSerialNumber.
 	// +required
-	Field HardwareField `json:"field"`
-	// Name is the NIC's or the disk's name in the HardwareData (eth0, sda).
+	Field computev1alpha1.HardwareField `json:"field"`
+	// Name is the NIC's or the disk's name: in a server's HardwareData (eth0, sda), or a
+	// VM's NIC as the AnvilMachine's networkInterfaces names it.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64

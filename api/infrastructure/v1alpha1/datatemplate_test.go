@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
 )
 
@@ -19,8 +20,8 @@ func validDataTemplate(name string) *infrav1.AnvilDataTemplate {
 				{Key: "anvil-index", Index: &infrav1.IndexSource{Offset: 10}},
 				{Key: "role", Value: ptr.To("worker")},
 				{Key: "ip", Addresses: []string{"10.0.0.10", "10.0.0.11/24", "fd00::1"}},
-				{Key: "mac", Hardware: &infrav1.HardwareSource{Field: infrav1.HardwareNICMACAddress, Name: "eth0"}},
-				{Key: "disk-serial", Hardware: &infrav1.HardwareSource{Field: infrav1.HardwareDiskSerialNumber, Name: "sda"}},
+				{Key: "mac", Hardware: &infrav1.HardwareSource{Field: computev1alpha1.HardwareNICMACAddress, Name: "eth0"}},
+				{Key: "disk-serial", Hardware: &infrav1.HardwareSource{Field: computev1alpha1.HardwareDiskSerialNumber, Name: "sda"}},
 			},
 		},
 	}

@@ -295,6 +295,58 @@ func (ConfigFormat) EnumDescriptor() ([]byte, []int) {
 	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{4}
 }
 
+// HardwareField names a value of the hardware a machine gets (HardwareMetaData).
+type HardwareField int32
+
+const (
+	HardwareField_HARDWARE_FIELD_UNSPECIFIED HardwareField = 0
+	// The MAC address of the NIC called name.
+	HardwareField_HARDWARE_FIELD_NIC_MAC_ADDRESS HardwareField = 1
+	// The serial number of the disk called name.
+	HardwareField_HARDWARE_FIELD_DISK_SERIAL_NUMBER HardwareField = 2
+)
+
+// Enum value maps for HardwareField.
+var (
+	HardwareField_name = map[int32]string{
+		0: "HARDWARE_FIELD_UNSPECIFIED",
+		1: "HARDWARE_FIELD_NIC_MAC_ADDRESS",
+		2: "HARDWARE_FIELD_DISK_SERIAL_NUMBER",
+	}
+	HardwareField_value = map[string]int32{
+		"HARDWARE_FIELD_UNSPECIFIED":        0,
+		"HARDWARE_FIELD_NIC_MAC_ADDRESS":    1,
+		"HARDWARE_FIELD_DISK_SERIAL_NUMBER": 2,
+	}
+)
+
+func (x HardwareField) Enum() *HardwareField {
+	p := new(HardwareField)
+	*p = x
+	return p
+}
+
+func (x HardwareField) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (HardwareField) Descriptor() protoreflect.EnumDescriptor {
+	return file_api_mri_v1alpha1_mri_proto_enumTypes[5].Descriptor()
+}
+
+func (HardwareField) Type() protoreflect.EnumType {
+	return &file_api_mri_v1alpha1_mri_proto_enumTypes[5]
+}
+
+func (x HardwareField) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use HardwareField.Descriptor instead.
+func (HardwareField) EnumDescriptor() ([]byte, []int) {
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{5}
+}
+
 // ErrorReason is carried as an ErrorDetail in a gRPC status, so callers act on the kind of
 // failure without parsing messages.
 type ErrorReason int32
@@ -342,11 +394,11 @@ func (x ErrorReason) String() string {
 }
 
 func (ErrorReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_api_mri_v1alpha1_mri_proto_enumTypes[5].Descriptor()
+	return file_api_mri_v1alpha1_mri_proto_enumTypes[6].Descriptor()
 }
 
 func (ErrorReason) Type() protoreflect.EnumType {
-	return &file_api_mri_v1alpha1_mri_proto_enumTypes[5]
+	return &file_api_mri_v1alpha1_mri_proto_enumTypes[6]
 }
 
 func (x ErrorReason) Number() protoreflect.EnumNumber {
@@ -355,7 +407,7 @@ func (x ErrorReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ErrorReason.Descriptor instead.
 func (ErrorReason) EnumDescriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{5}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{6}
 }
 
 type MachineEvent_Type int32
@@ -394,11 +446,11 @@ func (x MachineEvent_Type) String() string {
 }
 
 func (MachineEvent_Type) Descriptor() protoreflect.EnumDescriptor {
-	return file_api_mri_v1alpha1_mri_proto_enumTypes[6].Descriptor()
+	return file_api_mri_v1alpha1_mri_proto_enumTypes[7].Descriptor()
 }
 
 func (MachineEvent_Type) Type() protoreflect.EnumType {
-	return &file_api_mri_v1alpha1_mri_proto_enumTypes[6]
+	return &file_api_mri_v1alpha1_mri_proto_enumTypes[7]
 }
 
 func (x MachineEvent_Type) Number() protoreflect.EnumNumber {
@@ -407,7 +459,7 @@ func (x MachineEvent_Type) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MachineEvent_Type.Descriptor instead.
 func (MachineEvent_Type) EnumDescriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{45, 0}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{46, 0}
 }
 
 type ErrorDetail struct {
@@ -673,9 +725,14 @@ type FirstBootConfig struct {
 	// a QEMU Ignition guest as fw_cfg opt/anvil/meta-data. It is given with any format,
 	// NONE included. At most 32 keys of [A-Za-z0-9._-] (1 to 63, starting and ending with a
 	// letter or digit), values at most 1024 characters.
-	MetaData      map[string]string `protobuf:"bytes,3,rep,name=meta_data,json=metaData,proto3" json:"meta_data,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MetaData map[string]string `protobuf:"bytes,3,rep,name=meta_data,json=metaData,proto3" json:"meta_data,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// hardware_meta_data are metadata keys whose values the runtime reads from the hardware
+	// it gives the machine, and writes beside meta_data when it writes the first boot (F2).
+	// Their keys follow meta_data's rules, are not keys of meta_data, and count towards its
+	// 32.
+	HardwareMetaData []*HardwareMetaData `protobuf:"bytes,4,rep,name=hardware_meta_data,json=hardwareMetaData,proto3" json:"hardware_meta_data,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *FirstBootConfig) Reset() {
@@ -729,6 +786,77 @@ func (x *FirstBootConfig) GetMetaData() map[string]string {
 	return nil
 }
 
+func (x *FirstBootConfig) GetHardwareMetaData() []*HardwareMetaData {
+	if x != nil {
+		return x.HardwareMetaData
+	}
+	return nil
+}
+
+// HardwareMetaData is one metadata key whose value is a value of the machine's hardware:
+// the MAC address of its NIC called name, or the serial number of its disk called name (a
+// server's NIC and disk names as its HardwareData has them; a VM's NICs as the spec's
+// network_interfaces name them).
+type HardwareMetaData struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Field         HardwareField          `protobuf:"varint,2,opt,name=field,proto3,enum=anvil.mri.v1alpha1.HardwareField" json:"field,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HardwareMetaData) Reset() {
+	*x = HardwareMetaData{}
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HardwareMetaData) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HardwareMetaData) ProtoMessage() {}
+
+func (x *HardwareMetaData) ProtoReflect() protoreflect.Message {
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HardwareMetaData.ProtoReflect.Descriptor instead.
+func (*HardwareMetaData) Descriptor() ([]byte, []int) {
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *HardwareMetaData) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *HardwareMetaData) GetField() HardwareField {
+	if x != nil {
+		return x.Field
+	}
+	return HardwareField_HARDWARE_FIELD_UNSPECIFIED
+}
+
+func (x *HardwareMetaData) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
 type Volume struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -744,7 +872,7 @@ type Volume struct {
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[5]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -756,7 +884,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[5]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -769,7 +897,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{5}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Volume) GetName() string {
@@ -846,7 +974,7 @@ type ImageDisk struct {
 
 func (x *ImageDisk) Reset() {
 	*x = ImageDisk{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[6]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -858,7 +986,7 @@ func (x *ImageDisk) String() string {
 func (*ImageDisk) ProtoMessage() {}
 
 func (x *ImageDisk) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[6]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -871,7 +999,7 @@ func (x *ImageDisk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageDisk.ProtoReflect.Descriptor instead.
 func (*ImageDisk) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{6}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ImageDisk) GetSizeBytes() int64 {
@@ -890,7 +1018,7 @@ type EmptyDisk struct {
 
 func (x *EmptyDisk) Reset() {
 	*x = EmptyDisk{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[7]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -902,7 +1030,7 @@ func (x *EmptyDisk) String() string {
 func (*EmptyDisk) ProtoMessage() {}
 
 func (x *EmptyDisk) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[7]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -915,7 +1043,7 @@ func (x *EmptyDisk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmptyDisk.ProtoReflect.Descriptor instead.
 func (*EmptyDisk) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{7}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *EmptyDisk) GetSizeBytes() int64 {
@@ -937,7 +1065,7 @@ type NetworkInterface struct {
 
 func (x *NetworkInterface) Reset() {
 	*x = NetworkInterface{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[8]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -949,7 +1077,7 @@ func (x *NetworkInterface) String() string {
 func (*NetworkInterface) ProtoMessage() {}
 
 func (x *NetworkInterface) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[8]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -962,7 +1090,7 @@ func (x *NetworkInterface) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkInterface.ProtoReflect.Descriptor instead.
 func (*NetworkInterface) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{8}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *NetworkInterface) GetName() string {
@@ -1018,7 +1146,7 @@ type MachineSpec struct {
 
 func (x *MachineSpec) Reset() {
 	*x = MachineSpec{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[9]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1030,7 +1158,7 @@ func (x *MachineSpec) String() string {
 func (*MachineSpec) ProtoMessage() {}
 
 func (x *MachineSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[9]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1043,7 +1171,7 @@ func (x *MachineSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineSpec.ProtoReflect.Descriptor instead.
 func (*MachineSpec) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{9}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *MachineSpec) GetClass() string {
@@ -1136,7 +1264,7 @@ type LabelSelectorRequirement struct {
 
 func (x *LabelSelectorRequirement) Reset() {
 	*x = LabelSelectorRequirement{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[10]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1148,7 +1276,7 @@ func (x *LabelSelectorRequirement) String() string {
 func (*LabelSelectorRequirement) ProtoMessage() {}
 
 func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[10]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1161,7 +1289,7 @@ func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelectorRequirement.ProtoReflect.Descriptor instead.
 func (*LabelSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{10}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LabelSelectorRequirement) GetKey() string {
@@ -1197,7 +1325,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[11]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1209,7 +1337,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[11]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1222,7 +1350,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{11}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Condition) GetType() string {
@@ -1263,7 +1391,7 @@ type Address struct {
 
 func (x *Address) Reset() {
 	*x = Address{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[12]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1403,7 @@ func (x *Address) String() string {
 func (*Address) ProtoMessage() {}
 
 func (x *Address) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[12]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1416,7 @@ func (x *Address) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Address.ProtoReflect.Descriptor instead.
 func (*Address) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{12}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Address) GetType() string {
@@ -1316,7 +1444,7 @@ type AttachmentStatus struct {
 
 func (x *AttachmentStatus) Reset() {
 	*x = AttachmentStatus{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[13]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1328,7 +1456,7 @@ func (x *AttachmentStatus) String() string {
 func (*AttachmentStatus) ProtoMessage() {}
 
 func (x *AttachmentStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[13]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1341,7 +1469,7 @@ func (x *AttachmentStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachmentStatus.ProtoReflect.Descriptor instead.
 func (*AttachmentStatus) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{13}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AttachmentStatus) GetName() string {
@@ -1384,7 +1512,7 @@ type MachineStatus struct {
 
 func (x *MachineStatus) Reset() {
 	*x = MachineStatus{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[14]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1396,7 +1524,7 @@ func (x *MachineStatus) String() string {
 func (*MachineStatus) ProtoMessage() {}
 
 func (x *MachineStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[14]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1409,7 +1537,7 @@ func (x *MachineStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineStatus.ProtoReflect.Descriptor instead.
 func (*MachineStatus) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{14}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *MachineStatus) GetObservedGeneration() int64 {
@@ -1486,7 +1614,7 @@ type Machine struct {
 
 func (x *Machine) Reset() {
 	*x = Machine{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[15]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1498,7 +1626,7 @@ func (x *Machine) String() string {
 func (*Machine) ProtoMessage() {}
 
 func (x *Machine) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[15]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1511,7 +1639,7 @@ func (x *Machine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Machine.ProtoReflect.Descriptor instead.
 func (*Machine) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{15}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Machine) GetMetadata() *ObjectMetadata {
@@ -1543,7 +1671,7 @@ type VersionRequest struct {
 
 func (x *VersionRequest) Reset() {
 	*x = VersionRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[16]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1555,7 +1683,7 @@ func (x *VersionRequest) String() string {
 func (*VersionRequest) ProtoMessage() {}
 
 func (x *VersionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[16]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1568,7 +1696,7 @@ func (x *VersionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionRequest.ProtoReflect.Descriptor instead.
 func (*VersionRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{16}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{17}
 }
 
 type VersionResponse struct {
@@ -1586,7 +1714,7 @@ type VersionResponse struct {
 
 func (x *VersionResponse) Reset() {
 	*x = VersionResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[17]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1598,7 +1726,7 @@ func (x *VersionResponse) String() string {
 func (*VersionResponse) ProtoMessage() {}
 
 func (x *VersionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[17]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1611,7 +1739,7 @@ func (x *VersionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionResponse.ProtoReflect.Descriptor instead.
 func (*VersionResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{17}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *VersionResponse) GetRuntimeName() string {
@@ -1650,7 +1778,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[18]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1662,7 +1790,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[18]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1675,7 +1803,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{18}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{19}
 }
 
 type StatusResponse struct {
@@ -1700,7 +1828,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[19]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1712,7 +1840,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[19]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1725,7 +1853,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{19}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StatusResponse) GetCapacity() *Resources {
@@ -1793,7 +1921,7 @@ type PoolNetwork struct {
 
 func (x *PoolNetwork) Reset() {
 	*x = PoolNetwork{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[20]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1805,7 +1933,7 @@ func (x *PoolNetwork) String() string {
 func (*PoolNetwork) ProtoMessage() {}
 
 func (x *PoolNetwork) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[20]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1818,7 +1946,7 @@ func (x *PoolNetwork) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolNetwork.ProtoReflect.Descriptor instead.
 func (*PoolNetwork) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{20}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PoolNetwork) GetName() string {
@@ -1853,7 +1981,7 @@ type NetworkForward struct {
 
 func (x *NetworkForward) Reset() {
 	*x = NetworkForward{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[21]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1865,7 +1993,7 @@ func (x *NetworkForward) String() string {
 func (*NetworkForward) ProtoMessage() {}
 
 func (x *NetworkForward) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[21]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1878,7 +2006,7 @@ func (x *NetworkForward) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkForward.ProtoReflect.Descriptor instead.
 func (*NetworkForward) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{21}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *NetworkForward) GetGuest() string {
@@ -1907,7 +2035,7 @@ type ListMachinesRequest struct {
 
 func (x *ListMachinesRequest) Reset() {
 	*x = ListMachinesRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[22]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1919,7 +2047,7 @@ func (x *ListMachinesRequest) String() string {
 func (*ListMachinesRequest) ProtoMessage() {}
 
 func (x *ListMachinesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[22]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1932,7 +2060,7 @@ func (x *ListMachinesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMachinesRequest.ProtoReflect.Descriptor instead.
 func (*ListMachinesRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{22}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListMachinesRequest) GetId() string {
@@ -1958,7 +2086,7 @@ type ListMachinesResponse struct {
 
 func (x *ListMachinesResponse) Reset() {
 	*x = ListMachinesResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[23]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1970,7 +2098,7 @@ func (x *ListMachinesResponse) String() string {
 func (*ListMachinesResponse) ProtoMessage() {}
 
 func (x *ListMachinesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[23]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1983,7 +2111,7 @@ func (x *ListMachinesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMachinesResponse.ProtoReflect.Descriptor instead.
 func (*ListMachinesResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{23}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListMachinesResponse) GetMachines() []*Machine {
@@ -2002,7 +2130,7 @@ type CreateMachineRequest struct {
 
 func (x *CreateMachineRequest) Reset() {
 	*x = CreateMachineRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[24]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2014,7 +2142,7 @@ func (x *CreateMachineRequest) String() string {
 func (*CreateMachineRequest) ProtoMessage() {}
 
 func (x *CreateMachineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[24]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2027,7 +2155,7 @@ func (x *CreateMachineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMachineRequest.ProtoReflect.Descriptor instead.
 func (*CreateMachineRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{24}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CreateMachineRequest) GetMachine() *Machine {
@@ -2046,7 +2174,7 @@ type CreateMachineResponse struct {
 
 func (x *CreateMachineResponse) Reset() {
 	*x = CreateMachineResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[25]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2058,7 +2186,7 @@ func (x *CreateMachineResponse) String() string {
 func (*CreateMachineResponse) ProtoMessage() {}
 
 func (x *CreateMachineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[25]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2071,7 +2199,7 @@ func (x *CreateMachineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMachineResponse.ProtoReflect.Descriptor instead.
 func (*CreateMachineResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{25}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CreateMachineResponse) GetMachine() *Machine {
@@ -2090,7 +2218,7 @@ type DeleteMachineRequest struct {
 
 func (x *DeleteMachineRequest) Reset() {
 	*x = DeleteMachineRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[26]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2102,7 +2230,7 @@ func (x *DeleteMachineRequest) String() string {
 func (*DeleteMachineRequest) ProtoMessage() {}
 
 func (x *DeleteMachineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[26]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2115,7 +2243,7 @@ func (x *DeleteMachineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMachineRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMachineRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{26}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteMachineRequest) GetId() string {
@@ -2133,7 +2261,7 @@ type DeleteMachineResponse struct {
 
 func (x *DeleteMachineResponse) Reset() {
 	*x = DeleteMachineResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[27]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2145,7 +2273,7 @@ func (x *DeleteMachineResponse) String() string {
 func (*DeleteMachineResponse) ProtoMessage() {}
 
 func (x *DeleteMachineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[27]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2158,7 +2286,7 @@ func (x *DeleteMachineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMachineResponse.ProtoReflect.Descriptor instead.
 func (*DeleteMachineResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{27}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{28}
 }
 
 type UpdateMachinePowerRequest struct {
@@ -2171,7 +2299,7 @@ type UpdateMachinePowerRequest struct {
 
 func (x *UpdateMachinePowerRequest) Reset() {
 	*x = UpdateMachinePowerRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[28]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2183,7 +2311,7 @@ func (x *UpdateMachinePowerRequest) String() string {
 func (*UpdateMachinePowerRequest) ProtoMessage() {}
 
 func (x *UpdateMachinePowerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[28]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2196,7 +2324,7 @@ func (x *UpdateMachinePowerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMachinePowerRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMachinePowerRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{28}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *UpdateMachinePowerRequest) GetId() string {
@@ -2222,7 +2350,7 @@ type UpdateMachinePowerResponse struct {
 
 func (x *UpdateMachinePowerResponse) Reset() {
 	*x = UpdateMachinePowerResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[29]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2234,7 +2362,7 @@ func (x *UpdateMachinePowerResponse) String() string {
 func (*UpdateMachinePowerResponse) ProtoMessage() {}
 
 func (x *UpdateMachinePowerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[29]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2247,7 +2375,7 @@ func (x *UpdateMachinePowerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMachinePowerResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMachinePowerResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{29}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *UpdateMachinePowerResponse) GetMachine() *Machine {
@@ -2267,7 +2395,7 @@ type RebootMachineRequest struct {
 
 func (x *RebootMachineRequest) Reset() {
 	*x = RebootMachineRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[30]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2279,7 +2407,7 @@ func (x *RebootMachineRequest) String() string {
 func (*RebootMachineRequest) ProtoMessage() {}
 
 func (x *RebootMachineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[30]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2292,7 +2420,7 @@ func (x *RebootMachineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebootMachineRequest.ProtoReflect.Descriptor instead.
 func (*RebootMachineRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{30}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RebootMachineRequest) GetId() string {
@@ -2318,7 +2446,7 @@ type RebootMachineResponse struct {
 
 func (x *RebootMachineResponse) Reset() {
 	*x = RebootMachineResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[31]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2330,7 +2458,7 @@ func (x *RebootMachineResponse) String() string {
 func (*RebootMachineResponse) ProtoMessage() {}
 
 func (x *RebootMachineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[31]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2343,7 +2471,7 @@ func (x *RebootMachineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebootMachineResponse.ProtoReflect.Descriptor instead.
 func (*RebootMachineResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{31}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RebootMachineResponse) GetMachine() *Machine {
@@ -2366,7 +2494,7 @@ type ReimageMachineRequest struct {
 
 func (x *ReimageMachineRequest) Reset() {
 	*x = ReimageMachineRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[32]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2378,7 +2506,7 @@ func (x *ReimageMachineRequest) String() string {
 func (*ReimageMachineRequest) ProtoMessage() {}
 
 func (x *ReimageMachineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[32]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2391,7 +2519,7 @@ func (x *ReimageMachineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReimageMachineRequest.ProtoReflect.Descriptor instead.
 func (*ReimageMachineRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{32}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReimageMachineRequest) GetId() string {
@@ -2424,7 +2552,7 @@ type ReimageMachineResponse struct {
 
 func (x *ReimageMachineResponse) Reset() {
 	*x = ReimageMachineResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[33]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2436,7 +2564,7 @@ func (x *ReimageMachineResponse) String() string {
 func (*ReimageMachineResponse) ProtoMessage() {}
 
 func (x *ReimageMachineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[33]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2449,7 +2577,7 @@ func (x *ReimageMachineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReimageMachineResponse.ProtoReflect.Descriptor instead.
 func (*ReimageMachineResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{33}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReimageMachineResponse) GetMachine() *Machine {
@@ -2469,7 +2597,7 @@ type UpdateMachineLabelsRequest struct {
 
 func (x *UpdateMachineLabelsRequest) Reset() {
 	*x = UpdateMachineLabelsRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[34]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2481,7 +2609,7 @@ func (x *UpdateMachineLabelsRequest) String() string {
 func (*UpdateMachineLabelsRequest) ProtoMessage() {}
 
 func (x *UpdateMachineLabelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[34]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2494,7 +2622,7 @@ func (x *UpdateMachineLabelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMachineLabelsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMachineLabelsRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{34}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *UpdateMachineLabelsRequest) GetId() string {
@@ -2520,7 +2648,7 @@ type UpdateMachineLabelsResponse struct {
 
 func (x *UpdateMachineLabelsResponse) Reset() {
 	*x = UpdateMachineLabelsResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[35]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2532,7 +2660,7 @@ func (x *UpdateMachineLabelsResponse) String() string {
 func (*UpdateMachineLabelsResponse) ProtoMessage() {}
 
 func (x *UpdateMachineLabelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[35]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2545,7 +2673,7 @@ func (x *UpdateMachineLabelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMachineLabelsResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMachineLabelsResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{35}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *UpdateMachineLabelsResponse) GetMachine() *Machine {
@@ -2565,7 +2693,7 @@ type AttachVolumeRequest struct {
 
 func (x *AttachVolumeRequest) Reset() {
 	*x = AttachVolumeRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[36]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2577,7 +2705,7 @@ func (x *AttachVolumeRequest) String() string {
 func (*AttachVolumeRequest) ProtoMessage() {}
 
 func (x *AttachVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[36]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2590,7 +2718,7 @@ func (x *AttachVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachVolumeRequest.ProtoReflect.Descriptor instead.
 func (*AttachVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{36}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *AttachVolumeRequest) GetId() string {
@@ -2616,7 +2744,7 @@ type AttachVolumeResponse struct {
 
 func (x *AttachVolumeResponse) Reset() {
 	*x = AttachVolumeResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[37]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2628,7 +2756,7 @@ func (x *AttachVolumeResponse) String() string {
 func (*AttachVolumeResponse) ProtoMessage() {}
 
 func (x *AttachVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[37]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2641,7 +2769,7 @@ func (x *AttachVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachVolumeResponse.ProtoReflect.Descriptor instead.
 func (*AttachVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{37}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *AttachVolumeResponse) GetMachine() *Machine {
@@ -2661,7 +2789,7 @@ type DetachVolumeRequest struct {
 
 func (x *DetachVolumeRequest) Reset() {
 	*x = DetachVolumeRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[38]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2673,7 +2801,7 @@ func (x *DetachVolumeRequest) String() string {
 func (*DetachVolumeRequest) ProtoMessage() {}
 
 func (x *DetachVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[38]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2686,7 +2814,7 @@ func (x *DetachVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetachVolumeRequest.ProtoReflect.Descriptor instead.
 func (*DetachVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{38}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DetachVolumeRequest) GetId() string {
@@ -2712,7 +2840,7 @@ type DetachVolumeResponse struct {
 
 func (x *DetachVolumeResponse) Reset() {
 	*x = DetachVolumeResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[39]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2724,7 +2852,7 @@ func (x *DetachVolumeResponse) String() string {
 func (*DetachVolumeResponse) ProtoMessage() {}
 
 func (x *DetachVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[39]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2737,7 +2865,7 @@ func (x *DetachVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetachVolumeResponse.ProtoReflect.Descriptor instead.
 func (*DetachVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{39}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DetachVolumeResponse) GetMachine() *Machine {
@@ -2757,7 +2885,7 @@ type AttachNetworkInterfaceRequest struct {
 
 func (x *AttachNetworkInterfaceRequest) Reset() {
 	*x = AttachNetworkInterfaceRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[40]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2769,7 +2897,7 @@ func (x *AttachNetworkInterfaceRequest) String() string {
 func (*AttachNetworkInterfaceRequest) ProtoMessage() {}
 
 func (x *AttachNetworkInterfaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[40]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2782,7 +2910,7 @@ func (x *AttachNetworkInterfaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachNetworkInterfaceRequest.ProtoReflect.Descriptor instead.
 func (*AttachNetworkInterfaceRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{40}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AttachNetworkInterfaceRequest) GetId() string {
@@ -2808,7 +2936,7 @@ type AttachNetworkInterfaceResponse struct {
 
 func (x *AttachNetworkInterfaceResponse) Reset() {
 	*x = AttachNetworkInterfaceResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[41]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2820,7 +2948,7 @@ func (x *AttachNetworkInterfaceResponse) String() string {
 func (*AttachNetworkInterfaceResponse) ProtoMessage() {}
 
 func (x *AttachNetworkInterfaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[41]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2833,7 +2961,7 @@ func (x *AttachNetworkInterfaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachNetworkInterfaceResponse.ProtoReflect.Descriptor instead.
 func (*AttachNetworkInterfaceResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{41}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AttachNetworkInterfaceResponse) GetMachine() *Machine {
@@ -2853,7 +2981,7 @@ type DetachNetworkInterfaceRequest struct {
 
 func (x *DetachNetworkInterfaceRequest) Reset() {
 	*x = DetachNetworkInterfaceRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[42]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2865,7 +2993,7 @@ func (x *DetachNetworkInterfaceRequest) String() string {
 func (*DetachNetworkInterfaceRequest) ProtoMessage() {}
 
 func (x *DetachNetworkInterfaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[42]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2878,7 +3006,7 @@ func (x *DetachNetworkInterfaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetachNetworkInterfaceRequest.ProtoReflect.Descriptor instead.
 func (*DetachNetworkInterfaceRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{42}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DetachNetworkInterfaceRequest) GetId() string {
@@ -2904,7 +3032,7 @@ type DetachNetworkInterfaceResponse struct {
 
 func (x *DetachNetworkInterfaceResponse) Reset() {
 	*x = DetachNetworkInterfaceResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[43]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2916,7 +3044,7 @@ func (x *DetachNetworkInterfaceResponse) String() string {
 func (*DetachNetworkInterfaceResponse) ProtoMessage() {}
 
 func (x *DetachNetworkInterfaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[43]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2929,7 +3057,7 @@ func (x *DetachNetworkInterfaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetachNetworkInterfaceResponse.ProtoReflect.Descriptor instead.
 func (*DetachNetworkInterfaceResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{43}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DetachNetworkInterfaceResponse) GetMachine() *Machine {
@@ -2947,7 +3075,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[44]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2959,7 +3087,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[44]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2972,7 +3100,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{44}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{45}
 }
 
 type MachineEvent struct {
@@ -2985,7 +3113,7 @@ type MachineEvent struct {
 
 func (x *MachineEvent) Reset() {
 	*x = MachineEvent{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[45]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2997,7 +3125,7 @@ func (x *MachineEvent) String() string {
 func (*MachineEvent) ProtoMessage() {}
 
 func (x *MachineEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[45]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3010,7 +3138,7 @@ func (x *MachineEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineEvent.ProtoReflect.Descriptor instead.
 func (*MachineEvent) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{45}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *MachineEvent) GetType() MachineEvent_Type {
@@ -3059,14 +3187,19 @@ const file_api_mri_v1alpha1_mri_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"=\n" +
 	"\x05Image\x12\x1c\n" +
 	"\treference\x18\x01 \x01(\tR\treference\x12\x16\n" +
-	"\x06digest\x18\x02 \x01(\tR\x06digest\"\xec\x01\n" +
+	"\x06digest\x18\x02 \x01(\tR\x06digest\"\xc0\x02\n" +
 	"\x0fFirstBootConfig\x128\n" +
 	"\x06format\x18\x01 \x01(\x0e2 .anvil.mri.v1alpha1.ConfigFormatR\x06format\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12N\n" +
-	"\tmeta_data\x18\x03 \x03(\v21.anvil.mri.v1alpha1.FirstBootConfig.MetaDataEntryR\bmetaData\x1a;\n" +
+	"\tmeta_data\x18\x03 \x03(\v21.anvil.mri.v1alpha1.FirstBootConfig.MetaDataEntryR\bmetaData\x12R\n" +
+	"\x12hardware_meta_data\x18\x04 \x03(\v2$.anvil.mri.v1alpha1.HardwareMetaDataR\x10hardwareMetaData\x1a;\n" +
 	"\rMetaDataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc0\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"q\n" +
+	"\x10HardwareMetaData\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x127\n" +
+	"\x05field\x18\x02 \x01(\x0e2!.anvil.mri.v1alpha1.HardwareFieldR\x05field\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\"\xc0\x01\n" +
 	"\x06Volume\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12>\n" +
 	"\n" +
@@ -3255,7 +3388,11 @@ const file_api_mri_v1alpha1_mri_proto_rawDesc = "" +
 	"\x19CONFIG_FORMAT_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12CONFIG_FORMAT_NONE\x10\x01\x12\x1a\n" +
 	"\x16CONFIG_FORMAT_IGNITION\x10\x02\x12\x1c\n" +
-	"\x18CONFIG_FORMAT_CLOUD_INIT\x10\x03*\xe7\x01\n" +
+	"\x18CONFIG_FORMAT_CLOUD_INIT\x10\x03*z\n" +
+	"\rHardwareField\x12\x1e\n" +
+	"\x1aHARDWARE_FIELD_UNSPECIFIED\x10\x00\x12\"\n" +
+	"\x1eHARDWARE_FIELD_NIC_MAC_ADDRESS\x10\x01\x12%\n" +
+	"!HARDWARE_FIELD_DISK_SERIAL_NUMBER\x10\x02*\xe7\x01\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18ERROR_REASON_NO_CAPACITY\x10\x01\x12#\n" +
@@ -3292,158 +3429,162 @@ func file_api_mri_v1alpha1_mri_proto_rawDescGZIP() []byte {
 	return file_api_mri_v1alpha1_mri_proto_rawDescData
 }
 
-var file_api_mri_v1alpha1_mri_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_api_mri_v1alpha1_mri_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
+var file_api_mri_v1alpha1_mri_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_api_mri_v1alpha1_mri_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_api_mri_v1alpha1_mri_proto_goTypes = []any{
 	(Architecture)(0),                      // 0: anvil.mri.v1alpha1.Architecture
 	(Power)(0),                             // 1: anvil.mri.v1alpha1.Power
 	(MachineState)(0),                      // 2: anvil.mri.v1alpha1.MachineState
 	(AttachState)(0),                       // 3: anvil.mri.v1alpha1.AttachState
 	(ConfigFormat)(0),                      // 4: anvil.mri.v1alpha1.ConfigFormat
-	(ErrorReason)(0),                       // 5: anvil.mri.v1alpha1.ErrorReason
-	(MachineEvent_Type)(0),                 // 6: anvil.mri.v1alpha1.MachineEvent.Type
-	(*ErrorDetail)(nil),                    // 7: anvil.mri.v1alpha1.ErrorDetail
-	(*Resources)(nil),                      // 8: anvil.mri.v1alpha1.Resources
-	(*ObjectMetadata)(nil),                 // 9: anvil.mri.v1alpha1.ObjectMetadata
-	(*Image)(nil),                          // 10: anvil.mri.v1alpha1.Image
-	(*FirstBootConfig)(nil),                // 11: anvil.mri.v1alpha1.FirstBootConfig
-	(*Volume)(nil),                         // 12: anvil.mri.v1alpha1.Volume
-	(*ImageDisk)(nil),                      // 13: anvil.mri.v1alpha1.ImageDisk
-	(*EmptyDisk)(nil),                      // 14: anvil.mri.v1alpha1.EmptyDisk
-	(*NetworkInterface)(nil),               // 15: anvil.mri.v1alpha1.NetworkInterface
-	(*MachineSpec)(nil),                    // 16: anvil.mri.v1alpha1.MachineSpec
-	(*LabelSelectorRequirement)(nil),       // 17: anvil.mri.v1alpha1.LabelSelectorRequirement
-	(*Condition)(nil),                      // 18: anvil.mri.v1alpha1.Condition
-	(*Address)(nil),                        // 19: anvil.mri.v1alpha1.Address
-	(*AttachmentStatus)(nil),               // 20: anvil.mri.v1alpha1.AttachmentStatus
-	(*MachineStatus)(nil),                  // 21: anvil.mri.v1alpha1.MachineStatus
-	(*Machine)(nil),                        // 22: anvil.mri.v1alpha1.Machine
-	(*VersionRequest)(nil),                 // 23: anvil.mri.v1alpha1.VersionRequest
-	(*VersionResponse)(nil),                // 24: anvil.mri.v1alpha1.VersionResponse
-	(*StatusRequest)(nil),                  // 25: anvil.mri.v1alpha1.StatusRequest
-	(*StatusResponse)(nil),                 // 26: anvil.mri.v1alpha1.StatusResponse
-	(*PoolNetwork)(nil),                    // 27: anvil.mri.v1alpha1.PoolNetwork
-	(*NetworkForward)(nil),                 // 28: anvil.mri.v1alpha1.NetworkForward
-	(*ListMachinesRequest)(nil),            // 29: anvil.mri.v1alpha1.ListMachinesRequest
-	(*ListMachinesResponse)(nil),           // 30: anvil.mri.v1alpha1.ListMachinesResponse
-	(*CreateMachineRequest)(nil),           // 31: anvil.mri.v1alpha1.CreateMachineRequest
-	(*CreateMachineResponse)(nil),          // 32: anvil.mri.v1alpha1.CreateMachineResponse
-	(*DeleteMachineRequest)(nil),           // 33: anvil.mri.v1alpha1.DeleteMachineRequest
-	(*DeleteMachineResponse)(nil),          // 34: anvil.mri.v1alpha1.DeleteMachineResponse
-	(*UpdateMachinePowerRequest)(nil),      // 35: anvil.mri.v1alpha1.UpdateMachinePowerRequest
-	(*UpdateMachinePowerResponse)(nil),     // 36: anvil.mri.v1alpha1.UpdateMachinePowerResponse
-	(*RebootMachineRequest)(nil),           // 37: anvil.mri.v1alpha1.RebootMachineRequest
-	(*RebootMachineResponse)(nil),          // 38: anvil.mri.v1alpha1.RebootMachineResponse
-	(*ReimageMachineRequest)(nil),          // 39: anvil.mri.v1alpha1.ReimageMachineRequest
-	(*ReimageMachineResponse)(nil),         // 40: anvil.mri.v1alpha1.ReimageMachineResponse
-	(*UpdateMachineLabelsRequest)(nil),     // 41: anvil.mri.v1alpha1.UpdateMachineLabelsRequest
-	(*UpdateMachineLabelsResponse)(nil),    // 42: anvil.mri.v1alpha1.UpdateMachineLabelsResponse
-	(*AttachVolumeRequest)(nil),            // 43: anvil.mri.v1alpha1.AttachVolumeRequest
-	(*AttachVolumeResponse)(nil),           // 44: anvil.mri.v1alpha1.AttachVolumeResponse
-	(*DetachVolumeRequest)(nil),            // 45: anvil.mri.v1alpha1.DetachVolumeRequest
-	(*DetachVolumeResponse)(nil),           // 46: anvil.mri.v1alpha1.DetachVolumeResponse
-	(*AttachNetworkInterfaceRequest)(nil),  // 47: anvil.mri.v1alpha1.AttachNetworkInterfaceRequest
-	(*AttachNetworkInterfaceResponse)(nil), // 48: anvil.mri.v1alpha1.AttachNetworkInterfaceResponse
-	(*DetachNetworkInterfaceRequest)(nil),  // 49: anvil.mri.v1alpha1.DetachNetworkInterfaceRequest
-	(*DetachNetworkInterfaceResponse)(nil), // 50: anvil.mri.v1alpha1.DetachNetworkInterfaceResponse
-	(*WatchEventsRequest)(nil),             // 51: anvil.mri.v1alpha1.WatchEventsRequest
-	(*MachineEvent)(nil),                   // 52: anvil.mri.v1alpha1.MachineEvent
-	nil,                                    // 53: anvil.mri.v1alpha1.Resources.ExtendedEntry
-	nil,                                    // 54: anvil.mri.v1alpha1.ObjectMetadata.LabelsEntry
-	nil,                                    // 55: anvil.mri.v1alpha1.ObjectMetadata.AnnotationsEntry
-	nil,                                    // 56: anvil.mri.v1alpha1.FirstBootConfig.MetaDataEntry
-	nil,                                    // 57: anvil.mri.v1alpha1.MachineSpec.HostSelectorEntry
-	nil,                                    // 58: anvil.mri.v1alpha1.ListMachinesRequest.LabelSelectorEntry
-	nil,                                    // 59: anvil.mri.v1alpha1.UpdateMachineLabelsRequest.LabelsEntry
+	(HardwareField)(0),                     // 5: anvil.mri.v1alpha1.HardwareField
+	(ErrorReason)(0),                       // 6: anvil.mri.v1alpha1.ErrorReason
+	(MachineEvent_Type)(0),                 // 7: anvil.mri.v1alpha1.MachineEvent.Type
+	(*ErrorDetail)(nil),                    // 8: anvil.mri.v1alpha1.ErrorDetail
+	(*Resources)(nil),                      // 9: anvil.mri.v1alpha1.Resources
+	(*ObjectMetadata)(nil),                 // 10: anvil.mri.v1alpha1.ObjectMetadata
+	(*Image)(nil),                          // 11: anvil.mri.v1alpha1.Image
+	(*FirstBootConfig)(nil),                // 12: anvil.mri.v1alpha1.FirstBootConfig
+	(*HardwareMetaData)(nil),               // 13: anvil.mri.v1alpha1.HardwareMetaData
+	(*Volume)(nil),                         // 14: anvil.mri.v1alpha1.Volume
+	(*ImageDisk)(nil),                      // 15: anvil.mri.v1alpha1.ImageDisk
+	(*EmptyDisk)(nil),                      // 16: anvil.mri.v1alpha1.EmptyDisk
+	(*NetworkInterface)(nil),               // 17: anvil.mri.v1alpha1.NetworkInterface
+	(*MachineSpec)(nil),                    // 18: anvil.mri.v1alpha1.MachineSpec
+	(*LabelSelectorRequirement)(nil),       // 19: anvil.mri.v1alpha1.LabelSelectorRequirement
+	(*Condition)(nil),                      // 20: anvil.mri.v1alpha1.Condition
+	(*Address)(nil),                        // 21: anvil.mri.v1alpha1.Address
+	(*AttachmentStatus)(nil),               // 22: anvil.mri.v1alpha1.AttachmentStatus
+	(*MachineStatus)(nil),                  // 23: anvil.mri.v1alpha1.MachineStatus
+	(*Machine)(nil),                        // 24: anvil.mri.v1alpha1.Machine
+	(*VersionRequest)(nil),                 // 25: anvil.mri.v1alpha1.VersionRequest
+	(*VersionResponse)(nil),                // 26: anvil.mri.v1alpha1.VersionResponse
+	(*StatusRequest)(nil),                  // 27: anvil.mri.v1alpha1.StatusRequest
+	(*StatusResponse)(nil),                 // 28: anvil.mri.v1alpha1.StatusResponse
+	(*PoolNetwork)(nil),                    // 29: anvil.mri.v1alpha1.PoolNetwork
+	(*NetworkForward)(nil),                 // 30: anvil.mri.v1alpha1.NetworkForward
+	(*ListMachinesRequest)(nil),            // 31: anvil.mri.v1alpha1.ListMachinesRequest
+	(*ListMachinesResponse)(nil),           // 32: anvil.mri.v1alpha1.ListMachinesResponse
+	(*CreateMachineRequest)(nil),           // 33: anvil.mri.v1alpha1.CreateMachineRequest
+	(*CreateMachineResponse)(nil),          // 34: anvil.mri.v1alpha1.CreateMachineResponse
+	(*DeleteMachineRequest)(nil),           // 35: anvil.mri.v1alpha1.DeleteMachineRequest
+	(*DeleteMachineResponse)(nil),          // 36: anvil.mri.v1alpha1.DeleteMachineResponse
+	(*UpdateMachinePowerRequest)(nil),      // 37: anvil.mri.v1alpha1.UpdateMachinePowerRequest
+	(*UpdateMachinePowerResponse)(nil),     // 38: anvil.mri.v1alpha1.UpdateMachinePowerResponse
+	(*RebootMachineRequest)(nil),           // 39: anvil.mri.v1alpha1.RebootMachineRequest
+	(*RebootMachineResponse)(nil),          // 40: anvil.mri.v1alpha1.RebootMachineResponse
+	(*ReimageMachineRequest)(nil),          // 41: anvil.mri.v1alpha1.ReimageMachineRequest
+	(*ReimageMachineResponse)(nil),         // 42: anvil.mri.v1alpha1.ReimageMachineResponse
+	(*UpdateMachineLabelsRequest)(nil),     // 43: anvil.mri.v1alpha1.UpdateMachineLabelsRequest
+	(*UpdateMachineLabelsResponse)(nil),    // 44: anvil.mri.v1alpha1.UpdateMachineLabelsResponse
+	(*AttachVolumeRequest)(nil),            // 45: anvil.mri.v1alpha1.AttachVolumeRequest
+	(*AttachVolumeResponse)(nil),           // 46: anvil.mri.v1alpha1.AttachVolumeResponse
+	(*DetachVolumeRequest)(nil),            // 47: anvil.mri.v1alpha1.DetachVolumeRequest
+	(*DetachVolumeResponse)(nil),           // 48: anvil.mri.v1alpha1.DetachVolumeResponse
+	(*AttachNetworkInterfaceRequest)(nil),  // 49: anvil.mri.v1alpha1.AttachNetworkInterfaceRequest
+	(*AttachNetworkInterfaceResponse)(nil), // 50: anvil.mri.v1alpha1.AttachNetworkInterfaceResponse
+	(*DetachNetworkInterfaceRequest)(nil),  // 51: anvil.mri.v1alpha1.DetachNetworkInterfaceRequest
+	(*DetachNetworkInterfaceResponse)(nil), // 52: anvil.mri.v1alpha1.DetachNetworkInterfaceResponse
+	(*WatchEventsRequest)(nil),             // 53: anvil.mri.v1alpha1.WatchEventsRequest
+	(*MachineEvent)(nil),                   // 54: anvil.mri.v1alpha1.MachineEvent
+	nil,                                    // 55: anvil.mri.v1alpha1.Resources.ExtendedEntry
+	nil,                                    // 56: anvil.mri.v1alpha1.ObjectMetadata.LabelsEntry
+	nil,                                    // 57: anvil.mri.v1alpha1.ObjectMetadata.AnnotationsEntry
+	nil,                                    // 58: anvil.mri.v1alpha1.FirstBootConfig.MetaDataEntry
+	nil,                                    // 59: anvil.mri.v1alpha1.MachineSpec.HostSelectorEntry
+	nil,                                    // 60: anvil.mri.v1alpha1.ListMachinesRequest.LabelSelectorEntry
+	nil,                                    // 61: anvil.mri.v1alpha1.UpdateMachineLabelsRequest.LabelsEntry
 }
 var file_api_mri_v1alpha1_mri_proto_depIdxs = []int32{
-	5,  // 0: anvil.mri.v1alpha1.ErrorDetail.reason:type_name -> anvil.mri.v1alpha1.ErrorReason
-	53, // 1: anvil.mri.v1alpha1.Resources.extended:type_name -> anvil.mri.v1alpha1.Resources.ExtendedEntry
-	54, // 2: anvil.mri.v1alpha1.ObjectMetadata.labels:type_name -> anvil.mri.v1alpha1.ObjectMetadata.LabelsEntry
-	55, // 3: anvil.mri.v1alpha1.ObjectMetadata.annotations:type_name -> anvil.mri.v1alpha1.ObjectMetadata.AnnotationsEntry
+	6,  // 0: anvil.mri.v1alpha1.ErrorDetail.reason:type_name -> anvil.mri.v1alpha1.ErrorReason
+	55, // 1: anvil.mri.v1alpha1.Resources.extended:type_name -> anvil.mri.v1alpha1.Resources.ExtendedEntry
+	56, // 2: anvil.mri.v1alpha1.ObjectMetadata.labels:type_name -> anvil.mri.v1alpha1.ObjectMetadata.LabelsEntry
+	57, // 3: anvil.mri.v1alpha1.ObjectMetadata.annotations:type_name -> anvil.mri.v1alpha1.ObjectMetadata.AnnotationsEntry
 	4,  // 4: anvil.mri.v1alpha1.FirstBootConfig.format:type_name -> anvil.mri.v1alpha1.ConfigFormat
-	56, // 5: anvil.mri.v1alpha1.FirstBootConfig.meta_data:type_name -> anvil.mri.v1alpha1.FirstBootConfig.MetaDataEntry
-	13, // 6: anvil.mri.v1alpha1.Volume.image_disk:type_name -> anvil.mri.v1alpha1.ImageDisk
-	14, // 7: anvil.mri.v1alpha1.Volume.empty_disk:type_name -> anvil.mri.v1alpha1.EmptyDisk
-	8,  // 8: anvil.mri.v1alpha1.MachineSpec.resources:type_name -> anvil.mri.v1alpha1.Resources
-	10, // 9: anvil.mri.v1alpha1.MachineSpec.image:type_name -> anvil.mri.v1alpha1.Image
-	0,  // 10: anvil.mri.v1alpha1.MachineSpec.architecture:type_name -> anvil.mri.v1alpha1.Architecture
-	1,  // 11: anvil.mri.v1alpha1.MachineSpec.power:type_name -> anvil.mri.v1alpha1.Power
-	11, // 12: anvil.mri.v1alpha1.MachineSpec.first_boot:type_name -> anvil.mri.v1alpha1.FirstBootConfig
-	12, // 13: anvil.mri.v1alpha1.MachineSpec.volumes:type_name -> anvil.mri.v1alpha1.Volume
-	15, // 14: anvil.mri.v1alpha1.MachineSpec.network_interfaces:type_name -> anvil.mri.v1alpha1.NetworkInterface
-	57, // 15: anvil.mri.v1alpha1.MachineSpec.host_selector:type_name -> anvil.mri.v1alpha1.MachineSpec.HostSelectorEntry
-	17, // 16: anvil.mri.v1alpha1.MachineSpec.host_selector_expressions:type_name -> anvil.mri.v1alpha1.LabelSelectorRequirement
-	3,  // 17: anvil.mri.v1alpha1.AttachmentStatus.state:type_name -> anvil.mri.v1alpha1.AttachState
-	2,  // 18: anvil.mri.v1alpha1.MachineStatus.state:type_name -> anvil.mri.v1alpha1.MachineState
-	0,  // 19: anvil.mri.v1alpha1.MachineStatus.architecture:type_name -> anvil.mri.v1alpha1.Architecture
-	18, // 20: anvil.mri.v1alpha1.MachineStatus.conditions:type_name -> anvil.mri.v1alpha1.Condition
-	19, // 21: anvil.mri.v1alpha1.MachineStatus.addresses:type_name -> anvil.mri.v1alpha1.Address
-	20, // 22: anvil.mri.v1alpha1.MachineStatus.volumes:type_name -> anvil.mri.v1alpha1.AttachmentStatus
-	20, // 23: anvil.mri.v1alpha1.MachineStatus.network_interfaces:type_name -> anvil.mri.v1alpha1.AttachmentStatus
-	9,  // 24: anvil.mri.v1alpha1.Machine.metadata:type_name -> anvil.mri.v1alpha1.ObjectMetadata
-	16, // 25: anvil.mri.v1alpha1.Machine.spec:type_name -> anvil.mri.v1alpha1.MachineSpec
-	21, // 26: anvil.mri.v1alpha1.Machine.status:type_name -> anvil.mri.v1alpha1.MachineStatus
-	8,  // 27: anvil.mri.v1alpha1.StatusResponse.capacity:type_name -> anvil.mri.v1alpha1.Resources
-	8,  // 28: anvil.mri.v1alpha1.StatusResponse.allocatable:type_name -> anvil.mri.v1alpha1.Resources
-	0,  // 29: anvil.mri.v1alpha1.StatusResponse.architectures:type_name -> anvil.mri.v1alpha1.Architecture
-	19, // 30: anvil.mri.v1alpha1.StatusResponse.addresses:type_name -> anvil.mri.v1alpha1.Address
-	0,  // 31: anvil.mri.v1alpha1.StatusResponse.native_architectures:type_name -> anvil.mri.v1alpha1.Architecture
-	27, // 32: anvil.mri.v1alpha1.StatusResponse.networks:type_name -> anvil.mri.v1alpha1.PoolNetwork
-	28, // 33: anvil.mri.v1alpha1.PoolNetwork.forwards:type_name -> anvil.mri.v1alpha1.NetworkForward
-	58, // 34: anvil.mri.v1alpha1.ListMachinesRequest.label_selector:type_name -> anvil.mri.v1alpha1.ListMachinesRequest.LabelSelectorEntry
-	22, // 35: anvil.mri.v1alpha1.ListMachinesResponse.machines:type_name -> anvil.mri.v1alpha1.Machine
-	22, // 36: anvil.mri.v1alpha1.CreateMachineRequest.machine:type_name -> anvil.mri.v1alpha1.Machine
-	22, // 37: anvil.mri.v1alpha1.CreateMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	1,  // 38: anvil.mri.v1alpha1.UpdateMachinePowerRequest.power:type_name -> anvil.mri.v1alpha1.Power
-	22, // 39: anvil.mri.v1alpha1.UpdateMachinePowerResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	22, // 40: anvil.mri.v1alpha1.RebootMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	10, // 41: anvil.mri.v1alpha1.ReimageMachineRequest.image:type_name -> anvil.mri.v1alpha1.Image
-	11, // 42: anvil.mri.v1alpha1.ReimageMachineRequest.first_boot:type_name -> anvil.mri.v1alpha1.FirstBootConfig
-	22, // 43: anvil.mri.v1alpha1.ReimageMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	59, // 44: anvil.mri.v1alpha1.UpdateMachineLabelsRequest.labels:type_name -> anvil.mri.v1alpha1.UpdateMachineLabelsRequest.LabelsEntry
-	22, // 45: anvil.mri.v1alpha1.UpdateMachineLabelsResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	12, // 46: anvil.mri.v1alpha1.AttachVolumeRequest.volume:type_name -> anvil.mri.v1alpha1.Volume
-	22, // 47: anvil.mri.v1alpha1.AttachVolumeResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	22, // 48: anvil.mri.v1alpha1.DetachVolumeResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	15, // 49: anvil.mri.v1alpha1.AttachNetworkInterfaceRequest.network_interface:type_name -> anvil.mri.v1alpha1.NetworkInterface
-	22, // 50: anvil.mri.v1alpha1.AttachNetworkInterfaceResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	22, // 51: anvil.mri.v1alpha1.DetachNetworkInterfaceResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	6,  // 52: anvil.mri.v1alpha1.MachineEvent.type:type_name -> anvil.mri.v1alpha1.MachineEvent.Type
-	22, // 53: anvil.mri.v1alpha1.MachineEvent.machine:type_name -> anvil.mri.v1alpha1.Machine
-	23, // 54: anvil.mri.v1alpha1.MachineRuntime.Version:input_type -> anvil.mri.v1alpha1.VersionRequest
-	25, // 55: anvil.mri.v1alpha1.MachineRuntime.Status:input_type -> anvil.mri.v1alpha1.StatusRequest
-	29, // 56: anvil.mri.v1alpha1.MachineRuntime.ListMachines:input_type -> anvil.mri.v1alpha1.ListMachinesRequest
-	31, // 57: anvil.mri.v1alpha1.MachineRuntime.CreateMachine:input_type -> anvil.mri.v1alpha1.CreateMachineRequest
-	33, // 58: anvil.mri.v1alpha1.MachineRuntime.DeleteMachine:input_type -> anvil.mri.v1alpha1.DeleteMachineRequest
-	35, // 59: anvil.mri.v1alpha1.MachineRuntime.UpdateMachinePower:input_type -> anvil.mri.v1alpha1.UpdateMachinePowerRequest
-	37, // 60: anvil.mri.v1alpha1.MachineRuntime.RebootMachine:input_type -> anvil.mri.v1alpha1.RebootMachineRequest
-	39, // 61: anvil.mri.v1alpha1.MachineRuntime.ReimageMachine:input_type -> anvil.mri.v1alpha1.ReimageMachineRequest
-	41, // 62: anvil.mri.v1alpha1.MachineRuntime.UpdateMachineLabels:input_type -> anvil.mri.v1alpha1.UpdateMachineLabelsRequest
-	43, // 63: anvil.mri.v1alpha1.MachineRuntime.AttachVolume:input_type -> anvil.mri.v1alpha1.AttachVolumeRequest
-	45, // 64: anvil.mri.v1alpha1.MachineRuntime.DetachVolume:input_type -> anvil.mri.v1alpha1.DetachVolumeRequest
-	47, // 65: anvil.mri.v1alpha1.MachineRuntime.AttachNetworkInterface:input_type -> anvil.mri.v1alpha1.AttachNetworkInterfaceRequest
-	49, // 66: anvil.mri.v1alpha1.MachineRuntime.DetachNetworkInterface:input_type -> anvil.mri.v1alpha1.DetachNetworkInterfaceRequest
-	51, // 67: anvil.mri.v1alpha1.MachineRuntime.WatchEvents:input_type -> anvil.mri.v1alpha1.WatchEventsRequest
-	24, // 68: anvil.mri.v1alpha1.MachineRuntime.Version:output_type -> anvil.mri.v1alpha1.VersionResponse
-	26, // 69: anvil.mri.v1alpha1.MachineRuntime.Status:output_type -> anvil.mri.v1alpha1.StatusResponse
-	30, // 70: anvil.mri.v1alpha1.MachineRuntime.ListMachines:output_type -> anvil.mri.v1alpha1.ListMachinesResponse
-	32, // 71: anvil.mri.v1alpha1.MachineRuntime.CreateMachine:output_type -> anvil.mri.v1alpha1.CreateMachineResponse
-	34, // 72: anvil.mri.v1alpha1.MachineRuntime.DeleteMachine:output_type -> anvil.mri.v1alpha1.DeleteMachineResponse
-	36, // 73: anvil.mri.v1alpha1.MachineRuntime.UpdateMachinePower:output_type -> anvil.mri.v1alpha1.UpdateMachinePowerResponse
-	38, // 74: anvil.mri.v1alpha1.MachineRuntime.RebootMachine:output_type -> anvil.mri.v1alpha1.RebootMachineResponse
-	40, // 75: anvil.mri.v1alpha1.MachineRuntime.ReimageMachine:output_type -> anvil.mri.v1alpha1.ReimageMachineResponse
-	42, // 76: anvil.mri.v1alpha1.MachineRuntime.UpdateMachineLabels:output_type -> anvil.mri.v1alpha1.UpdateMachineLabelsResponse
-	44, // 77: anvil.mri.v1alpha1.MachineRuntime.AttachVolume:output_type -> anvil.mri.v1alpha1.AttachVolumeResponse
-	46, // 78: anvil.mri.v1alpha1.MachineRuntime.DetachVolume:output_type -> anvil.mri.v1alpha1.DetachVolumeResponse
-	48, // 79: anvil.mri.v1alpha1.MachineRuntime.AttachNetworkInterface:output_type -> anvil.mri.v1alpha1.AttachNetworkInterfaceResponse
-	50, // 80: anvil.mri.v1alpha1.MachineRuntime.DetachNetworkInterface:output_type -> anvil.mri.v1alpha1.DetachNetworkInterfaceResponse
-	52, // 81: anvil.mri.v1alpha1.MachineRuntime.WatchEvents:output_type -> anvil.mri.v1alpha1.MachineEvent
-	68, // [68:82] is the sub-list for method output_type
-	54, // [54:68] is the sub-list for method input_type
-	54, // [54:54] is the sub-list for extension type_name
-	54, // [54:54] is the sub-list for extension extendee
-	0,  // [0:54] is the sub-list for field type_name
+	58, // 5: anvil.mri.v1alpha1.FirstBootConfig.meta_data:type_name -> anvil.mri.v1alpha1.FirstBootConfig.MetaDataEntry
+	13, // 6: anvil.mri.v1alpha1.FirstBootConfig.hardware_meta_data:type_name -> anvil.mri.v1alpha1.HardwareMetaData
+	5,  // 7: anvil.mri.v1alpha1.HardwareMetaData.field:type_name -> anvil.mri.v1alpha1.HardwareField
+	15, // 8: anvil.mri.v1alpha1.Volume.image_disk:type_name -> anvil.mri.v1alpha1.ImageDisk
+	16, // 9: anvil.mri.v1alpha1.Volume.empty_disk:type_name -> anvil.mri.v1alpha1.EmptyDisk
+	9,  // 10: anvil.mri.v1alpha1.MachineSpec.resources:type_name -> anvil.mri.v1alpha1.Resources
+	11, // 11: anvil.mri.v1alpha1.MachineSpec.image:type_name -> anvil.mri.v1alpha1.Image
+	0,  // 12: anvil.mri.v1alpha1.MachineSpec.architecture:type_name -> anvil.mri.v1alpha1.Architecture
+	1,  // 13: anvil.mri.v1alpha1.MachineSpec.power:type_name -> anvil.mri.v1alpha1.Power
+	12, // 14: anvil.mri.v1alpha1.MachineSpec.first_boot:type_name -> anvil.mri.v1alpha1.FirstBootConfig
+	14, // 15: anvil.mri.v1alpha1.MachineSpec.volumes:type_name -> anvil.mri.v1alpha1.Volume
+	17, // 16: anvil.mri.v1alpha1.MachineSpec.network_interfaces:type_name -> anvil.mri.v1alpha1.NetworkInterface
+	59, // 17: anvil.mri.v1alpha1.MachineSpec.host_selector:type_name -> anvil.mri.v1alpha1.MachineSpec.HostSelectorEntry
+	19, // 18: anvil.mri.v1alpha1.MachineSpec.host_selector_expressions:type_name -> anvil.mri.v1alpha1.LabelSelectorRequirement
+	3,  // 19: anvil.mri.v1alpha1.AttachmentStatus.state:type_name -> anvil.mri.v1alpha1.AttachState
+	2,  // 20: anvil.mri.v1alpha1.MachineStatus.state:type_name -> anvil.mri.v1alpha1.MachineState
+	0,  // 21: anvil.mri.v1alpha1.MachineStatus.architecture:type_name -> anvil.mri.v1alpha1.Architecture
+	20, // 22: anvil.mri.v1alpha1.MachineStatus.conditions:type_name -> anvil.mri.v1alpha1.Condition
+	21, // 23: anvil.mri.v1alpha1.MachineStatus.addresses:type_name -> anvil.mri.v1alpha1.Address
+	22, // 24: anvil.mri.v1alpha1.MachineStatus.volumes:type_name -> anvil.mri.v1alpha1.AttachmentStatus
+	22, // 25: anvil.mri.v1alpha1.MachineStatus.network_interfaces:type_name -> anvil.mri.v1alpha1.AttachmentStatus
+	10, // 26: anvil.mri.v1alpha1.Machine.metadata:type_name -> anvil.mri.v1alpha1.ObjectMetadata
+	18, // 27: anvil.mri.v1alpha1.Machine.spec:type_name -> anvil.mri.v1alpha1.MachineSpec
+	23, // 28: anvil.mri.v1alpha1.Machine.status:type_name -> anvil.mri.v1alpha1.MachineStatus
+	9,  // 29: anvil.mri.v1alpha1.StatusResponse.capacity:type_name -> anvil.mri.v1alpha1.Resources
+	9,  // 30: anvil.mri.v1alpha1.StatusResponse.allocatable:type_name -> anvil.mri.v1alpha1.Resources
+	0,  // 31: anvil.mri.v1alpha1.StatusResponse.architectures:type_name -> anvil.mri.v1alpha1.Architecture
+	21, // 32: anvil.mri.v1alpha1.StatusResponse.addresses:type_name -> anvil.mri.v1alpha1.Address
+	0,  // 33: anvil.mri.v1alpha1.StatusResponse.native_architectures:type_name -> anvil.mri.v1alpha1.Architecture
+	29, // 34: anvil.mri.v1alpha1.StatusResponse.networks:type_name -> anvil.mri.v1alpha1.PoolNetwork
+	30, // 35: anvil.mri.v1alpha1.PoolNetwork.forwards:type_name -> anvil.mri.v1alpha1.NetworkForward
+	60, // 36: anvil.mri.v1alpha1.ListMachinesRequest.label_selector:type_name -> anvil.mri.v1alpha1.ListMachinesRequest.LabelSelectorEntry
+	24, // 37: anvil.mri.v1alpha1.ListMachinesResponse.machines:type_name -> anvil.mri.v1alpha1.Machine
+	24, // 38: anvil.mri.v1alpha1.CreateMachineRequest.machine:type_name -> anvil.mri.v1alpha1.Machine
+	24, // 39: anvil.mri.v1alpha1.CreateMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	1,  // 40: anvil.mri.v1alpha1.UpdateMachinePowerRequest.power:type_name -> anvil.mri.v1alpha1.Power
+	24, // 41: anvil.mri.v1alpha1.UpdateMachinePowerResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	24, // 42: anvil.mri.v1alpha1.RebootMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	11, // 43: anvil.mri.v1alpha1.ReimageMachineRequest.image:type_name -> anvil.mri.v1alpha1.Image
+	12, // 44: anvil.mri.v1alpha1.ReimageMachineRequest.first_boot:type_name -> anvil.mri.v1alpha1.FirstBootConfig
+	24, // 45: anvil.mri.v1alpha1.ReimageMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	61, // 46: anvil.mri.v1alpha1.UpdateMachineLabelsRequest.labels:type_name -> anvil.mri.v1alpha1.UpdateMachineLabelsRequest.LabelsEntry
+	24, // 47: anvil.mri.v1alpha1.UpdateMachineLabelsResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	14, // 48: anvil.mri.v1alpha1.AttachVolumeRequest.volume:type_name -> anvil.mri.v1alpha1.Volume
+	24, // 49: anvil.mri.v1alpha1.AttachVolumeResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	24, // 50: anvil.mri.v1alpha1.DetachVolumeResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	17, // 51: anvil.mri.v1alpha1.AttachNetworkInterfaceRequest.network_interface:type_name -> anvil.mri.v1alpha1.NetworkInterface
+	24, // 52: anvil.mri.v1alpha1.AttachNetworkInterfaceResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	24, // 53: anvil.mri.v1alpha1.DetachNetworkInterfaceResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	7,  // 54: anvil.mri.v1alpha1.MachineEvent.type:type_name -> anvil.mri.v1alpha1.MachineEvent.Type
+	24, // 55: anvil.mri.v1alpha1.MachineEvent.machine:type_name -> anvil.mri.v1alpha1.Machine
+	25, // 56: anvil.mri.v1alpha1.MachineRuntime.Version:input_type -> anvil.mri.v1alpha1.VersionRequest
+	27, // 57: anvil.mri.v1alpha1.MachineRuntime.Status:input_type -> anvil.mri.v1alpha1.StatusRequest
+	31, // 58: anvil.mri.v1alpha1.MachineRuntime.ListMachines:input_type -> anvil.mri.v1alpha1.ListMachinesRequest
+	33, // 59: anvil.mri.v1alpha1.MachineRuntime.CreateMachine:input_type -> anvil.mri.v1alpha1.CreateMachineRequest
+	35, // 60: anvil.mri.v1alpha1.MachineRuntime.DeleteMachine:input_type -> anvil.mri.v1alpha1.DeleteMachineRequest
+	37, // 61: anvil.mri.v1alpha1.MachineRuntime.UpdateMachinePower:input_type -> anvil.mri.v1alpha1.UpdateMachinePowerRequest
+	39, // 62: anvil.mri.v1alpha1.MachineRuntime.RebootMachine:input_type -> anvil.mri.v1alpha1.RebootMachineRequest
+	41, // 63: anvil.mri.v1alpha1.MachineRuntime.ReimageMachine:input_type -> anvil.mri.v1alpha1.ReimageMachineRequest
+	43, // 64: anvil.mri.v1alpha1.MachineRuntime.UpdateMachineLabels:input_type -> anvil.mri.v1alpha1.UpdateMachineLabelsRequest
+	45, // 65: anvil.mri.v1alpha1.MachineRuntime.AttachVolume:input_type -> anvil.mri.v1alpha1.AttachVolumeRequest
+	47, // 66: anvil.mri.v1alpha1.MachineRuntime.DetachVolume:input_type -> anvil.mri.v1alpha1.DetachVolumeRequest
+	49, // 67: anvil.mri.v1alpha1.MachineRuntime.AttachNetworkInterface:input_type -> anvil.mri.v1alpha1.AttachNetworkInterfaceRequest
+	51, // 68: anvil.mri.v1alpha1.MachineRuntime.DetachNetworkInterface:input_type -> anvil.mri.v1alpha1.DetachNetworkInterfaceRequest
+	53, // 69: anvil.mri.v1alpha1.MachineRuntime.WatchEvents:input_type -> anvil.mri.v1alpha1.WatchEventsRequest
+	26, // 70: anvil.mri.v1alpha1.MachineRuntime.Version:output_type -> anvil.mri.v1alpha1.VersionResponse
+	28, // 71: anvil.mri.v1alpha1.MachineRuntime.Status:output_type -> anvil.mri.v1alpha1.StatusResponse
+	32, // 72: anvil.mri.v1alpha1.MachineRuntime.ListMachines:output_type -> anvil.mri.v1alpha1.ListMachinesResponse
+	34, // 73: anvil.mri.v1alpha1.MachineRuntime.CreateMachine:output_type -> anvil.mri.v1alpha1.CreateMachineResponse
+	36, // 74: anvil.mri.v1alpha1.MachineRuntime.DeleteMachine:output_type -> anvil.mri.v1alpha1.DeleteMachineResponse
+	38, // 75: anvil.mri.v1alpha1.MachineRuntime.UpdateMachinePower:output_type -> anvil.mri.v1alpha1.UpdateMachinePowerResponse
+	40, // 76: anvil.mri.v1alpha1.MachineRuntime.RebootMachine:output_type -> anvil.mri.v1alpha1.RebootMachineResponse
+	42, // 77: anvil.mri.v1alpha1.MachineRuntime.ReimageMachine:output_type -> anvil.mri.v1alpha1.ReimageMachineResponse
+	44, // 78: anvil.mri.v1alpha1.MachineRuntime.UpdateMachineLabels:output_type -> anvil.mri.v1alpha1.UpdateMachineLabelsResponse
+	46, // 79: anvil.mri.v1alpha1.MachineRuntime.AttachVolume:output_type -> anvil.mri.v1alpha1.AttachVolumeResponse
+	48, // 80: anvil.mri.v1alpha1.MachineRuntime.DetachVolume:output_type -> anvil.mri.v1alpha1.DetachVolumeResponse
+	50, // 81: anvil.mri.v1alpha1.MachineRuntime.AttachNetworkInterface:output_type -> anvil.mri.v1alpha1.AttachNetworkInterfaceResponse
+	52, // 82: anvil.mri.v1alpha1.MachineRuntime.DetachNetworkInterface:output_type -> anvil.mri.v1alpha1.DetachNetworkInterfaceResponse
+	54, // 83: anvil.mri.v1alpha1.MachineRuntime.WatchEvents:output_type -> anvil.mri.v1alpha1.MachineEvent
+	70, // [70:84] is the sub-list for method output_type
+	56, // [56:70] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_api_mri_v1alpha1_mri_proto_init() }
@@ -3451,7 +3592,7 @@ func file_api_mri_v1alpha1_mri_proto_init() {
 	if File_api_mri_v1alpha1_mri_proto != nil {
 		return
 	}
-	file_api_mri_v1alpha1_mri_proto_msgTypes[5].OneofWrappers = []any{
+	file_api_mri_v1alpha1_mri_proto_msgTypes[6].OneofWrappers = []any{
 		(*Volume_ImageDisk)(nil),
 		(*Volume_EmptyDisk)(nil),
 		(*Volume_Handle)(nil),
@@ -3461,8 +3602,8 @@ func file_api_mri_v1alpha1_mri_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_mri_v1alpha1_mri_proto_rawDesc), len(file_api_mri_v1alpha1_mri_proto_rawDesc)),
-			NumEnums:      7,
-			NumMessages:   53,
+			NumEnums:      8,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

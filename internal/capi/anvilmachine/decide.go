@@ -33,11 +33,13 @@ type Input struct {
 	Existing *computev1alpha1.Machine
 	// PoolLabels are the labels of the MachinePool Existing runs on; nil if unknown.
 	PoolLabels map[string]string
-	// Hostname and MetaData are what the AnvilMachine's data template renders
-	// (internal/capi/datatemplate); empty without one. A new anvil Machine gets them as its
-	// spec.hostname and spec.metaData, the latter with the provider-id key always added.
-	Hostname string
-	MetaData map[string]string
+	// Hostname, MetaData and HardwareMetaData are what the AnvilMachine's data template
+	// renders (internal/capi/datatemplate); empty without one. A new anvil Machine gets them
+	// as its spec.hostname, spec.metaData (with the provider-id key always added) and
+	// spec.hardwareMetaData, which the runtime placing it resolves into its first boot.
+	Hostname         string
+	MetaData         map[string]string
+	HardwareMetaData []computev1alpha1.HardwareMetaData
 }
 
 // Plan is what to do for an AnvilMachine. Apply it in this order: Secret, Create or Image,
@@ -261,6 +263,7 @@ func desiredMachine(in Input, clusterName string, fb FirstBoot) (*computev1alpha
 			NetworkInterfaces:   s.NetworkInterfaces,
 			Hostname:            in.Hostname,
 			MetaData:            metaData(in.MetaData, in.Namespace, am.Name),
+			HardwareMetaData:    slices.Clone(in.HardwareMetaData),
 		},
 	}
 	ref := &computev1alpha1.SecretKeySelector{Name: am.Name}

@@ -2,6 +2,7 @@ package anvilmachine
 
 import (
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -223,6 +224,7 @@ func TestDecideGivesTheMachineItsMetaData(t *testing.T) {
 		{"no data template", input(), "", map[string]string{"provider-id": "anvil://tenant/md-0-abcde"}},
 		{"data template", input(func(in *Input) {
 			in.Hostname, in.MetaData = "c1-w3", map[string]string{"anvil-index": "3", "role": "worker"}
+			in.HardwareMetaData = []computev1alpha1.HardwareMetaData{{Key: "mac", Field: computev1alpha1.HardwareNICMACAddress, Name: "eth0"}}
 		}), "c1-w3", map[string]string{"anvil-index": "3", "role": "worker", "provider-id": "anvil://tenant/md-0-abcde"}},
 		{"provider-id is the provider's", input(func(in *Input) { in.MetaData = map[string]string{"provider-id": "anvil://other/x"} }),
 			"", map[string]string{"provider-id": "anvil://tenant/md-0-abcde"}},
@@ -240,6 +242,10 @@ func TestDecideGivesTheMachineItsMetaData(t *testing.T) {
 			}
 			if !maps.Equal(tc.in.MetaData, before) {
 				t.Errorf("Decide changed its input's metadata to %v", tc.in.MetaData)
+			}
+			// The hardware references go to the anvil Machine as they are: its runtime resolves them.
+			if !slices.Equal(m.Spec.HardwareMetaData, tc.in.HardwareMetaData) {
+				t.Errorf("hardwareMetaData %v, want the template's %v", m.Spec.HardwareMetaData, tc.in.HardwareMetaData)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package datatemplate
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -8,14 +9,9 @@ import (
 
 	"k8s.io/utils/ptr"
 
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
-	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
 )
-
-var server = &metalv1alpha1.HardwareDataSpec{
-	NICs:  []metalv1alpha1.NIC{{Name: "eth0", MACAddress: "52:54:00:00:00:01"}, {Name: "eth1"}},
-	Disks: []metalv1alpha1.Disk{{Name: "sda", SerialNumber: "S123"}, {Name: "sdb"}},
-}
 
 func entry(key string, set func(*infrav1.MetaDataEntry)) infrav1.MetaDataEntry {
 	e := infrav1.MetaDataEntry{Key: key}
@@ -32,17 +28,19 @@ func TestRender(t *testing.T) {
 			entry("role", func(e *infrav1.MetaDataEntry) { e.Value = ptr.To("worker") }),
 			entry("ip", func(e *infrav1.MetaDataEntry) { e.Addresses = []string{"10.0.0.10", "10.0.0.11", "10.0.0.12"} }),
 			entry("mac", func(e *infrav1.MetaDataEntry) {
-				e.Hardware = &infrav1.HardwareSource{Field: infrav1.HardwareNICMACAddress, Name: "eth0"}
+				e.Hardware = &infrav1.HardwareSource{Field: computev1alpha1.HardwareNICMACAddress, Name: "eth0"}
 			}),
 			entry("serial", func(e *infrav1.MetaDataEntry) {
-				e.Hardware = &infrav1.HardwareSource{Field: infrav1.HardwareDiskSerialNumber, Name: "sda"}
+				e.Hardware = &infrav1.HardwareSource{Field: computev1alpha1.HardwareDiskSerialNumber, Name: "sda"}
 			}),
 		},
 	}
 	one := func(e infrav1.MetaDataEntry) infrav1.AnvilDataTemplateSpec {
 		return infrav1.AnvilDataTemplateSpec{MetaData: []infrav1.MetaDataEntry{e}}
 	}
-	in := Input{ClusterName: "prod", MachineName: "md-0-abc", Index: 2, Hardware: server}
+	in := Input{ClusterName: "prod", MachineName: "md-0-abc", Index: 2}
+	refs := []computev1alpha1.HardwareMetaData{{Key: "mac", Field: computev1alpha1.HardwareNICMACAddress, Name: "eth0"},
+		{Key: "serial", Field: computev1alpha1.HardwareDiskSerialNumber, Name: "sda"}}
 	for _, tc := range []struct {
 		name     string
 		template infrav1.AnvilDataTemplateSpec
@@ -50,33 +48,42 @@ func TestRender(t *testing.T) {
 		want     Rendered
 		says     string // part of the error; "" for none
 	}{
+		// Hardware keys are references the runtime resolves at the first boot, in the
+		// template's order, never values read here.
 		{"every source", full, in, Rendered{Hostname: "prod-w2", MetaData: map[string]string{
-			"anvil-index": "2", "node-number": "102", "role": "worker", "ip": "10.0.0.12", "mac": "52:54:00:00:00:01", "serial": "S123"}}, ""},
-		{"HardwareData not known yet", full, Input{ClusterName: "prod", MachineName: "md-0-abc", Index: 0}, Rendered{Hostname: "prod-w0",
-			MetaData: map[string]string{"anvil-index": "0", "node-number": "100", "role": "worker", "ip": "10.0.0.10"}, Pending: []string{"mac", "serial"}}, ""},
+			"anvil-index": "2", "node-number": "102", "role": "worker", "ip": "10.0.0.12"}, HardwareMetaData: refs}, ""},
+		{"index 0", full, Input{ClusterName: "prod", MachineName: "md-0-abc", Index: 0}, Rendered{Hostname: "prod-w0",
+			MetaData: map[string]string{"anvil-index": "0", "node-number": "100", "role": "worker", "ip": "10.0.0.10"}, HardwareMetaData: refs}, ""},
+		{"hardware keys only", one(entry("mac", func(e *infrav1.MetaDataEntry) {
+			e.Hardware = &infrav1.HardwareSource{Field: computev1alpha1.HardwareNICMACAddress, Name: "eno1"}
+		})), in, Rendered{MetaData: map[string]string{}, HardwareMetaData: []computev1alpha1.HardwareMetaData{
+			{Key: "mac", Field: computev1alpha1.HardwareNICMACAddress, Name: "eno1"}}}, ""},
 		{"empty template", infrav1.AnvilDataTemplateSpec{}, in, Rendered{MetaData: map[string]string{}}, ""},
 		{"machine placeholder", infrav1.AnvilDataTemplateSpec{Hostname: "{machine}.example"}, in,
 			Rendered{Hostname: "md-0-abc.example", MetaData: map[string]string{}}, ""},
 		{"fixed value that a YAML writer must quote", one(entry("note", func(e *infrav1.MetaDataEntry) { e.Value = ptr.To("a: b\ninstance-id: x") })), in,
 			Rendered{MetaData: map[string]string{"note": "a: b\ninstance-id: x"}}, ""},
 
-		{"address list shorter than the index", full, Input{ClusterName: "prod", MachineName: "md-0-xyz", Index: 3, Hardware: server}, Rendered{},
+		{"address list shorter than the index", full, Input{ClusterName: "prod", MachineName: "md-0-xyz", Index: 3}, Rendered{},
 			`metaData key "ip": machine md-0-xyz has index 3 but the address list has 3 addresses (indexes 0 to 2): add addresses to the list`},
-		{"unknown HardwareData field", one(entry("x", func(e *infrav1.MetaDataEntry) {
+		{"unknown hardware field", one(entry("x", func(e *infrav1.MetaDataEntry) {
 			e.Hardware = &infrav1.HardwareSource{Field: "SystemSerial", Name: "x"}
-		})), in, Rendered{}, `metaData key "x": unknown HardwareData field "SystemSerial": use NICMACAddress or DiskSerialNumber`},
-		{"unknown HardwareData field without HardwareData", one(entry("x", func(e *infrav1.MetaDataEntry) {
-			e.Hardware = &infrav1.HardwareSource{Field: "SystemSerial", Name: "x"}
-		})), Input{MachineName: "m"}, Rendered{}, `unknown HardwareData field "SystemSerial"`},
-		{"NIC the server lacks", one(entry("mac", func(e *infrav1.MetaDataEntry) {
-			e.Hardware = &infrav1.HardwareSource{Field: infrav1.HardwareNICMACAddress, Name: "eno1"}
-		})), in, Rendered{}, `metaData key "mac": the server's HardwareData has no NIC "eno1" with a MAC address (it has "eth0", "eth1")`},
-		{"NIC without a MAC", one(entry("mac", func(e *infrav1.MetaDataEntry) {
-			e.Hardware = &infrav1.HardwareSource{Field: infrav1.HardwareNICMACAddress, Name: "eth1"}
-		})), in, Rendered{}, `no NIC "eth1" with a MAC address`},
-		{"disk without a serial", one(entry("s", func(e *infrav1.MetaDataEntry) {
-			e.Hardware = &infrav1.HardwareSource{Field: infrav1.HardwareDiskSerialNumber, Name: "sdb"}
-		})), in, Rendered{}, `the server's HardwareData has no disk "sdb" with a serial number (it has "sda", "sdb")`},
+		})), in, Rendered{}, `metaData key "x": unknown hardware field "SystemSerial": use NICMACAddress or DiskSerialNumber`},
+		{"hardware key of the runtime", one(entry("uuid", func(e *infrav1.MetaDataEntry) {
+			e.Hardware = &infrav1.HardwareSource{Field: computev1alpha1.HardwareNICMACAddress, Name: "eth0"}
+		})), in, Rendered{}, `key "uuid" is written by the runtime itself`},
+		{"hardware keys count towards the 32 with the provider's", func() infrav1.AnvilDataTemplateSpec {
+			var t infrav1.AnvilDataTemplateSpec
+			for i := range 30 {
+				t.MetaData = append(t.MetaData, entry(fmt.Sprint("k", i), func(e *infrav1.MetaDataEntry) { e.Value = ptr.To("v") }))
+			}
+			for i := range 2 {
+				t.MetaData = append(t.MetaData, entry(fmt.Sprint("mac", i), func(e *infrav1.MetaDataEntry) {
+					e.Hardware = &infrav1.HardwareSource{Field: computev1alpha1.HardwareNICMACAddress, Name: "eth0"}
+				}))
+			}
+			return t
+		}(), in, Rendered{}, "metaData: 33 keys; at most 32"},
 		{"unknown placeholder", infrav1.AnvilDataTemplateSpec{Hostname: "{namespace}-{index}-{{.X}}"}, in, Rendered{},
 			`unknown placeholder {namespace}, {.X}: use {cluster}, {machine} and {index}`},
 		{"hostname too long once filled", infrav1.AnvilDataTemplateSpec{Hostname: "{cluster}-" + strings.Repeat("a", 60)}, in, Rendered{},
@@ -100,7 +107,7 @@ func TestRender(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Render: %v", err)
 			}
-			if got.Hostname != tc.want.Hostname || !maps.Equal(got.MetaData, tc.want.MetaData) || !slices.Equal(got.Pending, tc.want.Pending) {
+			if got.Hostname != tc.want.Hostname || !maps.Equal(got.MetaData, tc.want.MetaData) || !slices.Equal(got.HardwareMetaData, tc.want.HardwareMetaData) {
 				t.Fatalf("Render = %+v, want %+v", got, tc.want)
 			}
 		})

@@ -97,7 +97,7 @@ func (r *AnvilMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	if existing == nil && machine != nil && am.Spec.ProviderID == "" {
 		// Only a machine to be made needs its data template: what it boots is fixed then.
-		fill, err := r.renderDataTemplate(ctx, compute, am, machine.Spec.ClusterName, namespace)
+		fill, err := r.renderDataTemplate(ctx, am, machine.Spec.ClusterName)
 		if err != nil {
 			return conflictOr(err)
 		}
@@ -105,7 +105,7 @@ func (r *AnvilMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			apimeta.SetStatusCondition(&am.Status.Conditions, withGeneration(*fill.Refusal, am.Generation))
 			return ctrl.Result{RequeueAfter: waitingRecheck}, r.patch(ctx, am, base)
 		}
-		in.Hostname, in.MetaData = fill.Hostname, fill.MetaData
+		in.Hostname, in.MetaData, in.HardwareMetaData = fill.Hostname, fill.MetaData, fill.HardwareMetaData
 	}
 	plan := anvilmachine.Decide(in)
 	if err := r.apply(ctx, compute, am, existing, plan); err != nil {

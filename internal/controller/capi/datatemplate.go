@@ -8,26 +8,24 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
-	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/capi/datatemplate"
 )
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=anvildatatemplates,verbs=get;list;watch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=anvildatatemplates/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=metal.anvil.dev,resources=hardwaredata,verbs=get;list;watch
 
 // rendered is what an AnvilMachine's data template gives its anvil Machine; Refusal, when
 // set, is the Ready condition saying why it cannot be rendered (no anvil Machine is made).
 type rendered struct {
-	Hostname string
-	MetaData map[string]string
-	Refusal  *metav1.Condition
+	datatemplate.Rendered
+	Refusal *metav1.Condition
 }
 
 // renderDataTemplate gives the AnvilMachine its index in its data template (recorded in the
 // template's status before it is used, so no two machines ever get one index) and renders
-// the template for it. hardware is the HardwareData of its server, if known.
-func (r *AnvilMachineReconciler) renderDataTemplate(ctx context.Context, compute Compute, am *infrav1.AnvilMachine, clusterName, namespace string) (rendered, error) {
+// the template for it. Its hardware keys stay references: the runtime that places the
+// anvil Machine resolves them into its first boot, so nothing here reads a server.
+func (r *AnvilMachineReconciler) renderDataTemplate(ctx context.Context, am *infrav1.AnvilMachine, clusterName string) (rendered, error) {
 	ref := am.Spec.DataTemplateRef
 	if ref == nil {
 		return rendered{}, nil
@@ -48,20 +46,11 @@ func (r *AnvilMachineReconciler) renderDataTemplate(ctx context.Context, compute
 			return rendered{}, err
 		}
 	}
-	in := datatemplate.Input{ClusterName: clusterName, MachineName: am.Name, Index: indexes[am.Name]}
-	hw := &metalv1alpha1.HardwareData{}
-	// The tenant's own copy, named after its Machine; a VM has none, and an identity for
-	// another anvil may not read it.
-	if ok, err := getOptional(ctx, compute.Reader, client.ObjectKey{Namespace: namespace, Name: am.Name}, hw); ignoreForbidden(err) != nil {
-		return rendered{}, err
-	} else if ok {
-		in.Hardware = &hw.Spec
-	}
-	out, err := datatemplate.Render(&t.Spec, in)
+	out, err := datatemplate.Render(&t.Spec, datatemplate.Input{ClusterName: clusterName, MachineName: am.Name, Index: indexes[am.Name]})
 	if err != nil {
 		return refusal(infrav1.ReasonDataTemplateInvalid, fmt.Sprintf("AnvilDataTemplate %s: %v", ref.Name, err)), nil
 	}
-	return rendered{Hostname: out.Hostname, MetaData: out.MetaData}, nil
+	return rendered{Rendered: out}, nil
 }
 
 // releaseIndex frees a deleted AnvilMachine's index in its data template.

@@ -63,6 +63,14 @@ func (s *suite) malformedRefused(t *testing.T) {
 		{"first_boot.meta_data key with a line break (F1)", func(m *mriv1alpha1.Machine) {
 			m.Spec.FirstBoot = &mriv1alpha1.FirstBootConfig{Format: mriv1alpha1.ConfigFormat_CONFIG_FORMAT_NONE, MetaData: map[string]string{"a\nb": "v"}}
 		}},
+		{"first_boot.hardware_meta_data with an unspecified field (F2)", func(m *mriv1alpha1.Machine) {
+			m.Spec.FirstBoot = &mriv1alpha1.FirstBootConfig{Format: mriv1alpha1.ConfigFormat_CONFIG_FORMAT_NONE,
+				HardwareMetaData: []*mriv1alpha1.HardwareMetaData{{Key: "mac", Name: "eth0"}}}
+		}},
+		{"first_boot.hardware_meta_data key also in meta_data (F2)", func(m *mriv1alpha1.Machine) {
+			m.Spec.FirstBoot = &mriv1alpha1.FirstBootConfig{Format: mriv1alpha1.ConfigFormat_CONFIG_FORMAT_NONE, MetaData: map[string]string{"mac": "x"},
+				HardwareMetaData: []*mriv1alpha1.HardwareMetaData{{Key: "mac", Field: mriv1alpha1.HardwareField_HARDWARE_FIELD_NIC_MAC_ADDRESS, Name: "eth0"}}}
+		}},
 		{"no resources", func(m *mriv1alpha1.Machine) { m.Spec.Resources = nil }},
 		{"no cpu", func(m *mriv1alpha1.Machine) {
 			m.Spec.Resources = &mriv1alpha1.Resources{MemoryBytes: m.Spec.GetResources().GetMemoryBytes()}

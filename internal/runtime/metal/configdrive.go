@@ -2,6 +2,7 @@ package metal
 
 import (
 	"encoding/json"
+	"maps"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,7 +22,11 @@ const maxUserData = 512 << 10
 // is "meta", where OpenStack puts an instance's user-given metadata and cloud-init reads it
 // (ds.meta_data.meta): the top-level keys have meanings of their own to cloud-init
 // (public_keys, network_config, ...), which a tenant's key must not take by accident.
-func metaData(id string, labels map[string]string, spec *mriv1alpha1.MachineSpec) ([]byte, error) {
+//
+// hardware are the values of the first boot's hardware references (MRI rule F2), resolved
+// from the HardwareData of the Host the machine is claiming: they join meta beside the
+// spec's own keys, which they never share (mri.ValidateFirstBootMetaData).
+func metaData(id string, labels map[string]string, spec *mriv1alpha1.MachineSpec, hardware map[string]string) ([]byte, error) {
 	name := machineName(id, labels)
 	hostname := spec.GetHostname()
 	if hostname == "" {
@@ -36,7 +41,12 @@ func metaData(id string, labels map[string]string, spec *mriv1alpha1.MachineSpec
 		"hostname":       hostname,
 		"local-hostname": hostname,
 	}
-	if meta := spec.GetFirstBoot().GetMetaData(); len(meta) > 0 {
+	meta := maps.Clone(spec.GetFirstBoot().GetMetaData())
+	if len(hardware) > 0 && meta == nil {
+		meta = map[string]string{}
+	}
+	maps.Copy(meta, hardware)
+	if len(meta) > 0 {
 		md["meta"] = meta
 	}
 	return json.Marshal(md)
@@ -71,9 +81,10 @@ func userData(spec *mriv1alpha1.MachineSpec) []byte {
 	return fb.GetData()
 }
 
-// configDriveSecret is the Secret a Host's spec.configDrive names for the machine.
-func configDriveSecret(namespace, id string, labels map[string]string, spec *mriv1alpha1.MachineSpec) (*corev1.Secret, error) {
-	meta, err := metaData(id, labels, spec)
+// configDriveSecret is the Secret a Host's spec.configDrive names for the machine, with the
+// values of its hardware references on that Host.
+func configDriveSecret(namespace, id string, labels map[string]string, spec *mriv1alpha1.MachineSpec, hardware map[string]string) (*corev1.Secret, error) {
+	meta, err := metaData(id, labels, spec, hardware)
 	if err != nil {
 		return nil, err
 	}

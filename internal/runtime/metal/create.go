@@ -1,8 +1,10 @@
 package metal
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -74,7 +76,7 @@ func (r *Runtime) CreateMachine(ctx context.Context, req *mriv1alpha1.CreateMach
 	preq := placement.Request{
 		Architecture: arch, MilliCPU: res.GetMilliCpu(), MemoryBytes: res.GetMemoryBytes(), Extended: res.GetExtended(),
 		Class: spec.GetClass(), HostSelector: hostSelector, Namespace: ns, NamespaceLabels: nsLabels,
-		Ramdisk: files.Disk.Hex == "",
+		Ramdisk: files.Disk.Hex == "", HardwareMetaData: spec.GetFirstBoot().GetHardwareMetaData(),
 	}
 
 	r.claimMu.Lock()
@@ -110,26 +112,45 @@ type claim struct {
 	files               bootFiles
 }
 
-// claimFirst writes the config drive, then claims the first candidate still free when
-// read again from the API server. Until the claim holds, the Secret is this runtime's to
-// remove; after an answer that leaves it unknown whether the claim holds, it is kept and
-// the sweep removes it if no Host names its machine.
+// claimFirst claims the first candidate still free when read again from the API server,
+// writing before each try the config drive the machine gets on that candidate: its hardware
+// references resolved from that Host's HardwareData (MRI rule F2), so the first boot
+// carries them and the Secret a claim names always holds its own Host's values. The same
+// Host gives the same Secret, so a repeated create that claims it writes it alike. Until
+// the claim holds, the Secret is this runtime's to remove; after an answer that leaves it
+// unknown whether the claim holds, it is kept and the sweep removes it if no Host names
+// its machine.
 func (r *Runtime) claimFirst(ctx context.Context, c *claim, inv placement.Inventory, preq placement.Request, candidates []*metalv1alpha1.Host) (*machineView, error) {
-	secret, err := configDriveSecret(r.opts.Namespace, c.id, c.labels, c.spec)
-	if err != nil {
-		return nil, invalid("config drive: %v", err)
-	}
-	r.startWriting(secret)
-	defer r.doneWriting(secret.Name)
-	if err := r.writeSecret(ctx, secret); err != nil {
-		return nil, unavailable("writing the config drive", err)
-	}
+	var written *corev1.Secret
 	dropSecret := func() {
-		if err := r.opts.Client.Delete(context.WithoutCancel(ctx), secret); client.IgnoreNotFound(err) != nil {
+		if written == nil {
+			return
+		}
+		if err := r.opts.Client.Delete(context.WithoutCancel(ctx), written); client.IgnoreNotFound(err) != nil {
 			r.opts.Logger.Error(err, "config drive of a machine that got no Host not removed; the sweep will", "machine", c.id)
 		}
 	}
 	for _, cand := range candidates {
+		hardware, err := inv.HardwareValues(preq, cand)
+		if err != nil {
+			continue // Candidates keeps only Hosts that answer them
+		}
+		secret, err := configDriveSecret(r.opts.Namespace, c.id, c.labels, c.spec, hardware)
+		if err != nil {
+			dropSecret()
+			return nil, invalid("config drive: %v", err)
+		}
+		if written == nil {
+			r.startWriting(secret)
+			defer r.doneWriting(secret.Name)
+		}
+		if written == nil || !maps.EqualFunc(written.Data, secret.Data, bytes.Equal) {
+			if err := r.writeSecret(ctx, secret); err != nil {
+				dropSecret()
+				return nil, unavailable("writing the config drive", err)
+			}
+			written = secret
+		}
 		h, err := r.tryClaim(ctx, inv, preq, cand, c, secret.Name)
 		if err != nil {
 			dropSecret()

@@ -69,7 +69,7 @@ func FuzzConfigDrive(f *testing.F) {
 			}
 		}
 		id := machineID("pool", uid)
-		secret, err := configDriveSecret("infra", id, labels, spec)
+		secret, err := configDriveSecret("infra", id, labels, spec, nil)
 		if err != nil {
 			t.Fatalf("config drive of an accepted spec: %v", err)
 		}

@@ -71,7 +71,7 @@ func TestMetaData(t *testing.T) {
 			map[string]string{"uuid": "u1", "name": "web\n1", "hostname": "pool-1", "local-hostname": "pool-1"}, nil},
 	} {
 		raw, err := metaData("pool-1", tc.labels, &mriv1alpha1.MachineSpec{Hostname: tc.host,
-			FirstBoot: &mriv1alpha1.FirstBootConfig{Format: mriv1alpha1.ConfigFormat_CONFIG_FORMAT_NONE, MetaData: tc.meta}})
+			FirstBoot: &mriv1alpha1.FirstBootConfig{Format: mriv1alpha1.ConfigFormat_CONFIG_FORMAT_NONE, MetaData: tc.meta}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +107,7 @@ func TestMetaData(t *testing.T) {
 func TestConfigDriveSecret(t *testing.T) {
 	labels := map[string]string{mri.LabelMachineUID: "u1"}
 	s, err := configDriveSecret("infra", "pool-1", labels, &mriv1alpha1.MachineSpec{
-		FirstBoot: &mriv1alpha1.FirstBootConfig{Format: mriv1alpha1.ConfigFormat_CONFIG_FORMAT_CLOUD_INIT, Data: []byte("#cloud-config\n")}})
+		FirstBoot: &mriv1alpha1.FirstBootConfig{Format: mriv1alpha1.ConfigFormat_CONFIG_FORMAT_CLOUD_INIT, Data: []byte("#cloud-config\n")}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,9 +115,37 @@ func TestConfigDriveSecret(t *testing.T) {
 		t.Fatalf("secret %+v", s)
 	}
 	s, _ = configDriveSecret("infra", "pool-1", labels, &mriv1alpha1.MachineSpec{
-		FirstBoot: &mriv1alpha1.FirstBootConfig{Format: mriv1alpha1.ConfigFormat_CONFIG_FORMAT_NONE, Data: []byte("ignored")}})
+		FirstBoot: &mriv1alpha1.FirstBootConfig{Format: mriv1alpha1.ConfigFormat_CONFIG_FORMAT_NONE, Data: []byte("ignored")}}, nil)
 	if _, ok := s.Data["user_data"]; ok {
 		t.Fatal("format NONE wrote user_data")
+	}
+}
+
+// The values of the hardware references join meta beside the spec's keys, also for a
+// machine with no metaData of its own.
+func TestMetaDataCarriesHardwareValues(t *testing.T) {
+	labels := map[string]string{mri.LabelMachineUID: "u1"}
+	hw := map[string]string{"mac": "52:54:00:00:00:01"}
+	for _, tc := range []struct {
+		meta, want map[string]string
+	}{
+		{map[string]string{"role": "worker"}, map[string]string{"role": "worker", "mac": "52:54:00:00:00:01"}},
+		{nil, map[string]string{"mac": "52:54:00:00:00:01"}},
+	} {
+		spec := &mriv1alpha1.MachineSpec{FirstBoot: &mriv1alpha1.FirstBootConfig{Format: mriv1alpha1.ConfigFormat_CONFIG_FORMAT_NONE, MetaData: tc.meta}}
+		raw, err := metaData("pool-1", labels, spec, hw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got struct {
+			Meta map[string]string `json:"meta"`
+		}
+		if err := json.Unmarshal(raw, &got); err != nil || !maps.Equal(got.Meta, tc.want) {
+			t.Errorf("meta %v (%v), want %v", got.Meta, err, tc.want)
+		}
+		if len(tc.meta) > 0 && len(spec.FirstBoot.MetaData) != len(tc.meta) {
+			t.Errorf("metaData changed the spec's own map: %v", spec.FirstBoot.MetaData)
+		}
 	}
 }
 

@@ -5,11 +5,13 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/proto"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/mri"
 	"github.com/anvil-dev/anvil/internal/mri/mutate"
+	"github.com/anvil-dev/anvil/internal/runtime/metal/placement"
 )
 
 // ReimageMachine gives the machine's server another image, keeping the server: it checks
@@ -60,7 +62,11 @@ func (r *Runtime) ReimageMachine(ctx context.Context, req *mriv1alpha1.ReimageMa
 	}
 	drive := ""
 	if fb := req.GetFirstBoot(); fb != nil && !proto.Equal(fb, cur.Spec.GetFirstBoot()) {
-		secret, err := configDriveSecret(r.opts.Namespace, id, cur.Metadata.Labels, next)
+		hardware, err := r.hostHardware(ctx, h, next.GetFirstBoot().GetHardwareMetaData())
+		if err != nil {
+			return nil, err
+		}
+		secret, err := configDriveSecret(r.opts.Namespace, id, cur.Metadata.Labels, next, hardware)
 		if err != nil {
 			return nil, invalid("config drive: %v", err)
 		}
@@ -118,4 +124,22 @@ func rebuildable(h *metalv1alpha1.Host, files bootFiles) error {
 	kinds := map[bool]string{false: "a disk image", true: "a kernel and initramfs booted from RAM"}
 	return invalid("the machine's server runs %s and the new image is %s: a server is not switched between the two in place; "+
 		"delete the Machine and create it with the new image instead", kinds[!ramdisk], kinds[ramdisk])
+}
+
+// hostHardware resolves a reimage's hardware references from the HardwareData of the Host
+// the machine keeps (MRI rule F2); a reference that Host cannot answer is refused, since
+// the machine does not move to another.
+func (r *Runtime) hostHardware(ctx context.Context, h *metalv1alpha1.Host, refs []*mriv1alpha1.HardwareMetaData) (map[string]string, error) {
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	hd := &metalv1alpha1.HardwareData{}
+	if err := r.opts.Cache.Get(ctx, client.ObjectKeyFromObject(h), hd); client.IgnoreNotFound(err) != nil {
+		return nil, unavailable("reading the HardwareData of Host "+h.Name, err)
+	}
+	values, err := mri.ResolveHardware(refs, placement.HardwareNames(&hd.Spec))
+	if err != nil {
+		return nil, invalid("the machine's server cannot answer spec.first_boot.hardware_meta_data: %v: name a NIC or disk it has", err)
+	}
+	return values, nil
 }

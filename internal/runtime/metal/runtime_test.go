@@ -346,7 +346,7 @@ func TestRestartFinishesLeftovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	orphan, err := configDriveSecret(s.infra, "metal-crashed", map[string]string{mri.LabelMachineUID: "crashed"}, s.spec("os"))
+	orphan, err := configDriveSecret(s.infra, "metal-crashed", map[string]string{mri.LabelMachineUID: "crashed"}, s.spec("os"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -110,25 +110,8 @@ func (c *Config) defaults() error {
 	if err := checkNetworks(c.Networks); err != nil {
 		return err
 	}
-	defaultForward := len(c.Networks) > 0 && len(c.ForwardCommand) == 0
-	if defaultForward {
-		if c.ForwardCommand, err = forwardCommand(); err != nil {
-			return err
-		}
-	}
-	if c.runAs, err = vm.UserForRoot(c.QEMUUser); err != nil {
-		return fmt.Errorf("qemu runtime: %w", err)
-	}
-	if c.runAs != nil && hasForwards(c.Networks) && defaultForward && c.runAs.CannotRun(c.ForwardCommand[0]) != "" {
-		// This program where QEMU's user can run it; a command the config names is left as given.
-		if c.ForwardCommand[0], err = reachableCopy(c.ForwardCommand[0], forwardCopyDir); err != nil {
-			return fmt.Errorf("qemu runtime: a copy of the guest-forward command that user %s can run: %w", c.runAs.Name, err)
-		}
-	}
-	if c.runAs != nil && hasForwards(c.Networks) {
-		if why := c.runAs.CannotRun(c.ForwardCommand[0]); why != "" {
-			return fmt.Errorf("qemu runtime: QEMU runs the guest-forward command %s as user %s, who cannot: %s", c.ForwardCommand[0], c.runAs.Name, why)
-		}
+	if err := c.resolveForwardCommand(); err != nil {
+		return err
 	}
 	if c.Images == nil || c.Index == nil || c.Seeds == nil {
 		return errors.New("qemu runtime: Images, Index and Seeds are needed")
@@ -159,6 +142,33 @@ func (c *Config) defaults() error {
 	}
 	if _, err := exec.LookPath("qemu-img"); err != nil {
 		return errors.New("qemu runtime: qemu-img is not installed (make deps installs it)")
+	}
+	return nil
+}
+
+// resolveForwardCommand resolves QEMU's user (runAs) and ForwardCommand: by default this
+// program's `forward`, copied where that user can run it when it cannot reach it here.
+func (c *Config) resolveForwardCommand() error {
+	var err error
+	defaultForward := len(c.Networks) > 0 && len(c.ForwardCommand) == 0
+	if defaultForward {
+		if c.ForwardCommand, err = forwardCommand(); err != nil {
+			return err
+		}
+	}
+	if c.runAs, err = vm.UserForRoot(c.QEMUUser); err != nil {
+		return fmt.Errorf("qemu runtime: %w", err)
+	}
+	if c.runAs != nil && hasForwards(c.Networks) && defaultForward && c.runAs.CannotRun(c.ForwardCommand[0]) != "" {
+		// This program where QEMU's user can run it; a command the config names is left as given.
+		if c.ForwardCommand[0], err = reachableCopy(c.ForwardCommand[0], forwardCopyDir); err != nil {
+			return fmt.Errorf("qemu runtime: a copy of the guest-forward command that user %s can run: %w", c.runAs.Name, err)
+		}
+	}
+	if c.runAs != nil && hasForwards(c.Networks) {
+		if why := c.runAs.CannotRun(c.ForwardCommand[0]); why != "" {
+			return fmt.Errorf("qemu runtime: QEMU runs the guest-forward command %s as user %s, who cannot: %s", c.ForwardCommand[0], c.runAs.Name, why)
+		}
 	}
 	return nil
 }

@@ -175,7 +175,7 @@ func validateSpec(s *mriv1alpha1.MachineSpec) error {
 			return err
 		}
 	}
-	return nil
+	return checkHardwareRefs(s.GetFirstBoot().GetHardwareMetaData(), specNICs(s))
 }
 
 func invalid(format string, args ...any) error {

@@ -22,6 +22,9 @@ func TestGuestsReadTheirFirstBootMetaData(t *testing.T) {
 	cloud := machineSpec(img, mriv1alpha1.Architecture_ARCHITECTURE_AMD64)
 	cloud.Hostname = "vm-cloud"
 	cloud.FirstBoot.MetaData = map[string]string{"anvil-index": "0", "rack": "r1\nlocal-hostname: evil"}
+	// The MAC the runtime gives the NIC, here the spec's own.
+	cloud.NetworkInterfaces[0].MacAddress = "52:54:00:12:34:56"
+	cloud.FirstBoot.HardwareMetaData = []*mriv1alpha1.HardwareMetaData{{Key: "mac", Field: mriv1alpha1.HardwareField_HARDWARE_FIELD_NIC_MAC_ADDRESS, Name: "eth0"}}
 	ign := machineSpec(img, mriv1alpha1.Architecture_ARCHITECTURE_ARM64)
 	ign.Hostname = "vm-ign"
 	ign.FirstBoot = &mriv1alpha1.FirstBootConfig{Format: mriv1alpha1.ConfigFormat_CONFIG_FORMAT_IGNITION,
@@ -30,6 +33,12 @@ func TestGuestsReadTheirFirstBootMetaData(t *testing.T) {
 	none := machineSpec(img, mriv1alpha1.Architecture_ARCHITECTURE_AMD64)
 	none.Hostname = "vm-none"
 	none.FirstBoot = &mriv1alpha1.FirstBootConfig{Format: mriv1alpha1.ConfigFormat_CONFIG_FORMAT_NONE, MetaData: map[string]string{"anvil-index": "2"}}
+	// Only a hardware reference, to the MAC the runtime derives for the NIC: a seed is made
+	// for it too.
+	refOnly := machineSpec(img, mriv1alpha1.Architecture_ARCHITECTURE_AMD64)
+	refOnly.Hostname = "vm-ref"
+	refOnly.FirstBoot = &mriv1alpha1.FirstBootConfig{Format: mriv1alpha1.ConfigFormat_CONFIG_FORMAT_NONE,
+		HardwareMetaData: []*mriv1alpha1.HardwareMetaData{{Key: "boot-mac", Field: mriv1alpha1.HardwareField_HARDWARE_FIELD_NIC_MAC_ADDRESS, Name: "eth0"}}}
 
 	for _, tc := range []struct {
 		uid  string
@@ -38,12 +47,19 @@ func TestGuestsReadTheirFirstBootMetaData(t *testing.T) {
 		// marker is the anvil-marker= value in the config (machineSpec's user data has one).
 		marker string
 		want   []string
+		// derived names a key whose value is the MAC derived for the machine's eth0.
+		derived string
 	}{
-		{"cloud", cloud, computev1alpha1.ArchitectureAMD64, "conformance", []string{testos.MetaLine("anvil-index", "0"), testos.MetaLine("rack", `r1\u000Alocal-hostname: evil`)}},
-		{"ign", ign, computev1alpha1.ArchitectureARM64, "none", []string{testos.MetaLine("anvil-index", "1"), testos.MetaLine("provider-id", "anvil://ns/vm-ign")}},
-		{"none", none, computev1alpha1.ArchitectureAMD64, "none", []string{testos.MetaLine("anvil-index", "2")}},
+		{"cloud", cloud, computev1alpha1.ArchitectureAMD64, "conformance", []string{testos.MetaLine("anvil-index", "0"), testos.MetaLine("mac", "52:54:00:12:34:56"),
+			testos.MetaLine("rack", `r1\u000Alocal-hostname: evil`)}, ""},
+		{"ign", ign, computev1alpha1.ArchitectureARM64, "none", []string{testos.MetaLine("anvil-index", "1"), testos.MetaLine("provider-id", "anvil://ns/vm-ign")}, ""},
+		{"none", none, computev1alpha1.ArchitectureAMD64, "none", []string{testos.MetaLine("anvil-index", "2")}, ""},
+		{"ref", refOnly, computev1alpha1.ArchitectureAMD64, "none", nil, "boot-mac"},
 	} {
 		m := await(t, rt, create(t, rt, tc.uid, tc.spec).Metadata.Id, "ran", isRunning)
+		if tc.derived != "" {
+			tc.want = []string{testos.MetaLine(tc.derived, derivedMAC(m.Metadata.Id, "eth0"))}
+		}
 		ready := testos.ReadyLine(tc.arch, tc.spec.Hostname, tc.marker)
 		awaitConsole(t, m.Status.Console, ready)
 		raw, err := os.ReadFile(m.Status.Console)

@@ -103,21 +103,42 @@ func forwardCommand() ([]string, error) {
 	return []string{self, "forward"}, nil
 }
 
+// ReachableForwardCommand is forwardCommand where QEMU's user (vm.UserForRoot(qemuUser); none when
+// this program is not root) can run it: this program, or a copy of it in
+// /run/anvil-qemu when that user cannot reach it where it is. For QEMU started outside
+// a qemu runtime (the BMC emulator's servers), as the runtime does for its own.
+func ReachableForwardCommand(qemuUser string) ([]string, error) {
+	c := Config{Networks: map[string]Network{"": {Forwards: []NetworkForward{{}}}}, QEMUUser: qemuUser}
+	if err := c.resolveForwardCommand(); err != nil {
+		return nil, err
+	}
+	return c.ForwardCommand, nil
+}
+
 // vmNIC is the QEMU description of a NIC device on root port port.
 func (r *Runtime) vmNIC(d *device, port int) vm.NIC {
 	nic := vm.NIC{ID: d.QEMUID, MAC: d.MAC, Port: port, Restrict: true}
-	n := r.cfg.Networks[d.Network] // a network the pool does not name has no forwards
-	for _, f := range n.Forwards {
-		host, port, _ := net.SplitHostPort(f.Guest) // checked in checkNetworks
-		p, _ := strconv.Atoi(port)
-		nic.Forwards = append(nic.Forwards, vm.Forward{GuestIP: host, GuestPort: p, Command: shellWords(append(slices.Clone(r.cfg.ForwardCommand), f.Target))})
-	}
+	n := r.cfg.Networks[d.Network]                                 // a network the pool does not name has no forwards
+	nic.Forwards = GuestForwards(n.Forwards, r.cfg.ForwardCommand) // checked in checkNetworks
 	if n.Outbound {
 		host, port, _ := net.SplitHostPort(OutboundProxy)
 		p, _ := strconv.Atoi(port)
 		nic.Forwards = append(nic.Forwards, vm.Forward{GuestIP: host, GuestPort: p, Command: shellWords(append(slices.Clone(r.cfg.ForwardCommand), outboundFlag))})
 	}
 	return nic
+}
+
+// GuestForwards are QEMU's guestfwd options for forwards (whose Guest addresses
+// checkNetworks accepts): each connection runs command with the forward's target
+// appended. The BMC emulator gives its servers forwards the same way.
+func GuestForwards(forwards []NetworkForward, command []string) []vm.Forward {
+	var out []vm.Forward
+	for _, f := range forwards {
+		host, port, _ := net.SplitHostPort(f.Guest)
+		p, _ := strconv.Atoi(port)
+		out = append(out, vm.Forward{GuestIP: host, GuestPort: p, Command: shellWords(append(slices.Clone(command), f.Target))})
+	}
+	return out
 }
 
 // shellWords quotes words for /bin/sh, which QEMU runs a guestfwd command with.

@@ -38,6 +38,9 @@ func (r *Runtime) ReimageMachine(ctx context.Context, req *mriv1alpha1.ReimageMa
 		if m.rec.Phase == phaseDeleting {
 			return false, invalid("machine %s is being deleted", req.GetId())
 		}
+		if err := checkHardwareRefs(req.GetFirstBoot().GetHardwareMetaData(), m.rec.nics()); err != nil {
+			return false, err // the NICs it has now: some may have been attached or detached
+		}
 		if !mutate.Reimage(m.rec.Machine.Spec, req.GetImage(), req.GetFirstBoot()) {
 			return false, nil
 		}

@@ -108,10 +108,10 @@ func (w *worker) plan() (vm.Spec, string, error) {
 	switch fb := spec.GetFirstBoot(); {
 	case fb.GetFormat() == mriv1alpha1.ConfigFormat_CONFIG_FORMAT_IGNITION:
 		s.Ignition = filepath.Join(w.dir, ignFile)
-		if len(fb.GetMetaData()) > 0 {
+		if hasMetaData(fb) {
 			s.MetaData = filepath.Join(w.dir, metaFile)
 		}
-	case fb.GetFormat() == mriv1alpha1.ConfigFormat_CONFIG_FORMAT_CLOUD_INIT || len(fb.GetMetaData()) > 0:
+	case fb.GetFormat() == mriv1alpha1.ConfigFormat_CONFIG_FORMAT_CLOUD_INIT || hasMetaData(fb):
 		s.Seed = filepath.Join(w.dir, seedFile)
 	}
 	port, firstNIC := 0, true
@@ -156,20 +156,25 @@ func (w *worker) writeFirstBoot() error {
 	w.r.mu.Lock()
 	fb := w.m.rec.Machine.Spec.GetFirstBoot()
 	hostname := w.m.rec.Machine.Spec.GetHostname()
+	nics := w.m.rec.nics()
 	w.r.mu.Unlock()
 	if hostname == "" {
 		hostname = w.id
 	}
-	meta := nocloud.MetaData(w.id, hostname, fb.GetMetaData())
+	md, err := firstBootMetaData(fb, nics)
+	if err != nil {
+		return err
+	}
+	meta := nocloud.MetaData(w.id, hostname, md)
 	switch {
 	case fb.GetFormat() == mriv1alpha1.ConfigFormat_CONFIG_FORMAT_IGNITION:
-		if len(fb.GetMetaData()) > 0 {
+		if hasMetaData(fb) {
 			if err := writeOnce(filepath.Join(w.dir, metaFile), func(tmp string) error { return os.WriteFile(tmp, meta, 0o600) }); err != nil {
 				return err
 			}
 		}
 		return writeOnce(filepath.Join(w.dir, ignFile), func(tmp string) error { return os.WriteFile(tmp, fb.GetData(), 0o600) })
-	case fb.GetFormat() == mriv1alpha1.ConfigFormat_CONFIG_FORMAT_CLOUD_INIT || len(fb.GetMetaData()) > 0:
+	case fb.GetFormat() == mriv1alpha1.ConfigFormat_CONFIG_FORMAT_CLOUD_INIT || hasMetaData(fb):
 		return writeOnce(filepath.Join(w.dir, seedFile), func(tmp string) error { return w.r.cfg.Seeds(tmp, userData(fb), meta) })
 	}
 	return nil

@@ -11,6 +11,8 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/mri"
 )
 
 // Request is what a machine asks of a Host.
@@ -29,6 +31,9 @@ type Request struct {
 	// Ramdisk: the image is a kernel and initramfs booted from RAM, which only a BMC with
 	// virtual media (Redfish) or fake hardware can boot.
 	Ramdisk bool
+	// HardwareMetaData are the first boot's hardware references (MRI rule F2): only a Host
+	// whose HardwareData answers each one can take the machine.
+	HardwareMetaData []*mriv1alpha1.HardwareMetaData
 }
 
 // Why a request has no Host, from the most to the least fundamental.
@@ -39,6 +44,7 @@ const (
 	ReasonNoFit             Reason = "NoFit"
 	ReasonNoVirtualMedia    Reason = "NoVirtualMedia"
 	ReasonNoSelectorMatch   Reason = "NoSelectorMatch"
+	ReasonNoHardwareMatch   Reason = "NoHardwareMatch"
 	ReasonNotPermitted      Reason = "NotPermitted"
 	ReasonAllInUse          Reason = "AllInUse"
 )
@@ -74,7 +80,7 @@ func (req Request) Fits(size Size) bool {
 func (inv Inventory) Matches(req Request, h *metalv1alpha1.Host) bool {
 	size, ok := inv.SizeOf(h)
 	return ok && h.Spec.Architecture == req.Architecture && req.Fits(size) && (!req.Ramdisk || BootsFromRAM(h)) &&
-		req.hostSelector().Matches(labels.Set(h.Labels)) &&
+		req.hostSelector().Matches(labels.Set(h.Labels)) && inv.hasHardware(req, h) &&
 		Permitted(h, inv.Policies, req.Namespace, req.NamespaceLabels) && Free(h)
 }
 
@@ -113,6 +119,17 @@ func (inv Inventory) Candidates(req Request) ([]*metalv1alpha1.Host, *Refusal) {
 			req.Architecture, req.Class, formatSelector(req.hostSelector())),
 			fmt.Sprintf("%d Hosts fit", len(fitting))}
 	}
+	if len(req.HardwareMetaData) > 0 {
+		// Named after the first Host in name order: which NICs and disks it has is what the
+		// tenant sees of its server anyway (its HardwareData copy), never which Host.
+		slices.SortFunc(selected, func(a, b *metalv1alpha1.Host) int { return strings.Compare(a.Name, b.Name) })
+		_, missing := inv.HardwareValues(req, selected[0])
+		if selected = filter(selected, func(h *metalv1alpha1.Host) bool { return inv.hasHardware(req, h) }); len(selected) == 0 {
+			return nil, &Refusal{ReasonNoHardwareMatch, fmt.Sprintf("no %s Host that fits class %s%s has the hardware spec.hardwareMetaData reads: %v: "+
+				"name a NIC or disk the servers have, or drop the key", req.Architecture, req.Class, selectorSuffix(req.HostSelector), missing),
+				fmt.Sprintf("%d Hosts fit and match", len(fitting))}
+		}
+	}
 	permitted := filter(selected, func(h *metalv1alpha1.Host) bool {
 		return Permitted(h, inv.Policies, req.Namespace, req.NamespaceLabels)
 	})
@@ -129,6 +146,37 @@ func (inv Inventory) Candidates(req Request) ([]*metalv1alpha1.Host, *Refusal) {
 	}
 	slices.SortFunc(free, func(a, b *metalv1alpha1.Host) int { return strings.Compare(a.Name, b.Name) })
 	return free, nil
+}
+
+// HardwareValues resolves the request's hardware references from the Host's HardwareData
+// (mri.ResolveHardware): the values the machine's first boot carries on this Host, or
+// which reference it cannot answer and what it has instead.
+func (inv Inventory) HardwareValues(req Request, h *metalv1alpha1.Host) (map[string]string, error) {
+	return mri.ResolveHardware(req.HardwareMetaData, HardwareNames(inv.Hardware[h.Name]))
+}
+
+func (inv Inventory) hasHardware(req Request, h *metalv1alpha1.Host) bool {
+	if len(req.HardwareMetaData) == 0 {
+		return true
+	}
+	_, err := inv.HardwareValues(req, h)
+	return err == nil
+}
+
+// HardwareNames are a HardwareData's NICs with their MACs and disks with their serials;
+// none for a Host not inspected yet.
+func HardwareNames(hw *metalv1alpha1.HardwareDataSpec) mri.HardwareNames {
+	names := mri.HardwareNames{NICs: map[string]string{}, Disks: map[string]string{}}
+	if hw == nil {
+		return names
+	}
+	for _, n := range hw.NICs {
+		names.NICs[n.Name] = n.MACAddress
+	}
+	for _, d := range hw.Disks {
+		names.Disks[d.Name] = d.SerialNumber
+	}
+	return names
 }
 
 // BootsFromRAM reports whether the Host's BMC can boot a kernel and initramfs: Redfish

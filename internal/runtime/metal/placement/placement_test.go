@@ -13,6 +13,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 )
 
 func TestPolicy(t *testing.T) {
@@ -138,6 +139,7 @@ func TestCandidates(t *testing.T) {
 		want     []string
 		reason   Reason
 		says     string
+		hardware map[string]*metalv1alpha1.HardwareDataSpec
 	}{
 		{name: "sorted by name", hosts: []*metalv1alpha1.Host{host("c"), host("a"), host("b")}, policies: pol,
 			want: []string{"a", "b", "c"}},
@@ -181,6 +183,16 @@ func TestCandidates(t *testing.T) {
 		{name: "namespace allowed by label", hosts: []*metalv1alpha1.Host{host("a")},
 			policies: []*metalv1alpha1.HostPolicy{policyBySelector(&metav1.LabelSelector{MatchLabels: map[string]string{"metal": "yes"}})},
 			req:      func(r *Request) { r.NamespaceLabels = map[string]string{"metal": "yes"} }, want: []string{"a"}},
+		{name: "hardware references go to Hosts that have the NIC and the disk", policies: pol,
+			hosts: []*metalv1alpha1.Host{host("a"), host("b"), host("c"), host("d")}, hardware: map[string]*metalv1alpha1.HardwareDataSpec{
+				"a": inventory("eth0", "sda"), "b": inventory("eno1", "sda"), "c": {NICs: []metalv1alpha1.NIC{{Name: "eth0", MACAddress: "52:54:00:00:00:0c"}},
+					Disks: []metalv1alpha1.Disk{{Name: "sda"}}}}, // c's disk has no serial, d was never inspected
+			req: macAndSerial, want: []string{"a"}},
+		{name: "no Host has the NIC", policies: pol, hosts: []*metalv1alpha1.Host{host("b-server"), host("a-server")},
+			hardware: map[string]*metalv1alpha1.HardwareDataSpec{"a-server": inventory("eno1", "sda"), "b-server": inventory("eno2", "sda")},
+			req:      macAndSerial, reason: ReasonNoHardwareMatch,
+			says: `no amd64 Host that fits class small has the hardware spec.hardwareMetaData reads: hardware key "mac": no NIC "eth0" with a MAC address (it has "eno1"): name a NIC or disk the servers have`},
+		{name: "no hardware references: Hosts without HardwareData fit", policies: pol, hosts: []*metalv1alpha1.Host{host("a")}, want: []string{"a"}},
 		{name: "all in use", hosts: []*metalv1alpha1.Host{host("a", heldBy("m1")), host("b", heldBy("m2")), host("c", size(1, 1024))}, policies: pol,
 			reason: ReasonAllInUse, says: "every Host that fits class small and namespace tenant may use is in use"},
 	} {
@@ -189,7 +201,7 @@ func TestCandidates(t *testing.T) {
 			if tc.req != nil {
 				tc.req(&req)
 			}
-			inv := Inventory{Hosts: tc.hosts, Policies: tc.policies}
+			inv := Inventory{Hosts: tc.hosts, Policies: tc.policies, Hardware: tc.hardware}
 			got, refusal := inv.Candidates(req)
 			if tc.reason != "" {
 				if refusal == nil {
@@ -216,6 +228,19 @@ func TestCandidates(t *testing.T) {
 			}
 		})
 	}
+}
+
+// macAndSerial asks for eth0's MAC and sda's serial.
+func macAndSerial(r *Request) {
+	r.HardwareMetaData = []*mriv1alpha1.HardwareMetaData{
+		{Key: "mac", Field: mriv1alpha1.HardwareField_HARDWARE_FIELD_NIC_MAC_ADDRESS, Name: "eth0"},
+		{Key: "disk", Field: mriv1alpha1.HardwareField_HARDWARE_FIELD_DISK_SERIAL_NUMBER, Name: "sda"}}
+}
+
+// inventory is a server's HardwareData with one NIC and one disk, each with its value.
+func inventory(nic, disk string) *metalv1alpha1.HardwareDataSpec {
+	return &metalv1alpha1.HardwareDataSpec{NICs: []metalv1alpha1.NIC{{Name: nic, MACAddress: "52:54:00:00:00:01"}},
+		Disks: []metalv1alpha1.Disk{{Name: disk, SerialNumber: "S-" + disk}}}
 }
 
 // selector parses a label selector in kubectl's syntax.

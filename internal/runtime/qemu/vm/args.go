@@ -91,7 +91,7 @@ func Args(s Spec) ([]string, error) {
 		if n.Port < 0 || n.Port >= s.RootPorts {
 			return nil, fmt.Errorf("vm %s: nic %s on root port %d of %d", s.Name, n.ID, n.Port, s.RootPorts)
 		}
-		args = append(args, "-netdev", netdevOption(n), "-device", jsonArg(NICDevice(n)))
+		args = append(args, "-netdev", NetdevOption(n), "-device", jsonArg(NICDevice(n)))
 	}
 	return args, nil
 }
@@ -171,7 +171,9 @@ func NICDevice(n NIC) map[string]any {
 	return map[string]any{"driver": "virtio-net-pci", "netdev": n.ID, "id": n.ID, "mac": n.MAC, "bus": RootPortID(n.Port)}
 }
 
-func netdevOption(n NIC) string {
+// NetdevOption is the -netdev value of n (its device apart): the user network, restricted
+// when n says so, with n's forwards and SSH port. The BMC emulator's servers use it too.
+func NetdevOption(n NIC) string {
 	opt := "user,id=" + n.ID
 	if n.Restrict {
 		opt += ",restrict=on"
