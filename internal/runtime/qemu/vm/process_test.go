@@ -155,7 +155,7 @@ func TestDisks(t *testing.T) {
 
 // A stopped QEMU (SIGSTOP, as a hung machine) ends on SIGTERM at once, rather than after
 // the whole grace on SIGKILL.
-func TestKillEndsAStoppedQEMUCleanly(t *testing.T) {
+func TestKillEndsAStoppedQEMUAtOnce(t *testing.T) {
 	s, p := launchBlank(t, computev1alpha1.ArchitectureAMD64)
 	// Up to its main loop, with its signal handlers: before them, SIGTERM's default action
 	// kills even a stopped process.
