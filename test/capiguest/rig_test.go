@@ -255,10 +255,21 @@ func vmProcess(dir string) (*vm.Process, bool) {
 // machine's first-boot metadata (local-hostname, provider-id).
 func (r *rig) bootstrapScript(t testing.TB) []byte {
 	t.Helper()
+	return r.agentScript(r.bootstrapToken(t))
+}
+
+// bootstrapToken makes a bootstrap token of the workload cluster, valid for an hour.
+func (r *rig) bootstrapToken(t testing.TB) string {
+	t.Helper()
 	token, err := controlplane.CreateBootstrapToken(context.Background(), r.workloadAdmin, time.Now().Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return token
+}
+
+// agentScript is bootstrapScript with a given token.
+func (r *rig) agentScript(token string) []byte {
 	return fmt.Appendf(nil, `#!/bin/sh
 cat >/run/workload-ca.crt <<'EOF'
 %sEOF

@@ -88,6 +88,8 @@ const (
 	unreachablePatience = 30 * time.Second
 	// reconnectEvery is the wait between QMP connection attempts.
 	reconnectEvery = time.Second
+	// resetSettle is how long a QEMU this runtime started runs before it is reset.
+	resetSettle = time.Second
 )
 
 // decide returns the next step for a machine: a pure function of its record, what has
@@ -154,6 +156,11 @@ func decide(rec *record, obs *observed, now time.Time, grace time.Duration) step
 		return step{action: actResume}
 	}
 	if rec.RebootWanted != rec.Machine.GetStatus().GetRebootToken() {
+		// A reset in QEMU's first moments can leave the guest spinning before its
+		// firmware ever runs (seen with TCG and a -kernel boot): wait until it has run a while.
+		if settled := obs.startedAt.Add(resetSettle); now.Before(settled) {
+			return step{action: actWait, at: settled}
+		}
 		return step{action: actReset}
 	}
 	return decideDevices(rec, obs, now)

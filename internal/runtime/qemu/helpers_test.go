@@ -48,7 +48,12 @@ func get(t *testing.T, rt *Runtime, id string) *mriv1alpha1.Machine {
 
 func await(t *testing.T, rt *Runtime, id, what string, cond func(*mriv1alpha1.Machine) bool) *mriv1alpha1.Machine {
 	t.Helper()
-	deadline := time.Now().Add(bootTimeout)
+	return awaitWithin(t, rt, id, what, bootTimeout, cond)
+}
+
+func awaitWithin(t *testing.T, rt *Runtime, id, what string, timeout time.Duration, cond func(*mriv1alpha1.Machine) bool) *mriv1alpha1.Machine {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
 	var m *mriv1alpha1.Machine
 	for time.Now().Before(deadline) {
 		if m = get(t, rt, id); cond(m) {
@@ -56,7 +61,7 @@ func await(t *testing.T, rt *Runtime, id, what string, cond func(*mriv1alpha1.Ma
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("machine %s never %s within %s; last seen %v", id, what, bootTimeout, m)
+	t.Fatalf("machine %s never %s within %s; last seen %v", id, what, timeout, m)
 	return nil
 }
 

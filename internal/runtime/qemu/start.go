@@ -25,6 +25,12 @@ const (
 
 // start launches QEMU from the machine's files and connects to it.
 func (w *worker) start(ctx context.Context) {
+	// A guest that boots afresh after a reboot was asked has rebooted: a reset right after
+	// the start would only boot it twice (a remediation's reboot of a hung QEMU, which the
+	// runtime had to stop, comes here).
+	w.r.mu.Lock()
+	rebooted := w.m.rec.RebootWanted
+	w.r.mu.Unlock()
 	spec, program, err := w.plan()
 	if err == nil {
 		err = w.writeFirstBoot()
@@ -67,6 +73,7 @@ func (w *worker) start(ctx context.Context) {
 	}
 	w.update(func(m *machine) {
 		m.rec.Phase = phaseCreated
+		m.rec.Machine.Status.RebootToken = rebooted
 		m.obs.startErr, m.obs.retryAt, m.obs.noPort, m.obs.startedAt = "", time.Time{}, false, time.Now()
 		m.obs.powerdownAt, m.obs.pressedAt = time.Time{}, time.Time{}
 	})

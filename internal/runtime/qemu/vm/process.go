@@ -126,8 +126,9 @@ func (p *Process) Alive(qmpSocket string) bool {
 	return Serves(p.PID, qmpSocket)
 }
 
-// Kill ends p: SIGTERM (QEMU exits cleanly), then SIGKILL after grace. It signals only
-// while /proc shows p is still the QEMU of qmpSocket, and returns once it is gone.
+// Kill ends p: SIGTERM (QEMU exits cleanly; a stopped one is continued to take it), then
+// SIGKILL after grace. It signals only while /proc shows p is still the QEMU of
+// qmpSocket, and returns once it is gone.
 func (p *Process) Kill(qmpSocket string, grace time.Duration) error {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		if !p.Alive(qmpSocket) {
@@ -135,6 +136,11 @@ func (p *Process) Kill(qmpSocket string, grace time.Duration) error {
 		}
 		if err := syscall.Kill(p.PID, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 			return fmt.Errorf("signalling QEMU %d: %w", p.PID, err)
+		}
+		if sig == syscall.SIGTERM {
+			// A stopped QEMU (SIGSTOP: a hung machine) takes SIGTERM only once continued:
+			// continued, it ends at once instead of waiting out the grace for SIGKILL.
+			_ = syscall.Kill(p.PID, syscall.SIGCONT)
 		}
 		if p.wait(qmpSocket, grace) {
 			return nil

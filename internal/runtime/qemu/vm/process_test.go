@@ -1,11 +1,16 @@
 package vm
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -146,4 +151,54 @@ func TestDisks(t *testing.T) {
 	if matches, _ := filepath.Glob(filepath.Join(dir, "*.tmp")); len(matches) != 0 {
 		t.Errorf("temporary files left: %v", matches)
 	}
+}
+
+// A stopped QEMU (SIGSTOP, as a hung machine) ends on SIGTERM at once, rather than after
+// the whole grace on SIGKILL.
+func TestKillEndsAStoppedQEMUAtOnce(t *testing.T) {
+	s, p := launchBlank(t, computev1alpha1.ArchitectureAMD64)
+	// Up to its main loop, with its signal handlers: before them, SIGTERM's default action
+	// kills even a stopped process.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		conn, err := net.Dial("unix", s.QMPSocket)
+		if err == nil {
+			greeting, _ := bufio.NewReader(conn).ReadString('\n')
+			conn.Close()
+			if strings.Contains(greeting, "QMP") {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("QEMU %d never greeted on %s", p.PID, s.QMPSocket)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := syscall.Kill(p.PID, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	// Stopped for real: a SIGTERM sent before the stop takes effect is taken first.
+	for !stopped(p.PID) {
+		if time.Now().After(deadline) {
+			t.Fatalf("QEMU %d never stopped", p.PID)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	const grace = 20 * time.Second
+	start := time.Now()
+	if err := p.Kill(s.QMPSocket, grace); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	log, _ := os.ReadFile(filepath.Join(filepath.Dir(s.PIDFile), "qemu.log"))
+	if took >= grace/2 {
+		t.Fatalf("a stopped QEMU took %s to end (grace %s); its log:\n%s", took.Round(time.Millisecond), grace, log)
+	}
+}
+
+// stopped reports whether /proc shows pid stopped by a signal (state T).
+func stopped(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	i := bytes.LastIndexByte(stat, ')')
+	return err == nil && i >= 0 && i+2 < len(stat) && stat[i+2] == 'T'
 }
