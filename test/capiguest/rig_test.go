@@ -133,7 +133,7 @@ func startRig(t testing.TB) (*rig, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var stops []func()
-	r := &rig{osDir: testos.Dir(t), agents: nodeagenttest.BuildAgents(t, "amd64", "arm64")}
+	r := &rig{osDir: testos.Dir(t)}
 	env.BeforeStop(func() {
 		cancel()
 		for i := len(stops) - 1; i >= 0; i-- {
@@ -146,6 +146,8 @@ func startRig(t testing.TB) (*rig, error) {
 		return nil, err
 	}
 	stops = append(stops, func() { _ = os.RemoveAll(r.state) })
+	// In the rig's folder, not the first test's: later tests build node images from them.
+	r.agents = nodeagenttest.BuildAgentsIn(t, filepath.Join(r.state, "agents"), "amd64", "arm64")
 
 	clientCA, certFile, keyFile, err := clientpki.WriteClientPKI(r.state)
 	if err != nil {

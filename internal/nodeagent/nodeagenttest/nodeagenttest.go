@@ -21,11 +21,17 @@ const BinaryName = "anvil-node-agent"
 // DIR/ARCH/anvil-node-agent and returns DIR: the source under test, never a stale bin/.
 func BuildAgents(t testing.TB, archs ...string) string {
 	t.Helper()
+	return BuildAgentsIn(t, t.TempDir(), archs...)
+}
+
+// BuildAgentsIn is BuildAgents into dir, for what outlives the test that builds it (a rig
+// a package's tests share).
+func BuildAgentsIn(t testing.TB, dir string, archs ...string) string {
+	t.Helper()
 	root, err := harness.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
 	for _, arch := range archs {
 		out := filepath.Join(dir, arch, BinaryName)
 		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, "./cmd/anvil-node-agent")
