@@ -8,19 +8,26 @@ import (
 )
 
 // checkHardwareRefs refuses first-boot hardware references a VM cannot answer (MRI rule
-// F2): a disk serial, since the runtime gives its disks none, and a NIC the machine lacks.
-// nics are the machine's NICs with their MACs.
+// F2). nics are the machine's NICs with their MACs.
 func checkHardwareRefs(refs []*mriv1alpha1.HardwareMetaData, nics map[string]string) error {
+	_, err := resolveHardwareRefs(refs, nics)
+	return err
+}
+
+// resolveHardwareRefs is the value of each reference: a NIC's MAC from nics. A disk serial
+// is refused, since the runtime gives its disks none, and so is a NIC the machine lacks.
+func resolveHardwareRefs(refs []*mriv1alpha1.HardwareMetaData, nics map[string]string) (map[string]string, error) {
 	for _, r := range refs {
 		if r.GetField() == mriv1alpha1.HardwareField_HARDWARE_FIELD_DISK_SERIAL_NUMBER {
-			return invalid("hardware key %q: a VM has no disk serial numbers (its disks are files this runtime makes, with no serial to report): "+
+			return nil, invalid("hardware key %q: a VM has no disk serial numbers (its disks are files this runtime makes, with no serial to report): "+
 				"drop the key, or run the machine on a bare-metal pool", r.GetKey())
 		}
 	}
-	if _, err := mri.ResolveHardware(refs, mri.HardwareNames{NICs: nics}); err != nil {
-		return invalid("%v: a VM's NICs are the spec's network_interfaces", err)
+	values, err := mri.ResolveHardware(refs, mri.HardwareNames{NICs: nics})
+	if err != nil {
+		return nil, invalid("%v: a VM's NICs are the spec's network_interfaces", err)
 	}
-	return nil
+	return values, nil
 }
 
 // specNICs are the spec's NICs by name, each with the MAC it gets: its own, or the one
@@ -55,10 +62,10 @@ func firstBootMetaData(fb *mriv1alpha1.FirstBootConfig, nics map[string]string) 
 	if len(refs) == 0 {
 		return fb.GetMetaData(), nil
 	}
-	if err := checkHardwareRefs(refs, nics); err != nil {
+	values, err := resolveHardwareRefs(refs, nics)
+	if err != nil {
 		return nil, err
 	}
-	values, _ := mri.ResolveHardware(refs, mri.HardwareNames{NICs: nics})
 	meta := maps.Clone(fb.GetMetaData())
 	if meta == nil {
 		meta = map[string]string{}
