@@ -176,16 +176,28 @@ func assertGuestNode(t testing.TB, r *rig, m *clusterv1.Machine, arch computev1a
 	if !slices.ContainsFunc(n.Status.Addresses, func(a corev1.NodeAddress) bool { return a.Address == vm.GuestAddress }) {
 		t.Errorf("Node %s has addresses %v, not the guest's %s", n.Name, n.Status.Addresses, vm.GuestAddress)
 	}
-	raw, err := os.ReadFile(g.anvil.Status.Console)
-	if err != nil {
-		t.Fatalf("the console of %s: %v", g.anvil.Name, err)
-	}
-	g.console = string(raw)
-	if line := nodeagent.RegisteredLine(n.Name, n.Spec.ProviderID); !strings.Contains(g.console, line) {
-		t.Errorf("the console of anvil Machine %s has no %q:\n%s", g.anvil.Name, line, g.console)
-	}
+	g.console = awaitConsoleLines(t, g.anvil, nodeagent.RegisteredLine(n.Name, n.Spec.ProviderID), 1)
 	assertBootstrapped(t, r, n.Name)
 	return g
+}
+
+// awaitConsoleLines is an anvil Machine's console once it shows line at least n times. The
+// agent prints its line after the Node is Ready, so a healthy Machine may be seen a moment
+// before its console says so (the serial console is written by another process).
+func awaitConsoleLines(t testing.TB, m *computev1alpha1.Machine, line string, n int) string {
+	t.Helper()
+	var console string
+	capienv.Eventually(t, 30*time.Second, fmt.Sprintf("%d of %q on the console of anvil Machine %s", n, line, m.Name), func() error {
+		raw, err := os.ReadFile(m.Status.Console)
+		if err != nil {
+			return err
+		}
+		if console = string(raw); strings.Count(console, line) < n {
+			return fmt.Errorf("%d so far:\n%s", strings.Count(console, line), console)
+		}
+		return nil
+	})
+	return console
 }
 
 // assertBootstrapped checks that a certificate request for node's client certificate was
