@@ -16,11 +16,9 @@ CAPI_LDFLAGS := -X sigs.k8s.io/cluster-api/version.gitVersion=$(CAPI_VERSION) \
 	-X sigs.k8s.io/cluster-api/version.gitTreeState=clean
 # Integration and end-to-end tests read the control-plane binaries from here (envtest's variable).
 export KUBEBUILDER_ASSETS := $(BIN)
-# Parallel test packages each start a control plane; two at a time fits two cores.
-# One test package at a time: QEMU guests under TCG and Ironic each keep a core busy, and
-# two such packages side by side on the 2-core machines starved each other (a QEMU
-# conformance delete took over 2 minutes beside the Ironic tests).
-GO_TEST_FLAGS ?= -p 1 -timeout 40m
+# Flags of every go test hack/test.sh runs: it runs the packages that boot QEMU guests or
+# Ironic one at a time, and the rest one at a time beside them (see the script).
+GO_TEST_FLAGS ?= -timeout 40m
 
 # The build agent, one static binary per architecture builders run (see docs/imagebuild.md).
 AGENT_ARCHS := amd64 arm64
@@ -135,7 +133,7 @@ deps: ## System packages the tests and the demo need (idempotent).
 test: deps tools testos eraser esp agents verify-generated vet test-only ## Everything CI runs.
 
 test-only: ## Unit, integration and end-to-end tests, without the set-up steps.
-	go test $(GO_TEST_FLAGS) ./...
+	hack/test.sh $(GO_TEST_FLAGS)
 
 # Every fuzz test, as package:FuzzTarget (docs/fuzzing.md). make test runs their seeds and
 # testdata/fuzz inputs as ordinary tests; make fuzz fuzzes each for FUZZTIME, one after another.

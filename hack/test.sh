@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Runs every test package in two lanes side by side, each one package at a time:
+#   heavy: the packages that boot QEMU guests (TCG keeps a core busy) or run Ironic;
+#   light: the rest (unit tests, envtest control planes, the Cluster API manager).
+# Two heavy packages side by side starved each other on two cores (a QEMU conformance
+# delete took over 2 minutes beside the Ironic tests), so they never share the machine with
+# each other; a light package beside one does not. The heavy lane streams to stdout, the
+# light lane to a log printed when both are done. Exit status: non-zero when either failed.
+# Usage: hack/test.sh [go test flags...]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+module=$(go list -m)
+heavy=(
+	./test/capiguest ./test/metal ./test/e2e ./test/chaos ./test/testos ./test/security
+	./internal/runtime/qemu ./internal/runtime/qemu/vm ./internal/runtime/qemu/qmp
+	./internal/provisioner/ironic ./internal/runtime/metal
+)
+exclude=()
+for p in "${heavy[@]}"; do exclude+=(-e "$module/${p#./}"); done
+mapfile -t light < <(go list ./... | grep -v -x -F "${exclude[@]}")
+
+log=$(mktemp "${TMPDIR:-/tmp}/anvil-light-tests.XXXXXX")
+go test -p 1 "$@" "${light[@]}" >"$log" 2>&1 &
+light_pid=$!
+trap 'kill "$light_pid" 2>/dev/null; exit 130' INT TERM
+go test -p 1 "$@" "${heavy[@]}"
+heavy_rc=$?
+wait "$light_pid"
+light_rc=$?
+echo "=== the light lane (${#light[@]} packages) ==="
+cat "$log"
+rm -f "$log"
+if [ "$heavy_rc" -ne 0 ] || [ "$light_rc" -ne 0 ]; then
+	echo "FAIL: heavy lane exit $heavy_rc, light lane exit $light_rc"
+	exit 1
+fi
