@@ -74,10 +74,17 @@ func MetalUser(namespace string) string {
 // that identity for impersonation (anvil dev, the tests). The site's poollet is another
 // identity (InstallPoollet): it runs as its own process on a real site.
 func InstallMetal(ctx context.Context, c client.Client, namespace string) (rest.ImpersonationConfig, error) {
+	return installInNamespace(ctx, c, "metal", namespace, MetalServiceAccount)
+}
+
+// installInNamespace installs the identity of config/rbac/<dir> whose Roles act in one
+// namespace of the operator's choosing: the ServiceAccount namespace/sa, the Roles placed
+// in namespace (made if missing), the ClusterRoles bound as <sa>-<namespace>.
+func installInNamespace(ctx context.Context, c client.Client, dir, namespace, sa string) (rest.ImpersonationConfig, error) {
 	if err := ensureNamespaces(ctx, c, namespace); err != nil {
 		return rest.ImpersonationConfig{}, err
 	}
-	roles, err := Load("metal")
+	roles, err := Load(dir)
 	if err != nil {
 		return rest.ImpersonationConfig{}, err
 	}
@@ -86,7 +93,7 @@ func InstallMetal(ctx context.Context, c client.Client, namespace string) (rest.
 			r.SetNamespace(namespace)
 		}
 	}
-	return installIdentity(ctx, c, "metal", roles, namespace, MetalServiceAccount, MetalServiceAccount+"-"+namespace)
+	return installIdentity(ctx, c, dir, roles, namespace, sa, sa+"-"+namespace)
 }
 
 // BrokerServiceAccountPrefix begins the name of every broker's ServiceAccount. The
@@ -118,19 +125,7 @@ func InstallBroker(ctx context.Context, c client.Client, namespace, pool string)
 	if err != nil {
 		return rest.ImpersonationConfig{}, err
 	}
-	if err := ensureNamespaces(ctx, c, namespace); err != nil {
-		return rest.ImpersonationConfig{}, err
-	}
-	roles, err := Load("broker")
-	if err != nil {
-		return rest.ImpersonationConfig{}, err
-	}
-	for _, r := range roles {
-		if r.GetKind() == "Role" {
-			r.SetNamespace(namespace)
-		}
-	}
-	return installIdentity(ctx, c, "broker", roles, namespace, sa, sa+"-"+namespace)
+	return installInNamespace(ctx, c, "broker", namespace, sa)
 }
 
 func ensureNamespaces(ctx context.Context, c client.Client, names ...string) error {

@@ -218,15 +218,6 @@ func TestBrokerCredentialsReachOnlyItsOwnObjects(t *testing.T) {
 	list := func(l client.ObjectList, opts ...client.ListOption) func(context.Context) error {
 		return func(ctx context.Context) error { return b.c.List(ctx, l, opts...) }
 	}
-	watch := func(l client.ObjectList, opts ...client.ListOption) func(context.Context) error {
-		return func(ctx context.Context) error {
-			w, err := b.c.Watch(ctx, l, opts...)
-			if err == nil {
-				w.Stop()
-			}
-			return err
-		}
-	}
 	createAs := func(o client.Object) func(context.Context) error {
 		return func(ctx context.Context) error { return b.c.Create(ctx, o) }
 	}
@@ -274,7 +265,7 @@ func TestBrokerCredentialsReachOnlyItsOwnObjects(t *testing.T) {
 		{"get Secret " + tenant + "/user-data (labelled with its pool)", refusedByRBAC, get(&corev1.Secret{}, tenant, "user-data")},
 		{"list Secrets of " + infra, refusedByRBAC, list(&corev1.SecretList{}, client.InNamespace(infra))},
 		{"list Secrets of every namespace", refusedByRBAC, list(&corev1.SecretList{})},
-		{"watch Secrets of every namespace", refusedByRBAC, watch(&corev1.SecretList{})},
+		{"watch Secrets of every namespace", refusedByRBAC, watchWith(b.c, &corev1.SecretList{})},
 		{"list Secrets of " + tenant + " by its label", refusedByRBAC, list(&corev1.SecretList{}, client.InNamespace(tenant), client.MatchingLabels(labelled(pool)))},
 		{"create a labelled Secret in " + tenant, refusedByRBAC, createAs(secret(tenant, "planted", labelled(pool)))},
 		{"patch Secret " + tenant + "/user-data", refusedByRBAC, patch(secret(tenant, "user-data", nil), false, annotate)},
@@ -375,6 +366,18 @@ func TestBrokerCredentialsReachOnlyItsOwnObjects(t *testing.T) {
 	}
 }
 
+// watchWith starts a watch of l with c and stops it: the answer is the API server's to
+// starting it.
+func watchWith(c client.WithWatch, l client.ObjectList, opts ...client.ListOption) func(context.Context) error {
+	return func(ctx context.Context) error {
+		w, err := c.Watch(ctx, l, opts...)
+		if err == nil {
+			w.Stop()
+		}
+		return err
+	}
+}
+
 // event is an Event about a Machine of ns, as a broker would write one.
 func event(ns string) *eventsv1.Event {
 	return &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "broker-"},
@@ -410,34 +413,16 @@ func TestBrokerCredentialsDoWhatABrokerNeeds(t *testing.T) {
 		{"list its Secrets by label", allowed, func(ctx context.Context) error {
 			return b.c.List(ctx, &corev1.SecretList{}, client.InNamespace(ns), mine)
 		}},
-		{"watch its Secrets by label", allowed, func(ctx context.Context) error {
-			w, err := b.c.Watch(ctx, &corev1.SecretList{}, client.InNamespace(ns), mine)
-			if err == nil {
-				w.Stop()
-			}
-			return err
-		}},
+		{"watch its Secrets by label", allowed, watchWith(b.c, &corev1.SecretList{}, client.InNamespace(ns), mine)},
 		{"patch its Secret", allowed, record(mySecret)},
 		{"create its Machine", allowed, func(ctx context.Context) error { return b.c.Create(ctx, myMachine) }},
 		{"list its Machines by label", allowed, func(ctx context.Context) error {
 			return b.c.List(ctx, &computev1alpha1.MachineList{}, client.InNamespace(ns), mine)
 		}},
-		{"watch its Machines", allowed, func(ctx context.Context) error {
-			w, err := b.c.Watch(ctx, &computev1alpha1.MachineList{}, client.InNamespace(ns), mine)
-			if err == nil {
-				w.Stop()
-			}
-			return err
-		}},
+		{"watch its Machines", allowed, watchWith(b.c, &computev1alpha1.MachineList{}, client.InNamespace(ns), mine)},
 		{"write its record on its Machine", allowed, record(myMachine)},
 		{"list MachinePools", allowed, func(ctx context.Context) error { return b.c.List(ctx, &computev1alpha1.MachinePoolList{}) }},
-		{"watch MachinePools", allowed, func(ctx context.Context) error {
-			w, err := b.c.Watch(ctx, &computev1alpha1.MachinePoolList{})
-			if err == nil {
-				w.Stop()
-			}
-			return err
-		}},
+		{"watch MachinePools", allowed, watchWith(b.c, &computev1alpha1.MachinePoolList{})},
 		{"get MachinePool open-needs", allowed, func(ctx context.Context) error {
 			return b.c.Get(ctx, client.ObjectKey{Name: "open-needs"}, &computev1alpha1.MachinePool{})
 		}},
