@@ -199,6 +199,12 @@ func TestBrokerCredentialsReachOnlyItsOwnObjects(t *testing.T) {
 		// Its own, as it made them (the admin makes them here: the positive test has the
 		// broker make its own).
 		secret(ns, "mine", labelled(pool)),
+		machine(ns, "mine", labelled(pool)),
+		// A disk and a NIC of its namespace no Machine holds (an admin's).
+		&computev1alpha1.Volume{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "admins"},
+			Spec: computev1alpha1.VolumeSpec{Size: resource.MustParse("1Gi")}},
+		&computev1alpha1.NetworkInterface{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "admins"},
+			Spec: computev1alpha1.NetworkInterfaceSpec{Network: "management"}},
 		&computev1alpha1.MachinePool{ObjectMeta: metav1.ObjectMeta{Name: closed},
 			Spec: computev1alpha1.MachinePoolSpec{Tenants: &computev1alpha1.TenantPolicy{Namespaces: []string{tenant}}}},
 	)
@@ -256,6 +262,10 @@ func TestBrokerCredentialsReachOnlyItsOwnObjects(t *testing.T) {
 		o.SetLabels(l)
 	}
 	annotate := func(o client.Object) { o.SetAnnotations(map[string]string{"broker.anvil.dev/record": "{}"}) }
+	withVolume, withNIC := machine(ns, "with-volume", labelled(pool)), machine(ns, "with-nic", labelled(pool))
+	withVolume.Spec.Volumes = []computev1alpha1.MachineVolume{{Name: "data", VolumeRef: &computev1alpha1.LocalObjectReference{Name: "admins"}}}
+	withNIC.Spec.NetworkInterfaces = []computev1alpha1.MachineNetworkInterface{{Name: "mgmt",
+		NetworkInterfaceRef: &computev1alpha1.LocalObjectReference{Name: "admins"}}}
 	pinned := machine(ns, "pinned", labelled(pool))
 	pinned.Spec.MachinePoolRef = &computev1alpha1.LocalObjectReference{Name: closed}
 
@@ -321,6 +331,11 @@ func TestBrokerCredentialsReachOnlyItsOwnObjects(t *testing.T) {
 		{"create a Machine without the label", refusedByScope, createAs(machine(ns, "unlabelled", nil))},
 		{"patch the admin's Machine " + ns + "/admins", refusedByScope, patch(machine(ns, "admins", nil), false, annotate)},
 		{"delete another broker's Machine", refusedByScope, deleteAs(machine(ns, "other-brokers", nil))},
+		{"create a Machine attaching the admin's Volume (volumeRef)", refusedByScope, createAs(withVolume)},
+		{"create a Machine attaching the admin's NetworkInterface (networkInterfaceRef)", refusedByScope, createAs(withNIC)},
+		{"attach the admin's Volume to its own Machine", refusedByScope, patch(machine(ns, "mine", nil), false, func(o client.Object) {
+			o.(*computev1alpha1.Machine).Spec.Volumes = withVolume.Spec.Volumes
+		})},
 		{"create a Machine pinned to pool " + closed + " (not open to " + ns + ")", refusedByBinding, createAs(pinned)},
 		{"write the status of Machine " + ns + "/admins", refusedByRBAC, patch(machine(ns, "admins", nil), true, func(o client.Object) {
 			o.(*computev1alpha1.Machine).Status.State = computev1alpha1.MachineStateRunning
@@ -396,7 +411,15 @@ func TestBrokerCredentialsDoWhatABrokerNeeds(t *testing.T) {
 		&computev1alpha1.MachineClass{ObjectMeta: metav1.ObjectMeta{Name: "class-needs"},
 			Capabilities: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}})
 	mySecret, myMachine := secret(ns, "0d6c1a52-uid", labelled(pool)), machine(ns, "0d6c1a52-uid", labelled(pool))
+	// As the broker maps an upstream Machine: a root disk from the image, an empty disk and
+	// a NIC as templates the site's ephemeral controller makes.
 	myMachine.Spec.MachinePoolSelector = map[string]string{"site": "s1"}
+	myMachine.Spec.Volumes = []computev1alpha1.MachineVolume{{Name: "root", Image: &computev1alpha1.ImageDiskSource{}},
+		{Name: "data", Ephemeral: &computev1alpha1.EphemeralVolumeSource{VolumeTemplate: computev1alpha1.VolumeTemplate{
+			Spec: computev1alpha1.VolumeSpec{Size: resource.MustParse("1Gi")}}}}}
+	myMachine.Spec.NetworkInterfaces = []computev1alpha1.MachineNetworkInterface{{Name: "mgmt",
+		Ephemeral: &computev1alpha1.EphemeralNetworkInterfaceSource{NetworkInterfaceTemplate: computev1alpha1.NetworkInterfaceTemplate{
+			Spec: computev1alpha1.NetworkInterfaceSpec{Network: "management"}}}}}
 	record := func(o client.Object) func(context.Context) error {
 		return func(ctx context.Context) error {
 			p := client.MergeFrom(o.DeepCopyObject().(client.Object))
