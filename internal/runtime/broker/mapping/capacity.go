@@ -192,4 +192,6 @@ func shortOf(held, demand, free corev1.ResourceList) string {
 }
 
 // Demand is what an upstream machine asks for, from its spec.resources.
-func Demand(s *mriv1alpha1.MachineSpec) corev1.ResourceList { return resourcesFromMRI(s.GetResources()) }
+func Demand(s *mriv1alpha1.MachineSpec) corev1.ResourceList {
+	return resourcesFromMRI(s.GetResources())
+}
