@@ -34,8 +34,9 @@ type share struct {
 
 // shares are the pools the broker may use: Ready and selected. A pool's allocatable is
 // not reduced by its Machines (the scheduler subtracts them); status.allocated is what
-// they hold. The broker's own Machines on it are added back, since the upstream scheduler
-// subtracts them itself: reporting only the free part would count them twice.
+// they hold. Only what others' Machines hold is subtracted: the upstream scheduler
+// subtracts the broker's own itself, and reporting only the free part would count them
+// twice.
 func (s Site) shares() []share {
 	var out []share
 	for i := range s.Pools {
@@ -44,14 +45,18 @@ func (s Site) shares() []share {
 			(s.Selector != nil && !s.Selector.Matches(labels.Set(p.Labels))) {
 			continue
 		}
-		res := p.Status.Allocatable.DeepCopy()
-		sub(res, p.Status.Allocated)
+		// What others hold is allocated less the broker's own, each floored at zero: a pool
+		// others fill past its allocatable gives nothing, however many of the broker's
+		// machines it also holds, so binding one never makes room.
+		others := p.Status.Allocated.DeepCopy()
 		for j := range s.Machines {
 			m := &s.Machines[j]
 			if holds(m) && m.Spec.MachinePoolRef != nil && m.Spec.MachinePoolRef.Name == p.Name {
-				add(res, s.demand(m))
+				sub(others, s.demand(m))
 			}
 		}
+		res := p.Status.Allocatable.DeepCopy()
+		sub(res, others)
 		out = append(out, share{pool: p, res: res})
 	}
 	return out

@@ -71,7 +71,9 @@ func TestNewDownstreamByFormatAndPlacement(t *testing.T) {
 		mut   func(*mriv1alpha1.Machine)
 		check func(*testing.T, Downstream)
 	}{
-		{"ignition", func(m *mriv1alpha1.Machine) { m.Spec.FirstBoot.Format = mriv1alpha1.ConfigFormat_CONFIG_FORMAT_IGNITION },
+		{"ignition", func(m *mriv1alpha1.Machine) {
+			m.Spec.FirstBoot.Format = mriv1alpha1.ConfigFormat_CONFIG_FORMAT_IGNITION
+		},
 			func(t *testing.T, d Downstream) {
 				if d.Machine.Spec.IgnitionRef == nil || d.Machine.Spec.IgnitionRef.Key != "ignition" || d.Machine.Spec.UserDataRef != nil ||
 					string(d.Secret.Data["ignition"]) != "#cloud-config\n" {

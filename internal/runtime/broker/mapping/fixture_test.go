@@ -18,7 +18,7 @@ var testTarget = Target{Namespace: "site-a", Pool: "region-broker", PoolSelector
 func machine(mut ...func(*mriv1alpha1.Machine)) *mriv1alpha1.Machine {
 	m := &mriv1alpha1.Machine{
 		Metadata: &mriv1alpha1.ObjectMetadata{
-			Labels: map[string]string{mri.LabelMachineUID: testUID, upstreamNamespaceLabel: "tenant", upstreamNameLabel: "web-1"},
+			Labels:      map[string]string{mri.LabelMachineUID: testUID, upstreamNamespaceLabel: "tenant", upstreamNameLabel: "web-1"},
 			Annotations: map[string]string{"note": "x"},
 		},
 		Spec: &mriv1alpha1.MachineSpec{
@@ -34,8 +34,8 @@ func machine(mut ...func(*mriv1alpha1.Machine)) *mriv1alpha1.Machine {
 				{Name: "root", Source: &mriv1alpha1.Volume_ImageDisk{ImageDisk: &mriv1alpha1.ImageDisk{SizeBytes: 10 << 30}}},
 				{Name: "data", Source: &mriv1alpha1.Volume_EmptyDisk{EmptyDisk: &mriv1alpha1.EmptyDisk{SizeBytes: 1 << 30}}},
 			},
-			NetworkInterfaces: []*mriv1alpha1.NetworkInterface{{Name: "eth0", Network: "default", MacAddress: "52:54:00:00:00:01", Ips: []string{"10.0.0.5"}}},
-			HostSelector:      map[string]string{"rack": "r1"},
+			NetworkInterfaces:       []*mriv1alpha1.NetworkInterface{{Name: "eth0", Network: "default", MacAddress: "52:54:00:00:00:01", Ips: []string{"10.0.0.5"}}},
+			HostSelector:            map[string]string{"rack": "r1"},
 			HostSelectorExpressions: []*mriv1alpha1.LabelSelectorRequirement{{Key: "gpu", Operator: "In", Values: []string{"a100"}}},
 			Hostname:                "web-1",
 			Placement: &mriv1alpha1.Placement{Tolerations: []*mriv1alpha1.Toleration{{Key: "dedicated", Operator: "Equal", Value: "web", Effect: "NoSchedule"}},

@@ -57,9 +57,9 @@ func TestUpstreamStatus(t *testing.T) {
 		{"running, observed: every field mapped", func(m *computev1alpha1.Machine, _ *Observed) {
 			m.Status = computev1alpha1.MachineStatus{ObservedGeneration: 1, State: computev1alpha1.MachineStateRunning,
 				Architecture: computev1alpha1.ArchitectureARM64, Console: "/var/log/anvil/x.log", RebootToken: "t1",
-				Addresses:  []computev1alpha1.MachineAddress{{Type: "InternalIP", Address: "10.0.0.5"}},
-				Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Running", Message: "running on pool p"}},
-				Volumes:    []computev1alpha1.AttachmentStatus{{Name: "data", State: computev1alpha1.AttachStateAttached, Handle: "vdb"}},
+				Addresses:         []computev1alpha1.MachineAddress{{Type: "InternalIP", Address: "10.0.0.5"}},
+				Conditions:        []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Running", Message: "running on pool p"}},
+				Volumes:           []computev1alpha1.AttachmentStatus{{Name: "data", State: computev1alpha1.AttachStateAttached, Handle: "vdb"}},
 				NetworkInterfaces: []computev1alpha1.AttachmentStatus{{Name: "eth0", State: computev1alpha1.AttachStateAttached}}}
 		}, func(t *testing.T, st *mriv1alpha1.MachineStatus, _ *mriv1alpha1.ObjectMetadata) {
 			want := &mriv1alpha1.MachineStatus{ObservedGeneration: 1, State: mriv1alpha1.MachineState_MACHINE_STATE_RUNNING,
