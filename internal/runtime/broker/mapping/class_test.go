@@ -29,11 +29,15 @@ func TestMatchClass(t *testing.T) {
 		class *computev1alpha1.MachineClass
 		err   string
 	}{
-		{"same size, written otherwise", class(func(c *computev1alpha1.MachineClass) { c.Capabilities[corev1.ResourceCPU] = resource.MustParse("2000m") }), ""},
+		{"same size, written otherwise", class(func(c *computev1alpha1.MachineClass) {
+			c.Capabilities[corev1.ResourceCPU] = resource.MustParse("2000m")
+		}), ""},
 		{"same size, the class of the machine's architecture", class(func(c *computev1alpha1.MachineClass) { c.Architecture = "amd64" }), ""},
 		{"missing", nil, "class small does not exist downstream"},
 		{"less cpu", class(func(c *computev1alpha1.MachineClass) { c.Capabilities[corev1.ResourceCPU] = resource.MustParse("1") }), "cpu 2000m upstream, 1000m downstream"},
-		{"more memory", class(func(c *computev1alpha1.MachineClass) { c.Capabilities[corev1.ResourceMemory] = resource.MustParse("8Gi") }), "memory 4294967296 bytes upstream, 8589934592 downstream"},
+		{"more memory", class(func(c *computev1alpha1.MachineClass) {
+			c.Capabilities[corev1.ResourceMemory] = resource.MustParse("8Gi")
+		}), "memory 4294967296 bytes upstream, 8589934592 downstream"},
 		{"no gpu", class(func(c *computev1alpha1.MachineClass) { delete(c.Capabilities, "example.com/gpu") }), "example.com/gpu 1 upstream, 0 downstream"},
 		{"an extra resource", class(func(c *computev1alpha1.MachineClass) { c.Capabilities["example.com/fpga"] = resource.MustParse("1") }), "example.com/fpga 0 upstream, 1 downstream"},
 		{"another architecture", class(func(c *computev1alpha1.MachineClass) { c.Architecture = "arm64" }), "limited to arm64, the machine is amd64"},

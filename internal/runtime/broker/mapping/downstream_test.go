@@ -147,7 +147,7 @@ func TestNewDownstreamRefusesWhatCannotCrossABroker(t *testing.T) {
 		}},
 		{"reference that does not parse", "image.reference", func(m *mriv1alpha1.Machine) { m.Spec.Image.Reference = "Bad Ref" }},
 		{"digest that is not one", "image.digest", func(m *mriv1alpha1.Machine) { m.Spec.Image.Digest = "sha256:xyz" }},
-		{"uid that is no name", "cannot name", func(m *mriv1alpha1.Machine) { m.Metadata.Labels["anvil.dev/machine-uid"] = "A_B" }},
+		{"no uid", "is not set", func(m *mriv1alpha1.Machine) { delete(m.Metadata.Labels, "anvil.dev/machine-uid") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := NewDownstream(testTarget, machine(tc.mut))

@@ -1,7 +1,10 @@
 package mapping
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -30,18 +33,25 @@ const (
 )
 
 // Name is the downstream Machine's (and first-boot Secret's) name for an upstream
-// machine: its uid label. A uid is unique and never reused, so a retried or restarted
-// create finds the object by name. A uid that is no object name is INVALID.
+// machine, and the value of its LabelUpstreamUID: its uid label. A uid is unique and never
+// reused, so a retried or restarted create finds the object by name. A uid that cannot be
+// a name and a label value (a Kubernetes UID always can; the conformance suite's test
+// names cannot) is named by its hash instead, as deterministic and as unique.
 func Name(labels map[string]string) (string, error) {
 	uid := labels[mri.LabelMachineUID]
 	if uid == "" {
 		return "", invalidf("metadata.labels: %s is not set: the broker names the downstream Machine after it", mri.LabelMachineUID)
 	}
-	if errs := validation.IsDNS1123Subdomain(uid); len(errs) > 0 {
-		return "", invalidf("metadata.labels[%s] %q cannot name a downstream Machine: %s", mri.LabelMachineUID, uid, errs[0])
+	if len(validation.IsDNS1123Label(uid)) == 0 && !strings.HasPrefix(uid, hashedPrefix) {
+		return uid, nil
 	}
-	return uid, nil
+	sum := sha256.Sum256([]byte(uid))
+	return hashedPrefix + hex.EncodeToString(sum[:20]), nil
 }
+
+// hashedPrefix starts the name of a uid that is no name; a uid starting so is hashed too,
+// so that no uid is named like another's hash.
+const hashedPrefix = "uid-"
 
 // ObjectLabels are the labels of every downstream object the broker of pool makes for
 // the upstream machine of uid.

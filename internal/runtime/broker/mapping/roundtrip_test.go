@@ -19,7 +19,7 @@ var (
 // value, no volume by handle.
 func genMachine(t *rapid.T) *mriv1alpha1.Machine {
 	labels := rapid.MapOf(genName, genValue).Draw(t, "labels")
-	labels[mri.LabelMachineUID] = rapid.StringMatching(`[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?`).Draw(t, "uid")
+	labels[mri.LabelMachineUID] = rapid.StringMatching(`[A-Za-z0-9/_-]{1,80}`).Draw(t, "uid")
 	s := &mriv1alpha1.MachineSpec{
 		Class:        genName.Draw(t, "class"),
 		Resources:    &mriv1alpha1.Resources{MilliCpu: rapid.Int64Range(1, 1e6).Draw(t, "cpu"), MemoryBytes: rapid.Int64Range(1, 1e12).Draw(t, "mem")},
@@ -87,9 +87,9 @@ func TestRoundTripProperty(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		uid := up.Metadata.Labels[mri.LabelMachineUID]
-		if d.Machine.Name != uid || (d.Secret != nil && d.Secret.Name != uid) {
-			t.Fatalf("names %s, %v; want %s", d.Machine.Name, d.Secret, uid)
+		name, _ := Name(up.Metadata.Labels)
+		if d.Machine.Name != name || d.Machine.Labels[LabelUpstreamUID] != name || (d.Secret != nil && d.Secret.Name != name) {
+			t.Fatalf("names %s, %v; want %s", d.Machine.Name, d.Secret, name)
 		}
 		dm := d.Machine.DeepCopy()
 		dm.UID, dm.Generation = "down", 1
