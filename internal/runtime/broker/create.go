@@ -42,19 +42,7 @@ func (r *Runtime) CreateMachine(ctx context.Context, req *mriv1alpha1.CreateMach
 		return &mriv1alpha1.CreateMachineResponse{Machine: m}, err
 	}
 	spec := in.GetSpec()
-	class := &computev1alpha1.MachineClass{}
-	if err := r.opts.Cache.Get(ctx, client.ObjectKey{Name: spec.GetClass()}, class); apierrors.IsNotFound(err) {
-		class = nil
-	} else if err != nil {
-		return nil, unavailable("reading MachineClass "+spec.GetClass(), err)
-	}
-	if err := mapping.MatchClass(class, spec); err != nil {
-		return nil, refusal(err)
-	}
 	arch := mri.ArchFromMRI(spec.GetArchitecture())
-	if err := r.checkImage(ctx, spec.GetImage(), arch); err != nil {
-		return nil, err
-	}
 	site, err := r.site(ctx)
 	if err != nil {
 		return nil, err
@@ -65,6 +53,18 @@ func (r *Runtime) CreateMachine(ctx context.Context, req *mriv1alpha1.CreateMach
 			reason = mriv1alpha1.ErrorReason_ERROR_REASON_WRONG_ARCHITECTURE
 		}
 		return nil, mri.Errorf(reason, "pool %s: %s", r.opts.PoolName, ref.Message)
+	}
+	class := &computev1alpha1.MachineClass{}
+	if err := r.opts.Cache.Get(ctx, client.ObjectKey{Name: spec.GetClass()}, class); apierrors.IsNotFound(err) {
+		class = nil
+	} else if err != nil {
+		return nil, unavailable("reading MachineClass "+spec.GetClass(), err)
+	}
+	if err := mapping.MatchClass(class, spec); err != nil {
+		return nil, refusal(err)
+	}
+	if err := r.checkImage(ctx, spec.GetImage(), arch); err != nil {
+		return nil, err
 	}
 	created, err := r.write(ctx, d)
 	if err != nil {
