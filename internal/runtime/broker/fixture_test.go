@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -100,8 +101,19 @@ func startDownstream() error {
 		<-mgrDone
 		os.RemoveAll(state)
 	})
-	images, err = pushImages()
-	return err
+	if images, err = pushImages(); err != nil {
+		return err
+	}
+	// Every test starts on a Ready pool: before, the broker rightly offers nothing.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		p := &computev1alpha1.MachinePool{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: downstreamPool}, p); err == nil && meta.IsStatusConditionTrue(p.Status.Conditions, computev1alpha1.ConditionReady) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("MachinePool %s never Ready", downstreamPool)
+		}
+	}
 }
 
 func pushImages() (map[string]*mriv1alpha1.Image, error) {
@@ -170,15 +182,18 @@ func newSite(t *testing.T, pool string) *site {
 // running is a broker and the cache it reads.
 type running struct {
 	*Runtime
-	stop context.CancelFunc
-	done chan error
+	stop   context.CancelFunc
+	done   chan error
+	closed sync.Once
 }
 
-// Close stops the runtime, then its cache.
+// Close stops the runtime, then its cache; again, it does nothing.
 func (r *running) Close() {
-	r.Runtime.Close()
-	r.stop()
-	<-r.done
+	r.closed.Do(func() {
+		r.Runtime.Close()
+		r.stop()
+		<-r.done
+	})
 }
 
 // start starts a broker on the site, ready to answer.
