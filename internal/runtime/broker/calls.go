@@ -46,7 +46,7 @@ func (r *Runtime) UpdateMachinePower(ctx context.Context, req *mriv1alpha1.Updat
 	if err := mutate.CheckPower(req.GetPower()); err != nil {
 		return nil, err
 	}
-	m, err := r.mutate(ctx, req.GetId(), func(m *mriv1alpha1.Machine, _ *computev1alpha1.Machine) (bool, error) {
+	m, err := r.mutate(ctx, req.GetId(), func(m *mriv1alpha1.Machine, _ *string) (bool, error) {
 		return mutate.SetPower(m.Spec, req.GetPower()), nil
 	})
 	if err != nil {
@@ -61,15 +61,9 @@ func (r *Runtime) RebootMachine(ctx context.Context, req *mriv1alpha1.RebootMach
 	if err := mutate.CheckRebootToken(req.GetToken()); err != nil {
 		return nil, err
 	}
-	m, err := r.mutate(ctx, req.GetId(), func(_ *mriv1alpha1.Machine, dm *computev1alpha1.Machine) (bool, error) {
-		if dm.Annotations[computev1alpha1.AnnotationReboot] == req.GetToken() {
-			return false, nil
-		}
-		if dm.Annotations == nil {
-			dm.Annotations = map[string]string{}
-		}
-		dm.Annotations[computev1alpha1.AnnotationReboot] = req.GetToken()
-		return true, nil
+	m, err := r.mutate(ctx, req.GetId(), func(_ *mriv1alpha1.Machine, reboot *string) (bool, error) {
+		*reboot = req.GetToken()
+		return true, nil // mapping.Update tells a token asked already
 	})
 	if err != nil {
 		return nil, err
@@ -100,7 +94,7 @@ func (r *Runtime) ReimageMachine(ctx context.Context, req *mriv1alpha1.ReimageMa
 	if err := r.checkImage(ctx, req.GetImage(), mri.ArchFromMRI(next.GetArchitecture())); err != nil {
 		return nil, err
 	}
-	m, err := r.mutate(ctx, req.GetId(), func(m *mriv1alpha1.Machine, _ *computev1alpha1.Machine) (bool, error) {
+	m, err := r.mutate(ctx, req.GetId(), func(m *mriv1alpha1.Machine, _ *string) (bool, error) {
 		return mutate.Reimage(m.Spec, req.GetImage(), req.GetFirstBoot()), nil
 	})
 	if err != nil {
@@ -110,7 +104,7 @@ func (r *Runtime) ReimageMachine(ctx context.Context, req *mriv1alpha1.ReimageMa
 }
 
 func (r *Runtime) UpdateMachineLabels(ctx context.Context, req *mriv1alpha1.UpdateMachineLabelsRequest) (*mriv1alpha1.UpdateMachineLabelsResponse, error) {
-	m, err := r.mutate(ctx, req.GetId(), func(m *mriv1alpha1.Machine, _ *computev1alpha1.Machine) (bool, error) {
+	m, err := r.mutate(ctx, req.GetId(), func(m *mriv1alpha1.Machine, _ *string) (bool, error) {
 		return mutate.SetLabels(m.Metadata, req.GetLabels()), nil
 	})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,10 +18,9 @@ import (
 	"github.com/anvil-dev/anvil/internal/runtime/broker/mapping"
 )
 
-// change edits a copy of the machine (its spec and labels) and, for what only the
-// downstream Machine carries (a reboot token), the downstream Machine; it reports whether
-// anything changed.
-type change func(m *mriv1alpha1.Machine, dm *computev1alpha1.Machine) (bool, error)
+// change edits a copy of the machine (its spec and labels) or asks a reboot; it reports
+// whether anything changed.
+type change func(m *mriv1alpha1.Machine, reboot *string) (bool, error)
 
 // mutate applies fn to machine id and writes what changed downstream, retrying on
 // conflicts: the first-boot Secret first when its data changed, then the Machine with
@@ -53,8 +53,8 @@ func (r *Runtime) mutate(ctx context.Context, id string, fn change) (*mriv1alpha
 			return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_NOT_FOUND, "machine %q: %v", id, err)
 		}
 		next := proto.Clone(cur).(*mriv1alpha1.Machine)
-		edited := dm.DeepCopy()
-		changed, err := fn(next, edited)
+		var reboot string
+		changed, err := fn(next, &reboot)
 		if err != nil || !changed {
 			return err
 		}
@@ -63,9 +63,12 @@ func (r *Runtime) mutate(ctx context.Context, id string, fn change) (*mriv1alpha
 				return err
 			}
 		}
-		out, err := mapping.Update(r.target, edited, cur.Spec, next.Spec, next.Metadata.Labels)
+		out, err := mapping.Update(r.target, dm, cur.Spec, mapping.Change{Spec: next.Spec, Labels: next.Metadata.Labels, Reboot: reboot})
 		if err != nil {
 			return refusal(err)
+		}
+		if equality.Semantic.DeepEqual(out, dm) {
+			return nil // a reboot asked already (E3)
 		}
 		if err := r.opts.Client.Update(ctx, out); err != nil {
 			return err

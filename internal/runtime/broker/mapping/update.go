@@ -10,12 +10,23 @@ import (
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 )
 
-// Update is the downstream Machine after an MRI call changed the spec from current (as
-// Upstream reported it, first-boot data included) to spec and the labels to labels (power, reimage, labels): only the fields a bound downstream Machine
-// may change move (power, image, first-boot references and metadata); the record's MRI
-// generation grows when the spec changed (E4), its downstream generation when the
-// downstream spec did (the API server counts the same way). dm is not modified.
-func Update(t Target, dm *computev1alpha1.Machine, current, spec *mriv1alpha1.MachineSpec, labels map[string]string) (*computev1alpha1.Machine, error) {
+// Change is what an MRI call asks of a machine: its spec and labels after the call, and
+// a reboot token ("" for none).
+type Change struct {
+	Spec   *mriv1alpha1.MachineSpec
+	Labels map[string]string
+	Reboot string
+}
+
+// Update is the downstream Machine after an MRI call changed the machine from current (its
+// spec as Upstream reported it, first-boot data included) as c says: only the fields a
+// bound downstream Machine may change move (power, image, first-boot references and
+// metadata), a new reboot token becomes its compute.anvil.dev/reboot annotation; the
+// record's MRI generation grows when the spec changed or a reboot was asked (E4), its
+// downstream generation when the downstream spec changed (the API server counts the same
+// way). dm is not modified.
+func Update(t Target, dm *computev1alpha1.Machine, current *mriv1alpha1.MachineSpec, c Change) (*computev1alpha1.Machine, error) {
+	spec, labels := c.Spec, c.Labels
 	rec, _, err := DecodeRecord(dm.Annotations[AnnotationRecord])
 	if err != nil {
 		return nil, err
@@ -32,7 +43,11 @@ func Update(t Target, dm *computev1alpha1.Machine, current, spec *mriv1alpha1.Ma
 	if !equality.Semantic.DeepEqual(out.Spec, dm.Spec) {
 		rec.DownstreamGeneration = dm.Generation + 1
 	}
-	if !proto.Equal(current, spec) {
+	rebooted := c.Reboot != "" && dm.Annotations[computev1alpha1.AnnotationReboot] != c.Reboot
+	if rebooted {
+		out.Annotations[computev1alpha1.AnnotationReboot] = c.Reboot
+	}
+	if rebooted || !proto.Equal(current, spec) {
 		rec.Generation++
 	}
 	rec.Labels = maps.Clone(labels)
