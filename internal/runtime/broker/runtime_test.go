@@ -232,19 +232,43 @@ func TestRestartAdoptsAndSweeps(t *testing.T) {
 	}
 }
 
-// TestStatusIsTheDownstreamPools: the fake pool's allocatable, its architectures, its
-// classes; nothing native.
+// TestStatusIsTheDownstreamPools: the fake pool's capacity, architectures and classes,
+// nothing native; allocatable is what the pool has less what others' Machines hold
+// (status.allocated less the broker's own): a machine of the broker, once the downstream
+// counts it, leaves the broker's allocatable as it was, since the upstream scheduler
+// subtracts it itself.
 func TestStatusIsTheDownstreamPools(t *testing.T) {
 	s := newSite(t, "status")
 	r := s.mustStart(t)
+	// want is the pool's allocatable cpu less what others hold, when the broker holds own.
+	want := func(own int64) int64 {
+		p := &computev1alpha1.MachinePool{}
+		if err := env.Client.Get(bg(t), client.ObjectKey{Name: downstreamPool}, p); err != nil {
+			t.Fatal(err)
+		}
+		alloc, held := p.Status.Allocatable[corev1.ResourceCPU], p.Status.Allocated[corev1.ResourceCPU]
+		return alloc.MilliValue() - max(held.MilliValue()-own, 0)
+	}
 	var st *mriv1alpha1.StatusResponse
-	eventually(t, "saw the downstream pool", func() bool {
+	eventually(t, "reported the pool", func() bool {
 		var err error
 		st, err = r.Status(bg(t), &mriv1alpha1.StatusRequest{})
-		return err == nil && st.Allocatable.GetMilliCpu() > 0
+		return err == nil && st.Allocatable.GetMilliCpu() == want(0)
 	})
-	if st.Allocatable.MilliCpu != 64000 || st.Allocatable.MemoryBytes != 64<<30 || len(st.Architectures) != 2 ||
+	if st.Capacity.MilliCpu != 64000 || st.Capacity.MemoryBytes != 64<<30 || len(st.Architectures) != 2 ||
 		len(st.NativeArchitectures) != 0 || len(st.SupportedClasses) == 0 || st.SupportedClasses[0] != "small" {
 		t.Fatalf("Status = %v", st)
 	}
+	resp, err := r.CreateMachine(bg(t), &mriv1alpha1.CreateMachineRequest{Machine: upstream("8f4a3d0e-0000-4000-8000-000000000005")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "ran downstream", func() bool {
+		l, err := r.ListMachines(bg(t), &mriv1alpha1.ListMachinesRequest{Id: resp.Machine.Metadata.Id})
+		return err == nil && len(l.Machines) == 1 && l.Machines[0].Status.State == mriv1alpha1.MachineState_MACHINE_STATE_RUNNING
+	})
+	eventually(t, "reported the pool, its own machine not subtracted", func() bool {
+		st, err := r.Status(bg(t), &mriv1alpha1.StatusRequest{})
+		return err == nil && st.Allocatable.GetMilliCpu() == want(1000)
+	})
 }
