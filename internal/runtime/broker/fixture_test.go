@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -197,10 +198,14 @@ func (r *running) Close() {
 }
 
 // start starts a broker on the site, ready to answer.
-func (s *site) start() (*running, error) {
+func (s *site) start() (*running, error) { return s.startWith(env.Config, env.Client, nil) }
+
+// startWith starts a broker that reaches the downstream through cfg (and cl), its options
+// changed by mut.
+func (s *site) startWith(cfg *rest.Config, cl client.Client, mut func(*Options)) (*running, error) {
 	opts := CacheOptions(s.ns, s.pool)
 	opts.Scheme = env.Scheme
-	c, err := cache.New(env.Config, opts)
+	c, err := cache.New(cfg, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -208,8 +213,12 @@ func (s *site) start() (*running, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt, err := New(Options{Client: env.Client, Cache: c, Namespace: s.ns, PoolName: s.pool, Images: imgs,
-		Logger: testr.NewWithOptions(s.t, testr.Options{Verbosity: 1})})
+	o := Options{Client: cl, Cache: c, Namespace: s.ns, PoolName: s.pool, Images: imgs,
+		Logger: testr.NewWithOptions(s.t, testr.Options{Verbosity: 1})}
+	if mut != nil {
+		mut(&o)
+	}
+	rt, err := New(o)
 	if err != nil {
 		return nil, err
 	}

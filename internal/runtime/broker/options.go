@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -41,7 +42,11 @@ type Options struct {
 	PoolSelector map[string]string
 	// Images checks at create that the image exists and has the architecture.
 	Images Images
-	Logger logr.Logger
+	// ProbeInterval is how often the downstream API is asked whether it answers (default
+	// 5 s); UnreachableAfter how long it may fail before every machine says the site is
+	// unreachable (default 15 s). Nothing is deleted for it.
+	ProbeInterval, UnreachableAfter time.Duration
+	Logger                          logr.Logger
 }
 
 // CacheOptions are what a cache needs to serve a broker of pool in namespace: its own
@@ -65,6 +70,12 @@ func (o *Options) defaults() error {
 	}
 	if o.APIReader == nil {
 		o.APIReader = o.Client
+	}
+	if o.ProbeInterval <= 0 {
+		o.ProbeInterval = 5 * time.Second
+	}
+	if o.UnreachableAfter <= 0 {
+		o.UnreachableAfter = 15 * time.Second
 	}
 	return nil
 }

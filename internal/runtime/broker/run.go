@@ -39,15 +39,20 @@ func (r *Runtime) Run(ctx context.Context) error {
 	}
 	r.start()
 	r.opts.Logger.Info("broker runtime ready", "namespace", r.opts.Namespace, "pool", r.opts.PoolName, "machines", len(r.views))
-	done := make(chan struct{})
+	done, probed := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		for r.work(ctx) {
 		}
 	}()
+	go func() {
+		defer close(probed)
+		r.probe(ctx)
+	}()
 	<-ctx.Done()
 	r.secrets.ShutDown()
 	<-done
+	<-probed
 	return nil
 }
 

@@ -53,10 +53,13 @@ type Runtime struct {
 	byID  map[string]string
 	// creating are names whose create is under way: their Secret exists before the Machine.
 	creating map[string]bool
-	events   *events.Hub
-	started  bool
-	running  bool
-	closed   bool
+	// unreachable says why the downstream API has not answered for UnreachableAfter; ""
+	// while it answers.
+	unreachable string
+	events      *events.Hub
+	started     bool
+	running     bool
+	closed      bool
 }
 
 // New makes a runtime; Run serves.
@@ -243,7 +246,8 @@ func (r *Runtime) refreshLocked(name string) {
 	prev, had := r.views[name]
 	var next *mriv1alpha1.Machine
 	if obj, ok := r.objs[name]; ok {
-		m, err := mapping.Upstream(mapping.Observed{Machine: obj, SecretData: r.data[name]})
+		m, err := mapping.Upstream(mapping.Observed{Machine: obj, SecretData: r.data[name],
+			Unreachable: r.unreachable != "", UnreachableMessage: r.unreachable})
 		if err != nil {
 			// Only a hand edit breaks a record: leave the Machine to its operators.
 			r.opts.Logger.Error(err, "downstream Machine carries an unreadable record; not reporting it", "machine", name)
