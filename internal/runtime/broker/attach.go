@@ -3,26 +3,22 @@ package broker
 import (
 	"context"
 
-	"google.golang.org/protobuf/proto"
-
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/mri/mutate"
 )
 
 // A downstream Machine's volumes and NICs cannot change once it is bound (its CRD says
 // so), so a brokered machine has no hot-plug (CONTRACT.md E6): attaching what the machine
 // already has, or detaching what it never had, succeeds and changes nothing (E3);
 // anything else is INVALID.
-
-const noHotplug = "the downstream Machine's %s cannot change once it is bound: delete and recreate the machine with the %s it needs"
+const (
+	noVolumeHotplug = "the downstream Machine's volumes cannot change once it is bound: delete and recreate the machine with the volumes it needs"
+	noNICHotplug    = "the downstream Machine's network interfaces cannot change once it is bound: delete and recreate the machine with the network interfaces it needs"
+)
 
 func (r *Runtime) AttachVolume(ctx context.Context, req *mriv1alpha1.AttachVolumeRequest) (*mriv1alpha1.AttachVolumeResponse, error) {
 	m, err := r.unchanged(ctx, req.GetId(), func(spec *mriv1alpha1.MachineSpec) error {
-		for _, v := range spec.GetVolumes() {
-			if v.GetName() == req.GetVolume().GetName() && proto.Equal(v, req.GetVolume()) {
-				return nil
-			}
-		}
-		return invalid("volume %q: "+noHotplug, req.GetVolume().GetName(), "volumes", "volumes")
+		return mutate.CheckAttachFixedVolume(spec, req.GetVolume(), noVolumeHotplug)
 	})
 	if err != nil {
 		return nil, err
@@ -32,12 +28,7 @@ func (r *Runtime) AttachVolume(ctx context.Context, req *mriv1alpha1.AttachVolum
 
 func (r *Runtime) DetachVolume(ctx context.Context, req *mriv1alpha1.DetachVolumeRequest) (*mriv1alpha1.DetachVolumeResponse, error) {
 	m, err := r.unchanged(ctx, req.GetId(), func(spec *mriv1alpha1.MachineSpec) error {
-		for _, v := range spec.GetVolumes() {
-			if v.GetName() == req.GetName() {
-				return invalid("volume %q: "+noHotplug, req.GetName(), "volumes", "volumes")
-			}
-		}
-		return nil
+		return mutate.CheckDetachFixedVolume(spec, req.GetName(), noVolumeHotplug)
 	})
 	if err != nil {
 		return nil, err
@@ -47,12 +38,7 @@ func (r *Runtime) DetachVolume(ctx context.Context, req *mriv1alpha1.DetachVolum
 
 func (r *Runtime) AttachNetworkInterface(ctx context.Context, req *mriv1alpha1.AttachNetworkInterfaceRequest) (*mriv1alpha1.AttachNetworkInterfaceResponse, error) {
 	m, err := r.unchanged(ctx, req.GetId(), func(spec *mriv1alpha1.MachineSpec) error {
-		for _, n := range spec.GetNetworkInterfaces() {
-			if n.GetName() == req.GetNetworkInterface().GetName() && proto.Equal(n, req.GetNetworkInterface()) {
-				return nil
-			}
-		}
-		return invalid("network interface %q: "+noHotplug, req.GetNetworkInterface().GetName(), "network interfaces", "network interfaces")
+		return mutate.CheckAttachFixedNetworkInterface(spec, req.GetNetworkInterface(), noNICHotplug)
 	})
 	if err != nil {
 		return nil, err
@@ -62,12 +48,7 @@ func (r *Runtime) AttachNetworkInterface(ctx context.Context, req *mriv1alpha1.A
 
 func (r *Runtime) DetachNetworkInterface(ctx context.Context, req *mriv1alpha1.DetachNetworkInterfaceRequest) (*mriv1alpha1.DetachNetworkInterfaceResponse, error) {
 	m, err := r.unchanged(ctx, req.GetId(), func(spec *mriv1alpha1.MachineSpec) error {
-		for _, n := range spec.GetNetworkInterfaces() {
-			if n.GetName() == req.GetName() {
-				return invalid("network interface %q: "+noHotplug, req.GetName(), "network interfaces", "network interfaces")
-			}
-		}
-		return nil
+		return mutate.CheckDetachFixedNetworkInterface(spec, req.GetName(), noNICHotplug)
 	})
 	if err != nil {
 		return nil, err
