@@ -5,6 +5,9 @@ import (
 	"errors"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,33 +39,22 @@ func (r *Runtime) CreateMachine(ctx context.Context, req *mriv1alpha1.CreateMach
 	if err := r.awaitReady(ctx); err != nil {
 		return nil, err
 	}
-	r.createMu.Lock()
-	defer r.createMu.Unlock()
-	if m, err := r.existing(ctx, d.Machine.Name); m != nil || err != nil {
-		return &mriv1alpha1.CreateMachineResponse{Machine: m}, err
+	name := d.Machine.Name
+	if m := r.view(name); m != nil {
+		return &mriv1alpha1.CreateMachineResponse{Machine: m}, nil // made already (I2)
 	}
 	spec := in.GetSpec()
 	arch := mri.ArchFromMRI(spec.GetArchitecture())
-	site, err := r.site(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if ref := site.Admit(arch, spec.GetPlacement().GetNativeOnly(), mapping.Demand(spec)); ref != nil {
-		reason := mriv1alpha1.ErrorReason_ERROR_REASON_NO_CAPACITY
-		if ref.Reason == mapping.RefusedArchitecture {
-			reason = mriv1alpha1.ErrorReason_ERROR_REASON_WRONG_ARCHITECTURE
-		}
-		return nil, mri.Errorf(reason, "pool %s: %s", r.opts.PoolName, ref.Message)
-	}
 	class := &computev1alpha1.MachineClass{}
 	if err := r.opts.Cache.Get(ctx, client.ObjectKey{Name: spec.GetClass()}, class); apierrors.IsNotFound(err) {
 		class = nil
 	} else if err != nil {
 		return nil, unavailable("reading MachineClass "+spec.GetClass(), err)
 	}
-	if err := mapping.MatchClass(class, spec); err != nil {
-		return nil, refusal(err)
+	if m, err := r.admit(ctx, d, spec, class); m != nil || err != nil {
+		return &mriv1alpha1.CreateMachineResponse{Machine: m}, err
 	}
+	defer r.release(name)
 	if err := r.checkImage(ctx, spec.GetImage(), arch); err != nil {
 		return nil, err
 	}
@@ -77,6 +69,52 @@ func (r *Runtime) CreateMachine(ctx context.Context, req *mriv1alpha1.CreateMach
 	}
 	r.opts.Logger.Info("machine created", "machine", m.Metadata.Id, "downstream", created.Name)
 	return &mriv1alpha1.CreateMachineResponse{Machine: m}, nil
+}
+
+// admit holds the room the machine takes, one create at a time, so that two never take
+// the same: the machine an earlier create made (I2) is returned instead, a create of it
+// still under way is UNAVAILABLE (the caller retries), one that does not fit is refused.
+// What it holds counts in every later admission until release.
+func (r *Runtime) admit(ctx context.Context, d mapping.Downstream, spec *mriv1alpha1.MachineSpec, class *computev1alpha1.MachineClass) (*mriv1alpha1.Machine, error) {
+	r.createMu.Lock()
+	defer r.createMu.Unlock()
+	name := d.Machine.Name
+	r.mu.Lock()
+	_, busy := r.creating[name]
+	r.mu.Unlock()
+	if busy {
+		return nil, status.Errorf(codes.Unavailable, "broker runtime: a create of machine %s is under way", name)
+	}
+	if m, err := r.existing(ctx, name); m != nil || err != nil {
+		return m, err
+	}
+	site, err := r.site(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if ref := site.Admit(mri.ArchFromMRI(spec.GetArchitecture()), spec.GetPlacement().GetNativeOnly(), mapping.Demand(spec)); ref != nil {
+		reason := mriv1alpha1.ErrorReason_ERROR_REASON_NO_CAPACITY
+		if ref.Reason == mapping.RefusedArchitecture {
+			reason = mriv1alpha1.ErrorReason_ERROR_REASON_WRONG_ARCHITECTURE
+		}
+		return nil, mri.Errorf(reason, "pool %s: %s", r.opts.PoolName, ref.Message)
+	}
+	if err := mapping.MatchClass(class, spec); err != nil {
+		return nil, refusal(err)
+	}
+	r.mu.Lock()
+	r.creating[name] = d.Machine
+	r.mu.Unlock()
+	return nil, nil
+}
+
+// release ends a create: its Machine counts from the informer's (or this runtime's) copy
+// now, or not at all; a Secret left by a create that failed goes.
+func (r *Runtime) release(name string) {
+	r.mu.Lock()
+	delete(r.creating, name)
+	r.mu.Unlock()
+	r.secrets.Add(name)
 }
 
 // existing is the machine a previous create made under name, nil when there is none. The
@@ -106,17 +144,9 @@ func (r *Runtime) existing(ctx context.Context, name string) (*mriv1alpha1.Machi
 }
 
 // write creates the Secret, then the Machine; a Machine not made deletes the Secret.
+// The caller holds the room (admit).
 func (r *Runtime) write(ctx context.Context, d mapping.Downstream) (*computev1alpha1.Machine, error) {
 	name := d.Machine.Name
-	r.mu.Lock()
-	r.creating[name] = true
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		delete(r.creating, name)
-		r.mu.Unlock()
-		r.secrets.Add(name) // a Secret left by a failed create goes
-	}()
 	if d.Secret != nil {
 		err := r.opts.Client.Create(ctx, d.Secret.DeepCopy())
 		if apierrors.IsAlreadyExists(err) {

@@ -169,7 +169,8 @@ func (r *Runtime) work(ctx context.Context) bool {
 	defer r.secrets.Done(name)
 	r.mu.Lock()
 	_, held := r.objs[name]
-	held = held || r.creating[name]
+	_, creating := r.creating[name]
+	held = held || creating
 	r.mu.Unlock()
 	if held {
 		r.secrets.Forget(name)

@@ -51,8 +51,9 @@ type Runtime struct {
 	// views are the MRI machines by downstream name, and the name of each id.
 	views map[string]*mriv1alpha1.Machine
 	byID  map[string]string
-	// creating are names whose create is under way: their Secret exists before the Machine.
-	creating map[string]bool
+	// creating are the Machines whose create is under way, by name: admitted, so counted
+	// against capacity, and their Secret may exist before them.
+	creating map[string]*computev1alpha1.Machine
 	// unreachable says why the downstream API has not answered for UnreachableAfter; ""
 	// while it answers.
 	unreachable string
@@ -73,7 +74,7 @@ func New(opts Options) (*Runtime, error) {
 		secrets: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
 		ready:   make(chan struct{}), runDone: make(chan struct{}),
 		objs: map[string]*computev1alpha1.Machine{}, data: map[string]map[string][]byte{},
-		views: map[string]*mriv1alpha1.Machine{}, byID: map[string]string{}, creating: map[string]bool{},
+		views: map[string]*mriv1alpha1.Machine{}, byID: map[string]string{}, creating: map[string]*computev1alpha1.Machine{},
 		events: events.NewHub(watchBuffer),
 	}
 	r.closing, r.close = context.WithCancel(context.Background())
@@ -150,6 +151,11 @@ func (r *Runtime) site(ctx context.Context) (mapping.Site, error) {
 	for _, m := range r.objs {
 		s.Machines = append(s.Machines, *m)
 	}
+	for name, m := range r.creating {
+		if _, made := r.objs[name]; !made {
+			s.Machines = append(s.Machines, *m)
+		}
+	}
 	r.mu.Unlock()
 	return s, nil
 }
@@ -183,6 +189,16 @@ func (r *Runtime) WatchEvents(_ *mriv1alpha1.WatchEventsRequest, stream mriv1alp
 	sub := r.events.Subscribe(current)
 	r.mu.Unlock()
 	return sub.Stream(stream)
+}
+
+// view returns a copy of the machine of downstream name, nil when there is none.
+func (r *Runtime) view(name string) *mriv1alpha1.Machine {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if m, ok := r.views[name]; ok {
+		return proto.Clone(m).(*mriv1alpha1.Machine)
+	}
+	return nil
 }
 
 // machine returns a copy of the machine with id and its downstream name, or NOT_FOUND.
