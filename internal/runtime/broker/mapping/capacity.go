@@ -98,7 +98,7 @@ func (s Site) Status() *mriv1alpha1.StatusResponse {
 			classes[c] = true
 		}
 	}
-	out := &mriv1alpha1.StatusResponse{Capacity: resourcesToMRI(capacity), Allocatable: resourcesToMRI(alloc)}
+	out := &mriv1alpha1.StatusResponse{Capacity: mri.ResourcesToMRI(capacity), Allocatable: mri.ResourcesToMRI(alloc)}
 	for _, a := range computev1alpha1.KnownArchitectures {
 		if archs[a] {
 			out.Architectures = append(out.Architectures, mri.ArchToMRI(a))
@@ -198,5 +198,5 @@ func shortOf(held, demand, free corev1.ResourceList) string {
 
 // Demand is what an upstream machine asks for, from its spec.resources.
 func Demand(s *mriv1alpha1.MachineSpec) corev1.ResourceList {
-	return resourcesFromMRI(s.GetResources())
+	return mri.ResourcesFromMRI(s.GetResources())
 }

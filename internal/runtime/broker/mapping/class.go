@@ -18,8 +18,8 @@ func MatchClass(c *computev1alpha1.MachineClass, s *mriv1alpha1.MachineSpec) err
 	if c == nil {
 		return invalidf("class %s does not exist downstream: the broker runs a machine only in a class of the same name and size", s.GetClass())
 	}
-	want := resourcesToMRI(resourcesFromMRI(s.GetResources()))
-	have := resourcesToMRI(c.Capabilities)
+	want := mri.ResourcesToMRI(mri.ResourcesFromMRI(s.GetResources()))
+	have := mri.ResourcesToMRI(c.Capabilities)
 	var diff []string
 	if want.GetMilliCpu() != have.GetMilliCpu() {
 		diff = append(diff, fmt.Sprintf("cpu %dm upstream, %dm downstream", want.GetMilliCpu(), have.GetMilliCpu()))
