@@ -37,8 +37,8 @@ func (r *Runtime) Run(ctx context.Context) error {
 	if err := r.watch(ctx); err != nil {
 		return err
 	}
-	r.start()
-	r.opts.Logger.Info("broker runtime ready", "namespace", r.opts.Namespace, "pool", r.opts.PoolName, "machines", len(r.views))
+	n := r.start()
+	r.opts.Logger.Info("broker runtime ready", "namespace", r.opts.Namespace, "pool", r.opts.PoolName, "machines", n)
 	done, probed := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
@@ -102,8 +102,9 @@ func (r *Runtime) watch(ctx context.Context) error {
 }
 
 // start computes every machine there is (adoption: the downstream is the broker's only
-// state), queues Secrets without a Machine, and opens the calls.
-func (r *Runtime) start() {
+// state), queues Secrets without a Machine, and opens the calls; it returns how many
+// machines it found.
+func (r *Runtime) start() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.started = true
@@ -116,6 +117,7 @@ func (r *Runtime) start() {
 		}
 	}
 	close(r.ready)
+	return len(r.views)
 }
 
 // owned reports whether a downstream object is this broker's: the cache selects by label,
