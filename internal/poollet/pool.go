@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -165,16 +164,7 @@ func fits(demand, alloc corev1.ResourceList) bool {
 	return true
 }
 
-func resourcesFromMRI(r *mriv1alpha1.Resources) corev1.ResourceList {
-	out := corev1.ResourceList{
-		corev1.ResourceCPU:    *resource.NewMilliQuantity(r.GetMilliCpu(), resource.DecimalSI),
-		corev1.ResourceMemory: *resource.NewQuantity(r.GetMemoryBytes(), resource.BinarySI),
-	}
-	for k, v := range r.GetExtended() {
-		out[corev1.ResourceName(k)] = *resource.NewQuantity(v, resource.DecimalSI)
-	}
-	return out
-}
+func resourcesFromMRI(r *mriv1alpha1.Resources) corev1.ResourceList { return mri.ResourcesFromMRI(r) }
 
 // execution says, for each architecture, whether the runtime runs it natively; the rest
 // are emulated.
