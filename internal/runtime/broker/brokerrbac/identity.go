@@ -14,11 +14,6 @@ import (
 	"github.com/anvil-dev/anvil/config/rbac"
 )
 
-// PoolLabel names, on every downstream Machine and Secret a broker makes, the upstream pool
-// whose broker made it. anvil-broker-scope lets a broker write only what carries its own
-// pool here.
-const PoolLabel = "broker.anvil.dev/pool"
-
 // Identity installs the identity of the broker of upstream pool in namespace of the
 // downstream cluster admin reaches (rbac.InstallBroker), asks for a token of it valid for
 // expiration (0: the API server's default, an hour), and returns a config that acts with

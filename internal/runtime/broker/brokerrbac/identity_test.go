@@ -24,6 +24,7 @@ import (
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/controlplane"
 	"github.com/anvil-dev/anvil/internal/runtime/broker/brokerrbac"
+	"github.com/anvil-dev/anvil/internal/runtime/broker/mapping"
 	"github.com/anvil-dev/anvil/test/harness"
 )
 
@@ -161,7 +162,7 @@ func namespace(name string) *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 }
 
-func labelled(pool string) map[string]string { return map[string]string{brokerrbac.PoolLabel: pool} }
+func labelled(pool string) map[string]string { return map[string]string{mapping.LabelPool: pool} }
 
 func secret(ns, name string, labels map[string]string) *corev1.Secret {
 	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
@@ -252,13 +253,13 @@ func TestBrokerCredentialsReachOnlyItsOwnObjects(t *testing.T) {
 			if l == nil {
 				l = map[string]string{}
 			}
-			l[brokerrbac.PoolLabel] = value
+			l[mapping.LabelPool] = value
 			o.SetLabels(l)
 		}
 	}
 	dropLabel := func(o client.Object) {
 		l := o.GetLabels()
-		delete(l, brokerrbac.PoolLabel)
+		delete(l, mapping.LabelPool)
 		o.SetLabels(l)
 	}
 	annotate := func(o client.Object) { o.SetAnnotations(map[string]string{"broker.anvil.dev/record": "{}"}) }

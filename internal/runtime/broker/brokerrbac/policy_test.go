@@ -8,11 +8,11 @@ import (
 
 	"github.com/anvil-dev/anvil/config/admission"
 	"github.com/anvil-dev/anvil/config/rbac"
-	"github.com/anvil-dev/anvil/internal/runtime/broker/brokerrbac"
+	"github.com/anvil-dev/anvil/internal/runtime/broker/mapping"
 )
 
 // anvil-broker-scope finds the broker's pool in the ServiceAccount name
-// rbac.BrokerServiceAccount makes, and compares it with the label PoolLabel names: if
+// rbac.BrokerServiceAccount makes, and compares it with the label mapping.LabelPool names: if
 // either drifted, a broker would be refused every write (or the policy match nobody).
 func TestScopePolicyKnowsTheBrokersNameAndLabel(t *testing.T) {
 	objs, err := admission.Load()
@@ -37,8 +37,8 @@ func TestScopePolicyKnowsTheBrokersNameAndLabel(t *testing.T) {
 		if n := strings.Count(vars, "':"+rbac.BrokerServiceAccountPrefix+"'"); n != 2 {
 			t.Errorf("anvil-broker-scope reads the pool after ':%s' %d times, want 2", rbac.BrokerServiceAccountPrefix, n)
 		}
-		if n := strings.Count(vars, "'"+brokerrbac.PoolLabel+"'"); n != 4 {
-			t.Errorf("anvil-broker-scope names the label %s %d times, want 4 (before and after the write)", brokerrbac.PoolLabel, n)
+		if n := strings.Count(vars, "'"+mapping.LabelPool+"'"); n != 4 {
+			t.Errorf("anvil-broker-scope names the label %s %d times, want 4 (before and after the write)", mapping.LabelPool, n)
 		}
 		return
 	}

@@ -15,7 +15,8 @@ import (
 // Labels and annotations the broker puts on the downstream objects it makes.
 const (
 	// LabelPool names the upstream pool (the broker) that owns the object: two brokers may
-	// share a downstream namespace.
+	// share a downstream namespace. The admission policy anvil-broker-scope lets a broker
+	// write only what carries its own pool here.
 	LabelPool = "broker.anvil.dev/pool"
 	// LabelUpstreamUID is the upstream Machine's uid (mri.LabelMachineUID).
 	LabelUpstreamUID = "broker.anvil.dev/upstream-uid"
