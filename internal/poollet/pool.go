@@ -13,10 +13,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/mri"
+	"github.com/anvil-dev/anvil/internal/scheduler"
 )
 
 // PoolReconciler keeps the MachinePool's status current from the runtime.
@@ -64,6 +67,12 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Re
 	if n, err := countOrphans(ctx, r.Client, r.Runtime); err == nil {
 		r.Orphans.set(n)
 	}
+	// A list of its own: countOrphans must list the runtime before the Machines.
+	machines := &computev1alpha1.MachineList{}
+	if err := r.Client.List(ctx, machines); err != nil {
+		return ctrl.Result{}, err
+	}
+	want.Allocated = allocated(r.Pool, machines.Items, classes.Items)
 	r.Orphans.condition(&want, mp.Generation)
 	if !equality.Semantic.DeepEqual(mp.Status, want) {
 		patch := client.MergeFrom(mp.DeepCopy())
@@ -114,6 +123,37 @@ func (r *PoolReconciler) observe(ctx context.Context, mp *computev1alpha1.Machin
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: computev1alpha1.ConditionReady, Status: metav1.ConditionTrue,
 		Reason: computev1alpha1.ReasonRuntimeReachable, Message: "the runtime answers", ObservedGeneration: mp.Generation})
 	return st
+}
+
+// allocated is what the pool's Machines hold of it by the scheduler's accounting
+// (scheduler.Allocated), as the pool's status.allocated shows it.
+func allocated(pool string, machines []computev1alpha1.Machine, classes []computev1alpha1.MachineClass) corev1.ResourceList {
+	demand := make(map[string]scheduler.Resources, len(classes))
+	for _, c := range classes {
+		demand[c.Name] = scheduler.ResourcesFrom(c.Capabilities)
+	}
+	return scheduler.Allocated(pool, machines, demand).List()
+}
+
+// chargeChanged passes the Machine events that change what the pool's Machines hold
+// (scheduler.Charge): one bound or gone, one gone Terminated.
+func chargeChanged() predicate.TypedPredicate[client.Object] {
+	holds := func(o client.Object) (pool, class string, ok bool) {
+		if m, isMachine := o.(*computev1alpha1.Machine); isMachine {
+			return scheduler.Charge(m)
+		}
+		return "", "", false
+	}
+	return predicate.Funcs{
+		CreateFunc: func(e event.CreateEvent) bool { _, _, ok := holds(e.Object); return ok },
+		DeleteFunc: func(e event.DeleteEvent) bool { _, _, ok := holds(e.Object); return ok },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			p1, c1, ok1 := holds(e.ObjectOld)
+			p2, c2, ok2 := holds(e.ObjectNew)
+			return p1 != p2 || c1 != c2 || ok1 != ok2
+		},
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
 }
 
 // networksFromMRI is the pool's networks as the API shows them to tenants.

@@ -111,6 +111,11 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 		For(&computev1alpha1.MachinePool{}).
 		Watches(&computev1alpha1.MachineClass{}, handler.EnqueueRequestsFromMapFunc(
 			func(context.Context, client.Object) []reconcile.Request { return []reconcile.Request{poolKey} })).
+		// status.allocated follows the pool's Machines: only a change of what one holds wakes
+		// the pool, not the stream of status writes its Machines see.
+		Watches(&computev1alpha1.Machine{}, handler.EnqueueRequestsFromMapFunc(
+			func(context.Context, client.Object) []reconcile.Request { return []reconcile.Request{poolKey} }),
+			builder.WithPredicates(chargeChanged())).
 		Complete(pool)
 	if err != nil {
 		return nil, err
