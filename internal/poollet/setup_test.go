@@ -51,13 +51,13 @@ type testPool struct {
 	stuckAfter time.Duration
 	// interval overrides the tests' half second between reads of the runtime when not zero.
 	interval time.Duration
-	endpoint   string
-	rt         *fake.Runtime
-	client     mriv1alpha1.MachineRuntimeClient
-	stopRT     context.CancelFunc
-	rtDone     chan error
-	stopPL     context.CancelFunc
-	plDone     chan error
+	endpoint string
+	rt       *fake.Runtime
+	client   mriv1alpha1.MachineRuntimeClient
+	stopRT   context.CancelFunc
+	rtDone   chan error
+	stopPL   context.CancelFunc
+	plDone   chan error
 }
 
 func newPool(t *testing.T, name string, mutate func(*fake.Config)) *testPool {
