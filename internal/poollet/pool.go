@@ -11,10 +11,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
@@ -135,8 +138,26 @@ func allocated(pool string, machines []computev1alpha1.Machine, classes []comput
 	return scheduler.Allocated(pool, machines, demand).List()
 }
 
+// allocatedBatch is how long a change of the pool's Machines waits before the pool is
+// looked at again: Machines bound in a burst then cost one status write (and one read of
+// the runtime) per batch, not one each, and status.allocated lags by at most this much.
+const allocatedBatch = time.Second
+
+// wakeSoon enqueues key after a delay; events within it are folded into one (a
+// delaying queue keeps one entry per key, at its earliest time).
+func wakeSoon(key reconcile.Request, after time.Duration) handler.EventHandler {
+	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+	return handler.Funcs{
+		CreateFunc:  func(_ context.Context, _ event.CreateEvent, q queue) { q.AddAfter(key, after) },
+		UpdateFunc:  func(_ context.Context, _ event.UpdateEvent, q queue) { q.AddAfter(key, after) },
+		DeleteFunc:  func(_ context.Context, _ event.DeleteEvent, q queue) { q.AddAfter(key, after) },
+		GenericFunc: func(_ context.Context, _ event.GenericEvent, q queue) { q.AddAfter(key, after) },
+	}
+}
+
 // chargeChanged passes the Machine events that change what the pool's Machines hold
-// (scheduler.Charge): one bound or gone, one gone Terminated.
+// (scheduler.Charge): a Machine bound to the pool, gone from it (deleted, or taken back
+// by the scheduler), or gone Terminated.
 func chargeChanged() predicate.TypedPredicate[client.Object] {
 	holds := func(o client.Object) (pool, class string, ok bool) {
 		if m, isMachine := o.(*computev1alpha1.Machine); isMachine {

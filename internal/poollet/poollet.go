@@ -113,9 +113,7 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 			func(context.Context, client.Object) []reconcile.Request { return []reconcile.Request{poolKey} })).
 		// status.allocated follows the pool's Machines: only a change of what one holds wakes
 		// the pool, not the stream of status writes its Machines see.
-		Watches(&computev1alpha1.Machine{}, handler.EnqueueRequestsFromMapFunc(
-			func(context.Context, client.Object) []reconcile.Request { return []reconcile.Request{poolKey} }),
-			builder.WithPredicates(chargeChanged())).
+		Watches(&computev1alpha1.Machine{}, wakeSoon(poolKey, allocatedBatch), builder.WithPredicates(chargeChanged())).
 		Complete(pool)
 	if err != nil {
 		return nil, err
