@@ -18,6 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/runtime/fake"
 )
 
 // A pool's status.allocated is what its Machines hold by the scheduler's accounting, in
@@ -125,4 +127,28 @@ func text(l corev1.ResourceList) string {
 		}
 	}
 	return out + fmt.Sprintf(" (%d entries) }", len(l))
+}
+
+// Machines bound in a burst cost the pool a status write per batch (a second), not one
+// each: the pool's status is not rewritten at the pace Machines arrive.
+func TestPoolStatusAllocatedBatchesABurst(t *testing.T) {
+	startControllers(t)
+	pool, n := "alloc-burst", 40
+	writes := &statusWrites{path: "/machinepools/" + pool + "/status"}
+	startPool(t, &testPool{t: t, name: pool, restConfig: writes.config(), interval: time.Hour}, func(c *fake.Config) {
+		c.Allocatable = &mriv1alpha1.Resources{MilliCpu: int64(n) * 1000, MemoryBytes: int64(n) << 30}
+	})
+	waitAllocated(t, pool, "0", "0")
+	start, before := time.Now(), writes.count.Load()
+	for i := range n {
+		newMachine(t, pool, fmt.Sprintf("m%d", i), nil)
+	}
+	waitAllocated(t, pool, fmt.Sprint(n), fmt.Sprintf("%dGi", n))
+	elapsed, got := time.Since(start), writes.count.Load()-before
+	// A batch's write may be followed by one more, by the reconcile its own write wakes,
+	// if Machines were bound meanwhile: at most two a second, and one at the end.
+	if limit := 2*int64(elapsed/time.Second) + 2; got > limit {
+		t.Errorf("%d Machines bound in %s cost %d pool status writes, more than %d", n, elapsed.Round(time.Millisecond), got, limit)
+	}
+	t.Logf("%d Machines bound in %s: %d pool status writes", n, elapsed.Round(time.Millisecond), got)
 }
