@@ -13,6 +13,7 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/mri"
+	"github.com/anvil-dev/anvil/internal/scheduler"
 )
 
 // Site is what the broker reads downstream to account capacity.
@@ -51,7 +52,7 @@ func (s Site) shares() []share {
 		others := p.Status.Allocated.DeepCopy()
 		for j := range s.Machines {
 			m := &s.Machines[j]
-			if holds(m) && m.Spec.MachinePoolRef != nil && m.Spec.MachinePoolRef.Name == p.Name {
+			if pool, _, ok := scheduler.Charge(m); ok && pool == p.Name {
 				sub(others, s.demand(m))
 			}
 		}
@@ -62,8 +63,9 @@ func (s Site) shares() []share {
 	return out
 }
 
-// holds reports whether a Machine counts against capacity: every one not Terminated, as
-// the downstream poollet counts status.allocated.
+// holds reports whether one of the broker's Machines counts against what it admits: every
+// one not Terminated, bound or not yet (scheduler.Charge counts only bound ones, as the
+// downstream poollet's status.allocated does).
 func holds(m *computev1alpha1.Machine) bool {
 	return m.Status.State != computev1alpha1.MachineStateTerminated
 }

@@ -86,10 +86,8 @@ func MachineSpec(t Target, secret string, s *mriv1alpha1.MachineSpec) (computev1
 		Image:               image,
 		ImageUpdatePolicy:   computev1alpha1.ImageUpdatePolicyReimage,
 		Architecture:        mri.ArchFromMRI(s.GetArchitecture()),
-		Emulation:           computev1alpha1.EmulationAllowed,
 		MachinePoolSelector: t.PoolSelector,
 		HostSelector:        hostSelector(s),
-		Tolerations:         tolerationsFromMRI(s.GetPlacement().GetTolerations()),
 		Power:               Power(s.GetPower()),
 		Hostname:            s.GetHostname(),
 		MetaData:            s.GetFirstBoot().GetMetaData(),
@@ -97,9 +95,7 @@ func MachineSpec(t Target, secret string, s *mriv1alpha1.MachineSpec) (computev1
 		Volumes:             vols,
 		NetworkInterfaces:   nics(s.GetNetworkInterfaces()),
 	}
-	if s.GetPlacement().GetNativeOnly() {
-		out.Emulation = computev1alpha1.EmulationForbidden
-	}
+	out.Tolerations, out.Emulation = mri.PlacementFromMRI(s.GetPlacement())
 	SetFirstBootRefs(&out, secret, s.GetFirstBoot().GetFormat())
 	return out, nil
 }
