@@ -18,7 +18,7 @@ import (
 
 func newRuntimeCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "runtime", Short: "Serve a Machine Runtime Interface runtime on a unix socket"}
-	cmd.AddCommand(newFakeRuntimeCommand(), newQEMURuntimeCommand(), newMetalRuntimeCommand())
+	cmd.AddCommand(newFakeRuntimeCommand(), newQEMURuntimeCommand(), newMetalRuntimeCommand(), newBrokerRuntimeCommand())
 	return cmd
 }
 

@@ -4,12 +4,14 @@ import (
 	"context"
 	"embed"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -18,7 +20,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/manifest"
 )
 
-//go:embed *.yaml capi/*.yaml metal/*.yaml poollet/*.yaml tenant/*.yaml
+//go:embed *.yaml broker/*.yaml capi/*.yaml metal/*.yaml poollet/*.yaml tenant/*.yaml
 var files embed.FS
 
 // Load returns the objects of config/rbac/<dir> ("" for the manager's), files in name
@@ -72,10 +74,17 @@ func MetalUser(namespace string) string {
 // that identity for impersonation (anvil dev, the tests). The site's poollet is another
 // identity (InstallPoollet): it runs as its own process on a real site.
 func InstallMetal(ctx context.Context, c client.Client, namespace string) (rest.ImpersonationConfig, error) {
+	return installInNamespace(ctx, c, "metal", namespace, MetalServiceAccount)
+}
+
+// installInNamespace installs the identity of config/rbac/<dir> whose Roles act in one
+// namespace of the operator's choosing: the ServiceAccount namespace/sa, the Roles placed
+// in namespace (made if missing), the ClusterRoles bound as <sa>-<namespace>.
+func installInNamespace(ctx context.Context, c client.Client, dir, namespace, sa string) (rest.ImpersonationConfig, error) {
 	if err := ensureNamespaces(ctx, c, namespace); err != nil {
 		return rest.ImpersonationConfig{}, err
 	}
-	roles, err := Load("metal")
+	roles, err := Load(dir)
 	if err != nil {
 		return rest.ImpersonationConfig{}, err
 	}
@@ -84,7 +93,39 @@ func InstallMetal(ctx context.Context, c client.Client, namespace string) (rest.
 			r.SetNamespace(namespace)
 		}
 	}
-	return installIdentity(ctx, c, "metal", roles, namespace, MetalServiceAccount, MetalServiceAccount+"-"+namespace)
+	return installIdentity(ctx, c, dir, roles, namespace, sa, sa+"-"+namespace)
+}
+
+// BrokerServiceAccountPrefix begins the name of every broker's ServiceAccount. The
+// admission policy anvil-broker-scope (config/admission) matches it and reads the
+// broker's upstream pool from the rest of the name.
+const BrokerServiceAccountPrefix = "anvil-broker-"
+
+// BrokerServiceAccount is the ServiceAccount the broker of upstream pool runs as, in its
+// downstream namespace. It fails, naming the fix, when pool cannot be both part of a
+// ServiceAccount name and the value of the label broker.anvil.dev/pool.
+func BrokerServiceAccount(pool string) (string, error) {
+	name := BrokerServiceAccountPrefix + pool
+	if errs := validation.IsValidLabelValue(pool); pool == "" || len(errs) > 0 {
+		return "", fmt.Errorf("broker pool %q: not a label value (%s): name the upstream MachinePool with at most 63 letters, digits, '-', '_' or '.'", pool, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return "", fmt.Errorf("broker pool %q: ServiceAccount %s: %s", pool, name, strings.Join(errs, "; "))
+	}
+	return name, nil
+}
+
+// InstallBroker gives the broker of upstream pool, whose Machines live in namespace of
+// this (downstream) cluster, its own identity, as an operator adding a broker would: the
+// ServiceAccount <namespace>/anvil-broker-<pool>, bound to the shipped ClusterRole
+// anvil-broker and to the shipped Role anvil-broker placed in namespace. It returns that
+// identity for impersonation; brokerrbac.Identity turns it into a token.
+func InstallBroker(ctx context.Context, c client.Client, namespace, pool string) (rest.ImpersonationConfig, error) {
+	sa, err := BrokerServiceAccount(pool)
+	if err != nil {
+		return rest.ImpersonationConfig{}, err
+	}
+	return installInNamespace(ctx, c, "broker", namespace, sa)
 }
 
 func ensureNamespaces(ctx context.Context, c client.Client, names ...string) error {

@@ -7,6 +7,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/mri"
 )
 
 // Labels a poollet puts on runtime machines, besides mri.LabelMachineUID, so an event or
@@ -24,24 +25,8 @@ func PowerToMRI(p computev1alpha1.Power) mriv1alpha1.Power {
 	return mriv1alpha1.Power_POWER_ON
 }
 
-// ResourcesToMRI converts a ResourceList.
-func ResourcesToMRI(list corev1.ResourceList) *mriv1alpha1.Resources {
-	r := &mriv1alpha1.Resources{}
-	for name, q := range list {
-		switch name {
-		case corev1.ResourceCPU:
-			r.MilliCpu = q.MilliValue()
-		case corev1.ResourceMemory:
-			r.MemoryBytes = q.Value()
-		default:
-			if r.Extended == nil {
-				r.Extended = map[string]int64{}
-			}
-			r.Extended[string(name)] = q.Value()
-		}
-	}
-	return r
-}
+// ResourcesToMRI converts a ResourceList (mri.ResourcesToMRI).
+func ResourcesToMRI(list corev1.ResourceList) *mriv1alpha1.Resources { return mri.ResourcesToMRI(list) }
 
 // volumesToMRI converts the Machine's volumes. A referenced Volume is passed by handle
 // (namespace/name); ephemeral ones by the name of the Volume created for the Machine.

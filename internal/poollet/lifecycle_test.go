@@ -53,6 +53,9 @@ func TestMachineLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitRuntime(t, p, m, "rebooted with t1", func(rm *mriv1alpha1.Machine) bool { return rm.Status.RebootToken == "t1" })
+	// ...and the Machine says so: whoever asked (a remediation, a broker upstream) reads
+	// that its reboot was done.
+	waitFor(t, m, "reported the reboot t1 done", func(m *computev1alpha1.Machine) bool { return m != nil && m.Status.RebootToken == "t1" })
 
 	if err := env.Client.Delete(context.Background(), m); err != nil {
 		t.Fatal(err)

@@ -10,14 +10,19 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/mri"
+	"github.com/anvil-dev/anvil/internal/scheduler"
 )
 
 // PoolReconciler keeps the MachinePool's status current from the runtime.
@@ -65,6 +70,12 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Re
 	if n, err := countOrphans(ctx, r.Client, r.Runtime); err == nil {
 		r.Orphans.set(n)
 	}
+	// A list of its own: countOrphans must list the runtime before the Machines.
+	machines := &computev1alpha1.MachineList{}
+	if err := r.Client.List(ctx, machines); err != nil {
+		return ctrl.Result{}, err
+	}
+	want.Allocated = allocated(r.Pool, machines.Items, classes.Items)
 	r.Orphans.condition(&want, mp.Generation)
 	if !equality.Semantic.DeepEqual(mp.Status, want) {
 		patch := client.MergeFrom(mp.DeepCopy())
@@ -117,6 +128,55 @@ func (r *PoolReconciler) observe(ctx context.Context, mp *computev1alpha1.Machin
 	return st
 }
 
+// allocated is what the pool's Machines hold of it by the scheduler's accounting
+// (scheduler.Allocated), as the pool's status.allocated shows it.
+func allocated(pool string, machines []computev1alpha1.Machine, classes []computev1alpha1.MachineClass) corev1.ResourceList {
+	demand := make(map[string]scheduler.Resources, len(classes))
+	for _, c := range classes {
+		demand[c.Name] = scheduler.ResourcesFrom(c.Capabilities)
+	}
+	return scheduler.Allocated(pool, machines, demand).List()
+}
+
+// allocatedBatch is how long a change of the pool's Machines waits before the pool is
+// looked at again: Machines bound in a burst then cost one status write (and one read of
+// the runtime) per batch, not one each, and status.allocated lags by at most this much.
+const allocatedBatch = time.Second
+
+// wakeSoon enqueues key after a delay; events within it are folded into one (a
+// delaying queue keeps one entry per key, at its earliest time).
+func wakeSoon(key reconcile.Request, after time.Duration) handler.EventHandler {
+	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+	return handler.Funcs{
+		CreateFunc:  func(_ context.Context, _ event.CreateEvent, q queue) { q.AddAfter(key, after) },
+		UpdateFunc:  func(_ context.Context, _ event.UpdateEvent, q queue) { q.AddAfter(key, after) },
+		DeleteFunc:  func(_ context.Context, _ event.DeleteEvent, q queue) { q.AddAfter(key, after) },
+		GenericFunc: func(_ context.Context, _ event.GenericEvent, q queue) { q.AddAfter(key, after) },
+	}
+}
+
+// chargeChanged passes the Machine events that change what the pool's Machines hold
+// (scheduler.Charge): a Machine bound to the pool, gone from it (deleted, or taken back
+// by the scheduler), or gone Terminated.
+func chargeChanged() predicate.TypedPredicate[client.Object] {
+	holds := func(o client.Object) (pool, class string, ok bool) {
+		if m, isMachine := o.(*computev1alpha1.Machine); isMachine {
+			return scheduler.Charge(m)
+		}
+		return "", "", false
+	}
+	return predicate.Funcs{
+		CreateFunc: func(e event.CreateEvent) bool { _, _, ok := holds(e.Object); return ok },
+		DeleteFunc: func(e event.DeleteEvent) bool { _, _, ok := holds(e.Object); return ok },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			p1, c1, ok1 := holds(e.ObjectOld)
+			p2, c2, ok2 := holds(e.ObjectNew)
+			return p1 != p2 || c1 != c2 || ok1 != ok2
+		},
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
+
 // networksFromMRI is the pool's networks as the API shows them to tenants.
 func networksFromMRI(in []*mriv1alpha1.PoolNetwork) []computev1alpha1.PoolNetwork {
 	var out []computev1alpha1.PoolNetwork
@@ -165,16 +225,7 @@ func fits(demand, alloc corev1.ResourceList) bool {
 	return true
 }
 
-func resourcesFromMRI(r *mriv1alpha1.Resources) corev1.ResourceList {
-	out := corev1.ResourceList{
-		corev1.ResourceCPU:    *resource.NewMilliQuantity(r.GetMilliCpu(), resource.DecimalSI),
-		corev1.ResourceMemory: *resource.NewQuantity(r.GetMemoryBytes(), resource.BinarySI),
-	}
-	for k, v := range r.GetExtended() {
-		out[corev1.ResourceName(k)] = *resource.NewQuantity(v, resource.DecimalSI)
-	}
-	return out
-}
+func resourcesFromMRI(r *mriv1alpha1.Resources) corev1.ResourceList { return mri.ResourcesFromMRI(r) }
 
 // execution says, for each architecture, whether the runtime runs it natively; the rest
 // are emulated.

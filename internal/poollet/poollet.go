@@ -108,9 +108,14 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 		}
 	}
 	err = ctrl.NewControllerManagedBy(mgr).Named("pool-"+o.Pool).
-		For(&computev1alpha1.MachinePool{}).
+		// Its own status writes give it nothing to do (and, in a burst of Machines, would
+		// undo the batching below): the pool's creation, deletion and spec changes wake it.
+		For(&computev1alpha1.MachinePool{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&computev1alpha1.MachineClass{}, handler.EnqueueRequestsFromMapFunc(
 			func(context.Context, client.Object) []reconcile.Request { return []reconcile.Request{poolKey} })).
+		// status.allocated follows the pool's Machines: only a change of what one holds wakes
+		// the pool, not the stream of status writes its Machines see.
+		Watches(&computev1alpha1.Machine{}, wakeSoon(poolKey, allocatedBatch), builder.WithPredicates(chargeChanged())).
 		Complete(pool)
 	if err != nil {
 		return nil, err

@@ -49,13 +49,15 @@ type testPool struct {
 	maxOrphans int
 	// stuckAfter overrides the tests' one second when not zero.
 	stuckAfter time.Duration
-	endpoint   string
-	rt         *fake.Runtime
-	client     mriv1alpha1.MachineRuntimeClient
-	stopRT     context.CancelFunc
-	rtDone     chan error
-	stopPL     context.CancelFunc
-	plDone     chan error
+	// interval overrides the tests' half second between reads of the runtime when not zero.
+	interval time.Duration
+	endpoint string
+	rt       *fake.Runtime
+	client   mriv1alpha1.MachineRuntimeClient
+	stopRT   context.CancelFunc
+	rtDone   chan error
+	stopPL   context.CancelFunc
+	plDone   chan error
 }
 
 func newPool(t *testing.T, name string, mutate func(*fake.Config)) *testPool {
@@ -133,6 +135,9 @@ func (p *testPool) startPoollet() {
 	}
 	if p.stuckAfter != 0 {
 		o.StuckAfter = p.stuckAfter
+	}
+	if p.interval != 0 {
+		o.Interval = p.interval
 	}
 	o.Labels = map[string]string{poolLabel: p.name}
 	for k, v := range p.labels {

@@ -107,6 +107,7 @@ func (r *MachineReconciler) desiredSpec(ctx context.Context, m *computev1alpha1.
 		Volumes:           volumesToMRI(m),
 		NetworkInterfaces: nics,
 		Hostname:          hostname(m),
+		Placement:         mri.PlacementToMRI(m.Spec.Tolerations, m.Spec.Emulation),
 	}
 	if err := mri.HostSelectorToMRI(m.Spec.HostSelector, spec); err != nil {
 		return nil, &metav1.Condition{Type: computev1alpha1.ConditionReady, Status: metav1.ConditionFalse,

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // Resources is an amount of cpu (in millicores), memory (in bytes) and extended resources
@@ -31,6 +32,21 @@ func ResourcesFrom(list corev1.ResourceList) Resources {
 		}
 	}
 	return r
+}
+
+// List is r as a ResourceList, the reverse of ResourcesFrom: cpu and memory always (zero
+// included), extended resources when not zero.
+func (r Resources) List() corev1.ResourceList {
+	out := corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewMilliQuantity(r.MilliCPU, resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(r.Memory, resource.BinarySI),
+	}
+	for name, v := range r.Extended {
+		if v != 0 {
+			out[name] = *resource.NewQuantity(v, resource.DecimalSI)
+		}
+	}
+	return out
 }
 
 // Clone returns a copy of r that shares no map with it.

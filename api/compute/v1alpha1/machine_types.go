@@ -326,6 +326,10 @@ type MachineStatus struct {
 	// +listType=map
 	// +listMapKey=name
 	NetworkInterfaces []AttachmentStatus `json:"networkInterfaces,omitempty"`
+	// RebootToken is the compute.anvil.dev/reboot token of the last reboot the runtime
+	// carried out: a reboot asked with a token is done once this equals it.
+	// +optional
+	RebootToken string `json:"rebootToken,omitempty"`
 }
 
 // BootedImage is the image a machine was created from.

@@ -58,6 +58,12 @@ type MachinePoolStatus struct {
 	// subtracts those, once each.
 	// +optional
 	Allocatable corev1.ResourceList `json:"allocatable,omitempty"`
+	// Allocated is what the Machines bound to the pool and not Terminated ask for (their
+	// classes' capabilities), as its poollet last counted them: what the scheduler
+	// subtracts from Allocatable. It lets a reader that may not list every namespace's
+	// Machines (a broker of an upstream anvil) know what is free.
+	// +optional
+	Allocated corev1.ResourceList `json:"allocated,omitempty"`
 	// SupportedClasses are the MachineClasses the pool can run.
 	// +optional
 	SupportedClasses []string `json:"supportedClasses,omitempty"`

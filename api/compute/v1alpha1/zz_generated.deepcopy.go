@@ -459,6 +459,13 @@ func (in *MachinePoolStatus) DeepCopyInto(out *MachinePoolStatus) {
 			(*out)[key] = val.DeepCopy()
 		}
 	}
+	if in.Allocated != nil {
+		in, out := &in.Allocated, &out.Allocated
+		*out = make(corev1.ResourceList, len(*in))
+		for key, val := range *in {
+			(*out)[key] = val.DeepCopy()
+		}
+	}
 	if in.SupportedClasses != nil {
 		in, out := &in.SupportedClasses, &out.SupportedClasses
 		*out = make([]string, len(*in))

@@ -459,7 +459,7 @@ func (x MachineEvent_Type) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MachineEvent_Type.Descriptor instead.
 func (MachineEvent_Type) EnumDescriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{46, 0}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{48, 0}
 }
 
 type ErrorDetail struct {
@@ -1140,8 +1140,12 @@ type MachineSpec struct {
 	// host_selector_expressions are the selector's matchExpressions (operators In, NotIn,
 	// Exists, DoesNotExist), as the Machine's spec.hostSelector has them.
 	HostSelectorExpressions []*LabelSelectorRequirement `protobuf:"bytes,11,rep,name=host_selector_expressions,json=hostSelectorExpressions,proto3" json:"host_selector_expressions,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// placement is what the caller's scheduler knew of where the machine may run, for a
+	// runtime that places machines among pools of its own (the broker) to pass on. Runtimes
+	// that run the machine themselves ignore it.
+	Placement     *Placement `protobuf:"bytes,12,opt,name=placement,proto3" json:"placement,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MachineSpec) Reset() {
@@ -1251,6 +1255,139 @@ func (x *MachineSpec) GetHostSelectorExpressions() []*LabelSelectorRequirement {
 	return nil
 }
 
+func (x *MachineSpec) GetPlacement() *Placement {
+	if x != nil {
+		return x.Placement
+	}
+	return nil
+}
+
+// Placement: the Machine's own placement rules beyond architecture and host selector.
+type Placement struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// tolerations are the Machine's tolerations of pool taints.
+	Tolerations []*Toleration `protobuf:"bytes,1,rep,name=tolerations,proto3" json:"tolerations,omitempty"`
+	// native_only: the machine may not run on a pool that emulates its architecture (the
+	// Machine's spec.emulation Forbidden).
+	NativeOnly    bool `protobuf:"varint,2,opt,name=native_only,json=nativeOnly,proto3" json:"native_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Placement) Reset() {
+	*x = Placement{}
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Placement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Placement) ProtoMessage() {}
+
+func (x *Placement) ProtoReflect() protoreflect.Message {
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Placement.ProtoReflect.Descriptor instead.
+func (*Placement) Descriptor() ([]byte, []int) {
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *Placement) GetTolerations() []*Toleration {
+	if x != nil {
+		return x.Tolerations
+	}
+	return nil
+}
+
+func (x *Placement) GetNativeOnly() bool {
+	if x != nil {
+		return x.NativeOnly
+	}
+	return false
+}
+
+// Toleration is a Kubernetes toleration: operator Equal or Exists, effect NoSchedule,
+// PreferNoSchedule, NoExecute or empty (all), as the Machine's spec.tolerations has it.
+type Toleration struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Operator      string                 `protobuf:"bytes,2,opt,name=operator,proto3" json:"operator,omitempty"`
+	Value         string                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	Effect        string                 `protobuf:"bytes,4,opt,name=effect,proto3" json:"effect,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Toleration) Reset() {
+	*x = Toleration{}
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Toleration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Toleration) ProtoMessage() {}
+
+func (x *Toleration) ProtoReflect() protoreflect.Message {
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Toleration.ProtoReflect.Descriptor instead.
+func (*Toleration) Descriptor() ([]byte, []int) {
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Toleration) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *Toleration) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+func (x *Toleration) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *Toleration) GetEffect() string {
+	if x != nil {
+		return x.Effect
+	}
+	return ""
+}
+
 // LabelSelectorRequirement is one matchExpressions entry of a Kubernetes label selector.
 type LabelSelectorRequirement struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1264,7 +1401,7 @@ type LabelSelectorRequirement struct {
 
 func (x *LabelSelectorRequirement) Reset() {
 	*x = LabelSelectorRequirement{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[11]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1276,7 +1413,7 @@ func (x *LabelSelectorRequirement) String() string {
 func (*LabelSelectorRequirement) ProtoMessage() {}
 
 func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[11]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1289,7 +1426,7 @@ func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelectorRequirement.ProtoReflect.Descriptor instead.
 func (*LabelSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{11}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LabelSelectorRequirement) GetKey() string {
@@ -1325,7 +1462,7 @@ type Condition struct {
 
 func (x *Condition) Reset() {
 	*x = Condition{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[12]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1337,7 +1474,7 @@ func (x *Condition) String() string {
 func (*Condition) ProtoMessage() {}
 
 func (x *Condition) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[12]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1350,7 +1487,7 @@ func (x *Condition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Condition.ProtoReflect.Descriptor instead.
 func (*Condition) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{12}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Condition) GetType() string {
@@ -1391,7 +1528,7 @@ type Address struct {
 
 func (x *Address) Reset() {
 	*x = Address{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[13]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1403,7 +1540,7 @@ func (x *Address) String() string {
 func (*Address) ProtoMessage() {}
 
 func (x *Address) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[13]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1416,7 +1553,7 @@ func (x *Address) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Address.ProtoReflect.Descriptor instead.
 func (*Address) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{13}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Address) GetType() string {
@@ -1444,7 +1581,7 @@ type AttachmentStatus struct {
 
 func (x *AttachmentStatus) Reset() {
 	*x = AttachmentStatus{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[14]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1456,7 +1593,7 @@ func (x *AttachmentStatus) String() string {
 func (*AttachmentStatus) ProtoMessage() {}
 
 func (x *AttachmentStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[14]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1469,7 +1606,7 @@ func (x *AttachmentStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachmentStatus.ProtoReflect.Descriptor instead.
 func (*AttachmentStatus) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{14}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AttachmentStatus) GetName() string {
@@ -1512,7 +1649,7 @@ type MachineStatus struct {
 
 func (x *MachineStatus) Reset() {
 	*x = MachineStatus{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[15]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1524,7 +1661,7 @@ func (x *MachineStatus) String() string {
 func (*MachineStatus) ProtoMessage() {}
 
 func (x *MachineStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[15]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1537,7 +1674,7 @@ func (x *MachineStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineStatus.ProtoReflect.Descriptor instead.
 func (*MachineStatus) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{15}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *MachineStatus) GetObservedGeneration() int64 {
@@ -1614,7 +1751,7 @@ type Machine struct {
 
 func (x *Machine) Reset() {
 	*x = Machine{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[16]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +1763,7 @@ func (x *Machine) String() string {
 func (*Machine) ProtoMessage() {}
 
 func (x *Machine) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[16]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +1776,7 @@ func (x *Machine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Machine.ProtoReflect.Descriptor instead.
 func (*Machine) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{16}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Machine) GetMetadata() *ObjectMetadata {
@@ -1671,7 +1808,7 @@ type VersionRequest struct {
 
 func (x *VersionRequest) Reset() {
 	*x = VersionRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[17]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1683,7 +1820,7 @@ func (x *VersionRequest) String() string {
 func (*VersionRequest) ProtoMessage() {}
 
 func (x *VersionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[17]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1696,7 +1833,7 @@ func (x *VersionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionRequest.ProtoReflect.Descriptor instead.
 func (*VersionRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{17}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{19}
 }
 
 type VersionResponse struct {
@@ -1714,7 +1851,7 @@ type VersionResponse struct {
 
 func (x *VersionResponse) Reset() {
 	*x = VersionResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[18]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1726,7 +1863,7 @@ func (x *VersionResponse) String() string {
 func (*VersionResponse) ProtoMessage() {}
 
 func (x *VersionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[18]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1739,7 +1876,7 @@ func (x *VersionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionResponse.ProtoReflect.Descriptor instead.
 func (*VersionResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{18}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *VersionResponse) GetRuntimeName() string {
@@ -1778,7 +1915,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[19]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1790,7 +1927,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[19]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1803,7 +1940,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{19}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{21}
 }
 
 type StatusResponse struct {
@@ -1828,7 +1965,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[20]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1840,7 +1977,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[20]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1853,7 +1990,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{20}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StatusResponse) GetCapacity() *Resources {
@@ -1921,7 +2058,7 @@ type PoolNetwork struct {
 
 func (x *PoolNetwork) Reset() {
 	*x = PoolNetwork{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[21]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1933,7 +2070,7 @@ func (x *PoolNetwork) String() string {
 func (*PoolNetwork) ProtoMessage() {}
 
 func (x *PoolNetwork) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[21]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1946,7 +2083,7 @@ func (x *PoolNetwork) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolNetwork.ProtoReflect.Descriptor instead.
 func (*PoolNetwork) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{21}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PoolNetwork) GetName() string {
@@ -1981,7 +2118,7 @@ type NetworkForward struct {
 
 func (x *NetworkForward) Reset() {
 	*x = NetworkForward{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[22]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1993,7 +2130,7 @@ func (x *NetworkForward) String() string {
 func (*NetworkForward) ProtoMessage() {}
 
 func (x *NetworkForward) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[22]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2006,7 +2143,7 @@ func (x *NetworkForward) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkForward.ProtoReflect.Descriptor instead.
 func (*NetworkForward) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{22}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *NetworkForward) GetGuest() string {
@@ -2035,7 +2172,7 @@ type ListMachinesRequest struct {
 
 func (x *ListMachinesRequest) Reset() {
 	*x = ListMachinesRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[23]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2047,7 +2184,7 @@ func (x *ListMachinesRequest) String() string {
 func (*ListMachinesRequest) ProtoMessage() {}
 
 func (x *ListMachinesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[23]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2060,7 +2197,7 @@ func (x *ListMachinesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMachinesRequest.ProtoReflect.Descriptor instead.
 func (*ListMachinesRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{23}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListMachinesRequest) GetId() string {
@@ -2086,7 +2223,7 @@ type ListMachinesResponse struct {
 
 func (x *ListMachinesResponse) Reset() {
 	*x = ListMachinesResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[24]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2098,7 +2235,7 @@ func (x *ListMachinesResponse) String() string {
 func (*ListMachinesResponse) ProtoMessage() {}
 
 func (x *ListMachinesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[24]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2111,7 +2248,7 @@ func (x *ListMachinesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMachinesResponse.ProtoReflect.Descriptor instead.
 func (*ListMachinesResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{24}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListMachinesResponse) GetMachines() []*Machine {
@@ -2130,7 +2267,7 @@ type CreateMachineRequest struct {
 
 func (x *CreateMachineRequest) Reset() {
 	*x = CreateMachineRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[25]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2142,7 +2279,7 @@ func (x *CreateMachineRequest) String() string {
 func (*CreateMachineRequest) ProtoMessage() {}
 
 func (x *CreateMachineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[25]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2155,7 +2292,7 @@ func (x *CreateMachineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMachineRequest.ProtoReflect.Descriptor instead.
 func (*CreateMachineRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{25}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CreateMachineRequest) GetMachine() *Machine {
@@ -2174,7 +2311,7 @@ type CreateMachineResponse struct {
 
 func (x *CreateMachineResponse) Reset() {
 	*x = CreateMachineResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[26]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2186,7 +2323,7 @@ func (x *CreateMachineResponse) String() string {
 func (*CreateMachineResponse) ProtoMessage() {}
 
 func (x *CreateMachineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[26]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2199,7 +2336,7 @@ func (x *CreateMachineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMachineResponse.ProtoReflect.Descriptor instead.
 func (*CreateMachineResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{26}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CreateMachineResponse) GetMachine() *Machine {
@@ -2218,7 +2355,7 @@ type DeleteMachineRequest struct {
 
 func (x *DeleteMachineRequest) Reset() {
 	*x = DeleteMachineRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[27]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2230,7 +2367,7 @@ func (x *DeleteMachineRequest) String() string {
 func (*DeleteMachineRequest) ProtoMessage() {}
 
 func (x *DeleteMachineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[27]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2243,7 +2380,7 @@ func (x *DeleteMachineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMachineRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMachineRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{27}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DeleteMachineRequest) GetId() string {
@@ -2261,7 +2398,7 @@ type DeleteMachineResponse struct {
 
 func (x *DeleteMachineResponse) Reset() {
 	*x = DeleteMachineResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[28]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2273,7 +2410,7 @@ func (x *DeleteMachineResponse) String() string {
 func (*DeleteMachineResponse) ProtoMessage() {}
 
 func (x *DeleteMachineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[28]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2286,7 +2423,7 @@ func (x *DeleteMachineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMachineResponse.ProtoReflect.Descriptor instead.
 func (*DeleteMachineResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{28}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{30}
 }
 
 type UpdateMachinePowerRequest struct {
@@ -2299,7 +2436,7 @@ type UpdateMachinePowerRequest struct {
 
 func (x *UpdateMachinePowerRequest) Reset() {
 	*x = UpdateMachinePowerRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[29]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2311,7 +2448,7 @@ func (x *UpdateMachinePowerRequest) String() string {
 func (*UpdateMachinePowerRequest) ProtoMessage() {}
 
 func (x *UpdateMachinePowerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[29]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2324,7 +2461,7 @@ func (x *UpdateMachinePowerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMachinePowerRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMachinePowerRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{29}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *UpdateMachinePowerRequest) GetId() string {
@@ -2350,7 +2487,7 @@ type UpdateMachinePowerResponse struct {
 
 func (x *UpdateMachinePowerResponse) Reset() {
 	*x = UpdateMachinePowerResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[30]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2362,7 +2499,7 @@ func (x *UpdateMachinePowerResponse) String() string {
 func (*UpdateMachinePowerResponse) ProtoMessage() {}
 
 func (x *UpdateMachinePowerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[30]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2375,7 +2512,7 @@ func (x *UpdateMachinePowerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMachinePowerResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMachinePowerResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{30}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *UpdateMachinePowerResponse) GetMachine() *Machine {
@@ -2395,7 +2532,7 @@ type RebootMachineRequest struct {
 
 func (x *RebootMachineRequest) Reset() {
 	*x = RebootMachineRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[31]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2407,7 +2544,7 @@ func (x *RebootMachineRequest) String() string {
 func (*RebootMachineRequest) ProtoMessage() {}
 
 func (x *RebootMachineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[31]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2420,7 +2557,7 @@ func (x *RebootMachineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebootMachineRequest.ProtoReflect.Descriptor instead.
 func (*RebootMachineRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{31}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RebootMachineRequest) GetId() string {
@@ -2446,7 +2583,7 @@ type RebootMachineResponse struct {
 
 func (x *RebootMachineResponse) Reset() {
 	*x = RebootMachineResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[32]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2458,7 +2595,7 @@ func (x *RebootMachineResponse) String() string {
 func (*RebootMachineResponse) ProtoMessage() {}
 
 func (x *RebootMachineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[32]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2471,7 +2608,7 @@ func (x *RebootMachineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebootMachineResponse.ProtoReflect.Descriptor instead.
 func (*RebootMachineResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{32}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RebootMachineResponse) GetMachine() *Machine {
@@ -2494,7 +2631,7 @@ type ReimageMachineRequest struct {
 
 func (x *ReimageMachineRequest) Reset() {
 	*x = ReimageMachineRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[33]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2506,7 +2643,7 @@ func (x *ReimageMachineRequest) String() string {
 func (*ReimageMachineRequest) ProtoMessage() {}
 
 func (x *ReimageMachineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[33]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2519,7 +2656,7 @@ func (x *ReimageMachineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReimageMachineRequest.ProtoReflect.Descriptor instead.
 func (*ReimageMachineRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{33}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReimageMachineRequest) GetId() string {
@@ -2552,7 +2689,7 @@ type ReimageMachineResponse struct {
 
 func (x *ReimageMachineResponse) Reset() {
 	*x = ReimageMachineResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[34]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2564,7 +2701,7 @@ func (x *ReimageMachineResponse) String() string {
 func (*ReimageMachineResponse) ProtoMessage() {}
 
 func (x *ReimageMachineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[34]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2577,7 +2714,7 @@ func (x *ReimageMachineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReimageMachineResponse.ProtoReflect.Descriptor instead.
 func (*ReimageMachineResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{34}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ReimageMachineResponse) GetMachine() *Machine {
@@ -2597,7 +2734,7 @@ type UpdateMachineLabelsRequest struct {
 
 func (x *UpdateMachineLabelsRequest) Reset() {
 	*x = UpdateMachineLabelsRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[35]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2609,7 +2746,7 @@ func (x *UpdateMachineLabelsRequest) String() string {
 func (*UpdateMachineLabelsRequest) ProtoMessage() {}
 
 func (x *UpdateMachineLabelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[35]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2622,7 +2759,7 @@ func (x *UpdateMachineLabelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMachineLabelsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMachineLabelsRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{35}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *UpdateMachineLabelsRequest) GetId() string {
@@ -2648,7 +2785,7 @@ type UpdateMachineLabelsResponse struct {
 
 func (x *UpdateMachineLabelsResponse) Reset() {
 	*x = UpdateMachineLabelsResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[36]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2660,7 +2797,7 @@ func (x *UpdateMachineLabelsResponse) String() string {
 func (*UpdateMachineLabelsResponse) ProtoMessage() {}
 
 func (x *UpdateMachineLabelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[36]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2673,7 +2810,7 @@ func (x *UpdateMachineLabelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMachineLabelsResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMachineLabelsResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{36}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *UpdateMachineLabelsResponse) GetMachine() *Machine {
@@ -2693,7 +2830,7 @@ type AttachVolumeRequest struct {
 
 func (x *AttachVolumeRequest) Reset() {
 	*x = AttachVolumeRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[37]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2705,7 +2842,7 @@ func (x *AttachVolumeRequest) String() string {
 func (*AttachVolumeRequest) ProtoMessage() {}
 
 func (x *AttachVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[37]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2718,7 +2855,7 @@ func (x *AttachVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachVolumeRequest.ProtoReflect.Descriptor instead.
 func (*AttachVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{37}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AttachVolumeRequest) GetId() string {
@@ -2744,7 +2881,7 @@ type AttachVolumeResponse struct {
 
 func (x *AttachVolumeResponse) Reset() {
 	*x = AttachVolumeResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[38]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2756,7 +2893,7 @@ func (x *AttachVolumeResponse) String() string {
 func (*AttachVolumeResponse) ProtoMessage() {}
 
 func (x *AttachVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[38]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2769,7 +2906,7 @@ func (x *AttachVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachVolumeResponse.ProtoReflect.Descriptor instead.
 func (*AttachVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{38}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AttachVolumeResponse) GetMachine() *Machine {
@@ -2789,7 +2926,7 @@ type DetachVolumeRequest struct {
 
 func (x *DetachVolumeRequest) Reset() {
 	*x = DetachVolumeRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[39]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2801,7 +2938,7 @@ func (x *DetachVolumeRequest) String() string {
 func (*DetachVolumeRequest) ProtoMessage() {}
 
 func (x *DetachVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[39]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2814,7 +2951,7 @@ func (x *DetachVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetachVolumeRequest.ProtoReflect.Descriptor instead.
 func (*DetachVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{39}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DetachVolumeRequest) GetId() string {
@@ -2840,7 +2977,7 @@ type DetachVolumeResponse struct {
 
 func (x *DetachVolumeResponse) Reset() {
 	*x = DetachVolumeResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[40]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2852,7 +2989,7 @@ func (x *DetachVolumeResponse) String() string {
 func (*DetachVolumeResponse) ProtoMessage() {}
 
 func (x *DetachVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[40]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2865,7 +3002,7 @@ func (x *DetachVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetachVolumeResponse.ProtoReflect.Descriptor instead.
 func (*DetachVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{40}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DetachVolumeResponse) GetMachine() *Machine {
@@ -2885,7 +3022,7 @@ type AttachNetworkInterfaceRequest struct {
 
 func (x *AttachNetworkInterfaceRequest) Reset() {
 	*x = AttachNetworkInterfaceRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[41]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2897,7 +3034,7 @@ func (x *AttachNetworkInterfaceRequest) String() string {
 func (*AttachNetworkInterfaceRequest) ProtoMessage() {}
 
 func (x *AttachNetworkInterfaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[41]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2910,7 +3047,7 @@ func (x *AttachNetworkInterfaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachNetworkInterfaceRequest.ProtoReflect.Descriptor instead.
 func (*AttachNetworkInterfaceRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{41}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *AttachNetworkInterfaceRequest) GetId() string {
@@ -2936,7 +3073,7 @@ type AttachNetworkInterfaceResponse struct {
 
 func (x *AttachNetworkInterfaceResponse) Reset() {
 	*x = AttachNetworkInterfaceResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[42]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2948,7 +3085,7 @@ func (x *AttachNetworkInterfaceResponse) String() string {
 func (*AttachNetworkInterfaceResponse) ProtoMessage() {}
 
 func (x *AttachNetworkInterfaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[42]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2961,7 +3098,7 @@ func (x *AttachNetworkInterfaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachNetworkInterfaceResponse.ProtoReflect.Descriptor instead.
 func (*AttachNetworkInterfaceResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{42}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *AttachNetworkInterfaceResponse) GetMachine() *Machine {
@@ -2981,7 +3118,7 @@ type DetachNetworkInterfaceRequest struct {
 
 func (x *DetachNetworkInterfaceRequest) Reset() {
 	*x = DetachNetworkInterfaceRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[43]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2993,7 +3130,7 @@ func (x *DetachNetworkInterfaceRequest) String() string {
 func (*DetachNetworkInterfaceRequest) ProtoMessage() {}
 
 func (x *DetachNetworkInterfaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[43]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3006,7 +3143,7 @@ func (x *DetachNetworkInterfaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetachNetworkInterfaceRequest.ProtoReflect.Descriptor instead.
 func (*DetachNetworkInterfaceRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{43}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DetachNetworkInterfaceRequest) GetId() string {
@@ -3032,7 +3169,7 @@ type DetachNetworkInterfaceResponse struct {
 
 func (x *DetachNetworkInterfaceResponse) Reset() {
 	*x = DetachNetworkInterfaceResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[44]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3044,7 +3181,7 @@ func (x *DetachNetworkInterfaceResponse) String() string {
 func (*DetachNetworkInterfaceResponse) ProtoMessage() {}
 
 func (x *DetachNetworkInterfaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[44]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3057,7 +3194,7 @@ func (x *DetachNetworkInterfaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetachNetworkInterfaceResponse.ProtoReflect.Descriptor instead.
 func (*DetachNetworkInterfaceResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{44}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DetachNetworkInterfaceResponse) GetMachine() *Machine {
@@ -3075,7 +3212,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[45]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3087,7 +3224,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[45]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3100,7 +3237,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{45}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{47}
 }
 
 type MachineEvent struct {
@@ -3113,7 +3250,7 @@ type MachineEvent struct {
 
 func (x *MachineEvent) Reset() {
 	*x = MachineEvent{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[46]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3125,7 +3262,7 @@ func (x *MachineEvent) String() string {
 func (*MachineEvent) ProtoMessage() {}
 
 func (x *MachineEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[46]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3138,7 +3275,7 @@ func (x *MachineEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineEvent.ProtoReflect.Descriptor instead.
 func (*MachineEvent) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{46}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *MachineEvent) GetType() MachineEvent_Type {
@@ -3219,7 +3356,7 @@ const file_api_mri_v1alpha1_mri_proto_rawDesc = "" +
 	"\anetwork\x18\x02 \x01(\tR\anetwork\x12\x1f\n" +
 	"\vmac_address\x18\x03 \x01(\tR\n" +
 	"macAddress\x12\x10\n" +
-	"\x03ips\x18\x04 \x03(\tR\x03ips\"\xf6\x05\n" +
+	"\x03ips\x18\x04 \x03(\tR\x03ips\"\xb3\x06\n" +
 	"\vMachineSpec\x12\x14\n" +
 	"\x05class\x18\x01 \x01(\tR\x05class\x12;\n" +
 	"\tresources\x18\x02 \x01(\v2\x1d.anvil.mri.v1alpha1.ResourcesR\tresources\x12/\n" +
@@ -3233,10 +3370,21 @@ const file_api_mri_v1alpha1_mri_proto_rawDesc = "" +
 	"\rhost_selector\x18\t \x03(\v21.anvil.mri.v1alpha1.MachineSpec.HostSelectorEntryR\fhostSelector\x12\x1a\n" +
 	"\bhostname\x18\n" +
 	" \x01(\tR\bhostname\x12h\n" +
-	"\x19host_selector_expressions\x18\v \x03(\v2,.anvil.mri.v1alpha1.LabelSelectorRequirementR\x17hostSelectorExpressions\x1a?\n" +
+	"\x19host_selector_expressions\x18\v \x03(\v2,.anvil.mri.v1alpha1.LabelSelectorRequirementR\x17hostSelectorExpressions\x12;\n" +
+	"\tplacement\x18\f \x01(\v2\x1d.anvil.mri.v1alpha1.PlacementR\tplacement\x1a?\n" +
 	"\x11HostSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"`\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"n\n" +
+	"\tPlacement\x12@\n" +
+	"\vtolerations\x18\x01 \x03(\v2\x1e.anvil.mri.v1alpha1.TolerationR\vtolerations\x12\x1f\n" +
+	"\vnative_only\x18\x02 \x01(\bR\n" +
+	"nativeOnly\"h\n" +
+	"\n" +
+	"Toleration\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1a\n" +
+	"\boperator\x18\x02 \x01(\tR\boperator\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\tR\x05value\x12\x16\n" +
+	"\x06effect\x18\x04 \x01(\tR\x06effect\"`\n" +
 	"\x18LabelSelectorRequirement\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1a\n" +
 	"\boperator\x18\x02 \x01(\tR\boperator\x12\x16\n" +
@@ -3430,7 +3578,7 @@ func file_api_mri_v1alpha1_mri_proto_rawDescGZIP() []byte {
 }
 
 var file_api_mri_v1alpha1_mri_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_api_mri_v1alpha1_mri_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_api_mri_v1alpha1_mri_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_api_mri_v1alpha1_mri_proto_goTypes = []any{
 	(Architecture)(0),                      // 0: anvil.mri.v1alpha1.Architecture
 	(Power)(0),                             // 1: anvil.mri.v1alpha1.Power
@@ -3451,57 +3599,59 @@ var file_api_mri_v1alpha1_mri_proto_goTypes = []any{
 	(*EmptyDisk)(nil),                      // 16: anvil.mri.v1alpha1.EmptyDisk
 	(*NetworkInterface)(nil),               // 17: anvil.mri.v1alpha1.NetworkInterface
 	(*MachineSpec)(nil),                    // 18: anvil.mri.v1alpha1.MachineSpec
-	(*LabelSelectorRequirement)(nil),       // 19: anvil.mri.v1alpha1.LabelSelectorRequirement
-	(*Condition)(nil),                      // 20: anvil.mri.v1alpha1.Condition
-	(*Address)(nil),                        // 21: anvil.mri.v1alpha1.Address
-	(*AttachmentStatus)(nil),               // 22: anvil.mri.v1alpha1.AttachmentStatus
-	(*MachineStatus)(nil),                  // 23: anvil.mri.v1alpha1.MachineStatus
-	(*Machine)(nil),                        // 24: anvil.mri.v1alpha1.Machine
-	(*VersionRequest)(nil),                 // 25: anvil.mri.v1alpha1.VersionRequest
-	(*VersionResponse)(nil),                // 26: anvil.mri.v1alpha1.VersionResponse
-	(*StatusRequest)(nil),                  // 27: anvil.mri.v1alpha1.StatusRequest
-	(*StatusResponse)(nil),                 // 28: anvil.mri.v1alpha1.StatusResponse
-	(*PoolNetwork)(nil),                    // 29: anvil.mri.v1alpha1.PoolNetwork
-	(*NetworkForward)(nil),                 // 30: anvil.mri.v1alpha1.NetworkForward
-	(*ListMachinesRequest)(nil),            // 31: anvil.mri.v1alpha1.ListMachinesRequest
-	(*ListMachinesResponse)(nil),           // 32: anvil.mri.v1alpha1.ListMachinesResponse
-	(*CreateMachineRequest)(nil),           // 33: anvil.mri.v1alpha1.CreateMachineRequest
-	(*CreateMachineResponse)(nil),          // 34: anvil.mri.v1alpha1.CreateMachineResponse
-	(*DeleteMachineRequest)(nil),           // 35: anvil.mri.v1alpha1.DeleteMachineRequest
-	(*DeleteMachineResponse)(nil),          // 36: anvil.mri.v1alpha1.DeleteMachineResponse
-	(*UpdateMachinePowerRequest)(nil),      // 37: anvil.mri.v1alpha1.UpdateMachinePowerRequest
-	(*UpdateMachinePowerResponse)(nil),     // 38: anvil.mri.v1alpha1.UpdateMachinePowerResponse
-	(*RebootMachineRequest)(nil),           // 39: anvil.mri.v1alpha1.RebootMachineRequest
-	(*RebootMachineResponse)(nil),          // 40: anvil.mri.v1alpha1.RebootMachineResponse
-	(*ReimageMachineRequest)(nil),          // 41: anvil.mri.v1alpha1.ReimageMachineRequest
-	(*ReimageMachineResponse)(nil),         // 42: anvil.mri.v1alpha1.ReimageMachineResponse
-	(*UpdateMachineLabelsRequest)(nil),     // 43: anvil.mri.v1alpha1.UpdateMachineLabelsRequest
-	(*UpdateMachineLabelsResponse)(nil),    // 44: anvil.mri.v1alpha1.UpdateMachineLabelsResponse
-	(*AttachVolumeRequest)(nil),            // 45: anvil.mri.v1alpha1.AttachVolumeRequest
-	(*AttachVolumeResponse)(nil),           // 46: anvil.mri.v1alpha1.AttachVolumeResponse
-	(*DetachVolumeRequest)(nil),            // 47: anvil.mri.v1alpha1.DetachVolumeRequest
-	(*DetachVolumeResponse)(nil),           // 48: anvil.mri.v1alpha1.DetachVolumeResponse
-	(*AttachNetworkInterfaceRequest)(nil),  // 49: anvil.mri.v1alpha1.AttachNetworkInterfaceRequest
-	(*AttachNetworkInterfaceResponse)(nil), // 50: anvil.mri.v1alpha1.AttachNetworkInterfaceResponse
-	(*DetachNetworkInterfaceRequest)(nil),  // 51: anvil.mri.v1alpha1.DetachNetworkInterfaceRequest
-	(*DetachNetworkInterfaceResponse)(nil), // 52: anvil.mri.v1alpha1.DetachNetworkInterfaceResponse
-	(*WatchEventsRequest)(nil),             // 53: anvil.mri.v1alpha1.WatchEventsRequest
-	(*MachineEvent)(nil),                   // 54: anvil.mri.v1alpha1.MachineEvent
-	nil,                                    // 55: anvil.mri.v1alpha1.Resources.ExtendedEntry
-	nil,                                    // 56: anvil.mri.v1alpha1.ObjectMetadata.LabelsEntry
-	nil,                                    // 57: anvil.mri.v1alpha1.ObjectMetadata.AnnotationsEntry
-	nil,                                    // 58: anvil.mri.v1alpha1.FirstBootConfig.MetaDataEntry
-	nil,                                    // 59: anvil.mri.v1alpha1.MachineSpec.HostSelectorEntry
-	nil,                                    // 60: anvil.mri.v1alpha1.ListMachinesRequest.LabelSelectorEntry
-	nil,                                    // 61: anvil.mri.v1alpha1.UpdateMachineLabelsRequest.LabelsEntry
+	(*Placement)(nil),                      // 19: anvil.mri.v1alpha1.Placement
+	(*Toleration)(nil),                     // 20: anvil.mri.v1alpha1.Toleration
+	(*LabelSelectorRequirement)(nil),       // 21: anvil.mri.v1alpha1.LabelSelectorRequirement
+	(*Condition)(nil),                      // 22: anvil.mri.v1alpha1.Condition
+	(*Address)(nil),                        // 23: anvil.mri.v1alpha1.Address
+	(*AttachmentStatus)(nil),               // 24: anvil.mri.v1alpha1.AttachmentStatus
+	(*MachineStatus)(nil),                  // 25: anvil.mri.v1alpha1.MachineStatus
+	(*Machine)(nil),                        // 26: anvil.mri.v1alpha1.Machine
+	(*VersionRequest)(nil),                 // 27: anvil.mri.v1alpha1.VersionRequest
+	(*VersionResponse)(nil),                // 28: anvil.mri.v1alpha1.VersionResponse
+	(*StatusRequest)(nil),                  // 29: anvil.mri.v1alpha1.StatusRequest
+	(*StatusResponse)(nil),                 // 30: anvil.mri.v1alpha1.StatusResponse
+	(*PoolNetwork)(nil),                    // 31: anvil.mri.v1alpha1.PoolNetwork
+	(*NetworkForward)(nil),                 // 32: anvil.mri.v1alpha1.NetworkForward
+	(*ListMachinesRequest)(nil),            // 33: anvil.mri.v1alpha1.ListMachinesRequest
+	(*ListMachinesResponse)(nil),           // 34: anvil.mri.v1alpha1.ListMachinesResponse
+	(*CreateMachineRequest)(nil),           // 35: anvil.mri.v1alpha1.CreateMachineRequest
+	(*CreateMachineResponse)(nil),          // 36: anvil.mri.v1alpha1.CreateMachineResponse
+	(*DeleteMachineRequest)(nil),           // 37: anvil.mri.v1alpha1.DeleteMachineRequest
+	(*DeleteMachineResponse)(nil),          // 38: anvil.mri.v1alpha1.DeleteMachineResponse
+	(*UpdateMachinePowerRequest)(nil),      // 39: anvil.mri.v1alpha1.UpdateMachinePowerRequest
+	(*UpdateMachinePowerResponse)(nil),     // 40: anvil.mri.v1alpha1.UpdateMachinePowerResponse
+	(*RebootMachineRequest)(nil),           // 41: anvil.mri.v1alpha1.RebootMachineRequest
+	(*RebootMachineResponse)(nil),          // 42: anvil.mri.v1alpha1.RebootMachineResponse
+	(*ReimageMachineRequest)(nil),          // 43: anvil.mri.v1alpha1.ReimageMachineRequest
+	(*ReimageMachineResponse)(nil),         // 44: anvil.mri.v1alpha1.ReimageMachineResponse
+	(*UpdateMachineLabelsRequest)(nil),     // 45: anvil.mri.v1alpha1.UpdateMachineLabelsRequest
+	(*UpdateMachineLabelsResponse)(nil),    // 46: anvil.mri.v1alpha1.UpdateMachineLabelsResponse
+	(*AttachVolumeRequest)(nil),            // 47: anvil.mri.v1alpha1.AttachVolumeRequest
+	(*AttachVolumeResponse)(nil),           // 48: anvil.mri.v1alpha1.AttachVolumeResponse
+	(*DetachVolumeRequest)(nil),            // 49: anvil.mri.v1alpha1.DetachVolumeRequest
+	(*DetachVolumeResponse)(nil),           // 50: anvil.mri.v1alpha1.DetachVolumeResponse
+	(*AttachNetworkInterfaceRequest)(nil),  // 51: anvil.mri.v1alpha1.AttachNetworkInterfaceRequest
+	(*AttachNetworkInterfaceResponse)(nil), // 52: anvil.mri.v1alpha1.AttachNetworkInterfaceResponse
+	(*DetachNetworkInterfaceRequest)(nil),  // 53: anvil.mri.v1alpha1.DetachNetworkInterfaceRequest
+	(*DetachNetworkInterfaceResponse)(nil), // 54: anvil.mri.v1alpha1.DetachNetworkInterfaceResponse
+	(*WatchEventsRequest)(nil),             // 55: anvil.mri.v1alpha1.WatchEventsRequest
+	(*MachineEvent)(nil),                   // 56: anvil.mri.v1alpha1.MachineEvent
+	nil,                                    // 57: anvil.mri.v1alpha1.Resources.ExtendedEntry
+	nil,                                    // 58: anvil.mri.v1alpha1.ObjectMetadata.LabelsEntry
+	nil,                                    // 59: anvil.mri.v1alpha1.ObjectMetadata.AnnotationsEntry
+	nil,                                    // 60: anvil.mri.v1alpha1.FirstBootConfig.MetaDataEntry
+	nil,                                    // 61: anvil.mri.v1alpha1.MachineSpec.HostSelectorEntry
+	nil,                                    // 62: anvil.mri.v1alpha1.ListMachinesRequest.LabelSelectorEntry
+	nil,                                    // 63: anvil.mri.v1alpha1.UpdateMachineLabelsRequest.LabelsEntry
 }
 var file_api_mri_v1alpha1_mri_proto_depIdxs = []int32{
 	6,  // 0: anvil.mri.v1alpha1.ErrorDetail.reason:type_name -> anvil.mri.v1alpha1.ErrorReason
-	55, // 1: anvil.mri.v1alpha1.Resources.extended:type_name -> anvil.mri.v1alpha1.Resources.ExtendedEntry
-	56, // 2: anvil.mri.v1alpha1.ObjectMetadata.labels:type_name -> anvil.mri.v1alpha1.ObjectMetadata.LabelsEntry
-	57, // 3: anvil.mri.v1alpha1.ObjectMetadata.annotations:type_name -> anvil.mri.v1alpha1.ObjectMetadata.AnnotationsEntry
+	57, // 1: anvil.mri.v1alpha1.Resources.extended:type_name -> anvil.mri.v1alpha1.Resources.ExtendedEntry
+	58, // 2: anvil.mri.v1alpha1.ObjectMetadata.labels:type_name -> anvil.mri.v1alpha1.ObjectMetadata.LabelsEntry
+	59, // 3: anvil.mri.v1alpha1.ObjectMetadata.annotations:type_name -> anvil.mri.v1alpha1.ObjectMetadata.AnnotationsEntry
 	4,  // 4: anvil.mri.v1alpha1.FirstBootConfig.format:type_name -> anvil.mri.v1alpha1.ConfigFormat
-	58, // 5: anvil.mri.v1alpha1.FirstBootConfig.meta_data:type_name -> anvil.mri.v1alpha1.FirstBootConfig.MetaDataEntry
+	60, // 5: anvil.mri.v1alpha1.FirstBootConfig.meta_data:type_name -> anvil.mri.v1alpha1.FirstBootConfig.MetaDataEntry
 	13, // 6: anvil.mri.v1alpha1.FirstBootConfig.hardware_meta_data:type_name -> anvil.mri.v1alpha1.HardwareMetaData
 	5,  // 7: anvil.mri.v1alpha1.HardwareMetaData.field:type_name -> anvil.mri.v1alpha1.HardwareField
 	15, // 8: anvil.mri.v1alpha1.Volume.image_disk:type_name -> anvil.mri.v1alpha1.ImageDisk
@@ -3513,78 +3663,80 @@ var file_api_mri_v1alpha1_mri_proto_depIdxs = []int32{
 	12, // 14: anvil.mri.v1alpha1.MachineSpec.first_boot:type_name -> anvil.mri.v1alpha1.FirstBootConfig
 	14, // 15: anvil.mri.v1alpha1.MachineSpec.volumes:type_name -> anvil.mri.v1alpha1.Volume
 	17, // 16: anvil.mri.v1alpha1.MachineSpec.network_interfaces:type_name -> anvil.mri.v1alpha1.NetworkInterface
-	59, // 17: anvil.mri.v1alpha1.MachineSpec.host_selector:type_name -> anvil.mri.v1alpha1.MachineSpec.HostSelectorEntry
-	19, // 18: anvil.mri.v1alpha1.MachineSpec.host_selector_expressions:type_name -> anvil.mri.v1alpha1.LabelSelectorRequirement
-	3,  // 19: anvil.mri.v1alpha1.AttachmentStatus.state:type_name -> anvil.mri.v1alpha1.AttachState
-	2,  // 20: anvil.mri.v1alpha1.MachineStatus.state:type_name -> anvil.mri.v1alpha1.MachineState
-	0,  // 21: anvil.mri.v1alpha1.MachineStatus.architecture:type_name -> anvil.mri.v1alpha1.Architecture
-	20, // 22: anvil.mri.v1alpha1.MachineStatus.conditions:type_name -> anvil.mri.v1alpha1.Condition
-	21, // 23: anvil.mri.v1alpha1.MachineStatus.addresses:type_name -> anvil.mri.v1alpha1.Address
-	22, // 24: anvil.mri.v1alpha1.MachineStatus.volumes:type_name -> anvil.mri.v1alpha1.AttachmentStatus
-	22, // 25: anvil.mri.v1alpha1.MachineStatus.network_interfaces:type_name -> anvil.mri.v1alpha1.AttachmentStatus
-	10, // 26: anvil.mri.v1alpha1.Machine.metadata:type_name -> anvil.mri.v1alpha1.ObjectMetadata
-	18, // 27: anvil.mri.v1alpha1.Machine.spec:type_name -> anvil.mri.v1alpha1.MachineSpec
-	23, // 28: anvil.mri.v1alpha1.Machine.status:type_name -> anvil.mri.v1alpha1.MachineStatus
-	9,  // 29: anvil.mri.v1alpha1.StatusResponse.capacity:type_name -> anvil.mri.v1alpha1.Resources
-	9,  // 30: anvil.mri.v1alpha1.StatusResponse.allocatable:type_name -> anvil.mri.v1alpha1.Resources
-	0,  // 31: anvil.mri.v1alpha1.StatusResponse.architectures:type_name -> anvil.mri.v1alpha1.Architecture
-	21, // 32: anvil.mri.v1alpha1.StatusResponse.addresses:type_name -> anvil.mri.v1alpha1.Address
-	0,  // 33: anvil.mri.v1alpha1.StatusResponse.native_architectures:type_name -> anvil.mri.v1alpha1.Architecture
-	29, // 34: anvil.mri.v1alpha1.StatusResponse.networks:type_name -> anvil.mri.v1alpha1.PoolNetwork
-	30, // 35: anvil.mri.v1alpha1.PoolNetwork.forwards:type_name -> anvil.mri.v1alpha1.NetworkForward
-	60, // 36: anvil.mri.v1alpha1.ListMachinesRequest.label_selector:type_name -> anvil.mri.v1alpha1.ListMachinesRequest.LabelSelectorEntry
-	24, // 37: anvil.mri.v1alpha1.ListMachinesResponse.machines:type_name -> anvil.mri.v1alpha1.Machine
-	24, // 38: anvil.mri.v1alpha1.CreateMachineRequest.machine:type_name -> anvil.mri.v1alpha1.Machine
-	24, // 39: anvil.mri.v1alpha1.CreateMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	1,  // 40: anvil.mri.v1alpha1.UpdateMachinePowerRequest.power:type_name -> anvil.mri.v1alpha1.Power
-	24, // 41: anvil.mri.v1alpha1.UpdateMachinePowerResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	24, // 42: anvil.mri.v1alpha1.RebootMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	11, // 43: anvil.mri.v1alpha1.ReimageMachineRequest.image:type_name -> anvil.mri.v1alpha1.Image
-	12, // 44: anvil.mri.v1alpha1.ReimageMachineRequest.first_boot:type_name -> anvil.mri.v1alpha1.FirstBootConfig
-	24, // 45: anvil.mri.v1alpha1.ReimageMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	61, // 46: anvil.mri.v1alpha1.UpdateMachineLabelsRequest.labels:type_name -> anvil.mri.v1alpha1.UpdateMachineLabelsRequest.LabelsEntry
-	24, // 47: anvil.mri.v1alpha1.UpdateMachineLabelsResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	14, // 48: anvil.mri.v1alpha1.AttachVolumeRequest.volume:type_name -> anvil.mri.v1alpha1.Volume
-	24, // 49: anvil.mri.v1alpha1.AttachVolumeResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	24, // 50: anvil.mri.v1alpha1.DetachVolumeResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	17, // 51: anvil.mri.v1alpha1.AttachNetworkInterfaceRequest.network_interface:type_name -> anvil.mri.v1alpha1.NetworkInterface
-	24, // 52: anvil.mri.v1alpha1.AttachNetworkInterfaceResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	24, // 53: anvil.mri.v1alpha1.DetachNetworkInterfaceResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	7,  // 54: anvil.mri.v1alpha1.MachineEvent.type:type_name -> anvil.mri.v1alpha1.MachineEvent.Type
-	24, // 55: anvil.mri.v1alpha1.MachineEvent.machine:type_name -> anvil.mri.v1alpha1.Machine
-	25, // 56: anvil.mri.v1alpha1.MachineRuntime.Version:input_type -> anvil.mri.v1alpha1.VersionRequest
-	27, // 57: anvil.mri.v1alpha1.MachineRuntime.Status:input_type -> anvil.mri.v1alpha1.StatusRequest
-	31, // 58: anvil.mri.v1alpha1.MachineRuntime.ListMachines:input_type -> anvil.mri.v1alpha1.ListMachinesRequest
-	33, // 59: anvil.mri.v1alpha1.MachineRuntime.CreateMachine:input_type -> anvil.mri.v1alpha1.CreateMachineRequest
-	35, // 60: anvil.mri.v1alpha1.MachineRuntime.DeleteMachine:input_type -> anvil.mri.v1alpha1.DeleteMachineRequest
-	37, // 61: anvil.mri.v1alpha1.MachineRuntime.UpdateMachinePower:input_type -> anvil.mri.v1alpha1.UpdateMachinePowerRequest
-	39, // 62: anvil.mri.v1alpha1.MachineRuntime.RebootMachine:input_type -> anvil.mri.v1alpha1.RebootMachineRequest
-	41, // 63: anvil.mri.v1alpha1.MachineRuntime.ReimageMachine:input_type -> anvil.mri.v1alpha1.ReimageMachineRequest
-	43, // 64: anvil.mri.v1alpha1.MachineRuntime.UpdateMachineLabels:input_type -> anvil.mri.v1alpha1.UpdateMachineLabelsRequest
-	45, // 65: anvil.mri.v1alpha1.MachineRuntime.AttachVolume:input_type -> anvil.mri.v1alpha1.AttachVolumeRequest
-	47, // 66: anvil.mri.v1alpha1.MachineRuntime.DetachVolume:input_type -> anvil.mri.v1alpha1.DetachVolumeRequest
-	49, // 67: anvil.mri.v1alpha1.MachineRuntime.AttachNetworkInterface:input_type -> anvil.mri.v1alpha1.AttachNetworkInterfaceRequest
-	51, // 68: anvil.mri.v1alpha1.MachineRuntime.DetachNetworkInterface:input_type -> anvil.mri.v1alpha1.DetachNetworkInterfaceRequest
-	53, // 69: anvil.mri.v1alpha1.MachineRuntime.WatchEvents:input_type -> anvil.mri.v1alpha1.WatchEventsRequest
-	26, // 70: anvil.mri.v1alpha1.MachineRuntime.Version:output_type -> anvil.mri.v1alpha1.VersionResponse
-	28, // 71: anvil.mri.v1alpha1.MachineRuntime.Status:output_type -> anvil.mri.v1alpha1.StatusResponse
-	32, // 72: anvil.mri.v1alpha1.MachineRuntime.ListMachines:output_type -> anvil.mri.v1alpha1.ListMachinesResponse
-	34, // 73: anvil.mri.v1alpha1.MachineRuntime.CreateMachine:output_type -> anvil.mri.v1alpha1.CreateMachineResponse
-	36, // 74: anvil.mri.v1alpha1.MachineRuntime.DeleteMachine:output_type -> anvil.mri.v1alpha1.DeleteMachineResponse
-	38, // 75: anvil.mri.v1alpha1.MachineRuntime.UpdateMachinePower:output_type -> anvil.mri.v1alpha1.UpdateMachinePowerResponse
-	40, // 76: anvil.mri.v1alpha1.MachineRuntime.RebootMachine:output_type -> anvil.mri.v1alpha1.RebootMachineResponse
-	42, // 77: anvil.mri.v1alpha1.MachineRuntime.ReimageMachine:output_type -> anvil.mri.v1alpha1.ReimageMachineResponse
-	44, // 78: anvil.mri.v1alpha1.MachineRuntime.UpdateMachineLabels:output_type -> anvil.mri.v1alpha1.UpdateMachineLabelsResponse
-	46, // 79: anvil.mri.v1alpha1.MachineRuntime.AttachVolume:output_type -> anvil.mri.v1alpha1.AttachVolumeResponse
-	48, // 80: anvil.mri.v1alpha1.MachineRuntime.DetachVolume:output_type -> anvil.mri.v1alpha1.DetachVolumeResponse
-	50, // 81: anvil.mri.v1alpha1.MachineRuntime.AttachNetworkInterface:output_type -> anvil.mri.v1alpha1.AttachNetworkInterfaceResponse
-	52, // 82: anvil.mri.v1alpha1.MachineRuntime.DetachNetworkInterface:output_type -> anvil.mri.v1alpha1.DetachNetworkInterfaceResponse
-	54, // 83: anvil.mri.v1alpha1.MachineRuntime.WatchEvents:output_type -> anvil.mri.v1alpha1.MachineEvent
-	70, // [70:84] is the sub-list for method output_type
-	56, // [56:70] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	61, // 17: anvil.mri.v1alpha1.MachineSpec.host_selector:type_name -> anvil.mri.v1alpha1.MachineSpec.HostSelectorEntry
+	21, // 18: anvil.mri.v1alpha1.MachineSpec.host_selector_expressions:type_name -> anvil.mri.v1alpha1.LabelSelectorRequirement
+	19, // 19: anvil.mri.v1alpha1.MachineSpec.placement:type_name -> anvil.mri.v1alpha1.Placement
+	20, // 20: anvil.mri.v1alpha1.Placement.tolerations:type_name -> anvil.mri.v1alpha1.Toleration
+	3,  // 21: anvil.mri.v1alpha1.AttachmentStatus.state:type_name -> anvil.mri.v1alpha1.AttachState
+	2,  // 22: anvil.mri.v1alpha1.MachineStatus.state:type_name -> anvil.mri.v1alpha1.MachineState
+	0,  // 23: anvil.mri.v1alpha1.MachineStatus.architecture:type_name -> anvil.mri.v1alpha1.Architecture
+	22, // 24: anvil.mri.v1alpha1.MachineStatus.conditions:type_name -> anvil.mri.v1alpha1.Condition
+	23, // 25: anvil.mri.v1alpha1.MachineStatus.addresses:type_name -> anvil.mri.v1alpha1.Address
+	24, // 26: anvil.mri.v1alpha1.MachineStatus.volumes:type_name -> anvil.mri.v1alpha1.AttachmentStatus
+	24, // 27: anvil.mri.v1alpha1.MachineStatus.network_interfaces:type_name -> anvil.mri.v1alpha1.AttachmentStatus
+	10, // 28: anvil.mri.v1alpha1.Machine.metadata:type_name -> anvil.mri.v1alpha1.ObjectMetadata
+	18, // 29: anvil.mri.v1alpha1.Machine.spec:type_name -> anvil.mri.v1alpha1.MachineSpec
+	25, // 30: anvil.mri.v1alpha1.Machine.status:type_name -> anvil.mri.v1alpha1.MachineStatus
+	9,  // 31: anvil.mri.v1alpha1.StatusResponse.capacity:type_name -> anvil.mri.v1alpha1.Resources
+	9,  // 32: anvil.mri.v1alpha1.StatusResponse.allocatable:type_name -> anvil.mri.v1alpha1.Resources
+	0,  // 33: anvil.mri.v1alpha1.StatusResponse.architectures:type_name -> anvil.mri.v1alpha1.Architecture
+	23, // 34: anvil.mri.v1alpha1.StatusResponse.addresses:type_name -> anvil.mri.v1alpha1.Address
+	0,  // 35: anvil.mri.v1alpha1.StatusResponse.native_architectures:type_name -> anvil.mri.v1alpha1.Architecture
+	31, // 36: anvil.mri.v1alpha1.StatusResponse.networks:type_name -> anvil.mri.v1alpha1.PoolNetwork
+	32, // 37: anvil.mri.v1alpha1.PoolNetwork.forwards:type_name -> anvil.mri.v1alpha1.NetworkForward
+	62, // 38: anvil.mri.v1alpha1.ListMachinesRequest.label_selector:type_name -> anvil.mri.v1alpha1.ListMachinesRequest.LabelSelectorEntry
+	26, // 39: anvil.mri.v1alpha1.ListMachinesResponse.machines:type_name -> anvil.mri.v1alpha1.Machine
+	26, // 40: anvil.mri.v1alpha1.CreateMachineRequest.machine:type_name -> anvil.mri.v1alpha1.Machine
+	26, // 41: anvil.mri.v1alpha1.CreateMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	1,  // 42: anvil.mri.v1alpha1.UpdateMachinePowerRequest.power:type_name -> anvil.mri.v1alpha1.Power
+	26, // 43: anvil.mri.v1alpha1.UpdateMachinePowerResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	26, // 44: anvil.mri.v1alpha1.RebootMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	11, // 45: anvil.mri.v1alpha1.ReimageMachineRequest.image:type_name -> anvil.mri.v1alpha1.Image
+	12, // 46: anvil.mri.v1alpha1.ReimageMachineRequest.first_boot:type_name -> anvil.mri.v1alpha1.FirstBootConfig
+	26, // 47: anvil.mri.v1alpha1.ReimageMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	63, // 48: anvil.mri.v1alpha1.UpdateMachineLabelsRequest.labels:type_name -> anvil.mri.v1alpha1.UpdateMachineLabelsRequest.LabelsEntry
+	26, // 49: anvil.mri.v1alpha1.UpdateMachineLabelsResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	14, // 50: anvil.mri.v1alpha1.AttachVolumeRequest.volume:type_name -> anvil.mri.v1alpha1.Volume
+	26, // 51: anvil.mri.v1alpha1.AttachVolumeResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	26, // 52: anvil.mri.v1alpha1.DetachVolumeResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	17, // 53: anvil.mri.v1alpha1.AttachNetworkInterfaceRequest.network_interface:type_name -> anvil.mri.v1alpha1.NetworkInterface
+	26, // 54: anvil.mri.v1alpha1.AttachNetworkInterfaceResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	26, // 55: anvil.mri.v1alpha1.DetachNetworkInterfaceResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	7,  // 56: anvil.mri.v1alpha1.MachineEvent.type:type_name -> anvil.mri.v1alpha1.MachineEvent.Type
+	26, // 57: anvil.mri.v1alpha1.MachineEvent.machine:type_name -> anvil.mri.v1alpha1.Machine
+	27, // 58: anvil.mri.v1alpha1.MachineRuntime.Version:input_type -> anvil.mri.v1alpha1.VersionRequest
+	29, // 59: anvil.mri.v1alpha1.MachineRuntime.Status:input_type -> anvil.mri.v1alpha1.StatusRequest
+	33, // 60: anvil.mri.v1alpha1.MachineRuntime.ListMachines:input_type -> anvil.mri.v1alpha1.ListMachinesRequest
+	35, // 61: anvil.mri.v1alpha1.MachineRuntime.CreateMachine:input_type -> anvil.mri.v1alpha1.CreateMachineRequest
+	37, // 62: anvil.mri.v1alpha1.MachineRuntime.DeleteMachine:input_type -> anvil.mri.v1alpha1.DeleteMachineRequest
+	39, // 63: anvil.mri.v1alpha1.MachineRuntime.UpdateMachinePower:input_type -> anvil.mri.v1alpha1.UpdateMachinePowerRequest
+	41, // 64: anvil.mri.v1alpha1.MachineRuntime.RebootMachine:input_type -> anvil.mri.v1alpha1.RebootMachineRequest
+	43, // 65: anvil.mri.v1alpha1.MachineRuntime.ReimageMachine:input_type -> anvil.mri.v1alpha1.ReimageMachineRequest
+	45, // 66: anvil.mri.v1alpha1.MachineRuntime.UpdateMachineLabels:input_type -> anvil.mri.v1alpha1.UpdateMachineLabelsRequest
+	47, // 67: anvil.mri.v1alpha1.MachineRuntime.AttachVolume:input_type -> anvil.mri.v1alpha1.AttachVolumeRequest
+	49, // 68: anvil.mri.v1alpha1.MachineRuntime.DetachVolume:input_type -> anvil.mri.v1alpha1.DetachVolumeRequest
+	51, // 69: anvil.mri.v1alpha1.MachineRuntime.AttachNetworkInterface:input_type -> anvil.mri.v1alpha1.AttachNetworkInterfaceRequest
+	53, // 70: anvil.mri.v1alpha1.MachineRuntime.DetachNetworkInterface:input_type -> anvil.mri.v1alpha1.DetachNetworkInterfaceRequest
+	55, // 71: anvil.mri.v1alpha1.MachineRuntime.WatchEvents:input_type -> anvil.mri.v1alpha1.WatchEventsRequest
+	28, // 72: anvil.mri.v1alpha1.MachineRuntime.Version:output_type -> anvil.mri.v1alpha1.VersionResponse
+	30, // 73: anvil.mri.v1alpha1.MachineRuntime.Status:output_type -> anvil.mri.v1alpha1.StatusResponse
+	34, // 74: anvil.mri.v1alpha1.MachineRuntime.ListMachines:output_type -> anvil.mri.v1alpha1.ListMachinesResponse
+	36, // 75: anvil.mri.v1alpha1.MachineRuntime.CreateMachine:output_type -> anvil.mri.v1alpha1.CreateMachineResponse
+	38, // 76: anvil.mri.v1alpha1.MachineRuntime.DeleteMachine:output_type -> anvil.mri.v1alpha1.DeleteMachineResponse
+	40, // 77: anvil.mri.v1alpha1.MachineRuntime.UpdateMachinePower:output_type -> anvil.mri.v1alpha1.UpdateMachinePowerResponse
+	42, // 78: anvil.mri.v1alpha1.MachineRuntime.RebootMachine:output_type -> anvil.mri.v1alpha1.RebootMachineResponse
+	44, // 79: anvil.mri.v1alpha1.MachineRuntime.ReimageMachine:output_type -> anvil.mri.v1alpha1.ReimageMachineResponse
+	46, // 80: anvil.mri.v1alpha1.MachineRuntime.UpdateMachineLabels:output_type -> anvil.mri.v1alpha1.UpdateMachineLabelsResponse
+	48, // 81: anvil.mri.v1alpha1.MachineRuntime.AttachVolume:output_type -> anvil.mri.v1alpha1.AttachVolumeResponse
+	50, // 82: anvil.mri.v1alpha1.MachineRuntime.DetachVolume:output_type -> anvil.mri.v1alpha1.DetachVolumeResponse
+	52, // 83: anvil.mri.v1alpha1.MachineRuntime.AttachNetworkInterface:output_type -> anvil.mri.v1alpha1.AttachNetworkInterfaceResponse
+	54, // 84: anvil.mri.v1alpha1.MachineRuntime.DetachNetworkInterface:output_type -> anvil.mri.v1alpha1.DetachNetworkInterfaceResponse
+	56, // 85: anvil.mri.v1alpha1.MachineRuntime.WatchEvents:output_type -> anvil.mri.v1alpha1.MachineEvent
+	72, // [72:86] is the sub-list for method output_type
+	58, // [58:72] is the sub-list for method input_type
+	58, // [58:58] is the sub-list for extension type_name
+	58, // [58:58] is the sub-list for extension extendee
+	0,  // [0:58] is the sub-list for field type_name
 }
 
 func init() { file_api_mri_v1alpha1_mri_proto_init() }
@@ -3603,7 +3755,7 @@ func file_api_mri_v1alpha1_mri_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_mri_v1alpha1_mri_proto_rawDesc), len(file_api_mri_v1alpha1_mri_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   54,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

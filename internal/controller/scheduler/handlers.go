@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/scheduler"
 )
 
 type requestQueue = workqueue.TypedRateLimitingInterface[reconcile.Request]
@@ -37,11 +38,11 @@ func (r *Reconciler) machineHandler() handler.EventHandler {
 			return
 		}
 		if m.Status.State == computev1alpha1.MachineStateTerminated {
-			r.release(m, q)
+			r.release(m, q) // it holds nothing (scheduler.Charge) and needs no decision
 			return
 		}
-		if m.Spec.MachinePoolRef != nil {
-			r.Cache.Observe(m.UID, m.Spec.MachinePoolRef.Name, m.Spec.MachineClassRef.Name)
+		if pool, class, charged := scheduler.Charge(m); charged {
+			r.Cache.Observe(m.UID, pool, class)
 			if c := meta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionScheduled); c == nil || c.Status != metav1.ConditionFalse {
 				return // bound and nothing to say about it
 			}

@@ -6,7 +6,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -147,14 +146,14 @@ func (r *Runtime) UpdateMachineLabels(ctx context.Context, req *mriv1alpha1.Upda
 // machine once it exists. Attaching what the machine already has, or detaching what it
 // never had, succeeds and changes nothing (CONTRACT.md E3); anything else is INVALID.
 
+const (
+	noVolumeHotplug = "a bare-metal machine cannot attach or detach volumes; its disks are the server's own"
+	noNICHotplug    = "a bare-metal machine cannot attach or detach network interfaces; its NICs are the server's own"
+)
+
 func (r *Runtime) AttachVolume(ctx context.Context, req *mriv1alpha1.AttachVolumeRequest) (*mriv1alpha1.AttachVolumeResponse, error) {
 	m, err := r.unchanged(ctx, req.GetId(), func(spec *mriv1alpha1.MachineSpec) error {
-		for _, v := range spec.GetVolumes() {
-			if v.GetName() == req.GetVolume().GetName() && proto.Equal(v, req.GetVolume()) {
-				return nil
-			}
-		}
-		return invalid("volume %q: a bare-metal machine cannot attach volumes; its disks are the server's own", req.GetVolume().GetName())
+		return mutate.CheckAttachFixedVolume(spec, req.GetVolume(), noVolumeHotplug)
 	})
 	if err != nil {
 		return nil, err
@@ -164,12 +163,7 @@ func (r *Runtime) AttachVolume(ctx context.Context, req *mriv1alpha1.AttachVolum
 
 func (r *Runtime) DetachVolume(ctx context.Context, req *mriv1alpha1.DetachVolumeRequest) (*mriv1alpha1.DetachVolumeResponse, error) {
 	m, err := r.unchanged(ctx, req.GetId(), func(spec *mriv1alpha1.MachineSpec) error {
-		for _, v := range spec.GetVolumes() {
-			if v.GetName() == req.GetName() {
-				return invalid("volume %q: a bare-metal machine cannot detach its disks", req.GetName())
-			}
-		}
-		return nil
+		return mutate.CheckDetachFixedVolume(spec, req.GetName(), noVolumeHotplug)
 	})
 	if err != nil {
 		return nil, err
@@ -179,12 +173,7 @@ func (r *Runtime) DetachVolume(ctx context.Context, req *mriv1alpha1.DetachVolum
 
 func (r *Runtime) AttachNetworkInterface(ctx context.Context, req *mriv1alpha1.AttachNetworkInterfaceRequest) (*mriv1alpha1.AttachNetworkInterfaceResponse, error) {
 	m, err := r.unchanged(ctx, req.GetId(), func(spec *mriv1alpha1.MachineSpec) error {
-		for _, n := range spec.GetNetworkInterfaces() {
-			if n.GetName() == req.GetNetworkInterface().GetName() && proto.Equal(n, req.GetNetworkInterface()) {
-				return nil
-			}
-		}
-		return invalid("network interface %q: a bare-metal machine cannot attach network interfaces; its NICs are the server's own", req.GetNetworkInterface().GetName())
+		return mutate.CheckAttachFixedNetworkInterface(spec, req.GetNetworkInterface(), noNICHotplug)
 	})
 	if err != nil {
 		return nil, err
@@ -194,12 +183,7 @@ func (r *Runtime) AttachNetworkInterface(ctx context.Context, req *mriv1alpha1.A
 
 func (r *Runtime) DetachNetworkInterface(ctx context.Context, req *mriv1alpha1.DetachNetworkInterfaceRequest) (*mriv1alpha1.DetachNetworkInterfaceResponse, error) {
 	m, err := r.unchanged(ctx, req.GetId(), func(spec *mriv1alpha1.MachineSpec) error {
-		for _, n := range spec.GetNetworkInterfaces() {
-			if n.GetName() == req.GetName() {
-				return invalid("network interface %q: a bare-metal machine cannot detach its NICs", req.GetName())
-			}
-		}
-		return nil
+		return mutate.CheckDetachFixedNetworkInterface(spec, req.GetName(), noNICHotplug)
 	})
 	if err != nil {
 		return nil, err

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/anvil-dev/anvil/api"
+	"github.com/anvil-dev/anvil/internal/mri"
+	"github.com/anvil-dev/anvil/internal/osimage"
+	"github.com/anvil-dev/anvil/internal/runtime/broker"
+)
+
+func newBrokerRuntimeCommand() *cobra.Command {
+	var listen, kubeconfig, namespace, pool, cacheDir string
+	var selector map[string]string
+	var images *imageCacheFlags
+	var serve serveFlags
+	cmd := &cobra.Command{
+		Use: "broker",
+		Short: "A pool whose machines are Machines of another anvil cluster: serves the MRI for --pool, " +
+			"making each machine a Machine in --namespace of the cluster --kubeconfig reaches",
+		Long: `Serve the MRI for one pool whose machines live in a downstream anvil cluster (a site).
+Each machine becomes a Machine (and its first-boot Secret) in --namespace downstream, named
+by the upstream Machine's uid; the downstream scheduler places it on the pools
+--pool-selector picks. The pool's capacity is what those pools have free for it. The
+kubeconfig should be the identity of config/rbac/broker for that namespace (docs/pools.md).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if kubeconfig == "" {
+				return errors.New("--kubeconfig: the downstream cluster's kubeconfig is required")
+			}
+			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+			if err != nil {
+				return fmt.Errorf("--kubeconfig: %w", err)
+			}
+			imgOpts, err := images.options()
+			if err != nil {
+				return err
+			}
+			if cacheDir, err = filepath.Abs(cacheDir); err != nil {
+				return err
+			}
+			imgs, err := osimage.NewCache(cacheDir, imgOpts)
+			if err != nil {
+				return err
+			}
+			scheme, err := api.NewScheme()
+			if err != nil {
+				return err
+			}
+			copts := broker.CacheOptions(namespace, pool)
+			copts.Scheme = scheme
+			c, err := cache.New(cfg, copts)
+			if err != nil {
+				return err
+			}
+			cl, err := client.New(cfg, client.Options{Scheme: scheme})
+			if err != nil {
+				return err
+			}
+			rt, err := broker.New(broker.Options{Client: cl, Cache: c, Namespace: namespace, PoolName: pool,
+				PoolSelector: selector, Images: imgs, Logger: ctrl.Log.WithName("broker")})
+			if err != nil {
+				return err
+			}
+			defer rt.Close()
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			errs := make(chan error, 3)
+			go func() { errs <- c.Start(ctx) }()
+			go func() { errs <- rt.Run(ctx) }()
+			go func() { errs <- mri.Serve(ctx, listen, rt, serve.options(pool)...) }()
+			fmt.Fprintf(cmd.OutOrStdout(), "broker runtime %s serving on %s (Machines of namespace %s at %s)\n", pool, listen, namespace, cfg.Host)
+			// The first to return ends the others: a cache or server that stops is a broker
+			// that cannot answer truthfully.
+			err = <-errs
+			cancel()
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&listen, "listen", mri.DefaultEndpoint("broker"), "where to serve the MRI, unix:///path (its folder must be writable by its owner alone)")
+	serve.add(f)
+	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the downstream anvil cluster (required)")
+	f.StringVar(&namespace, "namespace", "", "downstream namespace the broker's Machines and Secrets go to (required)")
+	f.StringVar(&pool, "pool", "", "name of the upstream MachinePool this broker serves (required); labels every downstream object")
+	f.StringToStringVar(&selector, "pool-selector", nil, "labels of the downstream MachinePools the broker's Machines may go to (default: every pool)")
+	f.StringVar(&cacheDir, "cache-dir", "/var/lib/anvil/broker/cache", "OS image cache (manifests only: the broker checks images at create, it pulls no layers)")
+	images = addImageCacheFlags(f)
+	_ = cmd.MarkFlagRequired("namespace")
+	_ = cmd.MarkFlagRequired("pool")
+	return cmd
+}

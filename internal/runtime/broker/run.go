@@ -1,0 +1,190 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/runtime/broker/mapping"
+)
+
+// Run watches the broker's downstream Machines and Secrets and the downstream pools,
+// adopts what is there, and deletes first-boot Secrets no Machine needs any more. Calls
+// answer once the downstream has been read. It returns when ctx ends or the runtime is
+// closed.
+func (r *Runtime) Run(ctx context.Context) error {
+	r.mu.Lock()
+	if r.closed || r.running {
+		r.mu.Unlock()
+		return errors.New("broker runtime: Run called twice or after Close")
+	}
+	r.running = true
+	r.mu.Unlock()
+	defer close(r.runDone)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(r.closing, cancel)
+	defer stop()
+	defer r.secrets.ShutDown()
+
+	if err := r.watch(ctx); err != nil {
+		return err
+	}
+	n := r.start()
+	r.opts.Logger.Info("broker runtime ready", "namespace", r.opts.Namespace, "pool", r.opts.PoolName, "machines", n)
+	done, probed := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for r.work(ctx) {
+		}
+	}()
+	go func() {
+		defer close(probed)
+		r.probe(ctx)
+	}()
+	<-ctx.Done()
+	r.secrets.ShutDown()
+	<-done
+	<-probed
+	return nil
+}
+
+// watch registers the informer handlers and waits for every informer the runtime reads.
+func (r *Runtime) watch(ctx context.Context) error {
+	var synced []toolscache.InformerSynced
+	handle := func(obj client.Object, h toolscache.ResourceEventHandlerFuncs) error {
+		inf, err := r.opts.Cache.GetInformer(ctx, obj)
+		if err != nil {
+			return fmt.Errorf("broker runtime: watching %T: %w", obj, err)
+		}
+		synced = append(synced, inf.HasSynced)
+		if h.AddFunc == nil {
+			return nil
+		}
+		reg, err := inf.AddEventHandler(h)
+		if err != nil {
+			return err
+		}
+		synced = append(synced, reg.HasSynced)
+		context.AfterFunc(ctx, func() { _ = inf.RemoveEventHandler(reg) })
+		return nil
+	}
+	if err := handle(&computev1alpha1.Machine{}, toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { r.machineChanged(obj, false) },
+		UpdateFunc: func(_, obj any) { r.machineChanged(obj, false) },
+		DeleteFunc: func(obj any) { r.machineChanged(obj, true) },
+	}); err != nil {
+		return err
+	}
+	if err := handle(&corev1.Secret{}, toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { r.secretChanged(obj, false) },
+		UpdateFunc: func(_, obj any) { r.secretChanged(obj, false) },
+		DeleteFunc: func(obj any) { r.secretChanged(obj, true) },
+	}); err != nil {
+		return err
+	}
+	for _, obj := range []client.Object{&computev1alpha1.MachinePool{}, &computev1alpha1.MachineClass{}} {
+		if err := handle(obj, toolscache.ResourceEventHandlerFuncs{}); err != nil {
+			return err
+		}
+	}
+	if !toolscache.WaitForCacheSync(ctx.Done(), synced...) {
+		return fmt.Errorf("broker runtime: caches never synced: %w", ctx.Err())
+	}
+	return nil
+}
+
+// start computes every machine there is (adoption: the downstream is the broker's only
+// state), queues Secrets without a Machine, and opens the calls; it returns how many
+// machines it found.
+func (r *Runtime) start() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.started = true
+	for name := range r.objs {
+		r.refreshLocked(name)
+	}
+	for name := range r.data {
+		if _, ok := r.objs[name]; !ok {
+			r.secrets.Add(name)
+		}
+	}
+	close(r.ready)
+	return len(r.views)
+}
+
+// owned reports whether a downstream object is this broker's: the cache selects by label,
+// objects this runtime wrote itself are checked again.
+func (r *Runtime) owned(o metav1.Object) bool {
+	return o.GetNamespace() == r.opts.Namespace && o.GetLabels()[mapping.LabelPool] == r.opts.PoolName
+}
+
+func (r *Runtime) machineChanged(obj any, deleted bool) {
+	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	m, ok := obj.(*computev1alpha1.Machine)
+	if !ok || !r.owned(m) {
+		return
+	}
+	if deleted {
+		r.mu.Lock()
+		same := r.objs[m.Name] != nil && r.objs[m.Name].UID == m.UID
+		r.mu.Unlock()
+		if same {
+			r.forget(m.Name)
+		}
+		return
+	}
+	r.observe(m)
+}
+
+func (r *Runtime) secretChanged(obj any, deleted bool) {
+	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	s, ok := obj.(*corev1.Secret)
+	if !ok || !r.owned(s) {
+		return
+	}
+	if deleted {
+		r.observeData(s.Name, nil)
+		return
+	}
+	r.observeData(s.Name, s.Data)
+	r.secrets.Add(s.Name)
+}
+
+// work deletes one queued Secret if nothing holds it; false once the queue is shut down.
+func (r *Runtime) work(ctx context.Context) bool {
+	name, shutdown := r.secrets.Get()
+	if shutdown {
+		return false
+	}
+	defer r.secrets.Done(name)
+	r.mu.Lock()
+	_, held := r.objs[name]
+	_, creating := r.creating[name]
+	held = held || creating
+	r.mu.Unlock()
+	if held {
+		r.secrets.Forget(name)
+		return true
+	}
+	err := r.opts.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.opts.Namespace, Name: name}})
+	switch {
+	case err == nil, apierrors.IsNotFound(err):
+		r.secrets.Forget(name)
+	case ctx.Err() == nil:
+		r.opts.Logger.Error(err, "deleting a first-boot Secret no Machine uses; retrying", "secret", name)
+		r.secrets.AddRateLimited(name)
+	}
+	return true
+}
