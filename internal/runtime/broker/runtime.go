@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"strconv"
 	"sync"
 
 	"google.golang.org/grpc/codes"
@@ -217,7 +216,7 @@ func (r *Runtime) machine(id string) (*mriv1alpha1.Machine, string, error) {
 func (r *Runtime) observe(m *computev1alpha1.Machine) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if have, ok := r.objs[m.Name]; ok && have.UID == m.UID && newer(have.ResourceVersion, m.ResourceVersion) {
+	if have, ok := r.objs[m.Name]; ok && have.UID == m.UID && mri.NewerResourceVersion(have.ResourceVersion, m.ResourceVersion) {
 		return
 	}
 	r.objs[m.Name] = m
@@ -243,14 +242,6 @@ func (r *Runtime) observeData(name string, data map[string][]byte) {
 		r.data[name] = data
 	}
 	r.refreshLocked(name)
-}
-
-// newer reports whether resourceVersion a is later than b. They are etcd revisions; one
-// that does not parse is never taken as newer, so the incoming object wins.
-func newer(a, b string) bool {
-	x, errA := strconv.ParseUint(a, 10, 64)
-	y, errB := strconv.ParseUint(b, 10, 64)
-	return errA == nil && errB == nil && x > y
 }
 
 // refreshLocked recomputes the machine of downstream name and tells watchers what

@@ -152,56 +152,29 @@ const (
 )
 
 func (r *Runtime) AttachVolume(ctx context.Context, req *mriv1alpha1.AttachVolumeRequest) (*mriv1alpha1.AttachVolumeResponse, error) {
-	m, err := r.unchanged(ctx, req.GetId(), func(spec *mriv1alpha1.MachineSpec) error {
-		return mutate.CheckAttachFixedVolume(spec, req.GetVolume(), noVolumeHotplug)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &mriv1alpha1.AttachVolumeResponse{Machine: m}, nil
+	return r.fixed().AttachVolume(ctx, req)
 }
 
 func (r *Runtime) DetachVolume(ctx context.Context, req *mriv1alpha1.DetachVolumeRequest) (*mriv1alpha1.DetachVolumeResponse, error) {
-	m, err := r.unchanged(ctx, req.GetId(), func(spec *mriv1alpha1.MachineSpec) error {
-		return mutate.CheckDetachFixedVolume(spec, req.GetName(), noVolumeHotplug)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &mriv1alpha1.DetachVolumeResponse{Machine: m}, nil
+	return r.fixed().DetachVolume(ctx, req)
 }
 
 func (r *Runtime) AttachNetworkInterface(ctx context.Context, req *mriv1alpha1.AttachNetworkInterfaceRequest) (*mriv1alpha1.AttachNetworkInterfaceResponse, error) {
-	m, err := r.unchanged(ctx, req.GetId(), func(spec *mriv1alpha1.MachineSpec) error {
-		return mutate.CheckAttachFixedNetworkInterface(spec, req.GetNetworkInterface(), noNICHotplug)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &mriv1alpha1.AttachNetworkInterfaceResponse{Machine: m}, nil
+	return r.fixed().AttachNetworkInterface(ctx, req)
 }
 
 func (r *Runtime) DetachNetworkInterface(ctx context.Context, req *mriv1alpha1.DetachNetworkInterfaceRequest) (*mriv1alpha1.DetachNetworkInterfaceResponse, error) {
-	m, err := r.unchanged(ctx, req.GetId(), func(spec *mriv1alpha1.MachineSpec) error {
-		return mutate.CheckDetachFixedNetworkInterface(spec, req.GetName(), noNICHotplug)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &mriv1alpha1.DetachNetworkInterfaceResponse{Machine: m}, nil
+	return r.fixed().DetachNetworkInterface(ctx, req)
 }
 
-// unchanged answers a call that can only confirm what the machine already is.
-func (r *Runtime) unchanged(ctx context.Context, id string, check func(*mriv1alpha1.MachineSpec) error) (*mriv1alpha1.Machine, error) {
-	if err := r.awaitReady(ctx); err != nil {
-		return nil, err
-	}
-	m, _, err := r.machine(id)
-	if err != nil {
-		return nil, err
-	}
-	if err := check(m.GetSpec()); err != nil {
-		return nil, err
-	}
-	return m, nil
+// fixed answers the calls above: a server keeps its disks and NICs.
+func (r *Runtime) fixed() mutate.Fixed {
+	return mutate.Fixed{NoVolumeHotplug: noVolumeHotplug, NoNICHotplug: noNICHotplug,
+		Machine: func(ctx context.Context, id string) (*mriv1alpha1.Machine, error) {
+			if err := r.awaitReady(ctx); err != nil {
+				return nil, err
+			}
+			m, _, err := r.machine(id)
+			return m, err
+		}}
 }

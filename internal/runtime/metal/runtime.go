@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"strconv"
 	"sync"
 
 	"google.golang.org/grpc/codes"
@@ -208,7 +207,7 @@ func (r *Runtime) machine(id string) (*mriv1alpha1.Machine, string, error) {
 // observeLocked keeps h unless the Host already held is newer: an informer event may
 // arrive after this runtime's own write of a later version. mu must be held.
 func (r *Runtime) observeLocked(h *metalv1alpha1.Host) {
-	if have, ok := r.hosts[h.Name]; ok && newer(have.ResourceVersion, h.ResourceVersion) {
+	if have, ok := r.hosts[h.Name]; ok && mri.NewerResourceVersion(have.ResourceVersion, h.ResourceVersion) {
 		return
 	}
 	r.hosts[h.Name] = h
@@ -223,14 +222,6 @@ func (r *Runtime) assume(h *metalv1alpha1.Host) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.observeLocked(h)
-}
-
-// newer reports whether resourceVersion a is later than b. They are etcd revisions; one
-// that does not parse is never taken as newer, so the incoming object wins.
-func newer(a, b string) bool {
-	x, errA := strconv.ParseUint(a, 10, 64)
-	y, errB := strconv.ParseUint(b, 10, 64)
-	return errA == nil && errB == nil && x > y
 }
 
 // refreshLocked recomputes the machine of Host name and tells watchers what changed.
