@@ -3,11 +3,8 @@ package poollet
 import (
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
-
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
-	"github.com/anvil-dev/anvil/internal/mri"
 )
 
 // Labels a poollet puts on runtime machines, besides mri.LabelMachineUID, so an event or
@@ -24,9 +21,6 @@ func PowerToMRI(p computev1alpha1.Power) mriv1alpha1.Power {
 	}
 	return mriv1alpha1.Power_POWER_ON
 }
-
-// ResourcesToMRI converts a ResourceList (mri.ResourcesToMRI).
-func ResourcesToMRI(list corev1.ResourceList) *mriv1alpha1.Resources { return mri.ResourcesToMRI(list) }
 
 // volumesToMRI converts the Machine's volumes. A referenced Volume is passed by handle
 // (namespace/name); ephemeral ones by the name of the Volume created for the Machine.

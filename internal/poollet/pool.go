@@ -115,8 +115,8 @@ func (r *PoolReconciler) observe(ctx context.Context, mp *computev1alpha1.Machin
 	r.mu.Lock()
 	r.archs = st.Execution
 	r.mu.Unlock()
-	st.Capacity = resourcesFromMRI(rs.GetCapacity())
-	st.Allocatable = resourcesFromMRI(rs.GetAllocatable())
+	st.Capacity = mri.ResourcesFromMRI(rs.GetCapacity())
+	st.Allocatable = mri.ResourcesFromMRI(rs.GetAllocatable())
 	st.SupportedClasses = supportedClasses(classes, archs, st.Allocatable, rs.GetSupportedClasses())
 	st.Addresses = nil
 	for _, a := range rs.GetAddresses() {
@@ -224,8 +224,6 @@ func fits(demand, alloc corev1.ResourceList) bool {
 	}
 	return true
 }
-
-func resourcesFromMRI(r *mriv1alpha1.Resources) corev1.ResourceList { return mri.ResourcesFromMRI(r) }
 
 // execution says, for each architecture, whether the runtime runs it natively; the rest
 // are emulated.

@@ -99,7 +99,7 @@ func (r *MachineReconciler) desiredSpec(ctx context.Context, m *computev1alpha1.
 	}
 	spec := &mriv1alpha1.MachineSpec{
 		Class:             class.Name,
-		Resources:         ResourcesToMRI(class.Capabilities),
+		Resources:         mri.ResourcesToMRI(class.Capabilities),
 		Image:             &mriv1alpha1.Image{Reference: m.Spec.Image, Digest: digest},
 		Architecture:      mri.ArchToMRI(arch),
 		Power:             PowerToMRI(m.Spec.Power),
