@@ -13,9 +13,18 @@ import (
 // burst is how many Machines the kill subtest creates and deletes at once.
 const burst = 100
 
-// burstMachines are burst small Machines for S1's fake pool.
+// burstMachines are burst small Machines for S1's fake pool, each with first-boot data,
+// so the broker makes a Secret downstream for each beside its Machine.
 func burstMachines(image string) string {
 	var b strings.Builder
+	b.WriteString(`apiVersion: v1
+kind: Secret
+metadata: {name: burst-user-data, namespace: tenant}
+stringData:
+  userData: |
+    #cloud-config
+    # anvil-marker=burst
+`)
 	for i := range burst {
 		fmt.Fprintf(&b, `---
 apiVersion: compute.anvil.dev/v1alpha1
@@ -26,6 +35,7 @@ spec:
   architecture: amd64
   image: %s
   machinePoolSelector: {anvil.test/site: s1}
+  userDataRef: {name: burst-user-data}
 `, i, image)
 	}
 	return b.String()
@@ -67,6 +77,9 @@ func (f *fleet) brokerKilledDuringCreatesAndDeletes(t *testing.T) {
 	}
 	if len(perUpstream) != 0 {
 		t.Errorf("S1 holds Machines for no Machine of R: %v", perUpstream)
+	}
+	if n := len(f.s1.brokeredSecrets(t, "s1")); n != burst {
+		t.Errorf("S1 holds %d first-boot Secrets of the broker, want one per Machine (%d)", n, burst)
 	}
 
 	f.r.kubectl(t, "", "delete", "machines", "-n", tenant, "-l", "batch=burst", "--wait=false")
