@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 
 module=$(go list -m)
 heavy=(
-	./test/capiguest ./test/metal ./test/e2e ./test/chaos ./test/testos ./test/security
+	./test/capiguest ./test/metal ./test/e2e ./test/broker ./test/chaos ./test/testos ./test/security
 	./internal/runtime/qemu ./internal/runtime/qemu/vm ./internal/runtime/qemu/qmp
 	./internal/provisioner/ironic ./internal/runtime/metal
 )

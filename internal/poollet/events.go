@@ -14,8 +14,9 @@ import (
 
 // runtimeEvents streams the runtime's machine events into the Machine controller as
 // triggers: each names the Machine (by the labels the poollet set) to reconcile. The
-// stream is reopened after any error; a reopened stream starts with every machine, so
-// nothing missed in between is lost.
+// stream is reopened after any error; a reopened stream starts with every machine, so no
+// change to a machine that is still there is lost. A machine that went in between sends
+// nothing: the reconciler looks again at a deletion it waits for (StuckAfter).
 type runtimeEvents struct {
 	runtime mriv1alpha1.MachineRuntimeClient
 	out     chan event.TypedGenericEvent[*computev1alpha1.Machine]

@@ -2,6 +2,7 @@ package poollet_test
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -195,4 +196,23 @@ func imageOnRegistry(t *testing.T, path string) (string, string, registrynet.Pol
 		t.Fatal(err)
 	}
 	return ref, digest.String(), registrynet.Policy{Allow: []registrynet.Allowed{allow}}
+}
+
+// A machine that finishes its deletion while the poollet's event stream is down sends no
+// DELETED event, and the reopened stream lists only what is left: the Machine still goes.
+// (A broker restarted while its site finished deleting held a region's Machines by their
+// finalizer for good.) The runtime restarted on an empty state file stands for that site.
+func TestMachineGoneWhileEventStreamDown(t *testing.T) {
+	startControllers(t)
+	p := newPool(t, "gone-while-down", func(c *fake.Config) { c.Latency = 5 * time.Second })
+	m := newMachine(t, "gone-while-down", "vm", nil)
+	waitFor(t, m, "ran", inState(computev1alpha1.MachineStateRunning))
+	if err := env.Client.Delete(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	waitRuntime(t, p, m, "being deleted", func(rm *mriv1alpha1.Machine) bool { return rm.GetMetadata().GetDeletedAtUnixNano() != 0 })
+	p.stopRuntime()
+	p.cfg.StateFile = filepath.Join(t.TempDir(), "state.json")
+	p.startRuntime()
+	waitFor(t, m, "gone once its runtime machine is", isGone)
 }

@@ -81,7 +81,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, err
 	}
 	if !m.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.delete(ctx, m, rm)
+		return r.delete(ctx, m, rm)
 	}
 	if !controllerutil.ContainsFinalizer(m, computev1alpha1.FinalizerRuntimeMachine) {
 		// A Machine pinned by its user: the scheduler never added the finalizer.
@@ -148,41 +148,45 @@ func (r *MachineReconciler) runtimeMachine(ctx context.Context, key types.Namesp
 // delete removes the runtime machine, and the finalizer once the runtime says it is gone.
 // Terminating is written only while the runtime is still at it: a runtime that deletes at
 // once costs the Machine no extra write.
-func (r *MachineReconciler) delete(ctx context.Context, m *computev1alpha1.Machine, rm *mriv1alpha1.Machine) error {
+func (r *MachineReconciler) delete(ctx context.Context, m *computev1alpha1.Machine, rm *mriv1alpha1.Machine) (ctrl.Result, error) {
 	if rm != nil {
 		if _, err := r.Runtime.DeleteMachine(ctx, &mriv1alpha1.DeleteMachineRequest{Id: rm.GetMetadata().GetId()}); err != nil && !mri.IsNotFound(err) {
-			return err
+			return ctrl.Result{}, err
 		}
 		still, err := r.runtimeMachine(ctx, client.ObjectKeyFromObject(m), m.UID)
 		if err != nil {
-			return err
+			return ctrl.Result{}, err
 		}
 		if still != nil {
-			// The runtime's DELETED event brings us back; until then the finalizer holds.
+			// The runtime's DELETED event brings us back; until then the finalizer holds. A
+			// machine that goes while the event stream is down (the runtime restarting) sends
+			// none, and a reopened stream lists only what is left: look again after
+			// StuckAfter.
+			wait := ctrl.Result{RequeueAfter: r.StuckAfter}
 			if m.Status.State == computev1alpha1.MachineStateTerminating {
-				return nil
+				return wait, nil
 			}
 			patch := client.MergeFrom(m.DeepCopy())
 			m.Status.State = computev1alpha1.MachineStateTerminating
 			meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{Type: computev1alpha1.ConditionReady,
 				Status: metav1.ConditionFalse, Reason: computev1alpha1.ReasonTerminating, Message: "the runtime is deleting the machine"})
-			return client.IgnoreNotFound(r.Client.Status().Patch(ctx, m, patch))
+			return wait, client.IgnoreNotFound(r.Client.Status().Patch(ctx, m, patch))
 		}
 	}
 	if !controllerutil.ContainsFinalizer(m, computev1alpha1.FinalizerRuntimeMachine) {
-		return nil
+		return ctrl.Result{}, nil
 	}
 	patch := client.MergeFrom(m.DeepCopy())
 	controllerutil.RemoveFinalizer(m, computev1alpha1.FinalizerRuntimeMachine)
 	r.written.Delete(m.UID)
 	r.unread.forget(client.ObjectKeyFromObject(m))
 	if err := r.Client.Patch(ctx, m, patch); err != nil {
-		return client.IgnoreNotFound(err)
+		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if rm != nil || m.Status.MachineID != "" {
 		r.Events.Normal(m, computev1alpha1.EventDeleted, "Delete", "the runtime machine is gone from MachinePool %s", r.Pool)
 	}
-	return nil
+	return ctrl.Result{}, nil
 }
 
 // writeStatus patches status when it differs from what is stored. A reconcile that runs

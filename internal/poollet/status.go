@@ -77,7 +77,39 @@ func observedStatus(m *computev1alpha1.Machine, rm *mriv1alpha1.Machine, pool st
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: computev1alpha1.ConditionScheduled,
 		Status: metav1.ConditionTrue, Reason: scheduled, Message: "on MachinePool " + pool,
 		ObservedGeneration: m.Generation})
+	carryConditions(&st, rm, m.Generation)
 	return st
+}
+
+// carriedConditions are the runtime's conditions a Machine shows as the runtime reports
+// them (CONTRACT.md S7). The others are the runtime's own detail, which Ready and the
+// state already sum up.
+var carriedConditions = []string{computev1alpha1.ConditionSiteReachable}
+
+// carryConditions sets on st each carried condition rm reports, and removes those it no
+// longer reports.
+func carryConditions(st *computev1alpha1.MachineStatus, rm *mriv1alpha1.Machine, generation int64) {
+	for _, t := range carriedConditions {
+		var found *mriv1alpha1.Condition
+		for _, c := range rm.GetStatus().GetConditions() {
+			if c.GetType() == t {
+				found = c
+			}
+		}
+		if found == nil {
+			meta.RemoveStatusCondition(&st.Conditions, t)
+			continue
+		}
+		c := metav1.Condition{Type: t, Status: metav1.ConditionFalse, Reason: found.GetReason(), Message: found.GetMessage(),
+			ObservedGeneration: generation}
+		if found.GetStatus() {
+			c.Status = metav1.ConditionTrue
+		}
+		if c.Reason == "" {
+			c.Reason = "RuntimeGaveNoReason" // the API requires one
+		}
+		meta.SetStatusCondition(&st.Conditions, c)
+	}
 }
 
 // specApplied reports whether the runtime machine carries what the Machine's spec asks of

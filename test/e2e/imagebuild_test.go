@@ -20,6 +20,7 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	imagesv1alpha1 "github.com/anvil-dev/anvil/api/images/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/registrynet"
+	"github.com/anvil-dev/anvil/test/devproc"
 	"github.com/anvil-dev/anvil/test/testos"
 )
 
@@ -109,17 +110,17 @@ func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) 
 			}
 		}
 	})
-	registry := "127.0.0.1:" + freePort(t)
+	registry := "127.0.0.1:" + devproc.FreePort(t)
 	_, port, _ := strings.Cut(registry, ":")
 	args := []string{"--state-dir", state, "--bin-dir", binDir,
-		"--apiserver-port", freePort(t), "--etcd-port", freePort(t), "--etcd-peer-port", freePort(t),
+		"--apiserver-port", devproc.FreePort(t), "--etcd-port", devproc.FreePort(t), "--etcd-peer-port", devproc.FreePort(t),
 		"--registry-port", port, "--qemu-pools=true", "--metal-pool=false", "--fake-pool=",
 		"--test-os", testos.Dir(t), "--agents", agentsDir(t)}
-	d := startDev(t, append(args, "--qemu-architectures=amd64")...)
+	d := env.StartDev(t, append(args, "--qemu-architectures=amd64")...)
 	kc := filepath.Join(state, "kubeconfig")
 	apply := func(manifest string) {
 		t.Helper()
-		if out, err := kubectl(t, kc, manifest, "apply", "-f", "-"); err != nil {
+		if out, err := env.Kubectl(t, kc, manifest, "apply", "-f", "-"); err != nil {
 			t.Fatalf("kubectl apply: %v\n%s", err, out)
 		}
 	}
@@ -140,8 +141,8 @@ func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) 
 
 	// 2. An arm64 pool appears (anvil dev restarted with one): arm64 alone builds and the
 	// index grows, amd64's entry as it was.
-	d.stop(syscall.SIGINT)
-	d = startDev(t, args...)
+	d.Stop(syscall.SIGINT)
+	d = env.StartDev(t, args...)
 	grown := waitOSImage(t, kc, "grown", func(o *imagesv1alpha1.OSImage) bool { return ready(o) && o.Status.Index != first.Status.Index })
 	if got := builderEvents(t, kc); strings.Join(got, " ") != "amd64 arm64" {
 		t.Errorf("builders created: %v, want one more, for arm64", got)
@@ -150,7 +151,7 @@ func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) 
 	if platforms != "linux/amd64 linux/arm64" || entries["amd64"] != publishedEntry(first, "amd64") || entries["amd64"] == entries["arm64"] {
 		t.Errorf("index platforms %q entries %v, want linux/amd64 (unchanged: %s) and linux/arm64", platforms, entries, publishedEntry(first, "amd64"))
 	}
-	waitKubectlFor(t, kc, 2*time.Minute, "builders deleted", func(s string) bool { return strings.TrimSpace(s) == "" },
+	env.WaitKubectlFor(t, kc, 2*time.Minute, "builders deleted", func(s string) bool { return strings.TrimSpace(s) == "" },
 		"get", "machines", "-n", "default", "-l", "images.anvil.dev/osimage=e2e-os", "-o", "name")
 
 	// Machines of both architectures boot the output and say where it was built; they are
@@ -158,14 +159,14 @@ func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) 
 	apply(strings.ReplaceAll(builtMachines, "REGISTRY", registry))
 	for arch, want := range map[string]string{"amd64": "built-on=x86_64", "arm64": "built-on=aarch64"} {
 		machine := "built-" + arch
-		waitKubectl(t, kc, "Running", "get", "machine", machine, "-n", "default", "-o", "jsonpath={.status.state}")
-		console, err := kubectl(t, kc, "", "get", "machine", machine, "-n", "default", "-o", "jsonpath={.status.console}")
+		env.WaitKubectl(t, kc, "Running", "get", "machine", machine, "-n", "default", "-o", "jsonpath={.status.state}")
+		console, err := env.Kubectl(t, kc, "", "get", "machine", machine, "-n", "default", "-o", "jsonpath={.status.console}")
 		if err != nil {
 			t.Fatal(err)
 		}
 		waitConsole(t, console, want, 1)
-		waitKubectl(t, kc, computev1alpha1.ReasonImageCurrent, "get", "machine", machine, "-n", "default", "-o", upToDateReason)
-		if out, err := kubectl(t, kc, "", "patch", "machine", machine, "-n", "default", "--type=merge", "-p", `{"spec":{"power":"Off"}}`); err != nil {
+		env.WaitKubectl(t, kc, computev1alpha1.ReasonImageCurrent, "get", "machine", machine, "-n", "default", "-o", upToDateReason)
+		if out, err := env.Kubectl(t, kc, "", "patch", "machine", machine, "-n", "default", "--type=merge", "-p", `{"spec":{"power":"Off"}}`); err != nil {
 			t.Fatalf("powering off %s: %v\n%s", machine, err, out)
 		}
 	}
@@ -188,20 +189,20 @@ func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) 
 	recipe.arm64 = "RUN echo arm-changed > /etc/anvil/arm"
 	apply(recipe.String())
 	arm64Builder := []string{"machines", "-n", "default", "-l", "images.anvil.dev/osimage=e2e-os,images.anvil.dev/architecture=arm64"}
-	waitKubectlFor(t, kc, 5*time.Minute, "the arm64 builder running", func(s string) bool { return s == "Running" },
+	env.WaitKubectlFor(t, kc, 5*time.Minute, "the arm64 builder running", func(s string) bool { return s == "Running" },
 		append(append([]string{"get"}, arm64Builder...), "-o", "jsonpath={.items[*].status.state}")...)
-	if out, err := kubectl(t, kc, "", append(append([]string{"delete"}, arm64Builder...), "--wait=false")...); err != nil {
+	if out, err := env.Kubectl(t, kc, "", append(append([]string{"delete"}, arm64Builder...), "--wait=false")...); err != nil {
 		t.Fatalf("deleting the arm64 builder: %v\n%s", err, out)
 	}
 	second := waitOSImage(t, kc, "arm64 rebuilt", func(o *imagesv1alpha1.OSImage) bool { return ready(o) && o.Status.Index != grown.Status.Index })
 	if got := builderEvents(t, kc); strings.Join(got, " ") != "amd64 arm64 arm64 arm64" {
 		t.Errorf("builders created: %v, want two more, both arm64 (the lost attempt and its retry)", got)
 	}
-	if out, _ := kubectl(t, kc, "", "get", "osimagebuild", second.Status.LatestBuild, "-n", "default", "-o",
+	if out, _ := env.Kubectl(t, kc, "", "get", "osimagebuild", second.Status.LatestBuild, "-n", "default", "-o",
 		`jsonpath={.status.architectures[?(@.architecture=="arm64")].attempts}`); out != "2" {
 		t.Errorf("arm64 attempts %q, want 2", out)
 	}
-	if out, _ := kubectl(t, kc, "", "get", "events", "-n", "default", "--field-selector", "reason=AttemptFailed", "-o", "jsonpath={.items[*].message}"); !strings.HasPrefix(out, "arm64 attempt 1: BuilderLost: ") {
+	if out, _ := env.Kubectl(t, kc, "", "get", "events", "-n", "default", "--field-selector", "reason=AttemptFailed", "-o", "jsonpath={.items[*].message}"); !strings.HasPrefix(out, "arm64 attempt 1: BuilderLost: ") {
 		t.Errorf("AttemptFailed events %q, want one saying arm64's first builder was lost", out)
 	}
 	_, entries2 := readIndex(t, state, registry)
@@ -210,13 +211,13 @@ func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) 
 	}
 	// The rollout reimages the arm64 Machine (powered off, it stays off) to the new index;
 	// the amd64 Machine's entry did not change, so it is never asked.
-	waitKubectlFor(t, kc, 3*time.Minute, "built-arm64 reimaged to the new index", func(s string) bool { return s == second.Status.Index },
+	env.WaitKubectlFor(t, kc, 3*time.Minute, "built-arm64 reimaged to the new index", func(s string) bool { return s == second.Status.Index },
 		"get", "machine", "built-arm64", "-n", "default", "-o", "jsonpath={.status.image.digest}")
-	waitKubectl(t, kc, computev1alpha1.ReasonImageCurrent, "get", "machine", "built-arm64", "-n", "default", "-o", upToDateReason)
-	waitKubectl(t, kc, computev1alpha1.ReasonImageCurrent, "get", "machine", "built-amd64", "-n", "default", "-o", upToDateReason)
-	waitKubectl(t, kc, imagesv1alpha1.ReasonRolloutComplete, "get", "osimage", "e2e-os", "-n", "default", "-o",
+	env.WaitKubectl(t, kc, computev1alpha1.ReasonImageCurrent, "get", "machine", "built-arm64", "-n", "default", "-o", upToDateReason)
+	env.WaitKubectl(t, kc, computev1alpha1.ReasonImageCurrent, "get", "machine", "built-amd64", "-n", "default", "-o", upToDateReason)
+	env.WaitKubectl(t, kc, imagesv1alpha1.ReasonRolloutComplete, "get", "osimage", "e2e-os", "-n", "default", "-o",
 		`jsonpath={.status.conditions[?(@.type=="RollingOut")].reason}`)
-	if out, _ := kubectl(t, kc, "", "get", "machine", "built-amd64", "-n", "default", "-o", `jsonpath={.metadata.annotations.images\.anvil\.dev/rollout-target}`); out != "" {
+	if out, _ := env.Kubectl(t, kc, "", "get", "machine", "built-amd64", "-n", "default", "-o", `jsonpath={.metadata.annotations.images\.anvil\.dev/rollout-target}`); out != "" {
 		t.Errorf("built-amd64, whose entry did not change, was asked to move to %q", out)
 	}
 
@@ -229,7 +230,7 @@ func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) 
 	if got := builderEvents(t, kc); len(got) != 6 {
 		t.Errorf("builders created: %v, want one more per architecture", got)
 	}
-	times, _ := kubectl(t, kc, "", "get", "osimagebuild", third.Status.LatestBuild, "-n", "default", "-o",
+	times, _ := env.Kubectl(t, kc, "", "get", "osimagebuild", third.Status.LatestBuild, "-n", "default", "-o",
 		`jsonpath={.metadata.creationTimestamp}{range .status.architectures[*]} {.architecture} {.startTime}..{.completionTime}{end}`)
 	t.Logf("both architectures rebuilt and published after %s; build created, each architecture's attempt: %s", time.Since(changed).Round(100*time.Millisecond), times)
 
@@ -237,15 +238,15 @@ func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) 
 	// restart the builders are found, none is started twice, and the build completes.
 	recipe.common = base + "\nRUN sleep 40"
 	apply(recipe.String())
-	waitKubectlFor(t, kc, 5*time.Minute, "two builders running", func(s string) bool { return s == "Running Running" },
+	env.WaitKubectlFor(t, kc, 5*time.Minute, "two builders running", func(s string) bool { return s == "Running Running" },
 		"get", "machines", "-n", "default", "-l", "images.anvil.dev/osimage=e2e-os", "-o", "jsonpath={range .items[*]}{.status.state} {end}")
-	d.kill(state)
-	d = startDev(t, args...)
+	d.Kill(state)
+	d = env.StartDev(t, args...)
 	fourth := waitOSImage(t, kc, "built across a crash", func(o *imagesv1alpha1.OSImage) bool { return ready(o) && o.Status.Index != third.Status.Index })
 	if got := builderEvents(t, kc); len(got) != 8 {
-		attempts, _ := kubectl(t, kc, "", "get", "osimagebuild", fourth.Status.LatestBuild, "-n", "default", "-o",
+		attempts, _ := env.Kubectl(t, kc, "", "get", "osimagebuild", fourth.Status.LatestBuild, "-n", "default", "-o",
 			`jsonpath={range .status.architectures[*]}{.architecture}: attempt {.attempts} {.phase} {.reason} {.message}{"\n"}{end}`)
-		ended, _ := kubectl(t, kc, "", "get", "events", "-n", "default", "--field-selector", "reason=AttemptFailed",
+		ended, _ := env.Kubectl(t, kc, "", "get", "events", "-n", "default", "--field-selector", "reason=AttemptFailed",
 			"-o", `jsonpath={range .items[*]}{.message}{"\n"}{end}`)
 		t.Errorf("builders created: %v, want exactly one more per architecture across the crash; the build:\n%sattempts that failed:\n%s", got, attempts, ended)
 	}
@@ -266,7 +267,7 @@ func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) 
 	if entries4["amd64"] != publishedEntry(fourth, "amd64") || entries4["arm64"] != publishedEntry(fourth, "arm64") {
 		t.Errorf("the registry's tag moved after a failed build: %v", entries4)
 	}
-	out, _ := kubectl(t, kc, "", "get", "osimagebuild", broken.Status.LatestBuild, "-n", "default", "-o",
+	out, _ := env.Kubectl(t, kc, "", "get", "osimagebuild", broken.Status.LatestBuild, "-n", "default", "-o",
 		`jsonpath={range .status.architectures[*]}{.architecture}={.phase}/{.reason}: {.message} | {.logTail}{"\n"}{end}`)
 	if !strings.Contains(out, "amd64=Succeeded") || !strings.Contains(out, "arm64=Failed/StepFailed") ||
 		!strings.Contains(out, "RUN echo about to fail && false") || !strings.Contains(out, "about to fail\n") {
@@ -285,10 +286,10 @@ func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) 
 	if entries5["arm64"] != entries4["arm64"] || entries5["amd64"] == entries4["amd64"] {
 		t.Errorf("carried-forward index %v: want arm64 %s kept and a new amd64", entries5, entries4["arm64"])
 	}
-	if out, err := kubectl(t, kc, "", "delete", "machines", "--all", "-n", "default", "--wait", "--timeout=3m"); err != nil {
+	if out, err := env.Kubectl(t, kc, "", "delete", "machines", "--all", "-n", "default", "--wait", "--timeout=3m"); err != nil {
 		t.Errorf("deleting the Machines: %v\n%s", err, out)
 	}
-	d.stop(syscall.SIGINT)
+	d.Stop(syscall.SIGINT)
 }
 
 // upToDateReason is the kubectl output of a Machine's ImageUpToDate reason.
@@ -312,13 +313,13 @@ func waitOSImage(t *testing.T, kc, what string, ok func(*imagesv1alpha1.OSImage)
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Minute)
 	for {
-		out, err := kubectl(t, kc, "", "get", "osimage", "e2e-os", "-n", "default", "-o", "json")
+		out, err := env.Kubectl(t, kc, "", "get", "osimage", "e2e-os", "-n", "default", "-o", "json")
 		o := &imagesv1alpha1.OSImage{}
 		if err == nil && json.Unmarshal([]byte(out), o) == nil && o.Status.ObservedGeneration == o.Generation && ok(o) {
 			return o
 		}
 		if time.Now().After(deadline) {
-			builds, _ := kubectl(t, kc, "", "get", "osimagebuilds,machines", "-n", "default", "-o", "yaml")
+			builds, _ := env.Kubectl(t, kc, "", "get", "osimagebuilds,machines", "-n", "default", "-o", "yaml")
 			t.Fatalf("OSImage not %s after 20 minutes:\n%s\n%s", what, out, builds)
 		}
 		time.Sleep(500 * time.Millisecond)
@@ -328,7 +329,7 @@ func waitOSImage(t *testing.T, kc, what string, ok func(*imagesv1alpha1.OSImage)
 // builderEvents lists the architecture of every builder Machine created so far, sorted.
 func builderEvents(t *testing.T, kc string) []string {
 	t.Helper()
-	out, err := kubectl(t, kc, "", "get", "events", "-n", "default", "--field-selector", "reason=BuilderCreated",
+	out, err := env.Kubectl(t, kc, "", "get", "events", "-n", "default", "--field-selector", "reason=BuilderCreated",
 		"-o", `jsonpath={range .items[*]}{.message}{"\n"}{end}`)
 	if err != nil {
 		t.Fatalf("kubectl get events: %v\n%s", err, out)

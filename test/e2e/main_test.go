@@ -3,15 +3,14 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
-	"github.com/anvil-dev/anvil/test/harness"
+	"github.com/anvil-dev/anvil/test/devproc"
 )
 
 // Paths every test here uses, set up once by TestMain.
 var (
+	env      devproc.Env
 	repoRoot string
 	binDir   string // kube-apiserver, etcd, kubectl
 	anvilBin string // built from this checkout for this run
@@ -22,37 +21,14 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	var cleanup func()
 	var err error
-	if repoRoot, err = harness.RepoRoot(); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		return 1
-	}
-	if binDir, err = harness.AssetsDir(); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		return 1
-	}
-	if _, err := os.Stat(filepath.Join(binDir, "kubectl")); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: kubectl is missing from %s: run \"make tools\"\n", binDir)
-		return 1
-	}
-	tmp, err := os.MkdirTemp("", "anvil-e2e-")
+	env, cleanup, err = devproc.Prepare()
+	defer cleanup()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
-	defer os.RemoveAll(tmp)
-	// anvil dev's QEMU drops to an unprivileged user (anvil-qemu) and runs `anvil forward`
-	// as that user for the builders' registry forward: the folder must be open to it.
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		return 1
-	}
-	anvilBin = filepath.Join(tmp, "anvil")
-	build := exec.Command("go", "build", "-o", anvilBin, "./cmd/anvil")
-	build.Dir, build.Stdout, build.Stderr = repoRoot, os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: building anvil:", err)
-		return 1
-	}
+	repoRoot, binDir, anvilBin = env.RepoRoot, env.BinDir, env.AnvilBin
 	return m.Run()
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/test/devproc"
 	"github.com/anvil-dev/anvil/test/testos"
 )
 
@@ -48,26 +49,26 @@ spec:
 // is deleted.
 func TestBareMetalPools(t *testing.T) {
 	state := t.TempDir()
-	registryPort := freePort(t)
-	d := startDev(t, "--state-dir", state, "--bin-dir", binDir, "--fake-pool", "",
-		"--apiserver-port", freePort(t), "--etcd-port", freePort(t), "--etcd-peer-port", freePort(t),
-		"--registry-port", registryPort, "--qemu-pools=false", "--metal-image-port", freePort(t),
-		"--emulated-servers", "1", "--emulated-arm64-servers", "1", "--bmc-port", freePort(t),
+	registryPort := devproc.FreePort(t)
+	d := env.StartDev(t, "--state-dir", state, "--bin-dir", binDir, "--fake-pool", "",
+		"--apiserver-port", devproc.FreePort(t), "--etcd-port", devproc.FreePort(t), "--etcd-peer-port", devproc.FreePort(t),
+		"--registry-port", registryPort, "--qemu-pools=false", "--metal-image-port", devproc.FreePort(t),
+		"--emulated-servers", "1", "--emulated-arm64-servers", "1", "--bmc-port", devproc.FreePort(t),
 		"--test-os", testos.Dir(t), "--apply", samplesOnPort(t, registryPort))
-	t.Cleanup(func() { d.stop(syscall.SIGTERM) })
+	t.Cleanup(func() { d.Stop(syscall.SIGTERM) })
 	kubeconfig := filepath.Join(state, "kubeconfig")
 
 	waitKubectlLong(t, kubeconfig, "Running", 5*time.Minute, "get", "machine", "metal-1", "-n", "default", "-o", "jsonpath={.status.state}")
-	waitKubectl(t, kubeconfig, "dev-metal", "get", "machine", "metal-1", "-n", "default", "-o", "jsonpath={.spec.machinePoolRef.name}")
-	waitKubectl(t, kubeconfig, "Provisioned", "get", "host", "emulated-1", "-n", "anvil-metal", "-o",
+	env.WaitKubectl(t, kubeconfig, "dev-metal", "get", "machine", "metal-1", "-n", "default", "-o", "jsonpath={.spec.machinePoolRef.name}")
+	env.WaitKubectl(t, kubeconfig, "Provisioned", "get", "host", "emulated-1", "-n", "anvil-metal", "-o",
 		`jsonpath={.status.provisioningState}`)
-	waitKubectl(t, kubeconfig, "metal-1", "get", "host", "emulated-1", "-n", "anvil-metal", "-o", `jsonpath={.spec.consumerRef.name}`)
-	waitKubectl(t, kubeconfig, "2", "get", "hardwaredata", "metal-1", "-n", "default", "-o", "jsonpath={.spec.cpu.count}")
+	env.WaitKubectl(t, kubeconfig, "metal-1", "get", "host", "emulated-1", "-n", "anvil-metal", "-o", `jsonpath={.spec.consumerRef.name}`)
+	env.WaitKubectl(t, kubeconfig, "2", "get", "hardwaredata", "metal-1", "-n", "default", "-o", "jsonpath={.spec.cpu.count}")
 	waitConsole(t, filepath.Join(state, "pools", "dev-metal", "servers", "emulated-1", "console.log"), "marker=metal-1", 1)
 	// The arm64 sample boots UEFI on the arm64 emulated server, from an ISO Ironic built
 	// around the ESP anvil dev found in --bin-dir.
 	waitKubectlLong(t, kubeconfig, "Running", 5*time.Minute, "get", "machine", "metal-arm64-1", "-n", "default", "-o", "jsonpath={.status.state}")
-	waitKubectl(t, kubeconfig, "metal-arm64-1", "get", "host", "emulated-arm64-1", "-n", "anvil-metal", "-o", `jsonpath={.spec.consumerRef.name}`)
+	env.WaitKubectl(t, kubeconfig, "metal-arm64-1", "get", "host", "emulated-arm64-1", "-n", "anvil-metal", "-o", `jsonpath={.spec.consumerRef.name}`)
 	waitConsole(t, filepath.Join(state, "pools", "dev-metal", "servers", "emulated-arm64-1", "console.log"),
 		testos.ReadyLine(computev1alpha1.ArchitectureARM64, "metal-arm64-1", "metal-arm64-1"), 1)
 
@@ -75,21 +76,21 @@ func TestBareMetalPools(t *testing.T) {
 	image := "127.0.0.1:" + registryPort + "/anvil/metal-disk:latest"
 	socket := "unix://" + filepath.Join(t.TempDir(), "mri.sock")
 	rt := exec.Command(anvilBin, "runtime", "metal", "--name", "metal-b", "--namespace", "site-b", "--listen", socket,
-		"--state-dir", shortDir(t), "--ironic-port", freePort(t), "--image-listen", "127.0.0.1:"+freePort(t),
+		"--state-dir", shortDir(t), "--ironic-port", devproc.FreePort(t), "--image-listen", "127.0.0.1:"+devproc.FreePort(t),
 		"--allow-registry", "127.0.0.1:"+registryPort, "--registry-credentials", poolsCredentials(kubeconfig), "--wipe", "eraser", "--eraser", filepath.Join(binDir, "eraser"))
 	rt.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	apply(t, kubeconfig, strings.ReplaceAll(siteB, "IMAGE", image))
-	startProcess(t, rt)
-	t.Cleanup(func() { stopProcess(rt) })
+	devproc.StartProcess(t, rt)
+	t.Cleanup(func() { devproc.StopProcess(rt) })
 	poollet := exec.Command(anvilBin, "poollet", "--pool", "metal-b", "--runtime", socket, "--interval", "1s",
 		"--labels", "compute.anvil.dev/runtime=metal-b", "--allow-registry", "127.0.0.1:"+registryPort, "--registry-credentials", poolsCredentials(kubeconfig))
 	poollet.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	startProcess(t, poollet)
-	t.Cleanup(func() { stopProcess(poollet) })
+	devproc.StartProcess(t, poollet)
+	t.Cleanup(func() { devproc.StopProcess(poollet) })
 
 	waitKubectlLong(t, kubeconfig, "Running", 3*time.Minute, "get", "machine", "on-site-b", "-n", "default", "-o", "jsonpath={.status.state}")
-	waitKubectl(t, kubeconfig, "on-site-b", "get", "host", "b-1", "-n", "site-b", "-o", "jsonpath={.spec.consumerRef.name}")
-	if _, err := kubectl(t, kubeconfig, "", "delete", "machine", "on-site-b", "-n", "default", "--wait=false"); err != nil {
+	env.WaitKubectl(t, kubeconfig, "on-site-b", "get", "host", "b-1", "-n", "site-b", "-o", "jsonpath={.spec.consumerRef.name}")
+	if _, err := env.Kubectl(t, kubeconfig, "", "delete", "machine", "on-site-b", "-n", "default", "--wait=false"); err != nil {
 		t.Fatal(err)
 	}
 	waitKubectlLong(t, kubeconfig, "Available/", 2*time.Minute, "get", "host", "b-1", "-n", "site-b", "-o",

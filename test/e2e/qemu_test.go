@@ -12,6 +12,7 @@ import (
 	"time"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/test/devproc"
 	"github.com/anvil-dev/anvil/test/testos"
 )
 
@@ -35,14 +36,14 @@ func startQemuPool(t *testing.T, kubeconfig, registry string, arch computev1alph
 		}
 	})
 	socket := "unix://" + filepath.Join(t.TempDir(), "mri.sock")
-	rt := background(t, anvilBin, "runtime", "qemu", "--name", p.name, "--listen", socket,
+	rt := devproc.Background(t, anvilBin, "runtime", "qemu", "--name", p.name, "--listen", socket,
 		"--state-dir", p.stateDir, "--cache-dir", filepath.Join(t.TempDir(), "cache"), "--arch", string(arch), "--allow-registry", registry, "--registry-credentials", credentials)
-	t.Cleanup(func() { stopProcess(rt) })
+	t.Cleanup(func() { devproc.StopProcess(rt) })
 	poollet := exec.Command(anvilBin, "poollet", "--pool", p.name, "--runtime", socket, "--interval", "1s",
 		"--labels", "compute.anvil.dev/runtime=qemu", "--allow-registry", registry, "--registry-credentials", credentials)
 	poollet.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	startProcess(t, poollet)
-	t.Cleanup(func() { stopProcess(poollet) })
+	devproc.StartProcess(t, poollet)
+	t.Cleanup(func() { devproc.StopProcess(poollet) })
 	return p
 }
 
@@ -102,13 +103,13 @@ spec:
 // arm64 entry never reaches the arm64 pool; power and delete act on the real VM.
 func TestQemuPoolsBootTheImageOfTheirArchitecture(t *testing.T) {
 	state := t.TempDir()
-	registryPort := freePort(t)
-	d := startDev(t, "--state-dir", state, "--bin-dir", binDir, "--fake-pool", "",
-		"--apiserver-port", freePort(t), "--etcd-port", freePort(t), "--etcd-peer-port", freePort(t),
+	registryPort := devproc.FreePort(t)
+	d := env.StartDev(t, "--state-dir", state, "--bin-dir", binDir, "--fake-pool", "",
+		"--apiserver-port", devproc.FreePort(t), "--etcd-port", devproc.FreePort(t), "--etcd-peer-port", devproc.FreePort(t),
 		"--registry-port", registryPort, "--qemu-pools=false", "--metal-pool=false", "--test-os", testos.Dir(t))
 	// Cleanups run last registered first: the pools' processes stop before anvil dev, so
 	// their watches do not hold up kube-apiserver's shutdown.
-	t.Cleanup(func() { d.stop(syscall.SIGTERM) })
+	t.Cleanup(func() { d.Stop(syscall.SIGTERM) })
 	kubeconfig := filepath.Join(state, "kubeconfig")
 	registry := "127.0.0.1:" + registryPort
 	image := registry + "/anvil/testos:latest" // published by anvil dev from --test-os
@@ -117,7 +118,7 @@ func TestQemuPoolsBootTheImageOfTheirArchitecture(t *testing.T) {
 	pools := map[computev1alpha1.Architecture]qemuPool{}
 	for _, arch := range []computev1alpha1.Architecture{computev1alpha1.ArchitectureAMD64, computev1alpha1.ArchitectureARM64} {
 		pools[arch] = startQemuPool(t, kubeconfig, registry, arch)
-		waitKubectl(t, kubeconfig, "True", "get", "machinepool", pools[arch].name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+		env.WaitKubectl(t, kubeconfig, "True", "get", "machinepool", pools[arch].name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 	}
 	apply(t, kubeconfig, strings.ReplaceAll(vmObjects, "IMAGE", image))
 
@@ -127,8 +128,8 @@ func TestQemuPoolsBootTheImageOfTheirArchitecture(t *testing.T) {
 		arch computev1alpha1.Architecture
 	}{{"guest-amd64", computev1alpha1.ArchitectureAMD64}, {"guest-arm64", computev1alpha1.ArchitectureARM64}} {
 		waitKubectlLong(t, kubeconfig, "Running", 5*time.Minute, "get", "machine", g.name, "-o", "jsonpath={.status.state}")
-		waitKubectl(t, kubeconfig, pools[g.arch].name, "get", "machine", g.name, "-o", "jsonpath={.spec.machinePoolRef.name}")
-		console, err := kubectl(t, kubeconfig, "", "get", "machine", g.name, "-o", "jsonpath={.status.console}")
+		env.WaitKubectl(t, kubeconfig, pools[g.arch].name, "get", "machine", g.name, "-o", "jsonpath={.spec.machinePoolRef.name}")
+		console, err := env.Kubectl(t, kubeconfig, "", "get", "machine", g.name, "-o", "jsonpath={.status.console}")
 		if err != nil || console == "" {
 			t.Fatalf("%s reports no console: %v %q", g.name, err, console)
 		}
@@ -155,18 +156,18 @@ kind: Machine
 metadata: {name: only-amd64-forced, namespace: default}
 spec: {machineClassRef: {name: e2e-vm}, image: %[1]s, machinePoolRef: {name: %[2]s}, power: "Off"}
 `, amd64Only, pools[computev1alpha1.ArchitectureARM64].name))
-	waitKubectl(t, kubeconfig, pools[computev1alpha1.ArchitectureAMD64].name, "get", "machine", "only-amd64", "-o", "jsonpath={.spec.machinePoolRef.name}")
+	env.WaitKubectl(t, kubeconfig, pools[computev1alpha1.ArchitectureAMD64].name, "get", "machine", "only-amd64", "-o", "jsonpath={.spec.machinePoolRef.name}")
 	waitKubectlContains(t, kubeconfig, "its image (amd64)", "get", "machine", "only-amd64-as-arm64", "-o",
 		`jsonpath={.status.conditions[?(@.type=="Scheduled")].message}`)
 	waitKubectlContains(t, kubeconfig, "RuntimeRefused", "get", "machine", "only-amd64-forced", "-o",
 		`jsonpath={.status.conditions[?(@.type=="Scheduled")].reason}`)
-	refusal, _ := kubectl(t, kubeconfig, "", "get", "machine", "only-amd64-forced", "-o", `jsonpath={.status.conditions[?(@.type=="Scheduled")].message}`)
+	refusal, _ := env.Kubectl(t, kubeconfig, "", "get", "machine", "only-amd64-forced", "-o", `jsonpath={.status.conditions[?(@.type=="Scheduled")].message}`)
 	if !strings.Contains(refusal, "arm64") {
 		t.Errorf("the refusal of the forced Machine does not name the architecture: %q", refusal)
 	}
 
 	// Power: Off stops the guest's QEMU, On boots it again.
-	id, _ := kubectl(t, kubeconfig, "", "get", "machine", "guest-amd64", "-o", "jsonpath={.status.machineID}")
+	id, _ := env.Kubectl(t, kubeconfig, "", "get", "machine", "guest-amd64", "-o", "jsonpath={.status.machineID}")
 	if len(qemuProcesses(t, id)) != 1 {
 		t.Fatalf("want one QEMU process for machine %s, found %v", id, qemuProcesses(t, id))
 	}
@@ -181,23 +182,23 @@ spec: {machineClassRef: {name: e2e-vm}, image: %[1]s, machinePoolRef: {name: %[2
 
 	// Reimage: a new spec.image boots on the same machine (id, pool), in place, and the
 	// Machine says so; its status names the new image once it runs it.
-	if out, err := kubectl(t, kubeconfig, "", "patch", "machine", "guest-amd64", "--type", "merge", "-p", `{"spec":{"image":"`+amd64Only+`"}}`); err != nil {
+	if out, err := env.Kubectl(t, kubeconfig, "", "patch", "machine", "guest-amd64", "--type", "merge", "-p", `{"spec":{"image":"`+amd64Only+`"}}`); err != nil {
 		t.Fatalf("kubectl patch: %v\n%s", err, out)
 	}
 	waitKubectlLong(t, kubeconfig, computev1alpha1.ReasonReimaged, 3*time.Minute, "get", "machine", "guest-amd64", "-o", `jsonpath={.status.conditions[?(@.type=="Reimaging")].reason}`)
 	waitConsole(t, consoles["guest-amd64"], testos.ReadyLine(computev1alpha1.ArchitectureAMD64, "guest-amd64", "value-amd64"), 3)
-	if got, _ := kubectl(t, kubeconfig, "", "get", "machine", "guest-amd64", "-o", "jsonpath={.status.machineID} {.status.image.reference} {.status.state}"); got != id+" "+amd64Only+" Running" {
+	if got, _ := env.Kubectl(t, kubeconfig, "", "get", "machine", "guest-amd64", "-o", "jsonpath={.status.machineID} {.status.image.reference} {.status.state}"); got != id+" "+amd64Only+" Running" {
 		t.Errorf("after the reimage: %q, want the same machine %s running %s", got, id, amd64Only)
 	}
 	if pids := qemuProcesses(t, id); len(pids) != 1 {
 		t.Errorf("after the reimage machine %s has QEMU processes %v, want one", id, pids)
 	}
-	if events, _ := kubectl(t, kubeconfig, "", "get", "events", "--field-selector", "involvedObject.name=guest-amd64", "-o", "jsonpath={.items[*].reason}"); !strings.Contains(events, "Reimaging") || !strings.Contains(events, "Reimaged") {
+	if events, _ := env.Kubectl(t, kubeconfig, "", "get", "events", "--field-selector", "involvedObject.name=guest-amd64", "-o", "jsonpath={.items[*].reason}"); !strings.Contains(events, "Reimaging") || !strings.Contains(events, "Reimaged") {
 		t.Errorf("events of the reimaged Machine: %q, want Reimaging and Reimaged", events)
 	}
 
 	// Delete: the Machine goes once the VM, its disks and its folder are gone.
-	if out, err := kubectl(t, kubeconfig, "", "delete", "machine", "guest-amd64", "--timeout", "3m"); err != nil {
+	if out, err := env.Kubectl(t, kubeconfig, "", "delete", "machine", "guest-amd64", "--timeout", "3m"); err != nil {
 		t.Fatalf("kubectl delete: %v\n%s", err, out)
 	}
 	if pids := qemuProcesses(t, id); len(pids) != 0 {
@@ -246,14 +247,14 @@ func pushAMD64Only(t *testing.T, registry, state string) string {
 
 func apply(t *testing.T, kubeconfig, objects string) {
 	t.Helper()
-	if out, err := kubectl(t, kubeconfig, objects, "apply", "-f", "-"); err != nil {
+	if out, err := env.Kubectl(t, kubeconfig, objects, "apply", "-f", "-"); err != nil {
 		t.Fatalf("kubectl apply: %v\n%s", err, out)
 	}
 }
 
 func patchPower(t *testing.T, kubeconfig, machine, power string) {
 	t.Helper()
-	if out, err := kubectl(t, kubeconfig, "", "patch", "machine", machine, "--type", "merge", "-p", `{"spec":{"power":"`+power+`"}}`); err != nil {
+	if out, err := env.Kubectl(t, kubeconfig, "", "patch", "machine", machine, "--type", "merge", "-p", `{"spec":{"power":"`+power+`"}}`); err != nil {
 		t.Fatalf("kubectl patch: %v\n%s", err, out)
 	}
 }
@@ -314,10 +315,10 @@ func filesNaming(t *testing.T, dir, id string) []string {
 // waitKubectlLong is waitKubectl with its own limit, for guests booting under TCG.
 func waitKubectlLong(t *testing.T, kubeconfig, want string, limit time.Duration, args ...string) {
 	t.Helper()
-	waitKubectlFor(t, kubeconfig, limit, "be "+want, func(out string) bool { return out == want }, args...)
+	env.WaitKubectlFor(t, kubeconfig, limit, "be "+want, func(out string) bool { return out == want }, args...)
 }
 
 func waitKubectlContains(t *testing.T, kubeconfig, want string, args ...string) {
 	t.Helper()
-	waitKubectlFor(t, kubeconfig, 2*time.Minute, "contain "+want, func(out string) bool { return strings.Contains(out, want) }, args...)
+	env.WaitKubectlFor(t, kubeconfig, 2*time.Minute, "contain "+want, func(out string) bool { return strings.Contains(out, want) }, args...)
 }

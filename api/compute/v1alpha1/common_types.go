@@ -105,6 +105,19 @@ const (
 	// runtime machines that have no Machine of the pool, because there are more of them
 	// than it may delete on its own (reason TooManyOrphans). Absent otherwise.
 	ConditionOrphansHeld = "OrphansHeld"
+	// ConditionSiteReachable, on a Machine of a broker's pool (whose machines are Machines
+	// of another anvil cluster, a site), says whether the site's API answers: False
+	// (ReasonSiteUnreachable) while the rest of the status is the last the broker saw. The
+	// poollet shows it as the runtime reports it; absent on other pools' Machines.
+	ConditionSiteReachable = "SiteReachable"
+)
+
+// Reasons of the SiteReachable condition.
+const (
+	ReasonSiteReachable = "SiteReachable"
+	// ReasonSiteUnreachable: the site's API could not be read lately; nothing is deleted
+	// for it.
+	ReasonSiteUnreachable = "SiteUnreachable"
 )
 
 // Reasons of the ImageUpToDate condition.

@@ -10,13 +10,14 @@ import (
 	"github.com/anvil-dev/anvil/internal/mri"
 )
 
-// The condition every brokered machine carries about the downstream site's API.
+// The condition every brokered machine carries about the downstream site's API: the
+// Machine's own (the poollet shows it upstream as it is).
 const (
-	ConditionSiteReachable = "SiteReachable"
-	ReasonSiteReachable    = "SiteReachable"
+	ConditionSiteReachable = computev1alpha1.ConditionSiteReachable
+	ReasonSiteReachable    = computev1alpha1.ReasonSiteReachable
 	// ReasonSiteUnreachable: the downstream API could not be read lately; the rest of the
 	// status is the last seen, and nothing is deleted for it.
-	ReasonSiteUnreachable = "SiteUnreachable"
+	ReasonSiteUnreachable = computev1alpha1.ReasonSiteUnreachable
 )
 
 // Observed is what the broker has read downstream of one machine.

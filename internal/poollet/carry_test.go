@@ -1,0 +1,52 @@
+package poollet
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+)
+
+// A broker's machine says whether its site answers (SiteReachable); the Machine shows it
+// as reported, drops it once the runtime no longer reports it, and shows none of the
+// runtime's other conditions. (Before, no runtime condition reached the Machine: a region's
+// Machine on an unreachable site looked like any Running one.)
+func TestObservedStatusCarriesSiteReachable(t *testing.T) {
+	m := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m", Generation: 3}}
+	rm := func(conds ...*mriv1alpha1.Condition) *mriv1alpha1.Machine {
+		return &mriv1alpha1.Machine{Metadata: &mriv1alpha1.ObjectMetadata{Id: "id", Generation: 1},
+			Spec: &mriv1alpha1.MachineSpec{Power: mriv1alpha1.Power_POWER_ON},
+			Status: &mriv1alpha1.MachineStatus{ObservedGeneration: 1, State: mriv1alpha1.MachineState_MACHINE_STATE_RUNNING,
+				Conditions: conds}}
+	}
+	unreachable := &mriv1alpha1.Condition{Type: computev1alpha1.ConditionSiteReachable, Reason: computev1alpha1.ReasonSiteUnreachable,
+		Message: "the downstream site does not answer"}
+	pulled := &mriv1alpha1.Condition{Type: "ImagePulled", Status: true, Reason: "Pulled"}
+
+	st := observedStatus(m, rm(unreachable, pulled), "site-1")
+	c := meta.FindStatusCondition(st.Conditions, computev1alpha1.ConditionSiteReachable)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != computev1alpha1.ReasonSiteUnreachable ||
+		c.Message != unreachable.Message || c.ObservedGeneration != 3 {
+		t.Fatalf("SiteReachable on the Machine = %+v, want False/%s with the runtime's message", c, computev1alpha1.ReasonSiteUnreachable)
+	}
+	if st.State != computev1alpha1.MachineStateRunning {
+		t.Errorf("state %s, want the runtime's last (Running)", st.State)
+	}
+	if meta.FindStatusCondition(st.Conditions, "ImagePulled") != nil {
+		t.Errorf("a runtime's own condition reached the Machine: %+v", st.Conditions)
+	}
+
+	m.Status = st
+	st = observedStatus(m, rm(&mriv1alpha1.Condition{Type: computev1alpha1.ConditionSiteReachable, Status: true,
+		Reason: computev1alpha1.ReasonSiteReachable}), "site-1")
+	if c := meta.FindStatusCondition(st.Conditions, computev1alpha1.ConditionSiteReachable); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("once the site answers, SiteReachable = %+v, want True", c)
+	}
+	m.Status = st
+	if st = observedStatus(m, rm(), "site-1"); meta.FindStatusCondition(st.Conditions, computev1alpha1.ConditionSiteReachable) != nil {
+		t.Errorf("a runtime that no longer reports SiteReachable left it on the Machine: %+v", st.Conditions)
+	}
+}

@@ -1,0 +1,28 @@
+package broker
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/anvil-dev/anvil/test/devproc"
+)
+
+// env is the anvil binary built for this run and the tools, set up once by TestMain.
+var env devproc.Env
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	var cleanup func()
+	var err error
+	env, cleanup, err = devproc.Prepare()
+	defer cleanup()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "broker e2e:", err)
+		return 1
+	}
+	return m.Run()
+}

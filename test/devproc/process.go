@@ -1,0 +1,72 @@
+package devproc
+
+import (
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// FreePort is a loopback port free now. The ports are below the kernel's ephemeral range
+// (32768-60999 here): anvil dev is killed and started again on the same ports, and in
+// between the kernel may give an ephemeral port to any process's outgoing connection,
+// which then holds it ("port ... is already in use" on the restart, seen in CI).
+func FreePort(t *testing.T) string {
+	t.Helper()
+	for range 100 {
+		port := strconv.Itoa(20000 + rand.IntN(12000))
+		l, err := net.Listen("tcp", "127.0.0.1:"+port)
+		if err == nil {
+			l.Close()
+			return port
+		}
+	}
+	t.Fatal("no free port in 20000-31999 after 100 tries")
+	return ""
+}
+
+// Background starts bin with args as StartProcess does.
+func Background(t *testing.T, bin string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	StartProcess(t, cmd)
+	return cmd
+}
+
+// StartProcess starts cmd with its output in a log file, printed when the test fails, and
+// dies with the test binary. Stop it with StopProcess.
+func StartProcess(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	log, err := os.Create(filepath.Join(t.TempDir(), filepath.Base(cmd.Path)+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			raw, _ := os.ReadFile(log.Name())
+			t.Logf("%s %v output:\n%s", cmd.Path, cmd.Args[1:3], raw)
+		}
+	})
+}
+
+// StopProcess sends SIGTERM and waits for the exit, killing after 30 s.
+func StopProcess(cmd *exec.Cmd) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+	}
+}
