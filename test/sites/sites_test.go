@@ -54,6 +54,14 @@ func TestThreeLevels(t *testing.T) {
 		}
 	})
 	region, site, host := h.Levels[0], h.Levels[1], h.Levels[2]
+	// Scale runs read every process's CPU time: each level's five are found.
+	cpu, err := h.CPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cpu) != 15 {
+		t.Errorf("CPU times of %d processes, want 15 (5 per level): %v", len(cpu), cpu)
+	}
 
 	// Capacity: the region's pool offers what the host's fake pool has.
 	hostPool, err := host.MachinePool(ctx)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -77,28 +78,84 @@ func (s *scenario) seed(ctx context.Context) error {
 }
 
 // round creates the Machines of one round on p and returns the seconds from the first
-// create to the last Running seen, then deletes them all.
-func (s *scenario) round(ctx context.Context, p path, r int) (float64, error) {
+// create to the last Running seen, and when the Machines passed each phase at each level
+// of p; then it deletes them all.
+func (s *scenario) round(ctx context.Context, p path, r int) (float64, map[string]phaseTimes, measures, error) {
 	w, err := measure.StartWatch(ctx, p.at.Client, p.namespace, func() client.ObjectList { return &computev1alpha1.MachineList{} })
 	if err != nil {
-		return 0, err
+		return 0, nil, measures{}, err
+	}
+	var trackers []*tracker
+	for _, pl := range p.clear {
+		t, err := track(ctx, pl.l, pl.namespace)
+		if err != nil {
+			return 0, nil, measures{}, err
+		}
+		trackers = append(trackers, t)
+	}
+	before, err := s.h.CPU()
+	if err != nil {
+		return 0, nil, measures{}, err
+	}
+	var requestsBefore []map[string]float64
+	for _, l := range s.h.Levels {
+		c, err := requestCounts(ctx, l)
+		if err != nil {
+			return 0, nil, measures{}, err
+		}
+		requestsBefore = append(requestsBefore, c)
 	}
 	first, _, err := measure.CreateAll(ctx, p.at.Client, s.o.machines, s.o.creators, func(i int) client.Object {
 		return s.h.Machine(p.namespace, fmt.Sprintf("r%d-%05d", r, i))
 	})
 	if err != nil {
-		return 0, err
+		return 0, nil, measures{}, err
 	}
 	last, err := w.Wait(ctx, s.o.machines, s.o.timeout, running)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %s", err, summary(ctx, p))
+		return 0, nil, measures{}, fmt.Errorf("%w: %s", err, summary(ctx, p))
 	}
-	return last.Sub(first).Seconds(), s.clear(ctx, p)
+	after, err := s.h.CPU()
+	if err != nil {
+		return 0, nil, measures{}, err
+	}
+	cpu := map[string]float64{}
+	for k, v := range after {
+		if d := v - before[k]; d > 0 {
+			cpu[k] = math.Round(d*10) / 10
+			cpu["total"] += d
+		}
+	}
+	cpu["total"] = math.Round(cpu["total"]*10) / 10
+	requests := map[string]float64{}
+	for i, l := range s.h.Levels {
+		c, err := requestCounts(ctx, l)
+		if err != nil {
+			return 0, nil, measures{}, err
+		}
+		for k, v := range requestsPerMachine(requestsBefore[i], c, s.o.machines) {
+			requests[l.Name+": "+k] = v
+		}
+	}
+	phases := map[string]phaseTimes{}
+	for _, t := range trackers {
+		for k, v := range t.finish(first, s.o.machines) {
+			phases[k] = v
+		}
+	}
+	return last.Sub(first).Seconds(), phases, measures{CPU: cpu, Requests: requests}, s.clear(ctx, p)
 }
 
-func running(obj client.Object) bool {
-	return obj.(*computev1alpha1.Machine).Status.State == computev1alpha1.MachineStateRunning
+// measures are what one side of a round cost, from the first create to the last Running.
+type measures struct {
+	// CPU seconds each process used (the machine is shared: wall time is partly the sum
+	// of every level's work).
+	CPU map[string]float64 `json:"cpuSeconds"`
+	// Requests per Machine each level's apiserver served (LIST and WATCH apart).
+	Requests map[string]float64 `json:"requestsPerMachine"`
 }
+
+func running(obj client.Object) bool { return isRunning(obj.(*computev1alpha1.Machine)) }
 
 // clear deletes p's Machines and waits until none is left anywhere on p.
 func (s *scenario) clear(ctx context.Context, p path) error {

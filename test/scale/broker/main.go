@@ -43,6 +43,12 @@ type round struct {
 	Direct float64 `json:"directSeconds"`
 	Hop    float64 `json:"hopSeconds"`
 	Ratio  float64 `json:"ratio"`
+	// The phases say where the time went: for each level and namespace, when half and all
+	// of the round's Machines (or the broker's for them) were created, bound and Running.
+	DirectPhases map[string]phaseTimes `json:"directPhases"`
+	HopPhases    map[string]phaseTimes `json:"hopPhases"`
+	DirectCost   measures              `json:"directCost"`
+	HopCost      measures              `json:"hopCost"`
 }
 
 func main() {
@@ -95,17 +101,18 @@ func run(ctx context.Context, o options) error {
 		}
 		var direct, hop []float64
 		for r := 0; r < o.rounds; r++ {
-			d, err := s.round(ctx, s.directPath(), r)
+			d, dp, dc, err := s.round(ctx, s.directPath(), r)
 			if err != nil {
 				return fmt.Errorf("round %d direct: %w (logs in %s)", r, err, dir)
 			}
-			p, err := s.round(ctx, s.hopPath(), r)
+			p, pp, pc, err := s.round(ctx, s.hopPath(), r)
 			if err != nil {
 				return fmt.Errorf("round %d hop: %w (logs in %s)", r, err, dir)
 			}
 			fmt.Fprintf(os.Stderr, "round %d: direct %.1f s, hop %.1f s\n", r, d, p)
 			direct, hop = append(direct, d), append(hop, p)
-			rep.Rounds = append(rep.Rounds, round{Direct: d, Hop: p, Ratio: p / d})
+			rep.Rounds = append(rep.Rounds, round{Direct: d, Hop: p, Ratio: p / d, DirectPhases: dp, HopPhases: pp,
+				DirectCost: dc, HopCost: pc})
 		}
 		rep.DirectMedian, rep.DirectSpread = median(direct), spread(direct)
 		rep.HopMedian, rep.HopSpread = median(hop), spread(hop)
