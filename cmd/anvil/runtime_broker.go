@@ -93,8 +93,10 @@ kubeconfig should be the identity of config/rbac/broker for that namespace (docs
 	f.StringVar(&namespace, "namespace", "", "downstream namespace the broker's Machines and Secrets go to (required)")
 	f.StringVar(&pool, "pool", "", "name of the upstream MachinePool this broker serves (required); labels every downstream object")
 	f.StringToStringVar(&selector, "pool-selector", nil, "labels of the downstream MachinePools the broker's Machines may go to (default: every pool)")
-	f.Float32Var(&qps, "kube-api-qps", 50, "requests per second to the downstream apiserver")
-	f.IntVar(&burst, "kube-api-burst", 100, "request burst to the downstream apiserver")
+	// One client writes for a whole pool of the site (2-3 requests per machine), as the
+	// controller manager does for a cluster: the manager's defaults.
+	f.Float32Var(&qps, "kube-api-qps", 200, "requests per second to the downstream apiserver")
+	f.IntVar(&burst, "kube-api-burst", 400, "request burst to the downstream apiserver")
 	f.StringVar(&cacheDir, "cache-dir", "/var/lib/anvil/broker/cache", "OS image cache (manifests only: the broker checks images at create, it pulls no layers)")
 	images = addImageCacheFlags(f)
 	_ = cmd.MarkFlagRequired("namespace")

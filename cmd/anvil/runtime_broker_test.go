@@ -23,7 +23,7 @@ func TestBrokerDownstreamClientRateIsItsFlags(t *testing.T) {
 		qps   float32
 		burst int
 	}{
-		{nil, 50, 100},
+		{nil, 200, 400},
 		{[]string{"--kube-api-qps", "300", "--kube-api-burst", "600"}, 300, 600},
 	} {
 		cmd := newBrokerRuntimeCommand()
