@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -21,6 +22,8 @@ import (
 func newBrokerRuntimeCommand() *cobra.Command {
 	var listen, kubeconfig, namespace, pool, cacheDir string
 	var selector map[string]string
+	var qps float32
+	var burst int
 	var images *imageCacheFlags
 	var serve serveFlags
 	cmd := &cobra.Command{
@@ -34,12 +37,9 @@ by the upstream Machine's uid; the downstream scheduler places it on the pools
 kubeconfig should be the identity of config/rbac/broker for that namespace (docs/pools.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if kubeconfig == "" {
-				return errors.New("--kubeconfig: the downstream cluster's kubeconfig is required")
-			}
-			cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+			cfg, err := downstreamConfig(kubeconfig, qps, burst)
 			if err != nil {
-				return fmt.Errorf("--kubeconfig: %w", err)
+				return err
 			}
 			imgOpts, err := images.options()
 			if err != nil {
@@ -93,9 +93,33 @@ kubeconfig should be the identity of config/rbac/broker for that namespace (docs
 	f.StringVar(&namespace, "namespace", "", "downstream namespace the broker's Machines and Secrets go to (required)")
 	f.StringVar(&pool, "pool", "", "name of the upstream MachinePool this broker serves (required); labels every downstream object")
 	f.StringToStringVar(&selector, "pool-selector", nil, "labels of the downstream MachinePools the broker's Machines may go to (default: every pool)")
+	// One client writes for a whole pool of the site (2-3 requests per machine), as the
+	// controller manager does for a cluster: the manager's defaults.
+	f.Float32Var(&qps, "kube-api-qps", 200, "requests per second to the downstream apiserver")
+	f.IntVar(&burst, "kube-api-burst", 400, "request burst to the downstream apiserver")
 	f.StringVar(&cacheDir, "cache-dir", "/var/lib/anvil/broker/cache", "OS image cache (manifests only: the broker checks images at create, it pulls no layers)")
 	images = addImageCacheFlags(f)
 	_ = cmd.MarkFlagRequired("namespace")
 	_ = cmd.MarkFlagRequired("pool")
 	return cmd
+}
+
+// downstreamConfig is the client config of the downstream cluster from kubeconfig, held to
+// qps and burst. A kubeconfig sets no rate limit, and client-go's default (5 per second)
+// would hold a whole pool's creates to about two a second.
+func downstreamConfig(kubeconfig string, qps float32, burst int) (*rest.Config, error) {
+	switch {
+	case kubeconfig == "":
+		return nil, errors.New("--kubeconfig: the downstream cluster's kubeconfig is required")
+	case qps <= 0:
+		return nil, fmt.Errorf("--kube-api-qps must be positive, not %v", qps)
+	case burst < 1:
+		return nil, fmt.Errorf("--kube-api-burst must be at least 1, not %d", burst)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = qps, burst
+	return cfg, nil
 }

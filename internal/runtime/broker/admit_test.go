@@ -1,9 +1,11 @@
 package broker
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -16,6 +18,7 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/mri"
+	"github.com/anvil-dev/anvil/internal/runtime/broker/mapping"
 )
 
 // TestConcurrentCreatesNeverOvercommit (E5): creates of a large class sent all at once
@@ -61,4 +64,82 @@ func TestConcurrentCreatesNeverOvercommit(t *testing.T) {
 	if int64(admitted) != fit || refused != 3 {
 		t.Fatalf("%d admitted and %d refused; want %d and 3", admitted, refused, fit)
 	}
+}
+
+// blockingReader holds its Gets of one Machine name until release is closed, and says
+// on entered when the first began: a downstream API slow to answer one create's read.
+type blockingReader struct {
+	client.Reader
+	name    string
+	entered chan struct{}
+	once    sync.Once
+	release chan struct{}
+}
+
+func (b *blockingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*computev1alpha1.Machine); ok && key.Name == b.name {
+		b.once.Do(func() { close(b.entered) })
+		select {
+		case <-b.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return b.Reader.Get(ctx, key, obj, opts...)
+}
+
+// TestCreateWaitingOnTheAPIHoldsNoOtherBack: a create whose read of the downstream API
+// hangs does not hold the others back. Admission is one at a time, but the read for an
+// earlier create's Machine is outside it: under it, a poollet's concurrent creates went
+// through one API round trip at a time (test/scale/broker).
+func TestCreateWaitingOnTheAPIHoldsNoOtherBack(t *testing.T) {
+	s := newSite(t, "parallel")
+	slow, fast := upstream("8f4a3d0e-0000-4000-8000-300000000001"), upstream("8f4a3d0e-0000-4000-8000-300000000002")
+	d, err := mapping.NewDownstream(mapping.Target{Namespace: s.ns, Pool: s.pool}, slow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := &blockingReader{Reader: env.Client, name: d.Machine.Name, entered: make(chan struct{}), release: make(chan struct{})}
+	r, err := s.startWith(env.Config, env.Client, func(o *Options) { o.APIReader = reader })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	slowDone := make(chan error, 1)
+	go func() {
+		_, err := r.CreateMachine(context.Background(), &mriv1alpha1.CreateMachineRequest{Machine: slow})
+		slowDone <- err
+	}()
+	<-reader.entered
+	fastDone := make(chan error, 1)
+	go func() {
+		_, err := r.CreateMachine(context.Background(), &mriv1alpha1.CreateMachineRequest{Machine: fast})
+		fastDone <- err
+	}()
+	ended := false
+	var fastErr error
+	select {
+	case fastErr = <-fastDone:
+		ended = true
+	case <-time.After(time.Minute):
+	}
+	close(reader.release)
+	if err := <-slowDone; err != nil {
+		t.Errorf("the create that waited: %v", err)
+	}
+	if !ended {
+		fastErr = <-fastDone
+		t.Error("the other create ended only once the first's read was answered")
+	}
+	if fastErr != nil {
+		t.Errorf("the other create: %v", fastErr)
+	}
+	// The downstream pool is the package's: give its room back to the tests after this one.
+	if err := env.Client.DeleteAllOf(bg(t), &computev1alpha1.Machine{}, client.InNamespace(s.ns)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "gave the room back", func() bool {
+		list := &computev1alpha1.MachineList{}
+		return env.Client.List(bg(t), list, client.InNamespace(s.ns)) == nil && len(list.Items) == 0
+	})
 }

@@ -75,18 +75,27 @@ func (r *Runtime) CreateMachine(ctx context.Context, req *mriv1alpha1.CreateMach
 // the same: the machine an earlier create made (I2) is returned instead, a create of it
 // still under way is UNAVAILABLE (the caller retries), one that does not fit is refused.
 // What it holds counts in every later admission until release.
+//
+// The API server is asked for an earlier create's Machine before the lock: held over a
+// round trip, the lock would let one create through per round trip, whatever the
+// caller's concurrency. A create of the same machine that ends between that read and the
+// lock is in the runtime's own objects by then (CreateMachine observes what it wrote
+// before it releases), so the lock checks them.
 func (r *Runtime) admit(ctx context.Context, d mapping.Downstream, spec *mriv1alpha1.MachineSpec, class *computev1alpha1.MachineClass) (*mriv1alpha1.Machine, error) {
+	name := d.Machine.Name
+	if m, err := r.existing(ctx, name); m != nil || err != nil {
+		return m, err
+	}
 	r.createMu.Lock()
 	defer r.createMu.Unlock()
-	name := d.Machine.Name
 	r.mu.Lock()
 	_, busy := r.creating[name]
 	r.mu.Unlock()
 	if busy {
 		return nil, status.Errorf(codes.Unavailable, "broker runtime: a create of machine %s is under way", name)
 	}
-	if m, err := r.existing(ctx, name); m != nil || err != nil {
-		return m, err
+	if m := r.view(name); m != nil {
+		return m, nil
 	}
 	site, err := r.site(ctx)
 	if err != nil {
