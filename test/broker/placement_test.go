@@ -8,6 +8,7 @@ import (
 	"time"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/test/devproc"
 	"github.com/anvil-dev/anvil/test/testos"
 )
 
@@ -64,8 +65,8 @@ func (f *fleet) arm64LandsOnS2(t *testing.T) {
 	}
 	waitConsole(t, console, testos.ReadyLine(computev1alpha1.ArchitectureARM64, "guest-arm64", "value-arm64"))
 	id := d.Status.MachineID
-	if id == "" || len(qemuProcesses(id)) != 1 {
-		t.Fatalf("want one QEMU process for S2's machine %q, found %v", id, qemuProcesses(id))
+	if id == "" || len(devproc.QemuProcesses(id)) != 1 {
+		t.Fatalf("want one QEMU process for S2's machine %q, found %v", id, devproc.QemuProcesses(id))
 	}
 
 	// Deleted in R, it is gone from S2 (the broker reports a machine gone only once its
@@ -74,7 +75,7 @@ func (f *fleet) arm64LandsOnS2(t *testing.T) {
 	if left := f.s2.downstreamOf(t, string(up.UID)); len(left) != 0 {
 		t.Errorf("guest-arm64 is deleted in R but S2 still has %s (state %s)", left[0].Name, left[0].Status.State)
 	}
-	if pids := qemuProcesses(id); len(pids) != 0 {
+	if pids := devproc.QemuProcesses(id); len(pids) != 0 {
 		t.Errorf("guest-arm64 is deleted in R but its QEMU processes %v still run", pids)
 	}
 }

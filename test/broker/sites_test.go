@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -46,7 +45,7 @@ func startSite(t *testing.T, name string, args ...string) *site {
 	s := &site{name: name, state: shortDir(t, "anvil-"+name+"-")}
 	port := devproc.FreePort(t)
 	s.registry = "127.0.0.1:" + port
-	t.Cleanup(func() { killQEMU(s.state) })
+	t.Cleanup(func() { devproc.KillQemu(s.state) })
 	s.dev = env.StartDev(t, append([]string{"--state-dir", s.state, "--bin-dir", env.BinDir,
 		"--apiserver-port", devproc.FreePort(t), "--etcd-port", devproc.FreePort(t), "--etcd-peer-port", devproc.FreePort(t),
 		"--registry-port", port, "--test-os", testos.Dir(t)}, args...)...)
@@ -185,31 +184,4 @@ func shortDir(t *testing.T, prefix string) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
-}
-
-// killQEMU kills the QEMU processes whose command line names dir (a site's state).
-func killQEMU(dir string) {
-	for _, pid := range qemuProcesses(dir) {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-}
-
-// qemuProcesses are the QEMU processes whose command line holds s (a machine id, a
-// folder).
-func qemuProcesses(s string) []int {
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	var found []int
-	for _, p := range procs {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		cmd := string(b)
-		if strings.HasPrefix(filepath.Base(strings.SplitN(cmd, "\x00", 2)[0]), "qemu-system-") && strings.Contains(cmd, s) {
-			if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
-				found = append(found, pid)
-			}
-		}
-	}
-	return found
 }

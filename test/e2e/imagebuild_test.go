@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -104,11 +103,7 @@ spec: {machineClassRef: {name: e2e-builder}, architecture: arm64, image: REGISTR
 func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) {
 	state := shortDir(t)
 	t.Cleanup(func() {
-		for _, pid := range qemuProcesses(t, state) {
-			if n, err := strconv.Atoi(pid); err == nil {
-				_ = syscall.Kill(n, syscall.SIGKILL)
-			}
-		}
+		devproc.KillQemu(state)
 	})
 	registry := "127.0.0.1:" + devproc.FreePort(t)
 	_, port, _ := strings.Cut(registry, ":")

@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -29,11 +28,7 @@ func startQemuPool(t *testing.T, kubeconfig, registry string, arch computev1alph
 	p := qemuPool{name: "qemu-" + string(arch), stateDir: shortDir(t)}
 	// VMs outlive their runtime by design; a test that stops early must not leave any.
 	t.Cleanup(func() {
-		for _, pid := range qemuProcesses(t, p.stateDir) {
-			if n, err := strconv.Atoi(pid); err == nil {
-				_ = syscall.Kill(n, syscall.SIGKILL)
-			}
-		}
+		devproc.KillQemu(p.stateDir)
 	})
 	socket := "unix://" + filepath.Join(t.TempDir(), "mri.sock")
 	rt := devproc.Background(t, anvilBin, "runtime", "qemu", "--name", p.name, "--listen", socket,
@@ -275,25 +270,13 @@ func waitConsole(t *testing.T, path, line string, n int) {
 }
 
 // qemuProcesses lists the QEMU processes whose command line holds id (a machine id, a
-// state folder).
-func qemuProcesses(t *testing.T, id string) []string {
+// state folder); an empty id is a test's mistake.
+func qemuProcesses(t *testing.T, id string) []int {
 	t.Helper()
 	if id == "" {
 		t.Fatal("no machine id")
 	}
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	var found []string
-	for _, p := range procs {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		cmd := string(b)
-		if strings.HasPrefix(filepath.Base(strings.SplitN(cmd, "\x00", 2)[0]), "qemu-system-") && strings.Contains(cmd, id) {
-			found = append(found, filepath.Base(filepath.Dir(p)))
-		}
-	}
-	return found
+	return devproc.QemuProcesses(id)
 }
 
 // filesNaming lists the paths under dir whose name contains id.
