@@ -21,7 +21,7 @@ type options struct {
 	interval                            time.Duration
 	poolletArgs, brokerArgs             string
 	timeout                             time.Duration
-	keep                                bool
+	keep, pin                           bool
 }
 
 type report struct {
@@ -37,6 +37,8 @@ type report struct {
 	Capacity    *capacity `json:"capacity,omitempty"`
 	PoolletArgs string    `json:"poolletArgs,omitempty"`
 	BrokerArgs  string    `json:"brokerArgs,omitempty"`
+	// Pinned: each level ran on a core of its own (-pin).
+	Pinned bool `json:"levelsPinnedToOwnCores"`
 }
 
 type round struct {
@@ -62,6 +64,7 @@ func main() {
 	flag.StringVar(&o.brokerArgs, "broker-args", "", "more arguments of the broker, space-separated")
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "limit for one round's Machines to run")
 	flag.BoolVar(&o.keep, "keep", false, "keep the folder of logs")
+	flag.BoolVar(&o.pin, "pin", false, "give each level a core of its own (region core 0, site core 1), as if they were separate machines")
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard())
 	if err := run(context.Background(), o); err != nil {
@@ -93,8 +96,13 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("%w (logs in %s)", err, dir)
 	}
 	defer h.Stop()
+	if o.pin {
+		if err := h.PinLevels(); err != nil {
+			return err
+		}
+	}
 	s := &scenario{h: h, o: o}
-	rep := report{Machines: o.machines, PoolletArgs: o.poolletArgs, BrokerArgs: o.brokerArgs}
+	rep := report{Machines: o.machines, PoolletArgs: o.poolletArgs, BrokerArgs: o.brokerArgs, Pinned: o.pin}
 	if o.machines > 0 {
 		if err := s.seed(ctx); err != nil {
 			return err
