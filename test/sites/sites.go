@@ -41,6 +41,9 @@ type Options struct {
 	// ManagerArgs, PoolletArgs and BrokerArgs are added to every controller manager's,
 	// poollet's and broker's arguments (rate limits, --interval).
 	ManagerArgs, PoolletArgs, BrokerArgs []string
+	// FakeArgs are added to the bottom pool's fake runtime's arguments (--latency: a
+	// machine that is Pending a while before it runs, as on a real pool).
+	FakeArgs []string
 }
 
 // Hierarchy is a running set of levels; Stop ends it.
@@ -168,8 +171,8 @@ func (h *Hierarchy) startProcesses(ctx context.Context, i int) error {
 	var runtime *proc
 	if i == len(h.Levels)-1 {
 		l.Pool = l.Name + "-fake"
-		runtime, err = startProc(o.Dir, log("fake"), "", o.Anvil, "runtime", "fake", "--name", l.Pool, "--socket", socket,
-			"--cpu", o.FakeCPU, "--memory", o.FakeMemory)
+		runtime, err = startProc(o.Dir, log("fake"), "", o.Anvil, append([]string{"runtime", "fake", "--name", l.Pool, "--socket", socket,
+			"--cpu", o.FakeCPU, "--memory", o.FakeMemory}, o.FakeArgs...)...)
 	} else {
 		below := h.Levels[i+1]
 		l.Pool = below.Name

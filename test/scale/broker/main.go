@@ -19,7 +19,7 @@ import (
 type options struct {
 	machines, rounds, creators, samples int
 	interval                            time.Duration
-	poolletArgs, brokerArgs             string
+	poolletArgs, brokerArgs, fakeArgs   string
 	timeout                             time.Duration
 	keep, pin                           bool
 }
@@ -37,6 +37,7 @@ type report struct {
 	Capacity    *capacity `json:"capacity,omitempty"`
 	PoolletArgs string    `json:"poolletArgs,omitempty"`
 	BrokerArgs  string    `json:"brokerArgs,omitempty"`
+	FakeArgs    string    `json:"fakeArgs,omitempty"`
 	// Pinned: each level ran on a core of its own (-pin).
 	Pinned bool `json:"levelsPinnedToOwnCores"`
 }
@@ -62,6 +63,7 @@ func main() {
 	flag.DurationVar(&o.interval, "interval", 10*time.Second, "the poollets' --interval (how often a pool's runtime capacity is read; the poollet's default is 10s)")
 	flag.StringVar(&o.poolletArgs, "poollet-args", "", "more arguments of every poollet, space-separated (e.g. \"--kube-api-qps 200 --kube-api-burst 400\")")
 	flag.StringVar(&o.brokerArgs, "broker-args", "", "more arguments of the broker, space-separated")
+	flag.StringVar(&o.fakeArgs, "fake-args", "", "more arguments of the site's fake runtime, space-separated (e.g. \"--latency 2s\": Machines Pending 2 s before they run, as on a real pool)")
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "limit for one round's Machines to run")
 	flag.BoolVar(&o.keep, "keep", false, "keep the folder of logs")
 	flag.BoolVar(&o.pin, "pin", false, "give each level a core of its own (region core 0, site core 1), as if they were separate machines")
@@ -91,7 +93,7 @@ func run(ctx context.Context, o options) error {
 		// The managers as in test/scale/pools: their limits are not what is compared.
 		ManagerArgs: []string{"--kube-api-qps", "1000", "--kube-api-burst", "2000", "--concurrency", "16"},
 		PoolletArgs: append([]string{"--interval", o.interval.String()}, strings.Fields(o.poolletArgs)...),
-		BrokerArgs:  strings.Fields(o.brokerArgs)})
+		BrokerArgs:  strings.Fields(o.brokerArgs), FakeArgs: strings.Fields(o.fakeArgs)})
 	if err != nil {
 		return fmt.Errorf("%w (logs in %s)", err, dir)
 	}
@@ -102,7 +104,7 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	s := &scenario{h: h, o: o}
-	rep := report{Machines: o.machines, PoolletArgs: o.poolletArgs, BrokerArgs: o.brokerArgs, Pinned: o.pin}
+	rep := report{Machines: o.machines, PoolletArgs: o.poolletArgs, BrokerArgs: o.brokerArgs, FakeArgs: o.fakeArgs, Pinned: o.pin}
 	if o.machines > 0 {
 		if err := s.seed(ctx); err != nil {
 			return err
