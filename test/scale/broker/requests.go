@@ -1,15 +1,13 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"math"
-	"strconv"
 	"strings"
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/anvil-dev/anvil/test/scale/measure"
 	"github.com/anvil-dev/anvil/test/sites"
 )
 
@@ -20,39 +18,15 @@ func requestCounts(ctx context.Context, l *sites.Level) (map[string]float64, err
 	if err != nil {
 		return nil, err
 	}
-	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return nil, err
-	}
 	counts := map[string]float64{}
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_request_total{") {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
-		if err != nil {
-			return nil, err
-		}
-		key := label(line, "verb") + " " + label(line, "resource")
-		if sub := label(line, "subresource"); sub != "" {
+	err = measure.ReadMetrics(ctx, cs.RESTClient(), []string{"apiserver_request_total"}, func(_ string, label func(string) string, v float64) {
+		key := label("verb") + " " + label("resource")
+		if sub := label("subresource"); sub != "" {
 			key += "/" + sub
 		}
 		counts[key] += v
-	}
-	return counts, sc.Err()
-}
-
-// label reads one label's value from a metrics line.
-func label(line, name string) string {
-	i := strings.Index(line, name+`="`)
-	if i < 0 {
-		return ""
-	}
-	rest := line[i+len(name)+2:]
-	return rest[:strings.IndexByte(rest, '"')]
+	})
+	return counts, err
 }
 
 // requestsPerMachine are the requests (but LIST and WATCH) counted between before and

@@ -1,8 +1,13 @@
 package measure
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -131,4 +137,38 @@ func ForEach(n, workers int, f func(i int) error) error {
 // Namespace is a Namespace object of that name.
 func Namespace(name string) *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+}
+
+// ReadMetrics reads a server's /metrics (Prometheus text) through rc and calls sample for
+// every line of a metric in names, with a reader of its labels and its value.
+func ReadMetrics(ctx context.Context, rc rest.Interface, names []string, sample func(name string, label func(string) string, value float64)) error {
+	raw, err := rc.Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		name, _, ok := strings.Cut(line, "{")
+		if !ok || !slices.Contains(names, name) {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+		if err != nil {
+			return fmt.Errorf("metrics line %q: %w", line, err)
+		}
+		sample(name, func(l string) string { return metricLabel(line, l) }, v)
+	}
+	return sc.Err()
+}
+
+// metricLabel reads one label's value from a metrics line ("" when it has none).
+func metricLabel(line, name string) string {
+	i := strings.Index(line, name+`="`)
+	if i < 0 {
+		return ""
+	}
+	rest := line[i+len(name)+2:]
+	return rest[:strings.IndexByte(rest, '"')]
 }

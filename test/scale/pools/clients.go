@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -83,45 +80,17 @@ func (c *clients) waitPoolsReady(ctx context.Context, n int, limit time.Duration
 type requestCounts map[string]float64
 
 func (c *clients) requestCounts(ctx context.Context) (requestCounts, error) {
-	raw, err := c.cs.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return nil, err
-	}
 	counts := requestCounts{}
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "apiserver_terminated_watchers_total{") {
-			// Watchers the apiserver closed because they fell behind.
-			v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
-			if err != nil {
-				return nil, err
+	err := measure.ReadMetrics(ctx, c.cs.RESTClient(), []string{"apiserver_request_total", "apiserver_terminated_watchers_total"},
+		func(name string, label func(string) string, v float64) {
+			if name == "apiserver_terminated_watchers_total" {
+				// Watchers the apiserver closed because they fell behind.
+				counts["TERMINATED "+label("resource")+"/ watch"] += v
+				return
 			}
-			counts["TERMINATED "+label(line, "resource")+"/ watch"] += v
-			continue
-		}
-		if !strings.HasPrefix(line, "apiserver_request_total{") {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
-		if err != nil {
-			return nil, err
-		}
-		key := fmt.Sprintf("%s %s/%s %s", label(line, "verb"), label(line, "resource"), label(line, "subresource"), label(line, "code"))
-		counts[key] += v
-	}
-	return counts, sc.Err()
-}
-
-// label reads one label's value from a metrics line.
-func label(line, name string) string {
-	i := strings.Index(line, name+`="`)
-	if i < 0 {
-		return ""
-	}
-	rest := line[i+len(name)+2:]
-	return rest[:strings.IndexByte(rest, '"')]
+			counts[fmt.Sprintf("%s %s/%s %s", label("verb"), label("resource"), label("subresource"), label("code"))] += v
+		})
+	return counts, err
 }
 
 // since is what was counted after before was read.
