@@ -127,11 +127,11 @@ func Fuzz(f *testing.F, target FuzzTarget) {
 		opList:   &mriv1alpha1.ListMachinesRequest{LabelSelector: map[string]string{mri.LabelMachineUID: "fuzz-1"}},
 		opDelete: &mriv1alpha1.DeleteMachineRequest{},
 	} {
-		f.Add(create, uint8(indexOf(op)), marshal(f, req))
+		f.Add(create, uint8(indexOf(f, op)), marshal(f, req))
 	}
-	f.Add(create, uint8(indexOf(0)|keepID), marshal(f, &mriv1alpha1.UpdateMachinePowerRequest{Id: "no-such-machine", Power: mriv1alpha1.Power_POWER_ON}))
-	f.Add(create, uint8(indexOf(opCreateAgain)), []byte(nil))
-	f.Add(create, uint8(indexOf(opCreateAnother)), another)
+	f.Add(create, uint8(indexOf(f, 0)|keepID), marshal(f, &mriv1alpha1.UpdateMachinePowerRequest{Id: "no-such-machine", Power: mriv1alpha1.Power_POWER_ON}))
+	f.Add(create, uint8(indexOf(f, opCreateAgain)), []byte(nil))
+	f.Add(create, uint8(indexOf(f, opCreateAnother)), another)
 	for _, spec := range []*mriv1alpha1.MachineSpec{nil, {}, {Power: 99, Architecture: 99}} {
 		f.Add(seeds("fuzz-bad", spec), uint8(0), []byte(nil))
 	}
@@ -187,13 +187,17 @@ func Fuzz(f *testing.F, target FuzzTarget) {
 	})
 }
 
-func indexOf(op int) int {
+// indexOf is op's place in fuzzOps; a seed naming an operation not there is the suite's
+// own mistake, reported as a failure of the fuzz target.
+func indexOf(f *testing.F, op int) int {
+	f.Helper()
 	for i, o := range fuzzOps {
 		if o == op {
 			return i
 		}
 	}
-	panic("unknown fuzz operation")
+	f.Fatalf("fuzz seed names operation %d, which is not in fuzzOps", op)
+	return 0
 }
 
 func marshal(f *testing.F, m proto.Message) []byte {
