@@ -8,6 +8,7 @@ import (
 
 	"github.com/anvil-dev/anvil/internal/mri"
 	"github.com/anvil-dev/anvil/internal/poollet"
+	"github.com/anvil-dev/anvil/internal/poollet/identity"
 	"github.com/anvil-dev/anvil/internal/registrynet"
 )
 
@@ -16,6 +17,7 @@ func newPoolletCommand() *cobra.Command {
 	var peers []uint32
 	var allow []string
 	var credentials string
+	var nodeIdentity bool
 	o := poollet.DefaultOptions("")
 	cmd := &cobra.Command{
 		Use:   "poollet",
@@ -42,6 +44,15 @@ func newPoolletCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if nodeIdentity {
+				node, err := identity.NodeFromEnv()
+				if err != nil {
+					return fmt.Errorf("--node-identity: %w", err)
+				}
+				if cfg, err = identity.Config(cmd.Context(), cfg, o.Pool, node); err != nil {
+					return fmt.Errorf("--node-identity: %w", err)
+				}
+			}
 			mgr, err := poollet.New(cfg, o)
 			if err != nil {
 				return err
@@ -56,6 +67,7 @@ func newPoolletCommand() *cobra.Command {
 	f.StringVar(&o.ProviderID, "provider-id", "", "spec.providerID of a pool this poollet creates")
 	f.StringSliceVar(&allow, "allow-registry", nil, registrynet.AllowRegistryUsage)
 	f.StringVar(&credentials, "registry-credentials", "", registrynet.RegistryCredentialsUsage)
+	f.BoolVar(&nodeIdentity, "node-identity", false, "act as the pool's own ServiceAccount anvil-system/poollet-<pool>, made and requested with this Pod's (a DaemonSet's anvil-node-poollet, allowed that only for the pool named after its node); needs NODE_NAME")
 	f.StringToStringVar(&o.Labels, "labels", nil, "labels of a pool this poollet creates")
 	f.DurationVar(&o.Interval, "interval", o.Interval, "how often the runtime's capacity is read and the Lease renewed")
 	f.DurationVar(&o.LeaseDuration, "lease-duration", o.LeaseDuration, "how long the pool counts as alive after a renewal")

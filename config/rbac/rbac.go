@@ -18,9 +18,10 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/controller/secretaccess"
 	"github.com/anvil-dev/anvil/internal/manifest"
+	"github.com/anvil-dev/anvil/internal/poollet/identity"
 )
 
-//go:embed *.yaml broker/*.yaml capi/*.yaml metal/*.yaml poollet/*.yaml tenant/*.yaml
+//go:embed *.yaml broker/*.yaml capi/*.yaml metal/*.yaml nodepoollet/*.yaml poollet/*.yaml tenant/*.yaml
 var files embed.FS
 
 // Load returns the objects of config/rbac/<dir> ("" for the manager's), files in name
@@ -54,8 +55,8 @@ func InstallPoollet(ctx context.Context, c client.Client, pool string) (rest.Imp
 	if err != nil {
 		return rest.ImpersonationConfig{}, err
 	}
-	name := secretaccess.ServiceAccountName(pool)
-	return installIdentity(ctx, c, "poollet", roles, secretaccess.PoolletNamespace, name, "anvil-"+name)
+	// The names a DaemonSet's poollet gives its own (internal/poollet/identity).
+	return installIdentity(ctx, c, "poollet", roles, secretaccess.PoolletNamespace, secretaccess.ServiceAccountName(pool), identity.BindingName(pool))
 }
 
 // MetalServiceAccount is the ServiceAccount a metal site (its Host controller and metal
