@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -17,7 +18,7 @@ func newPoolletCommand() *cobra.Command {
 	var peers []uint32
 	var allow []string
 	var credentials string
-	var nodeIdentity bool
+	var identityMode string
 	o := poollet.DefaultOptions("")
 	cmd := &cobra.Command{
 		Use:   "poollet",
@@ -44,14 +45,12 @@ func newPoolletCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if nodeIdentity {
-				node, err := identity.NodeFromEnv()
-				if err != nil {
-					return fmt.Errorf("--node-identity: %w", err)
-				}
-				if cfg, err = identity.Config(cmd.Context(), cfg, o.Pool, node); err != nil {
-					return fmt.Errorf("--node-identity: %w", err)
-				}
+			mode, err := identity.ParseMode(identityMode)
+			if err != nil {
+				return fmt.Errorf("--identity: %w", err)
+			}
+			if cfg, err = identity.Config(cmd.Context(), cfg, mode, o.Pool, os.Getenv("NODE_NAME")); err != nil {
+				return fmt.Errorf("--identity %s: %w", mode, err)
 			}
 			mgr, err := poollet.New(cfg, o)
 			if err != nil {
@@ -67,7 +66,7 @@ func newPoolletCommand() *cobra.Command {
 	f.StringVar(&o.ProviderID, "provider-id", "", "spec.providerID of a pool this poollet creates")
 	f.StringSliceVar(&allow, "allow-registry", nil, registrynet.AllowRegistryUsage)
 	f.StringVar(&credentials, "registry-credentials", "", registrynet.RegistryCredentialsUsage)
-	f.BoolVar(&nodeIdentity, "node-identity", false, "act as the pool's own ServiceAccount anvil-system/poollet-<pool>, made and requested with this Pod's (a DaemonSet's anvil-node-poollet, allowed that only for the pool named after its node); needs NODE_NAME")
+	f.StringVar(&identityMode, "identity", string(identity.ModeOwn), "own: act with the credentials given; node (a DaemonSet's): make the pool identity anvil-system/poollet-<pool> of the pool named after this node and act as it; pool-token: act as poollet-<pool> with tokens requested with the credentials given. node and pool-token bind the tokens to NODE_NAME")
 	f.StringToStringVar(&o.Labels, "labels", nil, "labels of a pool this poollet creates")
 	f.DurationVar(&o.Interval, "interval", o.Interval, "how often the runtime's capacity is read and the Lease renewed")
 	f.DurationVar(&o.LeaseDuration, "lease-duration", o.LeaseDuration, "how long the pool counts as alive after a renewal")

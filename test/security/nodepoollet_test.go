@@ -79,7 +79,7 @@ func TestNodePoolletBecomesOnlyItsNodesPoollet(t *testing.T) {
 	node := serviceAccountClient(t, podToken(t, p1))
 
 	// Its own pool identity: made, and a working, pool-scoped poollet.
-	cfg, err := identity.Config(ctx, tokenConfig(podToken(t, p1)), n1, n1)
+	cfg, err := identity.Config(ctx, tokenConfig(podToken(t, p1)), identity.ModeNode, n1, n1)
 	if err != nil {
 		t.Fatalf("node %s making its own poollet identity: %v", n1, err)
 	}
@@ -101,7 +101,7 @@ func TestNodePoolletBecomesOnlyItsNodesPoollet(t *testing.T) {
 		t.Errorf("the poollet of %s creating MachinePool %s: %v, want Forbidden", n1, n2, err)
 	}
 	// A second start finds its identity made and goes on.
-	if _, err := identity.Config(ctx, tokenConfig(podToken(t, p1)), n1, n1); err != nil {
+	if _, err := identity.Config(ctx, tokenConfig(podToken(t, p1)), identity.ModeNode, n1, n1); err != nil {
 		t.Errorf("node %s starting again: %v", n1, err)
 	}
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -25,29 +24,56 @@ const (
 	RefreshAt     = 0.8
 )
 
-// NodeFromEnv reads the name of the node the Pod runs on from NODE_NAME, which the
-// DaemonSet sets from the downward API's spec.nodeName (config/poollet).
-func NodeFromEnv() (string, error) {
-	n := os.Getenv("NODE_NAME")
-	if n == "" {
-		return "", errors.New("NODE_NAME must be set (the downward API's spec.nodeName)")
+// Mode is where a poollet's credentials come from.
+type Mode string
+
+const (
+	// ModeInvalid is the zero value: no mode was chosen.
+	ModeInvalid Mode = ""
+	// ModeOwn uses the credentials given (kubeconfig or the Pod's ServiceAccount) as they are.
+	ModeOwn Mode = "own"
+	// ModeNode is a DaemonSet's: the Pod's ServiceAccount (anvil-node-poollet) makes its
+	// node's pool identity (Ensure) and requests tokens of it.
+	ModeNode Mode = "node"
+	// ModePoolToken is a Pod's whose ServiceAccount (a bare-metal site's) may request tokens
+	// of the pool's poollet ServiceAccount, shipped with the site, and nothing of it else.
+	ModePoolToken Mode = "pool-token"
+)
+
+// ParseMode reads a --identity value.
+func ParseMode(s string) (Mode, error) {
+	switch m := Mode(s); m {
+	case ModeOwn, ModeNode, ModePoolToken:
+		return m, nil
 	}
-	return n, nil
+	return ModeInvalid, fmt.Errorf("%q is not an identity: use %s (the credentials given), %s (a DaemonSet's, pool named after its node) or %s (tokens of the pool's poollet requested with the Pod's credentials)", s, ModeOwn, ModeNode, ModePoolToken)
 }
 
-// Config makes pool's poollet identity (Ensure) with the Pod's own credentials in base, and
-// returns a configuration that acts as that identity alone: base's credentials are dropped
-// and each request carries a token of anvil-system/poollet-<pool> bound to node, renewed
-// before it expires. (The API server binds a token to a Pod only when the Pod runs as the
-// token's ServiceAccount, so a DaemonSet Pod's own cannot be used: the node is the tightest
-// binding left, with a short lifetime.)
-func Config(ctx context.Context, base *rest.Config, pool, node string) (*rest.Config, error) {
-	c, err := client.New(base, client.Options{})
-	if err != nil {
-		return nil, err
+// Config returns the configuration a poollet of pool acts with in mode, from the Pod's
+// (or kubeconfig's) base. In ModeNode and ModePoolToken base's credentials are dropped:
+// each request carries a token of anvil-system/poollet-<pool> bound to node, renewed before
+// it expires; ModeNode first makes that identity (Ensure). (The API server binds a token
+// to a Pod only when the Pod runs as the token's ServiceAccount, so a Pod's own cannot be
+// used: its node is the tightest binding left, with a short lifetime.)
+func Config(ctx context.Context, base *rest.Config, mode Mode, pool, node string) (*rest.Config, error) {
+	switch mode {
+	case ModeOwn:
+		return base, nil
+	case ModeNode, ModePoolToken:
+	default:
+		return nil, fmt.Errorf("identity %q: %w", mode, errors.New("not a mode"))
 	}
-	if err := Ensure(ctx, c, pool); err != nil {
-		return nil, err
+	if node == "" {
+		return nil, errors.New("the node's name is needed to bind the poollet's tokens to (NODE_NAME, the downward API's spec.nodeName)")
+	}
+	if mode == ModeNode {
+		c, err := client.New(base, client.Options{})
+		if err != nil {
+			return nil, err
+		}
+		if err := Ensure(ctx, c, pool); err != nil {
+			return nil, err
+		}
 	}
 	cs, err := kubernetes.NewForConfig(base)
 	if err != nil {

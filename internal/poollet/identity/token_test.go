@@ -21,3 +21,12 @@ func TestRenewalIsBeforeExpiry(t *testing.T) {
 		}
 	}
 }
+
+func TestParseMode(t *testing.T) {
+	for in, want := range map[string]Mode{"own": ModeOwn, "node": ModeNode, "pool-token": ModePoolToken, "": ModeInvalid, "Node": ModeInvalid, "root": ModeInvalid} {
+		got, err := ParseMode(in)
+		if got != want || (err == nil) != (want != ModeInvalid) {
+			t.Errorf("ParseMode(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+}
