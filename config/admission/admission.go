@@ -29,6 +29,9 @@ func Load() ([]client.Object, error) {
 	sort.Strings(names)
 	var objs []client.Object
 	for _, f := range names {
+		if path.Base(f) == manifest.KustomizationFile {
+			continue
+		}
 		raw, err := files.ReadFile(f)
 		if err != nil {
 			return nil, err

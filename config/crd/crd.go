@@ -41,6 +41,9 @@ func load(pattern string) ([]*apiextv1.CustomResourceDefinition, error) {
 	}
 	var crds []*apiextv1.CustomResourceDefinition
 	for _, f := range names {
+		if path.Base(f) == manifest.KustomizationFile {
+			continue
+		}
 		raw, err := files.ReadFile(f)
 		if err != nil {
 			return nil, err

@@ -57,6 +57,10 @@ func ReadDir(dir string) ([]*unstructured.Unstructured, error) {
 	return ReadFS(os.DirFS(dir), ".")
 }
 
+// KustomizationFile is the name of the kustomization in each folder of config/; ReadFS
+// leaves it out.
+const KustomizationFile = "kustomization.yaml"
+
 // ReadFS is ReadDir for the folder dir of fsys (an embedded one, for manifests a binary
 // ships).
 func ReadFS(fsys fs.FS, dir string) ([]*unstructured.Unstructured, error) {
@@ -66,7 +70,8 @@ func ReadFS(fsys fs.FS, dir string) ([]*unstructured.Unstructured, error) {
 	}
 	var names []string
 	for _, e := range entries {
-		if !e.IsDir() && (strings.HasSuffix(e.Name(), ".yaml") || strings.HasSuffix(e.Name(), ".yml")) {
+		// kustomization.yaml is kustomize's own file beside the objects (kubectl apply -k), not one.
+		if !e.IsDir() && e.Name() != KustomizationFile && (strings.HasSuffix(e.Name(), ".yaml") || strings.HasSuffix(e.Name(), ".yml")) {
 			names = append(names, e.Name())
 		}
 	}

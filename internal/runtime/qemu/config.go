@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
@@ -81,8 +82,11 @@ func (c *Config) defaults() error {
 	if c.Accel == "" {
 		c.Accel = vm.AccelTCG
 	}
+	if c.Accel == AccelAuto {
+		c.Accel = autoAccel(kvmDevice)
+	}
 	if c.Accel != vm.AccelTCG && c.Accel != vm.AccelKVM {
-		return fmt.Errorf("qemu runtime: accelerator %q: use tcg or kvm", c.Accel)
+		return fmt.Errorf("qemu runtime: accelerator %q: use tcg, kvm or auto", c.Accel)
 	}
 	if c.CPUOvercommit == 0 {
 		c.CPUOvercommit = 4
@@ -171,6 +175,22 @@ func (c *Config) resolveForwardCommand() error {
 		}
 	}
 	return nil
+}
+
+// AccelAuto chooses kvm when this host's /dev/kvm can be opened, tcg otherwise: what a
+// DaemonSet runs on nodes that differ.
+const AccelAuto vm.Accel = "auto"
+
+const kvmDevice = "/dev/kvm"
+
+// autoAccel is kvm when the device at path opens for reading and writing (QEMU's need).
+func autoAccel(path string) vm.Accel {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return vm.AccelTCG
+	}
+	f.Close()
+	return vm.AccelKVM
 }
 
 // native reports whether guests of arch run natively: with KVM, on a host of arch. TCG

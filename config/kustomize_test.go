@@ -1,0 +1,270 @@
+package config
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/anvil-dev/anvil/config/admission"
+	"github.com/anvil-dev/anvil/config/crd"
+	"github.com/anvil-dev/anvil/config/rbac"
+	"github.com/anvil-dev/anvil/internal/manifest"
+)
+
+// The images the manifests name: an overlay's `images:` (make images writes one) replaces
+// exactly these, so no container may name another.
+var images = []string{"anvil", "anvil-metal", "anvil-qemu"}
+
+// kustomize renders config/<dir> with the kubectl of bin/ (its built-in kustomize, the one
+// kubectl apply -k uses).
+func kustomize(t *testing.T, kubectl, dir string) []*unstructured.Unstructured {
+	t.Helper()
+	out, err := exec.Command(kubectl, "kustomize", dir).Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, stderrOf(err))
+	}
+	docs, err := manifest.Documents(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []*unstructured.Unstructured
+	for _, d := range docs {
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(mustJSON(t, d)); err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, u)
+	}
+	return objs
+}
+
+func key(o client.Object) string {
+	return fmt.Sprintf("%s %s/%s", o.GetObjectKind().GroupVersionKind().Kind, o.GetNamespace(), o.GetName())
+}
+
+func keys[T client.Object](objs []T) []string {
+	var ks []string
+	for _, o := range objs {
+		ks = append(ks, key(o))
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// missing is what of want is not in have.
+func missing(have, want []string) []string {
+	var m []string
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			m = append(m, w)
+		}
+	}
+	return m
+}
+
+// What kubectl apply -k installs is what anvil dev and the tests install from the embedded
+// files: every CRD, policy and shipped role, and the overlays' folders add theirs.
+func TestKustomizationsShipTheEmbeddedManifests(t *testing.T) {
+	kubectl := tool(t, "kubectl")
+	def := keys(kustomize(t, kubectl, "default"))
+	crds, err := crd.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	policies, err := admission.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, c := range crds {
+		c.Kind = "CustomResourceDefinition"
+		want = append(want, key(c))
+	}
+	want = append(want, keys(policies)...)
+	for _, dir := range []string{"", "poollet", "nodepoollet", "tenant"} {
+		roles, err := rbac.Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, keys(roles)...)
+	}
+	if m := missing(def, want); len(m) > 0 {
+		t.Errorf("config/default lacks what the embedded manifests hold: %v (list new files in the folder's kustomization.yaml)", m)
+	}
+	capiCRDs, err := crd.LoadClusterAPIProvider()
+	if err != nil {
+		t.Fatal(err)
+	}
+	capiRoles, err := rbac.Load("capi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = keys(capiRoles)
+	for _, c := range capiCRDs {
+		c.Kind = "CustomResourceDefinition"
+		want = append(want, key(c))
+	}
+	if m := missing(keys(kustomize(t, kubectl, "capi")), want); len(m) > 0 {
+		t.Errorf("config/capi lacks %v", m)
+	}
+	metalRoles, err := rbac.Load("metal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := missing(keys(kustomize(t, kubectl, "metal-site")), keys(metalRoles)); len(m) > 0 {
+		t.Errorf("config/metal-site lacks %v", m)
+	}
+	for _, dir := range []string{"default", "metal-site", "capi"} {
+		for _, o := range kustomize(t, kubectl, dir) {
+			for _, c := range containers(t, o) {
+				if !slices.Contains(images, c) {
+					t.Errorf("config/%s: %s names image %q; use one of %v so an overlay's images: sets it", dir, key(o), c, images)
+				}
+			}
+		}
+	}
+}
+
+// containers are the images of o's Pod template, if it has one.
+func containers(t *testing.T, o *unstructured.Unstructured) []string {
+	t.Helper()
+	list, found, err := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+	if err != nil || !found {
+		return nil
+	}
+	var imgs []string
+	for _, c := range list {
+		img, _, _ := unstructured.NestedString(c.(map[string]any), "image")
+		imgs = append(imgs, img)
+	}
+	return imgs
+}
+
+// The API server takes every object of the three kustomizations (a server-side dry run,
+// its admission and validation included), and kubectl delete -k takes them all back.
+func TestKustomizationsApplyToARealAPIServer(t *testing.T) {
+	kubectl := tool(t, "kubectl")
+	te := &envtest.Environment{BinaryAssetsDirectory: filepath.Dir(tool(t, "kube-apiserver")), ControlPlaneStartTimeout: 2 * time.Minute}
+	if _, err := te.Start(); err != nil {
+		t.Fatalf("starting kube-apiserver and etcd: %v", err)
+	}
+	t.Cleanup(func() { _ = te.Stop() })
+	user, err := te.ControlPlane.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	// A dry run cannot create a namespace for the objects after it: the namespaces first.
+	for _, ns := range []string{"anvil-system", "anvil-pool-leases", "anvil-metal"} {
+		run("create", "namespace", ns)
+	}
+	for _, dir := range []string{"default", "metal-site", "capi"} {
+		out := run("apply", "--dry-run=server", "-k", dir)
+		if n := strings.Count(out, "(server dry run)"); n != len(kustomize(t, kubectl, dir)) {
+			t.Errorf("kubectl apply --dry-run=server -k config/%s: %d objects accepted of %d:\n%s", dir, n, len(kustomize(t, kubectl, dir)), out)
+		}
+	}
+	for _, dir := range []string{"default", "metal-site", "capi"} {
+		run("apply", "-k", dir)
+	}
+	if out := run("get", "deployment", "-A", "-o", "name"); !strings.Contains(out, "anvil-controller-manager") || !strings.Contains(out, "anvil-metal-site") {
+		t.Errorf("after apply -k, the Deployments are %q", out)
+	}
+	// A CRD deleted while its storage still initializes keeps failing to list its instances
+	// (InstanceDeletionFailed, "storage is (re)initializing") and never goes: list each
+	// kind once first, as anything using them would have.
+	run("wait", "--for=condition=Established", "crd", "--all")
+	var kinds []string
+	for _, l := range strings.Fields(run("get", "crd", "-o", "name")) {
+		kinds = append(kinds, strings.TrimPrefix(l, "customresourcedefinition.apiextensions.k8s.io/"))
+	}
+	run("get", strings.Join(kinds, ","), "-A")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, dir := range []string{"capi", "metal-site", "default"} {
+		run("delete", "--wait=false", "-k", dir)
+	}
+	var left []string
+	for ; ctx.Err() == nil; time.Sleep(200 * time.Millisecond) {
+		left = left[:0]
+		for _, l := range strings.Fields(run("get", "crd,daemonset,deployment,validatingadmissionpolicy,clusterrole", "-A", "-o", "name")) {
+			if strings.Contains(l, "anvil") {
+				left = append(left, l)
+			}
+		}
+		if len(left) == 0 {
+			break
+		}
+	}
+	if len(left) > 0 {
+		t.Errorf("kubectl delete -k left %v", left)
+	}
+	// No namespace controller runs beside this API server: a deleted namespace stays
+	// Terminating, which is all delete -k can do.
+	if out := run("get", "namespace", "anvil-system", "anvil-pool-leases", "anvil-metal", "-o", "jsonpath={.items[*].status.phase}"); out != "Terminating Terminating Terminating" {
+		t.Errorf("after delete -k the namespaces are %q, want all Terminating", out)
+	}
+}
+
+// tool is bin/<name> (KUBEBUILDER_ASSETS or the checkout's bin/), failing when missing.
+func tool(t *testing.T, name string) string {
+	t.Helper()
+	dir := os.Getenv("KUBEBUILDER_ASSETS")
+	if dir == "" {
+		dir = filepath.Join("..", "bin")
+	}
+	p, err := filepath.Abs(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("%s is missing: run make tools (%v)", name, err)
+	}
+	return p
+}
+
+func stderrOf(err error) string {
+	if ee, ok := err.(*exec.ExitError); ok {
+		return string(ee.Stderr)
+	}
+	return ""
+}
+
+func mustJSON(t *testing.T, doc []byte) []byte {
+	t.Helper()
+	j, err := yamlToJSON(bytes.TrimSpace(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+var yamlToJSON = yaml.YAMLToJSON
