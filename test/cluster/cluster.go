@@ -102,6 +102,13 @@ type Cluster struct {
 	container *proc
 	kubelet   *proc
 	stopped   bool
+	// phases say how long each step of Start took, for the benchmark.
+	phases []phase
+}
+
+type phase struct {
+	name string
+	took time.Duration
 }
 
 // Kubeconfig is the admin's kubeconfig (system:masters), pointing at NodeIP.
@@ -171,25 +178,25 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 			err = errors.Join(err, c.Stop())
 		}
 	}()
-	if err := addNodeLink(o); err != nil {
-		return nil, err
+	// The guard goes in only once kube-proxy DNATs the service IPs, and before anything
+	// can start a Pod.
+	steps := []struct {
+		name string
+		run  func() error
+	}{
+		{"node address", func() error { return addNodeLink(o) }},
+		{"control plane", func() error { return c.startControlPlane(ctx) }},
+		{"kube-proxy rules", func() error { return c.startProxy(ctx) }},
+		{"egress guard", func() error { return installGuard(o) }},
+		{"containerd and pause image", func() error { return c.startContainerd(ctx) }},
+		{"kubelet to Ready", func() error { return c.startKubelet(ctx) }},
 	}
-	if err := c.startControlPlane(ctx); err != nil {
-		return nil, err
-	}
-	if err := c.startProxy(ctx); err != nil {
-		return nil, err
-	}
-	// The guard goes in only now that kube-proxy DNATs the service IPs, and before
-	// anything can start a Pod.
-	if err := installGuard(o); err != nil {
-		return nil, err
-	}
-	if err := c.startContainerd(ctx); err != nil {
-		return nil, err
-	}
-	if err := c.startKubelet(ctx); err != nil {
-		return nil, err
+	for _, step := range steps {
+		started := time.Now()
+		if err := step.run(); err != nil {
+			return nil, err
+		}
+		c.phases = append(c.phases, phase{step.name, time.Since(started)})
 	}
 	return c, nil
 }
@@ -203,13 +210,11 @@ func (c *Cluster) Stop() error {
 	}
 	c.stopped = true
 	var errs []error
-	// The kubelet first, so it restarts no container; containerd and the Pods' processes
-	// are then killed by restore (a Pod's processes outlive containerd).
-	errs = append(errs, c.kubelet.stop(20*time.Second), c.container.stop(20*time.Second))
-	if c.snap != nil {
-		errs = append(errs, killRun(c.snap))
-	}
-	errs = append(errs, c.proxy.stop(10*time.Second), c.scheduler.stop(10*time.Second))
+	// The kubelet first, so it restarts no container, then the rest gracefully; the Pods'
+	// processes and containerd's shims, which outlive containerd, are killed by restore
+	// before it lifts the guard.
+	errs = append(errs, c.kubelet.stop(20*time.Second), c.container.stop(20*time.Second),
+		c.proxy.stop(10*time.Second), c.scheduler.stop(10*time.Second))
 	if c.cp != nil {
 		errs = append(errs, c.cp.Stop())
 	}

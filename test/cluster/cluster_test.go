@@ -116,7 +116,7 @@ func TestNode(t *testing.T) {
 
 // pushProbe builds ./test/cluster/probe into an image and pushes it to a registry on
 // 127.0.0.1, stopped when the test ends.
-func pushProbe(t *testing.T, ctx context.Context) string {
+func pushProbe(t testing.TB, ctx context.Context) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "probe")
 	if err := BuildStatic("./test/cluster/probe", bin); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/anvil-dev/anvil/internal/controlplane"
 )
@@ -59,7 +60,7 @@ func (c *Cluster) createNode(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	node, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+	_, err = cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 		Name: c.opts.NodeName,
 		Labels: map[string]string{
 			corev1.LabelHostname: c.opts.NodeName, corev1.LabelOSStable: "linux", corev1.LabelArchStable: runtime.GOARCH,
@@ -68,11 +69,20 @@ func (c *Cluster) createNode(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("creating Node %s: %w", c.opts.NodeName, err)
 	}
-	node.Status.Addresses = []corev1.NodeAddress{
-		{Type: corev1.NodeInternalIP, Address: c.opts.NodeIP},
-		{Type: corev1.NodeHostName, Address: c.opts.NodeName},
-	}
-	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+	// kube-controller-manager writes the new Node too (its TTL annotation).
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := cs.CoreV1().Nodes().Get(ctx, c.opts.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		node.Status.Addresses = []corev1.NodeAddress{
+			{Type: corev1.NodeInternalIP, Address: c.opts.NodeIP},
+			{Type: corev1.NodeHostName, Address: c.opts.NodeName},
+		}
+		_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("setting Node %s's address: %w", c.opts.NodeName, err)
 	}
 	return nil

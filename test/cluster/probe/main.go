@@ -2,6 +2,7 @@
 //
 //	probe dial HOST:PORT   a TCP connection (3 s timeout), "dial HOST:PORT: connected" or the error
 //	probe apiserver        the kubernetes Service, as the Pod's service account: "apiserver: user=NAME"
+//	probe sleep            nothing, until killed (a Pod that stays Running)
 //
 // It always exits 0 once it has printed, so the Pod's phase says only that it ran.
 package main
@@ -34,6 +35,8 @@ func main() {
 		}
 		c.Close()
 		fmt.Printf("dial %s: connected\n", os.Args[2])
+	case "sleep":
+		select {}
 	case "apiserver":
 		user, err := whoami()
 		if err != nil {
