@@ -113,6 +113,8 @@ func (w *Workload) gracePeriod() time.Duration {
 // a node modifies only its own Node and Lease. The apiserver presents its kubelet client
 // certificate to a real kubelet for logs, exec and port-forward, dialling the Node's
 // InternalIP first: its host name need not resolve (and would be asked of the host's DNS).
+// Privileged containers are allowed, as in any cluster anvil installs into: the qemu
+// runtime's DaemonSet is one.
 func workloadAPIServerArgs(p pki) []string {
 	return []string{
 		"--enable-bootstrap-token-auth",
@@ -121,6 +123,7 @@ func workloadAPIServerArgs(p pki) []string {
 		"--kubelet-client-certificate=" + p.kubeletClientCert(),
 		"--kubelet-client-key=" + p.kubeletClientKey(),
 		"--kubelet-preferred-address-types=InternalIP,Hostname",
+		"--allow-privileged=true",
 	}
 }
 

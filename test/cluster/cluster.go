@@ -48,6 +48,10 @@ type Options struct {
 	PodCIDR string
 	// APIServerPort is kube-apiserver's port on NodeIP (6443).
 	APIServerPort int
+	// HostPaths are more host paths the test's workloads write (a hostPath volume such as
+	// /run/anvil or /var/lib/anvil), restored like the kubelet's: removed when they did
+	// not exist before Start, or cleared of the entries that were added.
+	HostPaths []string
 	// ReadyTimeout bounds each wait of Start (2 minutes).
 	ReadyTimeout time.Duration
 }
@@ -87,6 +91,11 @@ func (o *Options) defaults() error {
 	}
 	if _, _, err := net.ParseCIDR(o.PodCIDR); err != nil {
 		return fmt.Errorf("PodCIDR: %w", err)
+	}
+	for _, p := range o.HostPaths {
+		if !filepath.IsAbs(p) || filepath.Clean(p) != p || p == "/" {
+			return fmt.Errorf("HostPaths: %q is not a clean absolute path below /", p)
+		}
 	}
 	return nil
 }
@@ -165,7 +174,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 			return nil, err
 		}
 	}
-	if c.snap, err = takeSnapshot(o.Dir, []string{CNIBridge, NodeLink}); err != nil {
+	if c.snap, err = takeSnapshot(o.Dir, o.HostPaths); err != nil {
 		c.lock.Close()
 		return nil, err
 	}

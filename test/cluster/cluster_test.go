@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -22,6 +23,10 @@ import (
 // offMachine is an address of TEST-NET-3, off this machine: a Pod must never reach it.
 const offMachine = "203.0.113.1:80"
 
+// hostPathVolume is the host folder the test's DaemonSet writes, as anvil's qemu runtime
+// writes /run/anvil; Stop removes it (Options.HostPaths).
+const hostPathVolume = "/run/anvil-test-cluster-hostpath"
+
 // One node: Pods pull the probe from a registry on 127.0.0.1 and run on the Pod network
 // and the host network, both reach the apiserver through the kubernetes Service, kubectl
 // logs reads them, and a Pod's packets to an address off the machine (or to a service IP
@@ -29,11 +34,11 @@ const offMachine = "203.0.113.1:80"
 func TestNode(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	before, err := takeSnapshot(dir, []string{CNIBridge, NodeLink})
+	before, err := takeSnapshot(dir, []string{hostPathVolume})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := Start(ctx, Options{Dir: dir})
+	c, err := Start(ctx, Options{Dir: dir, HostPaths: []string{hostPathVolume}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,6 +69,26 @@ func TestNode(t *testing.T) {
 		}
 		if got := kubectlLogs(t, c, "host"); got != "apiserver: user=system:serviceaccount:default:default" {
 			t.Errorf("the hostNetwork Pod's probe printed %q", got)
+		}
+	})
+	t.Run("privileged hostNetwork DaemonSet with a hostPath", func(t *testing.T) {
+		ds := probeDaemonSet(image)
+		if _, err := cs.AppsV1().DaemonSets("default").Create(ctx, ds, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			got, err := cs.AppsV1().DaemonSets("default").Get(ctx, ds.Name, metav1.GetOptions{})
+			if err == nil && got.Status.NumberAvailable == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("DaemonSet %s not available within 2 minutes: %+v (%v)", ds.Name, got.Status, err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if raw, err := os.ReadFile(filepath.Join(hostPathVolume, "written")); err != nil || string(raw) != "probe" {
+			t.Errorf("the DaemonSet's Pod wrote %q into its hostPath (%v), want \"probe\"", raw, err)
 		}
 	})
 	t.Run("egress guard", func(t *testing.T) {
@@ -148,6 +173,34 @@ func probePod(name, image string, hostNetwork bool, args ...string) *corev1.Pod 
 			RestartPolicy: corev1.RestartPolicyNever,
 			HostNetwork:   hostNetwork,
 			Containers:    []corev1.Container{{Name: "probe", Image: image, Args: args}},
+		},
+	}
+}
+
+// probeDaemonSet runs the probe privileged on the host network with hostPathVolume at
+// /host, as anvil's qemu runtime DaemonSet runs.
+func probeDaemonSet(image string) *appsv1.DaemonSet {
+	labels := map[string]string{"app": "probe"}
+	privileged := true
+	create := corev1.HostPathDirectoryOrCreate
+	return &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: "default"},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					HostNetwork: true,
+					Containers: []corev1.Container{{
+						Name: "probe", Image: image, Args: []string{"write", "/host/written"},
+						SecurityContext: &corev1.SecurityContext{Privileged: &privileged},
+						VolumeMounts:    []corev1.VolumeMount{{Name: "host", MountPath: "/host"}},
+					}},
+					Volumes: []corev1.Volume{{Name: "host", VolumeSource: corev1.VolumeSource{
+						HostPath: &corev1.HostPathVolumeSource{Path: hostPathVolume, Type: &create},
+					}}},
+				},
+			},
 		},
 	}
 }

@@ -25,7 +25,7 @@ const helperDirEnv = "ANVIL_TEST_CLUSTER_HELPER_DIR"
 func TestStartAfterKilledRun(t *testing.T) {
 	ctx := context.Background()
 	killedDir := t.TempDir()
-	before, err := takeSnapshot(killedDir, []string{CNIBridge, NodeLink})
+	before, err := takeSnapshot(killedDir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

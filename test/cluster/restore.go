@@ -174,6 +174,9 @@ func ours(s *snapshot, path string) bool {
 		return true
 	}
 	for p, st := range s.Paths {
+		if path == p && !st.Existed {
+			return true
+		}
 		if !strings.HasPrefix(path, p+"/") {
 			continue
 		}

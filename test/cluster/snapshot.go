@@ -84,8 +84,12 @@ type process struct {
 	Cmdline string
 }
 
-// takeSnapshot reads the host's state before a run in dir changes it.
-func takeSnapshot(dir string, links []string) (_ *snapshot, err error) {
+// snapshotLinks are the interfaces a run makes.
+var snapshotLinks = []string{CNIBridge, NodeLink}
+
+// takeSnapshot reads the host's state before a run in dir changes it; extraPaths are host
+// paths the run's workloads write besides hostPaths (Options.HostPaths).
+func takeSnapshot(dir string, extraPaths []string) (_ *snapshot, err error) {
 	s := &snapshot{Dir: dir, Sysctls: map[string]string{}, IPTables: map[string]string{},
 		Paths: map[string]pathState{}, Links: map[string]bool{}, Cgroups: map[string]bool{}}
 	for _, k := range snapshotSysctls {
@@ -105,7 +109,7 @@ func takeSnapshot(dir string, links []string) (_ *snapshot, err error) {
 	if s.Tables, err = nftTables(); err != nil {
 		return nil, err
 	}
-	for _, p := range hostPaths {
+	for _, p := range append(slices.Clone(hostPaths), extraPaths...) {
 		entries, err := os.ReadDir(p)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
@@ -120,7 +124,7 @@ func takeSnapshot(dir string, links []string) (_ *snapshot, err error) {
 			s.Paths[p] = st
 		}
 	}
-	for _, l := range links {
+	for _, l := range snapshotLinks {
 		s.Links[l] = linkExists(l)
 	}
 	for _, c := range kubepodsCgroups() {
@@ -237,7 +241,7 @@ func exists(path string) bool {
 // diff lists what differs between the host now and s (nil when restored): the restore test's
 // assertion, and Stop's last check.
 func (s *snapshot) diff() []string {
-	now, err := takeSnapshot(s.Dir, slices.Sorted(maps.Keys(s.Links)))
+	now, err := takeSnapshot(s.Dir, slices.Sorted(maps.Keys(s.Paths)))
 	if err != nil {
 		return []string{err.Error()}
 	}

@@ -3,6 +3,7 @@
 //	probe dial HOST:PORT   a TCP connection (3 s timeout), "dial HOST:PORT: connected" or the error
 //	probe apiserver        the kubernetes Service, as the Pod's service account: "apiserver: user=NAME"
 //	probe sleep            nothing, until killed (a Pod that stays Running)
+//	probe write FILE       writes "probe" into FILE (a hostPath volume's), then sleeps
 //
 // It always exits 0 once it has printed, so the Pod's phase says only that it ran.
 package main
@@ -36,6 +37,12 @@ func main() {
 		c.Close()
 		fmt.Printf("dial %s: connected\n", os.Args[2])
 	case "sleep":
+		select {}
+	case "write":
+		if err := os.WriteFile(os.Args[2], []byte("probe"), 0o644); err != nil {
+			fmt.Printf("write %s: %v\n", os.Args[2], err)
+			os.Exit(1)
+		}
 		select {}
 	case "apiserver":
 		user, err := whoami()
