@@ -176,6 +176,9 @@ func (c *Cluster) startKubelet(ctx context.Context) error {
 	var err error
 	if c.kubelet, err = startProc(c.LogDir(), "kubelet", filepath.Join(o.BinDir, "kubelet"),
 		"--config="+cfg, "--kubeconfig="+kubeconfig, "--root-dir="+filepath.Join(o.Dir, "kubelet", "root"),
+		// Its self-signed serving certificate goes to /var/lib/kubelet/pki otherwise,
+		// whatever --root-dir says.
+		"--cert-dir="+filepath.Join(o.Dir, "kubelet", "pki"),
 		"--hostname-override="+o.NodeName, "--node-ip="+o.NodeIP, "--v=1"); err != nil {
 		return err
 	}
