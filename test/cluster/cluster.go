@@ -321,12 +321,16 @@ func checkTools(binDir string) error {
 	return errors.Join(errs...)
 }
 
-// addNodeLink makes the host-only bridge holding the node address, without IPv6.
+// addNodeLink makes the host-only bridge holding the node address, without IPv6, and
+// routes the service range to it: the host's own packets to a service IP then leave from
+// the node address, and one kube-proxy has no rule for ends on a bridge with no ports
+// instead of the default route (the guard drops it before that).
 func addNodeLink(o Options) error {
 	for _, args := range [][]string{
 		{"link", "add", NodeLink, "type", "bridge"},
 		{"addr", "add", o.NodeIP + "/32", "dev", NodeLink},
 		{"link", "set", NodeLink, "up"},
+		{"route", "add", ServiceCIDR, "dev", NodeLink, "src", o.NodeIP},
 	} {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			return fmt.Errorf("ip %v: %v: %s", args, err, out)

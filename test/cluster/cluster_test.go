@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/anvil-dev/anvil/internal/registry"
@@ -89,6 +91,49 @@ func TestNode(t *testing.T) {
 		}
 		if raw, err := os.ReadFile(filepath.Join(hostPathVolume, "written")); err != nil || string(raw) != "probe" {
 			t.Errorf("the DaemonSet's Pod wrote %q into its hostPath (%v), want \"probe\"", raw, err)
+		}
+	})
+	t.Run("service to a pod", func(t *testing.T) {
+		server := probePod("server", image, false, "serve", "8080")
+		server.Labels = map[string]string{"app": "server"}
+		if _, err := cs.CoreV1().Pods("default").Create(ctx, server, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := waitPod(ctx, cs, "default", "server", 2*time.Minute, corev1.PodRunning); err != nil {
+			t.Fatal(err)
+		}
+		svc, err := cs.CoreV1().Services("default").Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "server", Namespace: "default"},
+			Spec:       corev1.ServiceSpec{Selector: server.Labels, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := net.JoinHostPort(svc.Spec.ClusterIP, "80")
+		// From the host, once kube-proxy has the Service's endpoint...
+		deadline := time.Now().Add(time.Minute)
+		for {
+			conn, err := net.DialTimeout("tcp", addr, time.Second)
+			if err == nil {
+				conn.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the host never reached Service %s: %v", addr, err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		// ...and from another Pod.
+		runPod(t, ctx, cs, probePod("client", image, false, "dial", addr))
+		if got, want := kubectlLogs(t, c, "client"), "dial "+addr+": connected"; got != want {
+			t.Errorf("the client Pod printed %q, want %q", got, want)
+		}
+	})
+	t.Run("one node per machine", func(t *testing.T) {
+		short, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		if _, err := Start(short, Options{Dir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), LockPath) {
+			t.Errorf("a second Start while a node runs: err = %v, want one naming %s", err, LockPath)
 		}
 	})
 	t.Run("egress guard", func(t *testing.T) {

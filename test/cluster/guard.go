@@ -16,12 +16,14 @@ const GuardChain = "ANVIL-EGRESS-GUARD"
 // guardRules is the egress guard, one iptables-restore batch so it appears whole: traffic
 // from the Pods (in through the CNI bridge, or from the Pod CIDR) and the host's own
 // traffic still addressed to the service range after kube-proxy's DNAT (a service IP with
-// no rule) is dropped unless it goes to the node address, the Pod CIDR or loopback. The
-// jumps go first in their chains, before kube-proxy's, whose KUBE-FORWARD accepts marked
-// traffic.
+// no rule) is dropped unless it goes to the node address, the Pod CIDR or loopback, or
+// answers this host on a connection the Pod did not open (the host dialling a Service:
+// conntrack has already turned the answer's destination back into the host's address). The jumps go
+// first in their chains, before kube-proxy's, whose KUBE-FORWARD accepts marked traffic.
 func guardRules(o Options) (v4, v6 string) {
 	v4 = fmt.Sprintf(`*filter
 :%[1]s - [0:0]
+-A %[1]s -m conntrack --ctdir REPLY -m addrtype --dst-type LOCAL -j RETURN
 -A %[1]s -d %[2]s/32 -j RETURN
 -A %[1]s -d %[3]s -j RETURN
 -A %[1]s -d 127.0.0.0/8 -j RETURN

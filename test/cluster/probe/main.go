@@ -4,6 +4,7 @@
 //	probe apiserver        the kubernetes Service, as the Pod's service account: "apiserver: user=NAME"
 //	probe sleep            nothing, until killed (a Pod that stays Running)
 //	probe write FILE       writes "probe" into FILE (a hostPath volume's), then sleeps
+//	probe serve PORT       accepts TCP connections on PORT and closes them, until killed
 //
 // It always exits 0 once it has printed, so the Pod's phase says only that it ran.
 package main
@@ -44,6 +45,17 @@ func main() {
 			os.Exit(1)
 		}
 		select {}
+	case "serve":
+		l, err := net.Listen("tcp", ":"+os.Args[2])
+		if err != nil {
+			fmt.Printf("serve: %v\n", err)
+			os.Exit(1)
+		}
+		for {
+			if c, err := l.Accept(); err == nil {
+				c.Close()
+			}
+		}
 	case "apiserver":
 		user, err := whoami()
 		if err != nil {
