@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -230,7 +231,7 @@ func (c *Cluster) Stop() error {
 	if c.snap != nil {
 		errs = append(errs, restore(c.snap))
 		if d := c.snap.diff(); len(d) > 0 {
-			errs = append(errs, fmt.Errorf("the host still differs from %s after the restore:\n%v", SnapshotPath, d))
+			errs = append(errs, fmt.Errorf("the host still differs from %s after the restore (the next Start tries again):\n%s", SnapshotPath, strings.Join(d, "\n")))
 		} else {
 			errs = append(errs, removeSnapshot())
 		}
@@ -261,7 +262,7 @@ func recoverLeftovers() error {
 			return fmt.Errorf("restoring the host from the snapshot %s of a run that did not stop: %w", SnapshotPath, err)
 		}
 		if d := old.diff(); len(d) > 0 {
-			return fmt.Errorf("restoring the host from %s left differences: %v", SnapshotPath, d)
+			return fmt.Errorf("restoring the host from %s left differences:\n%s", SnapshotPath, strings.Join(d, "\n"))
 		}
 		return removeSnapshot()
 	}
