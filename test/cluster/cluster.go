@@ -136,9 +136,11 @@ func (c *Cluster) NodeIP() string { return c.opts.NodeIP }
 // PodCIDR is the Pods' address range.
 func (c *Cluster) PodCIDR() string { return c.opts.PodCIDR }
 
-// Dir is the run's folder; LogDir holds a log per process (the control plane's in
-// Dir/controlplane/logs).
-func (c *Cluster) Dir() string    { return c.opts.Dir }
+// Dir is the run's folder.
+func (c *Cluster) Dir() string { return c.opts.Dir }
+
+// LogDir holds a log per process of the node (kube-scheduler, kube-proxy, containerd,
+// kubelet); the control plane's are in Dir/controlplane/logs, the Pods' in Dir/pod-logs.
 func (c *Cluster) LogDir() string { return filepath.Join(c.opts.Dir, "logs") }
 
 // ContainerdSocket is containerd's socket (ctr --address SOCKET -n k8s.io ...).

@@ -82,8 +82,9 @@ func GuardDrops() (uint64, error) {
 // waitServiceRules waits until kube-proxy has written the kubernetes Service's rule with
 // its endpoint (the apiserver at the node address): from then on a Pod's packet to the
 // service IP is DNATed to this machine.
-func waitServiceRules(o Options, apiserverPort int, proxy *proc, timeout time.Duration) error {
-	endpoint := fmt.Sprintf("--to-destination %s:%d", o.NodeIP, apiserverPort)
+func waitServiceRules(o Options, proxy *proc) error {
+	endpoint := fmt.Sprintf("--to-destination %s:%d", o.NodeIP, o.APIServerPort)
+	timeout := o.ReadyTimeout
 	deadline := time.Now().Add(timeout)
 	for {
 		out, err := exec.Command("iptables-save", "-t", "nat").Output()
