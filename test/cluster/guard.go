@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"os/exec"
 	"regexp"
@@ -82,7 +83,7 @@ func GuardDrops() (uint64, error) {
 // waitServiceRules waits until kube-proxy has written the kubernetes Service's rule with
 // its endpoint (the apiserver at the node address): from then on a Pod's packet to the
 // service IP is DNATed to this machine.
-func waitServiceRules(o Options, proxy *proc) error {
+func waitServiceRules(ctx context.Context, o Options, proxy *proc) error {
 	endpoint := fmt.Sprintf("--to-destination %s:%d", o.NodeIP, o.APIServerPort)
 	timeout := o.ReadyTimeout
 	deadline := time.Now().Add(timeout)
@@ -97,6 +98,10 @@ func waitServiceRules(o Options, proxy *proc) error {
 		if err := proxy.exited(); err != nil {
 			return err
 		}
-		time.Sleep(200 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 }

@@ -114,7 +114,7 @@ func (c *Cluster) startProxy(ctx context.Context) error {
 	if err := c.record(c.proxy.record()); err != nil {
 		return err
 	}
-	return waitServiceRules(o, c.proxy)
+	return waitServiceRules(ctx, o, c.proxy)
 }
 
 // writeKubeconfig writes a kubeconfig authenticating as user in groups with a client
