@@ -128,6 +128,13 @@ func TestNode(t *testing.T) {
 		if got, want := kubectlLogs(t, c, "client"), "dial "+addr+": connected"; got != want {
 			t.Errorf("the client Pod printed %q, want %q", got, want)
 		}
+		// kubectl exec: the apiserver, the kubelet and containerd's stream server.
+		apiserver := net.JoinHostPort(c.NodeIP(), "6443")
+		out, err := exec.Command(filepath.Join(c.opts.BinDir, "kubectl"), "--kubeconfig", c.Kubeconfig(),
+			"exec", "-n", "default", "server", "--", "/probe", "dial", apiserver).CombinedOutput()
+		if got, want := strings.TrimSpace(string(out)), "dial "+apiserver+": connected"; err != nil || got != want {
+			t.Errorf("kubectl exec printed %q (%v), want %q", got, err, want)
+		}
 	})
 	t.Run("one node per machine", func(t *testing.T) {
 		short, cancel := context.WithTimeout(ctx, time.Second)
