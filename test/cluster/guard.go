@@ -19,8 +19,9 @@ const GuardChain = "ANVIL-EGRESS-GUARD"
 // traffic still addressed to the service range after kube-proxy's DNAT (a service IP with
 // no rule) is dropped unless it goes to the node address, the Pod CIDR or loopback, or
 // answers this host on a connection the Pod did not open (the host dialling a Service:
-// conntrack has already turned the answer's destination back into the host's address). The jumps go
-// first in their chains, before kube-proxy's, whose KUBE-FORWARD accepts marked traffic.
+// conntrack has already turned the answer's destination back into the host's address).
+// The jumps go first in their chains, before kube-proxy's, whose KUBE-FORWARD accepts
+// marked traffic.
 func guardRules(o Options) (v4, v6 string) {
 	v4 = fmt.Sprintf(`*filter
 :%[1]s - [0:0]
