@@ -31,18 +31,21 @@ NODE_AGENT_SOURCES := $(shell find cmd/anvil-node-agent internal/nodeagent -maxd
 CONTROL_PLANE := $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl
 GENERATORS := $(BIN)/controller-gen $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 CAPI := $(BIN)/capi-manager $(BIN)/clusterctl $(BIN)/capi/VERSION
-TOOLS := $(CONTROL_PLANE) $(BIN)/kube-scheduler $(BIN)/kube-controller-manager $(GENERATORS) $(CAPI)
+# The node test/cluster runs beside the control plane (docs/cluster.md).
+NODE := $(BIN)/kubelet $(BIN)/kube-proxy
+TOOLS := $(CONTROL_PLANE) $(BIN)/kube-scheduler $(BIN)/kube-controller-manager $(NODE) $(GENERATORS) $(CAPI)
 
 .PHONY: build tools testos eraser esp agents manifests generate verify-generated vet test test-only fuzz chaos demo bench deps fresh-check clean
 
 build: ## The anvil binary.
 	go build -o $(BIN)/anvil ./cmd/anvil
 
-tools: $(TOOLS) ## Control-plane binaries (kube-controller-manager too), code generators, the Cluster API manager, its manifests (bin/capi) and clusterctl.
+tools: $(TOOLS) ## Control-plane binaries (kube-controller-manager too), kubelet and kube-proxy, code generators, the Cluster API manager, its manifests (bin/capi) and clusterctl.
 
 # kube-controller-manager runs beside the workload clusters' apiservers of the Cluster API tests
-# (CSR signing and approval, bootstrap tokens, node lifecycle).
-$(BIN)/kube-apiserver $(BIN)/kube-scheduler $(BIN)/kube-controller-manager $(BIN)/kubectl: hack/tools/kube/go.mod
+# (CSR signing and approval, bootstrap tokens, node lifecycle); kubelet and kube-proxy make the
+# real node of test/cluster.
+$(BIN)/kube-apiserver $(BIN)/kube-scheduler $(BIN)/kube-controller-manager $(BIN)/kubectl $(NODE): hack/tools/kube/go.mod
 	cd hack/tools/kube && go build -o $@ -ldflags "$(KUBE_LDFLAGS)" k8s.io/kubernetes/cmd/$(notdir $@)
 
 $(BIN)/etcd: hack/tools/etcd/go.mod

@@ -35,6 +35,16 @@ packages=(
 	grub-common
 	dosfstools
 	mtools
+	# The real Kubernetes node of test/cluster (docs/cluster.md): containerd and runc run the
+	# Pods, the CNI plugins (bridge, host-local, loopback in /usr/lib/cni) wire them up,
+	# iptables is what kube-proxy and the harness's egress guard program (nft lists and
+	# deletes the tables they made), and kube-proxy clears stale UDP flows with conntrack.
+	containerd
+	runc
+	containernetworking-plugins
+	iptables
+	nftables
+	conntrack
 )
 
 # The qemu runtime, run as root, starts QEMU as this unprivileged user (-runas; its

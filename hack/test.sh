@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test package in two lanes side by side, each one package at a time:
-#   heavy: the packages that boot QEMU guests (TCG keeps a core busy) or run Ironic;
+#   heavy: the packages that boot QEMU guests (TCG keeps a core busy) or run Ironic, and
+#          test/cluster's real node (one per machine: it holds a machine-wide lock);
 #   light: the rest (unit tests, envtest control planes, the Cluster API manager).
 # Two heavy packages side by side starved each other on two cores (a QEMU conformance
 # delete took over 2 minutes beside the Ironic tests), so they never share the machine with
@@ -13,6 +14,7 @@ cd "$(dirname "$0")/.."
 module=$(go list -m)
 heavy=(
 	./test/capiguest ./test/metal ./test/e2e ./test/broker ./test/chaos ./test/testos ./test/security
+	./test/cluster
 	./internal/runtime/qemu ./internal/runtime/qemu/vm ./internal/runtime/qemu/qmp
 	./internal/provisioner/ironic ./internal/runtime/metal
 )

@@ -23,11 +23,14 @@ const NodeBootstrapGroup = "system:bootstrappers:anvil"
 // nodeBootstrapBindings are kubeadm's bindings for node TLS bootstrap (`kubeadm init`'s
 // bootstrap-token phase), to the ClusterRoles every apiserver ships: the bootstrappers may
 // create and read certificate requests, their node client requests are approved by
-// kube-controller-manager, and so are a node's renewals of its own certificate.
-var nodeBootstrapBindings = []struct{ name, role, group string }{
-	{"anvil:kubelet-bootstrap", "system:node-bootstrapper", NodeBootstrapGroup},
-	{"anvil:node-autoapprove-bootstrap", "system:certificates.k8s.io:certificatesigningrequests:nodeclient", NodeBootstrapGroup},
-	{"anvil:node-autoapprove-certificate-rotation", "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", "system:nodes"},
+// kube-controller-manager, and so are a node's renewals of its own certificate. The last
+// lets the apiserver use a kubelet's API (logs, exec), as kubeadm's
+// kubeadm:apiserver-kubelet-client.
+var nodeBootstrapBindings = []struct{ name, role, kind, subject string }{
+	{"anvil:kubelet-bootstrap", "system:node-bootstrapper", rbacv1.GroupKind, NodeBootstrapGroup},
+	{"anvil:node-autoapprove-bootstrap", "system:certificates.k8s.io:certificatesigningrequests:nodeclient", rbacv1.GroupKind, NodeBootstrapGroup},
+	{"anvil:node-autoapprove-certificate-rotation", "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", rbacv1.GroupKind, "system:nodes"},
+	{"anvil:apiserver-kubelet-client", "system:kubelet-api-admin", rbacv1.UserKind, kubeletClientUser},
 }
 
 // ensureNodeBootstrapRBAC creates the ClusterRoleBindings of nodeBootstrapBindings that are
@@ -37,7 +40,7 @@ func ensureNodeBootstrapRBAC(ctx context.Context, cs kubernetes.Interface) error
 		crb := &rbacv1.ClusterRoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: b.name},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: b.role},
-			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: b.group}},
+			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: b.kind, Name: b.subject}},
 		}
 		if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating ClusterRoleBinding %s: %w", b.name, err)

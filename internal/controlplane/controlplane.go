@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -33,6 +34,11 @@ type Config struct {
 	APIServerPort  int
 	EtcdClientPort int
 	EtcdPeerPort   int
+	// Address is the address kube-apiserver binds and advertises (127.0.0.1 when empty):
+	// one of this host's own, never a real external interface's. A real node's Pods reach
+	// the apiserver there through the kubernetes Service, so it cannot be loopback then.
+	// etcd stays on loopback.
+	Address string
 	// ReadyTimeout bounds the wait for etcd and then kube-apiserver to become healthy.
 	ReadyTimeout time.Duration
 	// Workload, when set, makes this the control plane of a workload cluster, whose Nodes
@@ -63,11 +69,20 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 	if cfg.StateDir, err = filepath.Abs(cfg.StateDir); err != nil {
 		return nil, err
 	}
+	if cfg.Address == "" {
+		cfg.Address = "127.0.0.1"
+	}
+	if net.ParseIP(cfg.Address) == nil {
+		return nil, fmt.Errorf("Address %q is not an IP address", cfg.Address)
+	}
 	names := []string{"etcd", "kube-apiserver"}
+	if err := checkPortFree(cfg.Address, cfg.APIServerPort, "--apiserver-port"); err != nil {
+		return nil, err
+	}
 	ports := []struct {
 		port int
 		flag string
-	}{{cfg.APIServerPort, "--apiserver-port"}, {cfg.EtcdClientPort, "--etcd-port"}, {cfg.EtcdPeerPort, "--etcd-peer-port"}}
+	}{{cfg.EtcdClientPort, "--etcd-port"}, {cfg.EtcdPeerPort, "--etcd-peer-port"}}
 	if cfg.Workload != nil {
 		if err := cfg.Workload.check(); err != nil {
 			return nil, err
@@ -84,7 +99,7 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 	}
 	etcdBin, apiserverBin := bins[0], bins[1]
 	for _, p := range ports {
-		if err := checkPortFree(p.port, p.flag); err != nil {
+		if err := checkPortFree("127.0.0.1", p.port, p.flag); err != nil {
 			return nil, err
 		}
 	}
@@ -102,11 +117,16 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 			_ = cp.Stop()
 		}
 	}()
-	if err := cp.pki.ensure(time.Now(), cfg.Workload.servingNames()); err != nil {
+	if err := cp.pki.ensure(time.Now(), append(slices.Clone(cfg.Workload.servingNames()), cfg.Address)); err != nil {
 		return nil, err
 	}
 	if err := cp.pki.writeEtcd(time.Now()); err != nil {
 		return nil, fmt.Errorf("creating etcd's certificates: %w", err)
+	}
+	if cfg.Workload != nil {
+		if err := cp.pki.writeKubeletClient(time.Now()); err != nil {
+			return nil, fmt.Errorf("creating the apiserver's kubelet client certificate: %w", err)
+		}
 	}
 	etcdClient, err := cp.etcdHTTPClient()
 	if err != nil {
@@ -198,8 +218,8 @@ func (cp *ControlPlane) apiserverArgs() []string {
 		"--etcd-cafile=" + p.etcdCACert(),
 		"--etcd-certfile=" + p.etcdClientCert(),
 		"--etcd-keyfile=" + p.etcdClientKey(),
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
+		"--bind-address=" + cp.cfg.Address,
+		"--advertise-address=" + cp.cfg.Address,
 		"--secure-port=" + strconv.Itoa(cp.cfg.APIServerPort),
 		"--tls-cert-file=" + p.servingCert(),
 		"--tls-private-key-file=" + p.servingKey(),
@@ -257,7 +277,7 @@ func (cp *ControlPlane) restConfig() (*rest.Config, error) {
 		return nil, err
 	}
 	return &rest.Config{
-		Host:            fmt.Sprintf("https://127.0.0.1:%d", cp.cfg.APIServerPort),
+		Host:            "https://" + net.JoinHostPort(cp.cfg.Address, strconv.Itoa(cp.cfg.APIServerPort)),
 		BearerToken:     strings.TrimSpace(string(token)),
 		TLSClientConfig: rest.TLSClientConfig{CAData: caPEM},
 	}, nil
@@ -342,13 +362,13 @@ func findBinaries(binDir string, names ...string) ([]string, error) {
 	return paths, nil
 }
 
-func checkPortFree(port int, flag string) error {
+func checkPortFree(addr string, port int, flag string) error {
 	if port <= 0 || port > 65535 {
 		return fmt.Errorf("%s %d is not a port: use a number from 1 to 65535", flag, port)
 	}
-	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	l, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(port)))
 	if err != nil {
-		return fmt.Errorf("port %d on 127.0.0.1 is already in use (%v): stop whatever holds it (another \"anvil dev\"?) or choose a free port with %s", port, err, flag)
+		return fmt.Errorf("port %d on %s is already in use (%v): stop whatever holds it (another \"anvil dev\"?) or choose a free port with %s", port, addr, err, flag)
 	}
 	return l.Close()
 }

@@ -16,6 +16,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 // Workload makes a control plane the one of a workload cluster whose Nodes register
@@ -36,6 +37,11 @@ type Workload struct {
 	// certificate is valid for: the address the nodes dial when it is not 127.0.0.1, such
 	// as the address of a QEMU guest's forward to the apiserver.
 	ServingNames []string
+	// Controllers are the kube-controller-manager controllers to run (its --controllers);
+	// nil runs the few a self-registering node needs (workloadControllers). A cluster that
+	// runs Pods on a real kubelet passes {"*"}: service accounts, the root CA ConfigMap,
+	// Deployments, DaemonSets, EndpointSlices, garbage collection, ...
+	Controllers []string
 }
 
 // DefaultNodeMonitorGracePeriod is short (kube-controller-manager's own default is 50 s) so
@@ -88,6 +94,13 @@ func (w *Workload) authorizationMode() string {
 	return "Node,RBAC"
 }
 
+func (w *Workload) controllers() []string {
+	if w.Controllers == nil {
+		return workloadControllers
+	}
+	return w.Controllers
+}
+
 func (w *Workload) gracePeriod() time.Duration {
 	if w.NodeMonitorGracePeriod == 0 {
 		return DefaultNodeMonitorGracePeriod
@@ -97,14 +110,75 @@ func (w *Workload) gracePeriod() time.Duration {
 
 // workloadAPIServerArgs let nodes in: bootstrap tokens, client certificates of the cluster
 // CA (which kube-controller-manager signs the nodes' requests with), and NodeRestriction so
-// a node modifies only its own Node and Lease.
+// a node modifies only its own Node and Lease. The apiserver presents its kubelet client
+// certificate to a real kubelet for logs, exec and port-forward, dialling the Node's
+// InternalIP first: its host name need not resolve (and would be asked of the host's DNS).
+// Privileged containers are allowed, as in any cluster anvil installs into: the qemu
+// runtime's DaemonSet is one.
 func workloadAPIServerArgs(p pki) []string {
 	return []string{
 		"--enable-bootstrap-token-auth",
 		"--client-ca-file=" + p.caCert(),
 		"--enable-admission-plugins=NodeRestriction",
+		"--kubelet-client-certificate=" + p.kubeletClientCert(),
+		"--kubelet-client-key=" + p.kubeletClientKey(),
+		"--kubelet-preferred-address-types=InternalIP,Hostname",
+		"--allow-privileged=true",
 	}
 }
+
+// kubeletClientUser is the apiserver's identity towards kubelets; RBAC lets it use the
+// kubelet API (nodeBootstrapBindings), as kubeadm's apiserver-kubelet-client.
+const kubeletClientUser = "kube-apiserver-kubelet-client"
+
+func (p pki) kubeletClientCert() string { return filepath.Join(p.dir, "apiserver-kubelet-client.crt") }
+func (p pki) kubeletClientKey() string  { return filepath.Join(p.dir, "apiserver-kubelet-client.key") }
+
+// writeKubeletClient makes the apiserver's kubelet client certificate anew at every start,
+// like etcd's: nothing but the apiserver ever holds it.
+func (p pki) writeKubeletClient(now time.Time) error {
+	return issue(p.caCert(), p.caKey(), p.kubeletClientCert(), p.kubeletClientKey(), &x509.Certificate{
+		Subject:     pkix.Name{CommonName: kubeletClientUser},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, now)
+}
+
+// ClientConfig is a client configuration that authenticates to this Workload control plane
+// as user in groups, with a new client certificate of the cluster CA (the apiserver takes
+// those only in a Workload): the identity of a kubelet ("system:node:NAME" in
+// "system:nodes") or kube-proxy ("system:kube-proxy") started beside it. The key and
+// certificate are kept in the state directory.
+func (cp *ControlPlane) ClientConfig(user string, groups ...string) (*rest.Config, error) {
+	if cp.cfg.Workload == nil {
+		return nil, fmt.Errorf("client certificates are taken only by a Workload control plane")
+	}
+	dir := filepath.Join(cp.pki.dir, "clients")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	name := strings.NewReplacer(":", "_", "/", "_").Replace(user)
+	certPath, keyPath := filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
+	if err := issue(cp.pki.caCert(), cp.pki.caKey(), certPath, keyPath, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: user, Organization: groups},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, time.Now()); err != nil {
+		return nil, fmt.Errorf("issuing a client certificate for %s: %w", user, err)
+	}
+	cfg := rest.AnonymousClientConfig(cp.rest)
+	var err error
+	if cfg.CertData, err = os.ReadFile(certPath); err != nil {
+		return nil, err
+	}
+	if cfg.KeyData, err = os.ReadFile(keyPath); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// CAFile is the cluster CA's certificate: the issuer of the apiserver's serving certificate
+// and, in a Workload, of every client certificate it takes (a kubelet trusts the apiserver's
+// kubelet client certificate through it).
+func (cp *ControlPlane) CAFile() string { return cp.pki.caCert() }
 
 func (p pki) controllerManagerCert() string { return filepath.Join(p.dir, "controller-manager.crt") }
 func (p pki) controllerManagerKey() string  { return filepath.Join(p.dir, "controller-manager.key") }
@@ -123,9 +197,13 @@ func (cp *ControlPlane) controllerManagerArgs() []string {
 		"--tls-cert-file=" + p.controllerManagerCert(),
 		"--tls-private-key-file=" + p.controllerManagerKey(),
 		"--leader-elect=false",
-		"--controllers=" + strings.Join(workloadControllers, ","),
+		"--controllers=" + strings.Join(w.controllers(), ","),
 		"--cluster-signing-cert-file=" + p.caCert(),
 		"--cluster-signing-key-file=" + p.caKey(),
+		// Only used when Controllers runs them: the kube-root-ca.crt ConfigMap every Pod
+		// mounts, and service-account token Secrets.
+		"--root-ca-file=" + p.caCert(),
+		"--service-account-private-key-file=" + p.saKey(),
 		"--node-monitor-period=" + nodeMonitorPeriod.String(),
 		"--node-monitor-grace-period=" + grace,
 		"--node-startup-grace-period=" + grace,

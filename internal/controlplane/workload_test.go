@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -94,5 +95,38 @@ func TestWorkloadRefusesBadServingName(t *testing.T) {
 	_, err := Start(context.Background(), cfg)
 	if err == nil || !strings.Contains(err.Error(), "Workload.ServingNames") {
 		t.Fatalf("err = %v, want one naming Workload.ServingNames", err)
+	}
+}
+
+// A Workload control plane on another address of the host: the apiserver serves there
+// (and only there) with a certificate naming it, and a client certificate from
+// ClientConfig authenticates as the user and groups asked for, as a kubelet's would.
+func TestWorkloadOnAddressTakesClientCertificates(t *testing.T) {
+	ctx := context.Background()
+	cfg := testConfig(t, t.TempDir())
+	cfg.Address = "127.0.0.2"
+	cfg.Workload = &Workload{ControllerManagerPort: harness.FreePort(t)}
+	cp, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cp.Stop()
+	if want := "https://127.0.0.2:" + strconv.Itoa(cfg.APIServerPort); cp.RESTConfig().Host != want {
+		t.Errorf("the admin's host is %s, want %s", cp.RESTConfig().Host, want)
+	}
+	if conn, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.APIServerPort))); err == nil {
+		conn.Close()
+		t.Error("the apiserver also answers on 127.0.0.1")
+	}
+	node, err := cp.ClientConfig("system:node:n1", "system:nodes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	review, err := kubernetes.NewForConfigOrDie(node).AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := review.Status.UserInfo; u.Username != "system:node:n1" || !slices.Contains(u.Groups, "system:nodes") {
+		t.Errorf("the client certificate is %s in %v, want system:node:n1 in system:nodes", u.Username, u.Groups)
 	}
 }
