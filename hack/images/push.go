@@ -34,7 +34,9 @@ func runPush(ctx context.Context, args []string) error {
 			return nil
 		}
 		if _, err := os.Stat(filepath.Join(docker, "config.json")); err != nil {
-			return fmt.Errorf("anvil dev's registry answers but its credentials are not in %s: %w (pass -dev-state)", docker, err)
+			fmt.Printf("images: not pushed: anvil dev's registry (%s) answers but its push credential is not in %s: "+
+				"run from the folder anvil dev runs in (or pass -dev-state), or set REGISTRY=HOST/PREFIX and DOCKER_CONFIG\n", devRegistry, docker)
+			return nil
 		}
 		if err := os.Setenv("DOCKER_CONFIG", docker); err != nil {
 			return err

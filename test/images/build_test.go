@@ -93,10 +93,16 @@ func build(t *testing.T, out string) error {
 }
 
 func run(dir, name string, args ...string) ([]byte, error) {
+	return runEnv(dir, nil, name, args...)
+}
+
+// runEnv runs name in dir with env added to this process's environment.
+func runEnv(dir string, env []string, name string, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
 	return cmd.CombinedOutput()
 }
 

@@ -2,6 +2,7 @@ package images
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,15 +11,19 @@ import (
 
 	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/internal/registry"
+	"github.com/anvil-dev/anvil/internal/registrynet"
 )
 
-// hack/images push sends every index to a registry, which serves each back by digest and
-// by its version tag.
+// hack/images push sends every index to a registry that takes writes only with its push
+// credential, read from the docker config DOCKER_CONFIG names (as anvil dev's), and the
+// registry serves each back by digest and by its version tag. Without the credential the
+// push is refused.
 func TestPush(t *testing.T) {
 	out := built(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	reg, err := registry.Start(ctx, 0, t.TempDir(), nil)
+	push := registry.Credential{Username: "anvil-push", Password: "test-password"}
+	reg, err := registry.Start(ctx, 0, t.TempDir(), &registry.Auth{Push: push})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +32,15 @@ func TestPush(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	pushed, err := run(".", buildTool, "push", "-out", out, "-registry", reg.Host+"/anvil")
+	args := []string{"push", "-out", out, "-registry", reg.Host + "/anvil"}
+	if refused, err := runEnv(".", []string{"DOCKER_CONFIG=" + t.TempDir()}, buildTool, args...); err == nil {
+		t.Fatalf("a push without the credential succeeded:\n%s", refused)
+	}
+	docker := t.TempDir()
+	if err := registrynet.WriteLogins(filepath.Join(docker, "config.json"), registrynet.Login{Username: push.Username, Password: push.Password}, reg.Host); err != nil {
+		t.Fatal(err)
+	}
+	pushed, err := runEnv(".", []string{"DOCKER_CONFIG=" + docker}, buildTool, args...)
 	if err != nil {
 		t.Fatalf("hack/images push: %v\n%s", err, pushed)
 	}
