@@ -101,6 +101,17 @@ func (b *builder) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The anvil image's only Debian file is the bundle: its VERSIONS is that package's line.
+	baseVersions, err := os.ReadFile(filepath.Join(b.work, "debian", "base", "VERSIONS"))
+	if err != nil {
+		return err
+	}
+	var caVersion []byte
+	for _, line := range strings.SplitAfter(string(baseVersions), "\n") {
+		if strings.HasPrefix(line, "amd64 ca-certificates ") {
+			caVersion = []byte(line)
+		}
+	}
 	anvilLayers := map[string]v1.Layer{}
 	for _, arch := range archs {
 		bin := filepath.Join(b.work, "anvil-"+arch)
@@ -119,6 +130,9 @@ func (b *builder) build(ctx context.Context) error {
 	for _, im := range images {
 		imgs := map[string]v1.Image{}
 		var versions []byte
+		if im.packages == "" {
+			versions = caVersion
+		}
 		for _, arch := range archs {
 			ls := []v1.Layer{anvilLayers[arch]}
 			history := []string{"anvil " + b.src.Version + " (CGO_ENABLED=0 GOARCH=" + arch + ")"}

@@ -35,9 +35,11 @@ opts=($(apt_opts "$arch"))
 mapfile -t packages < <(sed 's/#.*//' "$list" | tr -s ' \t' '\n' | sed '/^$/d')
 [ ${#packages[@]} -gt 0 ] || { echo "images: $list names no package" >&2; exit 1; }
 
-lists=$cache/$arch/lists
-if [ -z "$(find "$lists" -maxdepth 1 -name '*_Packages*' -mmin "-$max_age" -print -quit)" ]; then
+# apt keeps an unchanged list's old time, so a marker says when the lists were last refreshed.
+updated=$cache/$arch/lists-updated
+if [ -z "$(find "$updated" -mmin "-$max_age" 2>/dev/null)" ]; then
 	apt-get "${opts[@]}" -qq update >&2
+	touch "$updated"
 fi
 
 # The closure, as "PACKAGE VERSION" lines: what apt would install on an empty system.
