@@ -23,8 +23,8 @@ type image struct {
 var images = []image{
 	// The manager, the poollet and the broker runtime: nothing but the binary.
 	{name: "anvil", role: containerimage.Role{Title: "anvil", Entrypoint: []string{"/anvil"}, User: "65532:65532", Env: []string{path}}},
-	// The qemu runtime runs as root (it opens /dev/kvm and makes taps for its guests) and
-	// starts each QEMU as anvil-qemu (-runas), which /etc/passwd names.
+	// The qemu runtime runs as root so that it can start each QEMU as anvil-qemu (-runas
+	// needs root), the user /etc/passwd names: a guest that escapes into QEMU is not root.
 	{name: "anvil-qemu", packages: "qemu.packages",
 		role: containerimage.Role{Title: "anvil-qemu", Entrypoint: []string{"/anvil"}, User: "0:0", Env: []string{path}}},
 	// A bare-metal site: the metal runtime and Host controller with Ironic and
