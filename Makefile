@@ -35,7 +35,7 @@ CAPI := $(BIN)/capi-manager $(BIN)/clusterctl $(BIN)/capi/VERSION
 NODE := $(BIN)/kubelet $(BIN)/kube-proxy
 TOOLS := $(CONTROL_PLANE) $(BIN)/kube-scheduler $(BIN)/kube-controller-manager $(NODE) $(GENERATORS) $(CAPI)
 
-.PHONY: build tools testos eraser esp agents manifests generate verify-generated vet test test-only fuzz chaos demo bench deps fresh-check clean
+.PHONY: build tools testos eraser esp agents images manifests generate verify-generated vet test test-only fuzz chaos demo bench deps fresh-check clean
 
 build: ## The anvil binary.
 	go build -o $(BIN)/anvil ./cmd/anvil
@@ -103,6 +103,22 @@ $(BIN)/build-agent/%/anvil-build-agent: $(AGENT_SOURCES)
 
 $(BIN)/node-agent/%/anvil-node-agent: $(NODE_AGENT_SOURCES)
 	CGO_ENABLED=0 GOARCH=$* go build -trimpath -ldflags "-s -w" -o $@ ./cmd/anvil-node-agent
+
+# anvil's container images (docs/images.md): anvil, anvil-qemu and anvil-metal, each one
+# index for linux/amd64 and linux/arm64, as OCI image layouts in bin/images, with SIZES,
+# DIGESTS and the Debian packages used (NAME.VERSIONS). Rebuilt only when anvil's sources,
+# hack/images, the eraser or the EFI system partition change (Debian's .debs are cached in
+# ~/.cache/anvil/images). Then pushed: to REGISTRY (HOST[:PORT]/PREFIX, credentials from
+# DOCKER_CONFIG) when set, else to anvil dev's registry (127.0.0.1:5001/anvil) when it runs.
+REGISTRY ?=
+IMAGE_SOURCES := $(shell find cmd/anvil internal api hack/images -type f -not -name '*_test.go') hack/testos/archive.sh go.mod go.sum
+
+images: $(BIN)/images/SIZES ## Build anvil's container images into bin/images and push them (REGISTRY, default anvil dev's registry when it runs).
+	@cat $(BIN)/images/SIZES
+	go run ./hack/images push -out $(BIN)/images $(if $(REGISTRY),-registry $(REGISTRY))
+
+$(BIN)/images/SIZES: $(IMAGE_SOURCES) $(BIN)/eraser/VERSIONS $(BIN)/esp.img
+	go run ./hack/images build -out $(BIN)/images -bin $(BIN)
 
 # anvil's own CRDs go to config/crd/bases (installed everywhere); the Cluster API provider's
 # (infrastructure.cluster.x-k8s.io) to config/crd/capi, installed only beside Cluster API.
