@@ -111,7 +111,7 @@ $(BIN)/node-agent/%/anvil-node-agent: $(NODE_AGENT_SOURCES)
 # ~/.cache/anvil/images). Then pushed: to REGISTRY (HOST[:PORT]/PREFIX, credentials from
 # DOCKER_CONFIG) when set, else to anvil dev's registry (127.0.0.1:5001/anvil) when it runs.
 REGISTRY ?=
-IMAGE_SOURCES := $(shell find cmd/anvil internal api hack/images -type f -not -name '*_test.go') hack/testos/archive.sh go.mod go.sum
+IMAGE_SOURCES := $(shell find cmd/anvil internal api config hack/images -type f -not -name '*_test.go') hack/testos/archive.sh go.mod go.sum
 
 images: $(BIN)/images/SIZES ## Build anvil's container images into bin/images and push them (REGISTRY, default anvil dev's registry when it runs).
 	@cat $(BIN)/images/SIZES
@@ -149,7 +149,7 @@ vet:
 deps: ## System packages the tests and the demo need (idempotent).
 	hack/install-deps.sh
 
-test: deps tools testos eraser esp agents verify-generated vet test-only ## Everything CI runs.
+test: deps tools testos eraser esp agents $(BIN)/images/SIZES verify-generated vet test-only ## Everything CI runs (test/install installs the images of make images).
 
 test-only: ## Unit, integration and end-to-end tests, without the set-up steps.
 	hack/test.sh $(GO_TEST_FLAGS)

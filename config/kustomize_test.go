@@ -24,10 +24,6 @@ import (
 	"github.com/anvil-dev/anvil/internal/manifest"
 )
 
-// The images the manifests name: an overlay's `images:` (make images writes one) replaces
-// exactly these, so no container may name another.
-var images = []string{"anvil", "anvil-metal", "anvil-qemu"}
-
 // kustomize renders config/<dir> with the kubectl of bin/ (its built-in kustomize, the one
 // kubectl apply -k uses).
 func kustomize(t *testing.T, kubectl, dir string) []*unstructured.Unstructured {
@@ -130,8 +126,8 @@ func TestKustomizationsShipTheEmbeddedManifests(t *testing.T) {
 	for _, dir := range []string{"default", "metal-site", "capi"} {
 		for _, o := range kustomize(t, kubectl, dir) {
 			for _, c := range containers(t, o) {
-				if !slices.Contains(images, c) {
-					t.Errorf("config/%s: %s names image %q; use one of %v so an overlay's images: sets it", dir, key(o), c, images)
+				if !slices.Contains(Images, c) {
+					t.Errorf("config/%s: %s names image %q; use one of %v so an overlay's images: sets it", dir, key(o), c, Images)
 				}
 			}
 		}
@@ -268,3 +264,83 @@ func mustJSON(t *testing.T, doc []byte) []byte {
 }
 
 var yamlToJSON = yaml.YAMLToJSON
+
+// An overlay puts every image where it says, by digest or tag, and adds arguments to the
+// containers it names.
+func TestOverlaySetsImagesAndArgs(t *testing.T) {
+	kubectl := tool(t, "kubectl")
+	dir := filepath.Join(t.TempDir(), "site")
+	base, err := filepath.Abs("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	o := Overlay{Bases: []string{base},
+		Images: map[string]string{"anvil": "registry.example/anvil/anvil@" + digest, "anvil-qemu": "registry.example/anvil/anvil-qemu:v1", "anvil-metal": "registry.example/anvil/anvil-metal:v1"},
+		Args:   map[string][]string{"DaemonSet/anvil-qemu-runtime/0": {"--allow-registry=10.0.0.0/8"}}}
+	if err := o.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, obj := range kustomize(t, kubectl, dir) {
+		got = append(got, containers(t, obj)...)
+		if obj.GetName() == "anvil-qemu-runtime" {
+			args, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
+			if a := fmt.Sprint(args[0].(map[string]any)["args"]); !strings.Contains(a, "--allow-registry=10.0.0.0/8") {
+				t.Errorf("the runtime's args are %s, want the overlay's added", a)
+			}
+		}
+	}
+	slices.Sort(got)
+	want := []string{"registry.example/anvil/anvil-qemu:v1", "registry.example/anvil/anvil@" + digest, "registry.example/anvil/anvil@" + digest}
+	if !slices.Equal(slices.Compact(got), slices.Compact(want)) {
+		t.Errorf("images after the overlay: %v, want %v", got, want)
+	}
+	if err := (Overlay{Bases: []string{base}, Images: map[string]string{"anvil": "x"}}).Write(dir); err == nil {
+		t.Error("an overlay missing images was written")
+	}
+}
+
+// argOf is the value of --name=VALUE among a container's args ("" when missing).
+func argOf(t *testing.T, o *unstructured.Unstructured, container, name string) string {
+	t.Helper()
+	list, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+	for _, c := range list {
+		m := c.(map[string]any)
+		if m["name"] != container {
+			continue
+		}
+		args, _, _ := unstructured.NestedStringSlice(m, "args")
+		for _, a := range args {
+			if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+				return v
+			}
+		}
+	}
+	return ""
+}
+
+// A runtime names the pool it serves and its poollet refuses any other (MRI rule I5):
+// each shipped runtime's --name is its poollet's --pool.
+func TestRuntimesServeTheirPoolletsPool(t *testing.T) {
+	kubectl := tool(t, "kubectl")
+	find := func(dir, name string) *unstructured.Unstructured {
+		for _, o := range kustomize(t, kubectl, dir) {
+			if o.GetName() == name && (o.GetKind() == "DaemonSet" || o.GetKind() == "Deployment") {
+				return o
+			}
+		}
+		t.Fatalf("config/%s has no workload %s", dir, name)
+		return nil
+	}
+	for _, p := range []struct{ dir, runtime, runtimeContainer, poollet string }{
+		{"default", "anvil-qemu-runtime", "runtime", "anvil-qemu-poollet"},
+		{"metal-site", "anvil-metal-site", "site", "anvil-metal-site"},
+	} {
+		name := argOf(t, find(p.dir, p.runtime), p.runtimeContainer, "name")
+		pool := argOf(t, find(p.dir, p.poollet), "poollet", "pool")
+		if name == "" || name != pool {
+			t.Errorf("config/%s: runtime %s serves pool %q, its poollet is for %q", p.dir, p.runtime, name, pool)
+		}
+	}
+}

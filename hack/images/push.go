@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/anvil-dev/anvil/config"
 	"github.com/anvil-dev/anvil/internal/containerimage"
 )
 
@@ -25,6 +26,7 @@ func runPush(ctx context.Context, args []string) error {
 	registry := f.String("registry", "", "push to HOST[:PORT]/PREFIX (credentials: DOCKER_CONFIG); empty: anvil dev's registry ("+devRepository+") when it runs, else nowhere")
 	state := f.String("dev-state", ".anvil", "anvil dev's state folder, whose docker/ holds its registry's push credential")
 	tag := f.String("tag", "", "the tag (default: each image's version label)")
+	root := f.String("root", ".", "the checkout, whose config/ the deploy overlays build on")
 	_ = f.Parse(args)
 	repo := *registry
 	if repo == "" {
@@ -43,6 +45,7 @@ func runPush(ctx context.Context, args []string) error {
 		}
 		repo = devRepository
 	}
+	pushed := map[string]string{}
 	for _, im := range images {
 		idx, err := containerimage.ReadLayout(filepath.Join(*out, im.name))
 		if err != nil {
@@ -65,6 +68,25 @@ func runPush(ctx context.Context, args []string) error {
 			return err
 		}
 		fmt.Printf("images: pushed %s@%s\n", ref, d)
+		pushed[im.name] = repo + "/" + im.name + "@" + d.String()
+	}
+	return writeDeploy(*out, *root, pushed)
+}
+
+// writeDeploy writes, under out/deploy, an overlay of config/default and one of
+// config/metal-site naming the images just pushed by digest: what kubectl apply -k takes
+// (docs/cluster-install.md).
+func writeDeploy(out, root string, pushed map[string]string) error {
+	for _, base := range []string{"default", "metal-site"} {
+		dir := filepath.Join(out, "deploy", base)
+		abs, err := filepath.Abs(filepath.Join(root, "config", base))
+		if err != nil {
+			return err
+		}
+		if err := (config.Overlay{Bases: []string{abs}, Images: pushed}).Write(dir); err != nil {
+			return err
+		}
+		fmt.Printf("images: kubectl apply -k %s\n", dir)
 	}
 	return nil
 }

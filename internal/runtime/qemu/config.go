@@ -83,7 +83,11 @@ func (c *Config) defaults() error {
 		c.Accel = vm.AccelTCG
 	}
 	if c.Accel == AccelAuto {
-		c.Accel = autoAccel(kvmDevice)
+		program, err := vm.Binary(computev1alpha1.Architecture(goruntime.GOARCH))
+		if err != nil {
+			return fmt.Errorf("qemu runtime: --accel auto: %w", err)
+		}
+		c.Accel = autoAccel(kvmDevice, program, c.Logger)
 	}
 	if c.Accel != vm.AccelTCG && c.Accel != vm.AccelKVM {
 		return fmt.Errorf("qemu runtime: accelerator %q: use tcg, kvm or auto", c.Accel)
@@ -177,19 +181,31 @@ func (c *Config) resolveForwardCommand() error {
 	return nil
 }
 
-// AccelAuto chooses kvm when this host's /dev/kvm can be opened, tcg otherwise: what a
+// AccelAuto chooses kvm when this host's KVM works (ProbeKVM), tcg otherwise: what a
 // DaemonSet runs on nodes that differ.
 const AccelAuto vm.Accel = "auto"
 
 const kvmDevice = "/dev/kvm"
 
-// autoAccel is kvm when the device at path opens for reading and writing (QEMU's need).
-func autoAccel(path string) vm.Accel {
+// autoAccel is kvm when the device at path opens for reading and writing (QEMU's need) and
+// program, the host architecture's QEMU, runs a KVM guest; tcg otherwise, saying why.
+func autoAccel(path, program string, log logr.Logger) vm.Accel {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
+		log.Info("--accel auto: using tcg", "reason", err.Error())
 		return vm.AccelTCG
 	}
 	f.Close()
+	arch := computev1alpha1.Architecture(goruntime.GOARCH)
+	machine, cpu, err := vm.Board(arch, vm.AccelKVM, 1)
+	if err == nil {
+		err = vm.ProbeKVM(context.Background(), program, machine, cpu)
+	}
+	if err != nil {
+		log.Info("--accel auto: KVM does not run a guest here, using tcg", "reason", err.Error())
+		return vm.AccelTCG
+	}
+	log.Info("--accel auto: using kvm")
 	return vm.AccelKVM
 }
 

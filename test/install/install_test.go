@@ -1,0 +1,282 @@
+package install
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/test/devproc"
+	"github.com/anvil-dev/anvil/test/testos"
+)
+
+// The qemu runtime's state folder on the node (a hostPath of config/hypervisor): its VMs'
+// command lines name it.
+const qemuState = "/var/lib/anvil/qemu"
+
+const vm = `
+apiVersion: compute.anvil.dev/v1alpha1
+kind: MachineClass
+metadata: {name: install-vm}
+capabilities: {cpu: "1", memory: 512Mi}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: vm-1-user-data, namespace: default}
+stringData:
+  userData: |
+    #cloud-config
+    hostname: vm-1
+    # anvil-marker=in-a-pod
+---
+apiVersion: compute.anvil.dev/v1alpha1
+kind: Machine
+metadata: {name: vm-1, namespace: default}
+spec:
+  machineClassRef: {name: install-vm}
+  architecture: amd64
+  image: IMAGE
+  userDataRef: {name: vm-1-user-data}
+  machinePoolRef: {name: POOL}
+`
+
+const server = `
+apiVersion: compute.anvil.dev/v1alpha1
+kind: MachineClass
+metadata: {name: install-server}
+capabilities: {cpu: "1", memory: 512Mi, anvil.dev/hosts: "1"}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: metal-1-user-data, namespace: default}
+stringData:
+  userData: |
+    #cloud-config
+    hostname: metal-1
+    # anvil-marker=metal-1
+---
+apiVersion: compute.anvil.dev/v1alpha1
+kind: Machine
+metadata: {name: metal-1, namespace: default}
+spec:
+  machineClassRef: {name: install-server}
+  architecture: amd64
+  image: IMAGE
+  userDataRef: {name: metal-1-user-data}
+  machinePoolRef: {name: metal}
+`
+
+// figure prints a measured duration for docs/benchmarks.md ("Cluster install"); nothing
+// asserts on it.
+func figure(t *testing.T, name string, d time.Duration) {
+	t.Helper()
+	t.Logf("figure %s: %.1f s", name, d.Seconds())
+	fmt.Printf("figure %s: %.1f s\n", name, d.Seconds())
+}
+
+// anvil installed with kubectl apply -k into a real cluster runs its main job there: the
+// manager leads, each hypervisor node's DaemonSets register its pool, a VM boots inside
+// the runtime's Pod, the site Pod's Ironic deploys a server; losing the manager Pod loses
+// nothing, a new poollet Pod adopts the running VM, and kubectl delete -k after a drain
+// leaves nothing running.
+func TestInstallIntoARealCluster(t *testing.T) {
+	ctx := context.Background()
+	s := startSite(t, ctx)
+	t.Cleanup(func() { devproc.KillQemu(qemuState) })
+	node := s.cluster.NodeName()
+	s.kubectl(t, "label", "node", node, hypervisorLabel, siteLabel)
+
+	applied := time.Now()
+	s.kubectl(t, "apply", "-k", s.overlay)
+
+	step(t, "the manager is Ready and one replica leads", func(t *testing.T) {
+		s.kubectl(t, "-n", "anvil-system", "rollout", "status", "deployment/anvil-controller-manager", "--timeout=5m")
+		pods := strings.Fields(s.kubectl(t, "-n", "anvil-system", "get", "pods", "-l", "app.kubernetes.io/component=controller-manager",
+			"-o", "jsonpath={.items[*].metadata.name}"))
+		s.env.WaitKubectlFor(t, s.kubeconfig, 2*time.Minute, "name a manager Pod", func(holder string) bool {
+			return slices.ContainsFunc(pods, func(p string) bool { return strings.HasPrefix(holder, p) })
+		}, "-n", "anvil-system", "get", "lease", "anvil-controller-manager", "-o", "jsonpath={.spec.holderIdentity}")
+	})
+
+	step(t, "the DaemonSets' poollet registers the node's pool", func(t *testing.T) {
+		arch := s.kubectl(t, "get", "node", node, "-o", "jsonpath={.status.nodeInfo.architecture}")
+		s.env.WaitKubectlFor(t, s.kubeconfig, 5*time.Minute, "list the node's architecture", func(out string) bool {
+			return slices.Contains(strings.Fields(out), arch)
+		}, "get", "machinepool", node, "-o", "jsonpath={.status.architectures[*]}")
+		for _, r := range []string{"cpu", "memory"} {
+			if q := s.kubectl(t, "get", "machinepool", node, "-o", "jsonpath={.status.capacity."+r+"}"); q == "" || q == "0" {
+				t.Errorf("pool %s's capacity of %s is %q", node, r, q)
+			}
+		}
+		// The poollet acts as its node's own identity, not the DaemonSet's shared one.
+		s.kubectl(t, "-n", "anvil-system", "get", "serviceaccount", "poollet-"+node)
+	})
+
+	s.apply(t, strings.NewReplacer("IMAGE", s.testOS, "POOL", node).Replace(vm))
+	bmc := s.startEmulatedServer(t)
+	s.apply(t, strings.ReplaceAll(server, "IMAGE", s.testOS))
+	uids := s.uids(t)
+
+	step(t, "deleting the leading manager Pod loses nothing", func(t *testing.T) {
+		leader := s.kubectl(t, "-n", "anvil-system", "get", "lease", "anvil-controller-manager", "-o", "jsonpath={.spec.holderIdentity}")
+		pod, _, _ := strings.Cut(leader, "_")
+		s.kubectl(t, "-n", "anvil-system", "delete", "pod", pod, "--wait=false")
+		s.env.WaitKubectlFor(t, s.kubeconfig, 3*time.Minute, "name another manager", func(holder string) bool {
+			return holder != "" && !strings.HasPrefix(holder, pod)
+		}, "-n", "anvil-system", "get", "lease", "anvil-controller-manager", "-o", "jsonpath={.spec.holderIdentity}")
+	})
+
+	var qemuPID int
+	step(t, "a Machine boots as a QEMU guest inside the runtime's Pod", func(t *testing.T) {
+		s.env.WaitKubectlFor(t, s.kubeconfig, 5*time.Minute, "be Running", func(out string) bool { return out == "Running" },
+			"get", "machine", "vm-1", "-o", "jsonpath={.status.state}")
+		figure(t, "apply -k to the first Machine Running", time.Since(applied))
+		pids := devproc.QemuProcesses(qemuState)
+		if len(pids) != 1 {
+			t.Fatalf("QEMU processes of %s: %v, want one", qemuState, pids)
+		}
+		qemuPID = pids[0]
+		cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", qemuPID))
+		if err != nil || !strings.Contains(string(cg), "kubepods") {
+			t.Errorf("QEMU (pid %d) is not in a Pod's cgroup: %s %v", qemuPID, cg, err)
+		}
+		console := s.kubectl(t, "get", "machine", "vm-1", "-o", "jsonpath={.status.console}")
+		waitFile(t, console, testos.ReadyLine(computev1alpha1.ArchitectureAMD64, "vm-1", "in-a-pod"), 5*time.Minute)
+	})
+
+	step(t, "the site Pod's Ironic deploys a server", func(t *testing.T) {
+		s.env.WaitKubectlFor(t, s.kubeconfig, 15*time.Minute, "be Running", func(out string) bool { return out == "Running" },
+			"get", "machine", "metal-1", "-o", "jsonpath={.status.state}")
+		s.env.WaitKubectl(t, s.kubeconfig, "Provisioned", "get", "host", "server-1", "-n", "anvil-metal", "-o", "jsonpath={.status.provisioningState}")
+		waitFile(t, bmc.ConsolePath("server-1"), testos.ReadyLine(computev1alpha1.ArchitectureAMD64, "metal-1", "metal-1"), 5*time.Minute)
+	})
+
+	step(t, "nothing was lost", func(t *testing.T) {
+		if now := s.uids(t); !maps(now, uids) {
+			t.Errorf("objects after the manager's restart: %v, before: %v", now, uids)
+		}
+	})
+
+	step(t, "a new poollet Pod adopts the running VM", func(t *testing.T) {
+		machineID := s.kubectl(t, "get", "machine", "vm-1", "-o", "jsonpath={.status.machineID}")
+		old := s.kubectl(t, "-n", "anvil-system", "get", "pods", "-l", "app.kubernetes.io/component=qemu-poollet", "-o", "jsonpath={.items[0].metadata.name}")
+		restarted := time.Now()
+		// kubectl delete returns once the Pod is gone, its poollet stopped: a renewal of the
+		// pool's Lease after that is the new poollet's.
+		s.kubectl(t, "-n", "anvil-system", "delete", "pod", old)
+		gone := time.Now()
+		s.kubectl(t, "-n", "anvil-system", "rollout", "status", "daemonset/anvil-qemu-poollet", "--timeout=3m")
+		var renewed time.Time
+		s.env.WaitKubectlFor(t, s.kubeconfig, 3*time.Minute, "be renewed by the new poollet", func(out string) bool {
+			var err error
+			renewed, err = time.Parse(time.RFC3339Nano, out)
+			return err == nil && renewed.After(gone)
+		}, "-n", "anvil-pool-leases", "get", "lease", node, "-o", "jsonpath={.spec.renewTime}")
+		figure(t, "poollet Pod deleted to the new poollet's first renewal, the VM adopted", renewed.Sub(restarted))
+		if got := s.kubectl(t, "get", "machine", "vm-1", "-o", "jsonpath={.status.state} {.status.machineID}"); got != "Running "+machineID {
+			t.Errorf("after the poollet's restart vm-1 is %q, want Running %s", got, machineID)
+		}
+		if pids := devproc.QemuProcesses(qemuState); !slices.Equal(pids, []int{qemuPID}) {
+			t.Errorf("QEMU processes after the poollet's restart: %v, want the same one, %d", pids, qemuPID)
+		}
+	})
+
+	step(t, "drained, kubectl delete -k leaves nothing running", func(t *testing.T) {
+		s.kubectl(t, "delete", "machine", "--all", "-A", "--timeout=10m")
+		s.kubectl(t, "delete", "-k", s.overlay, "--timeout=5m")
+		s.env.WaitKubectlFor(t, s.kubeconfig, 3*time.Minute, "list no Pod", func(out string) bool { return out == "" },
+			"get", "pods", "-n", "anvil-system", "-o", "name")
+		s.env.WaitKubectlFor(t, s.kubeconfig, 3*time.Minute, "list no Pod", func(out string) bool { return out == "" },
+			"get", "pods", "-n", "anvil-metal", "-o", "name")
+		if pids := devproc.QemuProcesses(qemuState); len(pids) > 0 {
+			t.Errorf("QEMU processes left after delete -k: %v", pids)
+		}
+		if pids := processesNamed("ironic"); len(pids) > 0 {
+			t.Errorf("Ironic processes left after delete -k: %v", pids)
+		}
+	})
+}
+
+// step runs one subtest and ends the test when it failed: each step needs the ones before.
+func step(t *testing.T, name string, f func(t *testing.T)) {
+	t.Helper()
+	if !t.Run(name, f) {
+		t.FailNow()
+	}
+}
+
+// uids are the anvil objects a user made, name to UID.
+func (s *site) uids(t *testing.T) map[string]string {
+	t.Helper()
+	var list struct {
+		Items []struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Namespace, Name, UID string
+			} `json:"metadata"`
+		} `json:"items"`
+	}
+	out := s.kubectl(t, "get", "machines,machineclasses,hosts,hostpolicies", "-A", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]string{}
+	for _, i := range list.Items {
+		m[i.Kind+" "+i.Metadata.Namespace+"/"+i.Metadata.Name] = i.Metadata.UID
+	}
+	return m
+}
+
+func maps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// waitFile waits until the file at path holds line.
+func waitFile(t *testing.T, path, line string, limit time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(time.Second) {
+		if b, err := os.ReadFile(path); err == nil && strings.Contains(string(b), line) {
+			return
+		}
+	}
+	b, _ := os.ReadFile(path)
+	t.Fatalf("%s did not show %q within %s; it holds:\n%s", path, line, limit, tail(string(b), 2000))
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// processesNamed are the pids of processes whose program's name starts with prefix.
+func processesNamed(prefix string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/comm")
+		if err == nil && strings.HasPrefix(strings.TrimSpace(string(b)), prefix) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
