@@ -211,7 +211,7 @@ func TestKustomizationsApplyToARealAPIServer(t *testing.T) {
 	var left []string
 	for ; ctx.Err() == nil; time.Sleep(200 * time.Millisecond) {
 		left = left[:0]
-		for _, l := range strings.Fields(run("get", "crd,daemonset,deployment,validatingadmissionpolicy,clusterrole", "-A", "-o", "name")) {
+		for _, l := range strings.Fields(run("get", "crd,daemonset,deployment,validatingadmissionpolicy,validatingadmissionpolicybinding,clusterrole,clusterrolebinding", "-A", "-o", "name")) {
 			if strings.Contains(l, "anvil") {
 				left = append(left, l)
 			}

@@ -18,7 +18,6 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/controller/secretaccess"
 	"github.com/anvil-dev/anvil/internal/manifest"
-	"github.com/anvil-dev/anvil/internal/poollet/identity"
 )
 
 //go:embed *.yaml broker/*.yaml capi/*.yaml metal/*.yaml nodepoollet/*.yaml poollet/*.yaml tenant/*.yaml
@@ -56,7 +55,7 @@ func InstallPoollet(ctx context.Context, c client.Client, pool string) (rest.Imp
 		return rest.ImpersonationConfig{}, err
 	}
 	// The names a DaemonSet's poollet gives its own (internal/poollet/identity).
-	return installIdentity(ctx, c, "poollet", roles, secretaccess.PoolletNamespace, secretaccess.ServiceAccountName(pool), identity.BindingName(pool))
+	return installIdentity(ctx, c, "poollet", roles, secretaccess.PoolletNamespace, secretaccess.ServiceAccountName(pool), secretaccess.BindingName(pool))
 }
 
 // MetalServiceAccount is the ServiceAccount a metal site (its Host controller and metal

@@ -5,7 +5,9 @@
 //
 // The order of Start is a safety duty, not a detail: kube-proxy's rules for the kubernetes
 // Service and the egress guard (guard.go) are in place before the kubelet starts, so no Pod
-// ever sends a packet to a service IP that leaves the machine, nor to any address off it.
+// on the Pod network ever sends a packet to a service IP that leaves the machine, nor to
+// any address off it. hostNetwork Pods are host processes: the guard does not hold them
+// (docs/cluster.md).
 //
 // It changes the host (docs/cluster.md lists what): before the first change it writes what
 // it will change to SnapshotPath, and Stop puts every piece back and stops every process of

@@ -165,7 +165,7 @@ func (c *Cluster) startContainerd(ctx context.Context) error {
 // and for the default ServiceAccount and root CA ConfigMap a Pod needs.
 func (c *Cluster) startKubelet(ctx context.Context) error {
 	o := c.opts
-	kubeconfig := filepath.Join(o.Dir, "kubelet", "kubeconfig")
+	kubeconfig := c.KubeletKubeconfig()
 	if err := c.writeKubeconfig(kubeconfig, "system:node:"+o.NodeName, "system:nodes"); err != nil {
 		return err
 	}

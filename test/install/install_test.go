@@ -12,6 +12,7 @@ import (
 	"time"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/poollet/identity"
 	"github.com/anvil-dev/anvil/test/devproc"
 	"github.com/anvil-dev/anvil/test/testos"
 )
@@ -114,8 +115,21 @@ func TestInstallIntoARealCluster(t *testing.T) {
 				t.Errorf("pool %s's capacity of %s is %q", node, r, q)
 			}
 		}
-		// The poollet acts as its node's own identity, not the DaemonSet's shared one.
+		// The poollet made its node's own identity (the policy lets the DaemonSet's shared
+		// one make nothing else; test/security shows it acts as it).
 		s.kubectl(t, "-n", "anvil-system", "get", "serviceaccount", "poollet-"+node)
+	})
+
+	step(t, "a node cannot make itself a hypervisor or the metal site", func(t *testing.T) {
+		// The kubelet's own credentials, as a compromised node holds them: NodeRestriction
+		// refuses a label with the node-restriction.kubernetes.io/ prefix the DaemonSets
+		// and the site select on (an anvil.dev/ one it would take).
+		for _, label := range []string{"node-restriction.kubernetes.io/anvil-hypervisor=other", "node-restriction.kubernetes.io/anvil-metal-site=other"} {
+			out, err := s.env.Kubectl(t, s.cluster.KubeletKubeconfig(), "", "label", "node", node, label, "--overwrite")
+			if err == nil || !strings.Contains(out, "forbidden") {
+				t.Errorf("the kubelet labelling its Node %s: %v %s, want forbidden", label, err, out)
+			}
+		}
 	})
 
 	s.apply(t, strings.NewReplacer("IMAGE", s.testOS, "POOL", node).Replace(vm))
@@ -182,8 +196,20 @@ func TestInstallIntoARealCluster(t *testing.T) {
 		if got := s.kubectl(t, "get", "machine", "vm-1", "-o", "jsonpath={.status.state} {.status.machineID}"); got != "Running "+machineID {
 			t.Errorf("after the poollet's restart vm-1 is %q, want Running %s", got, machineID)
 		}
+		// Still so after a few of the new poollet's rounds (--interval 2s): it kept the VM
+		// rather than taking it for an orphan.
+		renewals := 0
+		s.env.WaitKubectlFor(t, s.kubeconfig, time.Minute, "be renewed three more times", func(out string) bool {
+			if r, err := time.Parse(time.RFC3339Nano, out); err == nil && r.After(renewed) {
+				renewed, renewals = r, renewals+1
+			}
+			return renewals >= 3
+		}, "-n", "anvil-pool-leases", "get", "lease", node, "-o", "jsonpath={.spec.renewTime}")
 		if pids := devproc.QemuProcesses(qemuState); !slices.Equal(pids, []int{qemuPID}) {
 			t.Errorf("QEMU processes after the poollet's restart: %v, want the same one, %d", pids, qemuPID)
+		}
+		if got := s.kubectl(t, "get", "machine", "vm-1", "-o", "jsonpath={.status.state} {.status.machineID}"); got != "Running "+machineID {
+			t.Errorf("rounds after the poollet's restart vm-1 is %q, want Running %s", got, machineID)
 		}
 	})
 
@@ -199,6 +225,16 @@ func TestInstallIntoARealCluster(t *testing.T) {
 		}
 		if pids := processesNamed("ironic"); len(pids) > 0 {
 			t.Errorf("Ironic processes left after delete -k: %v", pids)
+		}
+		// What the poollets made for their nodes is not in the kustomization: it goes by its
+		// label, as docs/cluster-install.md says.
+		made := "clusterrolebinding,rolebinding,serviceaccount"
+		if out := s.kubectl(t, "get", made, "-A", "-l", identity.Label, "-o", "name"); out == "" {
+			t.Error("the node poollet's identity carries no label to remove it by")
+		}
+		s.kubectl(t, "delete", made, "-A", "-l", identity.Label)
+		if out := s.kubectl(t, "get", "clusterrolebinding,clusterrole", "-o", "name"); strings.Contains(out, "anvil") {
+			t.Errorf("left after delete -k and the label's delete: %s", out)
 		}
 	})
 }

@@ -24,8 +24,8 @@ import (
 // The node labels config/default's hypervisor DaemonSets and config/metal-site's Deployment
 // select.
 const (
-	hypervisorLabel = "anvil.dev/hypervisor=qemu"
-	siteLabel       = "anvil.dev/metal-site=metal"
+	hypervisorLabel = "node-restriction.kubernetes.io/anvil-hypervisor=qemu"
+	siteLabel       = "node-restriction.kubernetes.io/anvil-metal-site=metal"
 )
 
 // site is the test's whole set-up: a node, a registry holding anvil's images and the test

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/config/rbac"
 	"github.com/anvil-dev/anvil/internal/controller/secretaccess"
 	"github.com/anvil-dev/anvil/internal/poollet/identity"
 )
@@ -135,17 +136,17 @@ func TestNodePoolletBecomesOnlyItsNodesPoollet(t *testing.T) {
 			&authenticationv1.BoundObjectReference{Kind: "Secret", APIVersion: "v1", Name: "any"}, 3600)},
 		{"a token of its poollet valid a day", token(secretaccess.ServiceAccountName(n1), nodeRef(n1), 86400)},
 		{"a token of the manager", token("anvil-controller-manager", nodeRef(n1), 3600)},
-		{"the poollet role for another node's poollet", binding(identity.BindingName(n3), poolletRole, poolletOf(n3))},
+		{"the poollet role for another node's poollet", binding(secretaccess.BindingName(n3), poolletRole, poolletOf(n3))},
 		{"the poollet role for an identity of its own", binding("anvil-poollet-extra-"+n1, poolletRole,
 			rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "attacker"})},
 		{"the manager's role for its poollet", binding("anvil-poollet-escalate-"+n1,
 			rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "anvil-manager"}, poolletOf(n1))},
 		{"the Lease role for another node's poollet", func(ctx context.Context) error {
-			return node.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: computev1alpha1.PoolLeaseNamespace, Name: identity.BindingName(n3)},
+			return node.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: computev1alpha1.PoolLeaseNamespace, Name: secretaccess.BindingName(n3)},
 				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: identity.RoleName}, Subjects: []rbacv1.Subject{poolletOf(n3)}})
 		}},
 		{"deleting its poollet's binding", func(ctx context.Context) error {
-			return node.Delete(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: identity.BindingName(n1)}})
+			return node.Delete(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: secretaccess.BindingName(n1)}})
 		}},
 	}
 	for _, a := range attempts {
@@ -178,4 +179,59 @@ func serviceAccountClient(t *testing.T, token string) client.Client {
 
 func nodeRef(node string) *authenticationv1.BoundObjectReference {
 	return &authenticationv1.BoundObjectReference{Kind: "Node", APIVersion: "v1", Name: node}
+}
+
+// The attack: the token of a bare-metal site's Pod (anvil-metal-site; its Ironic runs on the
+// node's network), leaked, mints a token of its pool's poollet that outlives the Pod and
+// the node: unbound, bound elsewhere or valid a day. RBAC lets the site create any token of
+// that ServiceAccount (without the policy, three of the four go through);
+// anvil-metal-site-token-scope holds each to its own Node and an hour, as the site's
+// poollet requests them.
+func TestMetalSiteMintsOnlyShortNodeBoundPoolletTokens(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t, "site")
+	pool := "site-" + ns
+	if _, err := rbac.InstallMetal(ctx, env.Client, ns); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rbac.InstallPoollet(ctx, env.Client, pool); err != nil {
+		t.Fatal(err)
+	}
+	// As config/metal-site ships it: the site may create tokens of its pool's poollet alone.
+	create(t, env.Client,
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: secretaccess.PoolletNamespace, Name: "token-" + ns},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"},
+				ResourceNames: []string{secretaccess.ServiceAccountName(pool)}, Verbs: []string{"create"}}}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: secretaccess.PoolletNamespace, Name: "token-" + ns},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "token-" + ns},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: rbac.MetalServiceAccount}}})
+	node, other := "site-node-"+ns, "other-node-"+ns
+	create(t, env.Client, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: other}})
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "site"},
+		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: rbac.MetalServiceAccount, Containers: []corev1.Container{{Name: "site", Image: "anvil-metal"}}}}
+	create(t, env.Client, pod)
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600)),
+		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}}}
+	if err := env.Client.SubResource("token").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rbac.MetalServiceAccount}}, tr); err != nil {
+		t.Fatal(err)
+	}
+	site := serviceAccountClient(t, tr.Status.Token)
+	request := func(bound *authenticationv1.BoundObjectReference, seconds int64) error {
+		return site.SubResource("token").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: secretaccess.PoolletNamespace, Name: secretaccess.ServiceAccountName(pool)}},
+			&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(seconds), BoundObjectRef: bound}})
+	}
+	if err := request(nodeRef(node), 3600); err != nil {
+		t.Errorf("the site requesting its poollet's token as the poollet does: %v", err)
+	}
+	for name, err := range map[string]error{
+		"unbound":               request(nil, 3600),
+		"bound to another node": request(nodeRef(other), 3600),
+		"valid a day":           request(nodeRef(node), 86400),
+		"of another ServiceAccount": site.SubResource("token").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: secretaccess.PoolletNamespace, Name: "anvil-controller-manager"}},
+			&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600)), BoundObjectRef: nodeRef(node)}}),
+	} {
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("the site's token minting a poollet token %s: %v, want Forbidden", name, err)
+		}
+	}
 }

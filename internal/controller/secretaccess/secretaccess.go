@@ -31,6 +31,11 @@ const (
 // ServiceAccountName is the name of the pool's poollet ServiceAccount.
 func ServiceAccountName(pool string) string { return "poollet-" + pool }
 
+// BindingName is the name of the ClusterRoleBinding, and of the RoleBinding in the Lease
+// namespace, that bind the pool's poollet ServiceAccount to the shipped poollet roles
+// (config/rbac's InstallPoollet and a DaemonSet's poollet, internal/poollet/identity).
+func BindingName(pool string) string { return "anvil-" + ServiceAccountName(pool) }
+
 // roleName is the name of the pool's Role and RoleBinding in each tenant namespace.
 func roleName(pool string) string { return "anvil-poollet-" + pool + "-secrets" }
 

@@ -22,10 +22,10 @@ const (
 	RoleName = "anvil-poollet"
 )
 
-// BindingName is the name of the ClusterRoleBinding, and of the RoleBinding in the Lease
-// namespace, that bind pool's poollet ServiceAccount to the poollet roles. config/rbac's
-// InstallPoollet gives an operator-made pool the same names.
-func BindingName(pool string) string { return "anvil-" + secretaccess.ServiceAccountName(pool) }
+// Label marks what a DaemonSet's poollet made for its node (Objects): kubectl apply -k did
+// not make them, so kubectl delete -k leaves them; remove them with
+// kubectl delete clusterrolebinding,rolebinding,serviceaccount -A -l anvil.dev/node-poollet.
+const Label = "anvil.dev/node-poollet"
 
 // Objects are what pool's poollet identity is made of: its ServiceAccount, the
 // ClusterRoleBinding to the ClusterRole anvil-poollet and the RoleBinding to the Role
@@ -33,15 +33,16 @@ func BindingName(pool string) string { return "anvil-" + secretaccess.ServiceAcc
 func Objects(pool string) []client.Object {
 	sa := secretaccess.ServiceAccountName(pool)
 	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: secretaccess.PoolletNamespace, Name: sa}}
+	labels := map[string]string{Label: pool}
 	return []client.Object{
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: secretaccess.PoolletNamespace, Name: sa}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: secretaccess.PoolletNamespace, Name: sa, Labels: labels}},
 		&rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: BindingName(pool)},
+			ObjectMeta: metav1.ObjectMeta{Name: secretaccess.BindingName(pool), Labels: labels},
 			Subjects:   subject,
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: RoleName},
 		},
 		&rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Namespace: computev1alpha1.PoolLeaseNamespace, Name: BindingName(pool)},
+			ObjectMeta: metav1.ObjectMeta{Namespace: computev1alpha1.PoolLeaseNamespace, Name: secretaccess.BindingName(pool), Labels: labels},
 			Subjects:   subject,
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: RoleName},
 		},

@@ -20,8 +20,9 @@ import (
 // TokenLifetime is how long each requested token is valid; the admission policy refuses
 // longer ones. A token is replaced once RefreshAt of its lifetime has passed.
 const (
-	TokenLifetime = time.Hour
-	RefreshAt     = 0.8
+	TokenLifetime  = time.Hour
+	RefreshAt      = 0.8
+	requestTimeout = 30 * time.Second
 )
 
 // Mode is where a poollet's credentials come from.
@@ -105,7 +106,10 @@ func (s *tokenSource) Token() (*oauth2.Token, error) {
 	}}
 	sa := secretaccess.ServiceAccountName(s.pool)
 	issued := s.now()
-	tr, err := s.client.CoreV1().ServiceAccounts(secretaccess.PoolletNamespace).CreateToken(context.Background(), sa, req, metav1.CreateOptions{})
+	// Every request waits on this one while a token is due: never wait for ever.
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	tr, err := s.client.CoreV1().ServiceAccounts(secretaccess.PoolletNamespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("a token of ServiceAccount %s/%s bound to Node %s: %w", secretaccess.PoolletNamespace, sa, s.node, err)
 	}
