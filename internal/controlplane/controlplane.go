@@ -51,10 +51,10 @@ type ControlPlane struct {
 	cfg       Config
 	pki       pki
 	lock      *os.File
-	etcd      *process
-	apiserver *process
+	etcd      *Process
+	apiserver *Process
 	// controllerManager runs only for a Workload control plane.
-	controllerManager *process
+	controllerManager *Process
 	// apiserverBin is kept for RestartAPIServer.
 	apiserverBin string
 	rest         *rest.Config
@@ -134,7 +134,7 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 	}
 
 	logs, run := filepath.Join(cfg.StateDir, "logs"), filepath.Join(cfg.StateDir, "run")
-	if cp.etcd, err = startProcess("etcd", etcdBin, cp.etcdArgs(), logs, run); err != nil {
+	if cp.etcd, err = StartProcess("etcd", etcdBin, cp.etcdArgs(), logs, run); err != nil {
 		return nil, err
 	}
 	if err := waitHealthy(ctx, cp.etcd, etcdClient, cp.EtcdURL()+"/health", cfg.ReadyTimeout); err != nil {
@@ -162,7 +162,7 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 	var err error
 	logs, run := filepath.Join(cp.cfg.StateDir, "logs"), filepath.Join(cp.cfg.StateDir, "run")
-	if cp.apiserver, err = startProcess("kube-apiserver", cp.apiserverBin, cp.apiserverArgs(), logs, run); err != nil {
+	if cp.apiserver, err = StartProcess("kube-apiserver", cp.apiserverBin, cp.apiserverArgs(), logs, run); err != nil {
 		return err
 	}
 	httpClient, err := rest.HTTPClientFor(cp.rest)
@@ -179,7 +179,7 @@ func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
 	select {
 	case <-cp.apiserver.done:
 	default:
-		return fmt.Errorf("kube-apiserver (pid %d) is still running", cp.apiserver.pid())
+		return fmt.Errorf("kube-apiserver (pid %d) is still running", cp.apiserver.PID())
 	}
 	return cp.startAPIServer(ctx)
 }
@@ -292,7 +292,7 @@ func (cp *ControlPlane) KubeconfigPath() string {
 }
 
 // PIDs returns the process ids of etcd and kube-apiserver, for telling the user.
-func (cp *ControlPlane) PIDs() (etcd, apiserver int) { return cp.etcd.pid(), cp.apiserver.pid() }
+func (cp *ControlPlane) PIDs() (etcd, apiserver int) { return cp.etcd.PID(), cp.apiserver.PID() }
 
 // ControllerManagerPID is kube-controller-manager's process id (a Workload control plane),
 // or 0.
@@ -300,7 +300,7 @@ func (cp *ControlPlane) ControllerManagerPID() int {
 	if cp.controllerManager == nil {
 		return 0
 	}
-	return cp.controllerManager.pid()
+	return cp.controllerManager.PID()
 }
 
 // StateDir is the absolute path of the state directory.
@@ -335,13 +335,13 @@ func (cp *ControlPlane) Exited() <-chan error {
 func (cp *ControlPlane) Stop() error {
 	var errs []error
 	if cp.controllerManager != nil {
-		errs = append(errs, cp.controllerManager.stop(30*time.Second))
+		errs = append(errs, cp.controllerManager.Stop(30*time.Second))
 	}
 	if cp.apiserver != nil {
-		errs = append(errs, cp.apiserver.stop(30*time.Second))
+		errs = append(errs, cp.apiserver.Stop(30*time.Second))
 	}
 	if cp.etcd != nil {
-		errs = append(errs, cp.etcd.stop(30*time.Second))
+		errs = append(errs, cp.etcd.Stop(30*time.Second))
 	}
 	if cp.lock != nil {
 		errs = append(errs, cp.lock.Close())
@@ -388,7 +388,7 @@ func lockDir(dir string) (*os.File, error) {
 }
 
 // waitHealthy polls url until it answers 200, the process exits, or timeout passes.
-func waitHealthy(ctx context.Context, p *process, c *http.Client, url string, timeout time.Duration) error {
+func waitHealthy(ctx context.Context, p *Process, c *http.Client, url string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()

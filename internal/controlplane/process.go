@@ -12,13 +12,13 @@ import (
 	"time"
 )
 
-// process is one supervised child: its output goes to a log file, its pid to a pid file
-// while it runs, and it dies with its parent (Pdeathsig) so a killed anvil leaves no
+// Process is one supervised child: its output goes to a log file, its pid to a pid file
+// (when StartProcess is given a runDir) while it runs, and it dies with its parent (Pdeathsig) so a killed anvil leaves no
 // orphan holding the ports or the etcd data directory. That signal is SIGKILL: with the
 // parent gone nobody waits for a graceful stop, and kube-apiserver, sent SIGTERM while etcd
 // went away with it, was seen still holding its port 30 s later, failing the next start.
 // etcd's write-ahead log makes a kill safe; the parent's own stop still uses SIGTERM.
-type process struct {
+type Process struct {
 	name    string
 	cmd     *exec.Cmd
 	logPath string
@@ -27,7 +27,9 @@ type process struct {
 	err     error // valid once done is closed
 }
 
-func startProcess(name, bin string, args []string, logDir, runDir string) (*process, error) {
+// StartProcess starts bin with args, its log in logDir/NAME.log and, when runDir is not
+// empty, its pid in runDir/NAME.pid.
+func StartProcess(name, bin string, args []string, logDir, runDir string) (*Process, error) {
 	logPath := filepath.Join(logDir, name+".log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -42,12 +44,11 @@ func startProcess(name, bin string, args []string, logDir, runDir string) (*proc
 		logFile.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &process{
-		name: name, cmd: cmd, logPath: logPath,
-		pidPath: filepath.Join(runDir, name+".pid"),
-		done:    make(chan struct{}),
+	p := &Process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	if runDir != "" {
+		p.pidPath = filepath.Join(runDir, name+".pid")
 	}
-	if err := writeFile(p.pidPath, []byte(strconv.Itoa(cmd.Process.Pid))); err != nil {
+	if err := p.writePID(); err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		logFile.Close()
@@ -56,14 +57,28 @@ func startProcess(name, bin string, args []string, logDir, runDir string) (*proc
 	go func() {
 		p.err = cmd.Wait()
 		logFile.Close()
-		_ = os.Remove(p.pidPath)
+		if p.pidPath != "" {
+			_ = os.Remove(p.pidPath)
+		}
 		close(p.done)
 	}()
 	return p, nil
 }
 
-// stop asks the process to end with SIGTERM and kills it if it has not ended after grace.
-func (p *process) stop(grace time.Duration) error {
+// writePID records the pid in the pid file, if the process has one.
+func (p *Process) writePID() error {
+	if p.pidPath == "" {
+		return nil
+	}
+	return writeFile(p.pidPath, []byte(strconv.Itoa(p.cmd.Process.Pid)))
+}
+
+// Stop asks the process to end with SIGTERM and kills it if it has not ended after grace;
+// nil when p is nil (never started) or already ended.
+func (p *Process) Stop(grace time.Duration) error {
+	if p == nil {
+		return nil
+	}
 	select {
 	case <-p.done:
 		return nil
@@ -81,7 +96,7 @@ func (p *process) stop(grace time.Duration) error {
 }
 
 // exitError describes an unexpected exit, with the end of the log to say why.
-func (p *process) exitError() error {
+func (p *Process) exitError() error {
 	<-p.done
 	msg := fmt.Sprintf("%s exited", p.name)
 	var ee *exec.ExitError
@@ -91,7 +106,21 @@ func (p *process) exitError() error {
 	return fmt.Errorf("%s; last lines of %s:\n%s", msg, p.logPath, LogTail(p.logPath, 15))
 }
 
-func (p *process) pid() int { return p.cmd.Process.Pid }
+// LogPath is the file its output goes to.
+func (p *Process) LogPath() string { return p.logPath }
+
+// PID is the process's pid.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
+// Exited is nil while the process runs, else why it ended, with the end of its log.
+func (p *Process) Exited() error {
+	select {
+	case <-p.done:
+		return p.exitError()
+	default:
+		return nil
+	}
+}
 
 // LogTail is the last n lines of the log file at path, for an error that says why a
 // process ended or never became healthy.

@@ -234,7 +234,7 @@ func (cp *ControlPlane) startWorkload(ctx context.Context, bin string) error {
 	health := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
 
 	logs, run := filepath.Join(cp.cfg.StateDir, "logs"), filepath.Join(cp.cfg.StateDir, "run")
-	if cp.controllerManager, err = startProcess("kube-controller-manager", bin, cp.controllerManagerArgs(), logs, run); err != nil {
+	if cp.controllerManager, err = StartProcess("kube-controller-manager", bin, cp.controllerManagerArgs(), logs, run); err != nil {
 		return err
 	}
 	url := fmt.Sprintf("https://127.0.0.1:%d/healthz", cp.cfg.Workload.ControllerManagerPort)

@@ -107,10 +107,10 @@ type Cluster struct {
 	lock      *os.File
 	snap      *snapshot
 	cp        *controlplane.ControlPlane
-	scheduler *proc
-	proxy     *proc
-	container *proc
-	kubelet   *proc
+	scheduler *controlplane.Process
+	proxy     *controlplane.Process
+	container *controlplane.Process
+	kubelet   *controlplane.Process
 	stopped   bool
 	// phases say how long each step of Start took, for the benchmark.
 	phases []phase
@@ -231,8 +231,8 @@ func (c *Cluster) Stop() error {
 	// The kubelet first, so it restarts no container, then the rest gracefully; the Pods'
 	// processes and containerd's shims, which outlive containerd, are killed by restore
 	// before it lifts the guard.
-	errs = append(errs, c.kubelet.stop(20*time.Second), c.container.stop(20*time.Second),
-		c.proxy.stop(10*time.Second), c.scheduler.stop(10*time.Second))
+	errs = append(errs, c.kubelet.Stop(20*time.Second), c.container.Stop(20*time.Second),
+		c.proxy.Stop(10*time.Second), c.scheduler.Stop(10*time.Second))
 	if c.cp != nil {
 		errs = append(errs, c.cp.Stop())
 	}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/anvil-dev/anvil/internal/controlplane"
 )
 
 // GuardChain is the iptables chain (filter table, both families) that drops Pod traffic
@@ -84,7 +86,7 @@ func GuardDrops() (uint64, error) {
 // waitServiceRules waits until kube-proxy has written the kubernetes Service's rule with
 // its endpoint (the apiserver at the node address): from then on a Pod's packet to the
 // service IP is DNATed to this machine.
-func waitServiceRules(ctx context.Context, o Options, proxy *proc) error {
+func waitServiceRules(ctx context.Context, o Options, proxy *controlplane.Process) error {
 	endpoint := fmt.Sprintf("--to-destination %s:%d", o.NodeIP, o.APIServerPort)
 	timeout := o.ReadyTimeout
 	deadline := time.Now().Add(timeout)
@@ -94,9 +96,9 @@ func waitServiceRules(ctx context.Context, o Options, proxy *proc) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("kube-proxy wrote no rule for the kubernetes Service (to %s) within %s; its log is %s", endpoint, timeout, proxy.logPath)
+			return fmt.Errorf("kube-proxy wrote no rule for the kubernetes Service (to %s) within %s; its log is %s", endpoint, timeout, proxy.LogPath())
 		}
-		if err := proxy.exited(); err != nil {
+		if err := proxy.Exited(); err != nil {
 			return err
 		}
 		select {

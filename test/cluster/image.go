@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/anvil-dev/anvil/internal/containerimage"
 	"github.com/anvil-dev/anvil/test/harness"
 )
 
@@ -50,14 +51,7 @@ func BinaryImage(binary string) (v1.Image, error) {
 	}
 	base := filepath.Base(binary)
 	var layer bytes.Buffer
-	tw := tar.NewWriter(&layer)
-	if err := tw.WriteHeader(&tar.Header{Name: base, Mode: 0o755, Size: int64(len(raw)), Typeflag: tar.TypeReg}); err != nil {
-		return nil, err
-	}
-	if _, err := tw.Write(raw); err != nil {
-		return nil, err
-	}
-	if err := tw.Close(); err != nil {
+	if err := containerimage.WriteTar(&layer, []containerimage.Entry{containerimage.File(base, 0o755, raw)}, time.Unix(0, 0)); err != nil {
 		return nil, err
 	}
 	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {

@@ -43,11 +43,11 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 	if err := c.record(pidProcess(etcd), pidProcess(apiserver), pidProcess(cp.ControllerManagerPID())); err != nil {
 		return err
 	}
-	if c.scheduler, err = startProc(c.LogDir(), "kube-scheduler", filepath.Join(o.BinDir, "kube-scheduler"),
-		"--kubeconfig="+cp.KubeconfigPath(), "--leader-elect=false", "--secure-port=0"); err != nil {
+	if c.scheduler, err = controlplane.StartProcess("kube-scheduler", filepath.Join(o.BinDir, "kube-scheduler"),
+		[]string{"--kubeconfig=" + cp.KubeconfigPath(), "--leader-elect=false", "--secure-port=0"}, c.LogDir(), ""); err != nil {
 		return err
 	}
-	if err := c.record(c.scheduler.record()); err != nil {
+	if err := c.record(pidProcess(c.scheduler.PID())); err != nil {
 		return err
 	}
 	return c.createNode(ctx)
@@ -108,10 +108,10 @@ func (c *Cluster) startProxy(ctx context.Context) error {
 	if err := os.WriteFile(cfg, []byte(kubeProxyConfig(o, kubeconfig, healthz, metrics)), 0o600); err != nil {
 		return err
 	}
-	if c.proxy, err = startProc(c.LogDir(), "kube-proxy", filepath.Join(o.BinDir, "kube-proxy"), "--config="+cfg); err != nil {
+	if c.proxy, err = controlplane.StartProcess("kube-proxy", filepath.Join(o.BinDir, "kube-proxy"), []string{"--config=" + cfg}, c.LogDir(), ""); err != nil {
 		return err
 	}
-	if err := c.record(c.proxy.record()); err != nil {
+	if err := c.record(pidProcess(c.proxy.PID())); err != nil {
 		return err
 	}
 	return waitServiceRules(ctx, o, c.proxy)
@@ -142,19 +142,19 @@ func (c *Cluster) startContainerd(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.container, err = startProc(c.LogDir(), "containerd", bin, "--config="+cfg); err != nil {
+	if c.container, err = controlplane.StartProcess("containerd", bin, []string{"--config=" + cfg}, c.LogDir(), ""); err != nil {
 		return err
 	}
-	if err := c.record(c.container.record()); err != nil {
+	if err := c.record(pidProcess(c.container.PID())); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(o.ReadyTimeout)
 	for exec.CommandContext(ctx, "ctr", "--address", c.ContainerdSocket(), "version").Run() != nil {
-		if err := c.container.exited(); err != nil {
+		if err := c.container.Exited(); err != nil {
 			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("containerd did not answer on %s within %s; its log is %s", c.ContainerdSocket(), o.ReadyTimeout, c.container.logPath)
+			return fmt.Errorf("containerd did not answer on %s within %s; its log is %s", c.ContainerdSocket(), o.ReadyTimeout, c.container.LogPath())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -174,15 +174,15 @@ func (c *Cluster) startKubelet(ctx context.Context) error {
 		return err
 	}
 	var err error
-	if c.kubelet, err = startProc(c.LogDir(), "kubelet", filepath.Join(o.BinDir, "kubelet"),
-		"--config="+cfg, "--kubeconfig="+kubeconfig, "--root-dir="+filepath.Join(o.Dir, "kubelet", "root"),
+	if c.kubelet, err = controlplane.StartProcess("kubelet", filepath.Join(o.BinDir, "kubelet"), []string{
+		"--config=" + cfg, "--kubeconfig=" + kubeconfig, "--root-dir=" + filepath.Join(o.Dir, "kubelet", "root"),
 		// Its self-signed serving certificate goes to /var/lib/kubelet/pki otherwise,
 		// whatever --root-dir says.
-		"--cert-dir="+filepath.Join(o.Dir, "kubelet", "pki"),
-		"--hostname-override="+o.NodeName, "--node-ip="+o.NodeIP, "--v=1"); err != nil {
+		"--cert-dir=" + filepath.Join(o.Dir, "kubelet", "pki"),
+		"--hostname-override=" + o.NodeName, "--node-ip=" + o.NodeIP, "--v=1"}, c.LogDir(), ""); err != nil {
 		return err
 	}
-	if err := c.record(c.kubelet.record()); err != nil {
+	if err := c.record(pidProcess(c.kubelet.PID())); err != nil {
 		return err
 	}
 	return c.waitReady(ctx)
@@ -212,11 +212,11 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 			}
 			why = "Ready, waiting for the default ServiceAccount and kube-root-ca.crt"
 		}
-		if err := c.kubelet.exited(); err != nil {
+		if err := c.kubelet.Exited(); err != nil {
 			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("Node %s not Ready within %s (%s); the kubelet's log is %s:\n%s", c.opts.NodeName, c.opts.ReadyTimeout, why, c.kubelet.logPath, controlplane.LogTail(c.kubelet.logPath, 20))
+			return fmt.Errorf("Node %s not Ready within %s (%s); the kubelet's log is %s:\n%s", c.opts.NodeName, c.opts.ReadyTimeout, why, c.kubelet.LogPath(), controlplane.LogTail(c.kubelet.LogPath(), 20))
 		}
 		select {
 		case <-ctx.Done():
