@@ -65,7 +65,7 @@ func newQEMURuntimeCommand() *cobra.Command {
 	fl.StringVar(&cfg.StateDir, "state-dir", "", "one folder per machine; keep it across restarts (required)")
 	fl.StringVar(&cacheDir, "cache-dir", "", "pulled image layers, shared by all machines (default <state-dir>/cache)")
 	fl.StringSliceVar(&archs, "arch", []string{"amd64", "arm64"}, "architectures to offer, of those whose QEMU is installed: amd64 (x86_64), arm64 (aarch64)")
-	fl.StringVar(&accel, "accel", string(vm.AccelTCG), "tcg (emulation, works everywhere), kvm (the host's architecture natively, others emulated), or auto: kvm when a KVM guest of the host's architecture starts here, tcg otherwise")
+	fl.StringVar(&accel, "accel", string(vm.AccelTCG), "tcg (emulation, works everywhere), kvm (the host's architecture natively, others emulated), or auto: kvm when a probe guest of the host's architecture is seen to run under KVM here, tcg otherwise (the reason is in the pool's status.execution)")
 	fl.Float64Var(&cfg.CPUOvercommit, "cpu-overcommit", cfg.CPUOvercommit, "allocatable cpu = host cpus times this")
 	fl.Float64Var(&cfg.MemoryOvercommit, "memory-overcommit", cfg.MemoryOvercommit, "allocatable memory = host memory times this")
 	fl.Var(&networkForwards{&cfg.Networks}, "network-forward", "NETWORK=GUEST-ADDR:PORT=TARGET-HOST:PORT (repeatable): NICs on NETWORK reach only the named services, GUEST-ADDR in 10.0.2.0/24")

@@ -122,8 +122,8 @@ type launch struct {
 // Spec asks for one, and a NIC on a restricted user
 // network. Boot order is by bootindex (SeaBIOS and the UEFI firmware both follow it), so
 // the override decides it. The network's only ways out are the site's forwards.
-func qemuArgs(s Spec, l launch, accel string) ([]string, error) {
-	machine, cpu, err := vm.Board(s.arch(), vm.Accel(accel), s.CPUs)
+func qemuArgs(s Spec, l launch, accel vm.Accel) ([]string, error) {
+	machine, cpu, err := vm.Board(s.arch(), accel, s.CPUs)
 	if err != nil {
 		return nil, fmt.Errorf("server %s: %w", s.Name, err)
 	}
@@ -139,7 +139,7 @@ func qemuArgs(s Spec, l launch, accel string) ([]string, error) {
 		"-name", "guest=" + s.Name,
 		"-nodefaults", "-no-user-config", "-display", "none",
 		"-sandbox", vm.Sandbox,
-		"-machine", machine, "-accel", accel,
+		"-machine", machine, "-accel", string(accel),
 	}
 	if l.runAs != "" {
 		args = append(args, "-runas", l.runAs)

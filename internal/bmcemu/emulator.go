@@ -25,8 +25,9 @@ type Config struct {
 	// Username and Password are the only credentials the BMC accepts.
 	Username, Password string
 	Servers            []Spec
-	// Accel is QEMU's accelerator: tcg (default) or kvm.
-	Accel string
+	// Accel is QEMU's accelerator: tcg (default), kvm, or auto (kvm when a KVM guest runs
+	// on this host: vm.ChooseAccel, as the qemu runtime chooses).
+	Accel vm.Accel
 	// QEMUUser is who the servers' QEMU drops to when the emulator runs as root (default
 	// vm.DefaultUser); it must exist.
 	QEMUUser string
@@ -59,8 +60,16 @@ func Start(cfg Config) (*Emulator, error) {
 		cfg.Listen = "127.0.0.1:0"
 	}
 	if cfg.Accel == "" {
-		cfg.Accel = "tcg"
+		cfg.Accel = vm.AccelTCG
 	}
+	accel, err := vm.ChooseAccel(context.Background(), cfg.Accel)
+	if err != nil {
+		return nil, fmt.Errorf("bmcemu: %w", err)
+	}
+	if cfg.Accel == vm.AccelAuto {
+		cfg.Logger.Info("accelerator auto", "using", accel.Accel, "reason", accel.Why)
+	}
+	cfg.Accel = accel.Accel
 	runAs, err := vm.UserForRoot(cfg.QEMUUser)
 	if err != nil {
 		return nil, fmt.Errorf("bmcemu: %w", err)

@@ -28,7 +28,7 @@ const (
 type machine struct {
 	spec  Spec
 	dir   string
-	accel string
+	accel vm.Accel
 	runAs string // QEMU's -runas, "" to stay the emulator's user
 	// forwards are the site network's routes (Config.Forwards).
 	forwards []vm.Forward
@@ -42,7 +42,7 @@ type machine struct {
 	override, overrideEnabled string
 }
 
-func newMachine(s Spec, dir, accel, runAs string, forwards []vm.Forward, log logr.Logger) *machine {
+func newMachine(s Spec, dir string, accel vm.Accel, runAs string, forwards []vm.Forward, log logr.Logger) *machine {
 	return &machine{spec: s, dir: dir, accel: accel, runAs: runAs, forwards: forwards, log: log.WithValues("server", s.Name),
 		media: map[string]string{}, override: targetNone, overrideEnabled: "Disabled"}
 }

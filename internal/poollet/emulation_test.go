@@ -27,7 +27,7 @@ func TestEmulationForbiddenKeepsAMachineToNativeArchitectures(t *testing.T) {
 	})
 	want := []computev1alpha1.ArchitectureExecution{
 		{Architecture: "amd64", Execution: computev1alpha1.ExecutionNative},
-		{Architecture: "arm64", Execution: computev1alpha1.ExecutionEmulated},
+		{Architecture: "arm64", Execution: computev1alpha1.ExecutionEmulated, Reason: "a fake pool claims no hardware for this architecture"},
 	}
 	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		mp := &computev1alpha1.MachinePool{}

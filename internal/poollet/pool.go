@@ -111,7 +111,7 @@ func (r *PoolReconciler) observe(ctx context.Context, mp *computev1alpha1.Machin
 		}
 	}
 	st.Architectures = archs
-	st.Execution = execution(archs, rs.GetNativeArchitectures())
+	st.Execution = execution(archs, rs.GetNativeArchitectures(), rs.GetEmulationReasons())
 	r.mu.Lock()
 	r.archs = st.Execution
 	r.mu.Unlock()
@@ -226,17 +226,22 @@ func fits(demand, alloc corev1.ResourceList) bool {
 }
 
 // execution says, for each architecture, whether the runtime runs it natively; the rest
-// are emulated.
-func execution(archs []computev1alpha1.Architecture, native []mriv1alpha1.Architecture) []computev1alpha1.ArchitectureExecution {
+// are emulated, with the runtime's reason when it gives one.
+func execution(archs []computev1alpha1.Architecture, native []mriv1alpha1.Architecture, reasons []*mriv1alpha1.EmulationReason) []computev1alpha1.ArchitectureExecution {
 	out := make([]computev1alpha1.ArchitectureExecution, 0, len(archs))
 	for _, a := range archs {
-		e := computev1alpha1.ExecutionEmulated
+		e := computev1alpha1.ArchitectureExecution{Architecture: a, Execution: computev1alpha1.ExecutionEmulated}
 		for _, n := range native {
 			if mri.ArchFromMRI(n) == a {
-				e = computev1alpha1.ExecutionNative
+				e.Execution = computev1alpha1.ExecutionNative
 			}
 		}
-		out = append(out, computev1alpha1.ArchitectureExecution{Architecture: a, Execution: e})
+		for _, r := range reasons {
+			if e.Execution == computev1alpha1.ExecutionEmulated && mri.ArchFromMRI(r.GetArchitecture()) == a {
+				e.Reason = r.GetReason()
+			}
+		}
+		out = append(out, e)
 	}
 	return out
 }

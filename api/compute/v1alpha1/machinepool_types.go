@@ -101,6 +101,10 @@ const (
 type ArchitectureExecution struct {
 	Architecture Architecture `json:"architecture"`
 	Execution    Execution    `json:"execution"`
+	// Reason says why an Emulated architecture is not run natively, when the runtime says
+	// (for example: the host's KVM runs no guest).
+	// +optional
+	Reason string `json:"reason,omitempty"`
 }
 
 // NativeArchitectures are the architectures the pool's status says it runs natively.

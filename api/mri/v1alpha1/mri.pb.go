@@ -459,7 +459,7 @@ func (x MachineEvent_Type) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MachineEvent_Type.Descriptor instead.
 func (MachineEvent_Type) EnumDescriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{48, 0}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{49, 0}
 }
 
 type ErrorDetail struct {
@@ -1958,9 +1958,12 @@ type StatusResponse struct {
 	// networks are the NIC networks with a meaning on this pool, sorted by name: what a
 	// guest with a NIC on one reaches. A NIC on a network not listed reaches nothing of the
 	// host and nothing beyond it.
-	Networks      []*PoolNetwork `protobuf:"bytes,7,rep,name=networks,proto3" json:"networks,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Networks []*PoolNetwork `protobuf:"bytes,7,rep,name=networks,proto3" json:"networks,omitempty"`
+	// emulation_reasons say, for architectures run emulated, why (in words for a person: the
+	// host's KVM runs no guest, another architecture than the host's); at most one each.
+	EmulationReasons []*EmulationReason `protobuf:"bytes,8,rep,name=emulation_reasons,json=emulationReasons,proto3" json:"emulation_reasons,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -2042,6 +2045,66 @@ func (x *StatusResponse) GetNetworks() []*PoolNetwork {
 	return nil
 }
 
+func (x *StatusResponse) GetEmulationReasons() []*EmulationReason {
+	if x != nil {
+		return x.EmulationReasons
+	}
+	return nil
+}
+
+// EmulationReason is why a pool emulates one architecture.
+type EmulationReason struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Architecture  Architecture           `protobuf:"varint,1,opt,name=architecture,proto3,enum=anvil.mri.v1alpha1.Architecture" json:"architecture,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EmulationReason) Reset() {
+	*x = EmulationReason{}
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EmulationReason) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EmulationReason) ProtoMessage() {}
+
+func (x *EmulationReason) ProtoReflect() protoreflect.Message {
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EmulationReason.ProtoReflect.Descriptor instead.
+func (*EmulationReason) Descriptor() ([]byte, []int) {
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *EmulationReason) GetArchitecture() Architecture {
+	if x != nil {
+		return x.Architecture
+	}
+	return Architecture_ARCHITECTURE_UNSPECIFIED
+}
+
+func (x *EmulationReason) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // PoolNetwork is what a NIC network gives its guests.
 type PoolNetwork struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2058,7 +2121,7 @@ type PoolNetwork struct {
 
 func (x *PoolNetwork) Reset() {
 	*x = PoolNetwork{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[23]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2070,7 +2133,7 @@ func (x *PoolNetwork) String() string {
 func (*PoolNetwork) ProtoMessage() {}
 
 func (x *PoolNetwork) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[23]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2083,7 +2146,7 @@ func (x *PoolNetwork) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolNetwork.ProtoReflect.Descriptor instead.
 func (*PoolNetwork) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{23}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PoolNetwork) GetName() string {
@@ -2118,7 +2181,7 @@ type NetworkForward struct {
 
 func (x *NetworkForward) Reset() {
 	*x = NetworkForward{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[24]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2130,7 +2193,7 @@ func (x *NetworkForward) String() string {
 func (*NetworkForward) ProtoMessage() {}
 
 func (x *NetworkForward) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[24]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2143,7 +2206,7 @@ func (x *NetworkForward) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkForward.ProtoReflect.Descriptor instead.
 func (*NetworkForward) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{24}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *NetworkForward) GetGuest() string {
@@ -2172,7 +2235,7 @@ type ListMachinesRequest struct {
 
 func (x *ListMachinesRequest) Reset() {
 	*x = ListMachinesRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[25]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2184,7 +2247,7 @@ func (x *ListMachinesRequest) String() string {
 func (*ListMachinesRequest) ProtoMessage() {}
 
 func (x *ListMachinesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[25]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2197,7 +2260,7 @@ func (x *ListMachinesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMachinesRequest.ProtoReflect.Descriptor instead.
 func (*ListMachinesRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{25}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListMachinesRequest) GetId() string {
@@ -2223,7 +2286,7 @@ type ListMachinesResponse struct {
 
 func (x *ListMachinesResponse) Reset() {
 	*x = ListMachinesResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[26]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2235,7 +2298,7 @@ func (x *ListMachinesResponse) String() string {
 func (*ListMachinesResponse) ProtoMessage() {}
 
 func (x *ListMachinesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[26]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2248,7 +2311,7 @@ func (x *ListMachinesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMachinesResponse.ProtoReflect.Descriptor instead.
 func (*ListMachinesResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{26}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListMachinesResponse) GetMachines() []*Machine {
@@ -2267,7 +2330,7 @@ type CreateMachineRequest struct {
 
 func (x *CreateMachineRequest) Reset() {
 	*x = CreateMachineRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[27]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2279,7 +2342,7 @@ func (x *CreateMachineRequest) String() string {
 func (*CreateMachineRequest) ProtoMessage() {}
 
 func (x *CreateMachineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[27]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2292,7 +2355,7 @@ func (x *CreateMachineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMachineRequest.ProtoReflect.Descriptor instead.
 func (*CreateMachineRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{27}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CreateMachineRequest) GetMachine() *Machine {
@@ -2311,7 +2374,7 @@ type CreateMachineResponse struct {
 
 func (x *CreateMachineResponse) Reset() {
 	*x = CreateMachineResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[28]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2323,7 +2386,7 @@ func (x *CreateMachineResponse) String() string {
 func (*CreateMachineResponse) ProtoMessage() {}
 
 func (x *CreateMachineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[28]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2336,7 +2399,7 @@ func (x *CreateMachineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMachineResponse.ProtoReflect.Descriptor instead.
 func (*CreateMachineResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{28}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CreateMachineResponse) GetMachine() *Machine {
@@ -2355,7 +2418,7 @@ type DeleteMachineRequest struct {
 
 func (x *DeleteMachineRequest) Reset() {
 	*x = DeleteMachineRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[29]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2367,7 +2430,7 @@ func (x *DeleteMachineRequest) String() string {
 func (*DeleteMachineRequest) ProtoMessage() {}
 
 func (x *DeleteMachineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[29]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2380,7 +2443,7 @@ func (x *DeleteMachineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMachineRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMachineRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{29}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeleteMachineRequest) GetId() string {
@@ -2398,7 +2461,7 @@ type DeleteMachineResponse struct {
 
 func (x *DeleteMachineResponse) Reset() {
 	*x = DeleteMachineResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[30]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2410,7 +2473,7 @@ func (x *DeleteMachineResponse) String() string {
 func (*DeleteMachineResponse) ProtoMessage() {}
 
 func (x *DeleteMachineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[30]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2423,7 +2486,7 @@ func (x *DeleteMachineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMachineResponse.ProtoReflect.Descriptor instead.
 func (*DeleteMachineResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{30}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{31}
 }
 
 type UpdateMachinePowerRequest struct {
@@ -2436,7 +2499,7 @@ type UpdateMachinePowerRequest struct {
 
 func (x *UpdateMachinePowerRequest) Reset() {
 	*x = UpdateMachinePowerRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[31]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2448,7 +2511,7 @@ func (x *UpdateMachinePowerRequest) String() string {
 func (*UpdateMachinePowerRequest) ProtoMessage() {}
 
 func (x *UpdateMachinePowerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[31]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2461,7 +2524,7 @@ func (x *UpdateMachinePowerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMachinePowerRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMachinePowerRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{31}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *UpdateMachinePowerRequest) GetId() string {
@@ -2487,7 +2550,7 @@ type UpdateMachinePowerResponse struct {
 
 func (x *UpdateMachinePowerResponse) Reset() {
 	*x = UpdateMachinePowerResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[32]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2499,7 +2562,7 @@ func (x *UpdateMachinePowerResponse) String() string {
 func (*UpdateMachinePowerResponse) ProtoMessage() {}
 
 func (x *UpdateMachinePowerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[32]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2512,7 +2575,7 @@ func (x *UpdateMachinePowerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMachinePowerResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMachinePowerResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{32}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *UpdateMachinePowerResponse) GetMachine() *Machine {
@@ -2532,7 +2595,7 @@ type RebootMachineRequest struct {
 
 func (x *RebootMachineRequest) Reset() {
 	*x = RebootMachineRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[33]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2544,7 +2607,7 @@ func (x *RebootMachineRequest) String() string {
 func (*RebootMachineRequest) ProtoMessage() {}
 
 func (x *RebootMachineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[33]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2557,7 +2620,7 @@ func (x *RebootMachineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebootMachineRequest.ProtoReflect.Descriptor instead.
 func (*RebootMachineRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{33}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RebootMachineRequest) GetId() string {
@@ -2583,7 +2646,7 @@ type RebootMachineResponse struct {
 
 func (x *RebootMachineResponse) Reset() {
 	*x = RebootMachineResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[34]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2595,7 +2658,7 @@ func (x *RebootMachineResponse) String() string {
 func (*RebootMachineResponse) ProtoMessage() {}
 
 func (x *RebootMachineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[34]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2608,7 +2671,7 @@ func (x *RebootMachineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebootMachineResponse.ProtoReflect.Descriptor instead.
 func (*RebootMachineResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{34}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RebootMachineResponse) GetMachine() *Machine {
@@ -2631,7 +2694,7 @@ type ReimageMachineRequest struct {
 
 func (x *ReimageMachineRequest) Reset() {
 	*x = ReimageMachineRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[35]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2643,7 +2706,7 @@ func (x *ReimageMachineRequest) String() string {
 func (*ReimageMachineRequest) ProtoMessage() {}
 
 func (x *ReimageMachineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[35]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2656,7 +2719,7 @@ func (x *ReimageMachineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReimageMachineRequest.ProtoReflect.Descriptor instead.
 func (*ReimageMachineRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{35}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ReimageMachineRequest) GetId() string {
@@ -2689,7 +2752,7 @@ type ReimageMachineResponse struct {
 
 func (x *ReimageMachineResponse) Reset() {
 	*x = ReimageMachineResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[36]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2701,7 +2764,7 @@ func (x *ReimageMachineResponse) String() string {
 func (*ReimageMachineResponse) ProtoMessage() {}
 
 func (x *ReimageMachineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[36]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2714,7 +2777,7 @@ func (x *ReimageMachineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReimageMachineResponse.ProtoReflect.Descriptor instead.
 func (*ReimageMachineResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{36}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ReimageMachineResponse) GetMachine() *Machine {
@@ -2734,7 +2797,7 @@ type UpdateMachineLabelsRequest struct {
 
 func (x *UpdateMachineLabelsRequest) Reset() {
 	*x = UpdateMachineLabelsRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[37]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2746,7 +2809,7 @@ func (x *UpdateMachineLabelsRequest) String() string {
 func (*UpdateMachineLabelsRequest) ProtoMessage() {}
 
 func (x *UpdateMachineLabelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[37]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2759,7 +2822,7 @@ func (x *UpdateMachineLabelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMachineLabelsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMachineLabelsRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{37}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *UpdateMachineLabelsRequest) GetId() string {
@@ -2785,7 +2848,7 @@ type UpdateMachineLabelsResponse struct {
 
 func (x *UpdateMachineLabelsResponse) Reset() {
 	*x = UpdateMachineLabelsResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[38]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2797,7 +2860,7 @@ func (x *UpdateMachineLabelsResponse) String() string {
 func (*UpdateMachineLabelsResponse) ProtoMessage() {}
 
 func (x *UpdateMachineLabelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[38]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2810,7 +2873,7 @@ func (x *UpdateMachineLabelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMachineLabelsResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMachineLabelsResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{38}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *UpdateMachineLabelsResponse) GetMachine() *Machine {
@@ -2830,7 +2893,7 @@ type AttachVolumeRequest struct {
 
 func (x *AttachVolumeRequest) Reset() {
 	*x = AttachVolumeRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[39]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2842,7 +2905,7 @@ func (x *AttachVolumeRequest) String() string {
 func (*AttachVolumeRequest) ProtoMessage() {}
 
 func (x *AttachVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[39]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2855,7 +2918,7 @@ func (x *AttachVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachVolumeRequest.ProtoReflect.Descriptor instead.
 func (*AttachVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{39}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AttachVolumeRequest) GetId() string {
@@ -2881,7 +2944,7 @@ type AttachVolumeResponse struct {
 
 func (x *AttachVolumeResponse) Reset() {
 	*x = AttachVolumeResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[40]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2893,7 +2956,7 @@ func (x *AttachVolumeResponse) String() string {
 func (*AttachVolumeResponse) ProtoMessage() {}
 
 func (x *AttachVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[40]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2906,7 +2969,7 @@ func (x *AttachVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachVolumeResponse.ProtoReflect.Descriptor instead.
 func (*AttachVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{40}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AttachVolumeResponse) GetMachine() *Machine {
@@ -2926,7 +2989,7 @@ type DetachVolumeRequest struct {
 
 func (x *DetachVolumeRequest) Reset() {
 	*x = DetachVolumeRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[41]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2938,7 +3001,7 @@ func (x *DetachVolumeRequest) String() string {
 func (*DetachVolumeRequest) ProtoMessage() {}
 
 func (x *DetachVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[41]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2951,7 +3014,7 @@ func (x *DetachVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetachVolumeRequest.ProtoReflect.Descriptor instead.
 func (*DetachVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{41}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DetachVolumeRequest) GetId() string {
@@ -2977,7 +3040,7 @@ type DetachVolumeResponse struct {
 
 func (x *DetachVolumeResponse) Reset() {
 	*x = DetachVolumeResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[42]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2989,7 +3052,7 @@ func (x *DetachVolumeResponse) String() string {
 func (*DetachVolumeResponse) ProtoMessage() {}
 
 func (x *DetachVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[42]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3002,7 +3065,7 @@ func (x *DetachVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetachVolumeResponse.ProtoReflect.Descriptor instead.
 func (*DetachVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{42}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DetachVolumeResponse) GetMachine() *Machine {
@@ -3022,7 +3085,7 @@ type AttachNetworkInterfaceRequest struct {
 
 func (x *AttachNetworkInterfaceRequest) Reset() {
 	*x = AttachNetworkInterfaceRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[43]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3034,7 +3097,7 @@ func (x *AttachNetworkInterfaceRequest) String() string {
 func (*AttachNetworkInterfaceRequest) ProtoMessage() {}
 
 func (x *AttachNetworkInterfaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[43]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3047,7 +3110,7 @@ func (x *AttachNetworkInterfaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachNetworkInterfaceRequest.ProtoReflect.Descriptor instead.
 func (*AttachNetworkInterfaceRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{43}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *AttachNetworkInterfaceRequest) GetId() string {
@@ -3073,7 +3136,7 @@ type AttachNetworkInterfaceResponse struct {
 
 func (x *AttachNetworkInterfaceResponse) Reset() {
 	*x = AttachNetworkInterfaceResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[44]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3085,7 +3148,7 @@ func (x *AttachNetworkInterfaceResponse) String() string {
 func (*AttachNetworkInterfaceResponse) ProtoMessage() {}
 
 func (x *AttachNetworkInterfaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[44]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3098,7 +3161,7 @@ func (x *AttachNetworkInterfaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachNetworkInterfaceResponse.ProtoReflect.Descriptor instead.
 func (*AttachNetworkInterfaceResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{44}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *AttachNetworkInterfaceResponse) GetMachine() *Machine {
@@ -3118,7 +3181,7 @@ type DetachNetworkInterfaceRequest struct {
 
 func (x *DetachNetworkInterfaceRequest) Reset() {
 	*x = DetachNetworkInterfaceRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[45]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3130,7 +3193,7 @@ func (x *DetachNetworkInterfaceRequest) String() string {
 func (*DetachNetworkInterfaceRequest) ProtoMessage() {}
 
 func (x *DetachNetworkInterfaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[45]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3143,7 +3206,7 @@ func (x *DetachNetworkInterfaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetachNetworkInterfaceRequest.ProtoReflect.Descriptor instead.
 func (*DetachNetworkInterfaceRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{45}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DetachNetworkInterfaceRequest) GetId() string {
@@ -3169,7 +3232,7 @@ type DetachNetworkInterfaceResponse struct {
 
 func (x *DetachNetworkInterfaceResponse) Reset() {
 	*x = DetachNetworkInterfaceResponse{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[46]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3181,7 +3244,7 @@ func (x *DetachNetworkInterfaceResponse) String() string {
 func (*DetachNetworkInterfaceResponse) ProtoMessage() {}
 
 func (x *DetachNetworkInterfaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[46]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3194,7 +3257,7 @@ func (x *DetachNetworkInterfaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetachNetworkInterfaceResponse.ProtoReflect.Descriptor instead.
 func (*DetachNetworkInterfaceResponse) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{46}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DetachNetworkInterfaceResponse) GetMachine() *Machine {
@@ -3212,7 +3275,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[47]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3224,7 +3287,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[47]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3237,7 +3300,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{47}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{48}
 }
 
 type MachineEvent struct {
@@ -3250,7 +3313,7 @@ type MachineEvent struct {
 
 func (x *MachineEvent) Reset() {
 	*x = MachineEvent{}
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[48]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3262,7 +3325,7 @@ func (x *MachineEvent) String() string {
 func (*MachineEvent) ProtoMessage() {}
 
 func (x *MachineEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[48]
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3275,7 +3338,7 @@ func (x *MachineEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineEvent.ProtoReflect.Descriptor instead.
 func (*MachineEvent) Descriptor() ([]byte, []int) {
-	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{48}
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *MachineEvent) GetType() MachineEvent_Type {
@@ -3424,7 +3487,7 @@ const file_api_mri_v1alpha1_mri_proto_rawDesc = "" +
 	"\vmri_version\x18\x03 \x01(\tR\n" +
 	"mriVersion\x12\x12\n" +
 	"\x04pool\x18\x04 \x01(\tR\x04pool\"\x0f\n" +
-	"\rStatusRequest\"\xce\x03\n" +
+	"\rStatusRequest\"\xa0\x04\n" +
 	"\x0eStatusResponse\x129\n" +
 	"\bcapacity\x18\x01 \x01(\v2\x1d.anvil.mri.v1alpha1.ResourcesR\bcapacity\x12?\n" +
 	"\vallocatable\x18\x02 \x01(\v2\x1d.anvil.mri.v1alpha1.ResourcesR\vallocatable\x12F\n" +
@@ -3432,7 +3495,11 @@ const file_api_mri_v1alpha1_mri_proto_rawDesc = "" +
 	"\x11supported_classes\x18\x04 \x03(\tR\x10supportedClasses\x129\n" +
 	"\taddresses\x18\x05 \x03(\v2\x1b.anvil.mri.v1alpha1.AddressR\taddresses\x12S\n" +
 	"\x14native_architectures\x18\x06 \x03(\x0e2 .anvil.mri.v1alpha1.ArchitectureR\x13nativeArchitectures\x12;\n" +
-	"\bnetworks\x18\a \x03(\v2\x1f.anvil.mri.v1alpha1.PoolNetworkR\bnetworks\"s\n" +
+	"\bnetworks\x18\a \x03(\v2\x1f.anvil.mri.v1alpha1.PoolNetworkR\bnetworks\x12P\n" +
+	"\x11emulation_reasons\x18\b \x03(\v2#.anvil.mri.v1alpha1.EmulationReasonR\x10emulationReasons\"o\n" +
+	"\x0fEmulationReason\x12D\n" +
+	"\farchitecture\x18\x01 \x01(\x0e2 .anvil.mri.v1alpha1.ArchitectureR\farchitecture\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"s\n" +
 	"\vPoolNetwork\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12>\n" +
 	"\bforwards\x18\x02 \x03(\v2\".anvil.mri.v1alpha1.NetworkForwardR\bforwards\x12\x10\n" +
@@ -3578,7 +3645,7 @@ func file_api_mri_v1alpha1_mri_proto_rawDescGZIP() []byte {
 }
 
 var file_api_mri_v1alpha1_mri_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_api_mri_v1alpha1_mri_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_api_mri_v1alpha1_mri_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_api_mri_v1alpha1_mri_proto_goTypes = []any{
 	(Architecture)(0),                      // 0: anvil.mri.v1alpha1.Architecture
 	(Power)(0),                             // 1: anvil.mri.v1alpha1.Power
@@ -3611,47 +3678,48 @@ var file_api_mri_v1alpha1_mri_proto_goTypes = []any{
 	(*VersionResponse)(nil),                // 28: anvil.mri.v1alpha1.VersionResponse
 	(*StatusRequest)(nil),                  // 29: anvil.mri.v1alpha1.StatusRequest
 	(*StatusResponse)(nil),                 // 30: anvil.mri.v1alpha1.StatusResponse
-	(*PoolNetwork)(nil),                    // 31: anvil.mri.v1alpha1.PoolNetwork
-	(*NetworkForward)(nil),                 // 32: anvil.mri.v1alpha1.NetworkForward
-	(*ListMachinesRequest)(nil),            // 33: anvil.mri.v1alpha1.ListMachinesRequest
-	(*ListMachinesResponse)(nil),           // 34: anvil.mri.v1alpha1.ListMachinesResponse
-	(*CreateMachineRequest)(nil),           // 35: anvil.mri.v1alpha1.CreateMachineRequest
-	(*CreateMachineResponse)(nil),          // 36: anvil.mri.v1alpha1.CreateMachineResponse
-	(*DeleteMachineRequest)(nil),           // 37: anvil.mri.v1alpha1.DeleteMachineRequest
-	(*DeleteMachineResponse)(nil),          // 38: anvil.mri.v1alpha1.DeleteMachineResponse
-	(*UpdateMachinePowerRequest)(nil),      // 39: anvil.mri.v1alpha1.UpdateMachinePowerRequest
-	(*UpdateMachinePowerResponse)(nil),     // 40: anvil.mri.v1alpha1.UpdateMachinePowerResponse
-	(*RebootMachineRequest)(nil),           // 41: anvil.mri.v1alpha1.RebootMachineRequest
-	(*RebootMachineResponse)(nil),          // 42: anvil.mri.v1alpha1.RebootMachineResponse
-	(*ReimageMachineRequest)(nil),          // 43: anvil.mri.v1alpha1.ReimageMachineRequest
-	(*ReimageMachineResponse)(nil),         // 44: anvil.mri.v1alpha1.ReimageMachineResponse
-	(*UpdateMachineLabelsRequest)(nil),     // 45: anvil.mri.v1alpha1.UpdateMachineLabelsRequest
-	(*UpdateMachineLabelsResponse)(nil),    // 46: anvil.mri.v1alpha1.UpdateMachineLabelsResponse
-	(*AttachVolumeRequest)(nil),            // 47: anvil.mri.v1alpha1.AttachVolumeRequest
-	(*AttachVolumeResponse)(nil),           // 48: anvil.mri.v1alpha1.AttachVolumeResponse
-	(*DetachVolumeRequest)(nil),            // 49: anvil.mri.v1alpha1.DetachVolumeRequest
-	(*DetachVolumeResponse)(nil),           // 50: anvil.mri.v1alpha1.DetachVolumeResponse
-	(*AttachNetworkInterfaceRequest)(nil),  // 51: anvil.mri.v1alpha1.AttachNetworkInterfaceRequest
-	(*AttachNetworkInterfaceResponse)(nil), // 52: anvil.mri.v1alpha1.AttachNetworkInterfaceResponse
-	(*DetachNetworkInterfaceRequest)(nil),  // 53: anvil.mri.v1alpha1.DetachNetworkInterfaceRequest
-	(*DetachNetworkInterfaceResponse)(nil), // 54: anvil.mri.v1alpha1.DetachNetworkInterfaceResponse
-	(*WatchEventsRequest)(nil),             // 55: anvil.mri.v1alpha1.WatchEventsRequest
-	(*MachineEvent)(nil),                   // 56: anvil.mri.v1alpha1.MachineEvent
-	nil,                                    // 57: anvil.mri.v1alpha1.Resources.ExtendedEntry
-	nil,                                    // 58: anvil.mri.v1alpha1.ObjectMetadata.LabelsEntry
-	nil,                                    // 59: anvil.mri.v1alpha1.ObjectMetadata.AnnotationsEntry
-	nil,                                    // 60: anvil.mri.v1alpha1.FirstBootConfig.MetaDataEntry
-	nil,                                    // 61: anvil.mri.v1alpha1.MachineSpec.HostSelectorEntry
-	nil,                                    // 62: anvil.mri.v1alpha1.ListMachinesRequest.LabelSelectorEntry
-	nil,                                    // 63: anvil.mri.v1alpha1.UpdateMachineLabelsRequest.LabelsEntry
+	(*EmulationReason)(nil),                // 31: anvil.mri.v1alpha1.EmulationReason
+	(*PoolNetwork)(nil),                    // 32: anvil.mri.v1alpha1.PoolNetwork
+	(*NetworkForward)(nil),                 // 33: anvil.mri.v1alpha1.NetworkForward
+	(*ListMachinesRequest)(nil),            // 34: anvil.mri.v1alpha1.ListMachinesRequest
+	(*ListMachinesResponse)(nil),           // 35: anvil.mri.v1alpha1.ListMachinesResponse
+	(*CreateMachineRequest)(nil),           // 36: anvil.mri.v1alpha1.CreateMachineRequest
+	(*CreateMachineResponse)(nil),          // 37: anvil.mri.v1alpha1.CreateMachineResponse
+	(*DeleteMachineRequest)(nil),           // 38: anvil.mri.v1alpha1.DeleteMachineRequest
+	(*DeleteMachineResponse)(nil),          // 39: anvil.mri.v1alpha1.DeleteMachineResponse
+	(*UpdateMachinePowerRequest)(nil),      // 40: anvil.mri.v1alpha1.UpdateMachinePowerRequest
+	(*UpdateMachinePowerResponse)(nil),     // 41: anvil.mri.v1alpha1.UpdateMachinePowerResponse
+	(*RebootMachineRequest)(nil),           // 42: anvil.mri.v1alpha1.RebootMachineRequest
+	(*RebootMachineResponse)(nil),          // 43: anvil.mri.v1alpha1.RebootMachineResponse
+	(*ReimageMachineRequest)(nil),          // 44: anvil.mri.v1alpha1.ReimageMachineRequest
+	(*ReimageMachineResponse)(nil),         // 45: anvil.mri.v1alpha1.ReimageMachineResponse
+	(*UpdateMachineLabelsRequest)(nil),     // 46: anvil.mri.v1alpha1.UpdateMachineLabelsRequest
+	(*UpdateMachineLabelsResponse)(nil),    // 47: anvil.mri.v1alpha1.UpdateMachineLabelsResponse
+	(*AttachVolumeRequest)(nil),            // 48: anvil.mri.v1alpha1.AttachVolumeRequest
+	(*AttachVolumeResponse)(nil),           // 49: anvil.mri.v1alpha1.AttachVolumeResponse
+	(*DetachVolumeRequest)(nil),            // 50: anvil.mri.v1alpha1.DetachVolumeRequest
+	(*DetachVolumeResponse)(nil),           // 51: anvil.mri.v1alpha1.DetachVolumeResponse
+	(*AttachNetworkInterfaceRequest)(nil),  // 52: anvil.mri.v1alpha1.AttachNetworkInterfaceRequest
+	(*AttachNetworkInterfaceResponse)(nil), // 53: anvil.mri.v1alpha1.AttachNetworkInterfaceResponse
+	(*DetachNetworkInterfaceRequest)(nil),  // 54: anvil.mri.v1alpha1.DetachNetworkInterfaceRequest
+	(*DetachNetworkInterfaceResponse)(nil), // 55: anvil.mri.v1alpha1.DetachNetworkInterfaceResponse
+	(*WatchEventsRequest)(nil),             // 56: anvil.mri.v1alpha1.WatchEventsRequest
+	(*MachineEvent)(nil),                   // 57: anvil.mri.v1alpha1.MachineEvent
+	nil,                                    // 58: anvil.mri.v1alpha1.Resources.ExtendedEntry
+	nil,                                    // 59: anvil.mri.v1alpha1.ObjectMetadata.LabelsEntry
+	nil,                                    // 60: anvil.mri.v1alpha1.ObjectMetadata.AnnotationsEntry
+	nil,                                    // 61: anvil.mri.v1alpha1.FirstBootConfig.MetaDataEntry
+	nil,                                    // 62: anvil.mri.v1alpha1.MachineSpec.HostSelectorEntry
+	nil,                                    // 63: anvil.mri.v1alpha1.ListMachinesRequest.LabelSelectorEntry
+	nil,                                    // 64: anvil.mri.v1alpha1.UpdateMachineLabelsRequest.LabelsEntry
 }
 var file_api_mri_v1alpha1_mri_proto_depIdxs = []int32{
 	6,  // 0: anvil.mri.v1alpha1.ErrorDetail.reason:type_name -> anvil.mri.v1alpha1.ErrorReason
-	57, // 1: anvil.mri.v1alpha1.Resources.extended:type_name -> anvil.mri.v1alpha1.Resources.ExtendedEntry
-	58, // 2: anvil.mri.v1alpha1.ObjectMetadata.labels:type_name -> anvil.mri.v1alpha1.ObjectMetadata.LabelsEntry
-	59, // 3: anvil.mri.v1alpha1.ObjectMetadata.annotations:type_name -> anvil.mri.v1alpha1.ObjectMetadata.AnnotationsEntry
+	58, // 1: anvil.mri.v1alpha1.Resources.extended:type_name -> anvil.mri.v1alpha1.Resources.ExtendedEntry
+	59, // 2: anvil.mri.v1alpha1.ObjectMetadata.labels:type_name -> anvil.mri.v1alpha1.ObjectMetadata.LabelsEntry
+	60, // 3: anvil.mri.v1alpha1.ObjectMetadata.annotations:type_name -> anvil.mri.v1alpha1.ObjectMetadata.AnnotationsEntry
 	4,  // 4: anvil.mri.v1alpha1.FirstBootConfig.format:type_name -> anvil.mri.v1alpha1.ConfigFormat
-	60, // 5: anvil.mri.v1alpha1.FirstBootConfig.meta_data:type_name -> anvil.mri.v1alpha1.FirstBootConfig.MetaDataEntry
+	61, // 5: anvil.mri.v1alpha1.FirstBootConfig.meta_data:type_name -> anvil.mri.v1alpha1.FirstBootConfig.MetaDataEntry
 	13, // 6: anvil.mri.v1alpha1.FirstBootConfig.hardware_meta_data:type_name -> anvil.mri.v1alpha1.HardwareMetaData
 	5,  // 7: anvil.mri.v1alpha1.HardwareMetaData.field:type_name -> anvil.mri.v1alpha1.HardwareField
 	15, // 8: anvil.mri.v1alpha1.Volume.image_disk:type_name -> anvil.mri.v1alpha1.ImageDisk
@@ -3663,7 +3731,7 @@ var file_api_mri_v1alpha1_mri_proto_depIdxs = []int32{
 	12, // 14: anvil.mri.v1alpha1.MachineSpec.first_boot:type_name -> anvil.mri.v1alpha1.FirstBootConfig
 	14, // 15: anvil.mri.v1alpha1.MachineSpec.volumes:type_name -> anvil.mri.v1alpha1.Volume
 	17, // 16: anvil.mri.v1alpha1.MachineSpec.network_interfaces:type_name -> anvil.mri.v1alpha1.NetworkInterface
-	61, // 17: anvil.mri.v1alpha1.MachineSpec.host_selector:type_name -> anvil.mri.v1alpha1.MachineSpec.HostSelectorEntry
+	62, // 17: anvil.mri.v1alpha1.MachineSpec.host_selector:type_name -> anvil.mri.v1alpha1.MachineSpec.HostSelectorEntry
 	21, // 18: anvil.mri.v1alpha1.MachineSpec.host_selector_expressions:type_name -> anvil.mri.v1alpha1.LabelSelectorRequirement
 	19, // 19: anvil.mri.v1alpha1.MachineSpec.placement:type_name -> anvil.mri.v1alpha1.Placement
 	20, // 20: anvil.mri.v1alpha1.Placement.tolerations:type_name -> anvil.mri.v1alpha1.Toleration
@@ -3682,61 +3750,63 @@ var file_api_mri_v1alpha1_mri_proto_depIdxs = []int32{
 	0,  // 33: anvil.mri.v1alpha1.StatusResponse.architectures:type_name -> anvil.mri.v1alpha1.Architecture
 	23, // 34: anvil.mri.v1alpha1.StatusResponse.addresses:type_name -> anvil.mri.v1alpha1.Address
 	0,  // 35: anvil.mri.v1alpha1.StatusResponse.native_architectures:type_name -> anvil.mri.v1alpha1.Architecture
-	31, // 36: anvil.mri.v1alpha1.StatusResponse.networks:type_name -> anvil.mri.v1alpha1.PoolNetwork
-	32, // 37: anvil.mri.v1alpha1.PoolNetwork.forwards:type_name -> anvil.mri.v1alpha1.NetworkForward
-	62, // 38: anvil.mri.v1alpha1.ListMachinesRequest.label_selector:type_name -> anvil.mri.v1alpha1.ListMachinesRequest.LabelSelectorEntry
-	26, // 39: anvil.mri.v1alpha1.ListMachinesResponse.machines:type_name -> anvil.mri.v1alpha1.Machine
-	26, // 40: anvil.mri.v1alpha1.CreateMachineRequest.machine:type_name -> anvil.mri.v1alpha1.Machine
-	26, // 41: anvil.mri.v1alpha1.CreateMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	1,  // 42: anvil.mri.v1alpha1.UpdateMachinePowerRequest.power:type_name -> anvil.mri.v1alpha1.Power
-	26, // 43: anvil.mri.v1alpha1.UpdateMachinePowerResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	26, // 44: anvil.mri.v1alpha1.RebootMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	11, // 45: anvil.mri.v1alpha1.ReimageMachineRequest.image:type_name -> anvil.mri.v1alpha1.Image
-	12, // 46: anvil.mri.v1alpha1.ReimageMachineRequest.first_boot:type_name -> anvil.mri.v1alpha1.FirstBootConfig
-	26, // 47: anvil.mri.v1alpha1.ReimageMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	63, // 48: anvil.mri.v1alpha1.UpdateMachineLabelsRequest.labels:type_name -> anvil.mri.v1alpha1.UpdateMachineLabelsRequest.LabelsEntry
-	26, // 49: anvil.mri.v1alpha1.UpdateMachineLabelsResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	14, // 50: anvil.mri.v1alpha1.AttachVolumeRequest.volume:type_name -> anvil.mri.v1alpha1.Volume
-	26, // 51: anvil.mri.v1alpha1.AttachVolumeResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	26, // 52: anvil.mri.v1alpha1.DetachVolumeResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	17, // 53: anvil.mri.v1alpha1.AttachNetworkInterfaceRequest.network_interface:type_name -> anvil.mri.v1alpha1.NetworkInterface
-	26, // 54: anvil.mri.v1alpha1.AttachNetworkInterfaceResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	26, // 55: anvil.mri.v1alpha1.DetachNetworkInterfaceResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	7,  // 56: anvil.mri.v1alpha1.MachineEvent.type:type_name -> anvil.mri.v1alpha1.MachineEvent.Type
-	26, // 57: anvil.mri.v1alpha1.MachineEvent.machine:type_name -> anvil.mri.v1alpha1.Machine
-	27, // 58: anvil.mri.v1alpha1.MachineRuntime.Version:input_type -> anvil.mri.v1alpha1.VersionRequest
-	29, // 59: anvil.mri.v1alpha1.MachineRuntime.Status:input_type -> anvil.mri.v1alpha1.StatusRequest
-	33, // 60: anvil.mri.v1alpha1.MachineRuntime.ListMachines:input_type -> anvil.mri.v1alpha1.ListMachinesRequest
-	35, // 61: anvil.mri.v1alpha1.MachineRuntime.CreateMachine:input_type -> anvil.mri.v1alpha1.CreateMachineRequest
-	37, // 62: anvil.mri.v1alpha1.MachineRuntime.DeleteMachine:input_type -> anvil.mri.v1alpha1.DeleteMachineRequest
-	39, // 63: anvil.mri.v1alpha1.MachineRuntime.UpdateMachinePower:input_type -> anvil.mri.v1alpha1.UpdateMachinePowerRequest
-	41, // 64: anvil.mri.v1alpha1.MachineRuntime.RebootMachine:input_type -> anvil.mri.v1alpha1.RebootMachineRequest
-	43, // 65: anvil.mri.v1alpha1.MachineRuntime.ReimageMachine:input_type -> anvil.mri.v1alpha1.ReimageMachineRequest
-	45, // 66: anvil.mri.v1alpha1.MachineRuntime.UpdateMachineLabels:input_type -> anvil.mri.v1alpha1.UpdateMachineLabelsRequest
-	47, // 67: anvil.mri.v1alpha1.MachineRuntime.AttachVolume:input_type -> anvil.mri.v1alpha1.AttachVolumeRequest
-	49, // 68: anvil.mri.v1alpha1.MachineRuntime.DetachVolume:input_type -> anvil.mri.v1alpha1.DetachVolumeRequest
-	51, // 69: anvil.mri.v1alpha1.MachineRuntime.AttachNetworkInterface:input_type -> anvil.mri.v1alpha1.AttachNetworkInterfaceRequest
-	53, // 70: anvil.mri.v1alpha1.MachineRuntime.DetachNetworkInterface:input_type -> anvil.mri.v1alpha1.DetachNetworkInterfaceRequest
-	55, // 71: anvil.mri.v1alpha1.MachineRuntime.WatchEvents:input_type -> anvil.mri.v1alpha1.WatchEventsRequest
-	28, // 72: anvil.mri.v1alpha1.MachineRuntime.Version:output_type -> anvil.mri.v1alpha1.VersionResponse
-	30, // 73: anvil.mri.v1alpha1.MachineRuntime.Status:output_type -> anvil.mri.v1alpha1.StatusResponse
-	34, // 74: anvil.mri.v1alpha1.MachineRuntime.ListMachines:output_type -> anvil.mri.v1alpha1.ListMachinesResponse
-	36, // 75: anvil.mri.v1alpha1.MachineRuntime.CreateMachine:output_type -> anvil.mri.v1alpha1.CreateMachineResponse
-	38, // 76: anvil.mri.v1alpha1.MachineRuntime.DeleteMachine:output_type -> anvil.mri.v1alpha1.DeleteMachineResponse
-	40, // 77: anvil.mri.v1alpha1.MachineRuntime.UpdateMachinePower:output_type -> anvil.mri.v1alpha1.UpdateMachinePowerResponse
-	42, // 78: anvil.mri.v1alpha1.MachineRuntime.RebootMachine:output_type -> anvil.mri.v1alpha1.RebootMachineResponse
-	44, // 79: anvil.mri.v1alpha1.MachineRuntime.ReimageMachine:output_type -> anvil.mri.v1alpha1.ReimageMachineResponse
-	46, // 80: anvil.mri.v1alpha1.MachineRuntime.UpdateMachineLabels:output_type -> anvil.mri.v1alpha1.UpdateMachineLabelsResponse
-	48, // 81: anvil.mri.v1alpha1.MachineRuntime.AttachVolume:output_type -> anvil.mri.v1alpha1.AttachVolumeResponse
-	50, // 82: anvil.mri.v1alpha1.MachineRuntime.DetachVolume:output_type -> anvil.mri.v1alpha1.DetachVolumeResponse
-	52, // 83: anvil.mri.v1alpha1.MachineRuntime.AttachNetworkInterface:output_type -> anvil.mri.v1alpha1.AttachNetworkInterfaceResponse
-	54, // 84: anvil.mri.v1alpha1.MachineRuntime.DetachNetworkInterface:output_type -> anvil.mri.v1alpha1.DetachNetworkInterfaceResponse
-	56, // 85: anvil.mri.v1alpha1.MachineRuntime.WatchEvents:output_type -> anvil.mri.v1alpha1.MachineEvent
-	72, // [72:86] is the sub-list for method output_type
-	58, // [58:72] is the sub-list for method input_type
-	58, // [58:58] is the sub-list for extension type_name
-	58, // [58:58] is the sub-list for extension extendee
-	0,  // [0:58] is the sub-list for field type_name
+	32, // 36: anvil.mri.v1alpha1.StatusResponse.networks:type_name -> anvil.mri.v1alpha1.PoolNetwork
+	31, // 37: anvil.mri.v1alpha1.StatusResponse.emulation_reasons:type_name -> anvil.mri.v1alpha1.EmulationReason
+	0,  // 38: anvil.mri.v1alpha1.EmulationReason.architecture:type_name -> anvil.mri.v1alpha1.Architecture
+	33, // 39: anvil.mri.v1alpha1.PoolNetwork.forwards:type_name -> anvil.mri.v1alpha1.NetworkForward
+	63, // 40: anvil.mri.v1alpha1.ListMachinesRequest.label_selector:type_name -> anvil.mri.v1alpha1.ListMachinesRequest.LabelSelectorEntry
+	26, // 41: anvil.mri.v1alpha1.ListMachinesResponse.machines:type_name -> anvil.mri.v1alpha1.Machine
+	26, // 42: anvil.mri.v1alpha1.CreateMachineRequest.machine:type_name -> anvil.mri.v1alpha1.Machine
+	26, // 43: anvil.mri.v1alpha1.CreateMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	1,  // 44: anvil.mri.v1alpha1.UpdateMachinePowerRequest.power:type_name -> anvil.mri.v1alpha1.Power
+	26, // 45: anvil.mri.v1alpha1.UpdateMachinePowerResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	26, // 46: anvil.mri.v1alpha1.RebootMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	11, // 47: anvil.mri.v1alpha1.ReimageMachineRequest.image:type_name -> anvil.mri.v1alpha1.Image
+	12, // 48: anvil.mri.v1alpha1.ReimageMachineRequest.first_boot:type_name -> anvil.mri.v1alpha1.FirstBootConfig
+	26, // 49: anvil.mri.v1alpha1.ReimageMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	64, // 50: anvil.mri.v1alpha1.UpdateMachineLabelsRequest.labels:type_name -> anvil.mri.v1alpha1.UpdateMachineLabelsRequest.LabelsEntry
+	26, // 51: anvil.mri.v1alpha1.UpdateMachineLabelsResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	14, // 52: anvil.mri.v1alpha1.AttachVolumeRequest.volume:type_name -> anvil.mri.v1alpha1.Volume
+	26, // 53: anvil.mri.v1alpha1.AttachVolumeResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	26, // 54: anvil.mri.v1alpha1.DetachVolumeResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	17, // 55: anvil.mri.v1alpha1.AttachNetworkInterfaceRequest.network_interface:type_name -> anvil.mri.v1alpha1.NetworkInterface
+	26, // 56: anvil.mri.v1alpha1.AttachNetworkInterfaceResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	26, // 57: anvil.mri.v1alpha1.DetachNetworkInterfaceResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
+	7,  // 58: anvil.mri.v1alpha1.MachineEvent.type:type_name -> anvil.mri.v1alpha1.MachineEvent.Type
+	26, // 59: anvil.mri.v1alpha1.MachineEvent.machine:type_name -> anvil.mri.v1alpha1.Machine
+	27, // 60: anvil.mri.v1alpha1.MachineRuntime.Version:input_type -> anvil.mri.v1alpha1.VersionRequest
+	29, // 61: anvil.mri.v1alpha1.MachineRuntime.Status:input_type -> anvil.mri.v1alpha1.StatusRequest
+	34, // 62: anvil.mri.v1alpha1.MachineRuntime.ListMachines:input_type -> anvil.mri.v1alpha1.ListMachinesRequest
+	36, // 63: anvil.mri.v1alpha1.MachineRuntime.CreateMachine:input_type -> anvil.mri.v1alpha1.CreateMachineRequest
+	38, // 64: anvil.mri.v1alpha1.MachineRuntime.DeleteMachine:input_type -> anvil.mri.v1alpha1.DeleteMachineRequest
+	40, // 65: anvil.mri.v1alpha1.MachineRuntime.UpdateMachinePower:input_type -> anvil.mri.v1alpha1.UpdateMachinePowerRequest
+	42, // 66: anvil.mri.v1alpha1.MachineRuntime.RebootMachine:input_type -> anvil.mri.v1alpha1.RebootMachineRequest
+	44, // 67: anvil.mri.v1alpha1.MachineRuntime.ReimageMachine:input_type -> anvil.mri.v1alpha1.ReimageMachineRequest
+	46, // 68: anvil.mri.v1alpha1.MachineRuntime.UpdateMachineLabels:input_type -> anvil.mri.v1alpha1.UpdateMachineLabelsRequest
+	48, // 69: anvil.mri.v1alpha1.MachineRuntime.AttachVolume:input_type -> anvil.mri.v1alpha1.AttachVolumeRequest
+	50, // 70: anvil.mri.v1alpha1.MachineRuntime.DetachVolume:input_type -> anvil.mri.v1alpha1.DetachVolumeRequest
+	52, // 71: anvil.mri.v1alpha1.MachineRuntime.AttachNetworkInterface:input_type -> anvil.mri.v1alpha1.AttachNetworkInterfaceRequest
+	54, // 72: anvil.mri.v1alpha1.MachineRuntime.DetachNetworkInterface:input_type -> anvil.mri.v1alpha1.DetachNetworkInterfaceRequest
+	56, // 73: anvil.mri.v1alpha1.MachineRuntime.WatchEvents:input_type -> anvil.mri.v1alpha1.WatchEventsRequest
+	28, // 74: anvil.mri.v1alpha1.MachineRuntime.Version:output_type -> anvil.mri.v1alpha1.VersionResponse
+	30, // 75: anvil.mri.v1alpha1.MachineRuntime.Status:output_type -> anvil.mri.v1alpha1.StatusResponse
+	35, // 76: anvil.mri.v1alpha1.MachineRuntime.ListMachines:output_type -> anvil.mri.v1alpha1.ListMachinesResponse
+	37, // 77: anvil.mri.v1alpha1.MachineRuntime.CreateMachine:output_type -> anvil.mri.v1alpha1.CreateMachineResponse
+	39, // 78: anvil.mri.v1alpha1.MachineRuntime.DeleteMachine:output_type -> anvil.mri.v1alpha1.DeleteMachineResponse
+	41, // 79: anvil.mri.v1alpha1.MachineRuntime.UpdateMachinePower:output_type -> anvil.mri.v1alpha1.UpdateMachinePowerResponse
+	43, // 80: anvil.mri.v1alpha1.MachineRuntime.RebootMachine:output_type -> anvil.mri.v1alpha1.RebootMachineResponse
+	45, // 81: anvil.mri.v1alpha1.MachineRuntime.ReimageMachine:output_type -> anvil.mri.v1alpha1.ReimageMachineResponse
+	47, // 82: anvil.mri.v1alpha1.MachineRuntime.UpdateMachineLabels:output_type -> anvil.mri.v1alpha1.UpdateMachineLabelsResponse
+	49, // 83: anvil.mri.v1alpha1.MachineRuntime.AttachVolume:output_type -> anvil.mri.v1alpha1.AttachVolumeResponse
+	51, // 84: anvil.mri.v1alpha1.MachineRuntime.DetachVolume:output_type -> anvil.mri.v1alpha1.DetachVolumeResponse
+	53, // 85: anvil.mri.v1alpha1.MachineRuntime.AttachNetworkInterface:output_type -> anvil.mri.v1alpha1.AttachNetworkInterfaceResponse
+	55, // 86: anvil.mri.v1alpha1.MachineRuntime.DetachNetworkInterface:output_type -> anvil.mri.v1alpha1.DetachNetworkInterfaceResponse
+	57, // 87: anvil.mri.v1alpha1.MachineRuntime.WatchEvents:output_type -> anvil.mri.v1alpha1.MachineEvent
+	74, // [74:88] is the sub-list for method output_type
+	60, // [60:74] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_api_mri_v1alpha1_mri_proto_init() }
@@ -3755,7 +3825,7 @@ func file_api_mri_v1alpha1_mri_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_mri_v1alpha1_mri_proto_rawDesc), len(file_api_mri_v1alpha1_mri_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   56,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -106,13 +106,19 @@ func (r *Runtime) Version(context.Context, *mriv1alpha1.VersionRequest) (*mriv1a
 }
 
 func (r *Runtime) Status(context.Context, *mriv1alpha1.StatusRequest) (*mriv1alpha1.StatusResponse, error) {
-	return &mriv1alpha1.StatusResponse{
+	resp := &mriv1alpha1.StatusResponse{
 		Capacity: proto.Clone(r.cfg.Allocatable).(*mriv1alpha1.Resources), Allocatable: proto.Clone(r.cfg.Allocatable).(*mriv1alpha1.Resources),
 		Architectures:       r.cfg.Architectures,
 		NativeArchitectures: r.cfg.NativeArchitectures,
 		Networks:            r.cfg.Networks,
 		Addresses:           []*mriv1alpha1.Address{{Type: "Endpoint", Address: "fake://" + r.cfg.Name}},
-	}, nil
+	}
+	for _, a := range r.cfg.Architectures {
+		if !slices.Contains(r.cfg.NativeArchitectures, a) {
+			resp.EmulationReasons = append(resp.EmulationReasons, &mriv1alpha1.EmulationReason{Architecture: a, Reason: "a fake pool claims no hardware for this architecture"})
+		}
+	}
+	return resp, nil
 }
 
 func (r *Runtime) ListMachines(_ context.Context, req *mriv1alpha1.ListMachinesRequest) (*mriv1alpha1.ListMachinesResponse, error) {

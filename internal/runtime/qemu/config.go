@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
-	goruntime "runtime"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -42,7 +40,7 @@ type Config struct {
 	StateDir string
 	// Architectures to offer; each needs its QEMU program installed.
 	Architectures []computev1alpha1.Architecture
-	// Accel is tcg (the default) or kvm.
+	// Accel is tcg (the default), kvm or auto; after defaults, the one chosen.
 	Accel vm.Accel
 	// CPUOvercommit and MemoryOvercommit multiply the host's cpus and memory into what
 	// machines may use in total (defaults 4 and 1).
@@ -65,6 +63,9 @@ type Config struct {
 	Seeds  SeedWriter
 	Logger logr.Logger
 
+	// accel is Accel resolved, with why the host's architecture is emulated when it is.
+	accel vm.Accelerator
+
 	// runAs is QEMUUser resolved, nil when the runtime is not root.
 	runAs *vm.User
 
@@ -82,16 +83,14 @@ func (c *Config) defaults() error {
 	if c.Accel == "" {
 		c.Accel = vm.AccelTCG
 	}
-	if c.Accel == AccelAuto {
-		program, err := vm.Binary(computev1alpha1.Architecture(goruntime.GOARCH))
-		if err != nil {
-			return fmt.Errorf("qemu runtime: --accel auto: %w", err)
-		}
-		c.Accel = autoAccel(kvmDevice, program, c.Logger)
+	accel, err := vm.ChooseAccel(context.Background(), c.Accel)
+	if err != nil {
+		return fmt.Errorf("qemu runtime: %w", err)
 	}
-	if c.Accel != vm.AccelTCG && c.Accel != vm.AccelKVM {
-		return fmt.Errorf("qemu runtime: accelerator %q: use tcg, kvm or auto", c.Accel)
+	if c.Accel == vm.AccelAuto {
+		c.Logger.Info("--accel auto", "using", accel.Accel, "reason", accel.Why)
 	}
+	c.Accel, c.accel = accel.Accel, accel
 	if c.CPUOvercommit == 0 {
 		c.CPUOvercommit = 4
 	}
@@ -181,36 +180,5 @@ func (c *Config) resolveForwardCommand() error {
 	return nil
 }
 
-// AccelAuto chooses kvm when this host's KVM works (ProbeKVM), tcg otherwise: what a
-// DaemonSet runs on nodes that differ.
-const AccelAuto vm.Accel = "auto"
-
-const kvmDevice = "/dev/kvm"
-
-// autoAccel is kvm when the device at path opens for reading and writing (QEMU's need) and
-// program, the host architecture's QEMU, runs a KVM guest; tcg otherwise, saying why.
-func autoAccel(path, program string, log logr.Logger) vm.Accel {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		log.Info("--accel auto: using tcg", "reason", err.Error())
-		return vm.AccelTCG
-	}
-	f.Close()
-	arch := computev1alpha1.Architecture(goruntime.GOARCH)
-	machine, cpu, err := vm.Board(arch, vm.AccelKVM, 1)
-	if err == nil {
-		err = vm.ProbeKVM(context.Background(), program, machine, cpu)
-	}
-	if err != nil {
-		log.Info("--accel auto: KVM does not run a guest here, using tcg", "reason", err.Error())
-		return vm.AccelTCG
-	}
-	log.Info("--accel auto: using kvm")
-	return vm.AccelKVM
-}
-
-// native reports whether guests of arch run natively: with KVM, on a host of arch. TCG
-// emulates every architecture, the host's own included.
-func (c *Config) native(arch computev1alpha1.Architecture) bool {
-	return c.Accel == vm.AccelKVM && string(arch) == goruntime.GOARCH
-}
+// AccelAuto chooses kvm when a KVM guest runs on this host, tcg otherwise (vm.ChooseAccel).
+const AccelAuto = vm.AccelAuto

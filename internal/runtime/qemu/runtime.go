@@ -169,8 +169,10 @@ func (r *Runtime) Status(context.Context, *mriv1alpha1.StatusRequest) (*mriv1alp
 	}
 	for _, a := range r.cfg.Architectures {
 		resp.Architectures = append(resp.Architectures, mri.ArchToMRI(a))
-		if r.cfg.native(a) {
+		if why := r.cfg.accel.Emulated(a); why == "" {
 			resp.NativeArchitectures = append(resp.NativeArchitectures, mri.ArchToMRI(a))
+		} else {
+			resp.EmulationReasons = append(resp.EmulationReasons, &mriv1alpha1.EmulationReason{Architecture: mri.ArchToMRI(a), Reason: why})
 		}
 	}
 	resp.Networks = poolNetworks(r.cfg.Networks)
