@@ -192,7 +192,10 @@ CHAOSFLAGS ?=
 chaos: deps tools testos ## The long chaos run: churn on fake, QEMU and metal pools while anvil's processes are SIGKILLed (CHAOS_SEED, CHAOS_DURATION).
 	go run ./test/chaos -seed $(CHAOS_SEED) -duration $(CHAOS_DURATION) $(CHAOSFLAGS)
 
-demo: deps tools testos eraser esp agents build ## A local anvil with the sample objects: see README.
+# make demo builds only what anvil dev runs (etcd, kube-apiserver, kubectl for the banner's
+# commands; the test OS, eraser, ESP and build agents), so a newcomer's first command is as
+# short as it can be; make test builds the rest.
+demo: deps $(CONTROL_PLANE) testos eraser esp $(AGENTS) build ## A local anvil with the sample objects: see README.
 	$(BIN)/anvil dev --bin-dir $(BIN) --test-os $(BIN)/testos --agents $(BIN)/build-agent --emulated-servers 2 --emulated-arm64-servers 1 --apply config/samples
 
 bench: tools testos eraser esp agents build ## Benchmarks and scenarios; figures are printed, never asserted.
