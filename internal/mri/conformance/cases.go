@@ -36,10 +36,36 @@ func (s *suite) status(t *testing.T) {
 	if len(st.Architectures) == 0 {
 		t.Error("no architectures reported")
 	}
+	offered := map[mriv1alpha1.Architecture]bool{}
 	for _, a := range st.Architectures {
 		if a == mriv1alpha1.Architecture_ARCHITECTURE_UNSPECIFIED {
 			t.Error("an architecture is UNSPECIFIED")
 		}
+		offered[a] = true
+	}
+	// S8: native and emulated are exclusive, each about an architecture offered; a reason
+	// is given once at most, and says something.
+	native := map[mriv1alpha1.Architecture]bool{}
+	for _, a := range st.NativeArchitectures {
+		if !offered[a] {
+			t.Errorf("native architecture %s is not among the architectures %v", a, st.Architectures)
+		}
+		native[a] = true
+	}
+	explained := map[mriv1alpha1.Architecture]bool{}
+	for _, r := range st.EmulationReasons {
+		a := r.GetArchitecture()
+		switch {
+		case !offered[a]:
+			t.Errorf("emulation reason for %s, not among the architectures %v", a, st.Architectures)
+		case native[a]:
+			t.Errorf("%s is native and has an emulation reason %q (S8)", a, r.GetReason())
+		case explained[a]:
+			t.Errorf("two emulation reasons for %s (S8)", a)
+		case strings.TrimSpace(r.GetReason()) == "":
+			t.Errorf("an empty emulation reason for %s (S8)", a)
+		}
+		explained[a] = true
 	}
 }
 
