@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -50,11 +51,11 @@ func BuilderNetworks(registryHost string) map[string]qemu.Network {
 	return map[string]qemu.Network{BuilderNetwork: {Forwards: []qemu.NetworkForward{{Guest: builderGuestRegistry, Target: registryHost}}}}
 }
 
-// declareBuilderNetwork opens pool's builders' network to image builders (and nobody else)
-// in the pool's spec.networks, as anvil dev's infrastructure admin: a network the runtime
-// serves is reserved to what the pool declares. The pool is made, labelled as its poollet
-// labels it, if the poollet has not made it yet.
-func declareBuilderNetwork(ctx context.Context, cfg *rest.Config, pool string) error {
+// DeclareNetwork sets the entry of want's network in pool's spec.networks to want, as anvil
+// dev's infrastructure admin: a network the runtime serves is reserved to what the pool
+// declares. The pool is made, labelled as its poollet labels a QEMU pool, if the poollet has
+// not made it yet.
+func DeclareNetwork(ctx context.Context, cfg *rest.Config, pool string, want computev1alpha1.NetworkAccess) error {
 	scheme, err := api.NewScheme()
 	if err != nil {
 		return err
@@ -63,7 +64,6 @@ func declareBuilderNetwork(ctx context.Context, cfg *rest.Config, pool string) e
 	if err != nil {
 		return err
 	}
-	want := computev1alpha1.NetworkAccess{Name: BuilderNetwork, Builders: true}
 	mp := &computev1alpha1.MachinePool{}
 	if err := c.Get(ctx, client.ObjectKey{Name: pool}, mp); apierrors.IsNotFound(err) {
 		mp = &computev1alpha1.MachinePool{ObjectMeta: metav1.ObjectMeta{Name: pool, Labels: map[string]string{LabelRuntime: "qemu"}},
@@ -77,8 +77,8 @@ func declareBuilderNetwork(ctx context.Context, cfg *rest.Config, pool string) e
 	} else if err != nil {
 		return err
 	}
-	if i := slices.IndexFunc(mp.Spec.Networks, func(a computev1alpha1.NetworkAccess) bool { return a.Name == BuilderNetwork }); i >= 0 {
-		if mp.Spec.Networks[i].Builders {
+	if i := slices.IndexFunc(mp.Spec.Networks, func(a computev1alpha1.NetworkAccess) bool { return a.Name == want.Name }); i >= 0 {
+		if equality.Semantic.DeepEqual(mp.Spec.Networks[i], want) {
 			return nil
 		}
 		mp.Spec.Networks = slices.Delete(mp.Spec.Networks, i, i+1)
