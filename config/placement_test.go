@@ -1,6 +1,7 @@
 package config
 
 import (
+	"path/filepath"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -73,5 +74,40 @@ func TestControlPlaneStaysOffHypervisorNodes(t *testing.T) {
 		if got := namespaces[ns]; got != want {
 			t.Errorf("namespace %s: pod-security.kubernetes.io/enforce is %q, want %q", ns, got, want)
 		}
+	}
+}
+
+// A single-node overlay (one node is everything: an evaluation, the install test) lets
+// the manager and the site onto the hypervisor node, and only those two.
+func TestSingleNodeOverlayDropsOnlyTheAffinity(t *testing.T) {
+	kubectl := tool(t, "kubectl")
+	dir := filepath.Join(t.TempDir(), "single")
+	var bases []string
+	for _, b := range []string{"default", "metal-site"} {
+		abs, err := filepath.Abs(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bases = append(bases, abs)
+	}
+	o := Overlay{Bases: bases, Images: map[string]string{"anvil": "r/anvil:v1", "anvil-qemu": "r/anvil-qemu:v1", "anvil-metal": "r/anvil-metal:v1"}, SingleNode: true}
+	if err := o.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, obj := range kustomize(t, kubectl, dir) {
+		if obj.GetKind() != "Deployment" {
+			continue
+		}
+		seen++
+		if _, found, _ := unstructured.NestedMap(obj.Object, "spec", "template", "spec", "affinity"); found {
+			t.Errorf("single node: Deployment %s still has an affinity", obj.GetName())
+		}
+		if sel, _, _ := unstructured.NestedStringMap(obj.Object, "spec", "template", "spec", "nodeSelector"); obj.GetName() == "anvil-metal-site" && sel["node-restriction.kubernetes.io/anvil-metal-site"] != "metal" {
+			t.Errorf("single node: the site's node selector %v was lost", sel)
+		}
+	}
+	if seen != 2 {
+		t.Errorf("%d Deployments rendered, want the manager and the site", seen)
 	}
 }
