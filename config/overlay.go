@@ -21,7 +21,14 @@ type Overlay struct {
 	Images map[string]string
 	// Args are arguments added to containers, by "Kind/name/container-index".
 	Args map[string][]string
+	// SingleNode lets the manager and the metal site run on a hypervisor node: one node that
+	// is everything (an evaluation, the install test). A fleet keeps them off (docs/security.md).
+	SingleNode bool
 }
+
+// offHypervisorNodes are the workloads whose shipped node affinity keeps them off hypervisor
+// nodes, which SingleNode removes.
+var offHypervisorNodes = []string{"Deployment/anvil-controller-manager", "Deployment/anvil-metal-site"}
 
 // Write writes the overlay's kustomization.yaml into dir (made if missing); the bases'
 // paths are written relative to dir, as kustomize wants them.
@@ -60,8 +67,16 @@ func (o Overlay) Write(dir string) error {
 			fmt.Fprintf(&b, "- name: %s\n  newName: %s\n  newTag: %s\n", name, ref[:i], ref[i+1:])
 		}
 	}
-	if len(o.Args) > 0 {
+	if len(o.Args) > 0 || o.SingleNode {
 		b.WriteString("patches:\n")
+	}
+	if o.SingleNode {
+		for _, target := range offHypervisorNodes {
+			kind, name, _ := strings.Cut(target, "/")
+			fmt.Fprintf(&b, "- target: {kind: %s, name: %s}\n  patch: |-\n    - op: remove\n      path: /spec/template/spec/affinity\n", kind, name)
+		}
+	}
+	if len(o.Args) > 0 {
 		for _, target := range sortedKeys(o.Args) {
 			parts := strings.Split(target, "/")
 			if len(parts) != 3 {

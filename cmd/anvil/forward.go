@@ -23,8 +23,14 @@ var errQuiet = errors.New("failed (not printed)")
 // With --outbound (in place of HOST:PORT) it is the outbound proxy of a network with
 // outbound access (qemu.Outbound): it reads one HTTP proxy request from the guest and
 // connects only to public addresses, answering a refusal in HTTP.
+//
+// With --machine, it first takes one of --max-connections slots of that machine
+// (qemu.AcquireForwardSlot) and, when all are taken, closes the connection at once: QEMU
+// starts a process per connection, so the cap bounds the processes one guest can make.
 func newForwardCommand() *cobra.Command {
 	var outbound bool
+	var machine string
+	var maxConns int
 	cmd := &cobra.Command{
 		Use:    "forward HOST:PORT | forward --outbound",
 		Short:  "Join standard input and output to a TCP address (run by QEMU for a guest's forwarded connection)",
@@ -36,6 +42,13 @@ func newForwardCommand() *cobra.Command {
 			return cobra.ExactArgs(1)(cmd, args)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if machine != "" {
+				release, err := qemu.AcquireForwardSlot(machine, maxConns)
+				if err != nil {
+					return errQuiet // the guest sees its connection closed, as for an absent service
+				}
+				defer release()
+			}
 			var err error
 			if outbound {
 				err = qemu.Outbound(cmd.InOrStdin(), cmd.OutOrStdout())
@@ -49,5 +62,7 @@ func newForwardCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&outbound, "outbound", false, "serve one guest connection as the outbound HTTP proxy (public addresses only)")
+	cmd.Flags().StringVar(&machine, "machine", "", "the machine whose connection this is: with --max-connections, caps the machine's concurrent forwarded connections")
+	cmd.Flags().IntVar(&maxConns, "max-connections", qemu.DefaultMaxForwardConnections, "with --machine: how many forwarded connections the machine may hold at once; more are closed unanswered")
 	return cmd
 }

@@ -71,6 +71,7 @@ func newQEMURuntimeCommand() *cobra.Command {
 	fl.Var(&networkForwards{&cfg.Networks}, "network-forward", "NETWORK=GUEST-ADDR:PORT=TARGET-HOST:PORT (repeatable): NICs on NETWORK reach only the named services, GUEST-ADDR in 10.0.2.0/24")
 	fl.StringVar(&cfg.QEMUUser, "qemu-user", vm.DefaultUser, "when the runtime runs as root, the unprivileged user QEMU drops to (-runas); it must exist (hack/install-deps.sh creates "+vm.DefaultUser+")")
 	fl.Var(&networkOutbound{&cfg.Networks}, "network-nat", "NETWORK (repeatable): NICs on NETWORK reach the outside world's public addresses through an HTTP proxy at "+qemu.OutboundProxy+" (not NAT; never the host's loopback, private or link-local addresses). Off by default")
+	fl.IntVar(&cfg.MaxForwardConnections, "max-forward-connections", qemu.DefaultMaxForwardConnections, "how many connections through its forwards (and outbound proxy) one machine may hold at once, each an anvil forward process; more are closed unanswered")
 	fl.DurationVar(&cfg.PowerOffGrace, "power-off-grace", cfg.PowerOffGrace, "how long a guest has to power off on the power button before QEMU is stopped")
 	images = addImageCacheFlags(fl)
 	_ = cmd.MarkFlagRequired("state-dir")

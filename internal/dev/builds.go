@@ -3,7 +3,16 @@ package dev
 import (
 	"context"
 	"fmt"
+	"slices"
 
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/anvil-dev/anvil/api"
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/buildagent"
 	osimagecontroller "github.com/anvil-dev/anvil/internal/controller/osimage"
 	"github.com/anvil-dev/anvil/internal/runtime/qemu"
@@ -40,4 +49,41 @@ func ImageBuilds(registryHost string) osimagecontroller.Config {
 // BuilderNetworks gives anvil dev's QEMU pools the builders' network.
 func BuilderNetworks(registryHost string) map[string]qemu.Network {
 	return map[string]qemu.Network{BuilderNetwork: {Forwards: []qemu.NetworkForward{{Guest: builderGuestRegistry, Target: registryHost}}}}
+}
+
+// DeclareNetwork sets the entry of want's network in pool's spec.networks to want, as anvil
+// dev's infrastructure admin: a network the runtime serves is reserved to what the pool
+// declares. The pool is made, labelled as its poollet labels a QEMU pool, if the poollet has
+// not made it yet.
+func DeclareNetwork(ctx context.Context, cfg *rest.Config, pool string, want computev1alpha1.NetworkAccess) error {
+	scheme, err := api.NewScheme()
+	if err != nil {
+		return err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	mp := &computev1alpha1.MachinePool{}
+	if err := c.Get(ctx, client.ObjectKey{Name: pool}, mp); apierrors.IsNotFound(err) {
+		mp = &computev1alpha1.MachinePool{ObjectMeta: metav1.ObjectMeta{Name: pool, Labels: map[string]string{LabelRuntime: "qemu"}},
+			Spec: computev1alpha1.MachinePoolSpec{Networks: []computev1alpha1.NetworkAccess{want}}}
+		if err := c.Create(ctx, mp); !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		if err := c.Get(ctx, client.ObjectKey{Name: pool}, mp); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return err
+	}
+	if i := slices.IndexFunc(mp.Spec.Networks, func(a computev1alpha1.NetworkAccess) bool { return a.Name == want.Name }); i >= 0 {
+		if equality.Semantic.DeepEqual(mp.Spec.Networks[i], want) {
+			return nil
+		}
+		mp.Spec.Networks = slices.Delete(mp.Spec.Networks, i, i+1)
+	}
+	patch := client.MergeFrom(mp.DeepCopy())
+	mp.Spec.Networks = append(mp.Spec.Networks, want)
+	return c.Patch(ctx, mp, patch)
 }

@@ -85,6 +85,11 @@ func qemuArchitectures(want []computev1alpha1.Architecture) (found []computev1al
 // running when anvil dev stops; the next start adopts them.
 func StartQemuPool(ctx context.Context, cfg *rest.Config, stateDir string, arch computev1alpha1.Architecture, images osimage.CacheOptions, networks map[string]qemu.Network, forward []string, log logr.Logger) (<-chan error, error) {
 	name := QemuPoolName(arch)
+	if _, ok := networks[BuilderNetwork]; ok {
+		if err := DeclareNetwork(ctx, cfg, name, computev1alpha1.NetworkAccess{Name: BuilderNetwork, Builders: true}); err != nil {
+			return nil, fmt.Errorf("declaring pool %s's builders' network: %w", name, err)
+		}
+	}
 	cache, err := osimage.NewCache(filepath.Join(stateDir, "pools", name, "cache"), images)
 	if err != nil {
 		return nil, err

@@ -9,6 +9,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/networkaccess"
 	"github.com/anvil-dev/anvil/internal/scheduler"
 )
 
@@ -31,6 +33,44 @@ func (r *MachineReconciler) admits(ctx context.Context, m *computev1alpha1.Machi
 		req.NamespaceLabels = ns.Labels
 	}
 	if x := scheduler.Admits(&pool, &req); x.Code != scheduler.ReasonNone {
+		return &metav1.Condition{Type: computev1alpha1.ConditionScheduled, Status: metav1.ConditionFalse,
+			Reason:  computev1alpha1.ReasonRuntimeRefused,
+			Message: fmt.Sprintf("MachinePool %s does not admit the machine: %s", r.Pool, x)}, nil
+	}
+	return nil, nil
+}
+
+// admitsNetworks refuses a Machine with a NIC on a network its namespace may not join
+// (networkaccess.Check): the pool's spec.networks against what the runtime gives each
+// network now, asked of the runtime rather than read from status.networks, which lags it.
+// The scheduler does not check networks, so this is where a tenant's NIC on the builders'
+// network or another tenant's is stopped; the Machine goes back to the scheduler.
+func (r *MachineReconciler) admitsNetworks(ctx context.Context, m *computev1alpha1.Machine, nics []*mriv1alpha1.NetworkInterface) (*metav1.Condition, error) {
+	if len(nics) == 0 {
+		return nil, nil
+	}
+	mp := &computev1alpha1.MachinePool{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: r.Pool}, mp); err != nil {
+		return nil, fmt.Errorf("reading MachinePool %s: %w", r.Pool, err)
+	}
+	rs, err := r.Runtime.Status(ctx, &mriv1alpha1.StatusRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("asking the runtime for its networks: %w", err)
+	}
+	pool := networkaccess.PoolFrom(mp.Name, mp.Spec.Networks, networksFromMRI(rs.GetNetworks()))
+	networks := make([]string, 0, len(nics))
+	for _, n := range nics {
+		networks = append(networks, n.GetNetwork())
+	}
+	j := networkaccess.Joiner{Namespace: m.Namespace, Builder: m.Labels[computev1alpha1.LabelImageBuilder] == "true"}
+	if pool.NeedsLabels(networks) {
+		ns := &corev1.Namespace{}
+		if err := r.Reader.Get(ctx, client.ObjectKey{Name: m.Namespace}, ns); err != nil {
+			return nil, fmt.Errorf("reading namespace %s: %w", m.Namespace, err)
+		}
+		j.NamespaceLabels = ns.Labels
+	}
+	if x := networkaccess.Check(pool, &j, networks); x.Code != networkaccess.CodeNone {
 		return &metav1.Condition{Type: computev1alpha1.ConditionScheduled, Status: metav1.ConditionFalse,
 			Reason:  computev1alpha1.ReasonRuntimeRefused,
 			Message: fmt.Sprintf("MachinePool %s does not admit the machine: %s", r.Pool, x)}, nil

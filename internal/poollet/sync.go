@@ -97,6 +97,9 @@ func (r *MachineReconciler) desiredSpec(ctx context.Context, m *computev1alpha1.
 		return nil, &metav1.Condition{Type: computev1alpha1.ConditionNetworkInterfacesReady, Status: metav1.ConditionFalse,
 			Reason: "NotFound", Message: err.Error()}, nil
 	}
+	if cond, err := r.admitsNetworks(ctx, m, nics); cond != nil || err != nil {
+		return nil, cond, err
+	}
 	spec := &mriv1alpha1.MachineSpec{
 		Class:             class.Name,
 		Resources:         mri.ResourcesToMRI(class.Capabilities),

@@ -223,6 +223,12 @@ func (r *rig) startPools(ctx context.Context, stops *[]func()) error {
 	images := osimage.CacheOptions{Network: registrynet.Policy{Allow: registrynet.Loopback}}
 	*stops = append(*stops, func() { r.killVMs() })
 	for _, a := range archs {
+		// The workload network serves the apiserver's forward, so it is reserved until the
+		// pool says who may join it: here, every namespace (the clusters' own).
+		if err := dev.DeclareNetwork(ctx, env.Config, dev.QemuPoolName(a), computev1alpha1.NetworkAccess{Name: workloadNetwork,
+			Tenants: &computev1alpha1.TenantPolicy{NamespaceSelector: &metav1.LabelSelector{}}}); err != nil {
+			return err
+		}
 		errs, err := dev.StartQemuPool(ctx, env.Config, r.state, a, images, networks, nil, logr.Discard())
 		if err != nil {
 			return err

@@ -127,9 +127,12 @@ func writeOverlay(t *testing.T, root, registryHost string, digests map[string]st
 	t.Helper()
 	dir := t.TempDir()
 	allow := "--allow-registry=" + registryHost
+	// One node is everything here: the manager and the site run on the hypervisor node,
+	// which the shipped manifests refuse (config/placement_test.go checks they do).
 	o := config.Overlay{
-		Bases:  []string{filepath.Join(root, "config/default"), filepath.Join(root, "config/metal-site")},
-		Images: map[string]string{},
+		Bases:      []string{filepath.Join(root, "config/default"), filepath.Join(root, "config/metal-site")},
+		Images:     map[string]string{},
+		SingleNode: true,
 		Args: map[string][]string{
 			"Deployment/anvil-controller-manager/0": {"--image-architectures=any"},
 			"DaemonSet/anvil-qemu-runtime/0":        {allow},

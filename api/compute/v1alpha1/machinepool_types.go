@@ -26,7 +26,38 @@ type MachinePoolSpec struct {
 	// Tenants says which namespaces may place Machines here. Empty allows every namespace.
 	// +optional
 	Tenants *TenantPolicy `json:"tenants,omitempty"`
+
+	// Networks says who may put a NIC on each of the pool's networks. A network the pool's
+	// runtime gives something (status.networks: forwards or outbound access) is reserved:
+	// only the Machines its entry here allows may join it, and nobody when it has no entry.
+	// A network the runtime gives nothing (a NIC on it reaches nothing) needs no entry.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Networks []NetworkAccess `json:"networks,omitempty"`
 }
+
+// NetworkAccess is who may join one network of a pool.
+type NetworkAccess struct {
+	// Name is the network, as a NetworkInterface's spec.network names it.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// Tenants are the namespaces whose Machines may join it. Unlike spec.tenants, empty
+	// allows no namespace: a network is reserved unless opened.
+	// +optional
+	Tenants *TenantPolicy `json:"tenants,omitempty"`
+	// Builders lets OS image builder Machines (made by the manager, carrying
+	// LabelImageBuilder) join it, whatever their namespace.
+	// +optional
+	Builders bool `json:"builders,omitempty"`
+}
+
+// LabelImageBuilder marks a Machine the manager made to build an OS image. Only a user who
+// may create OSImageBuilds in the namespace may set it, or change a marked Machine's spec
+// (admission policy anvil-image-builder-marker), so pools can trust it.
+const LabelImageBuilder = "compute.anvil.dev/image-builder"
 
 // TenantPolicy allows namespaces by name or by label. A namespace matching either is allowed.
 type TenantPolicy struct {

@@ -67,8 +67,14 @@ func (r *BuildReconciler) createBuilder(ctx context.Context, o *imagesv1alpha1.O
 	if o.Spec.Builder.AllowEmulated {
 		emulation = computev1alpha1.EmulationAllowed
 	}
+	// The marker lets pools put it on the builders' network; only the manager may set it
+	// (admission policy anvil-image-builder-marker).
+	machineLabels := map[string]string{computev1alpha1.LabelImageBuilder: "true"}
+	for k, v := range labels {
+		machineLabels[k] = v
+	}
 	m := &computev1alpha1.Machine{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: b.Namespace, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: b.Namespace, Labels: machineLabels},
 		Spec: computev1alpha1.MachineSpec{
 			MachineClassRef:     o.Spec.Builder.MachineClassRef,
 			Image:               builderRef.Context().Digest(in.BuilderDigest).String(),

@@ -53,6 +53,10 @@ type Config struct {
 	// QEMU runs per forwarded connection, the target appended (default: `anvil forward`).
 	Networks       map[string]Network
 	ForwardCommand []string
+	// MaxForwardConnections caps how many connections through its forwards one machine
+	// holds at once, each a forward process (0: DefaultMaxForwardConnections; negative: no
+	// cap, for a ForwardCommand without `anvil forward`'s --machine).
+	MaxForwardConnections int
 
 	// QEMUUser is who QEMU drops to (-runas) when the runtime runs as root (default
 	// vm.DefaultUser); it must exist. A runtime that is not root starts QEMU as itself.

@@ -49,7 +49,7 @@ func (w *worker) plug(ctx context.Context, qemuID string) {
 			}
 		}
 	} else {
-		nic := w.r.vmNIC(&dev, port)
+		nic := w.r.vmNIC(w.id, &dev, port)
 		if err = w.qmp.Execute(qctx, "netdev_add", vm.Netdev(nic), nil); err == nil || duplicate(err) {
 			if err = w.qmp.Execute(qctx, "device_add", vm.NICDevice(nic), nil); err != nil && !duplicate(err) {
 				_ = w.qmp.Execute(qctx, "netdev_del", map[string]string{"id": dev.QEMUID}, nil)

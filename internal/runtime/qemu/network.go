@@ -116,16 +116,31 @@ func ReachableForwardCommand(qemuUser string) ([]string, error) {
 }
 
 // vmNIC is the QEMU description of a NIC device on root port port.
-func (r *Runtime) vmNIC(d *device, port int) vm.NIC {
+// Each connection's command is capped per machine (machineID): every forward of every NIC
+// of the machine shares its MaxForwardConnections slots.
+func (r *Runtime) vmNIC(machineID string, d *device, port int) vm.NIC {
 	nic := vm.NIC{ID: d.QEMUID, MAC: d.MAC, Port: port, Restrict: true}
-	n := r.cfg.Networks[d.Network]                                 // a network the pool does not name has no forwards
-	nic.Forwards = GuestForwards(n.Forwards, r.cfg.ForwardCommand) // checked in checkNetworks
+	n := r.cfg.Networks[d.Network] // a network the pool does not name has no forwards
+	command := r.forwardCommandFor(machineID)
+	nic.Forwards = GuestForwards(n.Forwards, command) // checked in checkNetworks
 	if n.Outbound {
 		host, port, _ := net.SplitHostPort(OutboundProxy)
 		p, _ := strconv.Atoi(port)
-		nic.Forwards = append(nic.Forwards, vm.Forward{GuestIP: host, GuestPort: p, Command: shellWords(append(slices.Clone(r.cfg.ForwardCommand), outboundFlag))})
+		nic.Forwards = append(nic.Forwards, vm.Forward{GuestIP: host, GuestPort: p, Command: shellWords(append(command, outboundFlag))})
 	}
 	return nic
+}
+
+// forwardCommandFor is the forward command with machineID's connection cap.
+func (r *Runtime) forwardCommandFor(machineID string) []string {
+	max := r.cfg.MaxForwardConnections
+	if max == 0 {
+		max = DefaultMaxForwardConnections
+	}
+	if max < 0 {
+		return slices.Clone(r.cfg.ForwardCommand)
+	}
+	return append(slices.Clone(r.cfg.ForwardCommand), "--machine", machineID, "--max-connections", strconv.Itoa(max))
 }
 
 // GuestForwards are QEMU's guestfwd options for forwards (whose Guest addresses

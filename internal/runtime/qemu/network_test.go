@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,11 +16,21 @@ import (
 )
 
 // TestMain lets the test binary serve as the guest-forward command QEMU runs (what
-// `anvil forward` is outside tests): `<test binary> forward HOST:PORT`.
+// `anvil forward` is outside tests): `<test binary> forward [--machine ID
+// --max-connections N] HOST:PORT`, taking the machine's slot as anvil forward does.
 func TestMain(m *testing.M) {
-	if len(os.Args) == 3 && os.Args[1] == "forward" {
-		run := func() error { return Forward(os.Stdin, os.Stdout, os.Args[2]) }
-		if os.Args[2] == outboundFlag {
+	if len(os.Args) >= 3 && os.Args[1] == "forward" {
+		args := os.Args[2:]
+		if len(args) == 5 && args[0] == "--machine" && args[2] == "--max-connections" {
+			max, _ := strconv.Atoi(args[3])
+			if _, err := AcquireForwardSlot(args[1], max); err != nil {
+				os.Exit(1)
+			}
+			args = args[4:]
+		}
+		target := args[len(args)-1]
+		run := func() error { return Forward(os.Stdin, os.Stdout, target) }
+		if target == outboundFlag {
 			run = func() error { return Outbound(os.Stdin, os.Stdout) }
 		}
 		if run() != nil {

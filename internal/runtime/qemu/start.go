@@ -126,7 +126,7 @@ func (w *worker) plan() (vm.Spec, string, error) {
 		case kindVolume:
 			s.Disks = append(s.Disks, vm.Disk{ID: d.QEMUID, Path: d.Path, Format: vm.DiskFormat(d.Format), Port: d.Port})
 		case kindNIC:
-			nic := w.r.vmNIC(d, d.Port)
+			nic := w.r.vmNIC(w.id, d, d.Port)
 			if firstNIC {
 				if rec.SSHPort == 0 || !portFree(rec.SSHPort) {
 					p, err := freePort()

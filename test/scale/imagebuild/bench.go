@@ -140,7 +140,8 @@ func (b *bench) byHand(ctx context.Context, arch computev1alpha1.Architecture) (
 		return 0, err
 	}
 	repository, _, _ := strings.Cut(dev.BuilderRepository, ":")
-	m := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: machine},
+	// Marked as the manager marks its builders, so the pool lets it onto their network.
+	m := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: machine, Labels: map[string]string{computev1alpha1.LabelImageBuilder: "true"}},
 		Spec: computev1alpha1.MachineSpec{
 			MachineClassRef: computev1alpha1.MachineClassReference{Name: class},
 			Architecture:    arch,
