@@ -73,6 +73,14 @@ const (
 	// ReasonMachineNameTaken: an anvil Machine of the AnvilMachine's name exists that the
 	// provider did not make for it; it is left alone.
 	ReasonMachineNameTaken = "MachineNameTaken"
+	// ReasonSecretNameTaken: a Secret of the anvil Machine's name exists that the provider
+	// did not make for this AnvilMachine (its labels, or its owner reference, say otherwise);
+	// it is left alone and no anvil Machine is made.
+	ReasonSecretNameTaken = "SecretNameTaken"
+	// ReasonBootstrapDataNotOwned: the bootstrap data Secret the Machine names was not written
+	// by a bootstrap provider for the Machine's cluster (no owner reference to a
+	// bootstrap.cluster.x-k8s.io kind, or no cluster-name label of the cluster); it is not booted.
+	ReasonBootstrapDataNotOwned = "BootstrapDataNotOwned"
 	// ReasonProvisioning: the anvil Machine is being created or is not running yet; the
 	// message carries the anvil Machine's own explanation.
 	ReasonProvisioning = "Provisioning"
