@@ -27,6 +27,11 @@ const (
 	// belongs to a Cluster by owner references nor is named after it: the provider sets it on
 	// an AnvilCluster's identityRef Secret, which the new management cluster needs.
 	LabelMove = "clusterctl.cluster.x-k8s.io/move"
+	// LabelBootstrapData marks a bootstrap data Secret written without a bootstrap provider
+	// (by hand, for a Machine's bootstrap.dataSecretName) as first-boot data of the cluster
+	// its value names. A Secret with neither this label nor a bootstrap provider's owner
+	// reference is not booted.
+	LabelBootstrapData = "infrastructure.cluster.x-k8s.io/anvil-bootstrap-data"
 
 	// FinalizerAnvilMachine holds an AnvilMachine until its anvil Machine is deleted (or, for
 	// a move, left to the moved copy).
