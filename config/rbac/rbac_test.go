@@ -87,6 +87,9 @@ func TestClusterAPIManagerRoleCoversEveryProviderKind(t *testing.T) {
 		}
 	}
 	for _, c := range crds {
+		if c.Spec.Names.Kind == "AnvilClusterIdentity" {
+			continue // an admin's grant to anvil's manager: Cluster API never touches it
+		}
 		key := c.Spec.Group + "/" + c.Spec.Names.Plural
 		for _, v := range []string{"create", "delete", "get", "list", "patch", "update", "watch"} {
 			if !granted[key][v] {

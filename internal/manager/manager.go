@@ -79,6 +79,10 @@ type Options struct {
 	// CAPIExtension serves Cluster API's in-place update hooks (a new image reimages the
 	// machines in place); off while its BindAddress is empty. It needs the provider.
 	CAPIExtension extension.Options
+	// CAPIIdentityAllowLoopback lets AnvilClusters' identityRef kubeconfigs name a control
+	// plane on a loopback address (tests; one host running two anvils). Off, such a server
+	// is refused: a tenant's kubeconfig would otherwise reach this host's own services.
+	CAPIIdentityAllowLoopback bool
 	// SkipControllerNameValidation allows building more than one manager in one process,
 	// as tests and benchmarks do; controller names are otherwise checked for uniqueness.
 	SkipControllerNameValidation bool
@@ -121,6 +125,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.CAPIExtension.BindAddress, "capi-extension-bind-address", o.CAPIExtension.BindAddress, "HOST:PORT of Cluster API's in-place update extension (HTTPS; Runtime SDK hooks CanUpdateMachineSet, CanUpdateMachine, UpdateMachine); empty turns it off")
 	fs.StringVar(&o.CAPIExtension.CertDir, "capi-extension-cert-dir", o.CAPIExtension.CertDir, "folder holding the extension's tls.crt and tls.key; when missing, a self-signed certificate for 127.0.0.1 is made there (its tls.crt is the ExtensionConfig's caBundle)")
 	fs.StringVar(&o.CAPIExtension.ClientCAFile, "capi-extension-client-ca", o.CAPIExtension.ClientCAFile, "PEM file of the CA that signed Cluster API's --runtime-extension-client-cert-file: only callers with such a certificate are answered")
+	fs.BoolVar(&o.CAPIIdentityAllowLoopback, "capi-identity-allow-loopback", o.CAPIIdentityAllowLoopback, "let AnvilClusters' identityRef kubeconfigs name a control plane on a loopback address (link-local and cloud metadata addresses stay refused)")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection, "elect one active manager among replicas")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "namespace of the leader election Lease")
 }
@@ -277,7 +282,7 @@ func addClusterAPI(mgr ctrl.Manager, o Options) error {
 		mgr.GetLogger().Info("Cluster API provider off: its kinds are not served", "reason", err.Error())
 		return nil
 	}
-	computes, err := capicontroller.Setup(mgr, o.Concurrency)
+	computes, err := capicontroller.Setup(mgr, capicontroller.Options{Concurrency: o.Concurrency, AllowLoopback: o.CAPIIdentityAllowLoopback})
 	if err != nil || o.CAPIExtension.BindAddress == "" {
 		return err
 	}

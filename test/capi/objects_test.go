@@ -24,14 +24,14 @@ const bootstrapSecret = "boot"
 // Machines name (there is no bootstrap provider: the data is a plain cloud-config).
 func newCluster(t testing.TB, r *rig, ns, name string) *clusterv1.Cluster {
 	t.Helper()
-	return newClusterWithIdentity(t, r, ns, name, nil)
+	return newClusterWithIdentity(t, r, ns, name, nil, "")
 }
 
 // newClusterWithIdentity is newCluster whose AnvilCluster, when identity is set, names a
 // Secret holding that kubeconfig in spec.identityRef; its bootstrap data Secret then carries
 // the move label (a bootstrap provider's Secret would be owned by its config, owned by the
 // Machine, and move with it).
-func newClusterWithIdentity(t testing.TB, r *rig, ns, name string, identity []byte) *clusterv1.Cluster {
+func newClusterWithIdentity(t testing.TB, r *rig, ns, name string, identity []byte, tenant string) *clusterv1.Cluster {
 	t.Helper()
 	endpoint, err := capienv.Endpoint(r.workload.RESTConfig())
 	if err != nil {
@@ -40,7 +40,7 @@ func newClusterWithIdentity(t testing.TB, r *rig, ns, name string, identity []by
 	cluster, objs := capienv.Cluster(ns, name, r.kubeconfig, endpoint)
 	boot := capienv.BootstrapSecret(cluster, bootstrapSecret, []byte("#cloud-config\n"))
 	if identity != nil {
-		objs = capienv.WithIdentity(cluster, objs, identity)
+		objs = capienv.WithIdentity(cluster, objs, identity, tenant)
 		boot.Labels[infrav1.LabelMove] = ""
 	}
 	if err := capienv.Create(context.Background(), env.Client, append([]client.Object{boot}, objs...)...); err != nil {

@@ -32,12 +32,16 @@ func TestPivotKeepsMachinesWhereTheyAre(t *testing.T) {
 	identity := capienv.TenantIdentity(t, env.Config, tenant)
 	startTenantStandIns(t, r, tenant)
 	b := capienv.StartManagementCluster(t, capienv.Options{})
+	// B's admin allows the moved AnvilCluster's namespace the identity's (clusterctl moves no grant).
+	if err := b.Client.Create(ctx, capienv.IdentityGrant(ns, tenant)); err != nil {
+		t.Fatal(err)
+	}
 	if err := capienv.InstallInventory(ctx, env.Client, "capi-system"); err != nil {
 		t.Fatal(err)
 	}
 
 	const name = "pivot"
-	cluster := newClusterWithIdentity(t, r, ns, name, identity)
+	cluster := newClusterWithIdentity(t, r, ns, name, identity, tenant)
 	newControlPlaneMachine(t, r, cluster, "cp-0", computev1alpha1.ArchitectureAMD64)
 	md := newMachineDeployment(t, cluster, "md", machineSpec(r, computev1alpha1.ArchitectureAMD64), "", 1)
 	capienv.ClusterHealthy(t, env.Client, ns, name, 2, tenant, 3*time.Minute)

@@ -22,6 +22,8 @@ func RunAnvilManager(ctx context.Context, cfg *rest.Config, ext extension.Option
 	o.MetricsAddr, o.HealthAddr, o.SkipControllerNameValidation = "0", "0", true
 	o.ImageArchitectures = manager.ImageArchitecturesAny
 	o.ClusterAPI, o.CAPIExtension = true, ext
+	// The identities of the pivot tests name the other control plane at 127.0.0.1.
+	o.CAPIIdentityAllowLoopback = true
 	mgr, err := manager.New(rest.CopyConfig(cfg), o)
 	if err != nil {
 		return nil, err

@@ -58,12 +58,13 @@ func Cluster(ns, name string, kubeconfig []byte, endpoint clusterv1.APIEndpoint)
 	}
 }
 
-// BootstrapSecret is a bootstrap data Secret as a bootstrap provider writes one, for the
-// Machines of cluster that name it: value is the first-boot data (a cloud-config, or a
-// script a guest runs), in format cloud-config.
+// BootstrapSecret is a bootstrap data Secret as a user without a bootstrap provider writes
+// one, for the Machines of cluster that name it: value is the first-boot data (a
+// cloud-config, or a script a guest runs), in format cloud-config. The provider boots it
+// because it is labelled as the cluster's bootstrap data (infrav1.LabelBootstrapData).
 func BootstrapSecret(cluster *clusterv1.Cluster, name string, value []byte) *corev1.Secret {
 	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cluster.Namespace,
-		Labels: map[string]string{clusterv1.ClusterNameLabel: cluster.Name}},
+		Labels: map[string]string{clusterv1.ClusterNameLabel: cluster.Name, infrav1.LabelBootstrapData: cluster.Name}},
 		Type: clusterv1.ClusterSecretType, Data: map[string][]byte{"value": value, "format": []byte("cloud-config")}}
 }
 

@@ -86,17 +86,29 @@ func TenantIdentity(t testing.TB, cfg *rest.Config, tenant string) []byte {
 }
 
 // WithIdentity makes the AnvilCluster among a Cluster's objects (Cluster's) name, in
-// spec.identityRef, a Secret <name>-identity holding the kubeconfig identity, which it
-// puts first.
-func WithIdentity(cluster *clusterv1.Cluster, objs []client.Object, identity []byte) []client.Object {
+// spec.identityRef, a Secret <name>-identity holding the kubeconfig identity for namespace
+// tenant, which it puts first, after the admin's grant of tenant to the Cluster's namespace
+// (IdentityGrant). The Secret is labelled as the cluster's, so the provider labels it for
+// `clusterctl move`.
+func WithIdentity(cluster *clusterv1.Cluster, objs []client.Object, identity []byte, tenant string) []client.Object {
 	secret := cluster.Name + "-identity"
 	for _, o := range objs {
 		if ac, ok := o.(*infrav1.AnvilCluster); ok {
 			ac.Spec.IdentityRef = &infrav1.IdentityReference{Name: secret}
 		}
 	}
-	return append([]client.Object{&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secret, Namespace: cluster.Namespace},
-		Data: map[string][]byte{"value": identity}}}, objs...)
+	return append([]client.Object{IdentityGrant(cluster.Namespace, tenant),
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secret, Namespace: cluster.Namespace,
+			Labels: map[string]string{clusterv1.ClusterNameLabel: cluster.Name}},
+			Data: map[string][]byte{"value": identity}}}, objs...)
+}
+
+// IdentityGrant is the AnvilClusterIdentity an infrastructure admin makes in each management
+// cluster so that AnvilClusters of namespace ns may use identities for namespace tenant.
+// clusterctl does not move it: make it in the target too.
+func IdentityGrant(ns, tenant string) *infrav1.AnvilClusterIdentity {
+	return &infrav1.AnvilClusterIdentity{ObjectMeta: metav1.ObjectMeta{Name: ns + "-to-" + tenant},
+		Spec: infrav1.AnvilClusterIdentitySpec{RemoteNamespace: tenant, AllowedNamespaces: []string{ns}}}
 }
 
 // IdentityClient is a client acting with an identity kubeconfig.

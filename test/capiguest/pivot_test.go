@@ -36,6 +36,10 @@ func TestPivotOfGuests(t *testing.T) {
 	// B's Cluster API resyncs as the rig's does (see capiSyncPeriod): its Machines are
 	// matched to their Nodes anew.
 	b := capienv.StartManagementCluster(t, capienv.Options{Args: []string{"--sync-period", capiSyncPeriod.String()}})
+	// B's admin allows the moved AnvilCluster's namespace the identity's (clusterctl moves no grant).
+	if err := b.Client.Create(ctx, capienv.IdentityGrant(ns, tenant)); err != nil {
+		t.Fatal(err)
+	}
 	if err := capienv.InstallInventory(ctx, env.Client, "capi-system"); err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +53,7 @@ func TestPivotOfGuests(t *testing.T) {
 		t.Fatal(err)
 	}
 	cluster, objs := capienv.Cluster(ns, name, r.kubeconfig, endpoint)
-	objs = capienv.WithIdentity(cluster, objs, identity)
+	objs = capienv.WithIdentity(cluster, objs, identity, tenant)
 	boot := capienv.BootstrapSecret(cluster, bootstrapSecret, r.bootstrapScript(t))
 	boot.Labels[infrav1.LabelMove] = ""
 	objs = append(objs, boot)

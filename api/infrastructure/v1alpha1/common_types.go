@@ -27,6 +27,11 @@ const (
 	// belongs to a Cluster by owner references nor is named after it: the provider sets it on
 	// an AnvilCluster's identityRef Secret, which the new management cluster needs.
 	LabelMove = "clusterctl.cluster.x-k8s.io/move"
+	// LabelBootstrapData marks a bootstrap data Secret written without a bootstrap provider
+	// (by hand, for a Machine's bootstrap.dataSecretName) as first-boot data of the cluster
+	// its value names. A Secret with neither this label nor a bootstrap provider's owner
+	// reference is not booted.
+	LabelBootstrapData = "infrastructure.cluster.x-k8s.io/anvil-bootstrap-data"
 
 	// FinalizerAnvilMachine holds an AnvilMachine until its anvil Machine is deleted (or, for
 	// a move, left to the moved copy).
@@ -73,6 +78,14 @@ const (
 	// ReasonMachineNameTaken: an anvil Machine of the AnvilMachine's name exists that the
 	// provider did not make for it; it is left alone.
 	ReasonMachineNameTaken = "MachineNameTaken"
+	// ReasonSecretNameTaken: a Secret of the anvil Machine's name exists that the provider
+	// did not make for this AnvilMachine (its labels, or its owner reference, say otherwise);
+	// it is left alone and no anvil Machine is made.
+	ReasonSecretNameTaken = "SecretNameTaken"
+	// ReasonBootstrapDataNotOwned: the bootstrap data Secret the Machine names was not written
+	// by a bootstrap provider for the Machine's cluster (no owner reference to a
+	// bootstrap.cluster.x-k8s.io kind, or no cluster-name label of the cluster); it is not booted.
+	ReasonBootstrapDataNotOwned = "BootstrapDataNotOwned"
 	// ReasonProvisioning: the anvil Machine is being created or is not running yet; the
 	// message carries the anvil Machine's own explanation.
 	ReasonProvisioning = "Provisioning"

@@ -5,9 +5,12 @@ import (
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/scheduler"
 )
 
 // DefaultAPIServerPort is the control plane endpoint's port when it is taken from a
@@ -123,4 +126,18 @@ func failureDomainLabel(l string) string {
 
 func condition(status metav1.ConditionStatus, reason, msg string) metav1.Condition {
 	return metav1.Condition{Type: infrav1.ConditionReady, Status: status, Reason: reason, Message: msg}
+}
+
+// UsablePoolLabels are the labels of the pools whose tenant policy lets namespace ns (with
+// labels nsLabels) place Machines: the pools the cluster's machines may use. Failure domains
+// come only from those, so an AnvilCluster does not list zones of pools its namespace may not
+// use (nor tell its tenant they exist).
+func UsablePoolLabels(pools []computev1alpha1.MachinePool, ns string, nsLabels map[string]string) []map[string]string {
+	var out []map[string]string
+	for _, p := range pools {
+		if scheduler.TenantsFrom(p.Spec.Tenants).Allows(ns, labels.Set(nsLabels)) {
+			out = append(out, p.Labels)
+		}
+	}
+	return out
 }

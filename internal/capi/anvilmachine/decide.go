@@ -31,6 +31,12 @@ type Input struct {
 	Bootstrap *corev1.Secret
 	// Existing is the anvil Machine at MachineKey; nil if there is none.
 	Existing *computev1alpha1.Machine
+	// FirstBootSecret is the Secret at MachineKey (the first-boot Secret's name); nil if
+	// there is none. One the provider did not make is never written.
+	FirstBootSecret *corev1.Secret
+	// Local is true when the anvil Machine lives in this control plane (no identityRef): its
+	// first-boot Secret is then owned by the AnvilMachine.
+	Local bool
 	// PoolLabels are the labels of the MachinePool Existing runs on; nil if unknown.
 	PoolLabels map[string]string
 	// Hostname, MetaData and HardwareMetaData are what the AnvilMachine's data template
@@ -125,7 +131,11 @@ func Decide(in Input) Plan {
 		if err != nil {
 			return wait(infrav1.ReasonFailureDomainConflict, err.Error())
 		}
-		p.Secret = firstBootSecret(m.Namespace, m.Name, clusterName, fb)
+		if in.FirstBootSecret != nil && !secretOurs(in.FirstBootSecret, am, clusterName, in.Local) {
+			return wait(infrav1.ReasonSecretNameTaken, fmt.Sprintf("Secret %s/%s exists and was not made for this AnvilMachine (labels %s and %s, and an owner reference to it); it is left alone and no anvil Machine is made: delete or rename it",
+				m.Namespace, m.Name, infrav1.AnvilMachineLabel, clusterv1.ClusterNameLabel))
+		}
+		p.Secret = firstBootSecret(in, m.Namespace, m.Name, clusterName, fb)
 		p.Create = m
 		p.BlockMove = true
 		p.Ready = condition(metav1.ConditionFalse, infrav1.ReasonProvisioning, fmt.Sprintf("creating anvil Machine %s/%s", m.Namespace, m.Name))
@@ -133,10 +143,11 @@ func Decide(in Input) Plan {
 	}
 
 	m := in.Existing
-	if reason == "" {
+	if reason == "" && (in.FirstBootSecret == nil || secretOurs(in.FirstBootSecret, am, clusterName, in.Local)) {
 		// New bootstrap data reaches the machine at its next reimage; bad data is not
-		// written, and the machine keeps the first-boot config it has.
-		p.Secret = firstBootSecret(m.Namespace, m.Name, clusterName, fb)
+		// written, and the machine keeps the first-boot config it has. A Secret of the
+		// name that is not the provider's is never written.
+		p.Secret = firstBootSecret(in, m.Namespace, m.Name, clusterName, fb)
 	}
 	if am.Spec.ProviderID == "" {
 		p.ProviderID = ProviderID(m.Namespace, m.Name)
@@ -171,6 +182,9 @@ func bootstrap(in Input) (FirstBoot, string, string) {
 		return FirstBoot{}, infrav1.ReasonWaitingForBootstrapData, "waiting for the Machine's bootstrap data Secret"
 	case in.Bootstrap == nil:
 		return FirstBoot{}, infrav1.ReasonBootstrapDataNotFound, fmt.Sprintf("bootstrap data Secret %s/%s not found", in.Machine.Namespace, *name)
+	}
+	if err := CheckBootstrapOwner(in.Bootstrap, in.Machine.Spec.ClusterName); err != nil {
+		return FirstBoot{}, infrav1.ReasonBootstrapDataNotOwned, err.Error()
 	}
 	fb, err := ReadBootstrap(in.Bootstrap)
 	if err != nil {
@@ -207,6 +221,12 @@ func DecideDelete(am *infrav1.AnvilMachine, existing *computev1alpha1.Machine) D
 		fmt.Sprintf("waiting for anvil Machine %s/%s to be deleted: its pool frees the server or VM", existing.Namespace, existing.Name))}
 }
 
+// Ours says whether the provider made anvil Machine m for am: remediation and deletion act
+// only on such a Machine.
+func Ours(m *computev1alpha1.Machine, am *infrav1.AnvilMachine) bool {
+	return ours(m, am.Name, am.Labels[clusterv1.ClusterNameLabel])
+}
+
 // ours says whether the provider made m for the AnvilMachine name of cluster clusterName.
 func ours(m *computev1alpha1.Machine, name, clusterName string) bool {
 	return m.Labels[infrav1.AnvilMachineLabel] == name && m.Labels[clusterv1.ClusterNameLabel] == clusterName
@@ -223,12 +243,16 @@ func labels(name, clusterName string) map[string]string {
 	return map[string]string{infrav1.AnvilMachineLabel: name, clusterv1.ClusterNameLabel: clusterName}
 }
 
-func firstBootSecret(namespace, name, clusterName string, fb FirstBoot) *corev1.Secret {
-	return &corev1.Secret{
+func firstBootSecret(in Input, namespace, name, clusterName string, fb FirstBoot) *corev1.Secret {
+	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels(name, clusterName)},
 		Type:       corev1.SecretTypeOpaque,
 		Data:       map[string][]byte{fb.Key(): fb.Data},
 	}
+	if in.Local {
+		s.OwnerReferences = []metav1.OwnerReference{ownerRef(in.AnvilMachine)}
+	}
+	return s
 }
 
 // desiredMachine is the anvil Machine for the AnvilMachine: its template, placed in the

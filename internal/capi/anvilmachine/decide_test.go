@@ -49,7 +49,11 @@ func capiMachine(mut ...func(*clusterv1.Machine)) *clusterv1.Machine {
 }
 
 func bootstrapSecret(data map[string]string) *corev1.Secret {
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-bootstrap", Namespace: ns}, Data: map[string][]byte{}}
+	// As kubeadm's bootstrap provider writes it: labelled for the cluster, owned by its config.
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-bootstrap", Namespace: ns,
+		Labels:          map[string]string{clusterv1.ClusterNameLabel: cluster},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "bootstrap.cluster.x-k8s.io/v1beta2", Kind: "KubeadmConfig", Name: name, UID: "kc"}}},
+		Data: map[string][]byte{}}
 	for k, v := range data {
 		s.Data[k] = []byte(v)
 	}
@@ -110,6 +114,24 @@ func TestDecideWaitsInContractOrder(t *testing.T) {
 			infrav1.ReasonBootstrapDataNotFound, "bootstrap data Secret tenant/md-0-abcde-bootstrap not found"},
 		{"bootstrap Secret without value", input(func(in *Input) { in.Bootstrap = bootstrapSecret(map[string]string{"format": "cloud-config"}) }),
 			infrav1.ReasonBootstrapDataInvalid, `has no "value" key`},
+		{"bootstrap Secret of no bootstrap provider", input(func(in *Input) { in.Bootstrap.OwnerReferences = nil }),
+			infrav1.ReasonBootstrapDataNotOwned, "no owner reference to a bootstrap provider's config"},
+		{"hand-made bootstrap Secret labelled for the cluster", input(func(in *Input) {
+			in.Bootstrap.OwnerReferences = nil
+			in.Bootstrap.Labels[infrav1.LabelBootstrapData] = "other"
+		}), infrav1.ReasonBootstrapDataNotOwned, "no label infrastructure.cluster.x-k8s.io/anvil-bootstrap-data=c1"},
+		{"bootstrap Secret of another cluster (or the kubeconfig's)", input(func(in *Input) {
+			in.Bootstrap.Labels[clusterv1.ClusterNameLabel] = "other"
+			in.Bootstrap.OwnerReferences[0] = metav1.OwnerReference{APIVersion: "controlplane.cluster.x-k8s.io/v1beta2", Kind: "KubeadmControlPlane", Name: "cp"}
+		}), infrav1.ReasonBootstrapDataNotOwned, "is not labelled cluster.x-k8s.io/cluster-name=c1"},
+		{"first-boot Secret name taken", input(func(in *Input) {
+			in.FirstBootSecret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+		}), infrav1.ReasonSecretNameTaken, "was not made for this AnvilMachine"},
+		{"first-boot Secret labelled but owned by nobody here", input(func(in *Input) {
+			in.Local = true
+			in.FirstBootSecret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
+				Labels: map[string]string{infrav1.AnvilMachineLabel: name, clusterv1.ClusterNameLabel: cluster}}}
+		}), infrav1.ReasonSecretNameTaken, "was not made for this AnvilMachine"},
 		{"bootstrap format anvil cannot boot", input(func(in *Input) { in.Bootstrap = bootstrapSecret(map[string]string{"value": "x", "format": "butane"}) }),
 			infrav1.ReasonBootstrapDataInvalid, `format "butane": anvil boots "cloud-config" or "ignition"`},
 		{"failure domain against the template's selector", input(func(in *Input) {

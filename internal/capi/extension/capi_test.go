@@ -76,6 +76,7 @@ func TestClusterAPIDiscoversAndAsksTheExtension(t *testing.T) {
 	}
 	o := manager.DefaultOptions()
 	o.MetricsAddr, o.HealthAddr, o.SkipControllerNameValidation, o.ClusterAPI = "0", "0", true, true
+	o.CAPIIdentityAllowLoopback = true // the remote anvil of updateMachineOfRemoteCluster is this apiserver
 	o.CAPIExtension = extension.Options{BindAddress: fmt.Sprintf("127.0.0.1:%d", port), CertDir: filepath.Join(dir, "serving"), ClientCAFile: caFile}
 	mgr, err := manager.New(env.Config, o)
 	if err != nil {
@@ -148,7 +149,8 @@ func TestClusterAPIDiscoversAndAsksTheExtension(t *testing.T) {
 		&infrav1.AnvilCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c"},
 			Spec: infrav1.AnvilClusterSpec{ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "127.0.0.1", Port: 6443}}},
 		cluster,
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "boot"}, Type: clusterv1.ClusterSecretType,
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "boot",
+			Labels: map[string]string{clusterv1.ClusterNameLabel: "c", infrav1.LabelBootstrapData: "c"}}, Type: clusterv1.ClusterSecretType,
 			Data: map[string][]byte{"value": []byte("#cloud-config\n"), "format": []byte("cloud-config")}},
 		template(ns, "os-1", "registry.example/os:1", "small"),
 		template(ns, "os-2", "registry.example/os:2", "small"),
@@ -281,6 +283,9 @@ func updateMachineOfRemoteCluster(ctx context.Context, t *testing.T, c client.Cl
 		Spec: infrav1.AnvilMachineSpec{MachineClassRef: computev1alpha1.MachineClassReference{Name: "small"}, Image: "registry.example/os:2",
 			ProviderID: "anvil://" + remote + "/rm-0"}}
 	for _, obj := range []client.Object{
+		// The admin's grant: AnvilClusters of local may make anvil Machines in remote.
+		&infrav1.AnvilClusterIdentity{ObjectMeta: metav1.ObjectMeta{Name: "inplace"},
+			Spec: infrav1.AnvilClusterIdentitySpec{RemoteNamespace: remote, AllowedNamespaces: []string{local}}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: local, Name: "remote-anvil"}, Data: map[string][]byte{"value": raw}},
 		&infrav1.AnvilCluster{ObjectMeta: metav1.ObjectMeta{Namespace: local, Name: "rc"},
 			Spec: infrav1.AnvilClusterSpec{IdentityRef: &infrav1.IdentityReference{Name: "remote-anvil"},

@@ -55,19 +55,16 @@ func (r *AnvilClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if isPaused || ac.DeletionTimestamp != nil {
 		return conflictOr(client.IgnoreNotFound(patchStatus(ctx, r.Client, ac, base)))
 	}
-	if err := r.moveIdentity(ctx, ac); err != nil {
+	if err := r.moveIdentity(ctx, ac, in.Cluster); err != nil {
 		return conflictOr(err)
 	}
 	compute, err := r.Computes.For(ctx, ac)
 	in.IdentityErr = err
 	if err == nil {
-		// An identity for another anvil may not list its pools: no failure domains then.
-		pools := &computev1alpha1.MachinePoolList{}
-		if err := compute.Reader.List(ctx, pools); ignoreForbidden(err) != nil {
+		remoteCtx, cancel := compute.bound(ctx)
+		defer cancel()
+		if in.PoolLabels, err = usablePoolLabels(remoteCtx, compute, compute.namespaceFor(ac.Namespace)); err != nil {
 			return ctrl.Result{}, err
-		}
-		for _, p := range pools.Items {
-			in.PoolLabels = append(in.PoolLabels, p.Labels)
 		}
 	}
 	if in.Cluster != nil && !ac.Spec.ControlPlaneEndpoint.IsValid() {
@@ -101,25 +98,42 @@ func (r *AnvilClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	if in.IdentityErr != nil {
 		// The identity Secret is not watched (Secrets are read uncached): look again.
-		return ctrl.Result{RequeueAfter: waitingRecheck}, nil
+		return ctrl.Result{RequeueAfter: recheckIdentity(in.IdentityErr)}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// usablePoolLabels are the labels of the pools namespace ns may use (their tenants). An
+// identity for another anvil may not list its pools or read its namespace: no failure
+// domains, or only those of pools open to every namespace, then.
+func usablePoolLabels(ctx context.Context, compute Compute, ns string) ([]map[string]string, error) {
+	pools := &computev1alpha1.MachinePoolList{}
+	if err := compute.Reader.List(ctx, pools); err != nil {
+		return nil, ignoreForbidden(err)
+	}
+	namespace := &corev1.Namespace{}
+	if _, err := getOptional(ctx, compute.Reader, client.ObjectKey{Name: ns}, namespace); ignoreForbidden(err) != nil {
+		return nil, err
+	}
+	return anvilcluster.UsablePoolLabels(pools.Items, ns, namespace.Labels), nil
 }
 
 // moveIdentity labels the AnvilCluster's identityRef Secret for `clusterctl move`: it is
 // neither owned by nor named after the Cluster, so a move would leave it behind and the new
 // management cluster could not reach the anvil Machines. A label rather than an owner
 // reference: the Secret may serve several clusters and must not be garbage collected with
-// one. A missing Secret is the identity's condition to report, not an error here.
-func (r *AnvilClusterReconciler) moveIdentity(ctx context.Context, ac *infrav1.AnvilCluster) error {
-	if ac.Spec.IdentityRef == nil {
+// one. Only a Secret its writer marked as the cluster's (label cluster.x-k8s.io/cluster-name)
+// is labelled: the provider never relabels a Secret it has no claim on (otherwise the user
+// labels it). A missing Secret is the identity's condition to report, not an error here.
+func (r *AnvilClusterReconciler) moveIdentity(ctx context.Context, ac *infrav1.AnvilCluster, cluster *clusterv1.Cluster) error {
+	if ac.Spec.IdentityRef == nil || cluster == nil {
 		return nil
 	}
 	s := &corev1.Secret{}
 	if ok, err := getOptional(ctx, r.Computes.APIReader, client.ObjectKey{Namespace: ac.Namespace, Name: ac.Spec.IdentityRef.Name}, s); !ok {
 		return err
 	}
-	if _, ok := s.Labels[infrav1.LabelMove]; ok {
+	if _, ok := s.Labels[infrav1.LabelMove]; ok || s.Labels[clusterv1.ClusterNameLabel] != cluster.Name {
 		return nil
 	}
 	base := s.DeepCopy()

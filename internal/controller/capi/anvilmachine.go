@@ -27,6 +27,10 @@ import (
 // bootstrap data Secret, which is read uncached) is looked at again.
 const waitingRecheck = 10 * time.Second
 
+// connectingRecheck is how soon an object whose identity's connection is under way is
+// looked at again.
+const connectingRecheck = 2 * time.Second
+
 // AnvilMachineReconciler makes and reports one anvil Machine per AnvilMachine.
 type AnvilMachineReconciler struct {
 	Client client.Client
@@ -64,8 +68,10 @@ func (r *AnvilMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		// The AnvilCluster says so too. Its anvil Machine, if any, is left as it is: never
 		// forgotten while it cannot be reached, so the finalizer stays.
 		apimeta.SetStatusCondition(&am.Status.Conditions, withGeneration(identityUnusable(err), am.Generation))
-		return ctrl.Result{RequeueAfter: waitingRecheck}, r.patch(ctx, am, base)
+		return ctrl.Result{RequeueAfter: recheckIdentity(err)}, r.patch(ctx, am, base)
 	}
+	ctx, cancel := compute.bound(ctx)
+	defer cancel()
 	namespace := compute.namespaceFor(am.Namespace)
 	existing, err := anvilMachineOf(ctx, compute, am, namespace)
 	if err != nil {
@@ -82,7 +88,10 @@ func (r *AnvilMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 		base = am.DeepCopy()
 	}
-	in := anvilmachine.Input{AnvilMachine: am, Machine: machine, Namespace: namespace, Existing: existing}
+	in := anvilmachine.Input{AnvilMachine: am, Machine: machine, Namespace: namespace, Existing: existing, Local: !compute.Remote}
+	if in.FirstBootSecret, err = firstBootSecretOf(ctx, compute, am, namespace); err != nil {
+		return ctrl.Result{}, err
+	}
 	if cluster != nil {
 		in.ClusterInfrastructureProvisioned = cluster.Status.Initialization.InfrastructureProvisioned != nil && *cluster.Status.Initialization.InfrastructureProvisioned
 	}
@@ -108,7 +117,7 @@ func (r *AnvilMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		in.Hostname, in.MetaData, in.HardwareMetaData = fill.Hostname, fill.MetaData, fill.HardwareMetaData
 	}
 	plan := anvilmachine.Decide(in)
-	if err := r.apply(ctx, compute, am, existing, plan); err != nil {
+	if err := r.apply(ctx, compute, am, existing, in.FirstBootSecret, plan); err != nil {
 		return conflictOr(err)
 	}
 	base = am.DeepCopy() // apply may have updated the spec and annotations
@@ -184,9 +193,9 @@ func poolLabels(ctx context.Context, compute Compute, m *computev1alpha1.Machine
 // apply carries out the plan's writes in its order: the first-boot Secret, the anvil
 // Machine (created, or its image changed), then the AnvilMachine's providerID and
 // block-move annotation.
-func (r *AnvilMachineReconciler) apply(ctx context.Context, compute Compute, am *infrav1.AnvilMachine, existing *computev1alpha1.Machine, p anvilmachine.Plan) error {
+func (r *AnvilMachineReconciler) apply(ctx context.Context, compute Compute, am *infrav1.AnvilMachine, existing *computev1alpha1.Machine, secret *corev1.Secret, p anvilmachine.Plan) error {
 	if p.Secret != nil {
-		if err := ensureSecret(ctx, compute, p.Secret); err != nil {
+		if err := ensureSecret(ctx, compute, p.Secret, secret); err != nil {
 			return fmt.Errorf("first-boot Secret %s/%s: %w", p.Secret.Namespace, p.Secret.Name, err)
 		}
 	}
@@ -231,18 +240,31 @@ func (r *AnvilMachineReconciler) apply(ctx context.Context, compute Compute, am 
 	return nil
 }
 
-// ensureSecret creates want or brings the existing Secret's data and labels to it.
-func ensureSecret(ctx context.Context, compute Compute, want *corev1.Secret) error {
-	have := &corev1.Secret{}
-	ok, err := getOptional(ctx, compute.Reader, client.ObjectKeyFromObject(want), have)
+// firstBootSecretOf is the Secret at the name of am's first-boot Secret, nil if none (or the
+// providerID is foreign: Decide says so).
+func firstBootSecretOf(ctx context.Context, compute Compute, am *infrav1.AnvilMachine, namespace string) (*corev1.Secret, error) {
+	ns, name, err := anvilmachine.MachineKey(am, namespace)
+	if err != nil {
+		return nil, nil
+	}
+	s := &corev1.Secret{}
+	if ok, err := getOptional(ctx, compute.Reader, client.ObjectKey{Namespace: ns, Name: name}, s); !ok {
+		return nil, err
+	}
+	return s, nil
+}
+
+// ensureSecret creates want or brings have, the Secret Decide saw (and found the
+// provider's), to its data and labels. The optimistic lock refuses a patch of a Secret that
+// changed since it was read.
+func ensureSecret(ctx context.Context, compute Compute, want, have *corev1.Secret) error {
 	switch {
-	case err != nil:
-		return err
-	case !ok:
+	case have == nil:
 		return compute.Client.Create(ctx, want)
 	case maps.EqualFunc(have.Data, want.Data, bytes.Equal) && labels.SelectorFromSet(want.Labels).Matches(labels.Set(have.Labels)):
 		return nil
 	}
+	have = have.DeepCopy()
 	base := have.DeepCopy()
 	have.Data = want.Data
 	for k, v := range want.Labels {
@@ -299,5 +321,17 @@ func identityUnusable(err error) metav1.Condition {
 
 // waitsUnwatched says whether a Ready reason waits for something no watch reports.
 func waitsUnwatched(reason string) bool {
-	return reason == infrav1.ReasonBootstrapDataNotFound || reason == infrav1.ReasonBootstrapDataInvalid
+	switch reason {
+	case infrav1.ReasonBootstrapDataNotFound, infrav1.ReasonBootstrapDataInvalid, infrav1.ReasonBootstrapDataNotOwned, infrav1.ReasonSecretNameTaken:
+		return true
+	}
+	return false
+}
+
+// recheckIdentity is how soon an object whose identity could not be used is looked at again.
+func recheckIdentity(err error) time.Duration {
+	if isConnecting(err) {
+		return connectingRecheck
+	}
+	return waitingRecheck
 }

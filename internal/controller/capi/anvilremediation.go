@@ -14,6 +14,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/capi/anvilmachine"
 	"github.com/anvil-dev/anvil/internal/capi/remediation"
 	"github.com/anvil-dev/anvil/internal/events"
 )
@@ -64,8 +65,10 @@ func (r *AnvilRemediationReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	compute, err := r.Computes.For(ctx, ac)
 	if err != nil {
 		apimeta.SetStatusCondition(&rem.Status.Conditions, withGeneration(identityUnusable(err), rem.Generation))
-		return ctrl.Result{RequeueAfter: waitingRecheck}, client.IgnoreNotFound(patchStatus(ctx, r.Client, rem, base))
+		return ctrl.Result{RequeueAfter: recheckIdentity(err)}, client.IgnoreNotFound(patchStatus(ctx, r.Client, rem, base))
 	}
+	ctx, cancel := compute.bound(ctx)
+	defer cancel()
 	anvil, err := r.anvilMachine(ctx, compute, machine)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -99,16 +102,26 @@ func (r *AnvilRemediationReconciler) Reconcile(ctx context.Context, req ctrl.Req
 }
 
 // anvilMachine is the anvil Machine of a Cluster API Machine, through its AnvilMachine's
-// providerID; nil if any of them is gone.
+// providerID; nil if any of them is gone, or is not the provider's: remediation reboots and
+// power-cycles only an anvil Machine the provider made for an AnvilMachine that Machine owns
+// (a hand-made Machine naming another's AnvilMachine, or an anvil Machine of the same name
+// made by someone else, is left alone).
 func (r *AnvilRemediationReconciler) anvilMachine(ctx context.Context, compute Compute, machine *clusterv1.Machine) (*computev1alpha1.Machine, error) {
-	if machine == nil || machine.Spec.InfrastructureRef.Kind != "AnvilMachine" {
+	if machine == nil || machine.Spec.InfrastructureRef.Kind != "AnvilMachine" || machine.Spec.InfrastructureRef.APIGroup != infrav1.GroupVersion.Group {
 		return nil, nil
 	}
 	am := &infrav1.AnvilMachine{}
 	if ok, err := getOptional(ctx, r.Client, client.ObjectKey{Namespace: machine.Namespace, Name: machine.Spec.InfrastructureRef.Name}, am); !ok || am.Spec.ProviderID == "" {
 		return nil, err
 	}
-	return anvilMachineOf(ctx, compute, am, compute.namespaceFor(am.Namespace))
+	if ownerName(am, "Machine") != machine.Name {
+		return nil, nil
+	}
+	m, err := anvilMachineOf(ctx, compute, am, compute.namespaceFor(am.Namespace))
+	if err != nil || m == nil || !anvilmachine.Ours(m, am) {
+		return nil, err
+	}
+	return m, nil
 }
 
 // apply makes the plan's try on the anvil Machine, then gives up on the Cluster API Machine.

@@ -3,6 +3,7 @@ package capi
 import (
 	"context"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,14 +51,18 @@ func TestGoneAnvilClusterStopsItsRemote(t *testing.T) {
 	if err := env.Client.Create(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
-	cs := &Computes{Scheme: env.Scheme, APIReader: env.Client, OnRemote: func(cluster.Cluster, string) error { return nil }}
+	cs := &Computes{Scheme: env.Scheme, APIReader: env.Client, OnRemote: func(cluster.Cluster, string) error { return nil }, AllowLoopback: true}
 	cs.setContext(ctx)
 	// Never created, as one clusterctl has deleted: For is what a reconcile before the
 	// move did.
 	ac := &infrav1.AnvilCluster{ObjectMeta: metav1.ObjectMeta{Name: "moved", Namespace: "default"},
 		Spec: infrav1.AnvilClusterSpec{IdentityRef: &infrav1.IdentityReference{Name: "identity", Key: "value"}}}
-	if _, err := cs.For(ctx, ac); err != nil {
-		t.Fatalf("For: %v", err)
+	// The connection is made in the background: For says so until it is.
+	deadline := time.Now().Add(30 * time.Second)
+	for _, err := cs.For(ctx, ac); err != nil; _, err = cs.For(ctx, ac) {
+		if !isConnecting(err) || time.Now().After(deadline) {
+			t.Fatalf("For: %v", err)
+		}
 	}
 	key := types.NamespacedName{Namespace: ac.Namespace, Name: ac.Name}
 	if _, ok := cs.remotes[key]; !ok {

@@ -42,13 +42,24 @@ func Installed(mapper meta.RESTMapper) error {
 	return nil
 }
 
+// Options are the provider's knobs.
+type Options struct {
+	// Concurrency is how many objects of one kind each controller reconciles at once.
+	Concurrency int
+	// AllowLoopback lets identityRef kubeconfigs name control planes on loopback addresses
+	// (--capi-identity-allow-loopback); link-local and metadata addresses stay refused.
+	AllowLoopback bool
+}
+
 // Setup registers the AnvilCluster, AnvilMachine and AnvilRemediation controllers with the
 // manager. The controllers watch this anvil's Machines, and those of every other anvil an
 // AnvilCluster's identityRef names once it is first used. The Computes it returns find
 // those Machines for others (the in-place update extension), through the same caches.
-func Setup(mgr ctrl.Manager, concurrency int) (*Computes, error) {
+func Setup(mgr ctrl.Manager, o Options) (*Computes, error) {
 	c := mgr.GetClient()
-	computes := &Computes{Local: Compute{Client: c, Reader: mgr.GetAPIReader()}, Scheme: mgr.GetScheme(), APIReader: mgr.GetAPIReader()}
+	concurrency := o.Concurrency
+	computes := &Computes{Local: Compute{Client: c, Reader: mgr.GetAPIReader()}, Scheme: mgr.GetScheme(), APIReader: mgr.GetAPIReader(),
+		AllowLoopback: o.AllowLoopback}
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		computes.setContext(ctx)
 		<-ctx.Done()
