@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 
+	"github.com/anvil-dev/anvil/internal/imageowner"
 	"github.com/anvil-dev/anvil/internal/osimage"
 )
 
@@ -34,6 +35,10 @@ type Config struct {
 	// Secret names the registry itself. The controllers' own reads and writes (indexes,
 	// tags) use the manager's keychain.
 	BuilderPush func(repository string, reads []string, expires time.Time) authn.Basic
+	// SharedFolders are folders of the registry, besides anvil/ and the builder image's,
+	// that every namespace may use as a base and none may publish into
+	// (imageowner.Folders.Shared): an admin's shared images.
+	SharedFolders []string
 }
 
 // builderPushGrace is how long past its attempts' timeouts a build's push credential
@@ -64,22 +69,17 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// checkOutput says why an OSImage in namespace may not publish to repository (a reference
-// without host already checked to be on the builders' registry), or nil. A namespace owns
-// the repositories under its name, so a tenant cannot name another's output and have the
-// builders' credential, and the manager's publishing, write there. The folder of the
-// builder image (anvil dev's "anvil/": the builder, the test OS) is anvil's, whatever
-// namespaces exist.
-func (c Config) checkOutput(namespace, repository string) error {
-	if !strings.HasPrefix(repository, namespace+"/") {
-		return fmt.Errorf("%s is not under %s/%s/: an OSImage publishes only under its namespace's name", repository, c.Registry, namespace)
-	}
+// folders is which repositories of the builders' registry a namespace may publish into and
+// read: its own folder, and for reads the shared folders. The builder image's folder is
+// anvil's, whatever namespaces exist.
+func (c Config) folders() imageowner.Folders {
+	shared := append([]string{imageowner.DefaultSharedFolder}, c.SharedFolders...)
 	if builder, err := osimage.ParseReference(c.BuilderImage); err == nil {
-		if own, _, _ := strings.Cut(builder.Context().RepositoryStr(), "/"); own == namespace {
-			return fmt.Errorf("%s is under %s/%s/, the builder image's folder, which is anvil's", repository, c.Registry, own)
+		if own, _, found := strings.Cut(builder.Context().RepositoryStr(), "/"); found {
+			shared = append(shared, own)
 		}
 	}
-	return nil
+	return imageowner.Folders{Registry: c.Registry, Shared: shared}
 }
 
 // guestReference rewrites a reference of the builders' registry to the address builders
