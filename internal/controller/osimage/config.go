@@ -45,10 +45,25 @@ type Config struct {
 // stays valid: the time its builders may wait for a pool.
 const builderPushGrace = 24 * time.Hour
 
+// BuilderPushMaxLifetime bounds a build's push credential, whatever its timeout and
+// retries: it cannot be revoked, so it must not outlive its namespace for long (and write
+// into a later namespace of the same name). A build whose attempts run longer fails its
+// push.
+const BuilderPushMaxLifetime = 48 * time.Hour
+
 // builderPushExpiry is when the push credential of a build written at now expires: after
-// every attempt could have run its whole timeout, and the grace.
+// every attempt could have run its whole timeout, and the grace, but never later than
+// BuilderPushMaxLifetime from now.
 func builderPushExpiry(now time.Time, timeout time.Duration, retries int32) time.Time {
-	return now.Add(builderPushGrace + time.Duration(retries+1)*timeout)
+	if timeout < 0 || retries < 0 {
+		return now // an invalid spec (the API refuses it) gets nothing usable
+	}
+	attempts := time.Duration(retries) + 1
+	// Compared by division: attempts × timeout may overflow.
+	if timeout > 0 && attempts > (BuilderPushMaxLifetime-builderPushGrace)/timeout {
+		return now.Add(BuilderPushMaxLifetime)
+	}
+	return now.Add(builderPushGrace + attempts*timeout)
 }
 
 // DefaultSecretRecheck is SecretRecheck when unset.

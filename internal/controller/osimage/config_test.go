@@ -24,10 +24,29 @@ func TestFolders(t *testing.T) {
 	}
 }
 
-// A build's push credential outlives every attempt it may run.
+// A build's push credential outlives every attempt it may run, up to 48 h: a timeout of
+// years (before the API's cap, or past it) gave a credential of years.
 func TestBuilderPushExpiry(t *testing.T) {
 	now := time.Unix(0, 0)
-	if got, want := builderPushExpiry(now, 30*time.Minute, 2), now.Add(24*time.Hour+90*time.Minute); !got.Equal(want) {
-		t.Errorf("expiry %v, want %v", got, want)
+	for _, tc := range []struct {
+		timeout time.Duration
+		retries int32
+		want    time.Duration
+	}{
+		{30 * time.Minute, 2, 24*time.Hour + 90*time.Minute},
+		{6 * time.Hour, 3, 48 * time.Hour},
+		{6 * time.Hour, 10, 48 * time.Hour},
+		{1000 * time.Hour, 1, 48 * time.Hour},
+		{time.Duration(1<<63 - 1), 10, 48 * time.Hour},
+		{time.Hour << 20, 1 << 30, 48 * time.Hour},
+		{12 * time.Hour, 1, 48 * time.Hour},
+		{11 * time.Hour, 1, 46 * time.Hour},
+		{0, 0, 24 * time.Hour},
+		{-time.Hour, 1, 0},
+		{time.Hour, -5, 0},
+	} {
+		if got := builderPushExpiry(now, tc.timeout, tc.retries); !got.Equal(now.Add(tc.want)) {
+			t.Errorf("timeout %v, retries %d: expires after %v, want %v", tc.timeout, tc.retries, got.Sub(now), tc.want)
+		}
 	}
 }
