@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/anvil-dev/anvil/internal/imageowner"
 	"github.com/anvil-dev/anvil/internal/mri"
 	"github.com/anvil-dev/anvil/internal/poollet"
 	"github.com/anvil-dev/anvil/internal/poollet/identity"
@@ -18,6 +19,7 @@ func newPoolletCommand() *cobra.Command {
 	var peers []uint32
 	var allow []string
 	var credentials string
+	var shared []string
 	var identityMode string
 	o := poollet.DefaultOptions("")
 	cmd := &cobra.Command{
@@ -35,6 +37,12 @@ func newPoolletCommand() *cobra.Command {
 			}
 			// Tags of tenants' images are read here: held to the address rules.
 			o.Images = poollet.NewRegistryImages(registrynet.Policy{Allow: allowed, Logins: logins})
+			for _, f := range shared {
+				if _, err := imageowner.ParseFolder(f); err != nil {
+					return fmt.Errorf("--shared-image-folder: %w", err)
+				}
+			}
+			o.ImageFolders = poollet.ImageFoldersFor(logins, shared)
 			rt, conn, err := mri.Dial(endpoint, mri.AllowPeers(peers...), mri.Pool(o.Pool))
 			if err != nil {
 				return err
@@ -66,6 +74,7 @@ func newPoolletCommand() *cobra.Command {
 	f.StringVar(&o.ProviderID, "provider-id", "", "spec.providerID of a pool this poollet creates")
 	f.StringSliceVar(&allow, "allow-registry", nil, registrynet.AllowRegistryUsage)
 	f.StringVar(&credentials, "registry-credentials", "", registrynet.RegistryCredentialsUsage)
+	f.StringSliceVar(&shared, "shared-image-folder", nil, "a folder (such as infra/os) of the registries --registry-credentials logs in to whose images every namespace's Machines may boot, besides anvil/; elsewhere on them a Machine boots only its namespace's folder; repeat for more")
 	f.StringVar(&identityMode, "identity", string(identity.ModeOwn), "own: act with the credentials given; node (a DaemonSet's): make the pool identity anvil-system/poollet-<pool> of the pool named after this node and act as it; pool-token: act as poollet-<pool> with tokens requested with the credentials given. node and pool-token bind the tokens to NODE_NAME")
 	f.StringToStringVar(&o.Labels, "labels", nil, "labels of a pool this poollet creates")
 	f.DurationVar(&o.Interval, "interval", o.Interval, "how often the runtime's capacity is read and the Lease renewed")

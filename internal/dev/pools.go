@@ -126,6 +126,8 @@ func runPool(ctx context.Context, cfg *rest.Config, stateDir, name string, rt ru
 	o := poollet.DefaultOptions(name)
 	o.Runtime, o.ProviderID = client, kind+"://"+name
 	o.Images = poollet.NewRegistryImages(network)
+	// The registries it logs in to (anvil dev's own) hold Machines to their namespace's images.
+	o.ImageFolders = poollet.ImageFoldersFor(network.Logins, nil)
 	o.Labels = map[string]string{LabelRuntime: kind}
 	o.SkipControllerNameValidation = true
 	identity, err := poolletIdentity(ctx, cfg, name)

@@ -30,6 +30,7 @@ import (
 	osimagecontroller "github.com/anvil-dev/anvil/internal/controller/osimage"
 	schedulercontroller "github.com/anvil-dev/anvil/internal/controller/scheduler"
 	"github.com/anvil-dev/anvil/internal/controller/secretaccess"
+	"github.com/anvil-dev/anvil/internal/imageowner"
 	"github.com/anvil-dev/anvil/internal/imageref"
 	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/internal/scheduler"
@@ -119,6 +120,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ImageBuilds.Registry, "builder-registry", o.ImageBuilds.Registry, "host:port of the registry builders read bases from and push to")
 	fs.StringVar(&o.ImageBuilds.GuestRegistry, "builder-guest-registry", o.ImageBuilds.GuestRegistry, "host:port builders reach that registry at on their network")
 	fs.BoolVar(&o.ImageBuilds.GuestPlainHTTP, "builder-guest-plain-http", o.ImageBuilds.GuestPlainHTTP, "builders speak plain HTTP to the registry's guest address")
+	fs.StringSliceVar(&o.ImageBuilds.SharedFolders, "shared-image-folder", o.ImageBuilds.SharedFolders, "a folder of the builders' registry (such as infra/os) every namespace may use as an OSImage's base and none may publish into, besides anvil/ and the builder image's; repeat for more")
 	fs.StringSliceVar(&o.AllowRegistry, "allow-registry", o.AllowRegistry, registrynet.AllowRegistryUsage)
 	fs.StringVar(&o.RegistryCredentials, "registry-credentials", o.RegistryCredentials, registrynet.RegistryCredentialsUsage)
 	fs.BoolVar(&o.ClusterAPI, "capi", o.ClusterAPI, "run the Cluster API infrastructure provider, failing if Cluster API's and anvil's provider CRDs are not installed (without it: run it when they are installed at start)")
@@ -147,6 +149,11 @@ func (o Options) Validate() error {
 	}
 	if o.ImageArchitectures != ImageArchitecturesRegistry && o.ImageArchitectures != ImageArchitecturesAny {
 		return fmt.Errorf("--image-architectures must be %s or %s, not %q", ImageArchitecturesRegistry, ImageArchitecturesAny, o.ImageArchitectures)
+	}
+	for _, f := range o.ImageBuilds.SharedFolders {
+		if _, err := imageowner.ParseFolder(f); err != nil {
+			return fmt.Errorf("--shared-image-folder: %w", err)
+		}
 	}
 	if _, err := registrynet.ParseAllowList(o.AllowRegistry); err != nil {
 		return fmt.Errorf("--allow-registry: %w", err)

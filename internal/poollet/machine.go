@@ -22,6 +22,7 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/events"
+	"github.com/anvil-dev/anvil/internal/imageowner"
 	"github.com/anvil-dev/anvil/internal/mri"
 )
 
@@ -32,6 +33,8 @@ type MachineReconciler struct {
 	Reader  client.Reader // uncached: Secrets are read one by one, never listed
 	Runtime mriv1alpha1.MachineRuntimeClient
 	Images  ImageResolver
+	// ImageFolders: see Options.
+	ImageFolders []imageowner.Folders
 	// Architectures the pool runs, in its order of preference, and how; set from the runtime.
 	Architectures func() []computev1alpha1.ArchitectureExecution
 	// StuckAfter is how long a runtime step may lag before the call is repeated (a

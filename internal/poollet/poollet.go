@@ -28,6 +28,7 @@ import (
 	"github.com/anvil-dev/anvil/api"
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/imageowner"
 	"github.com/anvil-dev/anvil/internal/registrynet"
 )
 
@@ -38,6 +39,9 @@ type Options struct {
 	Labels     map[string]string
 	Runtime    mriv1alpha1.MachineRuntimeClient
 	Images     ImageResolver
+	// ImageFolders hold the images of the registries the pool reads with its own
+	// credential to the Machine's namespace's folder and the shared ones (ImageFoldersFor).
+	ImageFolders []imageowner.Folders
 	// Interval is how often the runtime's capacity is read and the Lease renewed.
 	Interval time.Duration
 	// LeaseDuration is how long the pool counts as alive after a renewal.
@@ -93,7 +97,7 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 	pool := &PoolReconciler{Pool: o.Pool, ProviderID: o.ProviderID, Labels: o.Labels, Client: mgr.GetClient(),
 		Runtime: o.Runtime, Interval: o.Interval, Orphans: orphans}
 	machines := &MachineReconciler{Pool: o.Pool, Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Runtime: o.Runtime,
-		Images: o.Images, Architectures: pool.Architectures, StuckAfter: o.StuckAfter, Orphans: orphans,
+		Images: o.Images, ImageFolders: o.ImageFolders, Architectures: pool.Architectures, StuckAfter: o.StuckAfter, Orphans: orphans,
 		Events: events.New(mgr.GetEventRecorder("poollet-"+o.Pool), nil)}
 	events := &runtimeEvents{runtime: o.Runtime, out: make(chan event.TypedGenericEvent[*computev1alpha1.Machine], 1024)}
 	poolKey := reconcile.Request{NamespacedName: client.ObjectKey{Name: o.Pool}}

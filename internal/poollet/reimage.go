@@ -46,6 +46,9 @@ func wantsReimage(m *computev1alpha1.Machine, rm *mriv1alpha1.Machine) bool {
 func (r *MachineReconciler) reimage(ctx context.Context, m *computev1alpha1.Machine, rm *mriv1alpha1.Machine) (ctrl.Result, *metav1.Condition, error) {
 	img := rm.GetSpec().GetImage()
 	from, to, digest := img.GetReference(), m.Spec.Image, ""
+	if cond := r.imageNotOwned(m); cond != nil {
+		return ctrl.Result{}, cond, nil // a rollout's target is in the same repository
+	}
 	if img.GetReference() == m.Spec.Image {
 		digest = rollout.Target(m)
 		from, to = from+"@"+img.GetDigest(), to+"@"+digest

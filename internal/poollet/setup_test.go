@@ -17,6 +17,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/imageowner"
 	"github.com/anvil-dev/anvil/internal/manager"
 	"github.com/anvil-dev/anvil/internal/mri"
 	"github.com/anvil-dev/anvil/internal/poollet"
@@ -45,6 +46,8 @@ type testPool struct {
 	restConfig *rest.Config
 	// registries is how the poollet reads tags (the default: no non-public registry).
 	registries registrynet.Policy
+	// imageFolders holds Machines' images on these registries to their namespaces.
+	imageFolders []imageowner.Folders
 	// maxOrphans overrides the poollet's default when not zero.
 	maxOrphans int
 	// stuckAfter overrides the tests' one second when not zero.
@@ -130,6 +133,7 @@ func (p *testPool) startPoollet() {
 	o.Runtime, o.Interval, o.LeaseDuration, o.StuckAfter = p.client, 500*time.Millisecond, 10*time.Second, time.Second
 	o.SkipControllerNameValidation = true
 	o.Images = poollet.NewRegistryImages(p.registries)
+	o.ImageFolders = p.imageFolders
 	if p.maxOrphans != 0 {
 		o.MaxOrphans = p.maxOrphans
 	}

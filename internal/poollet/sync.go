@@ -127,9 +127,13 @@ func hostname(m *computev1alpha1.Machine) string {
 	return m.Name
 }
 
-// resolveImage is the digest of the Machine's image for arch; a registry that refuses or
-// cannot answer comes back as the ImageReady condition to show.
+// resolveImage is the digest of the Machine's image for arch; an image of another
+// namespace, or a registry that refuses or cannot answer, comes back as the ImageReady
+// condition to show.
 func (r *MachineReconciler) resolveImage(ctx context.Context, m *computev1alpha1.Machine, arch computev1alpha1.Architecture) (string, *metav1.Condition) {
+	if cond := r.imageNotOwned(m); cond != nil {
+		return "", cond
+	}
 	digest, err := r.Images.Resolve(ctx, m.Spec.Image, arch)
 	if refused := (*registrynet.RefusedError)(nil); errors.As(err, &refused) {
 		return "", &metav1.Condition{Type: computev1alpha1.ConditionImageReady, Status: metav1.ConditionFalse,

@@ -67,6 +67,7 @@ func Start(ctx context.Context, rc *rest.Config, c client.Client, cfg pool.Confi
 	o.Runtime, o.ProviderID, o.SkipControllerNameValidation = rt, "metal://"+cfg.Name, true
 	o.Interval, o.StuckAfter = interval, 5*time.Second
 	o.Images = poollet.NewRegistryImages(cfg.ImageCache.Network)
+	o.ImageFolders = poollet.ImageFoldersFor(cfg.ImageCache.Network.Logins, nil)
 	mgr, err := poollet.New(rc, o)
 	if err != nil {
 		return nil, errors.Join(err, conn.Close(), l.Close(), p.Stop())

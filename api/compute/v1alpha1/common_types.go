@@ -209,6 +209,10 @@ const (
 	ReasonRuntimeUnreachable = "RuntimeUnreachable"
 	// ReasonInvalidHostSelector: spec.hostSelector does not parse as a label selector.
 	ReasonInvalidHostSelector = "InvalidHostSelector"
+	// ReasonImageNotOwned: the image is on a registry the pool reads with its own
+	// credential, outside the Machine's namespace's folder and the shared folders (another
+	// tenant's image, say). It changes only with spec.image or the pool's shared folders.
+	ReasonImageNotOwned = "ImageNotOwned"
 	// ReasonWrongRuntime: the runtime at the poollet's endpoint serves another pool.
 	ReasonWrongRuntime = "WrongRuntime"
 	// ReasonTooManyOrphans: see ConditionOrphansHeld.

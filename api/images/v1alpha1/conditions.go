@@ -62,6 +62,10 @@ const (
 	ReasonOutputNotOwned     = "OutputNotInNamespace"
 	ReasonSecretMissing      = "SecretMissing"
 	ReasonSuperseded         = "Superseded"
+
+	// ReasonBaseNotOwned: the base is on the builders' registry outside the OSImage's
+	// namespace's folder and the shared folders (another tenant's image, say).
+	ReasonBaseNotOwned = "BaseNotOwned"
 )
 
 // Labels on builder Machines, by which a restarted controller finds them again.

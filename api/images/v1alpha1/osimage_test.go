@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -96,6 +97,12 @@ func TestOSImageRejectsInvalid(t *testing.T) {
 		}, "output.repository names a repository without a tag or digest"},
 		{"bad tag", func(o *imagesv1alpha1.OSImage) { o.Spec.Output.Tag = "-x" }, "spec.output.tag"},
 		{"unknown publish policy", func(o *imagesv1alpha1.OSImage) { o.Spec.Publish = "Sometimes" }, `Unsupported value: "Sometimes"`},
+		{"a timeout of 1000h", func(o *imagesv1alpha1.OSImage) {
+			o.Spec.Builder.Timeout = &metav1.Duration{Duration: 1000 * time.Hour}
+		}, "builder.timeout: at most 6h per attempt"},
+		{"a timeout just over 6h", func(o *imagesv1alpha1.OSImage) {
+			o.Spec.Builder.Timeout = &metav1.Duration{Duration: 6*time.Hour + time.Second}
+		}, "give a shorter timeout such as 2h"},
 		{"too many retries", func(o *imagesv1alpha1.OSImage) { n := int32(11); o.Spec.Builder.Retries = &n }, "spec.builder.retries"},
 		{"maxUnavailable 0", rollout(intstr.FromInt32(0)), "maxUnavailable: a count must be at least 1"},
 		{"maxUnavailable negative", rollout(intstr.FromInt32(-2)), "maxUnavailable: a count must be at least 1"},
@@ -165,5 +172,14 @@ func TestOSImageBuildSpecIsImmutable(t *testing.T) {
 	err := env.Client.Update(ctx, b)
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "an OSImageBuild records one set of inputs and cannot change") {
 		t.Fatalf("update returned %v, want the immutability message", err)
+	}
+}
+
+// The longest timeout the API takes is 6h.
+func TestOSImageTakesATimeoutOf6h(t *testing.T) {
+	o := validOSImage("six-hours")
+	o.Spec.Builder.Timeout = &metav1.Duration{Duration: 6 * time.Hour}
+	if err := env.Client.Create(context.Background(), o); err != nil {
+		t.Fatalf("creating an OSImage with a 6h timeout: %v", err)
 	}
 }

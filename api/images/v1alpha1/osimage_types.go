@@ -179,9 +179,12 @@ type BuilderSpec struct {
 	// default only pools that run the architecture natively build it.
 	// +optional
 	AllowEmulated bool `json:"allowEmulated,omitempty"`
-	// Timeout of one architecture's build attempt, from its builder Machine's creation.
+	// Timeout of one architecture's build attempt, from its builder Machine's creation: at
+	// most 6h, since the build's registry credential must outlive its attempts and may
+	// live only so long.
 	// +optional
 	// +kubebuilder:default="30m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('6h')",message="builder.timeout: at most 6h per attempt (a build's registry credential lives 48h at most); give a shorter timeout such as 2h, and retries for attempts that fail outside the recipe"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 	// Retries of a failed or timed-out attempt before the architecture fails. A failing
 	// build step is not retried: it would fail again.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 
+	"github.com/anvil-dev/anvil/internal/imageowner"
 	"github.com/anvil-dev/anvil/internal/osimage"
 )
 
@@ -34,16 +35,35 @@ type Config struct {
 	// Secret names the registry itself. The controllers' own reads and writes (indexes,
 	// tags) use the manager's keychain.
 	BuilderPush func(repository string, reads []string, expires time.Time) authn.Basic
+	// SharedFolders are folders of the registry, besides anvil/ and the builder image's,
+	// that every namespace may use as a base and none may publish into
+	// (imageowner.Folders.Shared): an admin's shared images.
+	SharedFolders []string
 }
 
 // builderPushGrace is how long past its attempts' timeouts a build's push credential
 // stays valid: the time its builders may wait for a pool.
 const builderPushGrace = 24 * time.Hour
 
+// BuilderPushMaxLifetime bounds a build's push credential, whatever its timeout and
+// retries: it cannot be revoked, so it must not outlive its namespace for long (and write
+// into a later namespace of the same name). A build whose attempts run longer fails its
+// push.
+const BuilderPushMaxLifetime = 48 * time.Hour
+
 // builderPushExpiry is when the push credential of a build written at now expires: after
-// every attempt could have run its whole timeout, and the grace.
+// every attempt could have run its whole timeout, and the grace, but never later than
+// BuilderPushMaxLifetime from now.
 func builderPushExpiry(now time.Time, timeout time.Duration, retries int32) time.Time {
-	return now.Add(builderPushGrace + time.Duration(retries+1)*timeout)
+	if timeout < 0 || retries < 0 {
+		return now // an invalid spec (the API refuses it) gets nothing usable
+	}
+	attempts := time.Duration(retries) + 1
+	// Compared by division: attempts × timeout may overflow.
+	if timeout > 0 && attempts > (BuilderPushMaxLifetime-builderPushGrace)/timeout {
+		return now.Add(BuilderPushMaxLifetime)
+	}
+	return now.Add(builderPushGrace + attempts*timeout)
 }
 
 // DefaultSecretRecheck is SecretRecheck when unset.
@@ -64,22 +84,17 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// checkOutput says why an OSImage in namespace may not publish to repository (a reference
-// without host already checked to be on the builders' registry), or nil. A namespace owns
-// the repositories under its name, so a tenant cannot name another's output and have the
-// builders' credential, and the manager's publishing, write there. The folder of the
-// builder image (anvil dev's "anvil/": the builder, the test OS) is anvil's, whatever
-// namespaces exist.
-func (c Config) checkOutput(namespace, repository string) error {
-	if !strings.HasPrefix(repository, namespace+"/") {
-		return fmt.Errorf("%s is not under %s/%s/: an OSImage publishes only under its namespace's name", repository, c.Registry, namespace)
-	}
+// folders is which repositories of the builders' registry a namespace may publish into and
+// read: its own folder, and for reads the shared folders. The builder image's folder is
+// anvil's, whatever namespaces exist.
+func (c Config) folders() imageowner.Folders {
+	shared := append([]string{imageowner.DefaultSharedFolder}, c.SharedFolders...)
 	if builder, err := osimage.ParseReference(c.BuilderImage); err == nil {
-		if own, _, _ := strings.Cut(builder.Context().RepositoryStr(), "/"); own == namespace {
-			return fmt.Errorf("%s is under %s/%s/, the builder image's folder, which is anvil's", repository, c.Registry, own)
+		if own, _, found := strings.Cut(builder.Context().RepositoryStr(), "/"); found {
+			shared = append(shared, own)
 		}
 	}
-	return nil
+	return imageowner.Folders{Registry: c.Registry, Shared: shared}
 }
 
 // guestReference rewrites a reference of the builders' registry to the address builders

@@ -111,11 +111,16 @@ func (r *OSImageReconciler) resolve(ctx context.Context, o *imagesv1alpha1.OSIma
 	if in.guestBase, err = r.Config.guestReference(o.Spec.Base); err != nil {
 		return nil, refuse(imagesv1alpha1.ReasonBaseUnavailable, "base: %v", err)
 	}
+	// Before any read of the base: the manager reads with its own credential, and the
+	// builders' credential would read it too, so another tenant's image is never touched.
+	if err := r.Config.folders().Use(o.Namespace, strings.TrimPrefix(in.guestBase, r.Config.GuestRegistry+"/")); err != nil {
+		return nil, refuse(imagesv1alpha1.ReasonBaseNotOwned, "base: %v", err)
+	}
 	if in.guestOutput, err = r.Config.guestReference(o.Spec.Output.Repository); err != nil {
 		return nil, refuse(imagesv1alpha1.ReasonRegistryError, "output: %v", err)
 	}
 	in.outputRepository = strings.TrimPrefix(in.guestOutput, r.Config.GuestRegistry+"/")
-	if err := r.Config.checkOutput(o.Namespace, in.outputRepository); err != nil {
+	if err := r.Config.folders().Publish(o.Namespace, in.outputRepository); err != nil {
 		return nil, refuse(imagesv1alpha1.ReasonOutputNotOwned, "output: %v", err)
 	}
 	if in.base, in.entries, err = indexEntries(ctx, o.Spec.Base); err != nil {
