@@ -14,6 +14,16 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 )
 
+// renewEvery is how often the Lease is renewed: every interval, but at least three times a
+// lease, so a long --interval never lets the pool's Lease lapse between two renewals (the
+// scheduler would take a live pool for dead).
+func renewEvery(interval, lease time.Duration) time.Duration {
+	if lease > 0 && interval > lease/3 {
+		return lease / 3
+	}
+	return interval
+}
+
 // heartbeat renews the pool's Lease every interval, so the scheduler knows the poollet
 // is alive. It is a small write on its own object, not a pool status update.
 type heartbeat struct {

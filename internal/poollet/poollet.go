@@ -104,7 +104,7 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 
 	for _, r := range []manager.Runnable{
 		manager.RunnableFunc(func(ctx context.Context) error { return ensurePool(ctx, mgr.GetClient(), pool) }),
-		&heartbeat{pool: o.Pool, client: mgr.GetClient(), interval: o.Interval, duration: o.LeaseDuration},
+		&heartbeat{pool: o.Pool, client: mgr.GetClient(), interval: renewEvery(o.Interval, o.LeaseDuration), duration: o.LeaseDuration},
 		events,
 	} {
 		if err := mgr.Add(r); err != nil {
