@@ -42,8 +42,8 @@ var env *harness.Env
 func TestMain(m *testing.M) {
 	// The qemu runtime runs this test binary for each connection a guest makes to its
 	// network's forward (as `anvil forward` in a fleet).
-	if len(os.Args) == 3 && os.Args[1] == "forward" {
-		if qemu.Forward(os.Stdin, os.Stdout, os.Args[2]) != nil {
+	if len(os.Args) >= 3 && os.Args[1] == "forward" {
+		if qemu.ServeForwardArgs(os.Args[2:], os.Stdin, os.Stdout) != nil {
 			os.Exit(1)
 		}
 		os.Exit(0)

@@ -34,8 +34,8 @@ import (
 
 // The qemu runtime runs this test binary as its guest-forward command (`anvil forward`).
 func TestMain(m *testing.M) {
-	if len(os.Args) == 3 && os.Args[1] == "forward" {
-		if qemu.Forward(os.Stdin, os.Stdout, os.Args[2]) != nil {
+	if len(os.Args) >= 3 && os.Args[1] == "forward" {
+		if qemu.ServeForwardArgs(os.Args[2:], os.Stdin, os.Stdout) != nil {
 			os.Exit(1)
 		}
 		os.Exit(0)

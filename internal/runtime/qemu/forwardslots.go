@@ -3,6 +3,8 @@ package qemu
 import (
 	"errors"
 	"fmt"
+	"io"
+	"strconv"
 	"syscall"
 )
 
@@ -45,4 +47,30 @@ func AcquireForwardSlot(key string, max int) (release func(), err error) {
 		}
 	}
 	return nil, ErrNoForwardSlot
+}
+
+// ServeForwardArgs serves one guest connection on in/out as `anvil forward` does, from the
+// words after "forward": [--machine ID --max-connections N] HOST:PORT | --outbound. Test
+// binaries that stand in for anvil as QEMU's forward command use it, so they take the same
+// command line the runtime writes.
+func ServeForwardArgs(args []string, in io.Reader, out io.Writer) error {
+	if len(args) == 5 && args[0] == "--machine" && args[2] == "--max-connections" {
+		max, err := strconv.Atoi(args[3])
+		if err != nil {
+			return fmt.Errorf("--max-connections %q: %w", args[3], err)
+		}
+		release, err := AcquireForwardSlot(args[1], max)
+		if err != nil {
+			return err
+		}
+		defer release()
+		args = args[4:]
+	}
+	if len(args) != 1 {
+		return fmt.Errorf("forward: want [--machine ID --max-connections N] HOST:PORT|%s, got %q", outboundFlag, args)
+	}
+	if args[0] == outboundFlag {
+		return Outbound(in, out)
+	}
+	return Forward(in, out, args[0])
 }

@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -20,20 +19,7 @@ import (
 // --max-connections N] HOST:PORT`, taking the machine's slot as anvil forward does.
 func TestMain(m *testing.M) {
 	if len(os.Args) >= 3 && os.Args[1] == "forward" {
-		args := os.Args[2:]
-		if len(args) == 5 && args[0] == "--machine" && args[2] == "--max-connections" {
-			max, _ := strconv.Atoi(args[3])
-			if _, err := AcquireForwardSlot(args[1], max); err != nil {
-				os.Exit(1)
-			}
-			args = args[4:]
-		}
-		target := args[len(args)-1]
-		run := func() error { return Forward(os.Stdin, os.Stdout, target) }
-		if target == outboundFlag {
-			run = func() error { return Outbound(os.Stdin, os.Stdout) }
-		}
-		if run() != nil {
+		if ServeForwardArgs(os.Args[2:], os.Stdin, os.Stdout) != nil {
 			os.Exit(1)
 		}
 		os.Exit(0)
