@@ -23,25 +23,29 @@ exclude=()
 for p in "${heavy[@]}"; do exclude+=(-e "$module/${p#./}"); done
 mapfile -t light < <(go list ./... | grep -v -x -F "${exclude[@]}")
 
-log=$(mktemp "${TMPDIR:-/tmp}/anvil-light-tests.XXXXXX")
-heavy_log=$(mktemp "${TMPDIR:-/tmp}/anvil-heavy-tests.XXXXXX")
-go test -p 1 "$@" "${light[@]}" >"$log" 2>&1 &
+# go test -json through hack/testsummary: the output of plain go test (result lines, failed
+# tests' output), and every package's and test's time in a file for the tables at the end.
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/anvil-tests.XXXXXX")
+go build -o "$tmp/testsummary" ./hack/testsummary || exit 1
+log=$tmp/light.log
+(go test -p 1 -json "$@" "${light[@]}" 2>&1 | "$tmp/testsummary" -times "$tmp/light.times") >"$log" 2>&1 &
 light_pid=$!
 trap 'kill "$light_pid" 2>/dev/null; exit 130' INT TERM
-go test -p 1 "$@" "${heavy[@]}" 2>&1 | tee "$heavy_log"
-heavy_rc=${PIPESTATUS[0]}
+go test -p 1 -json "$@" "${heavy[@]}" 2>&1 | "$tmp/testsummary" -times "$tmp/heavy.times"
+heavy_rc=$?
 wait "$light_pid"
 light_rc=$?
 echo "=== the light lane (${#light[@]} packages) ==="
 cat "$log"
-# Where the minutes went: every package's own time, slowest first, each lane's sum.
+# Where the minutes went: every package's own time, slowest first, each lane's sum; then the
+# slowest tests of all.
 echo "=== package durations (seconds, slowest first) ==="
 for lane in heavy light; do
-	f=$log
-	[ "$lane" = heavy ] && f=$heavy_log
-	awk -v lane="$lane" '($1 == "ok" || $1 == "FAIL") && $3 ~ /^[0-9.]+s$/ { sub(/s$/, "", $3); print $3, lane, $1, $2 }' "$f"
-done | sort -rn | awk '{ printf "%9.1f  %-5s %-4s %s\n", $1, $2, $3, $4; sum[$2] += $1 } END { for (l in sum) printf "%9.1f  %s lane in all\n", sum[l], l }'
-rm -f "$log" "$heavy_log"
+	awk -F'\t' -v lane="$lane" '$1 == "package" { print $2, lane, $3 }' "$tmp/$lane.times"
+done | sort -rn | awk '{ printf "%9.1f  %-5s %s\n", $1, $2, $3; sum[$2] += $1 } END { for (l in sum) printf "%9.1f  %s lane in all\n", sum[l], l }'
+echo "=== the 30 slowest tests (seconds) ==="
+cat "$tmp"/*.times | awk -F'\t' '$1 == "test" { printf "%9.1f  %s\n", $2, $3 }' | sort -rn | head -30
+rm -rf "$tmp"
 if [ "$heavy_rc" -ne 0 ] || [ "$light_rc" -ne 0 ]; then
 	echo "FAIL: heavy lane exit $heavy_rc, light lane exit $light_rc"
 	exit 1

@@ -105,7 +105,7 @@ func waitHealthy(t testing.TB, md *clusterv1.MachineDeployment, n int) []cluster
 	ctx := context.Background()
 	var machines []clusterv1.Machine
 	start := time.Now()
-	capienv.Eventually(t, bootTimeout, fmt.Sprintf("MachineDeployment %s at %d healthy Machines", md.Name, n), func() error {
+	err := capienv.Poll(bootTimeout, func() error {
 		var err error
 		if machines, err = capienv.MachinesOf(ctx, env.Client, md); err != nil {
 			return err
@@ -120,9 +120,37 @@ func waitHealthy(t testing.TB, md *clusterv1.MachineDeployment, n int) []cluster
 		}
 		return nil
 	})
+	if err != nil {
+		for i := range machines {
+			logGuest(t, &machines[i])
+		}
+		t.Fatalf("MachineDeployment %s at %d healthy Machines: %v", md.Name, n, err)
+	}
 	t.Logf("%s: %d healthy Machines after %s", md.Name, n, time.Since(start).Round(100*time.Millisecond))
 	slices.SortFunc(machines, func(a, b clusterv1.Machine) int { return strings.Compare(a.Name, b.Name) })
 	return machines
+}
+
+// logGuest logs what a Machine that did not become healthy shows: its conditions, its anvil
+// Machine's state and its console's last lines (did the guest boot, reach the apiserver,
+// register?), so a failure says where the way stopped.
+func logGuest(t testing.TB, m *clusterv1.Machine) {
+	t.Helper()
+	t.Logf("Machine %s: phase %q, nodeRef %q, providerID %q, conditions %+v", m.Name, m.Status.Phase, m.Status.NodeRef.Name, m.Spec.ProviderID, m.Status.Conditions)
+	ns, name, err := anvilmachine.ParseProviderID(m.Spec.ProviderID)
+	if err != nil {
+		return
+	}
+	vmm := &computev1alpha1.Machine{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, vmm); err != nil {
+		t.Logf("anvil Machine %s/%s: %v", ns, name, err)
+		return
+	}
+	t.Logf("anvil Machine %s/%s: %s on %s, conditions %+v", ns, name, vmm.Status.State, vmm.Status.Pool, vmm.Status.Conditions)
+	if raw, err := os.ReadFile(vmm.Status.Console); err == nil {
+		lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
+		t.Logf("its console's last lines:\n%s", strings.Join(lines[max(0, len(lines)-40):], "\n"))
+	}
 }
 
 // guestVM is what the test reads of the VM under a Cluster API Machine.
