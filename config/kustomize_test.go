@@ -104,11 +104,14 @@ func TestKustomizationsShipTheEmbeddedManifests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	capiRoles, err := rbac.Load("capi")
-	if err != nil {
-		t.Fatal(err)
+	want = nil
+	for _, dir := range []string{"capi", "capiprovider"} {
+		roles, err := rbac.Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, keys(roles)...)
 	}
-	want = keys(capiRoles)
 	for _, c := range capiCRDs {
 		c.Kind = "CustomResourceDefinition"
 		want = append(want, key(c))
@@ -191,7 +194,7 @@ func TestKustomizationsApplyToARealAPIServer(t *testing.T) {
 	for _, dir := range []string{"default", "metal-site", "capi"} {
 		run("apply", "-k", dir)
 	}
-	if out := run("get", "deployment", "-A", "-o", "name"); !strings.Contains(out, "anvil-controller-manager") || !strings.Contains(out, "anvil-metal-site") {
+	if out := run("get", "deployment", "-A", "-o", "name"); !strings.Contains(out, "anvil-controller-manager") || !strings.Contains(out, "anvil-metal-site") || !strings.Contains(out, "anvil-capi-provider") {
 		t.Errorf("after apply -k, the Deployments are %q", out)
 	}
 	// A CRD deleted while its storage still initializes keeps failing to list its instances

@@ -28,7 +28,7 @@ type Overlay struct {
 
 // offHypervisorNodes are the workloads whose shipped node affinity keeps them off hypervisor
 // nodes, which SingleNode removes.
-var offHypervisorNodes = []string{"Deployment/anvil-controller-manager", "Deployment/anvil-metal-site"}
+var offHypervisorNodes = []string{"Deployment/anvil-controller-manager", "Deployment/anvil-metal-site", "Deployment/anvil-capi-provider"}
 
 // Write writes the overlay's kustomization.yaml into dir (made if missing); the bases'
 // paths are written relative to dir, as kustomize wants them.

@@ -34,20 +34,20 @@ func keepsOffHypervisors(o *unstructured.Unstructured) bool {
 }
 
 // The attack: a guest that escapes QEMU is root on its hypervisor node (the qemu runtime's
-// Pod is privileged); the manager or the metal site scheduled there would hand it the
-// cluster's and the BMCs' credentials. The rendered manifests keep both off nodes labelled
-// as hypervisors, the hypervisor DaemonSets tolerate the hypervisors' taint, and each
-// namespace carries the Pod Security level its Pods need.
+// Pod is privileged); the manager, the Cluster API provider or the metal site scheduled
+// there would hand it the cluster's and the BMCs' credentials. The rendered manifests keep
+// every Deployment off nodes labelled as hypervisors, the hypervisor DaemonSets tolerate the
+// hypervisors' taint, and each namespace carries the Pod Security level its Pods need.
 func TestControlPlaneStaysOffHypervisorNodes(t *testing.T) {
 	kubectl := tool(t, "kubectl")
 	namespaces := map[string]string{}
 	found := map[string]bool{}
-	for _, dir := range []string{"default", "metal-site"} {
+	for _, dir := range []string{"default", "metal-site", "capi"} {
 		for _, o := range kustomize(t, kubectl, dir) {
 			switch {
 			case o.GetKind() == "Namespace":
 				namespaces[o.GetName()] = o.GetLabels()["pod-security.kubernetes.io/enforce"]
-			case o.GetKind() == "Deployment" && (o.GetName() == "anvil-controller-manager" || o.GetName() == "anvil-metal-site"):
+			case o.GetKind() == "Deployment":
 				found[o.GetName()] = true
 				if !keepsOffHypervisors(o) {
 					t.Errorf("config/%s: Deployment %s may be scheduled onto a hypervisor node: it needs a required node affinity with %s DoesNotExist", dir, o.GetName(), hypervisorLabel)
@@ -65,7 +65,7 @@ func TestControlPlaneStaysOffHypervisorNodes(t *testing.T) {
 			}
 		}
 	}
-	for _, d := range []string{"anvil-controller-manager", "anvil-metal-site"} {
+	for _, d := range []string{"anvil-controller-manager", "anvil-metal-site", "anvil-capi-provider"} {
 		if !found[d] {
 			t.Errorf("Deployment %s was not rendered", d)
 		}

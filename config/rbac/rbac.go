@@ -20,7 +20,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/manifest"
 )
 
-//go:embed *.yaml broker/*.yaml capi/*.yaml metal/*.yaml nodepoollet/*.yaml poollet/*.yaml tenant/*.yaml
+//go:embed *.yaml broker/*.yaml capi/*.yaml capiprovider/*.yaml metal/*.yaml nodepoollet/*.yaml poollet/*.yaml tenant/*.yaml
 var files embed.FS
 
 // Load returns the objects of config/rbac/<dir> ("" for the manager's), files in name
@@ -94,6 +94,19 @@ func installInNamespace(ctx context.Context, c client.Client, dir, namespace, sa
 		}
 	}
 	return installIdentity(ctx, c, dir, roles, namespace, sa, sa+"-"+namespace)
+}
+
+// CAPIProviderServiceAccount is the ServiceAccount the Cluster API provider (anvil
+// capi-provider) runs as, in anvil's namespace (config/capi).
+const CAPIProviderServiceAccount = "anvil-capi-provider"
+
+// InstallCAPIProvider gives the Cluster API provider of namespace its own identity, as
+// config/capi does: the ServiceAccount <namespace>/anvil-capi-provider, bound to the shipped
+// ClusterRole anvil-capi-provider and to the shipped Role anvil-capi-provider (its leader
+// election Lease) placed in namespace. It returns that identity for impersonation, for a
+// provider run in the same process as an admin client (the tests).
+func InstallCAPIProvider(ctx context.Context, c client.Client, namespace string) (rest.ImpersonationConfig, error) {
+	return installInNamespace(ctx, c, "capiprovider", namespace, CAPIProviderServiceAccount)
 }
 
 // BrokerServiceAccountPrefix begins the name of every broker's ServiceAccount. The

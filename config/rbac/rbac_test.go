@@ -13,7 +13,7 @@ import (
 )
 
 func TestLoadReadsEveryFolder(t *testing.T) {
-	for _, dir := range []string{"", "broker", "capi", "metal", "poollet", "tenant"} {
+	for _, dir := range []string{"", "broker", "capi", "capiprovider", "metal", "poollet", "tenant"} {
 		objs, err := Load(dir)
 		if err != nil || len(objs) == 0 {
 			t.Errorf("Load(%q) = %d objects, %v", dir, len(objs), err)

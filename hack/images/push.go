@@ -73,11 +73,11 @@ func runPush(ctx context.Context, args []string) error {
 	return writeDeploy(*out, *root, pushed)
 }
 
-// writeDeploy writes, under out/deploy, an overlay of config/default and one of
-// config/metal-site naming the images just pushed by digest: what kubectl apply -k takes
-// (docs/cluster-install.md).
+// writeDeploy writes, under out/deploy, an overlay of config/default, one of
+// config/metal-site and one of config/capi naming the images just pushed by digest: what
+// kubectl apply -k takes (docs/cluster-install.md).
 func writeDeploy(out, root string, pushed map[string]string) error {
-	for _, base := range []string{"default", "metal-site"} {
+	for _, base := range []string{"default", "metal-site", "capi"} {
 		dir := filepath.Join(out, "deploy", base)
 		abs, err := filepath.Abs(filepath.Join(root, "config", base))
 		if err != nil {

@@ -7,37 +7,65 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/anvil-dev/anvil/config/rbac"
 	"github.com/anvil-dev/anvil/internal/capi/extension"
+	"github.com/anvil-dev/anvil/internal/capiprovider"
 	"github.com/anvil-dev/anvil/internal/controlplane"
 	"github.com/anvil-dev/anvil/internal/manager"
 	"github.com/anvil-dev/anvil/test/harness"
 )
 
-// RunAnvilManager runs anvil's manager with the Cluster API provider against the apiserver
-// of cfg until stop is called (before that apiserver stops); an error it ends with is
-// printed; with ext's address set it serves the in-place update extension there. It takes any architecture for an image (the runtime refuses a wrong one), so a
-// test needs no registry allow-list.
+// RunAnvilManager runs anvil's manager and, beside it, its Cluster API provider against
+// the apiserver of cfg until stop is called (before that apiserver stops); an error either
+// ends with is printed. The provider runs as config/capi runs it: under its own
+// ServiceAccount (rbac.InstallCAPIProvider, impersonated), so a right its role lacks fails
+// here as it would in a cluster. With ext's address set it serves the in-place update
+// extension there. The manager takes any architecture for an image (the runtime refuses a
+// wrong one), so a test needs no registry allow-list.
 func RunAnvilManager(ctx context.Context, cfg *rest.Config, ext extension.Options) (stop func(), err error) {
 	o := manager.DefaultOptions()
 	o.MetricsAddr, o.HealthAddr, o.SkipControllerNameValidation = "0", "0", true
 	o.ImageArchitectures = manager.ImageArchitecturesAny
-	o.ClusterAPI, o.CAPIExtension = true, ext
-	// The identities of the pivot tests name the other control plane at 127.0.0.1.
-	o.CAPIIdentityAllowLoopback = true
 	mgr, err := manager.New(rest.CopyConfig(cfg), o)
 	if err != nil {
 		return nil, err
 	}
+	c, err := Client(cfg)
+	if err != nil {
+		return nil, err
+	}
+	identity, err := rbac.InstallCAPIProvider(ctx, c, ProviderNamespace)
+	if err != nil {
+		return nil, err
+	}
+	po := capiprovider.DefaultOptions()
+	po.MetricsAddr, po.HealthAddr, po.SkipControllerNameValidation = "0", "0", true
+	po.Extension = ext
+	// The identities of the pivot tests name the other control plane at 127.0.0.1.
+	po.AllowLoopback = true
+	providerCfg := rest.CopyConfig(cfg)
+	providerCfg.Impersonate = identity
+	provider, err := capiprovider.New(providerCfg, po)
+	if err != nil {
+		return nil, err
+	}
 	mctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
+	done := make(chan error, 2)
 	go func() { done <- mgr.Start(mctx) }()
+	go func() { done <- provider.Start(mctx) }()
 	return func() {
 		cancel()
-		if err := <-done; err != nil {
-			fmt.Fprintln(os.Stderr, "anvil manager:", err)
+		for range 2 {
+			if err := <-done; err != nil {
+				fmt.Fprintln(os.Stderr, "anvil manager or Cluster API provider:", err)
+			}
 		}
 	}, nil
 }
+
+// ProviderNamespace is where the tests' Cluster API provider has its ServiceAccount, as
+// config/capi's has.
+const ProviderNamespace = "anvil-system"
 
 // StartWorkload starts a workload cluster's control plane in dir on free loopback ports:
 // what a Cluster's <name>-kubeconfig Secret points Cluster API at. With w set, its Nodes

@@ -34,7 +34,6 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/capi/extension"
-	"github.com/anvil-dev/anvil/internal/manager"
 	"github.com/anvil-dev/anvil/test/capienv"
 	"github.com/anvil-dev/anvil/test/capienv/clientpki"
 	"github.com/anvil-dev/anvil/test/harness"
@@ -74,23 +73,22 @@ func TestClusterAPIDiscoversAndAsksTheExtension(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := manager.DefaultOptions()
-	o.MetricsAddr, o.HealthAddr, o.SkipControllerNameValidation, o.ClusterAPI = "0", "0", true, true
-	o.CAPIIdentityAllowLoopback = true // the remote anvil of updateMachineOfRemoteCluster is this apiserver
-	o.CAPIExtension = extension.Options{BindAddress: fmt.Sprintf("127.0.0.1:%d", port), CertDir: filepath.Join(dir, "serving"), ClientCAFile: caFile}
-	mgr, err := manager.New(env.Config, o)
+	// The remote anvil of updateMachineOfRemoteCluster is this apiserver: RunAnvilManager's
+	// provider lets identities name loopback addresses.
+	ext := extension.Options{BindAddress: fmt.Sprintf("127.0.0.1:%d", port), CertDir: filepath.Join(dir, "serving"), ClientCAFile: caFile}
+	stop, err := capienv.RunAnvilManager(ctx, env.Config, ext)
 	if err != nil {
 		t.Fatal(err)
 	}
-	harness.RunManager(t, mgr)
+	t.Cleanup(stop)
 
 	// The manager makes the serving certificate as it starts.
 	poll(ctx, t, "the extension's serving certificate", func(context.Context) (bool, error) {
-		_, err := os.Stat(filepath.Join(o.CAPIExtension.CertDir, extension.CertFile))
+		_, err := os.Stat(filepath.Join(ext.CertDir, extension.CertFile))
 		return err == nil, nil
 	})
 	manifest := filepath.Join(dir, "extensionconfig.yaml")
-	if err := extension.WriteExtensionConfig(manifest, "anvil", o.CAPIExtension.BindAddress, o.CAPIExtension.CertDir); err != nil {
+	if err := extension.WriteExtensionConfig(manifest, "anvil", ext.BindAddress, ext.CertDir); err != nil {
 		t.Fatal(err)
 	}
 	ec, err := readExtensionConfig(manifest)
@@ -216,7 +214,7 @@ func TestClusterAPIDiscoversAndAsksTheExtension(t *testing.T) {
 
 	t.Run("UpdateMachine reads the anvil Machine where identityRef points", func(t *testing.T) {
 		updateMachineOfRemoteCluster(ctx, t, c, env, func(desired *infrav1.AnvilMachine) runtimehooksv1.UpdateMachineResponse {
-			return updateMachine(ctx, t, "https://"+o.CAPIExtension.BindAddress, o.CAPIExtension.CertDir, certFile, keyFile, desired)
+			return updateMachine(ctx, t, "https://"+ext.BindAddress, ext.CertDir, certFile, keyFile, desired)
 		})
 	})
 }

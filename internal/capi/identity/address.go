@@ -63,7 +63,7 @@ type AddressError struct {
 func (e *AddressError) Error() string {
 	msg := fmt.Sprintf("the control plane host %s has an address an identity may not point at (%s)", e.Host, e.Problem)
 	if e.Problem == "loopback" {
-		msg += " (unless the manager runs with --capi-identity-allow-loopback)"
+		msg += " (unless anvil capi-provider runs with --capi-identity-allow-loopback)"
 	}
 	return msg
 }
