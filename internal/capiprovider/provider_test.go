@@ -99,8 +99,12 @@ func TestProviderIdentityCannotGrantBindOrListSecrets(t *testing.T) {
 		"create a ClusterRole":                         func() error { return provider.Create(ctx, role) },
 		"list Secrets":                                 func() error { return provider.List(ctx, &corev1.SecretList{}) },
 		"list Secrets of one namespace":                func() error { return provider.List(ctx, &corev1.SecretList{}, client.InNamespace("default")) },
-		"delete a Secret":                              func() error { return provider.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "default"}}) },
-		"update a MachinePool":                         func() error { return provider.Update(ctx, &computev1alpha1.MachinePool{ObjectMeta: metav1.ObjectMeta{Name: "x"}}) },
+		"delete a Secret": func() error {
+			return provider.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "default"}})
+		},
+		"update a MachinePool": func() error {
+			return provider.Update(ctx, &computev1alpha1.MachinePool{ObjectMeta: metav1.ObjectMeta{Name: "x"}})
+		},
 	}
 	for what, attempt := range attempts {
 		if err := attempt(); !apierrors.IsForbidden(err) {
