@@ -42,7 +42,7 @@ func newPoolletCommand() *cobra.Command {
 					return fmt.Errorf("--shared-image-folder: %w", err)
 				}
 			}
-			o.ImageFolders = poollet.ImageFoldersFor(logins, shared)
+			o.ImageFolders = imageowner.FoldersFor(logins, shared)
 			rt, conn, err := mri.Dial(endpoint, mri.AllowPeers(peers...), mri.Pool(o.Pool))
 			if err != nil {
 				return err

@@ -16,6 +16,7 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/config/rbac"
+	"github.com/anvil-dev/anvil/internal/imageowner"
 	"github.com/anvil-dev/anvil/internal/imageref"
 	"github.com/anvil-dev/anvil/internal/mri"
 	"github.com/anvil-dev/anvil/internal/nocloud"
@@ -127,7 +128,7 @@ func runPool(ctx context.Context, cfg *rest.Config, stateDir, name string, rt ru
 	o.Runtime, o.ProviderID = client, kind+"://"+name
 	o.Images = poollet.NewRegistryImages(network)
 	// The registries it logs in to (anvil dev's own) hold Machines to their namespace's images.
-	o.ImageFolders = poollet.ImageFoldersFor(network.Logins, nil)
+	o.ImageFolders = imageowner.FoldersFor(network.Logins, nil)
 	o.Labels = map[string]string{LabelRuntime: kind}
 	o.SkipControllerNameValidation = true
 	identity, err := poolletIdentity(ctx, cfg, name)

@@ -2,9 +2,12 @@ package imageowner
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
+
+	"github.com/anvil-dev/anvil/internal/registrynet"
 )
 
 // DefaultSharedFolder is the folder every namespace reads and none publishes into unless an
@@ -87,4 +90,23 @@ func ParseFolder(s string) (string, error) {
 		return "", fmt.Errorf("shared folder %q is not a repository path (such as anvil or infra/os)", s)
 	}
 	return folder, nil
+}
+
+// FoldersFor holds the registries a reader logs in to (its --registry-credentials: anvil's
+// registry, with the pools' read credential) to namespaces: on them a Machine names only
+// its namespace's folder and the shared folders (anvil/ and shared). A registry read
+// anonymously anyone may read anyway; one read with the reader's own credential would
+// otherwise hand every tenant's images to every other. The pools (before a pull) and the
+// scheduler (before it reads an image's architectures) hold Machines to it.
+func FoldersFor(logins map[string]registrynet.Login, shared []string) []Folders {
+	hosts := make([]string, 0, len(logins))
+	for h := range logins {
+		hosts = append(hosts, h)
+	}
+	sort.Strings(hosts)
+	folders := make([]Folders, 0, len(hosts))
+	for _, h := range hosts {
+		folders = append(folders, Folders{Registry: h, Shared: append([]string{DefaultSharedFolder}, shared...)})
+	}
+	return folders
 }

@@ -118,6 +118,13 @@ func (o Options) imageResolver() schedulercontroller.ImageResolver {
 		Transport: registrynet.Policy{Allow: allow, Logins: logins}.Transport()}, Timeout: 10 * time.Second}
 }
 
+// imageFolders are the registries the scheduler reads with its own credential, each held
+// to namespaces' folders. o is valid.
+func (o Options) imageFolders() []imageowner.Folders {
+	logins, _ := registrynet.LoadLogins(o.RegistryCredentials) // read by Validate
+	return imageowner.FoldersFor(logins, o.ImageBuilds.SharedFolders)
+}
+
 // New returns a manager with every anvil controller registered; Start runs them. The
 // Cluster API provider is not among them: it runs under an identity of its own
 // (internal/capiprovider, anvil capi-provider).
@@ -158,7 +165,7 @@ func addControllers(mgr ctrl.Manager, o Options) error {
 	for _, add := range []func() error{
 		func() error {
 			return (&schedulercontroller.Reconciler{Client: c, Strategy: strategy, Resolver: o.imageResolver(),
-				Events: events.New(mgr.GetEventRecorder("scheduler"), nil)}).SetupWithManager(mgr, o.Concurrency)
+				ImageFolders: o.imageFolders(), Events: events.New(mgr.GetEventRecorder("scheduler"), nil)}).SetupWithManager(mgr, o.Concurrency)
 		},
 		func() error { return claimcontroller.NewVolumeReconciler(c).SetupWithManager(mgr, o.Concurrency) },
 		func() error {

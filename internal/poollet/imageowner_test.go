@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
-	"github.com/anvil-dev/anvil/internal/poollet"
+	"github.com/anvil-dev/anvil/internal/imageowner"
 	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/internal/runtime/fake"
 )
@@ -25,7 +25,7 @@ func TestTenantCannotBootAnotherNamespacesImage(t *testing.T) {
 	const reg = "127.0.0.1:5001"
 	digest := "@sha256:" + strings.Repeat("2", 64)
 	p := &testPool{t: t, name: "image-owner"}
-	p.imageFolders = poollet.ImageFoldersFor(map[string]registrynet.Login{reg: {Username: "anvil-pools", Password: "x"}}, []string{"infra/os"})
+	p.imageFolders = imageowner.FoldersFor(map[string]registrynet.Login{reg: {Username: "anvil-pools", Password: "x"}}, []string{"infra/os"})
 	startPool(t, p, func(c *fake.Config) {})
 	ns := "ns-" + p.name
 	notOwned := func(m *computev1alpha1.Machine) bool {

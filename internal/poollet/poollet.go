@@ -40,7 +40,7 @@ type Options struct {
 	Runtime    mriv1alpha1.MachineRuntimeClient
 	Images     ImageResolver
 	// ImageFolders hold the images of the registries the pool reads with its own
-	// credential to the Machine's namespace's folder and the shared ones (ImageFoldersFor).
+	// credential to the Machine's namespace's folder and the shared ones (imageowner.FoldersFor).
 	ImageFolders []imageowner.Folders
 	// Interval is how often the runtime's capacity is read and the Lease renewed.
 	Interval time.Duration

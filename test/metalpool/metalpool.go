@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/anvil-dev/anvil/config/rbac"
+	"github.com/anvil-dev/anvil/internal/imageowner"
 	"github.com/anvil-dev/anvil/internal/metal/pool"
 	"github.com/anvil-dev/anvil/internal/mri"
 	"github.com/anvil-dev/anvil/internal/poollet"
@@ -67,7 +68,7 @@ func Start(ctx context.Context, rc *rest.Config, c client.Client, cfg pool.Confi
 	o.Runtime, o.ProviderID, o.SkipControllerNameValidation = rt, "metal://"+cfg.Name, true
 	o.Interval, o.StuckAfter = interval, 5*time.Second
 	o.Images = poollet.NewRegistryImages(cfg.ImageCache.Network)
-	o.ImageFolders = poollet.ImageFoldersFor(cfg.ImageCache.Network.Logins, nil)
+	o.ImageFolders = imageowner.FoldersFor(cfg.ImageCache.Network.Logins, nil)
 	mgr, err := poollet.New(rc, o)
 	if err != nil {
 		return nil, errors.Join(err, conn.Close(), l.Close(), p.Stop())

@@ -20,6 +20,7 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/controller/requeue"
 	"github.com/anvil-dev/anvil/internal/events"
+	"github.com/anvil-dev/anvil/internal/imageowner"
 	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/internal/scheduler"
 )
@@ -29,7 +30,12 @@ type Reconciler struct {
 	Client   client.Client
 	Cache    *scheduler.Cache
 	Resolver ImageResolver
-	Strategy scheduler.Strategy
+	// ImageFolders are the registries the manager reads with a credential of its own
+	// (--registry-credentials; imageowner.FoldersFor): on them a Machine may name only its
+	// namespace's folder and the shared ones. Checked before the Resolver reads anything,
+	// so the scheduler never tells a tenant whether another namespace's image exists.
+	ImageFolders []imageowner.Folders
+	Strategy     scheduler.Strategy
 	// RefusalBackoff is how long a pool whose runtime refused a Machine is excluded for it.
 	// It is kept in memory: a restart forgets it (see package internal/scheduler for why).
 	RefusalBackoff time.Duration
@@ -83,6 +89,13 @@ func (r *Reconciler) schedule(ctx context.Context, m *computev1alpha1.Machine) (
 		r.queue.SetPending(key, true)
 		return ctrl.Result{}, r.setScheduled(ctx, m, metav1.ConditionFalse, computev1alpha1.ReasonClassNotFound,
 			fmt.Sprintf("MachineClass %q does not exist", m.Spec.MachineClassRef.Name))
+	}
+	for _, f := range r.ImageFolders {
+		if err := f.UseImage(m.Namespace, m.Spec.Image); err != nil {
+			r.queue.SetPending(key, true)
+			return ctrl.Result{}, r.setScheduled(ctx, m, metav1.ConditionFalse, computev1alpha1.ReasonImageNotOwned,
+				fmt.Sprintf("image: %v", err))
+		}
 	}
 	archs, image, err := r.architectures(ctx, m, class)
 	if refused := (*registrynet.RefusedError)(nil); errors.As(err, &refused) {

@@ -1,6 +1,10 @@
 package scheduler
 
 import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/imageowner"
 	"github.com/anvil-dev/anvil/internal/imageref"
 	"github.com/anvil-dev/anvil/internal/registrynet"
 )
@@ -70,4 +75,62 @@ func TestRegistryIndexChoosesThePoolAndAMissingImageWaits(t *testing.T) {
 	}
 	pushIndex(t, later, "arm64")
 	eventually(t, client.ObjectKeyFromObject(waiting), "bound to the arm64 pool once the image exists", boundTo(cls+"-a-arm"))
+}
+
+// countingResolver counts the images it was asked about: the scheduler's only way to a
+// registry.
+type countingResolver struct {
+	inner ImageResolver
+	mu    sync.Mutex
+	asked []string
+}
+
+func (c *countingResolver) Architectures(ctx context.Context, image string) ([]computev1alpha1.Architecture, error) {
+	c.mu.Lock()
+	c.asked = append(c.asked, image)
+	c.mu.Unlock()
+	return c.inner.Architectures(ctx, image)
+}
+
+// The attack: a tenant names another namespace's image on the registry the manager reads
+// with its own credential, to learn from the scheduler whether it exists (bound, or
+// ImageUnresolved) before any pool refuses it. The scheduler refuses it (ImageNotOwned)
+// without reading anything; the tenant's own image and a shared one are read and bound.
+func TestSchedulerReadsNoImageOfAnotherNamespace(t *testing.T) {
+	reg := env.Registry
+	ns := "sched-owner"
+	theirs, own, shared := reg.Host+"/victim/os:secret", reg.Host+"/"+ns+"/os:v1", reg.Host+"/anvil/os:v1"
+	for _, ref := range []string{theirs, own, shared} {
+		pushIndex(t, ref, "amd64")
+	}
+	resolver := &countingResolver{inner: RegistryImages{Registry: &imageref.Registry{TagTTL: time.Second,
+		Transport: registrynet.Policy{Allow: registrynet.Loopback}.Transport()}, Timeout: 5 * time.Second}}
+	startScheduler(t, &Reconciler{Resolver: resolver, ImageRetry: time.Second,
+		ImageFolders: imageowner.FoldersFor(map[string]registrynet.Login{reg.Host: {Username: "anvil-pools", Password: "x"}}, nil)})
+	cls := uniq(t, "own")
+	mustCreate(t, namespace(ns, nil), class(cls, "1", "1Gi"))
+	readyPool(t, cls+"-amd", "amd64", "8", "8Gi", []string{cls}, nil)
+
+	stolen := machine(ns, cls+"-theirs", cls, func(m *computev1alpha1.Machine) { m.Spec.Image = theirs })
+	mustCreate(t, stolen)
+	got := eventually(t, client.ObjectKeyFromObject(stolen), "refused as another namespace's image", func(m *computev1alpha1.Machine) bool {
+		c := meta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionScheduled)
+		return c != nil && c.Reason == computev1alpha1.ReasonImageNotOwned
+	})
+	if got.Spec.MachinePoolRef != nil {
+		t.Errorf("bound to %s with another namespace's image", got.Spec.MachinePoolRef.Name)
+	}
+	if msg := meta.FindStatusCondition(got.Status.Conditions, computev1alpha1.ConditionScheduled).Message; !strings.Contains(msg, reg.Host+"/"+ns+"/") {
+		t.Errorf("the refusal does not say where the namespace's images go: %q", msg)
+	}
+	for _, image := range []string{own, shared} {
+		m := machine(ns, cls+"-"+strings.Split(strings.Split(image, "/")[1], "/")[0], cls, func(m *computev1alpha1.Machine) { m.Spec.Image = image })
+		mustCreate(t, m)
+		eventually(t, client.ObjectKeyFromObject(m), "bound with "+image, boundTo(cls+"-amd"))
+	}
+	resolver.mu.Lock()
+	defer resolver.mu.Unlock()
+	if slices.Contains(resolver.asked, theirs) {
+		t.Errorf("the scheduler read %s for namespace %s: asked about %v", theirs, ns, resolver.asked)
+	}
 }
