@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/anvil-dev/anvil/internal/capiprovider"
@@ -9,22 +10,8 @@ import (
 
 func newCAPIProviderCommand() *cobra.Command {
 	o := capiprovider.DefaultOptions()
-	cmd := &cobra.Command{
-		Use:   "capi-provider",
-		Short: "Run anvil's Cluster API infrastructure provider (its own process and identity) against the cluster in KUBECONFIG or in-cluster config",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := ctrl.GetConfig()
-			if err != nil {
-				return err
-			}
-			mgr, err := capiprovider.New(cfg, o)
-			if err != nil {
-				return err
-			}
-			return mgr.Start(cmd.Context())
-		},
-	}
+	cmd := controllerCommand("capi-provider", "Run anvil's Cluster API infrastructure provider (its own process and identity) against the cluster in KUBECONFIG or in-cluster config",
+		func(cfg *rest.Config) (ctrl.Manager, error) { return capiprovider.New(cfg, o) })
 	o.AddFlags(cmd.Flags())
 	return cmd
 }
