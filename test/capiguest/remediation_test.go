@@ -34,6 +34,11 @@ const (
 	rebootTimeout = 2 * time.Minute
 	// powerCycleTimeout runs from the power-on: a boot and a registration.
 	powerCycleTimeout = 75 * time.Second
+	// doomedRebootTimeout is the reboot's timeout in step 3, where no reboot can succeed (the
+	// token is gone): long enough for the runtime to end the frozen QEMU (about 45 s after
+	// the request) and start it again, so the reboot is really tried before the power cycle;
+	// the full rebootTimeout there only waited.
+	doomedRebootTimeout = time.Minute
 )
 
 // A MachineHealthCheck with anvil's remediation on a real guest.
@@ -168,7 +173,13 @@ func TestRemediationOfAFrozenGuest(t *testing.T) {
 	// The guest booted again and its agent registered the same Node with a new certificate.
 	awaitConsoleLines(t, same.anvil, nodeagent.RegisteredLine(g.node.Name, g.node.Spec.ProviderID), 2)
 
-	// 3. For good: the token gone, frozen a third time.
+	// 3. For good: the token gone, frozen a third time. Cluster API copies the template
+	// into each remediation it makes: the next one gets the shorter reboot timeout.
+	base := remTmpl.DeepCopy()
+	remTmpl.Spec.Template.Spec.Strategies[0].Timeout = metav1.Duration{Duration: doomedRebootTimeout}
+	if err := env.Client.Patch(ctx, remTmpl, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
 	phase = time.Now()
 	tokens := r.workloadAdmin.CoreV1().Secrets(metav1.NamespaceSystem)
 	tokenSecret, err := tokens.Get(ctx, bootstraputil.BootstrapTokenSecretName(tokenID), metav1.GetOptions{})
@@ -186,7 +197,7 @@ func TestRemediationOfAFrozenGuest(t *testing.T) {
 	t.Logf("give up: frozen QEMU %d gone %s after the QEMU stopped", p, since(phase))
 	// Powered on again by the power cycle, the guest's agent is refused the deleted token.
 	var consoleAt int
-	capienv.Eventually(t, rebootTimeout+2*time.Minute, "the power cycle to power the machine on again", func() error {
+	capienv.Eventually(t, doomedRebootTimeout+2*time.Minute, "the power cycle to power the machine on again", func() error {
 		cur := &infrav1.AnvilRemediation{}
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(rem2), cur); err != nil {
 			return err
