@@ -25,8 +25,6 @@ import (
 	"github.com/anvil-dev/anvil/internal/capi/extension"
 	"github.com/anvil-dev/anvil/internal/controlplane"
 	"github.com/anvil-dev/anvil/internal/dev"
-	"github.com/anvil-dev/anvil/internal/nodeagent/nodeagenttest"
-	"github.com/anvil-dev/anvil/internal/nodeagent/nodeimage"
 	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/internal/runtime/qemu"
@@ -34,6 +32,8 @@ import (
 	"github.com/anvil-dev/anvil/test/capienv"
 	"github.com/anvil-dev/anvil/test/capienv/clientpki"
 	"github.com/anvil-dev/anvil/test/harness"
+	"github.com/anvil-dev/anvil/test/nodeagent/nodeagenttest"
+	"github.com/anvil-dev/anvil/test/nodeagent/nodeimage"
 	"github.com/anvil-dev/anvil/test/testos"
 )
 
