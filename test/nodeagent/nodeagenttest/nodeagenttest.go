@@ -12,6 +12,7 @@ import (
 
 	"github.com/anvil-dev/anvil/internal/controlplane"
 	"github.com/anvil-dev/anvil/test/harness"
+	"github.com/anvil-dev/anvil/test/harness/controlplanes"
 )
 
 // BinaryName is the agent's file name, in DIR/ARCH/ as make agents lays out bin/node-agent.
@@ -50,15 +51,7 @@ func BuildAgentsIn(t testing.TB, dir string, archs ...string) string {
 // kube-apiserver and kube-controller-manager in the assets folder (make tools).
 func StartWorkload(t testing.TB, w controlplane.Workload) *controlplane.ControlPlane {
 	t.Helper()
-	bin, err := harness.AssetsDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.ControllerManagerPort = harness.FreePort(t)
-	cp, err := controlplane.Start(context.Background(), controlplane.Config{
-		StateDir: t.TempDir(), BinDir: bin, Workload: &w,
-		APIServerPort: harness.FreePort(t), EtcdClientPort: harness.FreePort(t), EtcdPeerPort: harness.FreePort(t),
-	})
+	cp, err := controlplanes.Start(context.Background(), t.TempDir(), &w)
 	if err != nil {
 		t.Fatal(err)
 	}
