@@ -24,9 +24,10 @@ GO_TEST_FLAGS ?= -timeout 40m
 AGENT_ARCHS := amd64 arm64
 AGENTS := $(AGENT_ARCHS:%=$(BIN)/build-agent/%/anvil-build-agent)
 AGENT_SOURCES := $(shell find cmd/anvil-build-agent internal/buildagent internal/imagebuild internal/osimage api/compute -name '*.go' -not -name '*_test.go') go.mod go.sum
-# The node agent a Cluster API node image's guests register their Nodes with (docs/capi.md).
+# The node agent the Cluster API tests' node image runs in its guests to register their Nodes
+# (docs/capi.md): a test program, never in a product image.
 NODE_AGENTS := $(AGENT_ARCHS:%=$(BIN)/node-agent/%/anvil-node-agent)
-NODE_AGENT_SOURCES := $(shell find cmd/anvil-node-agent internal/nodeagent -maxdepth 1 -name '*.go' -not -name '*_test.go') go.mod go.sum
+NODE_AGENT_SOURCES := $(shell find test/nodeagent/cmd/anvil-node-agent test/nodeagent -maxdepth 1 -name '*.go' -not -name '*_test.go') go.mod go.sum
 
 CONTROL_PLANE := $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl
 GENERATORS := $(BIN)/controller-gen $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
@@ -102,7 +103,7 @@ $(BIN)/build-agent/%/anvil-build-agent: $(AGENT_SOURCES)
 	CGO_ENABLED=0 GOARCH=$* go build -trimpath -ldflags "-s -w" -o $@ ./cmd/anvil-build-agent
 
 $(BIN)/node-agent/%/anvil-node-agent: $(NODE_AGENT_SOURCES)
-	CGO_ENABLED=0 GOARCH=$* go build -trimpath -ldflags "-s -w" -o $@ ./cmd/anvil-node-agent
+	CGO_ENABLED=0 GOARCH=$* go build -trimpath -ldflags "-s -w" -o $@ ./test/nodeagent/cmd/anvil-node-agent
 
 # anvil's container images (docs/images.md): anvil, anvil-qemu and anvil-metal, each one
 # index for linux/amd64 and linux/arm64, as OCI image layouts in bin/images, with SIZES,

@@ -15,13 +15,13 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/anvil-dev/anvil/config/admission"
 	"github.com/anvil-dev/anvil/config/crd"
 	"github.com/anvil-dev/anvil/config/rbac"
 	"github.com/anvil-dev/anvil/internal/manifest"
+	"github.com/anvil-dev/anvil/test/harness"
 )
 
 // kustomize renders config/<dir> with the kubectl of bin/ (its built-in kustomize, the one
@@ -156,23 +156,7 @@ func containers(t *testing.T, o *unstructured.Unstructured) []string {
 // its admission and validation included), and kubectl delete -k takes them all back.
 func TestKustomizationsApplyToARealAPIServer(t *testing.T) {
 	kubectl := tool(t, "kubectl")
-	te := &envtest.Environment{BinaryAssetsDirectory: filepath.Dir(tool(t, "kube-apiserver")), ControlPlaneStartTimeout: 2 * time.Minute}
-	if _, err := te.Start(); err != nil {
-		t.Fatalf("starting kube-apiserver and etcd: %v", err)
-	}
-	t.Cleanup(func() { _ = te.Stop() })
-	user, err := te.ControlPlane.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := user.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, raw, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := harness.StartAPIServer(t)
 	run := func(args ...string) string {
 		t.Helper()
 		out, err := exec.Command(kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput()

@@ -17,7 +17,7 @@ heavy=(
 	./test/cluster ./test/install ./test/images
 	./internal/runtime/qemu ./internal/runtime/qemu/vm ./internal/runtime/qemu/qmp
 	./internal/provisioner/ironic ./internal/runtime/metal
-	./internal/bmcemu ./internal/ironic ./internal/nodeagent/nodeimage
+	./internal/bmcemu ./internal/ironic ./test/nodeagent/nodeimage
 )
 exclude=()
 for p in "${heavy[@]}"; do exclude+=(-e "$module/${p#./}"); done

@@ -30,12 +30,18 @@ type Process struct {
 // StartProcess starts bin with args, its log in logDir/NAME.log and, when runDir is not
 // empty, its pid in runDir/NAME.pid.
 func StartProcess(name, bin string, args []string, logDir, runDir string) (*Process, error) {
+	return StartCommand(name, exec.Command(bin, args...), logDir, runDir)
+}
+
+// StartCommand is StartProcess for a command its caller made (its environment, its working
+// folder); its output and process attributes are set here. The log is appended to, so a
+// process started again under the same name keeps the earlier runs' output.
+func StartCommand(name string, cmd *exec.Cmd, logDir, runDir string) (*Process, error) {
 	logPath := filepath.Join(logDir, name+".log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// A process group of its own keeps a terminal's Ctrl-C away from the child, so the
 	// parent stops children in order (apiserver before etcd) instead of all at once.
@@ -93,6 +99,16 @@ func (p *Process) Stop(grace time.Duration) error {
 		<-p.done
 		return fmt.Errorf("%s did not stop within %s of SIGTERM and was killed", p.name, grace)
 	}
+}
+
+// Kill ends the process with SIGKILL, as a crash would, and returns once it is reaped;
+// nothing when p is nil or already ended.
+func (p *Process) Kill() {
+	if p == nil {
+		return
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.done
 }
 
 // exitError describes an unexpected exit, with the end of the log to say why.

@@ -135,7 +135,7 @@ type brokerPool struct {
 	name       string
 	kubeconfig string // the broker's, downstream
 	args       []string
-	cmd        *exec.Cmd
+	proc       *controlplane.Process
 }
 
 // startBrokerPool runs the region's pool name as a broker into site down, labelled
@@ -149,11 +149,11 @@ func startBrokerPool(t *testing.T, region, down *site, name string) *brokerPool 
 		"--listen", socket, "--cache-dir", filepath.Join(dir, "cache"),
 		"--allow-registry", down.registry, "--registry-credentials", down.readCredentials()}
 	b.start(t)
-	t.Cleanup(func() { devproc.StopProcess(b.cmd) })
-	poollet := exec.Command(env.AnvilBin, "poollet", "--pool", name, "--runtime", socket, "--interval", "1s",
+	t.Cleanup(func() { devproc.StopProcess(b.proc) })
+	poolletCmd := exec.Command(env.AnvilBin, "poollet", "--pool", name, "--runtime", socket, "--interval", "1s",
 		"--labels", "anvil.test/site="+name, "--allow-registry", down.registry, "--registry-credentials", down.readCredentials())
-	poollet.Env = append(os.Environ(), "KUBECONFIG="+region.kubeconfig)
-	devproc.StartProcess(t, poollet)
+	poolletCmd.Env = append(os.Environ(), "KUBECONFIG="+region.kubeconfig)
+	poollet := devproc.StartProcess(t, poolletCmd)
 	t.Cleanup(func() { devproc.StopProcess(poollet) })
 	region.wait(t, 2*time.Minute, "True", "get", "machinepool", name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 	return b
@@ -162,16 +162,13 @@ func startBrokerPool(t *testing.T, region, down *site, name string) *brokerPool 
 // start runs the broker process (again, after a kill).
 func (b *brokerPool) start(t *testing.T) {
 	t.Helper()
-	b.cmd = devproc.Background(t, env.AnvilBin, b.args...)
+	b.proc = devproc.Background(t, env.AnvilBin, b.args...)
 }
 
 // kill ends the broker as a crash would.
 func (b *brokerPool) kill(t *testing.T) {
 	t.Helper()
-	if err := b.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = b.cmd.Wait()
+	b.proc.Kill()
 }
 
 // shortDir is a fresh folder with a short path: QMP and MRI socket paths must stay under

@@ -28,6 +28,7 @@ import (
 	"github.com/anvil-dev/anvil/test/capienv"
 	"github.com/anvil-dev/anvil/test/capienv/clientpki"
 	"github.com/anvil-dev/anvil/test/harness"
+	"github.com/anvil-dev/anvil/test/harness/controlplanes"
 )
 
 var env *harness.Env
@@ -126,9 +127,9 @@ func startRig() (*rig, error) {
 // startWorkload starts the workload cluster's control plane (a plain apiserver: the tests
 // make its Nodes), whose kubeconfig Cluster API reads from each Cluster's <name>-kubeconfig Secret.
 func startWorkload(ctx context.Context, r *rig, dir string, stops *[]func()) error {
-	cp, err := capienv.StartWorkload(ctx, dir, nil)
+	cp, err := controlplanes.Start(ctx, dir, nil)
 	if err != nil {
-		return err
+		return fmt.Errorf("workload control plane: %w", err)
 	}
 	*stops = append(*stops, func() { _ = cp.Stop() })
 	r.workload = cp

@@ -10,9 +10,7 @@ import (
 	"github.com/anvil-dev/anvil/config/rbac"
 	"github.com/anvil-dev/anvil/internal/capi/extension"
 	"github.com/anvil-dev/anvil/internal/capiprovider"
-	"github.com/anvil-dev/anvil/internal/controlplane"
 	"github.com/anvil-dev/anvil/internal/manager"
-	"github.com/anvil-dev/anvil/test/harness"
 )
 
 // RunAnvilManager runs anvil's manager and, beside it, its Cluster API provider against
@@ -66,35 +64,6 @@ func RunAnvilManager(ctx context.Context, cfg *rest.Config, ext extension.Option
 // ProviderNamespace is where the tests' Cluster API provider has its ServiceAccount, as
 // config/capi's has.
 const ProviderNamespace = "anvil-system"
-
-// StartWorkload starts a workload cluster's control plane in dir on free loopback ports:
-// what a Cluster's <name>-kubeconfig Secret points Cluster API at. With w set, its Nodes
-// register themselves (controlplane.Workload; w.ControllerManagerPort is chosen here); nil
-// gives a plain apiserver whose Nodes a test makes. Stop it before the test's own control
-// plane stops.
-func StartWorkload(ctx context.Context, dir string, w *controlplane.Workload) (*controlplane.ControlPlane, error) {
-	ports := make([]int, 4)
-	for i := range ports {
-		p, err := harness.LoopbackPort()
-		if err != nil {
-			return nil, err
-		}
-		ports[i] = p
-	}
-	bin, err := harness.AssetsDir()
-	if err != nil {
-		return nil, err
-	}
-	if w != nil {
-		w.ControllerManagerPort = ports[3]
-	}
-	cp, err := controlplane.Start(ctx, controlplane.Config{StateDir: dir, BinDir: bin, Workload: w,
-		APIServerPort: ports[0], EtcdClientPort: ports[1], EtcdPeerPort: ports[2]})
-	if err != nil {
-		return nil, fmt.Errorf("workload control plane: %w", err)
-	}
-	return cp, nil
-}
 
 // ReportPoolErrors prints, while ctx lives, the errors of a pool started with internal/dev
 // (StartFakePool, StartQemuPool), and returns a function that waits until the pool has

@@ -9,13 +9,11 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -54,9 +52,7 @@ type CAPI struct {
 	healthAddr string
 	webhooks   envtest.WebhookInstallOptions
 
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the process has ended and been reaped
-	err  error         // cmd.Wait's, valid once done is closed
+	proc *controlplane.Process
 
 	mu       sync.Mutex
 	stopping bool
@@ -79,7 +75,7 @@ func Start(ctx context.Context, cfg *rest.Config, opts Options) (*CAPI, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &CAPI{dir: opts.Dir, done: make(chan struct{})}
+	c := &CAPI{dir: opts.Dir}
 	if c.dir == "" {
 		if c.dir, err = os.MkdirTemp("", "anvil-capi-"); err != nil {
 			return nil, err
@@ -138,7 +134,9 @@ func Start(ctx context.Context, cfg *rest.Config, opts Options) (*CAPI, error) {
 		args = append(args, "--feature-gates", gates)
 	}
 	args = append(args, opts.Args...)
-	if err := c.startProcess(f.manager, args); err != nil {
+	// internal/controlplane's supervisor: its own process group keeps a terminal's Ctrl-C for
+	// the test binary, which stops it; Pdeathsig ends it when the test binary dies first.
+	if c.proc, err = controlplane.StartProcess("capi-manager", f.manager, args, c.dir, ""); err != nil {
 		return nil, err
 	}
 	started = true
@@ -163,28 +161,6 @@ func featureGates(gates map[string]bool) string {
 	}
 	sort.Strings(pairs)
 	return strings.Join(pairs, ",")
-}
-
-func (c *CAPI) startProcess(bin string, args []string) error {
-	logFile, err := os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	c.cmd = exec.Command(bin, args...)
-	c.cmd.Stdout, c.cmd.Stderr = logFile, logFile
-	// Its own process group keeps a terminal's Ctrl-C for the test binary, which stops it;
-	// Pdeathsig ends it when the test binary dies without stopping it.
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := c.cmd.Start(); err != nil {
-		logFile.Close()
-		return fmt.Errorf("starting %s: %w", bin, err)
-	}
-	go func() {
-		c.err = c.cmd.Wait()
-		logFile.Close()
-		close(c.done)
-	}()
-	return nil
 }
 
 // waitReady polls until the manager's readyz answers 200 and its webhook server completes a
@@ -218,9 +194,10 @@ func (c *CAPI) waitReady(ctx context.Context, timeout time.Duration) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for !ready() {
+		if err := c.proc.Exited(); err != nil {
+			return fmt.Errorf("capi-manager ended while starting: %w", err)
+		}
 		select {
-		case <-c.done:
-			return fmt.Errorf("capi-manager exited while starting (%v); last lines of %s:\n%s", c.err, c.logPath, controlplane.LogTail(c.logPath, 20))
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline.C:
@@ -244,20 +221,14 @@ func (c *CAPI) Stop() error {
 		return c.stopErr
 	}
 	c.stopped = true
-	select {
-	case <-c.done:
+	if err := c.proc.Exited(); err != nil {
 		if !c.stopping {
-			c.stopErr = fmt.Errorf("capi-manager had exited before Stop (%v); last lines of %s:\n%s", c.err, c.logPath, controlplane.LogTail(c.logPath, 20))
+			c.stopErr = fmt.Errorf("capi-manager had exited before Stop: %w", err)
 		}
-	default:
+	} else {
 		c.stopping = true
-		_ = c.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-c.done:
-		case <-time.After(stopGrace):
-			_ = c.cmd.Process.Kill()
-			<-c.done
-		}
+		// Killed after stopGrace: gone either way, which is all Stop promises.
+		_ = c.proc.Stop(stopGrace)
 	}
 	c.cleanup()
 	return c.stopErr
@@ -271,7 +242,7 @@ func (c *CAPI) cleanup() {
 }
 
 // PID is the manager process's id.
-func (c *CAPI) PID() int { return c.cmd.Process.Pid }
+func (c *CAPI) PID() int { return c.proc.PID() }
 
 // LogPath is the manager's log file (gone after Stop when Start made the folder).
 func (c *CAPI) LogPath() string { return c.logPath }

@@ -30,8 +30,8 @@ import (
 	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
 	"github.com/anvil-dev/anvil/config/crd"
 	"github.com/anvil-dev/anvil/internal/capi/extension"
-	"github.com/anvil-dev/anvil/internal/controlplane"
 	"github.com/anvil-dev/anvil/test/harness"
+	"github.com/anvil-dev/anvil/test/harness/controlplanes"
 )
 
 // What the tests of clusterctl move share (issue 17's pivot): management cluster A is the
@@ -166,12 +166,7 @@ func StartManagementCluster(t testing.TB, capi Options) *Management {
 	t.Helper()
 	ctx := context.Background()
 	start := time.Now()
-	bin, err := harness.AssetsDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp, err := controlplane.Start(ctx, controlplane.Config{StateDir: t.TempDir(), BinDir: bin,
-		APIServerPort: harness.FreePort(t), EtcdClientPort: harness.FreePort(t), EtcdPeerPort: harness.FreePort(t)})
+	cp, err := controlplanes.Start(ctx, t.TempDir(), nil)
 	if err != nil {
 		t.Fatalf("management cluster B: %v", err)
 	}

@@ -24,9 +24,9 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/capi/anvilmachine"
-	"github.com/anvil-dev/anvil/internal/nodeagent"
 	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
 	"github.com/anvil-dev/anvil/test/capienv"
+	"github.com/anvil-dev/anvil/test/nodeagent"
 )
 
 // clusterName is the one Cluster the package's tests share; each adds its own

@@ -1,7 +1,7 @@
 // Package capiguest tests anvil's Cluster API provider on real VMs whose guests register
 // their own Nodes: the real Cluster API manager (test/capienv) drives one Cluster whose
 // Machines are anvil Machines on QEMU pools of two architectures (TCG), booting the node
-// image (the test OS with anvil-node-agent, internal/nodeagent/nodeimage); each guest's
+// image (the test OS with anvil-node-agent, test/nodeagent/nodeimage); each guest's
 // bootstrap script runs the agent against a workload control plane (internal/controlplane
 // with kube-controller-manager) through its network's one forward, with a bootstrap token.
 // Nothing here writes a Node: nodeRef and NodeHealthy come from the guests.

@@ -18,9 +18,9 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/buildagent"
-	"github.com/anvil-dev/anvil/internal/nodeagent"
-	"github.com/anvil-dev/anvil/internal/nodeagent/nodeimage"
 	"github.com/anvil-dev/anvil/test/capienv"
+	"github.com/anvil-dev/anvil/test/nodeagent"
+	"github.com/anvil-dev/anvil/test/nodeagent/nodeimage"
 )
 
 // End to end 3 of issue 17 on a real guest: with Cluster API's InPlaceUpdates gate on (the

@@ -27,13 +27,13 @@ import (
 	"github.com/anvil-dev/anvil/internal/dev"
 	"github.com/anvil-dev/anvil/internal/metal/pool"
 	"github.com/anvil-dev/anvil/internal/metal/site"
-	"github.com/anvil-dev/anvil/internal/nodeagent"
 	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/internal/runtime/qemu"
 	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
 	"github.com/anvil-dev/anvil/test/capienv"
 	"github.com/anvil-dev/anvil/test/metalpool"
+	"github.com/anvil-dev/anvil/test/nodeagent"
 	"github.com/anvil-dev/anvil/test/testos"
 )
 

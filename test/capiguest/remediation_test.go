@@ -22,8 +22,8 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/capi/remediation"
-	"github.com/anvil-dev/anvil/internal/nodeagent"
 	"github.com/anvil-dev/anvil/test/capienv"
+	"github.com/anvil-dev/anvil/test/nodeagent"
 )
 
 // Timeouts of the remediation's strategies, sized for a TCG guest on a shared 2-core machine.

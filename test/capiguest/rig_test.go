@@ -25,8 +25,6 @@ import (
 	"github.com/anvil-dev/anvil/internal/capi/extension"
 	"github.com/anvil-dev/anvil/internal/controlplane"
 	"github.com/anvil-dev/anvil/internal/dev"
-	"github.com/anvil-dev/anvil/internal/nodeagent/nodeagenttest"
-	"github.com/anvil-dev/anvil/internal/nodeagent/nodeimage"
 	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/internal/runtime/qemu"
@@ -34,6 +32,9 @@ import (
 	"github.com/anvil-dev/anvil/test/capienv"
 	"github.com/anvil-dev/anvil/test/capienv/clientpki"
 	"github.com/anvil-dev/anvil/test/harness"
+	"github.com/anvil-dev/anvil/test/harness/controlplanes"
+	"github.com/anvil-dev/anvil/test/nodeagent/nodeagenttest"
+	"github.com/anvil-dev/anvil/test/nodeagent/nodeimage"
 	"github.com/anvil-dev/anvil/test/testos"
 )
 
@@ -199,10 +200,10 @@ func startRig(t testing.TB) (*rig, error) {
 // address, and kube-controller-manager with node lifecycle.
 func (r *rig) startWorkload(ctx context.Context, stops *[]func()) error {
 	guestHost, _, _ := net.SplitHostPort(apiserverGuestAddress)
-	cp, err := capienv.StartWorkload(ctx, filepath.Join(r.state, "workload"),
+	cp, err := controlplanes.Start(ctx, filepath.Join(r.state, "workload"),
 		&controlplane.Workload{NodeMonitorGracePeriod: gracePeriod, ServingNames: []string{guestHost}})
 	if err != nil {
-		return err
+		return fmt.Errorf("workload control plane: %w", err)
 	}
 	*stops = append(*stops, func() { _ = cp.Stop() })
 	r.workload = cp

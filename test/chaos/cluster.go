@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -30,6 +29,8 @@ import (
 	"github.com/anvil-dev/anvil/internal/mri"
 	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/internal/registry"
+	"github.com/anvil-dev/anvil/test/harness"
+	"github.com/anvil-dev/anvil/test/harness/controlplanes"
 )
 
 // The namespace of the run's Machines and the names of its pools.
@@ -73,19 +74,10 @@ func (cl *cluster) pools() []string {
 	return out
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 func freePorts(n int) ([]int, error) {
 	out := make([]int, n)
 	for i := range out {
-		p, err := freePort()
+		p, err := harness.LoopbackPort()
 		if err != nil {
 			return nil, err
 		}
@@ -96,14 +88,13 @@ func freePorts(n int) ([]int, error) {
 
 // startCluster brings everything up. The caller stops it with stop, also after an error.
 func startCluster(ctx context.Context, cfg config, cl *cluster) error {
-	ports, err := freePorts(5)
+	ports, err := freePorts(2)
 	if err != nil {
 		return err
 	}
 	cl.runtimes, cl.poollets = map[string]*proc{}, map[string]*proc{}
 	cl.sockets, cl.journals = map[string]string{}, map[string]string{}
-	if cl.cp, err = controlplane.Start(ctx, controlplane.Config{StateDir: filepath.Join(cl.dir, "cp"), BinDir: cfg.binDir,
-		APIServerPort: ports[0], EtcdClientPort: ports[1], EtcdPeerPort: ports[2]}); err != nil {
+	if cl.cp, err = controlplanes.Start(ctx, filepath.Join(cl.dir, "cp"), nil); err != nil {
 		return err
 	}
 	scheme, err := api.NewScheme()
@@ -151,8 +142,8 @@ func startCluster(ctx context.Context, cfg config, cl *cluster) error {
 	}
 	if cfg.metal {
 		if err := cl.addPool(ctx, cfg, poolMetal, "metal", "runtime", "metal", "--namespace", dev.MetalNamespace,
-			"--state-dir", filepath.Join(cl.dir, "metal"), "--ironic-port", strconv.Itoa(ports[3]),
-			"--image-listen", "127.0.0.1:"+strconv.Itoa(ports[4]), "--wipe", "none", "--allow-registry", reg); err != nil {
+			"--state-dir", filepath.Join(cl.dir, "metal"), "--ironic-port", strconv.Itoa(ports[0]),
+			"--image-listen", "127.0.0.1:"+strconv.Itoa(ports[1]), "--wipe", "none", "--allow-registry", reg); err != nil {
 			return err
 		}
 	}

@@ -8,25 +8,27 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/anvil-dev/anvil/internal/controlplane"
 )
 
 // proc is one of anvil's processes under the chaos run: started, killed with SIGKILL and
 // started again the way a supervisor (systemd, the kubelet) would, and stopped at the end.
+// Each run is internal/controlplane's supervised Process, its output appended to one log.
 type proc struct {
 	name string
 	args []string
 	env  []string
+	dir  string
 	log  string
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	mu      sync.Mutex
+	running *controlplane.Process
 }
 
 func newProc(dir, name string, env []string, args ...string) *proc {
-	return &proc{name: name, args: args, env: env, log: filepath.Join(dir, name+".log")}
+	return &proc{name: name, args: args, env: env, dir: dir, log: filepath.Join(dir, name+".log")}
 }
 
 func (p *proc) start() error {
@@ -36,69 +38,47 @@ func (p *proc) start() error {
 	if err != nil {
 		return err
 	}
-	defer log.Close()
 	fmt.Fprintf(log, "==== chaos: start %s\n", time.Now().Format(time.RFC3339Nano))
+	if err := log.Close(); err != nil {
+		return err
+	}
 	cmd := exec.Command(p.args[0], p.args[1:]...)
 	cmd.Env = append(os.Environ(), p.env...)
-	cmd.Stdout, cmd.Stderr = log, log
-	// Its own process group: a kill takes what the process started with it only when
-	// the process itself would (QEMU outlives a qemu runtime by design; Ironic dies with
-	// the metal runtime, its parent, by Pdeathsig).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting %s: %w", p.name, err)
+	// Its own process group (the supervisor's): a kill takes what the process started with
+	// it only when the process itself would (QEMU outlives a qemu runtime by design; Ironic
+	// dies with the metal runtime, its parent, by Pdeathsig).
+	running, err := controlplane.StartCommand(p.name, cmd, p.dir, "")
+	if err != nil {
+		return err
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	p.cmd, p.done = cmd, done
+	p.running = running
 	return nil
 }
 
-// pid is the running process's id.
-func (p *proc) pid() int {
+// current is the process of the latest start (nil before the first).
+func (p *proc) current() *controlplane.Process {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.cmd.Process.Pid
+	return p.running
 }
+
+// pid is the running process's id.
+func (p *proc) pid() int { return p.current().PID() }
 
 // kill sends SIGKILL, waits for the process to end, waits restartAfter and starts it again.
 func (p *proc) kill(restartAfter time.Duration) error {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	<-done
+	p.current().Kill()
 	time.Sleep(restartAfter)
 	return p.start()
 }
 
 // stop ends the process with SIGTERM, then SIGKILL after 30 s.
-func (p *proc) stop() {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-	}
-}
+func (p *proc) stop() { _ = p.current().Stop(30 * time.Second) }
 
 // exited reports whether the process ended without being killed by the run.
 func (p *proc) exited() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
+	running := p.current()
+	return running != nil && running.Exited() != nil
 }
 
 // childNamed finds the child of ppid running the program named name (its own path, or a

@@ -7,9 +7,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/anvil-dev/anvil/internal/controlplane"
 )
 
 // FreePort is a loopback port free now. The ports are below the kernel's ephemeral range
@@ -31,42 +32,29 @@ func FreePort(t *testing.T) string {
 }
 
 // Background starts bin with args as StartProcess does.
-func Background(t *testing.T, bin string, args ...string) *exec.Cmd {
+func Background(t *testing.T, bin string, args ...string) *controlplane.Process {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	StartProcess(t, cmd)
-	return cmd
+	return StartProcess(t, exec.Command(bin, args...))
 }
 
-// StartProcess starts cmd with its output in a log file, printed when the test fails, and
-// dies with the test binary. Stop it with StopProcess.
-func StartProcess(t *testing.T, cmd *exec.Cmd) {
+// StartProcess starts cmd under internal/controlplane's supervisor, its output in a log
+// file printed when the test fails, and dying with the test binary (Pdeathsig). Stop it
+// with StopProcess.
+func StartProcess(t *testing.T, cmd *exec.Cmd) *controlplane.Process {
 	t.Helper()
-	log, err := os.Create(filepath.Join(t.TempDir(), filepath.Base(cmd.Path)+".log"))
+	dir := t.TempDir()
+	p, err := controlplane.StartCommand(filepath.Base(cmd.Path), cmd, dir, "")
 	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			raw, _ := os.ReadFile(log.Name())
+			raw, _ := os.ReadFile(p.LogPath())
 			t.Logf("%s %v output:\n%s", cmd.Path, cmd.Args[1:3], raw)
 		}
 	})
+	return p
 }
 
 // StopProcess sends SIGTERM and waits for the exit, killing after 30 s.
-func StopProcess(cmd *exec.Cmd) {
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-	}
-}
+func StopProcess(p *controlplane.Process) { _ = p.Stop(30 * time.Second) }

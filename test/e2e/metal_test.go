@@ -75,17 +75,17 @@ func TestBareMetalPools(t *testing.T) {
 	// A second site, run as its own processes.
 	image := "127.0.0.1:" + registryPort + "/anvil/metal-disk:latest"
 	socket := "unix://" + filepath.Join(t.TempDir(), "mri.sock")
-	rt := exec.Command(anvilBin, "runtime", "metal", "--name", "metal-b", "--namespace", "site-b", "--listen", socket,
+	rtCmd := exec.Command(anvilBin, "runtime", "metal", "--name", "metal-b", "--namespace", "site-b", "--listen", socket,
 		"--state-dir", shortDir(t), "--ironic-port", devproc.FreePort(t), "--image-listen", "127.0.0.1:"+devproc.FreePort(t),
 		"--allow-registry", "127.0.0.1:"+registryPort, "--registry-credentials", poolsCredentials(kubeconfig), "--wipe", "eraser", "--eraser", filepath.Join(binDir, "eraser"))
-	rt.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	rtCmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	apply(t, kubeconfig, strings.ReplaceAll(siteB, "IMAGE", image))
-	devproc.StartProcess(t, rt)
+	rt := devproc.StartProcess(t, rtCmd)
 	t.Cleanup(func() { devproc.StopProcess(rt) })
-	poollet := exec.Command(anvilBin, "poollet", "--pool", "metal-b", "--runtime", socket, "--interval", "1s",
+	poolletCmd := exec.Command(anvilBin, "poollet", "--pool", "metal-b", "--runtime", socket, "--interval", "1s",
 		"--labels", "compute.anvil.dev/runtime=metal-b", "--allow-registry", "127.0.0.1:"+registryPort, "--registry-credentials", poolsCredentials(kubeconfig))
-	poollet.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	devproc.StartProcess(t, poollet)
+	poolletCmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	poollet := devproc.StartProcess(t, poolletCmd)
 	t.Cleanup(func() { devproc.StopProcess(poollet) })
 
 	waitKubectlLong(t, kubeconfig, "Running", 3*time.Minute, "get", "machine", "on-site-b", "-n", "default", "-o", "jsonpath={.status.state}")

@@ -26,10 +26,10 @@ func TestPoolletAndFakeRuntimeCommands(t *testing.T) {
 	runtime := devproc.Background(t, anvilBin, "runtime", "fake", "--name", "edge", "--socket", socket, "--arch", "amd64", "--cpu", "8", "--memory", "16Gi")
 	defer devproc.StopProcess(runtime)
 	// Labelled like anvil dev's fake pool, which the sample web-1 asks for.
-	poollet := exec.Command(anvilBin, "poollet", "--pool", "edge", "--runtime", socket, "--interval", "1s", "--labels", "compute.anvil.dev/runtime=fake",
+	poolletCmd := exec.Command(anvilBin, "poollet", "--pool", "edge", "--runtime", socket, "--interval", "1s", "--labels", "compute.anvil.dev/runtime=fake",
 		"--allow-registry", "127.0.0.1:"+registryPort, "--registry-credentials", poolsCredentials(kubeconfig))
-	poollet.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	devproc.StartProcess(t, poollet)
+	poolletCmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	poollet := devproc.StartProcess(t, poolletCmd)
 	defer devproc.StopProcess(poollet)
 
 	env.WaitKubectl(t, kubeconfig, "True", "get", "machinepool", "edge", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)

@@ -34,10 +34,10 @@ func startQemuPool(t *testing.T, kubeconfig, registry string, arch computev1alph
 	rt := devproc.Background(t, anvilBin, "runtime", "qemu", "--name", p.name, "--listen", socket,
 		"--state-dir", p.stateDir, "--cache-dir", filepath.Join(t.TempDir(), "cache"), "--arch", string(arch), "--allow-registry", registry, "--registry-credentials", credentials)
 	t.Cleanup(func() { devproc.StopProcess(rt) })
-	poollet := exec.Command(anvilBin, "poollet", "--pool", p.name, "--runtime", socket, "--interval", "1s",
+	poolletCmd := exec.Command(anvilBin, "poollet", "--pool", p.name, "--runtime", socket, "--interval", "1s",
 		"--labels", "compute.anvil.dev/runtime=qemu", "--allow-registry", registry, "--registry-credentials", credentials)
-	poollet.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	devproc.StartProcess(t, poollet)
+	poolletCmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	poollet := devproc.StartProcess(t, poolletCmd)
 	t.Cleanup(func() { devproc.StopProcess(poollet) })
 	return p
 }

@@ -89,13 +89,8 @@ func Start() (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	te := &envtest.Environment{
-		BinaryAssetsDirectory:    assets,
-		CRDs:                     crds,
-		Scheme:                   scheme,
-		ControlPlaneStartTimeout: 2 * time.Minute,
-		ControlPlaneStopTimeout:  time.Minute,
-	}
+	te := environment(assets)
+	te.CRDs, te.Scheme = crds, scheme
 	cfg, err := te.Start()
 	if err != nil {
 		// Start may fail after etcd and kube-apiserver are up (installing CRDs): stop them.
@@ -124,7 +119,13 @@ func Start() (*Env, error) {
 // AdminKubeconfig returns a kubeconfig for a new user in system:masters, for processes
 // started beside the test (kube-scheduler in benchmarks, kubectl).
 func (e *Env) AdminKubeconfig(user string) ([]byte, error) {
-	u, err := e.env.AddUser(envtest.User{Name: user, Groups: []string{"system:masters"}}, e.Config)
+	return adminKubeconfig(e.env, user, e.Config)
+}
+
+// adminKubeconfig adds user in system:masters to te (base: its address and CA; nil for
+// envtest's own) and returns a kubeconfig for it.
+func adminKubeconfig(te *envtest.Environment, user string, base *rest.Config) ([]byte, error) {
+	u, err := te.AddUser(envtest.User{Name: user, Groups: []string{"system:masters"}}, base)
 	if err != nil {
 		return nil, err
 	}

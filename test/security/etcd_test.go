@@ -24,8 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/anvil-dev/anvil/internal/controlplane"
-	"github.com/anvil-dev/anvil/test/harness"
+	"github.com/anvil-dev/anvil/test/harness/controlplanes"
 )
 
 // The attack: anything on the host of `anvil dev` (another user, a guest reaching the
@@ -34,13 +33,7 @@ import (
 // its own making. etcd refuses each; the apiserver's certificate still reads.
 func TestEtcdOfAnvilDevNeedsAClientCertificate(t *testing.T) {
 	ctx := context.Background()
-	bin, err := harness.AssetsDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := controlplane.Config{StateDir: t.TempDir(), BinDir: bin,
-		APIServerPort: harness.FreePort(t), EtcdClientPort: harness.FreePort(t), EtcdPeerPort: harness.FreePort(t)}
-	cp, err := controlplane.Start(ctx, cfg)
+	cp, err := controlplanes.Start(ctx, t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,8 +68,8 @@ func TestEtcdOfAnvilDevNeedsAClientCertificate(t *testing.T) {
 			}}}}
 	}
 	plain := &http.Client{Timeout: 10 * time.Second}
-	tlsURL := fmt.Sprintf("https://127.0.0.1:%d", cfg.EtcdClientPort)
-	plainURL := fmt.Sprintf("http://127.0.0.1:%d", cfg.EtcdClientPort)
+	tlsURL := cp.EtcdURL()
+	plainURL := "http://" + strings.TrimPrefix(tlsURL, "https://")
 
 	attempts := []struct {
 		what   string

@@ -20,7 +20,7 @@ func (h *Hierarchy) CPU() (map[string]float64, error) {
 	out := map[string]float64{}
 	for _, l := range h.Levels {
 		for _, p := range l.procs {
-			s, err := cpuSeconds(p.Pid())
+			s, err := cpuSeconds(p.PID())
 			if err != nil {
 				return nil, err
 			}

@@ -35,7 +35,7 @@ func (h *Hierarchy) PinLevels() error {
 		}
 		pids := []int{apiserver, etcd}
 		for _, p := range l.procs {
-			pids = append(pids, p.Pid())
+			pids = append(pids, p.PID())
 		}
 		for _, pid := range pids {
 			if err := pinProcess(pid, &one); err != nil {

@@ -216,7 +216,7 @@ func (h *Hierarchy) Stop() error {
 	var errs []error
 	for _, l := range h.Levels {
 		for j := len(l.procs) - 1; j >= 0; j-- {
-			l.procs[j].stop()
+			_ = l.procs[j].Stop(stopGrace)
 		}
 		l.procs = nil
 	}
@@ -233,7 +233,7 @@ func (h *Hierarchy) Exited() []string {
 	var out []string
 	for _, l := range h.Levels {
 		for _, p := range l.procs {
-			if p.exited() {
+			if p.Exited() != nil {
 				out = append(out, p.name)
 			}
 		}

@@ -4,35 +4,32 @@ import (
 	"bufio"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
+	"time"
+
+	"github.com/anvil-dev/anvil/internal/controlplane"
 )
 
-// child is a process of the scenario whose peak memory is reported.
+// child is a process of the scenario whose peak memory is reported, run under
+// internal/controlplane's supervisor.
 type child struct {
-	cmd *exec.Cmd
+	*controlplane.Process
 }
 
 func startChild(dir, name, kubeconfig, bin string, args ...string) (*child, error) {
-	log, err := os.Create(filepath.Join(dir, name+".log"))
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	p, err := controlplane.StartCommand(name, cmd, dir, "")
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	return &child{cmd: cmd}, nil
+	return &child{p}, nil
 }
 
 // peakRSSMiB reads VmHWM, the process's peak resident set, from /proc.
 func (c *child) peakRSSMiB() float64 {
-	f, err := os.Open("/proc/" + strconv.Itoa(c.cmd.Process.Pid) + "/status")
+	f, err := os.Open("/proc/" + strconv.Itoa(c.PID()) + "/status")
 	if err != nil {
 		return -1
 	}
@@ -49,7 +46,5 @@ func (c *child) peakRSSMiB() float64 {
 	return -1
 }
 
-func (c *child) stop() {
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	_ = c.cmd.Wait()
-}
+// stop ends the process with SIGTERM, killing it after a minute.
+func (c *child) stop() { _ = c.Stop(time.Minute) }

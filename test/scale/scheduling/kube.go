@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/anvil-dev/anvil/internal/controlplane"
 	"github.com/anvil-dev/anvil/test/harness"
 	"github.com/anvil-dev/anvil/test/scale/measure"
 )
@@ -20,10 +20,10 @@ import (
 // kubeSide is kube-scheduler with Nodes that exist only as API objects (no kubelet):
 // capacity, allocatable and a Ready condition in their status.
 type kubeSide struct {
-	o   options
-	c   client.WithWatch
-	cmd *exec.Cmd
-	dir string
+	o         options
+	c         client.WithWatch
+	scheduler *controlplane.Process
+	dir       string
 }
 
 func newKubeSide(ctx context.Context, env *harness.Env, o options) (*kubeSide, error) {
@@ -104,13 +104,9 @@ leaderElection:
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return err
 	}
-	logFile, err := os.Create(filepath.Join(s.dir, "kube-scheduler.log"))
-	if err != nil {
-		return err
-	}
-	s.cmd = exec.Command(filepath.Join(bin, "kube-scheduler"), "--config", cfgPath, "--secure-port", "0", "-v", "1")
-	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
-	return s.cmd.Start()
+	s.scheduler, err = controlplane.StartProcess("kube-scheduler", filepath.Join(bin, "kube-scheduler"),
+		[]string{"--config", cfgPath, "--secure-port", "0", "-v", "1"}, s.dir, "")
+	return err
 }
 
 func (s *kubeSide) round(ctx context.Context, round int) (sideResult, error) {
@@ -156,8 +152,5 @@ func (s *kubeSide) bindBatch(ctx context.Context, ns string, n int) (sideResult,
 }
 
 func (s *kubeSide) stop() {
-	if s.cmd != nil && s.cmd.Process != nil {
-		_ = s.cmd.Process.Kill()
-		_ = s.cmd.Wait()
-	}
+	s.scheduler.Kill()
 }

@@ -12,13 +12,15 @@ import (
 
 	"github.com/anvil-dev/anvil/internal/controlplane"
 	"github.com/anvil-dev/anvil/test/harness"
+	"github.com/anvil-dev/anvil/test/harness/controlplanes"
 )
 
 // BinaryName is the agent's file name, in DIR/ARCH/ as make agents lays out bin/node-agent.
 const BinaryName = "anvil-node-agent"
 
-// BuildAgents builds cmd/anvil-node-agent of this checkout, static, for each GOARCH into
-// DIR/ARCH/anvil-node-agent and returns DIR: the source under test, never a stale bin/.
+// BuildAgents builds test/nodeagent/cmd/anvil-node-agent of this checkout, static, for each
+// GOARCH into DIR/ARCH/anvil-node-agent and returns DIR: the source under test, never a
+// stale bin/.
 func BuildAgents(t testing.TB, archs ...string) string {
 	t.Helper()
 	return BuildAgentsIn(t, t.TempDir(), archs...)
@@ -34,7 +36,7 @@ func BuildAgentsIn(t testing.TB, dir string, archs ...string) string {
 	}
 	for _, arch := range archs {
 		out := filepath.Join(dir, arch, BinaryName)
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, "./cmd/anvil-node-agent")
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, "./test/nodeagent/cmd/anvil-node-agent")
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOARCH="+arch)
 		if raw, err := cmd.CombinedOutput(); err != nil {
@@ -49,15 +51,7 @@ func BuildAgentsIn(t testing.TB, dir string, archs ...string) string {
 // kube-apiserver and kube-controller-manager in the assets folder (make tools).
 func StartWorkload(t testing.TB, w controlplane.Workload) *controlplane.ControlPlane {
 	t.Helper()
-	bin, err := harness.AssetsDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.ControllerManagerPort = harness.FreePort(t)
-	cp, err := controlplane.Start(context.Background(), controlplane.Config{
-		StateDir: t.TempDir(), BinDir: bin, Workload: &w,
-		APIServerPort: harness.FreePort(t), EtcdClientPort: harness.FreePort(t), EtcdPeerPort: harness.FreePort(t),
-	})
+	cp, err := controlplanes.Start(context.Background(), t.TempDir(), &w)
 	if err != nil {
 		t.Fatal(err)
 	}

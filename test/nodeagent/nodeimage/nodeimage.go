@@ -1,6 +1,6 @@
 // Package nodeimage publishes the Cluster API node image: the test OS with anvil-node-agent
 // added, so a guest's first-boot script can make it a Node of a workload cluster (see
-// internal/nodeagent). It lives apart from nodeagent so the agent's static binary does not
+// test/nodeagent). It lives apart from nodeagent so the agent's static binary does not
 // carry the image code.
 package nodeimage
 

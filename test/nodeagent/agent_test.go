@@ -30,8 +30,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/anvil-dev/anvil/internal/controlplane"
-	"github.com/anvil-dev/anvil/internal/nodeagent"
-	"github.com/anvil-dev/anvil/internal/nodeagent/nodeagenttest"
+	"github.com/anvil-dev/anvil/test/nodeagent"
+	"github.com/anvil-dev/anvil/test/nodeagent/nodeagenttest"
 )
 
 // Short, so a stopped agent is noticed soon; the agent renews its Lease five times within it.

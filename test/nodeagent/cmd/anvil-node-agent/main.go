@@ -1,5 +1,5 @@
 // Command anvil-node-agent makes the machine it runs on a Node of a workload cluster, as a
-// kubelet's TLS bootstrap and heartbeats would, without running Pods (see internal/nodeagent
+// kubelet's TLS bootstrap and heartbeats would, without running Pods (see test/nodeagent
 // and docs/capi.md). It is a small static binary of its own, one per GOARCH, packed into the
 // node image's initramfs: the test OS runs it from a first-boot script.
 //
@@ -20,7 +20,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/anvil-dev/anvil/internal/nodeagent"
+	"github.com/anvil-dev/anvil/test/nodeagent"
 )
 
 func main() {

@@ -12,7 +12,7 @@ import (
 	bootstraputil "k8s.io/cluster-bootstrap/token/util"
 )
 
-// Config is what the agent needs; cmd/anvil-node-agent fills it from flags and metadata.
+// Config is what the agent needs; ./cmd/anvil-node-agent fills it from flags and metadata.
 type Config struct {
 	// Server is the apiserver's https URL, as the node dials it.
 	Server string

@@ -22,13 +22,13 @@ import (
 	"github.com/anvil-dev/anvil/internal/imageref"
 	"github.com/anvil-dev/anvil/internal/mri"
 	"github.com/anvil-dev/anvil/internal/nocloud"
-	"github.com/anvil-dev/anvil/internal/nodeagent"
-	"github.com/anvil-dev/anvil/internal/nodeagent/nodeagenttest"
 	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/internal/registry"
 	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/internal/runtime/qemu"
 	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
+	"github.com/anvil-dev/anvil/test/nodeagent"
+	"github.com/anvil-dev/anvil/test/nodeagent/nodeagenttest"
 	"github.com/anvil-dev/anvil/test/testos"
 )
 

@@ -10,7 +10,8 @@
 //
 // It runs no Pods (the Node's allocatable pods are 0): it stands for a kubelet in the
 // Cluster API tests, where the test OS's busybox cannot speak HTTPS. A real image runs a
-// kubelet from its bootstrap data instead (docs/capi.md).
+// kubelet from its bootstrap data instead (docs/capi.md). It is a test program: no product
+// binary or image imports or carries it.
 //
 // It talks to the apiserver with net/http and the k8s.io/api types, not client-go: client-go's
 // scheme makes the binary 25 MB instead of 10, and the guest boots it under emulation.
