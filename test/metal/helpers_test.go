@@ -35,9 +35,10 @@ func newNamespace(t *testing.T, prefix string) string {
 // nodes; TestMain stops it. A test's site starts its own (startSiteOwnIronic) when its
 // subject is Ironic:
 //   - TestIronicLosesItsDatabase and TestIronicLosesItsDatabaseInEveryState kill it and
-//     delete its database;
-//   - TestFiftyHostsAgainstTheDeployLimit and TestIronicLosesItsDatabaseInEveryState need
-//     Ironic's own deploy limit and slow fake hardware.
+//     delete its database (the latter with Ironic's own deploy limit and slow fake
+//     hardware, to lose it in every state);
+//   - TestFiftyHostsAgainstTheDeployLimit needs Ironic's own deploy limit and slow fake
+//     hardware.
 //
 // The metal pools (startMetalPool) start their own too: most of their tests take Ironic's
 // database away, and the pools' Ironic builds UEFI boot ISOs around an ESP image.
