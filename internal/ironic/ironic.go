@@ -229,6 +229,10 @@ func (i *Ironic) Restarts() int { return i.ironic.Restarts() }
 // LogPath is StateDir/ironic.log.
 func (i *Ironic) LogPath() string { return i.p.log }
 
+// Credentials are the API's user name and password (Config.Username and Config.Password),
+// for a client in this process that uses an Ironic it did not start.
+func (i *Ironic) Credentials() (username, password string) { return i.cfg.Username, i.cfg.Password }
+
 // Stop ends supervision, sends both programs' process groups SIGTERM, then SIGKILL after
 // a grace, and waits for them. Calling it again does nothing.
 func (i *Ironic) Stop() {

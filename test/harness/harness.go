@@ -46,12 +46,14 @@ type Env struct {
 func (e *Env) BeforeStop(f func()) { e.beforeStop = append(e.beforeStop, f) }
 
 // Main starts a control plane, runs the package's tests against it, stops it and exits.
-// Call it from TestMain; *env is set before any test runs.
+// Call it from TestMain; *env is set before any test runs. beforeStop are registered with
+// Env.BeforeStop before the tests run: they stop what the package's tests share (one
+// Ironic, say).
 //
 // A fuzzing worker (a process go test -fuzz starts) runs only the fuzz target, never the
 // package's other tests, and anvil's fuzz targets are pure: it gets no control plane, so
 // fuzzing one function does not start an API server beside it. *env stays nil there.
-func Main(m *testing.M, env **Env) {
+func Main(m *testing.M, env **Env, beforeStop ...func()) {
 	// Controllers under test log through controller-runtime; keep their output out of test logs.
 	ctrllog.SetLogger(logr.Discard())
 	flag.Parse()
@@ -64,6 +66,9 @@ func Main(m *testing.M, env **Env) {
 		os.Exit(1)
 	}
 	*env = e
+	for _, f := range beforeStop {
+		e.BeforeStop(f)
+	}
 	code := m.Run()
 	if err := e.Stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "harness: stopping the control plane: %v\n", err)

@@ -59,7 +59,7 @@ func TestIronicLosesItsDatabaseInEveryState(t *testing.T) {
 	start := time.Now()
 	ns := newNamespace(t, "infra")
 	counter := &countingProvisioner{}
-	s := startSite(t, ns, func(c *site.Config) {
+	s := startSiteOwnIronic(t, ns, func(c *site.Config) {
 		c.WrapProvisioner = counter.wrap
 		// Two deploy slots: two Hosts deploy at the loss while two wait for a slot.
 		c.MaxConcurrentDeploy = 2

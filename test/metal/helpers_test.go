@@ -18,6 +18,7 @@ import (
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/metal/site"
 	"github.com/anvil-dev/anvil/test/diskimage"
+	"github.com/anvil-dev/anvil/test/ironictest"
 )
 
 // newNamespace creates a namespace unique to the test.
@@ -30,10 +31,45 @@ func newNamespace(t *testing.T, prefix string) string {
 	return ns.Name
 }
 
-// startSite starts Ironic and the Host controller for namespace ns. Ironic's state lives
-// in a short temporary folder (its paths end up in socket-free files only, but short
-// paths keep its log lines readable).
+// shared is the Ironic of the tests whose sites merely need one, each leaving it without
+// nodes; TestMain stops it. A test's site starts its own (startSiteOwnIronic) when its
+// subject is Ironic:
+//   - TestIronicLosesItsDatabase and TestIronicLosesItsDatabaseInEveryState kill it and
+//     delete its database (the latter with Ironic's own deploy limit and slow fake
+//     hardware, to lose it in every state);
+//   - TestFiftyHostsAgainstTheDeployLimit needs Ironic's own deploy limit and slow fake
+//     hardware.
+//
+// The metal pools (startMetalPool) start their own too: most of their tests take Ironic's
+// database away, and the pools' Ironic builds UEFI boot ISOs around an ESP image.
+var shared ironictest.Shared
+
+// startSite starts the Host controller for namespace ns on the shared Ironic; mod adjusts
+// the site's configuration.
 func startSite(t *testing.T, ns string, mod func(*site.Config)) *site.Site {
+	t.Helper()
+	irc := shared.Ironic(t)
+	return runSite(t, ns, func(c *site.Config) {
+		c.Ironic = irc
+		if mod != nil {
+			mod(c)
+		}
+	})
+}
+
+// startSiteOwnIronic starts a site with an Ironic of its own, for a test about Ironic
+// (see shared).
+func startSiteOwnIronic(t *testing.T, ns string, mod func(*site.Config)) *site.Site {
+	t.Helper()
+	s := runSite(t, ns, mod)
+	ironictest.LogOnFailure(t, s.Ironic)
+	return s
+}
+
+// runSite starts a site for namespace ns, stopped when the test ends. Its state (Ironic's,
+// when the site starts one) lives in a short temporary folder (its paths end up in
+// socket-free files only, but short paths keep Ironic's log lines readable).
+func runSite(t *testing.T, ns string, mod func(*site.Config)) *site.Site {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "anvil-site-")
 	if err != nil {
@@ -52,14 +88,7 @@ func startSite(t *testing.T, ns string, mod func(*site.Config)) *site.Site {
 	if err != nil {
 		t.Fatalf("starting the site: %v", err)
 	}
-	t.Cleanup(func() {
-		s.Stop()
-		if t.Failed() {
-			if b, err := os.ReadFile(s.Ironic.LogPath()); err == nil {
-				t.Logf("ironic.log (tail):\n%s", lastLines(string(b), 40))
-			}
-		}
-	})
+	t.Cleanup(s.Stop)
 	return s
 }
 

@@ -111,7 +111,7 @@ func TestHostLifecycle(t *testing.T) {
 func TestIronicLosesItsDatabase(t *testing.T) {
 	ns := newNamespace(t, "infra")
 	counter := &countingProvisioner{}
-	s := startSite(t, ns, func(c *site.Config) { c.WrapProvisioner = counter.wrap })
+	s := startSiteOwnIronic(t, ns, func(c *site.Config) { c.WrapProvisioner = counter.wrap })
 	d := serveDisk(t)
 	const n = 5
 	for i := 0; i < n; i++ {

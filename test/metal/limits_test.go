@@ -16,7 +16,7 @@ import (
 // refusal (503) or any error on its way.
 func TestFiftyHostsAgainstTheDeployLimit(t *testing.T) {
 	ns := newNamespace(t, "infra")
-	startSite(t, ns, func(c *site.Config) {
+	startSiteOwnIronic(t, ns, func(c *site.Config) {
 		c.MaxConcurrentDeploy = 10
 		// Deployments that take a while, so ten really are under way at once.
 		c.FakeDelays = ironic.FakeDelays{Deploy: ironic.Delay{Min: 1, Max: 2}}

@@ -12,4 +12,4 @@ import (
 
 var env *harness.Env
 
-func TestMain(m *testing.M) { harness.Main(m, &env) }
+func TestMain(m *testing.M) { harness.Main(m, &env, shared.Stop) }

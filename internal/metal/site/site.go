@@ -1,7 +1,8 @@
 // Package site runs the infrastructure half of one bare-metal site: a supervised Ironic,
 // the Ironic provisioner in front of it, and the Host controller for the Hosts of one
 // infrastructure namespace. `anvil runtime metal` adds the MRI server on top; tests start a
-// Site to drive Hosts through a real Ironic.
+// Site to drive Hosts through a real Ironic, often one Ironic for many Sites
+// (Config.Ironic).
 package site
 
 import (
@@ -40,6 +41,14 @@ type Config struct {
 	Namespace string
 	// StateDir holds Ironic's configuration, database and log.
 	StateDir string
+	// Ironic, when set, is an Ironic already running that the site uses instead of
+	// starting its own (tests share one among their sites): the site takes its
+	// credentials rather than the namespace's credentials Secret and leaves it running at
+	// Stop. Its configuration is its starter's: IronicPort, ESPImage, FakeDelays and
+	// Ironic's cleaning (Wipe method ironic) must then be left unset, MaxConcurrentDeploy
+	// and MaxConcurrentClean limit only the site's queue, and its restarts do not make the
+	// site enrol its Hosts again at once (its starter's OnRestart would).
+	Ironic *ironic.Ironic
 	// IronicPort is Ironic's API port on 127.0.0.1; 0 picks a free one.
 	IronicPort int
 	// MaxConcurrentDeploy and MaxConcurrentClean limit Ironic and anvil's queue in front
@@ -76,8 +85,10 @@ type Site struct {
 	Provisioner provisioner.Provisioner
 	Manager     ctrl.Manager
 	Scheme      *runtime.Scheme
-	cancel      context.CancelFunc
-	done        chan error
+	// ownIronic says the site started Ironic, and so stops it.
+	ownIronic bool
+	cancel    context.CancelFunc
+	done      chan error
 	// closeProvisioner stops the provisioner's background checks.
 	closeProvisioner func()
 	eraser           *eraserServer
@@ -91,6 +102,9 @@ func Start(ctx context.Context, cfg Config) (*Site, error) {
 	if err := cfg.Wipe.check(); err != nil {
 		return nil, err
 	}
+	if err := cfg.checkIronic(); err != nil {
+		return nil, err
+	}
 	scheme, err := api.NewScheme()
 	if err != nil {
 		return nil, err
@@ -99,8 +113,10 @@ func Start(ctx context.Context, cfg Config) (*Site, error) {
 	if err != nil {
 		return nil, err
 	}
-	user, pass, err := ironic.EnsureCredentials(ctx, direct, cfg.Namespace, CredentialsSecret)
-	if err != nil {
+	var user, pass string
+	if cfg.Ironic != nil {
+		user, pass = cfg.Ironic.Credentials()
+	} else if user, pass, err = ironic.EnsureCredentials(ctx, direct, cfg.Namespace, CredentialsSecret); err != nil {
 		return nil, fmt.Errorf("ironic credentials: %w", err)
 	}
 	dir, err := filepath.Abs(cfg.StateDir)
@@ -130,24 +146,27 @@ func Start(ctx context.Context, cfg Config) (*Site, error) {
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	runCtx = logr.NewContext(runCtx, cfg.Logger)
-	irc, err := ironic.Start(ctx, ironic.Config{StateDir: filepath.Join(dir, "ironic"), Port: cfg.IronicPort,
-		Username: user, Password: pass, MaxConcurrentDeploy: cfg.MaxConcurrentDeploy, MaxConcurrentClean: cfg.MaxConcurrentClean,
-		ESPImage: cfg.ESPImage, Cleaning: cfg.Wipe.cleaning(), FakeDelays: cfg.FakeDelays, Logger: cfg.Logger.WithName("ironic"),
-		// A restarted Ironic may have lost its database: its Hosts are enrolled again now.
-		OnRestart: func() { go r.RecheckAll(runCtx, cfg.Namespace) }})
-	if err != nil {
-		cancel()
-		eraser.Close()
-		return nil, err
+	irc := cfg.Ironic
+	if irc == nil {
+		irc, err = ironic.Start(ctx, ironic.Config{StateDir: filepath.Join(dir, "ironic"), Port: cfg.IronicPort,
+			Username: user, Password: pass, MaxConcurrentDeploy: cfg.MaxConcurrentDeploy, MaxConcurrentClean: cfg.MaxConcurrentClean,
+			ESPImage: cfg.ESPImage, Cleaning: cfg.Wipe.cleaning(), FakeDelays: cfg.FakeDelays, Logger: cfg.Logger.WithName("ironic"),
+			// A restarted Ironic may have lost its database: its Hosts are enrolled again now.
+			OnRestart: func() { go r.RecheckAll(runCtx, cfg.Namespace) }})
+		if err != nil {
+			cancel()
+			eraser.Close()
+			return nil, err
+		}
 	}
-	s := &Site{Ironic: irc, Manager: mgr, Scheme: scheme, cancel: cancel, done: make(chan error, 1), eraser: eraser}
+	s := &Site{Ironic: irc, ownIronic: cfg.Ironic == nil, Manager: mgr, Scheme: scheme, cancel: cancel, done: make(chan error, 1), eraser: eraser}
 	fail := func(err error) (*Site, error) {
 		cancel()
 		eraser.Close()
 		if s.closeProvisioner != nil {
 			s.closeProvisioner()
 		}
-		irc.Stop()
+		s.stopIronic()
 		return nil, err
 	}
 	prov, err := ironicprovisioner.New(ctx, ironicprovisioner.Options{Endpoint: irc.Endpoint(), Username: user, Password: pass,
@@ -181,6 +200,18 @@ func Start(ctx context.Context, cfg Config) (*Site, error) {
 	return s, nil
 }
 
+// checkIronic refuses a configuration of Ironic for a site given a running one: it would
+// be silently ignored.
+func (cfg Config) checkIronic() error {
+	if cfg.Ironic == nil {
+		return nil
+	}
+	if cfg.IronicPort != 0 || cfg.ESPImage != "" || cfg.FakeDelays != (ironic.FakeDelays{}) || cfg.Wipe.cleaning() != ironic.CleanNone {
+		return fmt.Errorf("a site given a running Ironic cannot configure it: IronicPort, ESPImage, FakeDelays and wipe method %s are its starter's", WipeIronic)
+	}
+	return nil
+}
+
 // Limited is the site's apiserver configuration with its QPS and Burst (or their
 // defaults): its pool's runtime uses the same.
 func (cfg Config) Limited() *rest.Config {
@@ -195,7 +226,8 @@ func (cfg Config) Limited() *rest.Config {
 	return rc
 }
 
-// Stop stops the Host controller, then Ironic. Servers are left as they are.
+// Stop stops the Host controller, then Ironic when the site started it (not one given
+// in Config.Ironic). Servers are left as they are.
 func (s *Site) Stop() {
 	if s.cancel != nil {
 		s.cancel()
@@ -203,6 +235,12 @@ func (s *Site) Stop() {
 		s.cancel = nil
 	}
 	s.closeProvisioner()
-	s.Ironic.Stop()
+	s.stopIronic()
 	s.eraser.Close()
+}
+
+func (s *Site) stopIronic() {
+	if s.ownIronic {
+		s.Ironic.Stop()
+	}
 }

@@ -36,7 +36,7 @@ func registerFailing(t *testing.T, p *Provisioner, name, address string) provisi
 }
 
 func TestRedfishUnreachable(t *testing.T) {
-	irc := startIronic(t, nil)
+	irc := shared.Ironic(t)
 	p, logs := newProvisioner(t, irc, nil)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -54,7 +54,7 @@ func TestRedfishUnreachable(t *testing.T) {
 }
 
 func TestRedfishWrongCredentials(t *testing.T) {
-	irc := startIronic(t, nil)
+	irc := shared.Ironic(t)
 	p, logs := newProvisioner(t, irc, nil)
 	srv := redfishbmc.Start(t)
 	address := redfishbmc.Address(srv)

@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/anvil-dev/anvil/internal/provisioner"
+	"github.com/anvil-dev/anvil/test/ironictest"
 )
 
 var testImage = provisioner.Image{URL: "http://127.0.0.1:9/os.raw", Checksum: "sha256:" + strings.Repeat("ab", 32), Format: "raw"}
 
 // One fake node through its whole life, every call made twice.
 func TestFullCycle(t *testing.T) {
-	irc := startIronic(t, nil)
+	irc := shared.Ironic(t)
 	p, logs := newProvisioner(t, irc, nil)
 	ctx := context.Background()
 	const name = "site-a~host-1"
@@ -89,13 +90,13 @@ func TestFullCycle(t *testing.T) {
 		t.Errorf("Inspect of a deleted node: %v, want ErrNotFound", err)
 	}
 	t.Logf("full cycle took %s", time.Since(start).Round(time.Millisecond))
-	if strings.Contains(logs.String(), ironicPassword) {
+	if strings.Contains(logs.String(), ironictest.Password) {
 		t.Error("the provisioner logged Ironic's password")
 	}
 }
 
 func TestWrongStates(t *testing.T) {
-	irc := startIronic(t, nil)
+	irc := shared.Ironic(t)
 	p, _ := newProvisioner(t, irc, nil)
 	ctx := context.Background()
 	const name = "ns~wrong"
@@ -136,7 +137,7 @@ func TestWrongStates(t *testing.T) {
 
 // A registration that changes (new BMC address, MAC, architecture) updates the node.
 func TestRegisterUpdates(t *testing.T) {
-	irc := startIronic(t, nil)
+	irc := shared.Ironic(t)
 	p, _ := newProvisioner(t, irc, nil)
 	ctx := context.Background()
 	const name = "ns~upd"

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,32 +15,24 @@ import (
 
 	"github.com/anvil-dev/anvil/internal/ironic"
 	"github.com/anvil-dev/anvil/internal/provisioner"
+	"github.com/anvil-dev/anvil/test/ironictest"
 )
 
-const ironicPassword = "ironic-test-password-0123456789"
+// shared is the Ironic of the tests that merely need one, each leaving it without
+// nodes; TestMain stops it. A test keeps its own (ironictest.Start) when its subject is
+// Ironic itself or its configuration:
+//   - TestAdoptAfterDatabaseLoss kills Ironic and deletes its database;
+//   - TestIronicLimitIsBusy, TestStartingHookRunsOnlyWhenTheDeploymentStarts and
+//     TestFiftyNodesAtLimitTen need Ironic's own deploy limit (max_concurrent_deploy) and
+//     slow fake deployments, and count what Ironic deploys at once.
+//
+// The tests of an unavailable Ironic share it behind a failing proxy of their own (flaky).
+var shared ironictest.Shared
 
-// startIronic runs a real Ironic for one test; mod adjusts its configuration.
-func startIronic(t *testing.T, mod func(*ironic.Config)) *ironic.Ironic {
-	t.Helper()
-	cfg := ironic.Config{StateDir: t.TempDir(), Username: "anvil", Password: ironicPassword, HealthInterval: time.Second}
-	if mod != nil {
-		mod(&cfg)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	start := time.Now()
-	irc, err := ironic.Start(ctx, cfg)
-	if err != nil {
-		t.Fatalf("starting Ironic: %v", err)
-	}
-	t.Logf("Ironic up in %s", time.Since(start).Round(time.Millisecond))
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("ironic.log ends with:\n%s", logTail(irc.LogPath()))
-		}
-		irc.Stop()
-	})
-	return irc
+func TestMain(m *testing.M) {
+	code := m.Run()
+	shared.Stop()
+	os.Exit(code)
 }
 
 // logBuffer collects the provisioner's log lines, to check no secret is in them.
@@ -63,7 +54,7 @@ func (l *logBuffer) logger() logr.Logger {
 func newProvisioner(t *testing.T, irc *ironic.Ironic, mod func(*Options)) (*Provisioner, *logBuffer) {
 	t.Helper()
 	logs := &logBuffer{}
-	o := Options{Endpoint: irc.Endpoint(), Username: "anvil", Password: ironicPassword, Logger: logs.logger()}
+	o := Options{Endpoint: irc.Endpoint(), Username: ironictest.Username, Password: ironictest.Password, Logger: logs.logger()}
 	if mod != nil {
 		mod(&o)
 	}
@@ -163,16 +154,4 @@ func macFor(name string) string {
 		h = (h ^ uint32(c)) * 16777619
 	}
 	return fmt.Sprintf("52:54:00:%02x:%02x:%02x", byte(h>>16), byte(h>>8), byte(h))
-}
-
-func logTail(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > 40 {
-		lines = lines[len(lines)-40:]
-	}
-	return strings.Join(lines, "\n")
 }

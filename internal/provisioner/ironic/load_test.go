@@ -11,6 +11,7 @@ import (
 
 	"github.com/anvil-dev/anvil/internal/ironic"
 	"github.com/anvil-dev/anvil/internal/provisioner"
+	"github.com/anvil-dev/anvil/test/ironictest"
 )
 
 // 50 nodes provisioned at once through a queue of 10, against an Ironic that itself
@@ -18,7 +19,7 @@ import (
 // holds the rest back.
 func TestFiftyNodesAtLimitTen(t *testing.T) {
 	const nodes, limit = 50, 10
-	irc := startIronic(t, func(c *ironic.Config) {
+	irc := ironictest.Start(t, func(c *ironic.Config) {
 		c.MaxConcurrentDeploy = limit
 		// Deploys long enough to overlap, as real ones do.
 		c.FakeDelays = ironic.FakeDelays{Deploy: ironic.Delay{Min: 2, Max: 4}}

@@ -20,7 +20,7 @@ import (
 // available. Repeated with the same token it does nothing; a new token rebuilds the same
 // image again (a new config drive).
 func TestRebuild(t *testing.T) {
-	irc := startIronic(t, nil)
+	irc := shared.Ironic(t)
 	p, _ := newProvisioner(t, irc, nil)
 	ctx := context.Background()
 	const name = "ns~rebuilt"

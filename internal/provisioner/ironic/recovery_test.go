@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/anvil-dev/anvil/internal/provisioner"
+	"github.com/anvil-dev/anvil/test/ironictest"
 )
 
 // provisioned registers name and takes it to Active with testImage.
@@ -31,7 +32,7 @@ func provisioned(t *testing.T, p *Provisioner, name string) {
 // Ironic loses its database: the node is registered again and adopted with the image it
 // runs, without deploying.
 func TestAdoptAfterDatabaseLoss(t *testing.T) {
-	irc := startIronic(t, nil)
+	irc := ironictest.Start(t, nil)
 	p, _ := newProvisioner(t, irc, nil)
 	ctx := context.Background()
 	const name = "ns~adopt"
@@ -111,7 +112,7 @@ func TestAdoptAfterDatabaseLoss(t *testing.T) {
 }
 
 func TestDetach(t *testing.T) {
-	irc := startIronic(t, nil)
+	irc := shared.Ironic(t)
 	p, _ := newProvisioner(t, irc, nil)
 	ctx := context.Background()
 	const name = "ns~detach"

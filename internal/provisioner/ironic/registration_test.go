@@ -16,6 +16,7 @@ import (
 
 	"github.com/anvil-dev/anvil/internal/ironic"
 	"github.com/anvil-dev/anvil/internal/provisioner"
+	"github.com/anvil-dev/anvil/test/ironictest"
 	"github.com/anvil-dev/anvil/test/testos"
 )
 
@@ -168,7 +169,7 @@ func startIPMIBMC(t *testing.T, user, password string) (int, func() string) {
 func TestIPMIInspectionGoesThroughInspector(t *testing.T) {
 	const ipmiPassword = "ipmi-secret-pw-42" // IPMI 2.0 passwords have 20 bytes at most
 	port, bmcSaid := startIPMIBMC(t, "admin", ipmiPassword)
-	irc := startIronic(t, nil)
+	irc := shared.Ironic(t)
 	p, logs := newProvisioner(t, irc, nil)
 	ctx := context.Background()
 	name := "ns~ipmi-1"
@@ -193,7 +194,7 @@ func TestIPMIInspectionGoesThroughInspector(t *testing.T) {
 		t.Errorf("node after 5 s = %+v, %v; want still Inspecting", n, err)
 	}
 	if t.Failed() {
-		t.Logf("the BMC printed:\n%s\nironic-inspector.log ends with:\n%s", bmcSaid(), logTail(irc.InspectorLogPath()))
+		t.Logf("the BMC printed:\n%s\nironic-inspector.log ends with:\n%s", bmcSaid(), ironictest.Tail(irc.InspectorLogPath(), 40))
 	}
 	if strings.Contains(logs.String(), ipmiPassword) {
 		t.Error("the provisioner logged the BMC password")

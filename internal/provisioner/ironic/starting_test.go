@@ -8,6 +8,7 @@ import (
 
 	"github.com/anvil-dev/anvil/internal/ironic"
 	"github.com/anvil-dev/anvil/internal/provisioner"
+	"github.com/anvil-dev/anvil/test/ironictest"
 )
 
 // A deployment's Starting hook runs once a deployment is about to start, never while it
@@ -15,7 +16,7 @@ import (
 // frees the slot, with nothing asked of Ironic. The Host controller writes its durable
 // record there, so a deployment that waited for a slot is never taken as started.
 func TestStartingHookRunsOnlyWhenTheDeploymentStarts(t *testing.T) {
-	irc := startIronic(t, func(c *ironic.Config) {
+	irc := ironictest.Start(t, func(c *ironic.Config) {
 		c.MaxConcurrentDeploy = 1
 		c.FakeDelays = ironic.FakeDelays{Deploy: ironic.Delay{Min: 3}}
 	})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/anvil-dev/anvil/internal/ironic"
 	"github.com/anvil-dev/anvil/internal/provisioner"
+	"github.com/anvil-dev/anvil/test/ironictest"
 )
 
 // flaky stands in front of the real Ironic and answers 503, as Ironic does when its
@@ -36,7 +37,7 @@ func flaky(t *testing.T, irc *ironic.Ironic, fail func(n int64, r *http.Request)
 
 // Every other request answered 503: callers see no error at all.
 func TestTransient503Retried(t *testing.T) {
-	irc := startIronic(t, nil)
+	irc := shared.Ironic(t)
 	endpoint := flaky(t, irc, func(n int64, r *http.Request) bool { return n%2 == 0 })
 	p, _ := newProvisioner(t, irc, func(o *Options) { o.Endpoint = endpoint })
 	ctx := context.Background()
@@ -53,7 +54,7 @@ func TestTransient503Retried(t *testing.T) {
 
 // Ironic answering nothing but 503 is ErrUnavailable, after a few seconds of retries.
 func TestPersistent503IsUnavailable(t *testing.T) {
-	irc := startIronic(t, nil)
+	irc := shared.Ironic(t)
 	var down atomic.Bool
 	endpoint := flaky(t, irc, func(int64, *http.Request) bool { return down.Load() })
 	p, _ := newProvisioner(t, irc, func(o *Options) { o.Endpoint = endpoint })
@@ -64,7 +65,7 @@ func TestPersistent503IsUnavailable(t *testing.T) {
 		t.Fatalf("Get from an Ironic answering 503: %v, want ErrUnavailable", err)
 	}
 	t.Logf("ErrUnavailable after %s: %v", time.Since(start).Round(time.Millisecond), err)
-	if strings.Contains(err.Error(), ironicPassword) || strings.Contains(err.Error(), "Basic ") {
+	if strings.Contains(err.Error(), ironictest.Password) || strings.Contains(err.Error(), "Basic ") {
 		t.Error("the error carries Ironic's credentials")
 	}
 }
@@ -72,7 +73,7 @@ func TestPersistent503IsUnavailable(t *testing.T) {
 // Beyond Ironic's own max_concurrent_deploy (our queue set higher than Ironic's limit),
 // Ironic's refusal is ErrBusy, not a failure.
 func TestIronicLimitIsBusy(t *testing.T) {
-	irc := startIronic(t, func(c *ironic.Config) {
+	irc := ironictest.Start(t, func(c *ironic.Config) {
 		c.MaxConcurrentDeploy = 1
 		c.FakeDelays = ironic.FakeDelays{Deploy: ironic.Delay{Min: 3}}
 	})

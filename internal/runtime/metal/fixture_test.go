@@ -28,7 +28,7 @@ import (
 
 var env *harness.Env
 
-func TestMain(m *testing.M) { harness.Main(m, &env) }
+func TestMain(m *testing.M) { harness.Main(m, &env, shared.Stop) }
 
 // pushedImage is an OS image in the harness registry.
 type pushedImage struct {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"github.com/anvil-dev/anvil/internal/events"
 	"os"
-	"os/exec"
 	"sync"
 	"testing"
 	"time"
@@ -14,23 +13,25 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
-	"github.com/anvil-dev/anvil/internal/ironic"
 	metalsite "github.com/anvil-dev/anvil/internal/metal/site"
 	"github.com/anvil-dev/anvil/internal/provisioner"
+	"github.com/anvil-dev/anvil/test/ironictest"
 )
 
+// shared is the Ironic of the package's sites, each test leaving it without nodes; TestMain
+// stops it. No test here is about Ironic itself.
+var shared ironictest.Shared
+
 // startInfrastructure runs, for namespace ns, what drives Hosts in production: a real
-// Ironic with fake hardware, the Ironic provisioner and the Host controller
-// (internal/metal/site). A missing Ironic fails the test, naming the fix. It returns the
-// record of the deployments the Host controller asks of the provisioner.
+// Ironic with fake hardware (the shared one), the Ironic provisioner and the Host
+// controller (internal/metal/site). It returns the record of the deployments the Host
+// controller asks of the provisioner.
 func startInfrastructure(t *testing.T, ns string) *deployments {
 	t.Helper()
-	if _, err := exec.LookPath("ironic"); err != nil {
-		t.Fatalf("ironic is not installed: %s", ironic.InstallHint)
-	}
 	// The package's sites, in one process, write more Events than one site does, and a
 	// test checks them: no drops.
 	events.SetProcessLimit(10000, 100000)
+	irc := shared.Ironic(t)
 	dir, err := os.MkdirTemp("", "anvil-metal-rt-")
 	if err != nil {
 		t.Fatal(err)
@@ -39,20 +40,13 @@ func startInfrastructure(t *testing.T, ns string) *deployments {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	d := &deployments{byNode: map[string][]deployment{}}
-	s, err := metalsite.Start(ctx, metalsite.Config{RestConfig: env.Config, Namespace: ns, StateDir: dir, Workers: 8,
+	s, err := metalsite.Start(ctx, metalsite.Config{RestConfig: env.Config, Namespace: ns, StateDir: dir, Ironic: irc, Workers: 8,
 		Wipe: metalsite.Wipe{Method: metalsite.WipeNone}, BusyPoll: 250 * time.Millisecond, MaxBackoff: 2 * time.Second, Logger: testr.NewWithOptions(t, testr.Options{Verbosity: 0}),
 		WrapProvisioner: d.wrap})
 	if err != nil {
-		t.Fatalf("starting Ironic and the Host controller: %v", err)
+		t.Fatalf("starting the Host controller: %v", err)
 	}
-	t.Cleanup(func() {
-		s.Stop()
-		if t.Failed() {
-			if b, err := os.ReadFile(s.Ironic.LogPath()); err == nil {
-				t.Logf("ironic.log (tail):\n%s", b[max(0, len(b)-4000):])
-			}
-		}
-	})
+	t.Cleanup(s.Stop)
 	return d
 }
 
