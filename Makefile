@@ -36,7 +36,7 @@ CAPI := $(BIN)/capi-manager $(BIN)/clusterctl $(BIN)/capi/VERSION
 NODE := $(BIN)/kubelet $(BIN)/kube-proxy
 TOOLS := $(CONTROL_PLANE) $(BIN)/kube-scheduler $(BIN)/kube-controller-manager $(NODE) $(GENERATORS) $(CAPI)
 
-.PHONY: build tools testos eraser esp agents images manifests generate verify-generated vet test test-only fuzz chaos demo bench deps fresh-check clean
+.PHONY: build tools testos eraser debian esp agents images manifests generate verify-generated vet test test-only fuzz chaos demo bench deps fresh-check clean
 
 build: ## The anvil binary.
 	go build -o $(BIN)/anvil ./cmd/anvil
@@ -91,6 +91,12 @@ eraser: $(BIN)/eraser/VERSIONS ## The disk eraser the metal site boots on a rele
 # The test OS's kernel and busybox with another /init: rebuilt when either folder changes.
 $(BIN)/eraser/VERSIONS: $(shell find hack/eraser hack/testos -type f)
 	hack/eraser/build.sh $(BIN)/eraser
+
+debian: $(BIN)/debian/VERSIONS ## Debian 12 with its own cloud-init (kernel, initramfs, root disk, cmdline) for amd64 and arm64 in bin/debian: docs/debian.md.
+
+# Its packages are cached beside the test OS's; its second stage runs in TCG guests (minutes).
+$(BIN)/debian/VERSIONS: $(shell find hack/debian hack/testos -type f)
+	hack/debian/build.sh $(BIN)/debian
 
 esp: $(BIN)/esp.img ## The EFI system partition Ironic puts into the UEFI boot ISOs it builds (GRUB for amd64 and arm64).
 

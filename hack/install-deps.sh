@@ -45,6 +45,12 @@ packages=(
 	iptables
 	nftables
 	conntrack
+	# The Debian image (hack/debian, make debian): debootstrap unpacks the root from a local
+	# mirror that dpkg-scanpackages indexes; mke2fs and debugfs make its filesystem and read
+	# the kernel back out of it.
+	debootstrap
+	dpkg-dev
+	e2fsprogs
 )
 
 # The qemu runtime, run as root, starts QEMU as this unprivileged user (-runas; its

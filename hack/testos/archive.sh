@@ -79,10 +79,11 @@ replacement() {
 	return 0
 }
 
-# cached_deb ARCH PACKAGE VERSION prints the cached .deb of PACKAGE=VERSION, if there is one.
+# cached_deb ARCH PACKAGE VERSION prints the cached .deb of PACKAGE=VERSION, if there is one
+# (named for ARCH, or "all" for an architecture-independent package).
 cached_deb() {
 	local a=$1 pkg=$2 ver=$3 deb
-	for deb in "$cache/$a/debs/${pkg}"_*_"$a".deb; do
+	for deb in "$cache/$a/debs/${pkg}"_*_"$a".deb "$cache/$a/debs/${pkg}"_*_all.deb; do
 		if [ -f "$deb" ] && [ "$(dpkg-deb -f "$deb" Package)" = "$pkg" ] &&
 			[ "$(dpkg-deb -f "$deb" Version)" = "$ver" ]; then
 			echo "$deb"
@@ -97,7 +98,7 @@ download() {
 	mkdir -p "$tmp"
 	# shellcheck disable=SC2046
 	(cd "$tmp" && apt-get $(apt_opts "$a") -qq download "$pkg=$ver" >&2)
-	deb=$(find "$tmp" -maxdepth 1 -name "${pkg}_*_${a}.deb" | head -n1)
+	deb=$(find "$tmp" -maxdepth 1 \( -name "${pkg}_*_${a}.deb" -o -name "${pkg}_*_all.deb" \) | head -n1)
 	[ -n "$deb" ] || { echo "testos: apt-get download $pkg=$ver ($a) left no .deb" >&2; exit 1; }
 	mv "$deb" "$cache/$a/debs/"
 	echo "$cache/$a/debs/$(basename "$deb")"

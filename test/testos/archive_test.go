@@ -20,7 +20,8 @@ import (
 // real .deb with dpkg-deb.
 
 // fakeApt is the fake apt-cache and apt-get. The fixture ($FAKE_ARCHIVE) holds one
-// "ARCH PACKAGE VERSION" a line, newest first; "ARCH PACKAGE -> DEPENDENCY" lines give
+// "ARCH PACKAGE VERSION [all]" a line, newest first ("all": an architecture-independent
+// package, whose .deb is named _all.deb); "ARCH PACKAGE -> DEPENDENCY" lines give
 // depends' answer. Calls to apt-get update are appended to $FAKE_UPDATES.
 const fakeApt = `#!/usr/bin/env bash
 set -euo pipefail
@@ -38,6 +39,7 @@ case "$(basename "$0") ${args[0]}" in
 "apt-get download")
 	pkg=${args[1]%%=*} ver=${args[1]#*=}
 	versions "$pkg" | grep -qxF "$ver" || { echo "E: Version '$ver' for '$pkg' was not found" >&2; exit 100; }
+	awk -v a="$arch" -v p="$pkg" -v v="$ver" '$1 == a && $2 == p && $3 == v && $4 == "all" { found = 1 } END { exit !found }' "$FAKE_ARCHIVE" && arch=all
 	d=$(mktemp -d)
 	mkdir "$d/DEBIAN"
 	printf 'Package: %s\nVersion: %s\nArchitecture: %s\nMaintainer: test\nDescription: fake\n' "$pkg" "$ver" "$arch" >"$d/DEBIAN/control"
@@ -61,6 +63,7 @@ esac
 const archiveFixture = `amd64 busybox-static 1:1.35.0-4+deb12u1+b1
 amd64 busybox-static 1:1.35.0-4+deb12u1
 amd64 zsh 5.9-4+b2
+arm64 python3-jsonschema 4.10.3-1 all
 amd64 linux-image-6.1.0-47-cloud-amd64 6.1.170-3
 amd64 linux-image-6.1.0-56-cloud-amd64 6.1.192-2
 amd64 linux-image-cloud-amd64 6.1.192-2
@@ -154,6 +157,8 @@ func TestFetchChoosesThePinOrItsReplacementOnce(t *testing.T) {
 		{"short name, pinned version present", "amd64", "zsh", "5.9-4+b2", "zsh 5.9-4+b2", false},
 		{"name over ten characters, version padded", "amd64", "linux-image-6.1.0-47-cloud-amd64", "6.1.170-3",
 			"linux-image-6.1.0-47-cloud-amd64 6.1.170-3", false},
+		{"architecture-independent package (_all.deb)", "arm64", "python3-jsonschema", "4.10.3-1",
+			"python3-jsonschema 4.10.3-1", false},
 		{"older version of a present package", "amd64", "busybox-static", "1:1.35.0-4+deb12u1",
 			"busybox-static 1:1.35.0-4+deb12u1", false},
 		{"dropped version: the package's current one", "amd64", "busybox-static", "1:1.35.0-4",

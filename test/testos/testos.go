@@ -21,16 +21,26 @@ var Files = []string{"kernel", "initramfs", "cmdline"}
 // architecture's files are missing.
 func Dir(t testing.TB) string {
 	t.Helper()
-	return bootFiles(t, "testos", "the test OS")
+	return bootFiles(t, "testos", "the test OS", Files)
 }
 
-// bootFiles is binDir's folder name, failing the test (naming what and make name) when an
-// architecture's Files are missing from it.
-func bootFiles(t testing.TB, name, what string) string {
+// DebianFiles are the names, in DebianDir(t)/ARCH, of one architecture's Debian image.
+var DebianFiles = []string{"kernel", "initramfs", "disk.qcow2", "cmdline"}
+
+// DebianDir returns the absolute bin/debian folder (make debian: Debian 12 with its own
+// cloud-init, hack/debian), failing the test when any architecture's files are missing.
+func DebianDir(t testing.TB) string {
+	t.Helper()
+	return bootFiles(t, "debian", "the Debian image", DebianFiles)
+}
+
+// bootFiles is binDir's folder name, failing the test (naming what and make name) when one
+// of an architecture's files is missing from it.
+func bootFiles(t testing.TB, name, what string, files []string) string {
 	t.Helper()
 	dir := filepath.Join(binDir(t), name)
 	for _, arch := range Architectures {
-		for _, f := range Files {
+		for _, f := range files {
 			if _, err := os.Stat(filepath.Join(dir, string(arch), f)); err != nil {
 				t.Fatalf("%s is missing (%v): run make %s", what, err, name)
 			}
@@ -54,7 +64,7 @@ func ESPImage(t testing.TB) string {
 // site deploys on released servers, failing the test when it is missing.
 func EraserDir(t testing.TB) string {
 	t.Helper()
-	return bootFiles(t, "eraser", "the eraser")
+	return bootFiles(t, "eraser", "the eraser", Files)
 }
 
 // binDir is the folder of the built test assets: $KUBEBUILDER_ASSETS when set (a worktree
