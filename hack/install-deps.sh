@@ -51,6 +51,7 @@ packages=(
 	debootstrap
 	dpkg-dev
 	e2fsprogs
+	zstd # compresses the RAM form
 )
 
 # The qemu runtime, run as root, starts QEMU as this unprivileged user (-runas; its

@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# Builds anvil's Debian 12 image for amd64 and arm64 into OUTDIR (docs/debian.md):
-#   OUTDIR/ARCH/kernel       the Debian cloud kernel
-#   OUTDIR/ARCH/initramfs    the initramfs Debian's initramfs-tools made for it
-#   OUTDIR/ARCH/disk.qcow2   the root: one ext4 filesystem labelled anvil-root, no partitions
-#   OUTDIR/ARCH/cmdline      root=LABEL=anvil-root and the architecture's serial console
-#   OUTDIR/VERSIONS          every Debian package in it: ARCH PACKAGE VERSION SHA256-OF-DEB
-# (`anvil image push REF --from amd64=OUTDIR/amd64 --from arm64=OUTDIR/arm64` publishes it.)
+# Builds anvil's Debian 12 image for amd64 and arm64 into OUTDIR (docs/debian.md), in two
+# forms of one root:
+#   OUTDIR/disk/ARCH/kernel      the Debian cloud kernel
+#   OUTDIR/disk/ARCH/initramfs   the initramfs Debian's initramfs-tools made for it
+#   OUTDIR/disk/ARCH/disk.qcow2  the root: one ext4 filesystem labelled anvil-root, no partitions
+#   OUTDIR/disk/ARCH/cmdline     root=LABEL=anvil-root and the architecture's serial console
+#   OUTDIR/ram/ARCH/kernel       the same kernel
+#   OUTDIR/ram/ARCH/initramfs    the whole root as one zstd-compressed cpio archive, /init being
+#                                systemd: what a server boots from RAM (Ironic's ramdisk deploy)
+#   OUTDIR/ram/ARCH/cmdline      the serial console
+#   OUTDIR/VERSIONS              every Debian package in it: ARCH PACKAGE VERSION SHA256-OF-DEB
+# (`anvil image push REF --from amd64=OUTDIR/disk/amd64 --from arm64=OUTDIR/disk/arm64`
+# publishes a form.)
 #
 # How: every package comes from the lock file hack/debian/packages (ARCH PACKAGE VERSION, the
 # whole set), fetched with the test OS's archive logic (hack/testos/archive.sh: the same cache,
@@ -13,8 +19,9 @@
 # mirror; debootstrap's first stage unpacks them on the host (no program of the root runs);
 # then a guest of the root's own architecture (QEMU, TCG) boots the test OS's kernel with a
 # busybox initramfs (hack/debian/stage2) that runs debootstrap's second stage — the maintainer
-# scripts, which this host cannot run for another architecture — and hack/debian/finish, and
-# powers off. The kernel and initramfs are read out of the finished filesystem.
+# scripts, which this host cannot run for another architecture — and hack/debian/finish,
+# writes the RAM form's archive to a second disk, and powers off. The kernel and initramfs
+# are read out of the finished filesystem.
 #
 #   build.sh OUTDIR           build from the lock
 #   build.sh --relock         resolve hack/debian/include against the archive as it is today
@@ -71,7 +78,7 @@ out=$(realpath -m "$1")
 # shellcheck source=hack/testos/archive.sh
 source "$here/../testos/archive.sh"
 begin_build debian apt-get apt-cache dpkg-deb dpkg-scanpackages debootstrap mke2fs debugfs e2fsck \
-	qemu-img qemu-system-x86_64 qemu-system-aarch64 sha256sum flock
+	qemu-img qemu-system-x86_64 qemu-system-aarch64 zstd sha256sum flock
 trap 'rm -rf "$work" "$out.new" "$out.stage2"' EXIT
 new=$out.new
 rm -rf "$new"
@@ -119,12 +126,14 @@ console_for() {
 stage2() {
 	local a=$1 log=$work/$1/stage2.log rc=0
 	# shellcheck disable=SC2046
-	timeout --kill-after=10 "${DEBIAN_STAGE2_TIMEOUT:-3600}" $(qemu_for "$a") -accel tcg -smp 1 -m 1536 \
+	timeout --kill-after=10 "${DEBIAN_STAGE2_TIMEOUT:-3600}" $(qemu_for "$a") -accel tcg -smp 1 -m 2048 \
 		-nodefaults -no-user-config -display none -no-reboot \
 		-kernel "$out.stage2/$a/kernel" -initrd "$out.stage2/$a/initramfs" \
 		-append "console=$(console_for "$a") panic=-1" \
 		-blockdev "{\"driver\":\"raw\",\"file\":{\"driver\":\"file\",\"filename\":\"$work/$a/disk.raw\"},\"node-name\":\"root\"}" \
-		-device virtio-blk-pci,drive=root -serial "file:$log" >"$work/$a/qemu.log" 2>&1 || rc=$?
+		-device virtio-blk-pci,drive=root \
+		-blockdev "{\"driver\":\"raw\",\"file\":{\"driver\":\"file\",\"filename\":\"$work/$a/ram.raw\"},\"node-name\":\"ram\"}" \
+		-device virtio-blk-pci,drive=ram -serial "file:$log" >"$work/$a/qemu.log" 2>&1 || rc=$?
 	if ! grep -q '^ANVIL-DEBIAN-STAGE2-OK' "$log"; then
 		echo "debian: $a: the second stage failed (QEMU exit $rc); the end of its console:" >&2
 		tail -n 40 "$log" >&2
@@ -143,9 +152,10 @@ for a in "${archs[@]}"; do
 		exit 1
 	}
 	install -m 0755 "$here/finish" "$work/$a/root/anvil-finish"
+	install -m 0755 "$here/raminit" "$work/$a/root/anvil-raminit"
 	# Room for the second stage's unpacking; a machine's volume grows it (cloud-init's
 	# resize_rootfs). A fixed UUID and hash seed: the filesystem names nothing of the build.
-	truncate -s 2G "$work/$a/disk.raw"
+	truncate -s 2G "$work/$a/disk.raw" "$work/$a/ram.raw"
 	mke2fs -q -t ext4 -L anvil-root -U 6e0a7c4d-8b1f-4f7a-9d0e-616e76696c00 -E hash_seed=6e0a7c4d-8b1f-4f7a-9d0e-616e76696c01 \
 		-d "$work/$a/root" "$work/$a/disk.raw"
 	rm -rf "$work/$a/root" "$work/$a/mirror"
@@ -167,17 +177,24 @@ for a in "${archs[@]}"; do
 	boot=$(debugfs -R 'ls -p /boot' "$disk" 2>/dev/null | awk -F/ '$6 ~ /^vmlinuz-/ { print $6 }')
 	[ "$(wc -l <<<"$boot")" -eq 1 ] && [ -n "$boot" ] || { echo "debian: $a: expected one kernel in /boot, found: $boot" >&2; exit 1; }
 	release=${boot#vmlinuz-}
-	mkdir -p "$new/$a"
-	debugfs -R "dump /boot/vmlinuz-$release $new/$a/kernel" "$disk" >/dev/null 2>&1
-	debugfs -R "dump /boot/initrd.img-$release $new/$a/initramfs" "$disk" >/dev/null 2>&1
-	[ -s "$new/$a/kernel" ] && [ -s "$new/$a/initramfs" ] || { echo "debian: $a: no kernel or initramfs for $release in /boot" >&2; exit 1; }
-	chmod 0644 "$new/$a/kernel" "$new/$a/initramfs"
-	qemu-img convert -c -O qcow2 "$disk" "$new/$a/disk.qcow2"
-	echo "console=$(console_for "$a") root=LABEL=anvil-root rw" >"$new/$a/cmdline"
+	d=$new/disk/$a r=$new/ram/$a
+	mkdir -p "$d" "$r"
+	debugfs -R "dump /boot/vmlinuz-$release $d/kernel" "$disk" >/dev/null 2>&1
+	debugfs -R "dump /boot/initrd.img-$release $d/initramfs" "$disk" >/dev/null 2>&1
+	[ -s "$d/kernel" ] && [ -s "$d/initramfs" ] || { echo "debian: $a: no kernel or initramfs for $release in /boot" >&2; exit 1; }
+	chmod 0644 "$d/kernel" "$d/initramfs"
+	qemu-img convert -c -O qcow2 "$disk" "$d/disk.qcow2"
+	echo "console=$(console_for "$a") root=LABEL=anvil-root rw" >"$d/cmdline"
+
+	bytes=$(sed -n 's/^ANVIL-DEBIAN-RAMROOT bytes=\([0-9]*\).*/\1/p' "$work/$a/stage2.log" | tail -n1)
+	[ -n "$bytes" ] || { echo "debian: $a: the second stage did not say how long the RAM form is" >&2; exit 1; }
+	cp "$d/kernel" "$r/kernel"
+	head -c "$bytes" "$work/$a/ram.raw" | zstd -q -T1 -12 >"$r/initramfs"
+	echo "console=$(console_for "$a")" >"$r/cmdline"
 done
 
 rm -rf "$out.old"
 [ -e "$out" ] && mv "$out" "$out.old"
 mv "$new" "$out"
 rm -rf "$out.old"
-echo "debian: built $out ($(for a in "${archs[@]}"; do echo -n "$a $(du -h "$out/$a/disk.qcow2" | cut -f1) disk; "; done))"
+echo "debian: built $out ($(for a in "${archs[@]}"; do echo -n "$a: disk $(du -h "$out/disk/$a/disk.qcow2" | cut -f1), RAM $(du -h "$out/ram/$a/initramfs" | cut -f1); "; done))"

@@ -20,7 +20,7 @@ import (
 type Dev struct {
 	// UpAfter is how long it took to say it is up.
 	UpAfter time.Duration
-	t       *testing.T
+	t       testing.TB
 	cmd     *exec.Cmd
 	mu      sync.Mutex
 	output  bytes.Buffer
@@ -29,7 +29,7 @@ type Dev struct {
 
 // StartDev runs anvil dev with args and waits until it says it is up. The test's cleanup
 // kills it if it still runs.
-func (e Env) StartDev(t *testing.T, args ...string) *Dev {
+func (e Env) StartDev(t testing.TB, args ...string) *Dev {
 	t.Helper()
 	d := &Dev{t: t, exited: make(chan error, 1)}
 	d.cmd = exec.Command(e.AnvilBin, append([]string{"dev"}, args...)...)
@@ -136,7 +136,7 @@ func Running(pid int) bool {
 }
 
 // ChildPIDs are the pids anvil dev wrote for its etcd and kube-apiserver in stateDir/run.
-func ChildPIDs(t *testing.T, stateDir string) []int {
+func ChildPIDs(t testing.TB, stateDir string) []int {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(stateDir, "run", "*.pid"))
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 )
 
 // Kubectl runs kubectl with kubeconfig, stdin and args, and returns its combined output.
-func (e Env) Kubectl(t *testing.T, kubeconfig, stdin string, args ...string) (string, error) {
+func (e Env) Kubectl(t testing.TB, kubeconfig, stdin string, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(e.BinDir, "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
@@ -19,13 +19,13 @@ func (e Env) Kubectl(t *testing.T, kubeconfig, stdin string, args ...string) (st
 }
 
 // WaitKubectl runs kubectl until its output is want, for up to a minute.
-func (e Env) WaitKubectl(t *testing.T, kubeconfig, want string, args ...string) {
+func (e Env) WaitKubectl(t testing.TB, kubeconfig, want string, args ...string) {
 	t.Helper()
 	e.WaitKubectlFor(t, kubeconfig, time.Minute, "be "+strconv.Quote(want), func(out string) bool { return out == want }, args...)
 }
 
 // WaitKubectlFor runs kubectl until its trimmed output satisfies ok, for up to limit.
-func (e Env) WaitKubectlFor(t *testing.T, kubeconfig string, limit time.Duration, what string, ok func(string) bool, args ...string) {
+func (e Env) WaitKubectlFor(t testing.TB, kubeconfig string, limit time.Duration, what string, ok func(string) bool, args ...string) {
 	t.Helper()
 	var out string
 	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {

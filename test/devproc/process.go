@@ -17,7 +17,7 @@ import (
 // (32768-60999 here): anvil dev is killed and started again on the same ports, and in
 // between the kernel may give an ephemeral port to any process's outgoing connection,
 // which then holds it ("port ... is already in use" on the restart, seen in CI).
-func FreePort(t *testing.T) string {
+func FreePort(t testing.TB) string {
 	t.Helper()
 	for range 100 {
 		port := strconv.Itoa(20000 + rand.IntN(12000))
@@ -32,7 +32,7 @@ func FreePort(t *testing.T) string {
 }
 
 // Background starts bin with args as StartProcess does.
-func Background(t *testing.T, bin string, args ...string) *controlplane.Process {
+func Background(t testing.TB, bin string, args ...string) *controlplane.Process {
 	t.Helper()
 	return StartProcess(t, exec.Command(bin, args...))
 }
@@ -40,7 +40,7 @@ func Background(t *testing.T, bin string, args ...string) *controlplane.Process 
 // StartProcess starts cmd under internal/controlplane's supervisor, its output in a log
 // file printed when the test fails, and dying with the test binary (Pdeathsig). Stop it
 // with StopProcess.
-func StartProcess(t *testing.T, cmd *exec.Cmd) *controlplane.Process {
+func StartProcess(t testing.TB, cmd *exec.Cmd) *controlplane.Process {
 	t.Helper()
 	dir := t.TempDir()
 	p, err := controlplane.StartCommand(filepath.Base(cmd.Path), cmd, dir, "")

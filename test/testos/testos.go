@@ -21,28 +21,36 @@ var Files = []string{"kernel", "initramfs", "cmdline"}
 // architecture's files are missing.
 func Dir(t testing.TB) string {
 	t.Helper()
-	return bootFiles(t, "testos", "the test OS", Files)
+	return bootFiles(t, "testos", "the test OS", "testos", Files)
 }
 
-// DebianFiles are the names, in DebianDir(t)/ARCH, of one architecture's Debian image.
-var DebianFiles = []string{"kernel", "initramfs", "disk.qcow2", "cmdline"}
+// DebianDiskFiles are the names, in DebianDisk(t)/ARCH, of one architecture's Debian image
+// with its root on a disk (for VMs); the RAM form's are Files.
+var DebianDiskFiles = []string{"kernel", "initramfs", "disk.qcow2", "cmdline"}
 
-// DebianDir returns the absolute bin/debian folder (make debian: Debian 12 with its own
-// cloud-init, hack/debian), failing the test when any architecture's files are missing.
-func DebianDir(t testing.TB) string {
+// DebianDisk returns the absolute bin/debian/disk folder (make debian: Debian 12 with its
+// own cloud-init, hack/debian), failing the test when any architecture's files are missing.
+func DebianDisk(t testing.TB) string {
 	t.Helper()
-	return bootFiles(t, "debian", "the Debian image", DebianFiles)
+	return bootFiles(t, filepath.Join("debian", "disk"), "the Debian image", "debian", DebianDiskFiles)
 }
 
-// bootFiles is binDir's folder name, failing the test (naming what and make name) when one
+// DebianRAM returns the absolute bin/debian/ram folder: the same Debian root packed as the
+// initramfs, which a server boots from RAM.
+func DebianRAM(t testing.TB) string {
+	t.Helper()
+	return bootFiles(t, filepath.Join("debian", "ram"), "the Debian image's RAM form", "debian", Files)
+}
+
+// bootFiles is binDir's folder name, failing the test (naming what and make target) when one
 // of an architecture's files is missing from it.
-func bootFiles(t testing.TB, name, what string, files []string) string {
+func bootFiles(t testing.TB, name, what, target string, files []string) string {
 	t.Helper()
 	dir := filepath.Join(binDir(t), name)
 	for _, arch := range Architectures {
 		for _, f := range files {
 			if _, err := os.Stat(filepath.Join(dir, string(arch), f)); err != nil {
-				t.Fatalf("%s is missing (%v): run make %s", what, err, name)
+				t.Fatalf("%s is missing (%v): run make %s", what, err, target)
 			}
 		}
 	}
@@ -64,7 +72,7 @@ func ESPImage(t testing.TB) string {
 // site deploys on released servers, failing the test when it is missing.
 func EraserDir(t testing.TB) string {
 	t.Helper()
-	return bootFiles(t, "eraser", "the eraser", Files)
+	return bootFiles(t, "eraser", "the eraser", "eraser", Files)
 }
 
 // binDir is the folder of the built test assets: $KUBEBUILDER_ASSETS when set (a worktree
