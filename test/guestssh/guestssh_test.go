@@ -93,6 +93,10 @@ func TestLogsInToTheGuestItConfiguredAndRunsCommands(t *testing.T) {
 	if _, err := Run(c, "fail"); !errors.As(err, &exit) || exit.ExitStatus() != 3 {
 		t.Errorf("a failing command gave %v, want exit status 3", err)
 	}
+	// Every session of the connection has its own output.
+	if out, err := Run(c, "hostname"); err != nil || out != "ran: hostname" {
+		t.Errorf("a later Run = %q, %v", out, err)
+	}
 
 	// The cloud-config carries the user's public key and the host key pair the server uses.
 	cfg := id.CloudConfig()
