@@ -115,7 +115,11 @@ mirror() {
 		ln -f "$deb" "$m/pool/" 2>/dev/null || cp "$deb" "$m/pool/"
 		echo "$a $(dpkg-deb -f "$deb" Package) $(dpkg-deb -f "$deb" Version) $(sha256sum "$deb" | cut -d' ' -f1)" >>"$new/VERSIONS"
 	done < <(grep -v '^#' "$lock" | sed '/^$/d')
-	(cd "$m" && dpkg-scanpackages --arch "$a" pool /dev/null 2>/dev/null) >"$m/dists/$suite/main/binary-$a/Packages"
+	(cd "$m" && dpkg-scanpackages --arch "$a" pool /dev/null 2>"$work/$a/scanpackages.log") >"$m/dists/$suite/main/binary-$a/Packages" || {
+		echo "debian: $a: dpkg-scanpackages failed:" >&2
+		cat "$work/$a/scanpackages.log" >&2
+		exit 1
+	}
 	local p=main/binary-$a/Packages
 	{
 		echo "Suite: $suite"

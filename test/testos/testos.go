@@ -25,7 +25,7 @@ func Dir(t testing.TB) string {
 }
 
 // DebianDiskFiles are the names, in DebianDisk(t)/ARCH, of one architecture's Debian image
-// with its root on a disk (for VMs); the RAM form's are Files.
+// with its root on a disk (for VMs).
 var DebianDiskFiles = []string{"kernel", "initramfs", "disk.qcow2", "cmdline"}
 
 // DebianDisk returns the absolute bin/debian/disk folder (make debian: Debian 12 with its
@@ -33,13 +33,6 @@ var DebianDiskFiles = []string{"kernel", "initramfs", "disk.qcow2", "cmdline"}
 func DebianDisk(t testing.TB) string {
 	t.Helper()
 	return bootFiles(t, filepath.Join("debian", "disk"), "the Debian image", "debian", DebianDiskFiles)
-}
-
-// DebianRAM returns the absolute bin/debian/ram folder: the same Debian root packed as the
-// initramfs, which a server boots from RAM.
-func DebianRAM(t testing.TB) string {
-	t.Helper()
-	return bootFiles(t, filepath.Join("debian", "ram"), "the Debian image's RAM form", "debian", Files)
 }
 
 // bootFiles is binDir's folder name, failing the test (naming what and make target) when one
