@@ -46,8 +46,16 @@ tools: $(TOOLS) ## Control-plane binaries (kube-controller-manager too), kubelet
 # kube-controller-manager runs beside the workload clusters' apiservers of the Cluster API tests
 # (CSR signing and approval, bootstrap tokens, node lifecycle); kubelet and kube-proxy make the
 # real node of test/cluster.
-$(BIN)/kube-apiserver $(BIN)/kube-scheduler $(BIN)/kube-controller-manager $(BIN)/kubectl $(NODE): hack/tools/kube/go.mod
-	cd hack/tools/kube && go build -o $@ -ldflags "$(KUBE_LDFLAGS)" k8s.io/kubernetes/cmd/$(notdir $@)
+# Each group is one go build, so the packages its binaries share are compiled once: the
+# demo's two first, the test-only four when make test asks for them.
+$(BIN)/kube-apiserver $(BIN)/kubectl &: hack/tools/kube/go.mod
+	cd hack/tools/kube && go build -o $(BIN)/ -ldflags "$(KUBE_LDFLAGS)" \
+		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
+
+$(BIN)/kube-scheduler $(BIN)/kube-controller-manager $(NODE) &: hack/tools/kube/go.mod
+	cd hack/tools/kube && go build -o $(BIN)/ -ldflags "$(KUBE_LDFLAGS)" \
+		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-controller-manager \
+		k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy
 
 $(BIN)/etcd: hack/tools/etcd/go.mod
 	cd hack/tools/etcd && go build -o $@ go.etcd.io/etcd/server/v3
@@ -157,7 +165,11 @@ vet:
 deps: ## System packages the tests and the demo need (idempotent).
 	hack/install-deps.sh
 
-test: deps tools testos eraser esp agents $(BIN)/images/SIZES verify-generated vet test-only ## Everything CI runs (test/install installs the images of make images).
+# The set-up's builds run two at a time: while one compiles, another downloads or packs.
+test: deps ## Everything CI runs (test/install installs the images of make images).
+	$(MAKE) -j2 tools testos eraser esp agents $(BIN)/images/SIZES
+	$(MAKE) verify-generated vet
+	$(MAKE) test-only
 
 test-only: ## Unit, integration and end-to-end tests, without the set-up steps.
 	hack/test.sh $(GO_TEST_FLAGS)
@@ -202,8 +214,10 @@ chaos: deps tools testos ## The long chaos run: churn on fake, QEMU and metal po
 
 # make demo builds only what anvil dev runs (etcd, kube-apiserver, kubectl for the banner's
 # commands; the test OS, eraser, ESP and build agents), so a newcomer's first command is as
-# short as it can be; make test builds the rest.
-demo: deps $(CONTROL_PLANE) testos eraser esp $(AGENTS) build ## A local anvil with the sample objects: see README.
+# short as it can be; make test builds the rest. They are built two at a time (one compiles
+# while another downloads).
+demo: deps ## A local anvil with the sample objects: see README.
+	$(MAKE) -j2 $(CONTROL_PLANE) testos eraser esp $(AGENTS) build
 	$(BIN)/anvil dev --bin-dir $(BIN) --test-os $(BIN)/testos --agents $(BIN)/build-agent --emulated-servers 2 --emulated-arm64-servers 1 --apply config/samples
 
 bench: tools testos eraser esp agents build ## Benchmarks and scenarios; figures are printed, never asserted.

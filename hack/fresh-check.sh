@@ -74,6 +74,13 @@ print_report() {
 	printf '  %s\n' "${report[@]}"
 }
 
+# built_since T0 prints when each thing in the clone's bin/ was written, in seconds after T0,
+# first first: where a step's minutes went (a go build's output appears when it has linked).
+built_since() {
+	find "$clone/bin" -maxdepth 3 -type f -newermt "@$1" -printf '%T@ %P\n' 2>/dev/null | sort -n |
+		awk -v t0="$1" '$2 !~ /\/(amd64|arm64)\/[^\/]*$/ || $2 ~ /agent$/ { printf "    +%5d s  %s\n", $1 - t0, $2 }'
+}
+
 # remaining prints the seconds left of the test part's limit.
 remaining() {
 	local left=$((test_limit - ($(date +%s) - started)))
@@ -88,6 +95,8 @@ if [[ " $steps " == *" test "* ]]; then
 	step "make tools" "$(remaining)" make tools
 	step "make testos" "$(remaining)" make testos
 	step "make test" "$(remaining)" make test
+	echo "fresh-check: what the test part built, and when:"
+	built_since "$started"
 	report+=("$(printf '%-14s %5d s  (%.1f min from a fresh clone)' "make test, all" "$steps_total" "$(awk -v s="$steps_total" 'BEGIN { print s / 60 }')")")
 fi
 
@@ -149,6 +158,8 @@ if [[ " $steps " == *" demo "* ]]; then
 		exit 1
 	fi
 	report+=("$(printf '%-14s %5d s  ok: up after %d s; %s; %s' "make demo" "$took" "$up" "$(tr '\n' ' ' <<<"$states")" "$(tr '\n' ' ' <<<"$images")")")
+	echo "fresh-check: what make demo built, and when:"
+	built_since "$t0"
 	stop_demo
 fi
 
