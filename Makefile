@@ -36,7 +36,7 @@ CAPI := $(BIN)/capi-manager $(BIN)/clusterctl $(BIN)/capi/VERSION
 NODE := $(BIN)/kubelet $(BIN)/kube-proxy
 TOOLS := $(CONTROL_PLANE) $(BIN)/kube-scheduler $(BIN)/kube-controller-manager $(NODE) $(GENERATORS) $(CAPI)
 
-.PHONY: build tools testos eraser debian esp agents images manifests generate verify-generated vet test test-only fuzz chaos demo bench deps fresh-check clean
+.PHONY: build tools testos eraser debian esp agents images manifests generate verify-generated vet test test-setup test-only fuzz chaos demo bench deps fresh-check clean
 
 build: ## The anvil binary.
 	go build -o $(BIN)/anvil ./cmd/anvil
@@ -165,11 +165,14 @@ vet:
 deps: ## System packages the tests and the demo need (idempotent).
 	hack/install-deps.sh
 
-# The set-up's builds run two at a time: while one compiles, another downloads or packs.
 test: deps ## Everything CI runs (test/install installs the images of make images).
+	$(MAKE) test-setup
+	$(MAKE) test-only
+
+# The set-up's builds run two at a time: while one compiles, another downloads or packs.
+test-setup: ## What make test builds and checks before its tests (fresh-check times it apart).
 	$(MAKE) -j2 tools testos eraser esp agents $(BIN)/images/SIZES
 	$(MAKE) verify-generated vet
-	$(MAKE) test-only
 
 test-only: ## Unit, integration and end-to-end tests, without the set-up steps.
 	hack/test.sh $(GO_TEST_FLAGS)
