@@ -171,7 +171,7 @@ test: deps ## Everything CI runs (test/install installs the images of make image
 
 # The set-up's builds run two at a time: while one compiles, another downloads or packs.
 test-setup: ## What make test builds and checks before its tests (fresh-check times it apart).
-	$(MAKE) -j2 tools testos eraser esp agents $(BIN)/images/SIZES
+	$(MAKE) -j2 tools testos eraser esp agents debian $(BIN)/images/SIZES
 	$(MAKE) verify-generated vet
 
 test-only: ## Unit, integration and end-to-end tests, without the set-up steps.

@@ -97,8 +97,12 @@ func Run(c *ssh.Client, command string) (string, error) {
 		return "", err
 	}
 	defer s.Close()
-	var out bytes.Buffer
-	s.Stdout, s.Stderr = &out, &out
+	// One buffer each: the session copies the two streams in two goroutines, and two
+	// concurrent bytes.Buffer.ReadFrom calls on one buffer lose what the other wrote (the
+	// stream that ends last truncates the buffer to its own length: sshd's empty stderr
+	// wiped every command's output).
+	var stdout, stderr bytes.Buffer
+	s.Stdout, s.Stderr = &stdout, &stderr
 	err = s.Run(command)
-	return out.String(), err
+	return stdout.String() + stderr.String(), err
 }

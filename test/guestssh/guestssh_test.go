@@ -12,7 +12,9 @@ import (
 )
 
 // serve runs an SSH server on a loopback port with hostPEM as its host key, authorizing
-// only authorized; each session answers "ran: COMMAND" and exits 0, or exits 3 for "fail".
+// only authorized; each session answers "ran: COMMAND" on stdout and exits 0, or exits 3
+// for "fail"; "both" also writes "and stderr" on stderr. Like sshd, it answers only after
+// the client has started reading both streams, and ends both when the command ends.
 func serve(t *testing.T, hostPEM string, authorized ssh.PublicKey) string {
 	t.Helper()
 	host, err := ssh.ParsePrivateKey([]byte(hostPEM))
@@ -66,7 +68,11 @@ func handle(conn net.Conn, config *ssh.ServerConfig) {
 			if command == "fail" {
 				status = 3
 			}
+			time.Sleep(100 * time.Millisecond)
 			_, _ = ch.Write([]byte("ran: " + command))
+			if command == "both" {
+				_, _ = ch.Stderr().Write([]byte(", and stderr"))
+			}
 			_, _ = ch.SendRequest("exit-status", false, []byte{0, 0, 0, status})
 			ch.Close()
 		}
@@ -96,6 +102,10 @@ func TestLogsInToTheGuestItConfiguredAndRunsCommands(t *testing.T) {
 	// Every session of the connection has its own output.
 	if out, err := Run(c, "hostname"); err != nil || out != "ran: hostname" {
 		t.Errorf("a later Run = %q, %v", out, err)
+	}
+	// Both streams, stdout first.
+	if out, err := Run(c, "both"); err != nil || out != "ran: both, and stderr" {
+		t.Errorf("Run of a command writing both streams = %q, %v", out, err)
 	}
 
 	// The cloud-config carries the user's public key and the host key pair the server uses.
