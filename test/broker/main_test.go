@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
@@ -12,17 +11,5 @@ import (
 var env devproc.Env
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	var cleanup func()
-	var err error
-	env, cleanup, err = devproc.Prepare()
-	defer cleanup()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "broker e2e:", err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(devproc.Main(m, "broker e2e", &env))
 }

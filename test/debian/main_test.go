@@ -1,7 +1,6 @@
 package debian
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
@@ -12,17 +11,5 @@ import (
 var env devproc.Env
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	var cleanup func()
-	var err error
-	env, cleanup, err = devproc.Prepare()
-	defer cleanup()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "debian:", err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(devproc.Main(m, "debian", &env))
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"testing"
 
 	"github.com/anvil-dev/anvil/test/harness"
 )
@@ -50,4 +51,17 @@ func Prepare() (env Env, cleanup func(), err error) {
 		return env, cleanup, fmt.Errorf("building anvil: %w", err)
 	}
 	return env, cleanup, nil
+}
+
+// Main is a test package's TestMain body: it prepares *env, runs the package's tests and
+// returns their exit code; a failed preparation is printed under pkg's name and fails all.
+func Main(m *testing.M, pkg string, env *Env) int {
+	prepared, cleanup, err := Prepare()
+	defer cleanup()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", pkg, err)
+		return 1
+	}
+	*env = prepared
+	return m.Run()
 }

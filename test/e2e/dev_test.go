@@ -29,7 +29,7 @@ capabilities:
 func samplesOnPort(t *testing.T, port string) string {
 	t.Helper()
 	dir := t.TempDir()
-	src := filepath.Join(repoRoot, "config", "samples")
+	src := filepath.Join(env.RepoRoot, "config", "samples")
 	entries, err := os.ReadDir(src)
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +52,7 @@ func samplesOnPort(t *testing.T, port string) string {
 func TestDevKeepsObjectsAcrossRestart(t *testing.T) {
 	state := t.TempDir()
 	registryPort := devproc.FreePort(t)
-	args := []string{"--state-dir", state, "--bin-dir", binDir,
+	args := []string{"--state-dir", state, "--bin-dir", env.BinDir,
 		"--apiserver-port", devproc.FreePort(t), "--etcd-port", devproc.FreePort(t), "--etcd-peer-port", devproc.FreePort(t),
 		"--registry-port", registryPort, "--qemu-pools=false", "--metal-pool=false", "--test-os", testos.Dir(t), "--apply", samplesOnPort(t, registryPort)}
 	kubeconfig := filepath.Join(state, "kubeconfig")
@@ -115,15 +115,15 @@ func TestDevRefusesBusyPortAndMissingBinary(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{"busy apiserver port", []string{"--bin-dir", binDir, "--apiserver-port", busy}, []string{"already in use", "--apiserver-port"}},
-		{"busy registry port", []string{"--bin-dir", binDir, "--apiserver-port", devproc.FreePort(t), "--registry-port", busy}, []string{"already in use", "--registry-port"}},
+		{"busy apiserver port", []string{"--bin-dir", env.BinDir, "--apiserver-port", busy}, []string{"already in use", "--apiserver-port"}},
+		{"busy registry port", []string{"--bin-dir", env.BinDir, "--apiserver-port", devproc.FreePort(t), "--registry-port", busy}, []string{"already in use", "--registry-port"}},
 		{"missing binaries", []string{"--bin-dir", t.TempDir(), "--apiserver-port", devproc.FreePort(t)}, []string{"not found in", "make tools"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"dev", "--state-dir", t.TempDir(), "--etcd-port", devproc.FreePort(t), "--etcd-peer-port", devproc.FreePort(t),
 				"--registry-port", devproc.FreePort(t)}, tc.args...)
-			out, err := exec.Command(anvilBin, args...).CombinedOutput()
+			out, err := exec.Command(env.AnvilBin, args...).CombinedOutput()
 			if err == nil {
 				t.Fatalf("anvil dev started; want a refusal:\n%s", out)
 			}

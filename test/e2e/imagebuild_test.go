@@ -26,7 +26,7 @@ import (
 // agentsDir is bin/build-agent, failing the test when an architecture's agent is missing.
 func agentsDir(t *testing.T) string {
 	t.Helper()
-	dir := filepath.Join(repoRoot, "bin", "build-agent")
+	dir := filepath.Join(env.RepoRoot, "bin", "build-agent")
 	for _, arch := range testos.Architectures {
 		if _, err := os.Stat(filepath.Join(dir, string(arch), "anvil-build-agent")); err != nil {
 			t.Fatalf("the build agent for %s is missing (%v): run make agents", arch, err)
@@ -107,7 +107,7 @@ func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) 
 	})
 	registry := "127.0.0.1:" + devproc.FreePort(t)
 	_, port, _ := strings.Cut(registry, ":")
-	args := []string{"--state-dir", state, "--bin-dir", binDir,
+	args := []string{"--state-dir", state, "--bin-dir", env.BinDir,
 		"--apiserver-port", devproc.FreePort(t), "--etcd-port", devproc.FreePort(t), "--etcd-peer-port", devproc.FreePort(t),
 		"--registry-port", port, "--qemu-pools=true", "--metal-pool=false", "--fake-pool=",
 		"--test-os", testos.Dir(t), "--agents", agentsDir(t)}

@@ -50,7 +50,7 @@ spec:
 func TestBareMetalPools(t *testing.T) {
 	state := t.TempDir()
 	registryPort := devproc.FreePort(t)
-	d := env.StartDev(t, "--state-dir", state, "--bin-dir", binDir, "--fake-pool", "",
+	d := env.StartDev(t, "--state-dir", state, "--bin-dir", env.BinDir, "--fake-pool", "",
 		"--apiserver-port", devproc.FreePort(t), "--etcd-port", devproc.FreePort(t), "--etcd-peer-port", devproc.FreePort(t),
 		"--registry-port", registryPort, "--qemu-pools=false", "--metal-image-port", devproc.FreePort(t),
 		"--emulated-servers", "1", "--emulated-arm64-servers", "1", "--bmc-port", devproc.FreePort(t),
@@ -75,14 +75,14 @@ func TestBareMetalPools(t *testing.T) {
 	// A second site, run as its own processes.
 	image := "127.0.0.1:" + registryPort + "/anvil/metal-disk:latest"
 	socket := "unix://" + filepath.Join(t.TempDir(), "mri.sock")
-	rtCmd := exec.Command(anvilBin, "runtime", "metal", "--name", "metal-b", "--namespace", "site-b", "--listen", socket,
+	rtCmd := exec.Command(env.AnvilBin, "runtime", "metal", "--name", "metal-b", "--namespace", "site-b", "--listen", socket,
 		"--state-dir", shortDir(t), "--ironic-port", devproc.FreePort(t), "--image-listen", "127.0.0.1:"+devproc.FreePort(t),
-		"--allow-registry", "127.0.0.1:"+registryPort, "--registry-credentials", poolsCredentials(kubeconfig), "--wipe", "eraser", "--eraser", filepath.Join(binDir, "eraser"))
+		"--allow-registry", "127.0.0.1:"+registryPort, "--registry-credentials", poolsCredentials(kubeconfig), "--wipe", "eraser", "--eraser", filepath.Join(env.BinDir, "eraser"))
 	rtCmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	apply(t, kubeconfig, strings.ReplaceAll(siteB, "IMAGE", image))
 	rt := devproc.StartProcess(t, rtCmd)
 	t.Cleanup(func() { devproc.StopProcess(rt) })
-	poolletCmd := exec.Command(anvilBin, "poollet", "--pool", "metal-b", "--runtime", socket, "--interval", "1s",
+	poolletCmd := exec.Command(env.AnvilBin, "poollet", "--pool", "metal-b", "--runtime", socket, "--interval", "1s",
 		"--labels", "compute.anvil.dev/runtime=metal-b", "--allow-registry", "127.0.0.1:"+registryPort, "--registry-credentials", poolsCredentials(kubeconfig))
 	poolletCmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	poollet := devproc.StartProcess(t, poolletCmd)

@@ -16,17 +16,17 @@ import (
 func TestPoolletAndFakeRuntimeCommands(t *testing.T) {
 	state := t.TempDir()
 	registryPort := devproc.FreePort(t)
-	d := env.StartDev(t, "--state-dir", state, "--bin-dir", binDir, "--fake-pool", "",
+	d := env.StartDev(t, "--state-dir", state, "--bin-dir", env.BinDir, "--fake-pool", "",
 		"--apiserver-port", devproc.FreePort(t), "--etcd-port", devproc.FreePort(t), "--etcd-peer-port", devproc.FreePort(t),
 		"--registry-port", registryPort, "--qemu-pools=false", "--metal-pool=false", "--test-os", testos.Dir(t), "--apply", samplesOnPort(t, registryPort))
 	defer d.Stop(syscall.SIGTERM)
 	kubeconfig := filepath.Join(state, "kubeconfig")
 
 	socket := "unix://" + filepath.Join(t.TempDir(), "edge.sock")
-	runtime := devproc.Background(t, anvilBin, "runtime", "fake", "--name", "edge", "--socket", socket, "--arch", "amd64", "--cpu", "8", "--memory", "16Gi")
+	runtime := devproc.Background(t, env.AnvilBin, "runtime", "fake", "--name", "edge", "--socket", socket, "--arch", "amd64", "--cpu", "8", "--memory", "16Gi")
 	defer devproc.StopProcess(runtime)
 	// Labelled like anvil dev's fake pool, which the sample web-1 asks for.
-	poolletCmd := exec.Command(anvilBin, "poollet", "--pool", "edge", "--runtime", socket, "--interval", "1s", "--labels", "compute.anvil.dev/runtime=fake",
+	poolletCmd := exec.Command(env.AnvilBin, "poollet", "--pool", "edge", "--runtime", socket, "--interval", "1s", "--labels", "compute.anvil.dev/runtime=fake",
 		"--allow-registry", "127.0.0.1:"+registryPort, "--registry-credentials", poolsCredentials(kubeconfig))
 	poolletCmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	poollet := devproc.StartProcess(t, poolletCmd)

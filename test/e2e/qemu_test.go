@@ -31,10 +31,10 @@ func startQemuPool(t *testing.T, kubeconfig, registry string, arch computev1alph
 		devproc.KillQemu(p.stateDir)
 	})
 	socket := "unix://" + filepath.Join(t.TempDir(), "mri.sock")
-	rt := devproc.Background(t, anvilBin, "runtime", "qemu", "--name", p.name, "--listen", socket,
+	rt := devproc.Background(t, env.AnvilBin, "runtime", "qemu", "--name", p.name, "--listen", socket,
 		"--state-dir", p.stateDir, "--cache-dir", filepath.Join(t.TempDir(), "cache"), "--arch", string(arch), "--allow-registry", registry, "--registry-credentials", credentials)
 	t.Cleanup(func() { devproc.StopProcess(rt) })
-	poolletCmd := exec.Command(anvilBin, "poollet", "--pool", p.name, "--runtime", socket, "--interval", "1s",
+	poolletCmd := exec.Command(env.AnvilBin, "poollet", "--pool", p.name, "--runtime", socket, "--interval", "1s",
 		"--labels", "compute.anvil.dev/runtime=qemu", "--allow-registry", registry, "--registry-credentials", credentials)
 	poolletCmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	poollet := devproc.StartProcess(t, poolletCmd)
@@ -99,7 +99,7 @@ spec:
 func TestQemuPoolsBootTheImageOfTheirArchitecture(t *testing.T) {
 	state := t.TempDir()
 	registryPort := devproc.FreePort(t)
-	d := env.StartDev(t, "--state-dir", state, "--bin-dir", binDir, "--fake-pool", "",
+	d := env.StartDev(t, "--state-dir", state, "--bin-dir", env.BinDir, "--fake-pool", "",
 		"--apiserver-port", devproc.FreePort(t), "--etcd-port", devproc.FreePort(t), "--etcd-peer-port", devproc.FreePort(t),
 		"--registry-port", registryPort, "--qemu-pools=false", "--metal-pool=false", "--test-os", testos.Dir(t))
 	// Cleanups run last registered first: the pools' processes stop before anvil dev, so
@@ -226,7 +226,7 @@ func shortDir(t *testing.T) string {
 // dev keeps in its state folder (its registry refuses anonymous writes).
 func pushAMD64Only(t *testing.T, registry, state string) string {
 	t.Helper()
-	push := exec.Command(anvilBin, "image", "push", registry+"/anvil/testos-amd64:1",
+	push := exec.Command(env.AnvilBin, "image", "push", registry+"/anvil/testos-amd64:1",
 		"--from", "amd64="+filepath.Join(testos.Dir(t), "amd64"))
 	push.Env = append(os.Environ(), "DOCKER_CONFIG="+filepath.Join(state, "docker"))
 	out, err := push.Output()
