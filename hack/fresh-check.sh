@@ -62,7 +62,7 @@ step() {
 	(cd "$clone" && timeout --kill-after=30 "$limit" "$@") >"$dir/logs/$name.log" 2>&1 || rc=$?
 	local took=$(($(date +%s) - t0))
 	steps_total=$((steps_total + took))
-	report+=("$(printf '%-14s %5d s  %s' "$name" "$took" "$([ $rc -eq 0 ] && echo ok || echo "FAILED (exit $rc)")")")
+	report+=("$(printf '%-16s %5d s  %s' "$name" "$took" "$([ $rc -eq 0 ] && echo ok || echo "FAILED (exit $rc)")")")
 	if [ $rc -ne 0 ]; then
 		echo "fresh-check: $name failed (exit $rc$([ $rc -eq 124 ] && echo ": time limit")); the end of logs/$name.log:" >&2
 		tail -n 40 "$dir/logs/$name.log" >&2
@@ -99,7 +99,7 @@ if [[ " $steps " == *" test "* || " $steps " == *" setup "* ]]; then
 	built_since "$started"
 	if [[ " $steps " == *" test "* ]]; then
 		step "make test-only" "$(remaining)" make test-only
-		report+=("$(printf '%-14s %5d s  (%.1f min from a fresh clone)' "make test, all" "$steps_total" "$(awk -v s="$steps_total" 'BEGIN { print s / 60 }')")")
+		report+=("$(printf '%-16s %5d s  (%.1f min from a fresh clone)' "make test, all" "$steps_total" "$(awk -v s="$steps_total" 'BEGIN { print s / 60 }')")")
 	fi
 fi
 
@@ -156,11 +156,11 @@ if [[ " $steps " == *" demo "* ]]; then
 		echo "fresh-check: the demo was not ready within ${demo_limit}s; Machines:" >&2
 		echo "${states:-none}" >&2
 		tail -n 40 "$dir/logs/make demo.log" >&2
-		report+=("$(printf '%-14s %5d s  FAILED' "make demo" "$took")")
+		report+=("$(printf '%-16s %5d s  FAILED' "make demo" "$took")")
 		print_report
 		exit 1
 	fi
-	report+=("$(printf '%-14s %5d s  ok: up after %d s; %s; %s' "make demo" "$took" "$up" "$(tr '\n' ' ' <<<"$states")" "$(tr '\n' ' ' <<<"$images")")")
+	report+=("$(printf '%-16s %5d s  ok: up after %d s; %s; %s' "make demo" "$took" "$up" "$(tr '\n' ' ' <<<"$states")" "$(tr '\n' ' ' <<<"$images")")")
 	echo "fresh-check: what make demo built, and when:"
 	built_since "$t0"
 	stop_demo
