@@ -21,11 +21,11 @@ type Env struct {
 	BinDir string
 }
 
-// Prepare builds anvil from this checkout into a fresh folder and finds the tools, for a
+// prepare builds anvil from this checkout into a fresh folder and finds the tools, for a
 // test package's TestMain; cleanup removes the folder. The folder is open to every user:
 // anvil dev's QEMU drops to an unprivileged user (anvil-qemu) and runs `anvil forward` as
 // that user for the builders' registry forward.
-func Prepare() (env Env, cleanup func(), err error) {
+func prepare() (env Env, cleanup func(), err error) {
 	cleanup = func() {}
 	if env.RepoRoot, err = harness.RepoRoot(); err != nil {
 		return env, cleanup, err
@@ -56,7 +56,7 @@ func Prepare() (env Env, cleanup func(), err error) {
 // Main is a test package's TestMain body: it prepares *env, runs the package's tests and
 // returns their exit code; a failed preparation is printed under pkg's name and fails all.
 func Main(m *testing.M, pkg string, env *Env) int {
-	prepared, cleanup, err := Prepare()
+	prepared, cleanup, err := prepare()
 	defer cleanup()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", pkg, err)

@@ -13,7 +13,7 @@ import (
 
 // serve runs an SSH server on a loopback port with hostPEM as its host key, authorizing
 // only authorized; each session answers "ran: COMMAND" on stdout and exits 0, or exits 3
-// for "fail"; "both" also writes "and stderr" on stderr. Like sshd, it answers only after
+// for "fail"; "both" also writes ", and stderr" on stderr. Like sshd, it answers only after
 // the client has started reading both streams, and ends both when the command ends.
 func serve(t *testing.T, hostPEM string, authorized ssh.PublicKey) string {
 	t.Helper()
