@@ -24,6 +24,10 @@ type Spec struct {
 	DataDiskMiB int64
 	// MAC is the address of its one NIC.
 	MAC string
+	// SSHPort, when not 0, forwards 127.0.0.1:SSHPort on the host to the server's port 22:
+	// the route a site's jump host gives its users, here the only way in to a server whose
+	// network is restricted (the Host's metalv1alpha1.AnnotationSSHAddress names it).
+	SSHPort int
 	// Architecture is the server's CPU: amd64 (also when empty) or arm64.
 	Architecture computev1alpha1.Architecture
 	// UEFI makes an amd64 server boot UEFI (OVMF, package ovmf) instead of SeaBIOS
@@ -85,6 +89,8 @@ func (s Spec) validate() error {
 		return fmt.Errorf("server %s: data disk of %d MiB: give a size above 0, or 0 for none", s.Name, s.DataDiskMiB)
 	case !macRE.MatchString(s.MAC):
 		return fmt.Errorf("server %s: MAC %q: write six lower-case hex pairs separated by colons", s.Name, s.MAC)
+	case s.SSHPort < 0 || s.SSHPort > 65535:
+		return fmt.Errorf("server %s: SSH port %d: use 1 to 65535, or 0 for none", s.Name, s.SSHPort)
 	case s.arch() != computev1alpha1.ArchitectureAMD64 && s.arch() != computev1alpha1.ArchitectureARM64:
 		return fmt.Errorf("server %s: architecture %q: use amd64 or arm64", s.Name, s.Architecture)
 	}
@@ -121,7 +127,8 @@ type launch struct {
 // stick as a read-only virtio disk when one is inserted, a second (raw) virtio disk when the
 // Spec asks for one, and a NIC on a restricted user
 // network. Boot order is by bootindex (SeaBIOS and the UEFI firmware both follow it), so
-// the override decides it. The network's only ways out are the site's forwards.
+// the override decides it. The network's only ways out are the site's forwards; the only
+// way in is the SSH port, when the Spec gives one.
 func qemuArgs(s Spec, l launch, accel vm.Accel) ([]string, error) {
 	machine, cpu, err := vm.Board(s.arch(), accel, s.CPUs)
 	if err != nil {
@@ -180,7 +187,7 @@ func qemuArgs(s Spec, l launch, accel vm.Accel) ([]string, error) {
 			"-device", "virtio-blk-pci,drive=usbmedia,id=usb,bus=pcie.0")
 	}
 	return append(args,
-		"-netdev", vm.NetdevOption(vm.NIC{ID: "net0", Restrict: true, Forwards: l.forwards}),
+		"-netdev", vm.NetdevOption(vm.NIC{ID: "net0", Restrict: true, Forwards: l.forwards, SSHPort: s.SSHPort}),
 		"-device", "virtio-net-pci,netdev=net0,id=nic0,bus=pcie.0,mac="+s.MAC), nil
 }
 

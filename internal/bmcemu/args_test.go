@@ -10,8 +10,8 @@ import (
 
 func TestQemuArgsFollowTheBootOverrideAndMedia(t *testing.T) {
 	l := launch{disk: "/s/disk.qcow2", console: "/s/console.log", qmp: "/s/qmp.sock", pidFile: "/s/qemu.pid"}
-	arm, uefi := spec, spec
-	arm.Architecture, uefi.UEFI = computev1alpha1.ArchitectureARM64, true
+	arm, uefi, ssh := spec, spec, spec
+	arm.Architecture, uefi.UEFI, ssh.SSHPort = computev1alpha1.ArchitectureARM64, true, 2201
 	for _, tc := range []struct {
 		name     string
 		s        Spec
@@ -44,6 +44,9 @@ func TestQemuArgsFollowTheBootOverrideAndMedia(t *testing.T) {
 		},
 			[]string{"user,id=net0,restrict=on,guestfwd=tcp:10.0.2.100:6443-cmd:'/run/anvil-qemu/anvil-1' 'forward' '127.0.0.1:41,,1' -device virtio-net-pci,netdev=net0"},
 			[]string{"restrict=off", "hostfwd"}},
+		{"an SSH port is the one way in, loopback only, on the restricted network", ssh, func(l launch) launch { return l },
+			[]string{"user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:2201-:22 -device"},
+			[]string{"hostfwd=tcp::", "hostfwd=tcp:0.0.0.0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			list, err := qemuArgs(tc.s, tc.l(l), "tcg")
@@ -79,6 +82,8 @@ func TestSpecValidate(t *testing.T) {
 		{"no disk", func(s *Spec) { s.DiskGiB = 0 }, "disk"},
 		{"a data disk of negative size", func(s *Spec) { s.DataDiskMiB = -1 }, "data disk"},
 		{"bad MAC", func(s *Spec) { s.MAC = "52:54:00:12:34" }, "six lower-case hex pairs"},
+		{"an SSH port", func(s *Spec) { s.SSHPort = 2222 }, ""},
+		{"an SSH port out of range", func(s *Spec) { s.SSHPort = 70000 }, "SSH port 70000"},
 		{"arm64", func(s *Spec) { s.Architecture = computev1alpha1.ArchitectureARM64 }, ""},
 		{"unknown architecture", func(s *Spec) { s.Architecture = "riscv64" }, "use amd64 or arm64"},
 	} {

@@ -13,11 +13,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/bmcemu"
+	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
 )
 
 // Emulated servers: QEMU VMs behind anvil's Redfish BMC emulator, enrolled as Hosts of the
@@ -30,15 +32,17 @@ const (
 )
 
 // emulatedSpecs are amd emulated amd64 servers (emulated-1...: SeaBIOS) and arm arm64
-// ones (emulated-arm64-1...: UEFI), each small enough for TCG.
+// ones (emulated-arm64-1...: UEFI), each small enough for TCG, yet with the 2 GiB an OS
+// booted from RAM needs (Debian's RAM form unpacks a root of about 1 GiB: docs/debian.md).
+// Under TCG a guest's memory costs the host only what the guest touches.
 func emulatedSpecs(amd, arm int) []bmcemu.Spec {
 	var specs []bmcemu.Spec
 	for i := 1; i <= amd; i++ {
-		specs = append(specs, bmcemu.Spec{Name: fmt.Sprintf("emulated-%d", i), CPUs: 2, MemoryMiB: 1024, DiskGiB: 8,
+		specs = append(specs, bmcemu.Spec{Name: fmt.Sprintf("emulated-%d", i), CPUs: 2, MemoryMiB: 2048, DiskGiB: 8,
 			MAC: fmt.Sprintf("52:54:00:e0:00:%02x", i), Architecture: computev1alpha1.ArchitectureAMD64})
 	}
 	for i := 1; i <= arm; i++ {
-		specs = append(specs, bmcemu.Spec{Name: fmt.Sprintf("emulated-arm64-%d", i), CPUs: 2, MemoryMiB: 1024, DiskGiB: 8,
+		specs = append(specs, bmcemu.Spec{Name: fmt.Sprintf("emulated-arm64-%d", i), CPUs: 2, MemoryMiB: 2048, DiskGiB: 8,
 			MAC: fmt.Sprintf("52:54:00:e1:00:%02x", i), Architecture: computev1alpha1.ArchitectureARM64})
 	}
 	return specs
@@ -46,11 +50,18 @@ func emulatedSpecs(amd, arm int) []bmcemu.Spec {
 
 // startEmulatedServers runs the BMC emulator for specs on port (kept across restarts, as
 // Hosts name it) and enrols each as a Host. The BMC's password is generated once and kept
-// in a Secret. The emulator stops, powering its servers off, when ctx ends.
+// in a Secret. Each server's SSH is forwarded from a free loopback port, chosen at every
+// start and written on its Host (AnnotationSSHAddress), so its Machine reports it. The
+// emulator stops, powering its servers off, when ctx ends.
 func startEmulatedServers(ctx context.Context, c client.Client, stateDir string, specs []bmcemu.Spec, port int, log logr.Logger) (*bmcemu.Emulator, error) {
 	user, password, err := emulatedCredentials(ctx, c)
 	if err != nil {
 		return nil, err
+	}
+	for i := range specs {
+		if specs[i].SSHPort, err = vm.FreeLoopbackPort(); err != nil {
+			return nil, fmt.Errorf("a port for %s's SSH: %w", specs[i].Name, err)
+		}
 	}
 	e, err := bmcemu.Start(bmcemu.Config{StateDir: filepath.Join(stateDir, "pools", MetalPoolName, "servers"),
 		Listen: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Username: user, Password: password, Servers: specs,
@@ -65,9 +76,11 @@ func startEmulatedServers(ctx context.Context, c client.Client, stateDir string,
 		}
 	}()
 	for _, s := range specs {
+		ssh := net.JoinHostPort("127.0.0.1", strconv.Itoa(s.SSHPort))
 		h := &metalv1alpha1.Host{
 			ObjectMeta: metav1.ObjectMeta{Namespace: MetalNamespace, Name: s.Name,
-				Labels: map[string]string{"rack": "dev", LabelEmulated: "true"}},
+				Labels:      map[string]string{"rack": "dev", LabelEmulated: "true"},
+				Annotations: map[string]string{metalv1alpha1.AnnotationSSHAddress: ssh}},
 			Spec: metalv1alpha1.HostSpec{
 				BMC: metalv1alpha1.BMC{Address: e.Address(s.Name),
 					CredentialsSecretRef: &metalv1alpha1.SecretReference{Name: emulatedBMCSecret}},
@@ -76,12 +89,19 @@ func startEmulatedServers(ctx context.Context, c client.Client, stateDir string,
 				BootMode:       metalv1alpha1.BootMode(s.BootMode()),
 			},
 		}
-		if err := client.IgnoreAlreadyExists(c.Create(ctx, h)); err != nil {
+		err := c.Create(ctx, h)
+		if apierrors.IsAlreadyExists(err) {
+			// Started before: the port is new.
+			patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, metalv1alpha1.AnnotationSSHAddress, ssh))
+			err = c.Patch(ctx, h, client.RawPatch(types.MergePatchType, patch))
+		}
+		if err != nil {
 			return nil, fmt.Errorf("creating Host %s: %w", s.Name, err)
 		}
 	}
 	return e, nil
 }
+
 
 // emulatedCredentials reads the emulated BMC's credentials, generating them the first time.
 func emulatedCredentials(ctx context.Context, c client.Client) (user, password string, err error) {

@@ -27,13 +27,14 @@ import (
 //
 //	go test -run '^$' -bench FirstBoot -benchtime 1x -timeout 60m ./test/debian
 func BenchmarkFirstBootAgainstQEMUByHand(b *testing.B) {
-	kubeconfig, image := startDevWithDebian(b)
+	d := startDevWithDebian(b, false)
+	kubeconfig, image := d.kubeconfig, d.disk
 	for i := 0; i < b.N; i++ {
 		for _, arch := range testos.Architectures {
 			name := "debian-" + string(arch)
 			start := time.Now()
 			id := createVM(b, kubeconfig, arch, image)
-			c := login(b, kubeconfig, arch, id)
+			c := login(b, kubeconfig, name, id)
 			waitCloudInit(b, c)
 			anvil := time.Since(start)
 			c.Close()

@@ -57,27 +57,50 @@ spec:
         spec: {network: debian-test}
 `
 
-// Debian 12 on the QEMU pool of each architecture, configured by Debian's own cloud-init
-// from the NoCloud seed the runtime writes: asked over SSH, cloud-init is done without
-// errors, systemd is running, the kernel is the pool's architecture, and the user data's
-// user, host key, files and commands and the Machine's hostname and metaData are there.
-func TestDebianBootsOnQemuPoolsWithItsOwnCloudInit(t *testing.T) {
-	kubeconfig, image := startDevWithDebian(t)
+// Debian 12 on every kind of pool, from one anvil dev: the disk form on the QEMU pool of
+// each architecture (NoCloud seed) and the RAM form on an emulated server of each
+// architecture, deployed by Ironic (config drive). All four boot at once.
+func TestDebian(t *testing.T) {
+	d := startDevWithDebian(t, true)
+	t.Run("BootsOnQemuPoolsWithItsOwnCloudInit", func(t *testing.T) {
+		t.Parallel()
+		testQemuPools(t, d)
+	})
+	t.Run("BootsOnServersFromRAMWithItsConfigDrive", func(t *testing.T) {
+		t.Parallel()
+		testServers(t, d)
+	})
+}
+
+// testQemuPools: on the QEMU pool of each architecture, Debian configured by its own
+// cloud-init from the NoCloud seed the runtime writes: asked over SSH, cloud-init is done
+// without errors, systemd is running, the kernel is the pool's architecture, and the user
+// data's user, host key, files and commands and the Machine's hostname and metaData are
+// there.
+func testQemuPools(t *testing.T, d *debianDev) {
 	logins := map[computev1alpha1.Architecture]*guestssh.Identity{}
 	for _, arch := range testos.Architectures {
-		logins[arch] = createVM(t, kubeconfig, arch, image)
+		logins[arch] = createVM(t, d.kubeconfig, arch, d.disk)
 	}
 	for _, arch := range testos.Architectures {
-		c := login(t, kubeconfig, arch, logins[arch])
-		checkFirstBoot(t, arch, c)
+		c := login(t, d.kubeconfig, "debian-"+string(arch), logins[arch])
+		checkFirstBoot(t, "debian-"+string(arch), arch, c, vmDatasource)
 		c.Close()
 	}
 }
 
-// startDevWithDebian starts anvil dev with its QEMU pools (no metal pool), publishes the
-// Debian image's disk form to its registry and creates the Machines' class; it returns the
-// kubeconfig and the image's pinned reference.
-func startDevWithDebian(tb testing.TB) (kubeconfig, image string) {
+// debianDev is the package's anvil dev with the Debian image published.
+type debianDev struct {
+	kubeconfig, state string
+	// disk and ram are the pinned references of the disk form (anvil/debian:12) and, with
+	// servers, the RAM form (anvil/debian-ram:12).
+	disk, ram string
+}
+
+// startDevWithDebian starts anvil dev with its QEMU pools and, with servers, its metal pool
+// with one emulated server of each architecture; publishes the Debian image (the disk form,
+// and the RAM form with servers) to its registry and creates the Machines' classes.
+func startDevWithDebian(tb testing.TB, servers bool) *debianDev {
 	tb.Helper()
 	// A short folder: the QEMU pools' QMP sockets live under it, within Linux's 107 bytes.
 	state, err := os.MkdirTemp("", "dv")
@@ -88,14 +111,26 @@ func startDevWithDebian(tb testing.TB) (kubeconfig, image string) {
 	// VMs outlive anvil dev by design: after it stops, end the ones it started.
 	tb.Cleanup(func() { devproc.KillQemu(state) })
 	registryPort := devproc.FreePort(tb)
-	d := env.StartDev(tb, "--state-dir", state, "--bin-dir", env.BinDir, "--fake-pool", "",
+	args := []string{"--state-dir", state, "--bin-dir", env.BinDir, "--fake-pool", "",
 		"--apiserver-port", devproc.FreePort(tb), "--etcd-port", devproc.FreePort(tb), "--etcd-peer-port", devproc.FreePort(tb),
-		"--registry-port", registryPort, "--metal-pool=false")
-	tb.Cleanup(func() { d.Stop(syscall.SIGTERM) })
-	kubeconfig = filepath.Join(state, "kubeconfig")
-	image = pushDebian(tb, "127.0.0.1:"+registryPort, state)
-	apply(tb, kubeconfig, vmClass)
-	return kubeconfig, image
+		"--registry-port", registryPort}
+	if servers {
+		args = append(args, "--metal-image-port", devproc.FreePort(tb), "--bmc-port", devproc.FreePort(tb),
+			"--emulated-servers", "1", "--emulated-arm64-servers", "1")
+	} else {
+		args = append(args, "--metal-pool=false")
+	}
+	dv := env.StartDev(tb, args...)
+	tb.Cleanup(func() { dv.Stop(syscall.SIGTERM) })
+	d := &debianDev{kubeconfig: filepath.Join(state, "kubeconfig"), state: state}
+	registry := "127.0.0.1:" + registryPort
+	d.disk = pushDebian(tb, registry+"/anvil/debian:12", testos.DebianDisk(tb), state)
+	apply(tb, d.kubeconfig, vmClass)
+	if servers {
+		d.ram = pushDebian(tb, registry+"/anvil/debian-ram:12", testos.DebianRAM(tb), state)
+		apply(tb, d.kubeconfig, serverClass)
+	}
+	return d
 }
 
 // createVM creates the Machine debian-ARCH and returns the login its user data allows.
@@ -105,21 +140,20 @@ func createVM(tb testing.TB, kubeconfig string, arch computev1alpha1.Architectur
 	if err != nil {
 		tb.Fatal(err)
 	}
-	apply(tb, kubeconfig, machineYAML(arch, image, id))
+	apply(tb, kubeconfig, machineYAML(vmMachine, arch, image, id))
 	return id
 }
 
-// login waits until debian-ARCH is Running and its SSH forward lets id in.
-func login(tb testing.TB, kubeconfig string, arch computev1alpha1.Architecture, id *guestssh.Identity) *ssh.Client {
+// login waits until Machine name is Running and its SSH address lets id in.
+func login(tb testing.TB, kubeconfig, name string, id *guestssh.Identity) *ssh.Client {
 	tb.Helper()
-	name := "debian-" + string(arch)
-	env.WaitKubectlFor(tb, kubeconfig, 10*time.Minute, name+" Running", func(s string) bool { return s == "Running" },
+	env.WaitKubectlFor(tb, kubeconfig, 15*time.Minute, name+" Running", func(s string) bool { return s == "Running" },
 		"get", "machine", name, "-o", "jsonpath={.status.state}")
 	addr, err := env.Kubectl(tb, kubeconfig, "", "get", "machine", name, "-o", `jsonpath={.status.addresses[?(@.type=="SSH")].address}`)
 	if err != nil || addr == "" {
 		tb.Fatalf("%s reports no SSH address: %v %q", name, err, addr)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	c, err := id.Dial(ctx, addr)
 	if err != nil {
@@ -130,21 +164,37 @@ func login(tb testing.TB, kubeconfig string, arch computev1alpha1.Architecture, 
 	return c
 }
 
-// checkFirstBoot asks the guest of arch, logged in as c, what its first boot did.
-func checkFirstBoot(t *testing.T, arch computev1alpha1.Architecture, c *ssh.Client) {
+// datasource is how a kind of pool hands cloud-init its first-boot data: the datasource
+// cloud-init must have used, and where it puts the Machine's metaData keys.
+type datasource struct {
+	name     string // as cloud-init status --long names it
+	metaData string // the cloud-init query path of the metaData key anvil-test
+}
+
+var (
+	// vmDatasource: the QEMU runtime's NoCloud seed; metaData keys are meta-data's own.
+	vmDatasource = datasource{"DataSourceNoCloud", "ds.meta_data.anvil-test"}
+	// serverDatasource: the metal runtime's config drive; metaData keys are under meta,
+	// where OpenStack puts an instance's own (internal/runtime/metal/configdrive.go).
+	serverDatasource = datasource{"DataSourceConfigDrive", "ds.meta_data.meta.anvil-test"}
+)
+
+// checkFirstBoot asks Machine name's guest of arch, logged in as c, what its first boot
+// did with the data ds handed it.
+func checkFirstBoot(t *testing.T, name string, arch computev1alpha1.Architecture, c *ssh.Client, ds datasource) {
 	t.Helper()
-	name := "debian-" + string(arch)
 	for _, check := range []struct {
 		command, want string
 	}{
 		// --wait: SSH can answer before cloud-init's final stage (runcmd) is over.
 		{"cloud-init status --wait --long", "status: done"},
+		{"cloud-init status --long", ds.name},
 		{"systemctl is-system-running --wait", "running"},
 		{"uname -m", testos.UnameMachine(arch)},
 		{"hostname", name},
 		{"cat /etc/anvil/marker", "marker-" + string(arch)},
 		{"cat /var/lib/anvil/runcmd", "runcmd ran as root"},
-		{"sudo cloud-init query ds.meta_data.anvil-test", "value-" + string(arch)},
+		{"sudo cloud-init query " + ds.metaData, "value-" + string(arch)},
 		{"id -un", "anvil"},
 	} {
 		out, err := guestssh.Run(c, check.command)
@@ -158,8 +208,9 @@ func checkFirstBoot(t *testing.T, arch computev1alpha1.Architecture, c *ssh.Clie
 	}
 }
 
-// machineYAML is vmMachine for arch, booting image, with user data logging id in.
-func machineYAML(arch computev1alpha1.Architecture, image string, id *guestssh.Identity) string {
+// machineYAML is template (vmMachine, serverMachine) for arch, booting image, with user
+// data logging id in.
+func machineYAML(template string, arch computev1alpha1.Architecture, image string, id *guestssh.Identity) string {
 	userData := "#cloud-config\n" + id.CloudConfig() + fmt.Sprintf(`write_files:
   - path: /etc/anvil/marker
     content: marker-%s
@@ -167,17 +218,17 @@ runcmd:
   - [sh, -c, "mkdir -p /var/lib/anvil && echo runcmd ran as $(id -un) > /var/lib/anvil/runcmd"]
 `, arch)
 	indented := "    " + strings.ReplaceAll(strings.TrimRight(userData, "\n"), "\n", "\n    ")
-	y := strings.ReplaceAll(vmMachine, "USERDATA", indented)
+	y := strings.ReplaceAll(template, "USERDATA", indented)
 	y = strings.ReplaceAll(y, "IMAGE", image)
 	return strings.ReplaceAll(y, "ARCH", string(arch))
 }
 
-// pushDebian publishes bin/debian to anvil dev's registry as anvil/debian:12, with the push
-// credential anvil dev keeps in its state folder, and returns the pinned reference.
-func pushDebian(t testing.TB, registry, state string) string {
+// pushDebian publishes a form of the Debian image (dir: bin/debian/disk or bin/debian/ram)
+// as ref, with the push credential anvil dev keeps in its state folder, and returns the
+// pinned reference.
+func pushDebian(t testing.TB, ref, dir, state string) string {
 	t.Helper()
-	dir := testos.DebianDisk(t)
-	args := []string{"image", "push", registry + "/anvil/debian:12"}
+	args := []string{"image", "push", ref}
 	for _, arch := range testos.Architectures {
 		args = append(args, "--from", string(arch)+"="+filepath.Join(dir, string(arch)))
 	}

@@ -35,6 +35,17 @@ func DebianDisk(t testing.TB) string {
 	return bootFiles(t, filepath.Join("debian", "disk"), "the Debian image", "debian", DebianDiskFiles)
 }
 
+// DebianRAMFiles are the names, in DebianRAM(t)/ARCH, of one architecture's Debian image
+// booted from RAM (for servers): the whole root is the initramfs.
+var DebianRAMFiles = []string{"kernel", "initramfs", "cmdline"}
+
+// DebianRAM returns the absolute bin/debian/ram folder (make debian), failing the test when
+// any architecture's files are missing.
+func DebianRAM(t testing.TB) string {
+	t.Helper()
+	return bootFiles(t, filepath.Join("debian", "ram"), "the Debian image's RAM form", "debian", DebianRAMFiles)
+}
+
 // bootFiles is binDir's folder name, failing the test (naming what and make target) when one
 // of an architecture's files is missing from it.
 func bootFiles(t testing.TB, name, what, target string, files []string) string {

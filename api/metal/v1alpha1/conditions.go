@@ -67,6 +67,13 @@ const FinalizerHost = "metal.anvil.dev/host"
 // describes. The copy carries no reference back to the Host or its namespace.
 const LabelMachine = "metal.anvil.dev/machine"
 
+// AnnotationSSHAddress on a Host is where its users reach the server's SSH (port 22), as
+// HOST:PORT, when that is not the server's own address: a jump host's forward, or an
+// emulated server's loopback forward (anvil dev sets it). The metal runtime reports it as
+// the SSH address of the Machine the Host runs, beside its hostname. Only whoever may edit
+// Hosts (the site's admin) sets it; a tenant sees it in its Machine's status.
+const AnnotationSSHAddress = "metal.anvil.dev/ssh-address"
+
 // AnnotationReboot on a provisioned Host asks for one reset of the server per distinct
 // value (a token); status.rebootToken records the last one carried out. The metal runtime
 // sets it for a Machine's reboot; an operator may too.

@@ -1,6 +1,9 @@
 package metal
 
 import (
+	"net"
+	"strconv"
+
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/mri"
@@ -161,5 +164,22 @@ func machineStatus(h *metalv1alpha1.Host, rec *record, spec *mriv1alpha1.Machine
 	if hn := spec.GetHostname(); hn != "" {
 		st.Addresses = append(st.Addresses, &mriv1alpha1.Address{Type: "Hostname", Address: hn})
 	}
+	if ssh := sshAddress(h); ssh != "" {
+		st.Addresses = append(st.Addresses, &mriv1alpha1.Address{Type: "SSH", Address: ssh})
+	}
 	return st, o.settled
+}
+
+// sshAddress is the Host's AnnotationSSHAddress when it is a HOST:PORT with a port, ""
+// otherwise (a malformed value is the admin's to fix, and no address beats a wrong one).
+func sshAddress(h *metalv1alpha1.Host) string {
+	a := h.Annotations[metalv1alpha1.AnnotationSSHAddress]
+	host, port, err := net.SplitHostPort(a)
+	if err != nil || host == "" {
+		return ""
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return ""
+	}
+	return a
 }

@@ -132,6 +132,34 @@ func TestMachineStatusAttachments(t *testing.T) {
 	}
 }
 
+func TestMachineStatusSSHAddressFromTheHost(t *testing.T) {
+	spec := &mriv1alpha1.MachineSpec{Power: mriv1alpha1.Power_POWER_ON}
+	for _, tc := range []struct{ annotation, want string }{
+		{"127.0.0.1:2201", "127.0.0.1:2201"},
+		{"jump.example:22", "jump.example:22"},
+		{"[::1]:2222", "[::1]:2222"},
+		{"", ""},
+		{"127.0.0.1", ""},      // no port
+		{":22", ""},            // no host
+		{"127.0.0.1:0", ""},    // no port to reach
+		{"127.0.0.1:http", ""}, // not a number
+		{"127.0.0.1:70000", ""},
+	} {
+		h := claimed(provisionedOn)
+		h.Annotations[metalv1alpha1.AnnotationSSHAddress] = tc.annotation
+		st, _ := machineStatus(h, &record{ID: "pool-1", Generation: 1}, spec)
+		got := ""
+		for _, a := range st.Addresses {
+			if a.Type == "SSH" {
+				got = a.Address
+			}
+		}
+		if got != tc.want {
+			t.Errorf("annotation %q: SSH address %q, want %q", tc.annotation, got, tc.want)
+		}
+	}
+}
+
 func TestReleased(t *testing.T) {
 	for _, tc := range []struct {
 		name string

@@ -129,7 +129,7 @@ func (w *worker) plan() (vm.Spec, string, error) {
 			nic := w.r.vmNIC(w.id, d, d.Port)
 			if firstNIC {
 				if rec.SSHPort == 0 || !portFree(rec.SSHPort) {
-					p, err := freePort()
+					p, err := vm.FreeLoopbackPort()
 					if err != nil {
 						return vm.Spec{}, "", err
 					}
@@ -220,16 +220,6 @@ func (w *worker) logTail() string {
 		lines = lines[len(lines)-6:]
 	}
 	return strings.Join(lines, "; ")
-}
-
-// freePort asks the kernel for a free port on 127.0.0.1.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func portFree(port int) bool {
