@@ -31,11 +31,11 @@ const (
 	LabelEmulated = "anvil.dev/emulated"
 )
 
-// emulatedSpecs are amd emulated amd64 servers (emulated-1...: SeaBIOS) and arm arm64
+// EmulatedSpecs are amd emulated amd64 servers (emulated-1...: SeaBIOS) and arm arm64
 // ones (emulated-arm64-1...: UEFI), each small enough for TCG, yet with the 2 GiB an OS
 // booted from RAM needs (Debian's RAM form unpacks a root of about 1 GiB: docs/debian.md).
 // Under TCG a guest's memory costs the host only what the guest touches.
-func emulatedSpecs(amd, arm int) []bmcemu.Spec {
+func EmulatedSpecs(amd, arm int) []bmcemu.Spec {
 	var specs []bmcemu.Spec
 	for i := 1; i <= amd; i++ {
 		specs = append(specs, bmcemu.Spec{Name: fmt.Sprintf("emulated-%d", i), CPUs: 2, MemoryMiB: 2048, DiskGiB: 8,

@@ -99,7 +99,7 @@ func startDevMetal(ctx context.Context, cfg *rest.Config, c client.Client, state
 		return err
 	}
 	emulated := ""
-	if specs := emulatedSpecs(o.EmulatedServers, o.EmulatedARM64Servers); len(specs) > 0 {
+	if specs := EmulatedSpecs(o.EmulatedServers, o.EmulatedARM64Servers); len(specs) > 0 {
 		if o.EmulatedARM64Servers > 0 && o.ESPImage == "" {
 			return fmt.Errorf("arm64 emulated servers boot UEFI: Ironic's UEFI boot ISOs need an ESP image (--esp-image; make esp builds bin/esp.img)")
 		}

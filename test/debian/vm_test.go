@@ -211,16 +211,21 @@ func checkFirstBoot(t *testing.T, name string, arch computev1alpha1.Architecture
 // machineYAML is template (vmMachine, serverMachine) for arch, booting image, with user
 // data logging id in.
 func machineYAML(template string, arch computev1alpha1.Architecture, image string, id *guestssh.Identity) string {
-	userData := "#cloud-config\n" + id.CloudConfig() + fmt.Sprintf(`write_files:
+	indented := "    " + strings.ReplaceAll(strings.TrimRight(userData(arch, id), "\n"), "\n", "\n    ")
+	y := strings.ReplaceAll(template, "USERDATA", indented)
+	y = strings.ReplaceAll(y, "IMAGE", image)
+	return strings.ReplaceAll(y, "ARCH", string(arch))
+}
+
+// userData is the cloud-config of the tests' Machines of arch: id's user and host key, a
+// file and a command.
+func userData(arch computev1alpha1.Architecture, id *guestssh.Identity) string {
+	return "#cloud-config\n" + id.CloudConfig() + fmt.Sprintf(`write_files:
   - path: /etc/anvil/marker
     content: marker-%s
 runcmd:
   - [sh, -c, "mkdir -p /var/lib/anvil && echo runcmd ran as $(id -un) > /var/lib/anvil/runcmd"]
 `, arch)
-	indented := "    " + strings.ReplaceAll(strings.TrimRight(userData, "\n"), "\n", "\n    ")
-	y := strings.ReplaceAll(template, "USERDATA", indented)
-	y = strings.ReplaceAll(y, "IMAGE", image)
-	return strings.ReplaceAll(y, "ARCH", string(arch))
 }
 
 // pushDebian publishes a form of the Debian image (dir: bin/debian/disk or bin/debian/ram)

@@ -18,8 +18,7 @@ import (
 // deletes it in any state without touching its server (as the provisioner's Detach does).
 // A node an operation under way holds (409) is tried again until ctx ends.
 func removeNodes(ctx context.Context, irc *ironic.Ironic) error {
-	api := nodesAPI{endpoint: irc.Endpoint(), client: &http.Client{Timeout: 30 * time.Second}}
-	api.username, api.password = irc.Credentials()
+	api := NewAPI(irc)
 	for {
 		var list struct {
 			Nodes []struct {
@@ -28,7 +27,7 @@ func removeNodes(ctx context.Context, irc *ironic.Ironic) error {
 				Maintenance bool   `json:"maintenance"`
 			} `json:"nodes"`
 		}
-		if err := api.call(ctx, http.MethodGet, "v1/nodes?fields=uuid,name,maintenance", nil, &list, http.StatusOK); err != nil {
+		if err := api.Call(ctx, http.MethodGet, "v1/nodes?fields=uuid,name,maintenance", nil, &list, http.StatusOK); err != nil {
 			return fmt.Errorf("listing the nodes: %w", err)
 		}
 		if len(list.Nodes) == 0 {
@@ -38,11 +37,11 @@ func removeNodes(ctx context.Context, irc *ironic.Ironic) error {
 		for _, n := range list.Nodes {
 			var err error
 			if !n.Maintenance {
-				err = api.call(ctx, http.MethodPut, "v1/nodes/"+n.UUID+"/maintenance", map[string]string{"reason": "removed after the test"},
+				err = api.Call(ctx, http.MethodPut, "v1/nodes/"+n.UUID+"/maintenance", map[string]string{"reason": "removed after the test"},
 					nil, http.StatusAccepted, http.StatusNotFound)
 			}
 			if err == nil {
-				err = api.call(ctx, http.MethodDelete, "v1/nodes/"+n.UUID, nil, nil, http.StatusNoContent, http.StatusNotFound)
+				err = api.Call(ctx, http.MethodDelete, "v1/nodes/"+n.UUID, nil, nil, http.StatusNoContent, http.StatusNotFound)
 			}
 			if err != nil {
 				left[n.Name] = err
@@ -66,15 +65,25 @@ func describe(left map[string]error) string {
 	return strings.Join(out, ", ")
 }
 
-// nodesAPI makes the few calls of Ironic's API that removeNodes needs.
-type nodesAPI struct {
+// API calls Ironic's API as a script would (JSON over HTTP, basic auth, the latest API
+// version), with none of anvil's code between: for removing a test's nodes, and for
+// benchmarks that drive Ironic by hand against anvil.
+type API struct {
 	endpoint, username, password string
 	client                       *http.Client
 }
 
-// call sends body (JSON, when set) to path and decodes the answer into out (when set); an
-// answer of another status than ok is an error carrying Ironic's message.
-func (a nodesAPI) call(ctx context.Context, method, path string, body, out any, ok ...int) error {
+// NewAPI is the API of irc, with its credentials.
+func NewAPI(irc *ironic.Ironic) API {
+	a := API{endpoint: irc.Endpoint(), client: &http.Client{Timeout: 30 * time.Second}}
+	a.username, a.password = irc.Credentials()
+	return a
+}
+
+// Call sends body (JSON, when set; a JSON patch for PATCH) to path (relative to the
+// endpoint, such as "v1/nodes") and decodes the answer into out (when set); an answer of
+// another status than one of ok is an error carrying Ironic's message.
+func (a API) Call(ctx context.Context, method, path string, body, out any, ok ...int) error {
 	var in io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -91,6 +100,9 @@ func (a nodesAPI) call(ctx context.Context, method, path string, body, out any, 
 	req.Header.Set("X-OpenStack-Ironic-API-Version", "latest")
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if body != nil && method == http.MethodPatch {
+		req.Header.Set("Content-Type", "application/json-patch+json")
 	}
 	resp, err := a.client.Do(req)
 	if err != nil {
