@@ -219,9 +219,13 @@ chaos: deps tools testos ## The long chaos run: churn on fake, QEMU and metal po
 # commands; the test OS, eraser, ESP and build agents), so a newcomer's first command is as
 # short as it can be; make test builds the rest. They are built two at a time (one compiles
 # while another downloads).
-demo: deps ## A local anvil with the sample objects: see README.
-	$(MAKE) -j2 $(CONTROL_PLANE) testos eraser esp $(AGENTS) build
-	$(BIN)/anvil dev --bin-dir $(BIN) --test-os $(BIN)/testos --agents $(BIN)/build-agent --emulated-servers 2 --emulated-arm64-servers 1 --apply config/samples
+# DEBIAN=1 adds Debian 12 Machines (config/samples/debian) beside the test OS ones: not by
+# default, since make debian takes about 45 minutes the first time here (docs/debian.md).
+DEMO_DEBIAN = $(if $(filter 1,$(DEBIAN)),debian)
+DEMO_DEBIAN_FLAGS = $(if $(filter 1,$(DEBIAN)),--debian $(BIN)/debian --apply config/samples/debian)
+demo: deps ## A local anvil with the sample objects (DEBIAN=1: and Debian ones): see README.
+	$(MAKE) -j2 $(CONTROL_PLANE) testos eraser esp $(AGENTS) build $(DEMO_DEBIAN)
+	$(BIN)/anvil dev --bin-dir $(BIN) --test-os $(BIN)/testos --agents $(BIN)/build-agent --emulated-servers 2 --emulated-arm64-servers 1 --apply config/samples $(DEMO_DEBIAN_FLAGS)
 
 bench: tools testos eraser esp agents build ## Benchmarks and scenarios; figures are printed, never asserted.
 	go test -run '^$$' -bench . -benchmem ./...

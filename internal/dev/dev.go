@@ -63,6 +63,9 @@ type Options struct {
 	// TestOSDir, when set, holds the test OS (make testos), published to the registry as
 	// TestOSRepository.
 	TestOSDir string
+	// DebianDir, when set, holds the Debian image (make debian: disk/ARCH and ram/ARCH),
+	// published as DebianRepository and DebianRAMRepository, with the samples' login.
+	DebianDir string
 	// AgentsDir, when set with TestOSDir, holds the build agent per architecture (make
 	// agents); the test OS with the agent added is published as BuilderRepository and OS
 	// image builds are turned on.
@@ -146,6 +149,12 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := ensureNamespace(ctx, c, computev1alpha1.PoolLeaseNamespace); err != nil {
 		return err
 	}
+	debian := "not published (no --debian)"
+	if o.DebianDir != "" {
+		if debian, err = publishDebian(ctx, c, o.DebianDir, reg.Host, cp.StateDir()); err != nil {
+			return err
+		}
+	}
 	created, err := manifest.CreateMissing(ctx, c, seeds)
 	if err != nil {
 		return err
@@ -172,6 +181,7 @@ func Run(ctx context.Context, o Options) (err error) {
   kube-apiserver  pid %d, https://127.0.0.1:%d
   registry        %s (in this process; push and pull with DOCKER_CONFIG=%s; pools read with %s)
   test OS         %s
+  Debian 12       %s
   OS image builds %s
   manager         in this process
   pools           %s
@@ -181,7 +191,7 @@ Use it with:
   export KUBECONFIG=%s
   kubectl get machineclasses
 Stop with Ctrl-C; objects are kept for the next start.
-`, time.Since(started).Seconds(), etcdPID, o.ControlPlane.EtcdClientPort, apiserverPID, o.ControlPlane.APIServerPort, reg.Host, dockerConfig, poolsCredentials, testOS, builder,
+`, time.Since(started).Seconds(), etcdPID, o.ControlPlane.EtcdClientPort, apiserverPID, o.ControlPlane.APIServerPort, reg.Host, dockerConfig, poolsCredentials, testOS, debian, builder,
 		orNone(pools.names),
 		cp.StateDir(), cp.LogDir(), created, len(seeds)-created, cp.KubeconfigPath())
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -14,6 +13,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/dev"
 	"github.com/anvil-dev/anvil/test/devproc"
 	"github.com/anvil-dev/anvil/test/guestssh"
 	"github.com/anvil-dev/anvil/test/testos"
@@ -70,6 +70,7 @@ func TestDebian(t *testing.T) {
 		t.Parallel()
 		testServers(t, d)
 	})
+	t.Run("DemoSamplesLogInWithAnvilDevsKey", func(t *testing.T) { testDemoSamples(t, d) })
 }
 
 // testQemuPools: on the QEMU pool of each architecture, Debian configured by its own
@@ -91,15 +92,15 @@ func testQemuPools(t *testing.T, d *debianDev) {
 
 // debianDev is the package's anvil dev with the Debian image published.
 type debianDev struct {
-	kubeconfig, state string
-	// disk and ram are the pinned references of the disk form (anvil/debian:12) and, with
-	// servers, the RAM form (anvil/debian-ram:12).
+	kubeconfig, state, registryPort string
+	// disk and ram are the references of the disk form (anvil/debian:12) and the RAM form
+	// (anvil/debian-ram:12), which anvil dev publishes (--debian).
 	disk, ram string
 }
 
 // startDevWithDebian starts anvil dev with its QEMU pools and, with servers, its metal pool
-// with one emulated server of each architecture; publishes the Debian image (the disk form,
-// and the RAM form with servers) to its registry and creates the Machines' classes.
+// with one emulated server of each architecture, publishing the Debian image (--debian), and
+// creates the Machines' classes.
 func startDevWithDebian(tb testing.TB, servers bool) *debianDev {
 	tb.Helper()
 	// A short folder: the QEMU pools' QMP sockets live under it, within Linux's 107 bytes.
@@ -111,9 +112,12 @@ func startDevWithDebian(tb testing.TB, servers bool) *debianDev {
 	// VMs outlive anvil dev by design: after it stops, end the ones it started.
 	tb.Cleanup(func() { devproc.KillQemu(state) })
 	registryPort := devproc.FreePort(tb)
+	testos.DebianDisk(tb) // fails loudly, naming make debian, when it is missing
+	testos.DebianRAM(tb)
+	// --debian publishes both forms, as make demo DEBIAN=1 has anvil dev do.
 	args := []string{"--state-dir", state, "--bin-dir", env.BinDir, "--fake-pool", "",
 		"--apiserver-port", devproc.FreePort(tb), "--etcd-port", devproc.FreePort(tb), "--etcd-peer-port", devproc.FreePort(tb),
-		"--registry-port", registryPort}
+		"--registry-port", registryPort, "--debian", filepath.Join(env.BinDir, "debian")}
 	if servers {
 		args = append(args, "--metal-image-port", devproc.FreePort(tb), "--bmc-port", devproc.FreePort(tb),
 			"--emulated-servers", "1", "--emulated-arm64-servers", "1")
@@ -122,12 +126,11 @@ func startDevWithDebian(tb testing.TB, servers bool) *debianDev {
 	}
 	dv := env.StartDev(tb, args...)
 	tb.Cleanup(func() { dv.Stop(syscall.SIGTERM) })
-	d := &debianDev{kubeconfig: filepath.Join(state, "kubeconfig"), state: state}
 	registry := "127.0.0.1:" + registryPort
-	d.disk = pushDebian(tb, registry+"/anvil/debian:12", testos.DebianDisk(tb), state)
+	d := &debianDev{kubeconfig: filepath.Join(state, "kubeconfig"), state: state, registryPort: registryPort,
+		disk: registry + "/" + dev.DebianRepository, ram: registry + "/" + dev.DebianRAMRepository}
 	apply(tb, d.kubeconfig, vmClass)
 	if servers {
-		d.ram = pushDebian(tb, registry+"/anvil/debian-ram:12", testos.DebianRAM(tb), state)
 		apply(tb, d.kubeconfig, serverClass)
 	}
 	return d
@@ -226,26 +229,6 @@ func userData(arch computev1alpha1.Architecture, id *guestssh.Identity) string {
 runcmd:
   - [sh, -c, "mkdir -p /var/lib/anvil && echo runcmd ran as $(id -un) > /var/lib/anvil/runcmd"]
 `, arch)
-}
-
-// pushDebian publishes a form of the Debian image (dir: bin/debian/disk or bin/debian/ram)
-// as ref, with the push credential anvil dev keeps in its state folder, and returns the
-// pinned reference.
-func pushDebian(t testing.TB, ref, dir, state string) string {
-	t.Helper()
-	args := []string{"image", "push", ref}
-	for _, arch := range testos.Architectures {
-		args = append(args, "--from", string(arch)+"="+filepath.Join(dir, string(arch)))
-	}
-	push := exec.Command(env.AnvilBin, args...)
-	push.Env = append(os.Environ(), "DOCKER_CONFIG="+filepath.Join(state, "docker"))
-	var stderr strings.Builder
-	push.Stderr = &stderr
-	out, err := push.Output()
-	if err != nil {
-		t.Fatalf("anvil image push: %v\n%s", err, stderr.String())
-	}
-	return strings.TrimSpace(string(out))
 }
 
 func apply(t testing.TB, kubeconfig, objects string) {

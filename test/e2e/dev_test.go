@@ -24,29 +24,6 @@ capabilities:
   memory: 2Gi
 `
 
-// samplesOnPort copies config/samples, pointing their images at the registry on port
-// instead of anvil dev's default 5001.
-func samplesOnPort(t *testing.T, port string) string {
-	t.Helper()
-	dir := t.TempDir()
-	src := filepath.Join(env.RepoRoot, "config", "samples")
-	entries, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		b = []byte(strings.ReplaceAll(string(b), "127.0.0.1:5001/", "127.0.0.1:"+port+"/"))
-		if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
-
 // A user's whole first session: start, see the samples, add an object, have a bad one
 // refused, Ctrl-C, start again, and find everything where it was.
 func TestDevKeepsObjectsAcrossRestart(t *testing.T) {
@@ -54,7 +31,7 @@ func TestDevKeepsObjectsAcrossRestart(t *testing.T) {
 	registryPort := devproc.FreePort(t)
 	args := []string{"--state-dir", state, "--bin-dir", env.BinDir,
 		"--apiserver-port", devproc.FreePort(t), "--etcd-port", devproc.FreePort(t), "--etcd-peer-port", devproc.FreePort(t),
-		"--registry-port", registryPort, "--qemu-pools=false", "--metal-pool=false", "--test-os", testos.Dir(t), "--apply", samplesOnPort(t, registryPort)}
+		"--registry-port", registryPort, "--qemu-pools=false", "--metal-pool=false", "--test-os", testos.Dir(t), "--apply", env.Samples(t, "config/samples", registryPort)}
 	kubeconfig := filepath.Join(state, "kubeconfig")
 
 	d := env.StartDev(t, args...)

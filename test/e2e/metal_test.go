@@ -54,7 +54,7 @@ func TestBareMetalPools(t *testing.T) {
 		"--apiserver-port", devproc.FreePort(t), "--etcd-port", devproc.FreePort(t), "--etcd-peer-port", devproc.FreePort(t),
 		"--registry-port", registryPort, "--qemu-pools=false", "--metal-image-port", devproc.FreePort(t),
 		"--emulated-servers", "1", "--emulated-arm64-servers", "1", "--bmc-port", devproc.FreePort(t),
-		"--test-os", testos.Dir(t), "--apply", samplesOnPort(t, registryPort))
+		"--test-os", testos.Dir(t), "--apply", env.Samples(t, "config/samples", registryPort))
 	t.Cleanup(func() { d.Stop(syscall.SIGTERM) })
 	kubeconfig := filepath.Join(state, "kubeconfig")
 

@@ -18,7 +18,7 @@ func TestPoolletAndFakeRuntimeCommands(t *testing.T) {
 	registryPort := devproc.FreePort(t)
 	d := env.StartDev(t, "--state-dir", state, "--bin-dir", env.BinDir, "--fake-pool", "",
 		"--apiserver-port", devproc.FreePort(t), "--etcd-port", devproc.FreePort(t), "--etcd-peer-port", devproc.FreePort(t),
-		"--registry-port", registryPort, "--qemu-pools=false", "--metal-pool=false", "--test-os", testos.Dir(t), "--apply", samplesOnPort(t, registryPort))
+		"--registry-port", registryPort, "--qemu-pools=false", "--metal-pool=false", "--test-os", testos.Dir(t), "--apply", env.Samples(t, "config/samples", registryPort))
 	defer d.Stop(syscall.SIGTERM)
 	kubeconfig := filepath.Join(state, "kubeconfig")
 
