@@ -159,6 +159,9 @@ func (h *ironicByHand) deploy(tb testing.TB, arch computev1alpha1.Architecture, 
 		tb.Fatalf("enrolling %s: %v", s.Name, err)
 	}
 	uuid, _ := node["uuid"].(string)
+	if uuid == "" {
+		tb.Fatalf("enrolling %s: Ironic answered no uuid: %v", s.Name, node)
+	}
 	tb.Cleanup(func() { h.undeploy(uuid) })
 	h.provision(ctx, tb, uuid, map[string]any{"target": "manage"}, "manageable")
 	h.provision(ctx, tb, uuid, map[string]any{"target": "provide"}, "available")

@@ -117,7 +117,7 @@ func (a API) Call(ctx context.Context, method, path string, body, out any, ok ..
 		if resp.StatusCode != code {
 			continue
 		}
-		if out != nil && code == http.StatusOK {
+		if out != nil && len(bytes.TrimSpace(b)) > 0 {
 			return json.Unmarshal(b, out)
 		}
 		return nil
