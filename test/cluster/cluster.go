@@ -377,14 +377,4 @@ func (c *Cluster) clientset() (*kubernetes.Clientset, error) {
 	return kubernetes.NewForConfig(c.cp.RESTConfig())
 }
 
-// freePort is a free loopback port.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 func pidProcess(pid int) process { return process{PID: pid, Cmdline: cmdline(pid)} }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/anvil-dev/anvil/internal/controlplane"
+	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
 )
 
 // startControlPlane starts etcd, kube-apiserver (on the node address) and
@@ -23,7 +24,7 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 	o := c.opts
 	var ports [3]int
 	for i := range ports {
-		p, err := freePort()
+		p, err := vm.FreeLoopbackPort()
 		if err != nil {
 			return err
 		}
@@ -96,11 +97,11 @@ func (c *Cluster) startProxy(ctx context.Context) error {
 	if err := c.writeKubeconfig(kubeconfig, "system:kube-proxy"); err != nil {
 		return err
 	}
-	healthz, err := freePort()
+	healthz, err := vm.FreeLoopbackPort()
 	if err != nil {
 		return err
 	}
-	metrics, err := freePort()
+	metrics, err := vm.FreeLoopbackPort()
 	if err != nil {
 		return err
 	}

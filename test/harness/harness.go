@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -26,6 +25,7 @@ import (
 	"github.com/anvil-dev/anvil/config/rbac"
 	"github.com/anvil-dev/anvil/internal/manifest"
 	"github.com/anvil-dev/anvil/internal/registry"
+	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
 )
 
 // Env is a running control plane, an admin client for it, and an OCI registry.
@@ -231,14 +231,7 @@ func FreePort(t testing.TB) int {
 }
 
 // LoopbackPort is FreePort for code that has no testing.TB (helpers started from TestMain).
-func LoopbackPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func LoopbackPort() (int, error) { return vm.FreeLoopbackPort() }
 
 // RunManager starts mgr (a controller-runtime manager) until the test ends, then stops it
 // and fails the test if it ended with an error.
