@@ -76,6 +76,22 @@ func (q *Queue) Refuse(uid types.UID, pool, message string, now time.Time) {
 	q.refused[uid][pool] = refusal{until: now.Add(q.backoff), message: message}
 }
 
+// PoolChanged ends every Machine's exclusion from pool, because what the pool offers
+// changed (its capacity, classes, architectures, readiness): a runtime that refused a
+// Machine for want of a fitting server may take it now that one was inspected, and the
+// Machine should not wait out the backoff for that. A runtime that still refuses is
+// recorded again; pools change rarely, so that retry is bounded by the pool's changes.
+func (q *Queue) PoolChanged(pool string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for uid, pools := range q.refused {
+		delete(pools, pool)
+		if len(pools) == 0 {
+			delete(q.refused, uid)
+		}
+	}
+}
+
 // ExcludedUntil returns, for Request.ExcludedUntil, each pool that refused the Machine
 // and until when it is kept off; nil when none did. The map is the caller's to keep.
 func (q *Queue) ExcludedUntil(uid types.UID) map[string]time.Time {

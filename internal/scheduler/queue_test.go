@@ -169,6 +169,27 @@ func TestQueueForgetDropsOnlyThatMachinesRefusals(t *testing.T) {
 	}
 }
 
+func TestQueuePoolChangedEndsOnlyThatPoolsRefusals(t *testing.T) {
+	q := NewQueue(testBackoff)
+	q.Refuse("m1", "metal", "no Host matches hostSelector", testNow)
+	q.Refuse("m1", "qemu", "no capacity", testNow)
+	q.Refuse("m2", "metal", "no Host matches hostSelector", testNow)
+	q.PoolChanged("metal") // a Host was inspected: the metal pool's capacity grew
+	if got := q.ExcludedUntil("m1"); len(got) != 1 || got["qemu"].IsZero() {
+		t.Errorf("m1's exclusions after metal changed = %v, want only qemu's", got)
+	}
+	if got := q.ExcludedUntil("m2"); got != nil {
+		t.Errorf("m2's exclusions after metal changed = %v, want none", got)
+	}
+	if got := q.RetryAfter("m2", testNow); got != 0 {
+		t.Errorf("m2 RetryAfter = %v, want 0: nothing keeps it waiting", got)
+	}
+	if got := q.RefusalText("m1"); got != "no capacity" {
+		t.Errorf("m1's refusal text = %q, want only the pool still refusing", got)
+	}
+	q.PoolChanged("unknown") // no refusals: nothing to do, no panic
+}
+
 // Safety and liveness of the backoff, over any sequence of refusals, waits, deletions and
 // passing time: a pool is kept off a Machine exactly while less than the backoff has
 // passed since it last refused it, and a Machine kept off some pool is looked at again

@@ -84,6 +84,8 @@ func (r *Reconciler) poolHandler() handler.EventHandler {
 			if okOld && okNew && !schedulingRelevantChange(oldPool, newPool) {
 				return
 			}
+			// What the pool offers changed: the Machines its runtime refused may fit now.
+			r.queue.PoolChanged(e.ObjectNew.GetName())
 			set(e.ObjectNew, q)
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ requestQueue) { r.Cache.RemovePool(e.Object.GetName()) },

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -50,6 +51,35 @@ func TestRuntimeRefusalSendsMachineElsewhere(t *testing.T) {
 	// Refused by b as well, with a excluded for an hour: nothing left, and it says so.
 	refuse(t, key)
 	eventually(t, key, "reported both refusals", scheduledFalse("2 pools: runtime refused this Machine recently"))
+}
+
+// A runtime refused a Machine for want of a fitting server (its Hosts were still being
+// inspected); when the pool's capacity grows, the Machine is tried there again at once,
+// not after the backoff (an hour here).
+func TestRefusedMachineIsTriedAgainWhenThePoolChanges(t *testing.T) {
+	startScheduler(t, &Reconciler{RefusalBackoff: time.Hour})
+	cls := uniq(t, "grow")
+	mustCreate(t, namespace("grow", nil), class(cls, "1", "1Gi"))
+	readyPool(t, cls+"-a", "amd64", "2", "2Gi", []string{cls}, nil)
+	m := machine("grow", cls+"-m", cls, nil)
+	mustCreate(t, m)
+	key := client.ObjectKeyFromObject(m)
+	eventually(t, key, "bound to a", boundTo(cls+"-a"))
+	refuse(t, key)
+	eventually(t, key, "refused, nowhere else to go", scheduledFalse("runtime refused this Machine recently"))
+
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		mp := &computev1alpha1.MachinePool{}
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Name: cls + "-a"}, mp); err != nil {
+			return err
+		}
+		mp.Status.Allocatable["cpu"] = resource.MustParse("4")
+		return env.Client.Status().Update(context.Background(), mp)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, key, "bound to a again", boundTo(cls+"-a"))
 }
 
 func TestPinnedMachineStaysWhenRefused(t *testing.T) {
