@@ -15,7 +15,6 @@ import (
 	imagesv1alpha1 "github.com/anvil-dev/anvil/api/images/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/imagebuild"
 	"github.com/anvil-dev/anvil/internal/osimage"
-	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/test/testos"
 )
 
@@ -147,19 +146,7 @@ func TestRunBuildsOnADiskRoot(t *testing.T) {
 			}
 			job := f.job(t, recipe, map[string][]byte{"motd": motd}, "1")
 			job.Base, job.RootDiskBytes, job.PackageProxy = base, diskRootSize, "10.0.2.101:3128"
-			var console bytes.Buffer
-			res, err := Run(ctx, job, t.TempDir(), &console)
-			if err != nil || res.Status != StatusSucceeded {
-				t.Fatalf("Run() = %+v, %v\nconsole:\n%s", res, err, console.String())
-			}
-			cache, err := osimage.NewCache(t.TempDir(), osimage.CacheOptions{Network: registrynet.Policy{Allow: registrynet.Loopback}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			files, err := cache.Pull(ctx, job.Output+":"+job.Tag, "", computev1alpha1.ArchitectureAMD64)
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, files := runAndPull(ctx, t, job)
 			if files.DiskFormat != osimage.DiskFormatQCOW2 || files.Kernel == "" || files.Initramfs == "" {
 				t.Fatalf("pulled %+v, want a kernel, an initramfs and a qcow2 disk", files)
 			}

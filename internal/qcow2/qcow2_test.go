@@ -79,22 +79,7 @@ func TestOpenReadsWhatQemuImgWrites(t *testing.T) {
 			src := writeFile(t, dir, "disk.raw", raw)
 			img := filepath.Join(dir, "disk.qcow2")
 			qemuImg(t, append(append([]string{"convert", "-f", "raw", "-O", "qcow2"}, tc.args...), src, img)...)
-			f, err := os.Open(img)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			q, err := Open(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if q.Size() != int64(tc.size) {
-				t.Fatalf("size %d, want %d", q.Size(), tc.size)
-			}
-			got := make([]byte, tc.size)
-			if n, err := q.ReadAt(got, 0); err != nil || n != tc.size || !bytes.Equal(got, raw) {
-				t.Fatalf("ReadAt: %d bytes, %v; equal %v", n, err, bytes.Equal(got, raw))
-			}
+			q := openAndCompare(t, img, raw)
 			out, err := os.Create(filepath.Join(dir, "copy.raw"))
 			if err != nil {
 				t.Fatal(err)
@@ -169,25 +154,37 @@ func TestWriteOpenRoundTrip(t *testing.T) {
 		p := filepath.Join(dir, "rt.qcow2")
 		os.Remove(p)
 		writeImage(t, p, raw, Options{Level: rapid.IntRange(1, 9).Draw(t, "level")})
-		f, err := os.Open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		q, err := Open(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := make([]byte, size)
-		if _, err := q.ReadAt(got, 0); err != nil || !bytes.Equal(got, raw) {
-			t.Fatalf("read back differs (%v)", err)
-		}
+		openAndCompare(t, p, raw)
 	})
+}
+
+// openAndCompare opens the image at path, which must read as raw (ReadAt), and returns it;
+// the file closes with the test.
+func openAndCompare(t tb, path string, raw []byte) *Image {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	q, err := Open(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Size() != int64(len(raw)) {
+		t.Fatalf("size %d, want %d", q.Size(), len(raw))
+	}
+	got := make([]byte, len(raw))
+	if n, err := q.ReadAt(got, 0); err != nil || n != len(raw) || !bytes.Equal(got, raw) {
+		t.Fatalf("ReadAt: %d bytes, %v; equal %v", n, err, bytes.Equal(got, raw))
+	}
+	return q
 }
 
 // tb is what writeImage needs of a test: testing.TB or rapid.T.
 type tb interface {
 	Helper()
+	Cleanup(func())
 	Fatal(...any)
 	Fatalf(string, ...any)
 }
