@@ -93,7 +93,7 @@ func TestDebianOSImageBuildsWithAptThroughThePackageProxy(t *testing.T) {
 	// under TCG costs minutes, and both were built the same way.
 	arch := computev1alpha1.ArchitectureAMD64
 	id := createVM(t, kubeconfig, arch, registry+"/default/debian-hello:1")
-	c := login(t, kubeconfig, arch, id)
+	c := login(t, kubeconfig, "debian-"+string(arch), id)
 	for _, check := range []struct{ command, want string }{
 		{"hello", "Hello, world!"},
 		{"dpkg-query -W -f '${Status}' hello", "install ok installed"},
@@ -146,8 +146,9 @@ func startPackageProxy(t *testing.T) *pkgproxy.Proxy {
 }
 
 // startDevForBuilds starts anvil dev with its QEMU pools, the builder image (the test OS
-// with agents built from this checkout) and the package proxy, publishes the Debian image
-// as anvil/debian:12 and creates the VMs' class; it returns the kubeconfig and registry.
+// with agents built from this checkout), the package proxy and the Debian image (--debian:
+// anvil/debian:12 is the disk form), and creates the VMs' class; it returns the kubeconfig
+// and registry.
 func startDevForBuilds(t *testing.T, packageProxy string) (kubeconfig, registry string) {
 	t.Helper()
 	state, err := os.MkdirTemp("", "db")
@@ -157,14 +158,15 @@ func startDevForBuilds(t *testing.T, packageProxy string) (kubeconfig, registry 
 	t.Cleanup(func() { os.RemoveAll(state) })
 	t.Cleanup(func() { devproc.KillQemu(state) })
 	port := devproc.FreePort(t)
+	testos.DebianDisk(t) // fails loudly, naming make debian, when it is missing
+	testos.DebianRAM(t)
 	d := env.StartDev(t, "--state-dir", state, "--bin-dir", env.BinDir, "--fake-pool", "",
 		"--apiserver-port", devproc.FreePort(t), "--etcd-port", devproc.FreePort(t), "--etcd-peer-port", devproc.FreePort(t),
 		"--registry-port", port, "--metal-pool=false", "--test-os", testos.Dir(t), "--agents", buildAgents(t),
-		"--package-proxy", packageProxy)
+		"--debian", filepath.Join(env.BinDir, "debian"), "--package-proxy", packageProxy)
 	t.Cleanup(func() { d.Stop(syscall.SIGTERM) })
 	kubeconfig = filepath.Join(state, "kubeconfig")
 	registry = "127.0.0.1:" + port
-	pushDebian(t, registry, state)
 	apply(t, kubeconfig, vmClass)
 	return kubeconfig, registry
 }
