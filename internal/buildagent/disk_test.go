@@ -135,7 +135,7 @@ func TestRunBuildsOnADiskRoot(t *testing.T) {
 		name, steps string
 		newKernel   bool
 	}{
-		{"steps", "ENV GREETING=hello\nWORKDIR /srv/app\nCOPY motd /etc/motd\nRUN echo \"$GREETING $http_proxy $(pwd)\" > out\n", false},
+		{"steps", "ENV GREETING=hello\nWORKDIR /srv/app\nCOPY motd /etc/motd\nRUN echo \"$GREETING $http_proxy $(pwd)\" > out\nRUN test -c /dev/pts/ptmx\n", false},
 		{"new kernel", "RUN echo another-kernel > /boot/vmlinuz-2 && echo another-initramfs > /boot/initrd.img-2 && ln -sf boot/vmlinuz-2 /vmlinuz && ln -sf boot/initrd.img-2 /initrd.img\n", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -135,8 +135,9 @@ func lookPathInRoot(root string, env []string, name string) (string, bool) {
 	return "", false
 }
 
-// mountKernelFilesystems gives RUN steps /proc, /dev and /sys, where the root has those folders,
-// and returns what takes them away again before the root is packed.
+// mountKernelFilesystems gives RUN steps /proc, /dev (with a /dev/pts of their own, where
+// apt keeps its terminal log) and /sys, where the root has those folders, and returns what
+// takes them away again before the root is packed.
 func mountKernelFilesystems(root string) (func(), error) {
 	var mounted []string
 	undo := func() {
@@ -144,16 +145,27 @@ func mountKernelFilesystems(root string) (func(), error) {
 			_ = unix.Unmount(mounted[i], unix.MNT_DETACH)
 		}
 	}
-	for _, m := range []struct{ dir, fstype, source string }{
-		{"proc", "proc", "proc"},
-		{"dev", "devtmpfs", "devtmpfs"},
-		{"sys", "sysfs", "sysfs"},
+	for _, m := range []struct{ dir, fstype, source, data string }{
+		{"proc", "proc", "proc", ""},
+		{"dev", "devtmpfs", "devtmpfs", ""},
+		{"dev/pts", "devpts", "devpts", "newinstance,ptmxmode=0666,mode=0620"},
+		{"sys", "sysfs", "sysfs", ""},
 	} {
 		target := filepath.Join(root, m.dir)
+		if m.dir == "dev/pts" {
+			if !slices.Contains(mounted, filepath.Join(root, "dev")) {
+				continue
+			}
+			// In the kernel's devtmpfs, not in the root.
+			if err := os.MkdirAll(target, 0o755); err != nil {
+				undo()
+				return nil, fmt.Errorf("making /dev/pts for RUN: %w", err)
+			}
+		}
 		if fi, err := os.Lstat(target); err != nil || !fi.IsDir() {
 			continue
 		}
-		if err := unix.Mount(m.source, target, m.fstype, 0, ""); err != nil {
+		if err := unix.Mount(m.source, target, m.fstype, 0, m.data); err != nil {
 			undo()
 			return nil, fmt.Errorf("mounting /%s for RUN: %w", m.dir, err)
 		}
