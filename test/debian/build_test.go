@@ -15,6 +15,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	imagesv1alpha1 "github.com/anvil-dev/anvil/api/images/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/buildagent"
 	"github.com/anvil-dev/anvil/test/devproc"
 	"github.com/anvil-dev/anvil/test/guestssh"
 	"github.com/anvil-dev/anvil/test/pkgproxy"
@@ -172,12 +173,13 @@ func startDevForBuilds(t *testing.T, packageProxy string) (kubeconfig, registry 
 }
 
 // buildAgents builds anvil-build-agent from this checkout for each architecture, laid out
-// as make agents lays out bin/build-agent.
+// as make agents lays out bin/build-agent. (This package imports buildagent, so go test's
+// cache does not keep a result across a change of the agent's code.)
 func buildAgents(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	for _, arch := range testos.Architectures {
-		out := filepath.Join(dir, string(arch), "anvil-build-agent")
+		out := filepath.Join(dir, string(arch), filepath.Base(buildagent.AgentPath))
 		build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, "./cmd/anvil-build-agent")
 		build.Dir = env.RepoRoot
 		build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOARCH="+string(arch))
