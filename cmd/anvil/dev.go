@@ -80,6 +80,7 @@ the next start finds every object again.`,
 	f.StringVar(&o.TestOSDir, "test-os", o.TestOSDir, "folder of the test OS (make testos) to publish to the registry as "+dev.TestOSRepository)
 	f.StringVar(&o.DebianDir, "debian", o.DebianDir, "folder of the Debian image (make debian: disk/ARCH, ram/ARCH) to publish as "+dev.DebianRepository+" and "+dev.DebianRAMRepository+", with a login key for the Debian samples (config/samples/debian)")
 	f.StringVar(&o.AgentsDir, "agents", o.AgentsDir, "folder of the build agents (make agents; ARCH/anvil-build-agent): with --test-os, publishes the builder image "+dev.BuilderRepository+" and turns OS image builds on")
+	f.StringVar(&o.PackageProxy, "package-proxy", "", "HTTP proxy or mirror for packages (host:port on this machine): builders reach it on their network at "+dev.BuilderGuestPackageProxy+" and RUN steps get it as http_proxy (apt needs one)")
 	f.StringSliceVar(&o.ApplyDirs, "apply", nil, "folders of YAML manifests whose objects are created when missing (repeatable)")
 	f.BoolVar(&o.QemuPools, "qemu-pools", o.QemuPools, "run a QEMU pool per architecture whose QEMU is installed")
 	f.StringSliceVar(&qemuArchs, "qemu-architectures", nil, "with --qemu-pools, only these architectures (default: every one whose QEMU is installed)")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/klauspost/compress/zstd"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/osimage"
@@ -79,24 +80,19 @@ func build(ctx context.Context, job *Job, work string, log io.Writer) (Result, *
 	if err != nil {
 		return fail(fmt.Errorf("pulling the base: %w", err))
 	}
-	if base.Initramfs == "" {
-		return fail(fmt.Errorf("the base's %s entry has no initramfs: only initramfs roots are built", arch))
+	var files osimage.Files
+	switch {
+	case base.Disk != "":
+		files, err = buildOnDisk(ctx, job, base, work, log)
+	case base.Initramfs != "":
+		files, err = buildOnInitramfs(ctx, job, base, work, log)
+	default:
+		err = fmt.Errorf("the base's %s entry has neither a disk nor an initramfs: no root to build on", arch)
 	}
-	root := filepath.Join(work, "root")
-	if err := unpackFile(base.Initramfs, root); err != nil {
-		return fail(fmt.Errorf("unpacking the base's initramfs: %w", err))
-	}
-	if err := execute(ctx, root, job.Program, job.Context, log); err != nil {
+	if err != nil {
 		return fail(err)
 	}
-	initramfs := filepath.Join(work, "initramfs")
-	if err := packFile(root, initramfs, job.SourceDateEpoch); err != nil {
-		return fail(fmt.Errorf("packing the root: %w", err))
-	}
-	files := osimage.Files{
-		Architecture: arch, Kernel: base.Kernel, Initramfs: initramfs,
-		KernelCommandLine: base.KernelCommandLine, Annotations: job.Program.Labels,
-	}
+	files.Architecture, files.KernelCommandLine, files.Annotations = arch, base.KernelCommandLine, job.Program.Labels
 	if job.KernelCommandLine != nil {
 		files.KernelCommandLine = *job.KernelCommandLine
 	}
@@ -120,6 +116,22 @@ func build(ctx context.Context, job *Job, work string, log io.Writer) (Result, *
 	return Result{Status: StatusSucceeded, Digest: digest}, desc
 }
 
+// buildOnInitramfs runs the steps in the base's initramfs, unpacked, and packs it again.
+func buildOnInitramfs(ctx context.Context, job *Job, base osimage.Files, work string, log io.Writer) (osimage.Files, error) {
+	root := filepath.Join(work, "root")
+	if err := unpackFile(base.Initramfs, root); err != nil {
+		return osimage.Files{}, fmt.Errorf("unpacking the base's initramfs: %w", err)
+	}
+	if err := execute(ctx, root, job.Program, job.Context, job.stepEnv(), log); err != nil {
+		return osimage.Files{}, err
+	}
+	initramfs := filepath.Join(work, "initramfs")
+	if err := packFile(root, initramfs, job.SourceDateEpoch); err != nil {
+		return osimage.Files{}, fmt.Errorf("packing the root: %w", err)
+	}
+	return osimage.Files{Kernel: base.Kernel, Initramfs: initramfs}, nil
+}
+
 func descriptor(img v1.Image) (*v1.Descriptor, error) {
 	d, err := img.Digest()
 	if err != nil {
@@ -136,7 +148,7 @@ func descriptor(img v1.Image) (*v1.Descriptor, error) {
 	return &v1.Descriptor{MediaType: mt, Digest: d, Size: size}, nil
 }
 
-// unpackFile extracts an initramfs, gzip-compressed or not, into dir.
+// unpackFile extracts an initramfs, gzip- or zstd-compressed or not, into dir.
 func unpackFile(path, dir string) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -152,12 +164,24 @@ func unpackFile(path, dir string) error {
 		}
 		defer zr.Close()
 		r = zr
+	} else if err == nil && bytes.Equal(magic, zstdMagic[:2]) {
+		if m, err := br.Peek(4); err == nil && bytes.Equal(m, zstdMagic) {
+			zr, err := zstd.NewReader(br)
+			if err != nil {
+				return err
+			}
+			defer zr.Close()
+			r = zr
+		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	return Unpack(r, dir)
 }
+
+// zstdMagic starts a zstd frame (Debian's initramfs-tools compress with zstd).
+var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
 
 // packFile writes dir as a gzip-compressed newc archive at path.
 func packFile(dir, path string, mtime int64) error {

@@ -67,6 +67,25 @@ func (f *fixture) job(t *testing.T, recipe imagebuild.Recipe, context map[string
 	}
 }
 
+// runAndPull runs job, which must succeed, and pulls the image it pushed.
+func runAndPull(ctx context.Context, t *testing.T, job *Job) (Result, osimage.Files) {
+	t.Helper()
+	var console bytes.Buffer
+	res, err := Run(ctx, job, t.TempDir(), &console)
+	if err != nil || res.Status != StatusSucceeded {
+		t.Fatalf("Run() = %+v, %v\nconsole:\n%s", res, err, console.String())
+	}
+	cache, err := osimage.NewCache(t.TempDir(), osimage.CacheOptions{Network: registrynet.Policy{Allow: registrynet.Loopback}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := cache.Pull(ctx, job.Output+":"+job.Tag, "", computev1alpha1.ArchitectureAMD64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, files
+}
+
 func TestRunBuildsPushesAndIsReproducible(t *testing.T) {
 	f := newFixture(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -84,21 +103,8 @@ COPY motd /etc/motd
 	}
 	job := f.job(t, recipe, map[string][]byte{"motd": motd}, "1")
 
-	var console bytes.Buffer
-	res, err := Run(ctx, job, t.TempDir(), &console)
-	if err != nil || res.Status != StatusSucceeded {
-		t.Fatalf("Run() = %+v, %v\nconsole:\n%s", res, err, console.String())
-	}
-
 	// The image under its hash tag holds the steps' results, and the labels.
-	cache, err := osimage.NewCache(t.TempDir(), osimage.CacheOptions{Network: registrynet.Policy{Allow: registrynet.Loopback}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := cache.Pull(ctx, job.Output+":"+job.Tag, "", computev1alpha1.ArchitectureAMD64)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, files := runAndPull(ctx, t, job)
 	root := t.TempDir()
 	if err := unpackFile(files.Initramfs, root); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/anvil-dev/anvil/test/testos"
 )
 
@@ -130,5 +132,38 @@ func TestUnpackReadsConcatenatedArchives(t *testing.T) {
 		if err != nil || string(got) != want {
 			t.Errorf("%s = %q, %v; want %q", f, got, err, want)
 		}
+	}
+}
+
+// A zstd-compressed archive (Debian's initramfs-tools default) unpacks like a gzip one.
+func TestUnpackFileReadsZstd(t *testing.T) {
+	src := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(src, "etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "etc", "os-release"), []byte("ID=debian\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var archive bytes.Buffer
+	zw, err := zstd.NewWriter(&archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Pack(zw, src, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "initramfs")
+	if err := os.WriteFile(path, archive.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	if err := unpackFile(path, root); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "etc", "os-release")); err != nil || string(b) != "ID=debian\n" {
+		t.Fatalf("etc/os-release = %q, %v", b, err)
 	}
 }

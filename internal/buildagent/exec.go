@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -37,9 +38,9 @@ func (e *StepError) Error() string {
 
 func (e *StepError) Unwrap() error { return e.Err }
 
-// execute runs prog's operations in root, writing what RUN prints to log. A failed
-// operation is a *StepError.
-func execute(ctx context.Context, root string, prog containerfile.Program, context map[string][]byte, log io.Writer) error {
+// execute runs prog's operations in root, writing what RUN prints to log; RUN steps also
+// get env where the recipe sets no such variable. A failed operation is a *StepError.
+func execute(ctx context.Context, root string, prog containerfile.Program, context map[string][]byte, env []string, log io.Writer) error {
 	unmount, err := mountKernelFilesystems(root)
 	if err != nil {
 		return err
@@ -50,7 +51,7 @@ func execute(ctx context.Context, root string, prog containerfile.Program, conte
 		var err error
 		switch op.Kind {
 		case containerfile.OpRun:
-			err = run(ctx, root, op, log)
+			err = run(ctx, root, op, env, log)
 		case containerfile.OpCopy:
 			for _, c := range op.Copies {
 				data, ok := context[c.From]
@@ -74,7 +75,7 @@ func execute(ctx context.Context, root string, prog containerfile.Program, conte
 	return nil
 }
 
-func run(ctx context.Context, root string, op containerfile.Op, log io.Writer) error {
+func run(ctx context.Context, root string, op containerfile.Op, extra []string, log io.Writer) error {
 	if err := mkdirInRoot(root, op.Dir); err != nil {
 		return err
 	}
@@ -91,10 +92,7 @@ func run(ctx context.Context, root string, op containerfile.Op, log io.Writer) e
 	cmd.Args[0] = op.Argv[0]
 	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root, Setpgid: true}
 	cmd.Dir = op.Dir
-	cmd.Env = op.Env
-	if !hasPath(op.Env) {
-		cmd.Env = append(append([]string(nil), op.Env...), defaultPath)
-	}
+	cmd.Env = withDefaults(op.Env, append([]string{defaultPath}, extra...))
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Run(); err != nil {
 		var exit *exec.ExitError
@@ -106,13 +104,16 @@ func run(ctx context.Context, root string, op containerfile.Op, log io.Writer) e
 	return nil
 }
 
-func hasPath(env []string) bool {
-	for _, e := range env {
-		if strings.HasPrefix(e, "PATH=") {
-			return true
+// withDefaults is env with each of defaults whose name env does not set.
+func withDefaults(env, defaults []string) []string {
+	out := append([]string(nil), env...)
+	for _, d := range defaults {
+		name, _, _ := strings.Cut(d, "=")
+		if !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, name+"=") }) {
+			out = append(out, d)
 		}
 	}
-	return false
+	return out
 }
 
 // lookPathInRoot finds an exec-form program's path on the recipe's PATH inside root.
@@ -134,8 +135,9 @@ func lookPathInRoot(root string, env []string, name string) (string, bool) {
 	return "", false
 }
 
-// mountKernelFilesystems gives RUN steps /proc and /dev, where the root has those folders,
-// and returns what takes them away again before the root is packed.
+// mountKernelFilesystems gives RUN steps /proc, /dev (with a /dev/pts of their own, where
+// apt keeps its terminal log) and /sys, where the root has those folders, and returns what
+// takes them away again before the root is packed.
 func mountKernelFilesystems(root string) (func(), error) {
 	var mounted []string
 	undo := func() {
@@ -143,15 +145,27 @@ func mountKernelFilesystems(root string) (func(), error) {
 			_ = unix.Unmount(mounted[i], unix.MNT_DETACH)
 		}
 	}
-	for _, m := range []struct{ dir, fstype, source string }{
-		{"proc", "proc", "proc"},
-		{"dev", "devtmpfs", "devtmpfs"},
+	for _, m := range []struct{ dir, fstype, source, data string }{
+		{"proc", "proc", "proc", ""},
+		{"dev", "devtmpfs", "devtmpfs", ""},
+		{"dev/pts", "devpts", "devpts", "newinstance,ptmxmode=0666,mode=0620"},
+		{"sys", "sysfs", "sysfs", ""},
 	} {
 		target := filepath.Join(root, m.dir)
+		if m.dir == "dev/pts" {
+			if !slices.Contains(mounted, filepath.Join(root, "dev")) {
+				continue
+			}
+			// In the kernel's devtmpfs, not in the root.
+			if err := os.MkdirAll(target, 0o755); err != nil {
+				undo()
+				return nil, fmt.Errorf("making /dev/pts for RUN: %w", err)
+			}
+		}
 		if fi, err := os.Lstat(target); err != nil || !fi.IsDir() {
 			continue
 		}
-		if err := unix.Mount(m.source, target, m.fstype, 0, ""); err != nil {
+		if err := unix.Mount(m.source, target, m.fstype, 0, m.data); err != nil {
 			undo()
 			return nil, fmt.Errorf("mounting /%s for RUN: %w", m.dir, err)
 		}

@@ -36,6 +36,21 @@ type Job struct {
 	KernelCommandLine *string `json:"kernelCommandLine,omitempty"`
 	// SourceDateEpoch is every packed file's time.
 	SourceDateEpoch int64 `json:"sourceDateEpoch"`
+	// RootDiskBytes is the size of the scratch disk the builder has for a base with a disk
+	// root (the base disk's own size); 0 for an initramfs root.
+	RootDiskBytes int64 `json:"rootDiskBytes,omitempty"`
+	// PackageProxy is the HTTP proxy (host:port) the builder's network offers for package
+	// downloads; RUN steps get it as http_proxy. Empty: none.
+	PackageProxy string `json:"packageProxy,omitempty"`
+}
+
+// stepEnv is what every RUN step gets unless the recipe sets it itself: the package proxy.
+func (j *Job) stepEnv() []string {
+	if j.PackageProxy == "" {
+		return nil
+	}
+	url := "http://" + j.PackageProxy
+	return []string{"http_proxy=" + url, "HTTP_PROXY=" + url}
 }
 
 // ParseJob reads a job and refuses one that cannot run.

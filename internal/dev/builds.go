@@ -30,6 +30,10 @@ const BuilderNetwork = "anvil-builders"
 // forward ends at the loopback registry).
 const builderGuestRegistry = "10.0.2.100:5000"
 
+// BuilderGuestPackageProxy is the package proxy's address on a builder's network, when
+// anvil dev is given one (--package-proxy).
+const BuilderGuestPackageProxy = "10.0.2.101:3128"
+
 func pushBuilder(ctx context.Context, osDir, agentsDir, registryHost string) (string, error) {
 	pinned, err := buildagent.PushBuilder(ctx, registryHost+"/"+BuilderRepository, osDir, agentsDir)
 	if err != nil {
@@ -38,17 +42,27 @@ func pushBuilder(ctx context.Context, osDir, agentsDir, registryHost string) (st
 	return "builder " + pinned, nil
 }
 
-// ImageBuilds is the manager's build settings for anvil dev's registry and pools.
-func ImageBuilds(registryHost string) osimagecontroller.Config {
-	return osimagecontroller.Config{
+// ImageBuilds is the manager's build settings for anvil dev's registry and pools, and the
+// package proxy (host:port on this machine, "" for none) BuilderNetworks forwards.
+func ImageBuilds(registryHost, packageProxy string) osimagecontroller.Config {
+	c := osimagecontroller.Config{
 		BuilderImage: registryHost + "/" + BuilderRepository, BuilderNetwork: BuilderNetwork,
 		Registry: registryHost, GuestRegistry: builderGuestRegistry, GuestPlainHTTP: true,
 	}
+	if packageProxy != "" {
+		c.PackageProxy = BuilderGuestPackageProxy
+	}
+	return c
 }
 
-// BuilderNetworks gives anvil dev's QEMU pools the builders' network.
-func BuilderNetworks(registryHost string) map[string]qemu.Network {
-	return map[string]qemu.Network{BuilderNetwork: {Forwards: []qemu.NetworkForward{{Guest: builderGuestRegistry, Target: registryHost}}}}
+// BuilderNetworks gives anvil dev's QEMU pools the builders' network: the registry, and
+// the package proxy when there is one.
+func BuilderNetworks(registryHost, packageProxy string) map[string]qemu.Network {
+	forwards := []qemu.NetworkForward{{Guest: builderGuestRegistry, Target: registryHost}}
+	if packageProxy != "" {
+		forwards = append(forwards, qemu.NetworkForward{Guest: BuilderGuestPackageProxy, Target: packageProxy})
+	}
+	return map[string]qemu.Network{BuilderNetwork: {Forwards: forwards}}
 }
 
 // DeclareNetwork sets the entry of want's network in pool's spec.networks to want, as anvil

@@ -57,6 +57,9 @@ type Options struct {
 	EraserDir string
 	// BMCPort is the loopback port of the emulated servers' BMC.
 	BMCPort int
+	// PackageProxy is an HTTP proxy (host:port on this machine) for packages that builders
+	// reach on their network (apt in RUN steps); "" for none.
+	PackageProxy string
 	// RegistryPort is the loopback port of the embedded OCI registry; its blobs are kept
 	// in the state directory.
 	RegistryPort int
@@ -127,7 +130,10 @@ func Run(ctx context.Context, o Options) (err error) {
 		if builder, err = pushBuilder(ctx, o.TestOSDir, o.AgentsDir, reg.Host); err != nil {
 			return err
 		}
-		o.Manager.ImageBuilds = ImageBuilds(reg.Host)
+		o.Manager.ImageBuilds = ImageBuilds(reg.Host, o.PackageProxy)
+		if o.PackageProxy != "" {
+			builder += "; package proxy " + o.PackageProxy + " (" + BuilderGuestPackageProxy + " on the builders' network)"
+		}
 		o.Manager.ImageBuilds.BuilderPush = builderPush(regAuth)
 	}
 

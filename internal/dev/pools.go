@@ -220,7 +220,7 @@ func startPools(ctx context.Context, o Options, cfg *rest.Config, c client.Clien
 	if o.QemuPools {
 		archs, missing := qemuArchitectures(o.QemuArchitectures)
 		for _, arch := range archs {
-			errs, err := StartQemuPool(ctx, cfg, stateDir, arch, images, BuilderNetworks(registryHost), nil, ctrl.Log)
+			errs, err := StartQemuPool(ctx, cfg, stateDir, arch, images, BuilderNetworks(registryHost, o.PackageProxy), nil, ctrl.Log)
 			if err != nil {
 				return nil, fmt.Errorf("starting pool %s: %w", QemuPoolName(arch), err)
 			}

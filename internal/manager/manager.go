@@ -71,6 +71,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ImageBuilds.Registry, "builder-registry", o.ImageBuilds.Registry, "host:port of the registry builders read bases from and push to")
 	fs.StringVar(&o.ImageBuilds.GuestRegistry, "builder-guest-registry", o.ImageBuilds.GuestRegistry, "host:port builders reach that registry at on their network")
 	fs.BoolVar(&o.ImageBuilds.GuestPlainHTTP, "builder-guest-plain-http", o.ImageBuilds.GuestPlainHTTP, "builders speak plain HTTP to the registry's guest address")
+	fs.StringVar(&o.ImageBuilds.PackageProxy, "builder-package-proxy", o.ImageBuilds.PackageProxy, "host:port of an HTTP proxy or mirror builders reach on their network for packages (apt), forwarded by the pools like the registry; RUN steps get it as http_proxy; without it a recipe that runs apt is refused")
 	fs.StringSliceVar(&o.ImageBuilds.SharedFolders, "shared-image-folder", o.ImageBuilds.SharedFolders, "a folder of the builders' registry (such as infra/os) every namespace may use as an OSImage's base and none may publish into, besides anvil/ and the builder image's; repeat for more")
 	fs.StringSliceVar(&o.AllowRegistry, "allow-registry", o.AllowRegistry, registrynet.AllowRegistryUsage)
 	fs.StringVar(&o.RegistryCredentials, "registry-credentials", o.RegistryCredentials, registrynet.RegistryCredentialsUsage)

@@ -66,6 +66,11 @@ const (
 	// ReasonBaseNotOwned: the base is on the builders' registry outside the OSImage's
 	// namespace's folder and the shared folders (another tenant's image, say).
 	ReasonBaseNotOwned = "BaseNotOwned"
+	// ReasonBaseNotBootable: an architecture's entry of the base has no kernel.
+	ReasonBaseNotBootable = "BaseNotBootable"
+	// ReasonNoPackageProxy: a RUN step runs apt and the builders' network offers no
+	// package proxy.
+	ReasonNoPackageProxy = "NoPackageProxy"
 )
 
 // Labels on builder Machines, by which a restarted controller finds them again.

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -91,6 +92,11 @@ func (r *BuildReconciler) createBuilder(ctx context.Context, o *imagesv1alpha1.O
 				}},
 			}},
 		},
+	}
+	if job.RootDiskBytes > 0 {
+		// A base with a disk root: the agent writes it onto this blank disk and builds there.
+		m.Spec.Volumes = []computev1alpha1.MachineVolume{{Name: "root", EmptyDisk: &computev1alpha1.EmptyDiskSource{
+			Size: *resource.NewQuantity(job.RootDiskBytes, resource.BinarySI)}}}
 	}
 	if err := controllerutil.SetControllerReference(b, m, r.Client.Scheme()); err != nil {
 		return err

@@ -39,6 +39,11 @@ type Config struct {
 	// that every namespace may use as a base and none may publish into
 	// (imageowner.Folders.Shared): an admin's shared images.
 	SharedFolders []string
+	// PackageProxy is the HTTP proxy (host:port) builders reach on their network for
+	// package downloads (apt), a site's mirror or proxy forwarded by the pools like the
+	// registry; RUN steps get it as http_proxy. Empty: none, and a recipe whose RUN runs
+	// apt is refused.
+	PackageProxy string
 }
 
 // builderPushGrace is how long past its attempts' timeouts a build's push credential

@@ -14,6 +14,7 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	imagesv1alpha1 "github.com/anvil-dev/anvil/api/images/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/imagebuild"
+	"github.com/anvil-dev/anvil/internal/imagebuild/containerfile"
 	"github.com/anvil-dev/anvil/internal/osimage"
 )
 
@@ -39,6 +40,8 @@ type inputs struct {
 	builder map[computev1alpha1.Architecture]string
 	plans   map[computev1alpha1.Architecture]imagebuild.Arch
 	hashes  map[string]string
+	// rootDisk is each architecture's scratch disk for a base with a disk root (0: none).
+	rootDisk map[computev1alpha1.Architecture]int64
 	// guestBase and guestOutput are the base's and output's repositories as builders
 	// reach them; outputRepository is the output's as the registry names it (no host).
 	guestBase, guestOutput, outputRepository string
@@ -90,7 +93,8 @@ func (r *OSImageReconciler) readContext(ctx context.Context, o *imagesv1alpha1.O
 
 // resolve reads everything the per-architecture hashes depend on and computes them.
 func (r *OSImageReconciler) resolve(ctx context.Context, o *imagesv1alpha1.OSImage, archs []computev1alpha1.Architecture) (*inputs, error) {
-	in := &inputs{archs: archs, plans: map[computev1alpha1.Architecture]imagebuild.Arch{}, hashes: map[string]string{}}
+	in := &inputs{archs: archs, plans: map[computev1alpha1.Architecture]imagebuild.Arch{}, hashes: map[string]string{},
+		rootDisk: map[computev1alpha1.Architecture]int64{}}
 	var err error
 	if in.context, err = r.readContext(ctx, o); err != nil {
 		return nil, err
@@ -107,6 +111,10 @@ func (r *OSImageReconciler) resolve(ctx context.Context, o *imagesv1alpha1.OSIma
 			return nil, refuse(imagesv1alpha1.ReasonInvalidRecipe, "%v", err)
 		}
 		in.plans[a] = plan
+		if step, ok := imagebuild.PackageManagerStep(plan.Program); ok && r.Config.PackageProxy == "" {
+			return nil, refuse(imagesv1alpha1.ReasonNoPackageProxy, "%v", &containerfile.Error{File: step.File, Line: step.Line,
+				Msg: step.Original + ": apt fetches packages, and the builders' network offers no package proxy: set the manager's --builder-package-proxy (anvil dev: --package-proxy HOST:PORT)"})
+		}
 	}
 	if in.guestBase, err = r.Config.guestReference(o.Spec.Base); err != nil {
 		return nil, refuse(imagesv1alpha1.ReasonBaseUnavailable, "base: %v", err)
@@ -147,6 +155,16 @@ func (r *OSImageReconciler) resolve(ctx context.Context, o *imagesv1alpha1.OSIma
 	for _, a := range archs {
 		if in.builder[a] == "" {
 			return nil, refuse(imagesv1alpha1.ReasonBuilderUnavailable, "the builder image %s has no %s entry: anvil cannot build for %s", r.Config.BuilderImage, a, a)
+		}
+		root, err := r.roots.read(ctx, in.base[:strings.LastIndex(in.base, "@")], in.entries[a])
+		if err != nil {
+			return nil, fmt.Errorf("reading the base's %s entry: %w", a, err)
+		}
+		if !root.kernel {
+			return nil, refuse(imagesv1alpha1.ReasonBaseNotBootable, "base %s: the %s entry has no kernel: it is not bootable (a build's image boots its base's kernel, or the one its steps install in /boot)", o.Spec.Base, a)
+		}
+		if root.diskBytes > 0 {
+			in.rootDisk[a] = scratchDiskBytes(root.diskBytes)
 		}
 		plan := in.plans[a]
 		plan.Inputs.BaseDigest, plan.Inputs.BuilderDigest = in.entries[a], in.builder[a]

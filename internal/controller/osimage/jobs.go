@@ -43,6 +43,7 @@ func (r *OSImageReconciler) ensureJobs(ctx context.Context, o *imagesv1alpha1.OS
 			Context: map[string][]byte{}, KernelCommandLine: o.Spec.KernelCommandLine, DockerConfig: docker,
 			// The build's time, fixed by its inputs: a rebuild of the same inputs packs the same bytes.
 			SourceDateEpoch: 0,
+			RootDiskBytes:   in.rootDisk[a], PackageProxy: r.Config.PackageProxy,
 		}
 		if r.Config.GuestPlainHTTP {
 			job.PlainHTTP = []string{r.Config.GuestRegistry}

@@ -32,6 +32,8 @@ type OSImageReconciler struct {
 	// of the rollout's deadlines (nil: time.Now).
 	Entries *BootedEntries
 	Now     func() time.Time
+	// roots remembers what the bases' entries hold (by digest).
+	roots baseRoots
 }
 
 // +kubebuilder:rbac:groups=images.anvil.dev,resources=osimages,verbs=get;list;watch

@@ -157,6 +157,13 @@ func TestBadInputIsRefusedBeforeAnyBuilder(t *testing.T) {
 			recipe("base-missing", env.Registry.Host+"/anvil/nothing:1", "amd64"), nil},
 		{"base-elsewhere", imagesv1alpha1.ReasonBaseUnavailable, "the only registry builders reach",
 			recipe("base-elsewhere", "registry.example/anvil/testos:1", "amd64"), nil},
+		{"apt-without-proxy", imagesv1alpha1.ReasonNoPackageProxy,
+			"containerfile, line 2: RUN apt-get update && apt-get install -y hello: apt fetches packages, and the builders' network offers no package proxy: set the manager's --builder-package-proxy",
+			recipe("apt-without-proxy", both, "amd64"), func(o *imagesv1alpha1.OSImage) {
+				o.Spec.Containerfiles = []imagesv1alpha1.Containerfile{{Content: "ENV A=b\nRUN apt-get update && apt-get install -y hello\n"}}
+			}},
+		{"base-not-bootable", imagesv1alpha1.ReasonBaseNotBootable, "the amd64 entry has no kernel: it is not bootable",
+			recipe("base-not-bootable", pushDiskOnly(t), "amd64"), nil},
 		{"arm64-only-emulated", imagesv1alpha1.ReasonNoBuilderPool, "no Ready MachinePool runs arm64 natively (builder.allowEmulated is false)",
 			recipe("arm64-only-emulated", both, "amd64", "arm64"), nil},
 	} {

@@ -98,7 +98,7 @@ func run(rounds int) error {
 	o := manager.DefaultOptions()
 	o.AllowRegistry = []string{reg} // the test's registry, on loopback
 	o.MetricsAddr, o.HealthAddr = "0", "0"
-	o.ImageBuilds = dev.ImageBuilds(reg)
+	o.ImageBuilds = dev.ImageBuilds(reg, "")
 	mgr, err := manager.New(env.Config, o)
 	if err != nil {
 		return err
@@ -107,7 +107,7 @@ func run(rounds int) error {
 	go func() { mgrDone <- mgr.Start(ctx) }()
 	defer func() { cancel(); <-mgrDone }()
 	for _, a := range architectures {
-		poolErrs, err := dev.StartQemuPool(ctx, env.Config, state, a, osimage.CacheOptions{Network: registrynet.Policy{Allow: registrynet.Loopback}}, dev.BuilderNetworks(reg), forward, logr.Discard())
+		poolErrs, err := dev.StartQemuPool(ctx, env.Config, state, a, osimage.CacheOptions{Network: registrynet.Policy{Allow: registrynet.Loopback}}, dev.BuilderNetworks(reg, ""), forward, logr.Discard())
 		if err != nil {
 			return err
 		}
