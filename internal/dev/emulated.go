@@ -102,7 +102,6 @@ func startEmulatedServers(ctx context.Context, c client.Client, stateDir string,
 	return e, nil
 }
 
-
 // emulatedCredentials reads the emulated BMC's credentials, generating them the first time.
 func emulatedCredentials(ctx context.Context, c client.Client) (user, password string, err error) {
 	s := &corev1.Secret{}
