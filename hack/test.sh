@@ -19,6 +19,11 @@ heavy=(
 	./internal/provisioner/ironic ./internal/runtime/metal
 	./internal/bmcemu ./internal/ironic ./test/nodeagent/nodeimage
 )
+# The one test make test leaves out, and why: test/debian's OS image build on the Debian
+# image (both architectures under TCG, apt through a package proxy) takes 19 minutes alone,
+# which would take CI's make test past its 90 minutes (docs/benchmarks.md). It runs with
+# make test-debian-builds until it is made cheaper (docs/debian.md, "Building on Debian").
+skip='^TestDebianOSImageBuildsWithAptThroughThePackageProxy$'
 exclude=()
 for p in "${heavy[@]}"; do exclude+=(-e "$module/${p#./}"); done
 mapfile -t light < <(go list ./... | grep -v -x -F "${exclude[@]}")
@@ -31,7 +36,7 @@ log=$tmp/light.log
 (go test -p 1 -json "$@" "${light[@]}" 2>&1 | "$tmp/testsummary" -times "$tmp/light.times") >"$log" 2>&1 &
 light_pid=$!
 trap 'kill "$light_pid" 2>/dev/null; exit 130' INT TERM
-go test -p 1 -json "$@" "${heavy[@]}" 2>&1 | "$tmp/testsummary" -times "$tmp/heavy.times"
+go test -p 1 -json -skip "$skip" "$@" "${heavy[@]}" 2>&1 | "$tmp/testsummary" -times "$tmp/heavy.times"
 heavy_rc=$?
 wait "$light_pid"
 light_rc=$?
