@@ -1,6 +1,7 @@
 package dev
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -71,7 +72,7 @@ func publishDebian(ctx context.Context, c client.Client, dir, registryHost, stat
 func debianLoginKey(path string) (string, error) {
 	if pub, err := os.ReadFile(path + ".pub"); err == nil {
 		if _, err := os.Stat(path); err == nil {
-			return string(trimNewline(pub)), nil
+			return string(bytes.TrimRight(pub, "\r\n")), nil
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return "", err
@@ -88,7 +89,7 @@ func debianLoginKey(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	authorized := trimNewline(ssh.MarshalAuthorizedKey(sshPublic))
+	authorized := bytes.TrimRight(ssh.MarshalAuthorizedKey(sshPublic), "\n")
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return "", err
 	}
@@ -99,11 +100,4 @@ func debianLoginKey(path string) (string, error) {
 		return "", err
 	}
 	return string(authorized), nil
-}
-
-func trimNewline(b []byte) []byte {
-	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
-		b = b[:len(b)-1]
-	}
-	return b
 }

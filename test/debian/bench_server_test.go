@@ -39,12 +39,8 @@ func BenchmarkServerFirstBootAgainstIronicByHand(b *testing.B) {
 		for _, arch := range testos.Architectures {
 			server, name := emulatedServerOf(arch), "debian-server-"+string(arch)
 			waitHostAvailable(b, d, server)
-			id, err := guestssh.NewIdentity("anvil")
-			if err != nil {
-				b.Fatal(err)
-			}
 			start := time.Now()
-			apply(b, d.kubeconfig, machineYAML(serverMachine, arch, d.ram, id))
+			id := createMachine(b, d.kubeconfig, serverMachine, arch, d.ram)
 			c := login(b, d.kubeconfig, name, id)
 			waitCloudInit(b, c)
 			anvil := time.Since(start)

@@ -60,12 +60,7 @@ func testServers(t *testing.T, d *debianDev) {
 	})
 	logins := map[computev1alpha1.Architecture]*guestssh.Identity{}
 	for _, arch := range testos.Architectures {
-		id, err := guestssh.NewIdentity("anvil")
-		if err != nil {
-			t.Fatal(err)
-		}
-		apply(t, d.kubeconfig, machineYAML(serverMachine, arch, d.ram, id))
-		logins[arch] = id
+		logins[arch] = createMachine(t, d.kubeconfig, serverMachine, arch, d.ram)
 	}
 	for _, arch := range testos.Architectures {
 		name := "debian-server-" + string(arch)

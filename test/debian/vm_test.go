@@ -139,11 +139,18 @@ func startDevWithDebian(tb testing.TB, servers bool) *debianDev {
 // createVM creates the Machine debian-ARCH and returns the login its user data allows.
 func createVM(tb testing.TB, kubeconfig string, arch computev1alpha1.Architecture, image string) *guestssh.Identity {
 	tb.Helper()
+	return createMachine(tb, kubeconfig, vmMachine, arch, image)
+}
+
+// createMachine creates the Machine of template (vmMachine, serverMachine) for arch,
+// booting image, and returns the login its user data allows.
+func createMachine(tb testing.TB, kubeconfig, template string, arch computev1alpha1.Architecture, image string) *guestssh.Identity {
+	tb.Helper()
 	id, err := guestssh.NewIdentity("anvil")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	apply(tb, kubeconfig, machineYAML(vmMachine, arch, image, id))
+	apply(tb, kubeconfig, machineYAML(template, arch, image, id))
 	return id
 }
 
