@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -28,7 +29,7 @@ func Run(ctx context.Context, job *Job, work string, console io.Writer) (Result,
 	out := io.MultiWriter(&log, console)
 	res, subject := build(ctx, job, work, out)
 	if res.Status != StatusSucceeded {
-		fmt.Fprintf(out, "build failed: %s\n", res.Message)
+		say(out, "build failed: %s", res.Message)
 	}
 	push := func() error { return pushLog(ctx, job, res, log.Bytes(), subject) }
 	if err := registryRetry.do(ctx, console, "pushing the build log", push); err != nil {
@@ -38,6 +39,15 @@ func Run(ctx context.Context, job *Job, work string, console io.Writer) (Result,
 }
 
 // Configure applies a job's process-wide settings: plain-HTTP registries and credentials.
+// agentStarted is when this process began: an agent carries out one build.
+var agentStarted = time.Now()
+
+// say writes one of the agent's own lines to the build log, after the time since the agent
+// began, so that a reader sees where a build's minutes went (steps print as they like).
+func say(log io.Writer, format string, args ...any) {
+	fmt.Fprintf(log, "[%s] %s\n", time.Since(agentStarted).Round(time.Second), fmt.Sprintf(format, args...))
+}
+
 func Configure(job *Job, work string) error {
 	for _, h := range job.PlainHTTP {
 		osimage.AllowPlainHTTP(h)
@@ -64,7 +74,7 @@ func build(ctx context.Context, job *Job, work string, log io.Writer) (Result, *
 		return Result{Status: StatusError, Message: err.Error()}, nil
 	}
 	arch := computev1alpha1.Architecture(job.Architecture)
-	fmt.Fprintf(log, "building %s from %s\n", job.Architecture, job.Base)
+	say(log, "building %s from %s", job.Architecture, job.Base)
 	// Any address: the agent runs in a builder guest, whose network reaches only the
 	// registry forward it is given. The default keychain is the job's credentials
 	// (Configure), the tenant's own.
@@ -80,6 +90,7 @@ func build(ctx context.Context, job *Job, work string, log io.Writer) (Result, *
 	if err != nil {
 		return fail(fmt.Errorf("pulling the base: %w", err))
 	}
+	say(log, "pulled the base")
 	var files osimage.Files
 	switch {
 	case base.Disk != "":
@@ -96,6 +107,7 @@ func build(ctx context.Context, job *Job, work string, log io.Writer) (Result, *
 	if job.KernelCommandLine != nil {
 		files.KernelCommandLine = *job.KernelCommandLine
 	}
+	say(log, "pushing the image")
 	img, err := osimage.Build(files)
 	if err != nil {
 		return fail(err)
@@ -108,7 +120,7 @@ func build(ctx context.Context, job *Job, work string, log io.Writer) (Result, *
 	if err != nil {
 		return fail(err)
 	}
-	fmt.Fprintf(log, "pushed %s:%s (%s)\n", job.Output, job.Tag, digest)
+	say(log, "pushed %s:%s (%s)", job.Output, job.Tag, digest)
 	desc, err := descriptor(img)
 	if err != nil {
 		return fail(err)
@@ -122,9 +134,11 @@ func buildOnInitramfs(ctx context.Context, job *Job, base osimage.Files, work st
 	if err := unpackFile(base.Initramfs, root); err != nil {
 		return osimage.Files{}, fmt.Errorf("unpacking the base's initramfs: %w", err)
 	}
+	say(log, "unpacked the base's initramfs; running the steps")
 	if err := execute(ctx, root, job.Program, job.Context, job.stepEnv(), log); err != nil {
 		return osimage.Files{}, err
 	}
+	say(log, "packing the root")
 	initramfs := filepath.Join(work, "initramfs")
 	if err := packFile(root, initramfs, job.SourceDateEpoch); err != nil {
 		return osimage.Files{}, fmt.Errorf("packing the root: %w", err)

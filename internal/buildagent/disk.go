@@ -186,7 +186,7 @@ func buildOnDisk(ctx context.Context, job *Job, base osimage.Files, work string,
 		return osimage.Files{}, err
 	}
 	defer dev.Close()
-	fmt.Fprintf(log, "writing the base's disk onto %s\n", path)
+	say(log, "writing the base's disk onto %s", path)
 	size, err := writeDisk(base.Disk, base.DiskFormat, dev, job.RootDiskBytes)
 	if err != nil {
 		return osimage.Files{}, fmt.Errorf("writing the base's disk: %w", err)
@@ -209,6 +209,7 @@ func buildOnDisk(ctx context.Context, job *Job, base osimage.Files, work string,
 			_ = unix.Unmount(root, unix.MNT_DETACH)
 		}
 	}()
+	say(log, "the root is mounted; running the steps")
 	before, err := bootState(root)
 	if err != nil {
 		return osimage.Files{}, err
@@ -222,7 +223,7 @@ func buildOnDisk(ctx context.Context, job *Job, base osimage.Files, work string,
 	}
 	files := osimage.Files{Kernel: base.Kernel, Initramfs: base.Initramfs}
 	if before != after {
-		fmt.Fprintln(log, "a step changed /boot: the image boots the root's own kernel and initramfs")
+		say(log, "a step changed /boot: the image boots the root's own kernel and initramfs")
 		files.Kernel, files.Initramfs = filepath.Join(work, "kernel"), filepath.Join(work, "initramfs")
 		if err := copyBootFiles(root, files.Kernel, files.Initramfs); err != nil {
 			return osimage.Files{}, err
@@ -238,7 +239,7 @@ func buildOnDisk(ctx context.Context, job *Job, base osimage.Files, work string,
 	if err != nil {
 		return osimage.Files{}, err
 	}
-	fmt.Fprintln(log, "writing the disk (qcow2, compressed, the filesystem's free blocks left out)")
+	say(log, "writing the disk (qcow2, compressed, the filesystem's free blocks left out)")
 	files.Disk, files.DiskFormat = filepath.Join(work, "disk.qcow2"), osimage.DiskFormatQCOW2
 	out, err := os.Create(files.Disk)
 	if err != nil {
@@ -251,6 +252,6 @@ func buildOnDisk(ctx context.Context, job *Job, base osimage.Files, work string,
 	if err != nil {
 		return osimage.Files{}, fmt.Errorf("writing the disk: %w", err)
 	}
-	fmt.Fprintf(log, "disk: %d bytes (%d virtual)\n", n, size)
+	say(log, "disk: %d bytes (%d virtual)", n, size)
 	return files, nil
 }

@@ -47,7 +47,7 @@ func execute(ctx context.Context, root string, prog containerfile.Program, conte
 	}
 	defer unmount()
 	for _, op := range prog.Ops {
-		fmt.Fprintf(log, "--> %s\n", op.Step.Original)
+		say(log, "--> %s", op.Step.Original)
 		var err error
 		switch op.Kind {
 		case containerfile.OpRun:

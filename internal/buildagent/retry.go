@@ -3,7 +3,6 @@ package buildagent
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -35,7 +34,7 @@ func (r retrier) do(ctx context.Context, log io.Writer, what string, op func() e
 		if err == nil || !transient(err) || time.Since(start)+wait > r.patience {
 			return err
 		}
-		fmt.Fprintf(log, "%s: %v; retrying in %s\n", what, err, wait)
+		say(log, "%s: %v; retrying in %s", what, err, wait)
 		select {
 		case <-ctx.Done():
 			return errors.Join(err, ctx.Err())

@@ -1,6 +1,7 @@
 package debian
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -16,6 +17,7 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	imagesv1alpha1 "github.com/anvil-dev/anvil/api/images/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/buildagent"
+	"github.com/anvil-dev/anvil/internal/imagebuild"
 	"github.com/anvil-dev/anvil/test/devproc"
 	"github.com/anvil-dev/anvil/test/guestssh"
 	"github.com/anvil-dev/anvil/test/pkgproxy"
@@ -244,12 +246,30 @@ func waitOSImage(t *testing.T, kubeconfig string, limit time.Duration, what, sto
 	}
 }
 
-// logBuildTimes logs each architecture's builder time (start to completion).
+// logBuildTimes logs each architecture's builder time (start to completion) and the agent's
+// own lines of its log, each stamped with the time since the agent began: where the
+// minutes went.
 func logBuildTimes(t *testing.T, kubeconfig, build string) {
 	t.Helper()
-	for _, a := range getBuild(t, kubeconfig, build).Status.Architectures {
+	b := getBuild(t, kubeconfig, build)
+	for _, a := range b.Status.Architectures {
 		if a.StartTime != nil && a.CompletionTime != nil {
 			t.Logf("%s: %s in %v (%d attempt(s))", a.Architecture, a.Phase, a.CompletionTime.Sub(a.StartTime.Time), a.Attempts)
+		}
+		for _, in := range b.Spec.Architectures {
+			if in.Architecture != a.Architecture {
+				continue
+			}
+			_, log, err := buildagent.ReadResult(context.Background(), b.Spec.Output.Repository, imagebuild.LogTag(string(in.Architecture), in.InputHash, a.Attempts), 1<<20)
+			if err != nil {
+				t.Logf("%s: reading the build log: %v", a.Architecture, err)
+				continue
+			}
+			for _, line := range strings.Split(log, "\n") {
+				if strings.HasPrefix(line, "[") {
+					t.Logf("%s: %s", a.Architecture, line)
+				}
+			}
 		}
 	}
 }
