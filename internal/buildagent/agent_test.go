@@ -106,7 +106,7 @@ COPY motd /etc/motd
 	// The image under its hash tag holds the steps' results, and the labels.
 	res, files := runAndPull(ctx, t, job)
 	root := t.TempDir()
-	if err := unpackFile(files.Initramfs, root); err != nil {
+	if _, err := unpackFile(files.Initramfs, root); err != nil {
 		t.Fatal(err)
 	}
 	for path, want := range map[string]string{"etc/anvil/build": "built-on=x86_64\n", "srv/where": "/srv\n", "etc/motd": string(motd)} {

@@ -135,7 +135,8 @@ func TestUnpackReadsConcatenatedArchives(t *testing.T) {
 	}
 }
 
-// A zstd-compressed archive (Debian's initramfs-tools default) unpacks like a gzip one.
+// A zstd-compressed archive (Debian's initramfs-tools default, Debian's RAM form) unpacks
+// like a gzip one, and a root from it is packed with zstd again.
 func TestUnpackFileReadsZstd(t *testing.T) {
 	src := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(src, "etc"), 0o755); err != nil {
@@ -160,10 +161,39 @@ func TestUnpackFileReadsZstd(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
-	if err := unpackFile(path, root); err != nil {
+	kind, err := unpackFile(path, root)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if b, err := os.ReadFile(filepath.Join(root, "etc", "os-release")); err != nil || string(b) != "ID=debian\n" {
 		t.Fatalf("etc/os-release = %q, %v", b, err)
+	}
+
+	// Packed again, it stays zstd, the same bytes each time, and unpacks to the same tree.
+	if kind != compressionZstd {
+		t.Fatalf("unpackFile says %d, want zstd", kind)
+	}
+	var packed [2][]byte
+	for i := range packed {
+		out := filepath.Join(t.TempDir(), "initramfs")
+		if err := packFile(root, out, 42, kind); err != nil {
+			t.Fatal(err)
+		}
+		if packed[i], err = os.ReadFile(out); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.HasPrefix(packed[i], zstdMagic) {
+			t.Fatalf("packed %x..., want a zstd frame", packed[i][:4])
+		}
+		again := t.TempDir()
+		if k, err := unpackFile(out, again); err != nil || k != compressionZstd {
+			t.Fatalf("unpacking the packed root: %v (%d)", err, k)
+		}
+		if b, err := os.ReadFile(filepath.Join(again, "etc", "os-release")); err != nil || string(b) != "ID=debian\n" {
+			t.Fatalf("packed and unpacked, etc/os-release = %q, %v", b, err)
+		}
+	}
+	if !bytes.Equal(packed[0], packed[1]) {
+		t.Error("two packs of one tree differ")
 	}
 }

@@ -41,7 +41,7 @@ func (f *fixture) pushDiskBase(t *testing.T) string {
 	dir := t.TempDir()
 	tos := filepath.Join(testos.Dir(t), "amd64")
 	root := filepath.Join(dir, "root")
-	if err := unpackFile(filepath.Join(tos, "initramfs"), root); err != nil {
+	if _, err := unpackFile(filepath.Join(tos, "initramfs"), root); err != nil {
 		t.Fatal(err)
 	}
 	// A /boot as a kernel package leaves it, with the root's links to it.
