@@ -181,7 +181,7 @@ test-only: ## Unit, integration and end-to-end tests, without the set-up steps.
 # image for both architectures, apt through a package proxy, about 19 minutes.
 test-debian-builds: deps ## OS image builds on Debian (apt through a package proxy): the test make test leaves out.
 	$(MAKE) test-setup
-	go test -count=1 -run '^TestDebianOSImageBuildsWithAptThroughThePackageProxy$$' -timeout 90m -v ./test/debian
+	go test -count=1 -run '^TestDebianOSImagesBuildAndRollOut$$' -timeout 150m -v ./test/debian
 
 # Every fuzz test, as package:FuzzTarget (docs/fuzzing.md). make test runs their seeds and
 # testdata/fuzz inputs as ordinary tests; make fuzz fuzzes each for FUZZTIME, one after another.

@@ -2,11 +2,12 @@ package qcow2
 
 import (
 	"bytes"
-	"compress/flate"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/klauspost/compress/flate"
 )
 
 // The qcow2 format (docs/interop/qcow2.txt in QEMU's source): a big-endian header, a

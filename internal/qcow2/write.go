@@ -2,10 +2,11 @@ package qcow2
 
 import (
 	"bytes"
-	"compress/flate"
 	"encoding/binary"
 	"fmt"
 	"io"
+
+	"github.com/klauspost/compress/flate"
 )
 
 // writeClusterBits is the cluster size Write uses: 64 KiB, qemu-img's default.
@@ -17,7 +18,10 @@ const refcountOrder = 4
 // Options tune Write.
 type Options struct {
 	// Level is the deflate level (flate.BestSpeed when zero): a builder compresses the
-	// whole root under emulation, where speed counts more than the last bytes.
+	// whole root under emulation, where speed counts more than the last bytes. (The
+	// klauspost/compress encoder and decoder: on a Debian root's clusters they were 4.5
+	// and 8 times as fast as the standard library's, for the same size; a TCG builder
+	// spent most of a build writing and reading its disks.)
 	Level int
 	// Skip, when set, says that the disk's bytes [off, off+n) are free space whose contents
 	// do not matter: such a cluster is written as zeros (left out). For a filesystem's

@@ -8,17 +8,16 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/ssh"
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	imagesv1alpha1 "github.com/anvil-dev/anvil/api/images/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/buildagent"
 	"github.com/anvil-dev/anvil/internal/imagebuild"
-	"github.com/anvil-dev/anvil/test/devproc"
 	"github.com/anvil-dev/anvil/test/guestssh"
 	"github.com/anvil-dev/anvil/test/pkgproxy"
 	"github.com/anvil-dev/anvil/test/testos"
@@ -33,8 +32,8 @@ metadata: {name: debian-builder}
 capabilities: {cpu: "1", memory: 2Gi}
 `
 
-// buildRecipe is an OSImage on the Debian image with every kind of step; PACKAGE is what
-// line 6 installs.
+// buildRecipe is an OSImage on the Debian image's disk form with every kind of step;
+// PACKAGES is what line 6 installs. Its Machines move to a new index one per pool at a time.
 const buildRecipe = `
 apiVersion: v1
 kind: ConfigMap
@@ -55,7 +54,7 @@ spec:
       WORKDIR /opt/anvil
       COPY notes.txt /opt/anvil/notes.txt
       RUN echo "$GREETING in $(pwd)" > built
-      RUN apt-get update && apt-get install -y PACKAGE
+      RUN apt-get update && apt-get install -y PACKAGES
   context:
   - path: notes.txt
     configMapKeyRef: {name: debian-build-files, key: notes.txt}
@@ -65,71 +64,202 @@ spec:
     allowEmulated: true
     timeout: 90m
     retries: 0
+  rollout: {maxUnavailable: 1, progressDeadlineSeconds: 1800}
 `
 
-// An OSImage on the Debian image (a disk root) builds for amd64 and arm64 on anvil dev's
-// QEMU pools with ENV, WORKDIR, COPY and apt-get through the package proxy the test runs
-// (forwarded onto the builders' network by anvil dev --package-proxy), publishes one index,
-// and a Machine booting it has the package, over SSH. Then a package that does not exist:
-// the step fails naming its line, the index stays, the builder is gone.
-func TestDebianOSImageBuildsWithAptThroughThePackageProxy(t *testing.T) {
+// ramRecipe is an OSImage on the Debian image's RAM form, for servers: the root is the
+// initramfs, which the builder unpacks, changes and packs again. RELEASE is what it writes.
+const ramRecipe = `
+apiVersion: images.anvil.dev/v1alpha1
+kind: OSImage
+metadata: {name: debian-ram-release, namespace: default}
+spec:
+  base: REGISTRY/anvil/debian-ram:12
+  architectures: [amd64]
+  containerfiles:
+  - content: |
+      ARG TARGETARCH
+      RUN mkdir -p /etc/anvil && echo "RELEASE for $TARGETARCH" > /etc/anvil/release
+  output: {repository: REGISTRY/default/debian-ram-release, tag: "1"}
+  builder:
+    machineClassRef: {name: debian-builder}
+    allowEmulated: true
+    timeout: 60m
+    retries: 0
+  rollout: {maxUnavailable: 1, progressDeadlineSeconds: 1800}
+`
+
+// Debian as users build and update it, on anvil dev's QEMU pools and an emulated server:
+//   - An OSImage on the disk form builds for amd64 and arm64 with ENV, WORKDIR, COPY and
+//     apt-get through the package proxy the test runs (forwarded onto the builders' network
+//     by anvil dev --package-proxy) and publishes one index; one on the RAM form builds for
+//     amd64 (the root is the initramfs).
+//   - A VM of each architecture boots the first with a data disk, the server boots the
+//     second; over SSH each has what its steps made, and cloud-init is done. The test writes
+//     a file on each one's data disk (the server's own disk for the server).
+//   - A one-package change and a new release publish new indexes; the OSImages' rollouts
+//     reimage the three Machines (the server through Ironic, in place): each runs the new
+//     index, has the new package or release, cloud-init is done again without errors, and
+//     the data disk's file is still there.
+//   - A package that does not exist: the step fails naming its line, the index stays, the
+//     builder is gone.
+func TestDebianOSImagesBuildAndRollOut(t *testing.T) {
 	proxy := startPackageProxy(t)
-	kubeconfig, registry := startDevForBuilds(t, proxy.Addr)
-	apply(t, kubeconfig, builderClass)
+	d := startDev(t, devOptions{amd64Servers: 1, packageProxy: proxy.Addr})
+	apply(t, d.kubeconfig, builderClass)
+	registry := d.registry()
 
 	start := time.Now()
-	apply(t, kubeconfig, recipeYAML(registry, "[]", "hello"))
-	o := waitOSImage(t, kubeconfig, 100*time.Minute, "published for both architectures", imagesv1alpha1.ReasonBuildFailed, func(o *imagesv1alpha1.OSImage) bool {
-		c := meta.FindStatusCondition(o.Status.Conditions, imagesv1alpha1.ConditionReady)
-		return c != nil && c.Status == "True" && o.Status.Index != "" && len(o.Status.Published) == 2
-	})
+	apply(t, d.kubeconfig, recipeYAML(registry, "[]", "hello"))
+	apply(t, d.kubeconfig, ramRecipeYAML(registry, "v1"))
+	o := waitPublished(t, d.kubeconfig, "debian-hello", "")
 	t.Logf("OSImage created → index published (amd64 and arm64): %v", time.Since(start).Round(time.Second))
-	logBuildTimes(t, kubeconfig, o.Status.LatestBuild)
+	logBuildTimes(t, d.kubeconfig, o.Status.LatestBuild)
 	for _, arch := range testos.Architectures {
 		if !proxyServed(proxy, "/pool/main/h/hello/hello_", "_"+string(arch)+".deb") {
 			t.Errorf("the package proxy never served hello for %s: %v", arch, proxy.Requests())
 		}
 	}
-	waitBuildersGone(t, kubeconfig)
+	r := waitPublished(t, d.kubeconfig, "debian-ram-release", "")
+	logBuildTimes(t, d.kubeconfig, r.Status.LatestBuild)
+	waitBuildersGone(t, d.kubeconfig)
 
-	// The output boots, with the package and the steps' files. One architecture: each boot
-	// under TCG costs minutes, and both were built the same way.
-	arch := computev1alpha1.ArchitectureAMD64
-	id := createVM(t, kubeconfig, arch, registry+"/default/debian-hello:1")
-	c := login(t, kubeconfig, "debian-"+string(arch), id)
-	for _, check := range []struct{ command, want string }{
-		{"hello", "Hello, world!"},
-		{"dpkg-query -W -f '${Status}' hello", "install ok installed"},
-		{"cat /opt/anvil/built", "built for amd64 in /opt/anvil"},
-		{"cat /opt/anvil/notes.txt", "copied from the context"},
-		{"cloud-init status --wait", "status: done"},
-		{"uname -m", testos.UnameMachine(arch)},
-	} {
-		out, err := guestssh.Run(c, check.command)
-		if err != nil || !strings.Contains(out, check.want) {
-			t.Errorf("%q = %q (%v), want it to say %q", check.command, strings.TrimSpace(out), err, check.want)
-		}
+	// The outputs boot, each on its kind of pool, and get a file on their data disks.
+	machines := []*rolledMachine{
+		{name: "debian-amd64", arch: computev1alpha1.ArchitectureAMD64, image: registry + "/default/debian-hello:1", template: vmMachine, dataSectors: vmDataSectors},
+		{name: "debian-arm64", arch: computev1alpha1.ArchitectureARM64, image: registry + "/default/debian-hello:1", template: vmMachine, dataSectors: vmDataSectors},
+		{name: "debian-server-amd64", arch: computev1alpha1.ArchitectureAMD64, image: registry + "/default/debian-ram-release:1", template: serverMachine, dataSectors: serverDiskSectors},
 	}
-	c.Close()
+	for _, m := range machines {
+		m.id = createMachine(t, d.kubeconfig, m.template, m.arch, m.image)
+	}
+	for _, m := range machines {
+		c := login(t, d.kubeconfig, m.name, m.id)
+		checkBuilt(t, m, c, "hello", "v1")
+		writeDataDisk(t, m, c)
+		c.Close()
+	}
+
+	// One package more, and a new release: new indexes, and the rollouts move the Machines.
+	changed := time.Now()
+	apply(t, d.kubeconfig, recipeYAML(registry, "[]", "hello tree"))
+	apply(t, d.kubeconfig, ramRecipeYAML(registry, "v2"))
+	o2 := waitPublished(t, d.kubeconfig, "debian-hello", o.Status.Index)
+	t.Logf("one package more → new index published (amd64 and arm64): %v", time.Since(changed).Round(time.Second))
+	logBuildTimes(t, d.kubeconfig, o2.Status.LatestBuild)
+	r2 := waitPublished(t, d.kubeconfig, "debian-ram-release", r.Status.Index)
+	for _, name := range []string{"debian-hello", "debian-ram-release"} {
+		env.WaitKubectlFor(t, d.kubeconfig, 40*time.Minute, name+"'s rollout complete", func(s string) bool { return s == imagesv1alpha1.ReasonRolloutComplete },
+			"get", "osimage", name, "-n", "default", "-o", `jsonpath={.status.conditions[?(@.type=="RollingOut")].reason}`)
+	}
+	t.Logf("new indexes → both rollouts complete: %v", time.Since(changed).Round(time.Second))
+	for _, m := range machines {
+		want := o2.Status.Index
+		if m.template == serverMachine {
+			want = r2.Status.Index
+		}
+		if got, _ := env.Kubectl(t, d.kubeconfig, "", "get", "machine", m.name, "-o", "jsonpath={.status.image.digest}"); got != want {
+			t.Errorf("%s runs %q after the rollout, want the new index %s", m.name, got, want)
+		}
+		if got, _ := env.Kubectl(t, d.kubeconfig, "", "get", "events", "-n", "default", "--field-selector", "reason=Reimaged,involvedObject.name="+m.name, "-o", "name"); got == "" {
+			t.Errorf("%s: no Reimaged Event", m.name)
+		}
+		c := login(t, d.kubeconfig, m.name, m.id)
+		checkBuilt(t, m, c, "tree", "v2")
+		checkDataDisk(t, m, c)
+		c.Close()
+	}
 
 	// A package that does not exist: StepFailed naming line 6, the index untouched.
-	apply(t, kubeconfig, recipeYAML(registry, "[amd64]", "anvil-no-such-package"))
-	failed := waitOSImage(t, kubeconfig, 60*time.Minute, "the failed build", "", func(o *imagesv1alpha1.OSImage) bool {
+	apply(t, d.kubeconfig, recipeYAML(registry, "[amd64]", "anvil-no-such-package"))
+	failed := waitOSImage(t, d.kubeconfig, "debian-hello", 60*time.Minute, "the failed build", "", func(o *imagesv1alpha1.OSImage) bool {
 		c := meta.FindStatusCondition(o.Status.Conditions, imagesv1alpha1.ConditionReady)
 		return c != nil && c.Reason == imagesv1alpha1.ReasonBuildFailed
 	})
-	if failed.Status.Index != o.Status.Index {
-		t.Errorf("index %s after the failed build, want it untouched (%s)", failed.Status.Index, o.Status.Index)
+	if failed.Status.Index != o2.Status.Index {
+		t.Errorf("index %s after the failed build, want it untouched (%s)", failed.Status.Index, o2.Status.Index)
 	}
-	b := getBuild(t, kubeconfig, failed.Status.LatestBuild)
+	b := getBuild(t, d.kubeconfig, failed.Status.LatestBuild)
 	want := "line 6: RUN apt-get update && apt-get install -y anvil-no-such-package: exited with status 100"
 	if len(b.Status.Architectures) != 1 || b.Status.Architectures[0].Reason != "StepFailed" || !strings.Contains(b.Status.Architectures[0].Message, want) {
 		t.Errorf("build status %+v, want amd64 StepFailed saying %q", b.Status.Architectures, want)
 	}
-	if tag, _ := env.Kubectl(t, kubeconfig, "", "get", "osimage", "debian-hello", "-o", "jsonpath={.status.index}"); tag != o.Status.Index {
-		t.Errorf("status.index %q, want %q", tag, o.Status.Index)
+	if tag, _ := env.Kubectl(t, d.kubeconfig, "", "get", "osimage", "debian-hello", "-o", "jsonpath={.status.index}"); tag != o2.Status.Index {
+		t.Errorf("status.index %q, want %q", tag, o2.Status.Index)
 	}
-	waitBuildersGone(t, kubeconfig)
+	waitBuildersGone(t, d.kubeconfig)
+}
+
+// rolledMachine is one of the Machines a rollout moves.
+type rolledMachine struct {
+	name     string
+	arch     computev1alpha1.Architecture
+	image    string // the OSImage's output tag
+	template string // vmMachine or serverMachine
+	// dataSectors is the size of the disk that keeps its data across a reimage, in 512-byte
+	// sectors as /sys/block shows it: how the guest tells it from the others.
+	dataSectors int64
+	id          *guestssh.Identity
+}
+
+const (
+	vmDataSectors     = 1 << 30 / 512 // vmMachine's data volume, 1 GiB
+	serverDiskSectors = 8 << 30 / 512 // an emulated server's own disk (internal/dev)
+)
+
+// checkBuilt asks m's guest, logged in as c, whether it runs what its OSImage built:
+// on a VM the installed package pkg and the other steps' files, on the server the release
+// written; and whether cloud-init is done without warnings.
+func checkBuilt(t *testing.T, m *rolledMachine, c *ssh.Client, pkg, release string) {
+	t.Helper()
+	checks := []struct{ command, want string }{
+		{"cloud-init status --wait", "status: done"},
+		{"uname -m", testos.UnameMachine(m.arch)},
+	}
+	if m.template == serverMachine {
+		checks = append(checks, struct{ command, want string }{"cat /etc/anvil/release", release + " for " + string(m.arch)})
+	} else {
+		checks = append(checks, []struct{ command, want string }{
+			{"hello", "Hello, world!"},
+			{"dpkg-query -W -f '${Status}' " + pkg, "install ok installed"},
+			{"cat /opt/anvil/built", "built for " + string(m.arch) + " in /opt/anvil"},
+			{"cat /opt/anvil/notes.txt", "copied from the context"},
+		}...)
+	}
+	for _, check := range checks {
+		out, err := guestssh.Run(c, check.command)
+		if err != nil || !strings.Contains(out, check.want) {
+			t.Errorf("%s: %q = %q (%v), want it to say %q", m.name, check.command, strings.TrimSpace(out), err, check.want)
+		}
+	}
+	if out, _ := guestssh.Run(c, "sudo grep -E 'WARNING|ERROR|Traceback' /var/log/cloud-init.log"); strings.TrimSpace(out) != "" {
+		t.Errorf("%s: cloud-init's log has warnings or errors:\n%s", m.name, out)
+	}
+}
+
+// writeDataDisk makes a filesystem labelled anvil-data on m's data disk, with a file
+// naming m.
+func writeDataDisk(t *testing.T, m *rolledMachine, c *ssh.Client) {
+	t.Helper()
+	script := fmt.Sprintf(`set -e
+for d in /sys/block/vd*; do [ "$(cat $d/size)" = %d ] && dev=/dev/${d##*/}; done
+[ -n "$dev" ] || { echo "no disk of %d sectors"; exit 1; }
+sudo mkfs.ext4 -q -F -L anvil-data $dev
+sudo mount $dev /mnt
+echo kept by %s | sudo tee /mnt/kept
+sudo umount /mnt`, m.dataSectors, m.dataSectors, m.name)
+	if out, err := guestssh.Run(c, script); err != nil {
+		t.Fatalf("%s: writing the data disk: %v\n%s", m.name, err, out)
+	}
+}
+
+// checkDataDisk reads back, after the reimage, the file writeDataDisk left.
+func checkDataDisk(t *testing.T, m *rolledMachine, c *ssh.Client) {
+	t.Helper()
+	out, err := guestssh.Run(c, "sudo mount -L anvil-data /mnt && cat /mnt/kept; sudo umount /mnt")
+	if err != nil || !strings.Contains(out, "kept by "+m.name) {
+		t.Errorf("%s: the data disk after the reimage: %q (%v), want the file written before", m.name, strings.TrimSpace(out), err)
+	}
 }
 
 // startPackageProxy runs the test's package proxy for Debian's archive, keeping packages
@@ -148,36 +278,19 @@ func startPackageProxy(t *testing.T) *pkgproxy.Proxy {
 	return p
 }
 
-// startDevForBuilds starts anvil dev with its QEMU pools, the builder image (the test OS
-// with agents built from this checkout), the package proxy and the Debian image (--debian:
-// anvil/debian:12 is the disk form), and creates the VMs' class; it returns the kubeconfig
-// and registry.
+// startDevForBuilds starts anvil dev with its QEMU pools, builders running the build agent
+// of this checkout, the package proxy and the Debian image (anvil/debian:12 is the disk
+// form), and creates the VMs' class; it returns the kubeconfig and registry.
 func startDevForBuilds(t *testing.T, packageProxy string) (kubeconfig, registry string) {
 	t.Helper()
-	state, err := os.MkdirTemp("", "db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(state) })
-	t.Cleanup(func() { devproc.KillQemu(state) })
-	port := devproc.FreePort(t)
-	testos.DebianDisk(t) // fails loudly, naming make debian, when it is missing
-	testos.DebianRAM(t)
-	d := env.StartDev(t, "--state-dir", state, "--bin-dir", env.BinDir, "--fake-pool", "",
-		"--apiserver-port", devproc.FreePort(t), "--etcd-port", devproc.FreePort(t), "--etcd-peer-port", devproc.FreePort(t),
-		"--registry-port", port, "--metal-pool=false", "--test-os", testos.Dir(t), "--agents", buildAgents(t),
-		"--debian", filepath.Join(env.BinDir, "debian"), "--package-proxy", packageProxy)
-	t.Cleanup(func() { d.Stop(syscall.SIGTERM) })
-	kubeconfig = filepath.Join(state, "kubeconfig")
-	registry = "127.0.0.1:" + port
-	apply(t, kubeconfig, vmClass)
-	return kubeconfig, registry
+	d := startDev(t, devOptions{packageProxy: packageProxy})
+	return d.kubeconfig, d.registry()
 }
 
 // buildAgents builds anvil-build-agent from this checkout for each architecture, laid out
 // as make agents lays out bin/build-agent. (This package imports buildagent, so go test's
 // cache does not keep a result across a change of the agent's code.)
-func buildAgents(t *testing.T) string {
+func buildAgents(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	for _, arch := range testos.Architectures {
@@ -192,13 +305,19 @@ func buildAgents(t *testing.T) string {
 	return dir
 }
 
-func recipeYAML(registry, archs, pkg string) string {
-	return strings.NewReplacer("REGISTRY", registry, "ARCHS", archs, "PACKAGE", pkg).Replace(buildRecipe)
+// recipeYAML is buildRecipe for archs ("[]": every one) installing packages.
+func recipeYAML(registry, archs, packages string) string {
+	return strings.NewReplacer("REGISTRY", registry, "ARCHS", archs, "PACKAGES", packages).Replace(buildRecipe)
 }
 
-func getOSImage(t *testing.T, kubeconfig string) *imagesv1alpha1.OSImage {
+// ramRecipeYAML is ramRecipe writing release.
+func ramRecipeYAML(registry, release string) string {
+	return strings.NewReplacer("REGISTRY", registry, "RELEASE", release).Replace(ramRecipe)
+}
+
+func getOSImage(t *testing.T, kubeconfig, name string) *imagesv1alpha1.OSImage {
 	t.Helper()
-	out, err := env.Kubectl(t, kubeconfig, "", "get", "osimage", "debian-hello", "-n", "default", "-o", "json")
+	out, err := env.Kubectl(t, kubeconfig, "", "get", "osimage", name, "-n", "default", "-o", "json")
 	if err != nil {
 		t.Fatalf("kubectl get osimage: %v\n%s", err, out)
 	}
@@ -222,14 +341,28 @@ func getBuild(t *testing.T, kubeconfig, name string) *imagesv1alpha1.OSImageBuil
 	return b
 }
 
-// waitOSImage polls the OSImage until done says so; it fails the test after limit, or at
+// waitPublished waits until OSImage name is Ready with an index other than old published
+// for each architecture it builds, and fails the test if its build fails.
+func waitPublished(t *testing.T, kubeconfig, name, old string) *imagesv1alpha1.OSImage {
+	t.Helper()
+	return waitOSImage(t, kubeconfig, name, 100*time.Minute, "published", imagesv1alpha1.ReasonBuildFailed, func(o *imagesv1alpha1.OSImage) bool {
+		c := meta.FindStatusCondition(o.Status.Conditions, imagesv1alpha1.ConditionReady)
+		archs := len(o.Spec.Architectures)
+		if archs == 0 {
+			archs = len(testos.Architectures)
+		}
+		return c != nil && c.Status == "True" && o.Status.Index != "" && o.Status.Index != old && len(o.Status.Published) == archs
+	})
+}
+
+// waitOSImage polls OSImage name until done says so; it fails the test after limit, or at
 // once when Ready's reason is stop, with the OSImage's conditions and its latest build's
 // state.
-func waitOSImage(t *testing.T, kubeconfig string, limit time.Duration, what, stop string, done func(*imagesv1alpha1.OSImage) bool) *imagesv1alpha1.OSImage {
+func waitOSImage(t *testing.T, kubeconfig, name string, limit time.Duration, what, stop string, done func(*imagesv1alpha1.OSImage) bool) *imagesv1alpha1.OSImage {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
-		o := getOSImage(t, kubeconfig)
+		o := getOSImage(t, kubeconfig, name)
 		current := o.Status.ObservedGeneration == o.Generation
 		if current && done(o) {
 			return o
@@ -240,7 +373,7 @@ func waitOSImage(t *testing.T, kubeconfig string, limit time.Duration, what, sto
 			if o.Status.LatestBuild != "" {
 				state += fmt.Sprintf("\nbuild: %+v", getBuild(t, kubeconfig, o.Status.LatestBuild).Status.Architectures)
 			}
-			t.Fatalf("OSImage %s: not within %v; last seen:\n%s", what, limit, state)
+			t.Fatalf("OSImage %s %s: not within %v; last seen:\n%s", name, what, limit, state)
 		}
 		time.Sleep(10 * time.Second)
 	}
@@ -284,8 +417,9 @@ func proxyServed(p *pkgproxy.Proxy, contains, suffix string) bool {
 	return false
 }
 
+// waitBuildersGone waits until no builder Machine is left.
 func waitBuildersGone(t *testing.T, kubeconfig string) {
 	t.Helper()
 	env.WaitKubectlFor(t, kubeconfig, 3*time.Minute, "builders deleted", func(s string) bool { return strings.TrimSpace(s) == "" },
-		"get", "machines", "-n", "default", "-l", imagesv1alpha1.LabelOSImage+"=debian-hello", "-o", "name")
+		"get", "machines", "-n", "default", "-l", imagesv1alpha1.LabelOSImage, "-o", "name")
 }

@@ -27,7 +27,7 @@ capabilities: {cpu: "1", memory: 1Gi}
 `
 
 // vmMachine is a Debian Machine on anvil dev's QEMU pool of ARCH, with the user data in
-// its Secret and one metaData key.
+// its Secret, one metaData key and a data disk (kept when the Machine is reimaged).
 const vmMachine = `
 apiVersion: v1
 kind: Secret
@@ -50,6 +50,8 @@ spec:
   volumes:
   - name: root
     image: {size: 4Gi}
+  - name: data
+    emptyDisk: {size: 1Gi}
   networkInterfaces:
   - name: nic0
     ephemeral:
@@ -98,10 +100,32 @@ type debianDev struct {
 	disk, ram string
 }
 
+func (d *debianDev) registry() string { return "127.0.0.1:" + d.registryPort }
+
+// devOptions is what a test needs of anvil dev beside its QEMU pools and the Debian image.
+type devOptions struct {
+	// amd64Servers and arm64Servers are the metal pool's emulated servers (none: no metal
+	// pool).
+	amd64Servers, arm64Servers int
+	// packageProxy, when set, is the builders' package proxy; the builders then run the
+	// build agent built from this checkout.
+	packageProxy string
+}
+
 // startDevWithDebian starts anvil dev with its QEMU pools and, with servers, its metal pool
 // with one emulated server of each architecture, publishing the Debian image (--debian), and
 // creates the Machines' classes.
 func startDevWithDebian(tb testing.TB, servers bool) *debianDev {
+	tb.Helper()
+	if servers {
+		return startDev(tb, devOptions{amd64Servers: 1, arm64Servers: 1})
+	}
+	return startDev(tb, devOptions{})
+}
+
+// startDev starts anvil dev as o says, publishing the Debian image (--debian, as make demo
+// DEBIAN=1 has it do), and creates the Machines' classes.
+func startDev(tb testing.TB, o devOptions) *debianDev {
 	tb.Helper()
 	// A short folder: the QEMU pools' QMP sockets live under it, within Linux's 107 bytes.
 	state, err := os.MkdirTemp("", "dv")
@@ -114,21 +138,23 @@ func startDevWithDebian(tb testing.TB, servers bool) *debianDev {
 	registryPort := devproc.FreePort(tb)
 	testos.DebianDisk(tb) // fails loudly, naming make debian, when it is missing
 	testos.DebianRAM(tb)
-	// --debian publishes both forms, as make demo DEBIAN=1 has anvil dev do.
 	args := []string{"--state-dir", state, "--bin-dir", env.BinDir, "--fake-pool", "",
 		"--apiserver-port", devproc.FreePort(tb), "--etcd-port", devproc.FreePort(tb), "--etcd-peer-port", devproc.FreePort(tb),
 		"--registry-port", registryPort, "--debian", filepath.Join(env.BinDir, "debian")}
+	servers := o.amd64Servers+o.arm64Servers > 0
 	if servers {
 		args = append(args, "--metal-image-port", devproc.FreePort(tb), "--bmc-port", devproc.FreePort(tb),
-			"--emulated-servers", "1", "--emulated-arm64-servers", "1")
+			"--emulated-servers", fmt.Sprint(o.amd64Servers), "--emulated-arm64-servers", fmt.Sprint(o.arm64Servers))
 	} else {
 		args = append(args, "--metal-pool=false")
 	}
+	if o.packageProxy != "" {
+		args = append(args, "--test-os", testos.Dir(tb), "--agents", buildAgents(tb), "--package-proxy", o.packageProxy)
+	}
 	dv := env.StartDev(tb, args...)
 	tb.Cleanup(func() { dv.Stop(syscall.SIGTERM) })
-	registry := "127.0.0.1:" + registryPort
-	d := &debianDev{kubeconfig: filepath.Join(state, "kubeconfig"), state: state, registryPort: registryPort,
-		disk: registry + "/" + dev.DebianRepository, ram: registry + "/" + dev.DebianRAMRepository}
+	d := &debianDev{kubeconfig: filepath.Join(state, "kubeconfig"), state: state, registryPort: registryPort}
+	d.disk, d.ram = d.registry()+"/"+dev.DebianRepository, d.registry()+"/"+dev.DebianRAMRepository
 	apply(tb, d.kubeconfig, vmClass)
 	if servers {
 		apply(tb, d.kubeconfig, serverClass)
