@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"golang.org/x/crypto/ssh"
 	"k8s.io/apimachinery/pkg/api/meta"
 
@@ -18,6 +19,7 @@ import (
 	imagesv1alpha1 "github.com/anvil-dev/anvil/api/images/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/buildagent"
 	"github.com/anvil-dev/anvil/internal/imagebuild"
+	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/test/guestssh"
 	"github.com/anvil-dev/anvil/test/pkgproxy"
 	"github.com/anvil-dev/anvil/test/testos"
@@ -385,6 +387,12 @@ func waitOSImage(t *testing.T, kubeconfig, name string, limit time.Duration, wha
 func logBuildTimes(t *testing.T, kubeconfig, build string) {
 	t.Helper()
 	b := getBuild(t, kubeconfig, build)
+	// The pools' read credential, from anvil dev's state folder (the kubeconfig's).
+	logins, err := registrynet.LoadLogins(filepath.Join(filepath.Dir(kubeconfig), "registry-read.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pools := registrynet.Policy{AnyAddress: true, Logins: logins}.Transport()
 	for _, a := range b.Status.Architectures {
 		if a.StartTime != nil && a.CompletionTime != nil {
 			t.Logf("%s: %s in %v (%d attempt(s))", a.Architecture, a.Phase, a.CompletionTime.Sub(a.StartTime.Time), a.Attempts)
@@ -393,7 +401,7 @@ func logBuildTimes(t *testing.T, kubeconfig, build string) {
 			if in.Architecture != a.Architecture {
 				continue
 			}
-			_, log, err := buildagent.ReadResult(context.Background(), b.Spec.Output.Repository, imagebuild.LogTag(string(in.Architecture), in.InputHash, a.Attempts), 1<<20)
+			_, log, err := buildagent.ReadResult(context.Background(), b.Spec.Output.Repository, imagebuild.LogTag(string(in.Architecture), in.InputHash, a.Attempts), 1<<20, remote.WithTransport(pools))
 			if err != nil {
 				t.Logf("%s: reading the build log: %v", a.Architecture, err)
 				continue
