@@ -266,7 +266,7 @@ func checkDataDisk(t *testing.T, m *rolledMachine, c *ssh.Client) {
 
 // startPackageProxy runs the test's package proxy for Debian's archive, keeping packages
 // in ~/.cache/anvil/pkgproxy across runs.
-func startPackageProxy(t *testing.T) *pkgproxy.Proxy {
+func startPackageProxy(t testing.TB) *pkgproxy.Proxy {
 	t.Helper()
 	home, err := os.UserHomeDir()
 	if err != nil {
@@ -283,7 +283,7 @@ func startPackageProxy(t *testing.T) *pkgproxy.Proxy {
 // startDevForBuilds starts anvil dev with its QEMU pools, builders running the build agent
 // of this checkout, the package proxy and the Debian image (anvil/debian:12 is the disk
 // form), and creates the VMs' class; it returns the kubeconfig and registry.
-func startDevForBuilds(t *testing.T, packageProxy string) (kubeconfig, registry string) {
+func startDevForBuilds(t testing.TB, packageProxy string) (kubeconfig, registry string) {
 	t.Helper()
 	d := startDev(t, devOptions{packageProxy: packageProxy})
 	return d.kubeconfig, d.registry()
@@ -317,7 +317,7 @@ func ramRecipeYAML(registry, release string) string {
 	return strings.NewReplacer("REGISTRY", registry, "RELEASE", release).Replace(ramRecipe)
 }
 
-func getOSImage(t *testing.T, kubeconfig, name string) *imagesv1alpha1.OSImage {
+func getOSImage(t testing.TB, kubeconfig, name string) *imagesv1alpha1.OSImage {
 	t.Helper()
 	out, err := env.Kubectl(t, kubeconfig, "", "get", "osimage", name, "-n", "default", "-o", "json")
 	if err != nil {
@@ -330,7 +330,7 @@ func getOSImage(t *testing.T, kubeconfig, name string) *imagesv1alpha1.OSImage {
 	return o
 }
 
-func getBuild(t *testing.T, kubeconfig, name string) *imagesv1alpha1.OSImageBuild {
+func getBuild(t testing.TB, kubeconfig, name string) *imagesv1alpha1.OSImageBuild {
 	t.Helper()
 	out, err := env.Kubectl(t, kubeconfig, "", "get", "osimagebuild", name, "-n", "default", "-o", "json")
 	if err != nil {
@@ -345,7 +345,7 @@ func getBuild(t *testing.T, kubeconfig, name string) *imagesv1alpha1.OSImageBuil
 
 // waitPublished waits until OSImage name is Ready with an index other than old published
 // for each architecture it builds, and fails the test if its build fails.
-func waitPublished(t *testing.T, kubeconfig, name, old string) *imagesv1alpha1.OSImage {
+func waitPublished(t testing.TB, kubeconfig, name, old string) *imagesv1alpha1.OSImage {
 	t.Helper()
 	return waitOSImage(t, kubeconfig, name, 100*time.Minute, "published", imagesv1alpha1.ReasonBuildFailed, func(o *imagesv1alpha1.OSImage) bool {
 		c := meta.FindStatusCondition(o.Status.Conditions, imagesv1alpha1.ConditionReady)
@@ -360,7 +360,7 @@ func waitPublished(t *testing.T, kubeconfig, name, old string) *imagesv1alpha1.O
 // waitOSImage polls OSImage name until done says so; it fails the test after limit, or at
 // once when Ready's reason is stop, with the OSImage's conditions and its latest build's
 // state.
-func waitOSImage(t *testing.T, kubeconfig, name string, limit time.Duration, what, stop string, done func(*imagesv1alpha1.OSImage) bool) *imagesv1alpha1.OSImage {
+func waitOSImage(t testing.TB, kubeconfig, name string, limit time.Duration, what, stop string, done func(*imagesv1alpha1.OSImage) bool) *imagesv1alpha1.OSImage {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
@@ -384,7 +384,7 @@ func waitOSImage(t *testing.T, kubeconfig, name string, limit time.Duration, wha
 // logBuildTimes logs each architecture's builder time (start to completion) and the agent's
 // own lines of its log, each stamped with the time since the agent began: where the
 // minutes went.
-func logBuildTimes(t *testing.T, kubeconfig, build string) {
+func logBuildTimes(t testing.TB, kubeconfig, build string) {
 	t.Helper()
 	b := getBuild(t, kubeconfig, build)
 	// The pools' read credential, from anvil dev's state folder (the kubeconfig's).
@@ -426,7 +426,7 @@ func proxyServed(p *pkgproxy.Proxy, contains, suffix string) bool {
 }
 
 // waitBuildersGone waits until no builder Machine is left.
-func waitBuildersGone(t *testing.T, kubeconfig string) {
+func waitBuildersGone(t testing.TB, kubeconfig string) {
 	t.Helper()
 	env.WaitKubectlFor(t, kubeconfig, 3*time.Minute, "builders deleted", func(s string) bool { return strings.TrimSpace(s) == "" },
 		"get", "machines", "-n", "default", "-l", imagesv1alpha1.LabelOSImage, "-o", "name")
