@@ -146,7 +146,6 @@ func extract(br *bufio.Reader, dir string, h header, links map[string]string) er
 	if err := noLinkAbove(dir, rel); err != nil {
 		return err
 	}
-	perm := os.FileMode(h.mode & 0o7777)
 	// A later entry replaces an earlier one, as in the kernel; a directory stays a directory.
 	if fi, err := os.Lstat(target); err == nil && !(fi.IsDir() && h.mode&modeType == modeDir) {
 		if err := os.RemoveAll(target); err != nil {
@@ -201,7 +200,10 @@ func extract(br *bufio.Reader, dir string, h header, links map[string]string) er
 	if err := os.Lchown(target, int(h.uid), int(h.gid)); err != nil {
 		return err
 	}
-	return os.Chmod(target, perm)
+	// The mode as the archive has it, setuid, setgid and sticky bits included (os.Chmod
+	// would drop them: its FileMode keeps them elsewhere), after the chown, which clears
+	// them. Links never get here: they return above.
+	return unix.Chmod(target, uint32(h.mode&0o7777))
 }
 
 // noLinkAbove refuses a path whose parent directories inside dir include a symbolic link,

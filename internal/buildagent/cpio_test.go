@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
+	"golang.org/x/sys/unix"
 
 	"github.com/anvil-dev/anvil/test/testos"
 )
@@ -195,5 +196,55 @@ func TestUnpackFileReadsZstd(t *testing.T) {
 	}
 	if !bytes.Equal(packed[0], packed[1]) {
 		t.Error("two packs of one tree differ")
+	}
+}
+
+// A root's special modes survive unpacking (sudo is setuid root, /tmp is sticky): os.Chmod
+// dropped them, and Debian's RAM form built on lost sudo. And a symbolic link's mode is
+// never applied to what it points at: a link to a file outside the root leaves that file
+// as it was.
+func TestUnpackKeepsSpecialModesAndNeverFollowsLinks(t *testing.T) {
+	outside := filepath.Join(t.TempDir(), "outside")
+	if err := os.WriteFile(outside, []byte("host file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src := t.TempDir()
+	for _, d := range []string{"usr/bin", "tmp", "etc"} {
+		if err := os.MkdirAll(filepath.Join(src, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sudo := filepath.Join(src, "usr", "bin", "sudo")
+	if err := os.WriteFile(sudo, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Chmod(sudo, 0o4755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Chmod(filepath.Join(src, "tmp"), 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(src, "etc", "link")); err != nil {
+		t.Fatal(err)
+	}
+	var archive bytes.Buffer
+	if err := Pack(&archive, src, 0); err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	if err := Unpack(&archive, root); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]uint32{"usr/bin/sudo": 0o4755, "tmp": 0o1777} {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(root, path), &st); err != nil {
+			t.Fatal(err)
+		}
+		if got := st.Mode & 0o7777; got != want {
+			t.Errorf("%s has mode %o, want %o", path, got, want)
+		}
+	}
+	if fi, err := os.Stat(outside); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the file a link points at, outside the root: %v %v, want it left at 0600", fi.Mode(), err)
 	}
 }
