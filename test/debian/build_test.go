@@ -36,6 +36,9 @@ capabilities: {cpu: "1", memory: 2Gi}
 
 // buildRecipe is an OSImage on the Debian image's disk form with every kind of step;
 // PACKAGES is what line 6 installs. Its Machines move to a new index one per pool at a time.
+// Builders run on the QEMU pools, whose builder network forwards the registry and the
+// package proxy: without the selector the metal pool of the rollout test's anvil dev took
+// one, and its server (an Ironic fake node) never built.
 const buildRecipe = `
 apiVersion: v1
 kind: ConfigMap
@@ -63,6 +66,7 @@ spec:
   output: {repository: REGISTRY/default/debian-hello, tag: "1"}
   builder:
     machineClassRef: {name: debian-builder}
+    machinePoolSelector: {compute.anvil.dev/runtime: qemu}
     allowEmulated: true
     timeout: 90m
     retries: 0
@@ -85,6 +89,7 @@ spec:
   output: {repository: REGISTRY/default/debian-ram-release, tag: "1"}
   builder:
     machineClassRef: {name: debian-builder}
+    machinePoolSelector: {compute.anvil.dev/runtime: qemu}
     allowEmulated: true
     timeout: 60m
     retries: 0
