@@ -177,9 +177,9 @@ test-setup: ## What make test builds and checks before its tests (fresh-check ti
 test-only: ## Unit, integration and end-to-end tests, without the set-up steps.
 	hack/test.sh $(GO_TEST_FLAGS)
 
-# The one test make test leaves out (hack/test.sh says why): an OS image build on the Debian
-# image for both architectures, apt through a package proxy, about 19 minutes.
-test-debian-builds: deps ## OS image builds on Debian (apt through a package proxy): the test make test leaves out.
+# The one test make test leaves out (hack/test.sh says why): OS image builds on the Debian
+# image for both architectures, apt through a package proxy, and their rollouts; about 35 minutes.
+test-debian-builds: deps ## OS image builds on Debian (apt through a package proxy) and their rollouts: the test make test leaves out.
 	$(MAKE) test-setup
 	go test -count=1 -run '^TestDebianOSImagesBuildAndRollOut$$' -timeout 150m -v ./test/debian
 
