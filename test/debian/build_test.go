@@ -155,9 +155,15 @@ func TestDebianOSImagesBuildAndRollOut(t *testing.T) {
 	t.Logf("one package more → new index published (amd64 and arm64): %v", time.Since(changed).Round(time.Second))
 	logBuildTimes(t, d.kubeconfig, o2.Status.LatestBuild)
 	r2 := waitPublished(t, d.kubeconfig, "debian-ram-release", r.Status.Index)
-	for _, name := range []string{"debian-hello", "debian-ram-release"} {
-		env.WaitKubectlFor(t, d.kubeconfig, 40*time.Minute, name+"'s rollout complete", func(s string) bool { return s == imagesv1alpha1.ReasonRolloutComplete },
-			"get", "osimage", name, "-n", "default", "-o", `jsonpath={.status.conditions[?(@.type=="RollingOut")].reason}`)
+	// Complete for the new index with every Machine updated: the condition still says
+	// Complete from the first index until the controller starts the new rollout.
+	for _, o := range []struct {
+		name, index string
+		machines    int
+	}{{"debian-hello", o2.Status.Index, 2}, {"debian-ram-release", r2.Status.Index, 1}} {
+		want := fmt.Sprintf("%s %d %s", o.index, o.machines, imagesv1alpha1.ReasonRolloutComplete)
+		env.WaitKubectlFor(t, d.kubeconfig, 40*time.Minute, o.name+"'s rollout complete", func(s string) bool { return s == want },
+			"get", "osimage", o.name, "-n", "default", "-o", `jsonpath={.status.rollout.target} {.status.rollout.updated} {.status.conditions[?(@.type=="RollingOut")].reason}`)
 	}
 	t.Logf("new indexes → both rollouts complete: %v", time.Since(changed).Round(time.Second))
 	for _, m := range machines {
