@@ -332,6 +332,18 @@ type PowerChange struct {
 	LastFailureAt *metav1.Time `json:"lastFailureAt,omitempty"`
 }
 
+// PowerFailing reports whether the server's power cannot be switched as spec.online says:
+// the Host controller's last attempt failed (status.powerChange) and the power still
+// differs from what is asked.
+func (h *Host) PowerFailing() bool {
+	want := PowerOff
+	if h.Spec.Online {
+		want = PowerOn
+	}
+	c := h.Status.PowerChange
+	return c != nil && c.Failures > 0 && c.Target == want && h.Status.PowerState != want
+}
+
 // HardwareSummary is the short form of a HardwareData, for `kubectl get hosts`.
 type HardwareSummary struct {
 	Architecture computev1alpha1.Architecture `json:"architecture,omitempty"`

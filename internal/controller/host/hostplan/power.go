@@ -50,13 +50,6 @@ func PowerRetryAt(c *metalv1alpha1.PowerChange, limit time.Duration) time.Time {
 	return c.LastFailureAt.Add(Backoff(c.Failures, PowerRetryFirst, limit))
 }
 
-// PowerFailing reports whether the Host's server cannot be switched as spec.online says:
-// its last attempt failed, and the power still differs (a success removes the record).
-func PowerFailing(h *metalv1alpha1.Host) bool {
-	c := h.Status.PowerChange
-	return c != nil && c.Failures > 0 && c.Target == targetOf(h.Spec.Online)
-}
-
 func targetOf(online bool) metalv1alpha1.PowerState {
 	if online {
 		return metalv1alpha1.PowerOn
