@@ -10,12 +10,14 @@ import (
 	"github.com/anvil-dev/anvil/internal/provisioner"
 )
 
-// Switching a server's power as spec.online says. Each attempt is recorded in the Host's
-// status.powerChange before the provisioner is asked, so what became of it is known at the
-// next look even when the provisioner says nothing: an attempt the provisioner is done with
-// while the power still differs failed, with its last_error as the message if it has one.
-// The next attempt waits PowerBackoff after the failure; the record, and so the back-off,
-// survives restarts with the status, and goes once the power is as asked.
+// Switching a server's power as spec.online says. Each attempt is counted in the Host's
+// status.powerChange (written with the status of the reconcile that asks), so what became
+// of it is known at the next look even when the provisioner says nothing: an attempt the
+// provisioner is done with while the power still differs failed, with its last_error as
+// the message if it has one. The next attempt waits Backoff after the failure; the record,
+// and so the back-off, survives restarts with the status, and goes once the power is as
+// asked. A status write lost after an attempt costs at most one attempt sooner: asking
+// Ironic for the power a node is already going to changes nothing.
 
 // PowerRetryFirst is the wait after a first failed power change; each further failure in a
 // row doubles it, up to the Host's cap (Input.MaxBackoff).
@@ -64,7 +66,7 @@ func powerAsAsked(h *metalv1alpha1.Host, n *provisioner.Node) bool {
 
 // power decides for a Host whose server anvil keeps powered as spec.online says (it is
 // Available, or Provisioned and not rebooting): at rest is the plan when the power is as
-// asked. Otherwise one attempt at a time: asked for (recorded first), waited for, judged
+// asked. Otherwise one attempt at a time: asked for (and counted), waited for, judged
 // when the provisioner is done with it, and after a failure asked again only once its
 // back-off has passed.
 func power(in Input, atRest Plan) Plan {
