@@ -50,3 +50,38 @@ func TestObservedStatusCarriesSiteReachable(t *testing.T) {
 		t.Errorf("a runtime that no longer reports SiteReachable left it on the Machine: %+v", st.Conditions)
 	}
 }
+
+// A bare-metal machine whose server's power keeps failing (issue 35) says so on its
+// Machine: ServerPowerFailing as the runtime reports it, the state the runtime saw
+// (Shutdown for a server reported Off) and Ready False with the same message, never
+// plainly Running. Once the runtime stops reporting it, it is gone and Ready follows the
+// state again.
+func TestObservedStatusCarriesServerPowerFailing(t *testing.T) {
+	m := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m", Generation: 2}}
+	rm := func(state mriv1alpha1.MachineState, conds ...*mriv1alpha1.Condition) *mriv1alpha1.Machine {
+		return &mriv1alpha1.Machine{Metadata: &mriv1alpha1.ObjectMetadata{Id: "id", Generation: 1},
+			Spec:   &mriv1alpha1.MachineSpec{Power: mriv1alpha1.Power_POWER_ON},
+			Status: &mriv1alpha1.MachineStatus{ObservedGeneration: 1, State: state, Conditions: conds}}
+	}
+	failing := &mriv1alpha1.Condition{Type: computev1alpha1.ConditionServerPowerFailing, Status: true,
+		Reason: computev1alpha1.ReasonPowerChangeFailed, Message: "the last 3 attempts to switch the server on failed; retrying with back-off"}
+	for _, state := range []mriv1alpha1.MachineState{mriv1alpha1.MachineState_MACHINE_STATE_SHUTDOWN, mriv1alpha1.MachineState_MACHINE_STATE_RUNNING} {
+		st := observedStatus(m, rm(state, failing), "metal")
+		c := meta.FindStatusCondition(st.Conditions, computev1alpha1.ConditionServerPowerFailing)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != computev1alpha1.ReasonPowerChangeFailed || c.Message != failing.Message {
+			t.Fatalf("%s: ServerPowerFailing on the Machine = %+v, want it as the runtime reports it", state, c)
+		}
+		ready := meta.FindStatusCondition(st.Conditions, computev1alpha1.ConditionReady)
+		if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != computev1alpha1.ReasonPowerChangeFailed || ready.Message != failing.Message {
+			t.Fatalf("%s: Ready = %+v, want False with the power failure", state, ready)
+		}
+		if state == mriv1alpha1.MachineState_MACHINE_STATE_SHUTDOWN && st.State != computev1alpha1.MachineStateShutdown {
+			t.Fatalf("state %s, want Shutdown as the runtime saw it", st.State)
+		}
+		m.Status = st
+	}
+	st := observedStatus(m, rm(mriv1alpha1.MachineState_MACHINE_STATE_RUNNING), "metal")
+	if meta.FindStatusCondition(st.Conditions, computev1alpha1.ConditionServerPowerFailing) != nil || !meta.IsStatusConditionTrue(st.Conditions, computev1alpha1.ConditionReady) {
+		t.Fatalf("once the power works: %+v", st.Conditions)
+	}
+}

@@ -78,13 +78,18 @@ func observedStatus(m *computev1alpha1.Machine, rm *mriv1alpha1.Machine, pool st
 		Status: metav1.ConditionTrue, Reason: scheduled, Message: "on MachinePool " + pool,
 		ObservedGeneration: m.Generation})
 	carryConditions(&st, rm, m.Generation)
+	if c := meta.FindStatusCondition(st.Conditions, computev1alpha1.ConditionServerPowerFailing); c != nil && c.Status == metav1.ConditionTrue {
+		// Whatever the state says, a machine whose power cannot be switched is not ready.
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, computev1alpha1.ReasonPowerChangeFailed, c.Message
+		meta.SetStatusCondition(&st.Conditions, ready)
+	}
 	return st
 }
 
 // carriedConditions are the runtime's conditions a Machine shows as the runtime reports
 // them (CONTRACT.md S7). The others are the runtime's own detail, which Ready and the
 // state already sum up.
-var carriedConditions = []string{computev1alpha1.ConditionSiteReachable}
+var carriedConditions = []string{computev1alpha1.ConditionSiteReachable, computev1alpha1.ConditionServerPowerFailing}
 
 // carryConditions sets on st each carried condition rm reports, and removes those it no
 // longer reports.

@@ -110,7 +110,17 @@ const (
 	// (ReasonSiteUnreachable) while the rest of the status is the last the broker saw. The
 	// poollet shows it as the runtime reports it; absent on other pools' Machines.
 	ConditionSiteReachable = "SiteReachable"
+	// ConditionServerPowerFailing, on a Machine of a bare-metal pool, is True
+	// (ReasonPowerChangeFailed) while its server's power cannot be switched as spec.power
+	// asks: the site's attempts failed, and it tries again with back-off. The state then
+	// says what the server's power is (Shutdown for a server reported Off) and Ready is
+	// False. The poollet shows it as the runtime reports it; absent otherwise.
+	ConditionServerPowerFailing = "ServerPowerFailing"
 )
+
+// ReasonPowerChangeFailed is the reason of ServerPowerFailing, and of Ready while it is
+// True.
+const ReasonPowerChangeFailed = "PowerChangeFailed"
 
 // Reasons of the SiteReachable condition.
 const (

@@ -294,11 +294,54 @@ type HostStatus struct {
 	// WipeStartedAt is when the eraser was last deployed on the server, for its time-out.
 	// +optional
 	WipeStartedAt *metav1.Time `json:"wipeStartedAt,omitempty"`
+	// PowerChange is the change of the server's power under way while its power differs
+	// from spec.online: how many times it was asked for and failed, for the retries'
+	// back-off. Absent once the power is as spec.online says.
+	// +optional
+	PowerChange *PowerChange `json:"powerChange,omitempty"`
 	// Conditions: Registered, Inspected, Provisioned, Wiped, Ready.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// PowerChange records the attempts to switch a server's power as its Host's spec.online
+// says. An attempt is asked of the provisioner; it failed when the provisioner is done with
+// it (its last_error says why, if anything) and the power still differs. Failed attempts
+// are retried after a back-off that grows with Failures from LastFailureAt (5 s, doubling,
+// at most 60 s), so a BMC that keeps failing is asked about once a minute, not at every
+// poll; the record survives restarts of the Host controller with the status.
+type PowerChange struct {
+	// Target is the power the attempts switch to: On or Off, as spec.online said when
+	// they began. A record for the other power is void: the spec changed.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="self == 'On' || self == 'Off'",message="target is On or Off"
+	Target PowerState `json:"target"`
+	// Attempts is how many times the provisioner was asked to switch the power since it
+	// last was as spec.online says: Failures, or one more while an attempt is under way.
+	// +kubebuilder:validation:Minimum=0
+	Attempts int32 `json:"attempts"`
+	// Failures is how many of those attempts failed, in a row.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Failures int32 `json:"failures,omitempty"`
+	// LastFailureAt is when the last failure was seen; the next attempt waits its back-off
+	// from here.
+	// +optional
+	LastFailureAt *metav1.Time `json:"lastFailureAt,omitempty"`
+}
+
+// PowerFailing reports whether the server's power cannot be switched as spec.online says:
+// the Host controller's last attempt failed (status.powerChange) and the power still
+// differs from what is asked.
+func (h *Host) PowerFailing() bool {
+	want := PowerOff
+	if h.Spec.Online {
+		want = PowerOn
+	}
+	c := h.Status.PowerChange
+	return c != nil && c.Failures > 0 && c.Target == want && h.Status.PowerState != want
 }
 
 // HardwareSummary is the short form of a HardwareData, for `kubectl get hosts`.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -29,7 +30,8 @@ type Reconciler struct {
 	BusyPoll time.Duration
 	// Resync is how often a Host at rest is checked against the provisioner (default 60 s).
 	Resync time.Duration
-	// MaxBackoff caps the wait after repeated failures (default 60 s).
+	// MaxBackoff caps the wait after repeated failures, a power change's included
+	// (default 60 s).
 	MaxBackoff time.Duration
 	// Eraser is the image, per architecture, that erases a released server's disks before
 	// its Host is Available again (the site's eraser). Empty: the controller wipes nothing
@@ -39,8 +41,17 @@ type Reconciler struct {
 	// (default 30 minutes).
 	WipeTimeout time.Duration
 	// Events are the Events a person looks for on a Host (Registered, Provisioned, Wiped…).
-	Events   *events.Recorder
+	Events *events.Recorder
+	// Clock is the reconciles' time: the back-offs' and the wipe's clock (nil: the real one).
+	Clock    clock.PassiveClock
 	rechecks rechecks
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Clock == nil {
+		return time.Now()
+	}
+	return r.Clock.Now()
 }
 
 // eraserFor is the eraser for h, or nil when h is not wiped by the controller. A Host of
@@ -86,7 +97,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 	}
-	s := &step{r: r, host: h, before: *h.Status.DeepCopy(), now: time.Now()}
+	s := &step{r: r, host: h, before: *h.Status.DeepCopy(), now: r.now()}
 	if err := s.run(ctx); err != nil {
 		if apierrors.IsConflict(err) {
 			// The Host changed under a write of its deployment record: decide again on it.
@@ -113,12 +124,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{RequeueAfter: r.after(s.plan, h.Status.ErrorCount)}, nil
 }
 
-// after is when to look again: soon while busy, backing off while failing.
+// after is when to look again: when the plan says (a power change's back-off), soon while
+// busy, backing off while failing.
 func (r *Reconciler) after(p hostplan.Plan, errorCount int32) time.Duration {
 	switch {
+	case p.RetryAfter > 0:
+		return p.RetryAfter
 	case p.Failed:
-		d := time.Second << min(max(errorCount-1, 0), 10)
-		return min(d, orDefault(r.MaxBackoff, 60*time.Second))
+		return hostplan.Backoff(errorCount, time.Second, orDefault(r.MaxBackoff, hostplan.DefaultMaxBackoff))
 	case p.Busy:
 		return orDefault(r.BusyPoll, 2*time.Second)
 	}

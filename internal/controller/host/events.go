@@ -15,7 +15,8 @@ type hostEvent struct {
 
 // statusEvents lists the Events the change from before to after is worth: a condition
 // that became true (Registered, Inspected, Provisioned or Adopted, Wiped), a provisioned
-// server released (Deprovisioned), and a failure (the Ready reason, once per new one).
+// server released (Deprovisioned), a failure (the Ready reason, once per new one), each
+// failed power change (PowerChangeFailed) and the power as asked again (PowerRestored).
 // Pure: the controller records them after the status write that made them true.
 func statusEvents(before, after *metalv1alpha1.HostStatus) []hostEvent {
 	var out []hostEvent
@@ -50,9 +51,25 @@ func statusEvents(before, after *metalv1alpha1.HostStatus) []hostEvent {
 			out = append(out, hostEvent{corev1.EventTypeWarning, metalv1alpha1.ReasonWipeFailed, "Wipe", c.Message})
 		}
 	}
+	// A power change: a Warning for each failure (the back-off spaces them out), and word
+	// when the power is as asked again.
+	failures := func(st *metalv1alpha1.HostStatus) int32 {
+		if st.PowerChange == nil {
+			return 0
+		}
+		return st.PowerChange.Failures
+	}
+	powerFailed := failures(after) > failures(before)
+	if powerFailed {
+		out = append(out, hostEvent{corev1.EventTypeWarning, metalv1alpha1.ReasonPowerChangeFailed, "Power", after.LastError})
+	}
+	if failures(before) > 0 && after.PowerChange == nil {
+		out = append(out, hostEvent{corev1.EventTypeNormal, "PowerRestored", "Power", "the server's power is as spec.online asks again"})
+	}
 	if after.OperationalStatus == metalv1alpha1.OperationalError {
 		now, was := meta.FindStatusCondition(after.Conditions, metalv1alpha1.ConditionReady), meta.FindStatusCondition(before.Conditions, metalv1alpha1.ConditionReady)
-		if now != nil && (before.OperationalStatus != metalv1alpha1.OperationalError || was == nil || was.Reason != now.Reason) {
+		if now != nil && (before.OperationalStatus != metalv1alpha1.OperationalError || was == nil || was.Reason != now.Reason) &&
+			!(powerFailed && now.Reason == metalv1alpha1.ReasonPowerChangeFailed) {
 			out = append(out, hostEvent{corev1.EventTypeWarning, now.Reason, "Provision", now.Message})
 		}
 	}

@@ -28,6 +28,14 @@ func TestStatusEvents(t *testing.T) {
 	registered := cond(metalv1alpha1.ConditionRegistered, true, metalv1alpha1.ReasonRegistered)
 	inspected := cond(metalv1alpha1.ConditionInspected, true, metalv1alpha1.ReasonInspected)
 	provisioned := cond(metalv1alpha1.ConditionProvisioned, true, metalv1alpha1.ReasonProvisioned)
+	powerFailed := cond(metalv1alpha1.ConditionReady, false, metalv1alpha1.ReasonPowerChangeFailed)
+	powering := func(st *metalv1alpha1.HostStatus, attempts, failures int32) *metalv1alpha1.HostStatus {
+		st.PowerChange = &metalv1alpha1.PowerChange{Target: metalv1alpha1.PowerOn, Attempts: attempts, Failures: failures}
+		if failures > 0 {
+			st.LastError = "PowerOn failed"
+		}
+		return st
+	}
 	for _, tc := range []struct {
 		name          string
 		before, after *metalv1alpha1.HostStatus
@@ -52,6 +60,16 @@ func TestStatusEvents(t *testing.T) {
 			status(metalv1alpha1.StateProvisioning, metalv1alpha1.OperationalError, false, cond(metalv1alpha1.ConditionReady, false, metalv1alpha1.ReasonProvisioningFailed)), "ProvisioningFailed"},
 		{"the same failure again", status(metalv1alpha1.StateProvisioning, metalv1alpha1.OperationalError, false, cond(metalv1alpha1.ConditionReady, false, metalv1alpha1.ReasonProvisioningFailed)),
 			status(metalv1alpha1.StateProvisioning, metalv1alpha1.OperationalError, false, cond(metalv1alpha1.ConditionReady, false, metalv1alpha1.ReasonProvisioningFailed)), ""},
+		{"power failed", status(metalv1alpha1.StateProvisioned, ok, true, provisioned),
+			powering(status(metalv1alpha1.StateProvisioned, metalv1alpha1.OperationalError, true, provisioned, powerFailed), 1, 1), "PowerChangeFailed"},
+		{"power failed again", powering(status(metalv1alpha1.StateProvisioned, metalv1alpha1.OperationalError, true, provisioned, powerFailed), 1, 1),
+			powering(status(metalv1alpha1.StateProvisioned, metalv1alpha1.OperationalError, true, provisioned, powerFailed), 2, 2), "PowerChangeFailed"},
+		{"power retried", powering(status(metalv1alpha1.StateProvisioned, metalv1alpha1.OperationalError, true, provisioned, powerFailed), 1, 1),
+			powering(status(metalv1alpha1.StateProvisioned, metalv1alpha1.OperationalError, true, provisioned, powerFailed), 2, 1), ""},
+		{"power restored", powering(status(metalv1alpha1.StateProvisioned, metalv1alpha1.OperationalError, true, provisioned, powerFailed), 2, 1),
+			status(metalv1alpha1.StateProvisioned, ok, true, provisioned), "PowerRestored"},
+		{"power switched", powering(status(metalv1alpha1.StateProvisioned, ok, true, provisioned), 1, 0),
+			status(metalv1alpha1.StateProvisioned, ok, true, provisioned), ""},
 	} {
 		var got []string
 		for _, e := range statusEvents(tc.before, tc.after) {

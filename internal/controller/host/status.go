@@ -25,6 +25,7 @@ func (s *step) apply() {
 	} else if p.Operational != metalv1alpha1.OperationalError {
 		st.LastError, st.ErrorCount = "", 0
 	}
+	st.PowerChange = p.PowerChange
 	if st.RebootToken == "" {
 		// Lost with the status: the deployment record has it.
 		st.RebootToken = hostplan.RebootDone(h)

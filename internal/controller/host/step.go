@@ -63,6 +63,9 @@ func (s *step) run(ctx context.Context) error {
 		}
 	}
 	if !s.finalized {
+		// The provisioner's messages may quote what it was given: never a BMC's password.
+		s.plan.Message = hostplan.Redact(s.plan.Message, s.registration.Password)
+		s.plan.WipeMessage = hostplan.Redact(s.plan.WipeMessage, s.registration.Password)
 		s.apply()
 	}
 	return nil
@@ -105,7 +108,8 @@ func (s *step) observe(ctx context.Context) (hostplan.Input, error) {
 		RebootRequested:    hostplan.RebootRequested(h),
 		Reregister:         s.node != nil && (h.Status.ObservedGeneration != h.Generation || h.Status.CredentialsVersion != credVersion),
 		CredentialsProblem: problem, Unreachable: s.lookupErr != nil,
-		Eraser: s.r.eraserFor(h), WipeTimeout: orDefault(s.r.WipeTimeout, 30*time.Minute), Now: s.now}, nil
+		Eraser: s.r.eraserFor(h), WipeTimeout: orDefault(s.r.WipeTimeout, 30*time.Minute), Now: s.now,
+		MaxBackoff: orDefault(s.r.MaxBackoff, hostplan.DefaultMaxBackoff)}, nil
 }
 
 // inspectionStarted: an inspection was accepted, by the provisioner's node n as it is now,

@@ -1,9 +1,12 @@
 package metal
 
 import (
+	"fmt"
 	"net"
 	"strconv"
+	"strings"
 
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/mri"
@@ -110,7 +113,14 @@ func observe(h *metalv1alpha1.Host, rec *record, spec *mriv1alpha1.MachineSpec) 
 		}
 	}
 	powered := h.Status.PowerState == metalv1alpha1.PowerOn && wantOn || h.Status.PowerState == metalv1alpha1.PowerOff && !wantOn
+	// The Host's own spec.online, not the machine's spec: a power change the runtime has
+	// not passed on yet is not failing.
+	powerFailing := !powered && h.Spec.Online == wantOn && h.PowerFailing()
 	switch {
+	case powerFailing:
+		msg := powerFailure(h)
+		cond(CondPower, false, metalv1alpha1.ReasonPowerChangeFailed, msg)
+		cond(computev1alpha1.ConditionServerPowerFailing, true, computev1alpha1.ReasonPowerChangeFailed, msg)
 	case failed:
 		reason, msg := failure(h)
 		cond(CondPower, false, reason, msg+retrying)
@@ -121,8 +131,23 @@ func observe(h *metalv1alpha1.Host, rec *record, spec *mriv1alpha1.MachineSpec) 
 	default:
 		cond(CondPower, false, "Switching", "the server's power is being switched")
 	}
-	o.settled = powered && !failed
+	// A power change that keeps failing settles the status as it is, the state saying
+	// what the power is: retrying it is the Host controller's, and until it works the
+	// machine is not what it was before (CONTRACT.md S7).
+	o.settled = powered && !failed || powerFailing
 	return o
+}
+
+// powerFailure is what a tenant is told of its server's failing power: how often it
+// failed, never the BMC's message (it names the Host and its BMC).
+func powerFailure(h *metalv1alpha1.Host) string {
+	c := h.Status.PowerChange
+	what := "the last attempt"
+	if c.Failures > 1 {
+		what = fmt.Sprintf("the last %d attempts", c.Failures)
+	}
+	return fmt.Sprintf("%s to switch the server %s failed; retrying with back-off (the pool's operators see the details)",
+		what, strings.ToLower(string(c.Target)))
 }
 
 // failure is the reason and tenant-safe message of a failing Host: the reason of its

@@ -53,6 +53,22 @@ func failing(reason string) hostOpt {
 	}
 }
 
+// powerFailing: the Host controller's last failures attempts to switch the server to
+// target failed (0: the first attempt is under way).
+func powerFailing(target metalv1alpha1.PowerState, failures int32) hostOpt {
+	return func(h *metalv1alpha1.Host) {
+		h.Status.PowerChange = &metalv1alpha1.PowerChange{Target: target, Attempts: failures + 1, Failures: failures}
+		if failures > 0 {
+			h.Status.OperationalStatus = metalv1alpha1.OperationalError
+			h.Status.LastError = "PowerOn failed (3 in a row; next attempt at ...): redfish://10.0.0.9/redfish/v1/Systems/1 in namespace infra: 500"
+			h.Status.Conditions = []metav1.Condition{{Type: metalv1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+				Reason: metalv1alpha1.ReasonPowerChangeFailed, Message: h.Status.LastError}}
+		}
+	}
+}
+
+func offline(h *metalv1alpha1.Host) { h.Spec.Online = false }
+
 func TestObserve(t *testing.T) {
 	on := &mriv1alpha1.MachineSpec{Power: mriv1alpha1.Power_POWER_ON}
 	off := &mriv1alpha1.MachineSpec{Power: mriv1alpha1.Power_POWER_OFF}
@@ -82,6 +98,19 @@ func TestObserve(t *testing.T) {
 		{"provisioned, off, asked on", claimed(provisionedOn, power(metalv1alpha1.PowerOff)), on, false, shut, false, "Switching"},
 		{"provisioned, power unknown", claimed(provisionedOn, power(metalv1alpha1.PowerUnknown)), on, false, run, false, "Switching"},
 		{"provisioned, power change failed", claimed(provisionedOn, power(metalv1alpha1.PowerOff), failing(metalv1alpha1.ReasonPowerChangeFailed)), on, false, shut, false, metalv1alpha1.ReasonPowerChangeFailed},
+		// Issue 35: a server reported Off whose power-on keeps failing was Running on its
+		// Machine, the status never settling on anything else. Now it settles on Shutdown,
+		// saying its power fails.
+		{"provisioned, power on keeps failing", claimed(provisionedOn, power(metalv1alpha1.PowerOff), powerFailing(metalv1alpha1.PowerOn, 3)), on, false, shut, true,
+			computev1alpha1.ReasonPowerChangeFailed},
+		{"provisioned, power off keeps failing", claimed(provisionedOn, offline, powerFailing(metalv1alpha1.PowerOff, 1)), off, false, run, true,
+			computev1alpha1.ReasonPowerChangeFailed},
+		{"provisioned, power unknown and failing", claimed(provisionedOn, power(metalv1alpha1.PowerUnknown), powerFailing(metalv1alpha1.PowerOn, 2)), on, false, run, true,
+			computev1alpha1.ReasonPowerChangeFailed},
+		{"the first attempt under way is no failure", claimed(provisionedOn, power(metalv1alpha1.PowerOff), powerFailing(metalv1alpha1.PowerOn, 0)), on, false, shut, false, "Switching"},
+		// Not settled on a failure that is not this machine's spec's: the Host's error shows.
+		{"a failing record of the other power is no failure", claimed(provisionedOn, power(metalv1alpha1.PowerOff), powerFailing(metalv1alpha1.PowerOff, 2)), on, false, shut, false, metalv1alpha1.ReasonPowerChangeFailed},
+		{"the machine asked off, the Host not yet", claimed(provisionedOn, power(metalv1alpha1.PowerOff), powerFailing(metalv1alpha1.PowerOn, 2)), off, false, shut, false, metalv1alpha1.ReasonPowerChangeFailed},
 		{"provisioned with another image", claimed(provisionedOn, func(h *metalv1alpha1.Host) { h.Status.Image.Checksum = "sha256:" + strings.Repeat("b", 64) }), on, false, pending, false, "Waiting"},
 		{"same image from another URL", claimed(provisionedOn, func(h *metalv1alpha1.Host) { h.Status.Image.URL = "http://elsewhere/x" }), on, false, run, true, "On"},
 		{"detached keeps running", claimed(provisionedOn, func(h *metalv1alpha1.Host) { h.Spec.Detached = true }), on, false, run, true, "On"},
@@ -101,6 +130,9 @@ func TestObserve(t *testing.T) {
 			last := o.conditions[len(o.conditions)-1]
 			if last.Reason != tc.reason {
 				t.Fatalf("conditions %v: want the last with reason %s", o.conditions, tc.reason)
+			}
+			if failing := last.Type == computev1alpha1.ConditionServerPowerFailing; failing != (strings.Contains(tc.name, "failing") && tc.settled) || failing && !last.Status {
+				t.Fatalf("conditions %v: ServerPowerFailing (True) only while the power keeps failing", o.conditions)
 			}
 			for _, c := range o.conditions {
 				if strings.Contains(c.Message, "redfish") || strings.Contains(c.Message, "infra") || strings.Contains(c.Message, "h1") {

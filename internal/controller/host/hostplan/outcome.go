@@ -39,6 +39,7 @@ type Result struct {
 // effect is known without asking the provisioner, the next step need not wait a poll.
 func Conclude(p Plan, r Result) (Plan, bool) {
 	p, again := conclude(p, r)
+	p = concludePower(p, r)
 	if p.Action == ActionWipe {
 		switch {
 		case p.Failed:

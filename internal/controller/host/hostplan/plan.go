@@ -8,6 +8,11 @@
 // that lost its records gets the Host back: re-enrolled, and — when the Host's deployment
 // record (record.go, metadata that survives a lost status) says a deployment was started
 // for its consumer — adopted, never written again.
+//
+// The server's power is switched one recorded attempt at a time (power.go): a failed
+// attempt is reported (Ready PowerChangeFailed, lastError) and retried after a back-off
+// that grows with the failures in a row and is computed from the Host's status alone, so
+// it holds across restarts; a success resets it.
 package hostplan
 
 import (
@@ -87,6 +92,8 @@ type Input struct {
 	// limit); Now is the time of the decision.
 	WipeTimeout time.Duration
 	Now         time.Time
+	// MaxBackoff caps the waits of a failing Host (0: DefaultMaxBackoff).
+	MaxBackoff time.Duration
 
 	// record is the Host's deployment record, read by Decide.
 	record *Record
@@ -120,6 +127,26 @@ type Plan struct {
 	ClearRecord bool
 	// Adopt is the image ActionAdopt adopts the server with (the record's).
 	Adopt *metalv1alpha1.HostImage
+	// PowerChange is the Host's status.powerChange after this reconcile (power.go): the
+	// attempts to switch the server's power, nil once it is as spec.online says.
+	PowerChange *metalv1alpha1.PowerChange
+	// RetryAfter, when set, is when to look at the Host again: an attempt waiting for its
+	// back-off. It comes before Busy and Failed's own timing.
+	RetryAfter time.Duration
+
+	// powerDecided: PowerChange was decided; otherwise the Host's record is kept as it is.
+	powerDecided bool
+	// now and backoffCap are the decision's Input.Now and cap, for Conclude.
+	now        time.Time
+	backoffCap time.Duration
+}
+
+// maxBackoff is the cap of the Host's waits.
+func (in Input) maxBackoff() time.Duration {
+	if in.MaxBackoff > 0 {
+		return in.MaxBackoff
+	}
+	return DefaultMaxBackoff
 }
 
 // Decide returns the next step for in.Host.
@@ -135,7 +162,7 @@ func Decide(in Input) Plan {
 		if op == "" {
 			op = metalv1alpha1.OperationalOK
 		}
-		return Plan{Action: ActionWait, State: st, Operational: op, Reason: metalv1alpha1.ReasonProvisionerUnavailable}
+		return in.stamp(Plan{Action: ActionWait, State: st, Operational: op, Reason: metalv1alpha1.ReasonProvisionerUnavailable})
 	}
 	p := decide(in, st)
 	if p.Action == ActionRegister && in.CredentialsProblem != "" {
@@ -145,6 +172,16 @@ func Decide(in Input) Plan {
 	if wipes(in) && (tenantImage(in) || p.WipeReason == "" && leftBehind(in) && !notWipedByStatus(h)) {
 		p = markTenantData(p)
 	}
+	return in.stamp(p)
+}
+
+// stamp completes p with what every plan carries: the power record, kept as it is where
+// the decision did not touch the power, and what Conclude needs of the input.
+func (in Input) stamp(p Plan) Plan {
+	if !p.powerDecided {
+		p.PowerChange = in.Host.Status.PowerChange
+	}
+	p.now, p.backoffCap = in.Now, in.maxBackoff()
 	return p
 }
 
@@ -259,8 +296,8 @@ func available(in Input) Plan {
 		return p
 	}
 	// Deprovisioned (and wiped where the site wipes): the record has served.
-	return Plan{Action: powerAction(h, in.Node), State: metalv1alpha1.StateAvailable, Operational: metalv1alpha1.OperationalOK,
-		Reason: metalv1alpha1.ReasonReady, ClearRecord: in.record != nil}
+	return power(in, Plan{Action: ActionWait, State: metalv1alpha1.StateAvailable, Operational: metalv1alpha1.OperationalOK,
+		Reason: metalv1alpha1.ReasonReady, ClearRecord: in.record != nil})
 }
 
 func active(in Input) Plan {
@@ -280,33 +317,15 @@ func active(in Input) Plan {
 		return Plan{Action: ActionDeprovision, State: metalv1alpha1.StateDeprovisioning, Operational: metalv1alpha1.OperationalOK,
 			Reason: metalv1alpha1.ReasonDeprovisioning, Busy: true, Record: releasedRecord(in)}
 	}
-	a := powerAction(h, n)
-	if a == ActionWait && in.RebootRequested && h.Spec.Online {
-		a = ActionReboot
-	}
-	p := Plan{Action: a, State: metalv1alpha1.StateProvisioned, Operational: metalv1alpha1.OperationalOK,
+	p := Plan{Action: ActionWait, State: metalv1alpha1.StateProvisioned, Operational: metalv1alpha1.OperationalOK,
 		Reason: metalv1alpha1.ReasonProvisioned, Record: backfill(in)}
-	if a == ActionReboot {
-		p.Record = rebooted(in)
+	if powerAsAsked(h, n) && in.RebootRequested && h.Spec.Online {
+		p.Action, p.Record = ActionReboot, rebooted(in)
 	}
-	return p
-}
-
-// powerAction switches power when the server's differs from spec.online. An unknown power
-// state (a provisioner that has not asked the BMC yet) is set to what the spec says:
-// setting power is idempotent, and afterwards the state is known.
-func powerAction(h *metalv1alpha1.Host, n *provisioner.Node) Action {
-	switch {
-	case n.PowerOn == nil && h.Spec.Online:
-		return ActionPowerOn
-	case n.PowerOn == nil:
-		return ActionPowerOff
-	case h.Spec.Online && !*n.PowerOn:
-		return ActionPowerOn
-	case !h.Spec.Online && *n.PowerOn:
-		return ActionPowerOff
-	}
-	return ActionWait
+	// Power comes before a reboot. An unknown power state (a provisioner that has not asked
+	// the BMC yet) is set to what the spec says: setting power is idempotent, and afterwards
+	// the state is known.
+	return power(in, p)
 }
 
 // failed chooses the way out of a failed operation. Every way is a retry of something
