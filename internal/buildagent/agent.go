@@ -220,7 +220,11 @@ func packFile(dir, path string, mtime int64, base compression) error {
 		return err
 	}
 	if base == compressionZstd {
-		err = packZstd(f, dir, mtime)
+		// One encoder goroutine, so the frame does not depend on the machine.
+		var zw *zstd.Encoder
+		if zw, err = zstd.NewWriter(f, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault)); err == nil {
+			err = packInto(zw, dir, mtime)
+		}
 	} else {
 		err = packGzip(f, dir, mtime, gzip.BestCompression)
 	}
@@ -230,20 +234,6 @@ func packFile(dir, path string, mtime int64, base compression) error {
 	return err
 }
 
-// packZstd writes dir to w as a zstd-compressed newc archive, one encoder goroutine so the
-// frame does not depend on the machine.
-func packZstd(w io.Writer, dir string, mtime int64) error {
-	zw, err := zstd.NewWriter(w, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault))
-	if err != nil {
-		return err
-	}
-	if err := Pack(zw, dir, mtime); err != nil {
-		zw.Close()
-		return err
-	}
-	return zw.Close()
-}
-
 // packGzip writes dir to w as a gzip-compressed newc archive. gzip's header carries no name
 // or time, so the bytes depend on the tree alone.
 func packGzip(w io.Writer, dir string, mtime int64, level int) error {
@@ -251,6 +241,11 @@ func packGzip(w io.Writer, dir string, mtime int64, level int) error {
 	if err != nil {
 		return err
 	}
+	return packInto(zw, dir, mtime)
+}
+
+// packInto writes dir as a newc archive into a compressor, and closes it.
+func packInto(zw io.WriteCloser, dir string, mtime int64) error {
 	if err := Pack(zw, dir, mtime); err != nil {
 		zw.Close()
 		return err
