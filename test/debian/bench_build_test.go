@@ -227,7 +227,8 @@ func (m *handMachine) build(tb testing.TB, proxyPort, packages string) time.Dura
 	return took
 }
 
-// rootOverlay is the one qcow2 disk in the folder hand that args boot from.
+// rootOverlay is the qcow2 disk in the folder hand that args boot from and that has a
+// backing file: the root, an overlay on the image's disk (a data volume has none).
 func rootOverlay(tb testing.TB, args []string, hand string) string {
 	tb.Helper()
 	var disks []string
@@ -244,14 +245,30 @@ func rootOverlay(tb testing.TB, args []string, hand string) string {
 		if err := json.Unmarshal([]byte(args[i]), &node); err != nil {
 			tb.Fatalf("-blockdev %s: %v", args[i], err)
 		}
-		if node.Driver == "qcow2" && strings.HasPrefix(node.File.Filename, hand+"/") {
+		if node.Driver == "qcow2" && strings.HasPrefix(node.File.Filename, hand+"/") && hasBacking(tb, node.File.Filename) {
 			disks = append(disks, node.File.Filename)
 		}
 	}
 	if len(disks) != 1 {
-		tb.Fatalf("qcow2 disks %v in %s, want one (the root)", disks, hand)
+		tb.Fatalf("qcow2 overlays %v in %s, want one (the root)", disks, hand)
 	}
 	return disks[0]
+}
+
+// hasBacking says whether the qcow2 file at path has a backing file.
+func hasBacking(tb testing.TB, path string) bool {
+	tb.Helper()
+	out, err := exec.Command("qemu-img", "info", "--output=json", "-U", path).Output()
+	if err != nil {
+		tb.Fatalf("qemu-img info %s: %v", path, err)
+	}
+	var info struct {
+		Backing string `json:"backing-filename"`
+	}
+	if err := json.Unmarshal(out, &info); err != nil {
+		tb.Fatal(err)
+	}
+	return info.Backing != ""
 }
 
 // sshForward is the host address of the guest's SSH forward in args.
