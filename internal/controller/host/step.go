@@ -64,8 +64,8 @@ func (s *step) run(ctx context.Context) error {
 	}
 	if !s.finalized {
 		// The provisioner's messages may quote what it was given: never a BMC's password.
-		s.plan.Message = hostplan.Redact(s.plan.Message, s.registration.Password)
-		s.plan.WipeMessage = hostplan.Redact(s.plan.WipeMessage, s.registration.Password)
+		s.plan.Message = provisioner.Redact(s.plan.Message, s.registration.Password)
+		s.plan.WipeMessage = provisioner.Redact(s.plan.WipeMessage, s.registration.Password)
 		s.apply()
 	}
 	return nil

@@ -149,10 +149,14 @@ type redacted struct {
 func (r redacted) Error() string { return r.msg }
 func (r redacted) Unwrap() error { return r.kind }
 
-// redact removes secret from err's text: Ironic's messages quote request fields at
-// times, and a BMC password must never reach an error.
+// redact removes secret from err's text (provisioner.Redact): Ironic's messages quote
+// request fields at times, and a BMC password must never reach an error.
 func redact(err error, secret string) error {
-	if err == nil || len(secret) < 3 || !strings.Contains(err.Error(), secret) {
+	if err == nil {
+		return nil
+	}
+	msg := provisioner.Redact(err.Error(), secret)
+	if msg == err.Error() {
 		return err
 	}
 	var kind error = provisioner.ErrInvalid
@@ -162,5 +166,5 @@ func redact(err error, secret string) error {
 			break
 		}
 	}
-	return redacted{msg: strings.ReplaceAll(err.Error(), secret, "******"), kind: kind}
+	return redacted{msg: msg, kind: kind}
 }

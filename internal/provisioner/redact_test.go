@@ -1,4 +1,4 @@
-package hostplan
+package provisioner
 
 import (
 	"strings"
@@ -7,13 +7,16 @@ import (
 	"pgregory.net/rapid"
 )
 
+// powerError is the text of a failed power change as Ironic reports it: nothing to cut.
+const powerError = "Failed to change power state to 'power on' by 'power on'. Error: the server's QEMU did not start"
+
 func TestRedact(t *testing.T) {
 	for _, tc := range []struct {
 		msg     string
 		secrets []string
 		want    string
 	}{
-		{ironicPowerError, nil, ironicPowerError},
+		{powerError, nil, powerError},
 		{"Failed to change power state: hunter22 refused", []string{"hunter22"}, "Failed to change power state: ****** refused"},
 		{"redfish://admin:hunter22@10.0.0.5/redfish/v1/Systems/1 answered 500", nil,
 			"redfish://******@10.0.0.5/redfish/v1/Systems/1 answered 500"},

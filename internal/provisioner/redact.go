@@ -1,4 +1,4 @@
-package hostplan
+package provisioner
 
 import (
 	"regexp"
