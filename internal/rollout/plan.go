@@ -45,13 +45,14 @@ type Plan struct {
 	// Ask are the Machines to ask now, by name.
 	Ask []string
 	// Machines in all; Updated run the target and are available; Updating were asked and
-	// are not yet; Pending were not asked.
+	// are not yet; Pending were not asked. The counts are those once Ask is carried out:
+	// a Machine asked now counts as updating, so the status written with the asks is true.
 	Machines, Updated, Updating, Pending int
 	// Stalled, when set, names the Machine that did not come back and why: nothing more is
 	// asked until it does (or the rollout's target changes).
 	Stalled string
-	// RecheckAt is when the first Machine under way passes the deadline (zero: none is
-	// under way): nothing else would wake the controller then.
+	// RecheckAt is when the first Machine under way (asked before, or now) passes the
+	// deadline (zero: none is under way): nothing else would wake the controller then.
 	RecheckAt time.Time
 }
 
@@ -118,7 +119,12 @@ func Decide(in Input) (Plan, error) {
 	for i, names := range candidates {
 		for _, name := range names[:max(0, min(room[i], len(names)))] {
 			p.Ask = append(p.Ask, name)
+			p.Pending--
+			p.Updating++
 		}
+	}
+	if due := in.Now.Add(in.Deadline); len(p.Ask) > 0 && in.Deadline > 0 && (p.RecheckAt.IsZero() || due.Before(p.RecheckAt)) {
+		p.RecheckAt = due
 	}
 	return p, nil
 }

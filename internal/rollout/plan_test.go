@@ -27,23 +27,23 @@ func TestDecide(t *testing.T) {
 		max      intstr.IntOrString
 		paused   bool
 		ask      string
-		counts   string // updated/updating/pending
+		counts   string // updated/updating/pending once the asks are made
 		stalled  string
 	}{
-		{"one at a time", []Machine{pending("a", "p"), pending("b", "p"), pending("c", "p")}, intstr.FromInt32(1), false, "a", "0/0/3", ""},
-		{"the next once the first is back", []Machine{updated("a", "p"), pending("b", "p"), pending("c", "p")}, intstr.FromInt32(1), false, "b", "1/0/2", ""},
+		{"one at a time", []Machine{pending("a", "p"), pending("b", "p"), pending("c", "p")}, intstr.FromInt32(1), false, "a", "0/1/2", ""},
+		{"the next once the first is back", []Machine{updated("a", "p"), pending("b", "p"), pending("c", "p")}, intstr.FromInt32(1), false, "b", "1/1/1", ""},
 		{"none while one is away", []Machine{updating("a", "p"), pending("b", "p")}, intstr.FromInt32(1), false, "", "0/1/1", ""},
 		{"a machine down for another reason counts", []Machine{{Name: "a", Pool: "p"}, pending("b", "p")}, intstr.FromInt32(1), false, "", "0/0/2", ""},
-		{"per pool", []Machine{pending("a", "p1"), pending("b", "p1"), pending("c", "p2")}, intstr.FromInt32(1), false, "a c", "0/0/3", ""},
-		{"10% of 20 is 2", machines(20, "p"), intstr.FromString("10%"), false, "m00 m01", "0/0/20", ""},
-		{"10% of 5 rounds down to 0, at least 1", machines(5, "p"), intstr.FromString("10%"), false, "m00", "0/0/5", ""},
+		{"per pool", []Machine{pending("a", "p1"), pending("b", "p1"), pending("c", "p2")}, intstr.FromInt32(1), false, "a c", "0/2/1", ""},
+		{"10% of 20 is 2", machines(20, "p"), intstr.FromString("10%"), false, "m00 m01", "0/2/18", ""},
+		{"10% of 5 rounds down to 0, at least 1", machines(5, "p"), intstr.FromString("10%"), false, "m00", "0/1/4", ""},
 		{"already current: nothing to do", []Machine{{Name: "a", Pool: "p", Available: true, Current: true}}, intstr.FromInt32(1), false, "", "1/0/0", ""},
 		{"paused", []Machine{pending("a", "p")}, intstr.FromInt32(1), true, "", "0/0/1", ""},
 		{"refused stops everything", []Machine{{Name: "a", Pool: "p", Available: true, Asked: target, AskedAt: now, Refused: "IMAGE_NOT_FOUND"}, pending("b", "p2")},
 			intstr.FromInt32(5), false, "", "0/1/1", "Machine a: its pool refused the new image: IMAGE_NOT_FOUND"},
 		{"past the deadline stops everything", []Machine{{Name: "a", Pool: "p", Asked: target, AskedAt: now.Add(-time.Hour)}, pending("b", "p2")},
 			intstr.FromInt32(5), false, "", "0/1/1", "Machine a did not come back running the new image within 10m0s"},
-		{"asked for an older target: asked again", []Machine{{Name: "a", Pool: "p", Available: true, Asked: "sha256:old", AskedAt: now.Add(-time.Hour)}}, intstr.FromInt32(1), false, "a", "0/0/1", ""},
+		{"asked for an older target: asked again", []Machine{{Name: "a", Pool: "p", Available: true, Asked: "sha256:old", AskedAt: now.Add(-time.Hour)}}, intstr.FromInt32(1), false, "a", "0/1/0", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := Decide(Input{Target: target, Machines: tc.machines, MaxUnavailable: tc.max, Paused: tc.paused, Deadline: 10 * time.Minute, Now: now})
@@ -85,8 +85,12 @@ func TestDecideRecheckAt(t *testing.T) {
 		t.Errorf("recheck at %s, want %s (b's deadline; c is back)", p.RecheckAt, want)
 	}
 	in.Machines = machines(3, "p")
+	if p, _ := Decide(in); len(p.Ask) != 3 || !p.RecheckAt.Equal(now.Add(10*time.Minute)) {
+		t.Errorf("asked %v, recheck at %s; want all three asked now and a recheck at their deadline", p.Ask, p.RecheckAt)
+	}
+	in.Paused = true
 	if p, _ := Decide(in); !p.RecheckAt.IsZero() {
-		t.Errorf("recheck at %s with nothing under way, want none", p.RecheckAt)
+		t.Errorf("recheck at %s with nothing under way (paused), want none", p.RecheckAt)
 	}
 }
 
@@ -180,6 +184,26 @@ func TestDecideProperty(t *testing.T) {
 			if p.Stalled == "" && newly == 0 && waiting > 0 && down < limit {
 				t.Fatalf("pool %s: room for %d and %d waiting, none asked", pool, limit-down, waiting)
 			}
+		}
+		// The counts are the state once the asks are made: deciding again on it counts the
+		// same and asks no one more (the shell writes them as they are).
+		after := make([]Machine, len(ms))
+		for i, m := range ms {
+			if asked[m.Name] {
+				m.Asked, m.AskedAt = target, now
+			}
+			after[i] = m
+		}
+		again, err := Decide(Input{Target: target, Machines: after, MaxUnavailable: max, Deadline: in.Deadline, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again.Updated != p.Updated || again.Updating != p.Updating || again.Pending != p.Pending || len(again.Ask) != 0 {
+			t.Fatalf("plan %d/%d/%d asking %v; once asked: %d/%d/%d asking %v", p.Updated, p.Updating, p.Pending, p.Ask,
+				again.Updated, again.Updating, again.Pending, again.Ask)
+		}
+		if len(p.Ask) > 0 && p.Stalled == "" && (p.RecheckAt.IsZero() || p.RecheckAt.After(now.Add(in.Deadline))) {
+			t.Fatalf("asked %v but rechecks at %v, after their deadline %v", p.Ask, p.RecheckAt, now.Add(in.Deadline))
 		}
 	})
 }

@@ -11,15 +11,17 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	imagesv1alpha1 "github.com/anvil-dev/anvil/api/images/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/buildagent"
+	"github.com/anvil-dev/anvil/internal/controller/requeue"
+	"github.com/anvil-dev/anvil/internal/events"
 	"github.com/anvil-dev/anvil/internal/imagebuild"
 )
 
@@ -32,7 +34,7 @@ type BuildReconciler struct {
 	Client    client.Client
 	APIReader client.Reader
 	Config    Config
-	Recorder  record.EventRecorder
+	Events    *events.Recorder
 	// Now is the clock (tests set it).
 	Now func() time.Time
 }
@@ -60,6 +62,7 @@ func (r *BuildReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		return ctrl.Result{}, err
 	}
 	var wake time.Time
+	var news []statusEvent // recorded once the status that carries them is written
 	if _, superseded := b.Annotations[imagesv1alpha1.AnnotationSuperseded]; superseded {
 		// The OSImage moved on: nothing of this build runs; it resumes if the inputs come back.
 		if err := r.deleteBuilders(ctx, machines, func(*computev1alpha1.Machine) bool { return true }); err != nil {
@@ -68,20 +71,27 @@ func (r *BuildReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		setCondition(&b.Status.Conditions, b.Generation, imagesv1alpha1.ConditionBuilding, false, imagesv1alpha1.ReasonSuperseded,
 			"the OSImage's inputs changed: build "+b.Annotations[imagesv1alpha1.AnnotationSuperseded]+" replaces this one")
 	} else {
-		wake, err = r.runArchitectures(ctx, o, b, machines)
+		wake, news, err = r.runArchitectures(ctx, o, b, machines)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		if err := r.publish(ctx, o, b); err != nil {
+		published, err := r.publish(ctx, o, b)
+		if err != nil {
 			return ctrl.Result{}, err
 		}
+		news = append(news, published...)
 	}
 	countPhases(b)
 	if !equality.Semantic.DeepEqual(before.Status, b.Status) {
-		if err := r.Client.Status().Patch(ctx, b, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		err := r.Client.Status().Patch(ctx, b, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+		if apierrors.IsConflict(err) {
+			return requeue.AfterConflict(), nil // decided again from the status that won
+		}
+		if err != nil {
 			return ctrl.Result{}, err
 		}
 	}
+	record(r.Events, b, news)
 	if !wake.IsZero() {
 		return ctrl.Result{RequeueAfter: time.Until(wake) + time.Second}, nil
 	}
@@ -98,9 +108,10 @@ func (r *BuildReconciler) builders(ctx context.Context, b *imagesv1alpha1.OSImag
 
 // runArchitectures decides and carries out each architecture's next step, and returns the
 // earliest deadline to look again at.
-func (r *BuildReconciler) runArchitectures(ctx context.Context, o *imagesv1alpha1.OSImage, b *imagesv1alpha1.OSImageBuild, machines []computev1alpha1.Machine) (time.Time, error) {
+func (r *BuildReconciler) runArchitectures(ctx context.Context, o *imagesv1alpha1.OSImage, b *imagesv1alpha1.OSImageBuild, machines []computev1alpha1.Machine) (time.Time, []statusEvent, error) {
 	now := r.Now()
 	var wake time.Time
+	var news []statusEvent
 	for _, in := range b.Spec.Architectures {
 		arch := string(in.Architecture)
 		obs := imagebuild.ArchObservation{
@@ -124,7 +135,7 @@ func (r *BuildReconciler) runArchitectures(ctx context.Context, o *imagesv1alpha
 		if obs.Status.Phase == "" {
 			d, err := tagDigest(ctx, b.Spec.Output.Repository, imagebuild.HashTag(arch, in.InputHash))
 			if err != nil {
-				return wake, fmt.Errorf("%s: looking up its hash tag: %w", arch, err)
+				return wake, nil, fmt.Errorf("%s: looking up its hash tag: %w", arch, err)
 			}
 			obs.Reusable, obs.ReusedDigest = d != "", d
 		}
@@ -134,19 +145,19 @@ func (r *BuildReconciler) runArchitectures(ctx context.Context, o *imagesv1alpha
 			// The result is in the registry as soon as the agent pushed it, whether or not
 			// the Machine's power-off has been reported yet.
 			if err := r.readOutcome(ctx, b, in, attempt, &obs); err != nil {
-				return wake, err
+				return wake, nil, err
 			}
 		}
 		d := imagebuild.DecideArch(obs, now)
 		if err := r.deleteBuilders(ctx, machines, func(m *computev1alpha1.Machine) bool {
 			return m.Labels[imagesv1alpha1.LabelArchitecture] == arch && attemptOf(m) != d.Keep
 		}); err != nil {
-			return wake, err
+			return wake, nil, err
 		}
-		r.recordEnd(b, obs.Status, d.Status)
+		news = append(news, attemptEnded(obs.Status, d.Status)...)
 		if d.Create {
 			if err := r.createBuilder(ctx, o, b, in, d.Status.Attempts); err != nil {
-				return wake, err
+				return wake, nil, err
 			}
 		}
 		if d.Status.Attempts > 0 && d.Status.Phase != imagesv1alpha1.BuildPhaseReused {
@@ -157,20 +168,21 @@ func (r *BuildReconciler) runArchitectures(ctx context.Context, o *imagesv1alpha
 			wake = d.WakeAt
 		}
 	}
-	return wake, nil
+	return wake, news, nil
 }
 
-// recordEnd makes an Event of an attempt that ended without an image: a person looking at a
-// slow or failed build sees why each attempt ended, which the status keeps only for the last.
-func (r *BuildReconciler) recordEnd(b *imagesv1alpha1.OSImageBuild, before, after imagesv1alpha1.ArchitectureBuildStatus) {
+// attemptEnded is the Event of an attempt that ended without an image: a person looking at
+// a slow or failed build sees why each attempt ended, which the status keeps only for the last.
+func attemptEnded(before, after imagesv1alpha1.ArchitectureBuildStatus) []statusEvent {
 	switch {
 	case after.Phase == imagesv1alpha1.BuildPhaseFailed && before.Phase != imagesv1alpha1.BuildPhaseFailed:
-		r.Recorder.Eventf(b, corev1.EventTypeWarning, "ArchitectureFailed", "%s attempt %d: %s: %s",
-			after.Architecture, after.Attempts, after.Reason, after.Message)
+		return []statusEvent{{corev1.EventTypeWarning, "ArchitectureFailed", "Build", fmt.Sprintf("%s attempt %d: %s: %s",
+			after.Architecture, after.Attempts, after.Reason, after.Message)}}
 	case after.Attempts > before.Attempts && before.Attempts > 0 && after.Reason != "":
-		r.Recorder.Eventf(b, corev1.EventTypeWarning, "AttemptFailed", "%s attempt %d: %s: %s; starting attempt %d",
-			after.Architecture, after.Attempts-1, after.Reason, after.Message, after.Attempts)
+		return []statusEvent{{corev1.EventTypeWarning, "AttemptFailed", "Build", fmt.Sprintf("%s attempt %d: %s: %s; starting attempt %d",
+			after.Architecture, after.Attempts-1, after.Reason, after.Message, after.Attempts)}}
 	}
+	return nil
 }
 
 // readOutcome reads an attempt's log artifact into the observation.
@@ -230,8 +242,8 @@ func (r *BuildReconciler) deleteBuilders(ctx context.Context, machines []compute
 }
 
 // publish assembles and pushes the index once every architecture has ended, as the
-// publish policy allows, and says so in the conditions.
-func (r *BuildReconciler) publish(ctx context.Context, o *imagesv1alpha1.OSImage, b *imagesv1alpha1.OSImageBuild) error {
+// publish policy allows, and says so in the conditions; it returns the Event of a new index.
+func (r *BuildReconciler) publish(ctx context.Context, o *imagesv1alpha1.OSImage, b *imagesv1alpha1.OSImageBuild) ([]statusEvent, error) {
 	var results []imagebuild.Result
 	for _, st := range b.Status.Architectures {
 		results = append(results, imagebuild.Result{Architecture: string(st.Architecture), Phase: st.Phase, Digest: st.Digest})
@@ -249,25 +261,26 @@ func (r *BuildReconciler) publish(ctx context.Context, o *imagesv1alpha1.OSImage
 	if o.Status.LatestBuild != b.Name {
 		// Only the build of the OSImage's current inputs moves the tag: an older one,
 		// reconciled again, must never put its index back.
-		return nil
+		return nil, nil
 	}
 	if p.Wait || len(results) < len(b.Spec.Architectures) {
 		setCondition(&b.Status.Conditions, b.Generation, imagesv1alpha1.ConditionBuilding, true, imagesv1alpha1.ReasonBuilding, buildingMessage(b))
-		return nil
+		return nil, nil
 	}
 	setCondition(&b.Status.Conditions, b.Generation, imagesv1alpha1.ConditionBuilding, false, imagesv1alpha1.ReasonNotBuilding, "every architecture has ended")
 	if p.Entries == nil {
 		setCondition(&b.Status.Conditions, b.Generation, imagesv1alpha1.ConditionReady, false, imagesv1alpha1.ReasonBuildFailed,
 			fmt.Sprintf("%s failed; the tag %s was not moved (publish: %s)", strings.Join(p.Missing, ", "), b.Spec.Output.Tag, policy))
-		return nil
+		return nil, nil
 	}
 	index, err := publishIndex(ctx, b.Spec.Output.Repository, b.Spec.Output.Tag, p.Entries)
 	if err != nil {
 		setCondition(&b.Status.Conditions, b.Generation, imagesv1alpha1.ConditionReady, false, imagesv1alpha1.ReasonRegistryError, "publishing the index: "+err.Error())
-		return err
+		return nil, err
 	}
+	var news []statusEvent
 	if b.Status.Index != index {
-		r.Recorder.Eventf(b, corev1.EventTypeNormal, "Published", "index %s at %s:%s", index, b.Spec.Output.Repository, b.Spec.Output.Tag)
+		news = append(news, statusEvent{corev1.EventTypeNormal, "Published", "Publish", fmt.Sprintf("index %s at %s:%s", index, b.Spec.Output.Repository, b.Spec.Output.Tag)})
 	}
 	b.Status.Index = index
 	b.Status.Published = nil
@@ -291,7 +304,7 @@ func (r *BuildReconciler) publish(ctx context.Context, o *imagesv1alpha1.OSImage
 	} else {
 		setCondition(&b.Status.Conditions, b.Generation, imagesv1alpha1.ConditionDegraded, false, imagesv1alpha1.ReasonAllCurrent, "every architecture's entry is built from the current inputs")
 	}
-	return nil
+	return news, nil
 }
 
 func buildingMessage(b *imagesv1alpha1.OSImageBuild) string {

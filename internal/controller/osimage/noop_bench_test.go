@@ -22,6 +22,7 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	imagesv1alpha1 "github.com/anvil-dev/anvil/api/images/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/controller/index"
+	"github.com/anvil-dev/anvil/internal/events"
 	osimagecontroller "github.com/anvil-dev/anvil/internal/controller/osimage"
 	"github.com/anvil-dev/anvil/internal/imagebuild"
 	"github.com/anvil-dev/anvil/internal/osimage"
@@ -94,8 +95,8 @@ func BenchmarkNoOpReconcile(b *testing.B) {
 		b.Fatal(err)
 	}
 	cfg := osimagecontroller.Config{BuilderImage: builder, BuilderNetwork: "builders", Registry: reg, GuestRegistry: "10.0.2.100:5000", GuestPlainHTTP: true}
-	images := &osimagecontroller.OSImageReconciler{Client: machinesCached, APIReader: env.Client, Config: cfg, Recorder: mgr.GetEventRecorderFor("bench")}
-	builds := &osimagecontroller.BuildReconciler{Client: env.Client, APIReader: env.Client, Config: cfg, Recorder: mgr.GetEventRecorderFor("bench"), Now: time.Now}
+	images := &osimagecontroller.OSImageReconciler{Client: machinesCached, APIReader: env.Client, Config: cfg, Events: events.New(mgr.GetEventRecorder("bench"), nil)}
+	builds := &osimagecontroller.BuildReconciler{Client: env.Client, APIReader: env.Client, Config: cfg, Events: events.New(mgr.GetEventRecorder("bench"), nil), Now: time.Now}
 
 	o := recipe(name, base, "amd64", "arm64")
 	o.Spec.Output.Repository = reg + "/" + o.Namespace + "/" + name

@@ -11,13 +11,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	imagesv1alpha1 "github.com/anvil-dev/anvil/api/images/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/controller/requeue"
+	"github.com/anvil-dev/anvil/internal/events"
 	"github.com/anvil-dev/anvil/internal/imagebuild"
 )
 
@@ -27,8 +28,8 @@ type OSImageReconciler struct {
 	// APIReader reads context ConfigMaps and Secrets without caching them.
 	APIReader client.Reader
 	Config    Config
-	Recorder  record.EventRecorder
-	// Entries is shared with the RolloutReconciler (see BootedEntries); Now is the clock
+	Events    *events.Recorder
+	// Entries is shared with the ImageUpToDateReconciler (see BootedEntries); Now is the clock
 	// of the rollout's deadlines (nil: time.Now).
 	Entries *BootedEntries
 	Now     func() time.Time
@@ -44,7 +45,7 @@ type OSImageReconciler struct {
 // Secrets by name only (context files, registry credentials; builders' job and first-boot
 // Secrets): list or watch would read every Secret of the cluster.
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete
-// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // A rollout asks a Machine to reimage by its annotations (and reads nothing else of it).
 // +kubebuilder:rbac:groups=compute.anvil.dev,resources=machines,verbs=get;list;watch;patch
 
@@ -73,15 +74,17 @@ func (r *OSImageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		o.Status.ObservedGeneration = o.Generation
 	}
 	// A published index rolls out whatever became of the inputs since.
-	events, recheck, rerr := r.reconcileRollout(ctx, o)
+	news, recheck, rerr := r.reconcileRollout(ctx, o)
 	if !equality.Semantic.DeepEqual(before.Status, o.Status) {
-		if perr := r.Client.Status().Patch(ctx, o, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); perr != nil {
+		perr := r.Client.Status().Patch(ctx, o, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+		if apierrors.IsConflict(perr) {
+			return requeue.AfterConflict(), nil // decided again from the status that won
+		}
+		if perr != nil {
 			return ctrl.Result{}, perr
 		}
 	}
-	for _, e := range events {
-		r.Recorder.Event(o, e.typ, e.reason, e.msg)
-	}
+	record(r.Events, o, news)
 	if err = errors.Join(err, rerr); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -185,7 +188,7 @@ func (r *OSImageReconciler) createBuild(ctx context.Context, o *imagesv1alpha1.O
 	if err := r.Client.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
 	}
-	r.Recorder.Eventf(o, "Normal", "BuildCreated", "build %s for %s", name, archNames(in.archs))
+	r.Events.Normal(o, "BuildCreated", "CreateBuild", "build %s for %s", name, archNames(in.archs))
 	return b, nil
 }
 

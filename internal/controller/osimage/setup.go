@@ -20,6 +20,7 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	imagesv1alpha1 "github.com/anvil-dev/anvil/api/images/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/controller/index"
+	"github.com/anvil-dev/anvil/internal/events"
 	"github.com/anvil-dev/anvil/internal/imagebuild"
 )
 
@@ -27,7 +28,7 @@ import (
 func Setup(mgr ctrl.Manager, cfg Config, concurrency int) error {
 	c := mgr.GetClient()
 	entries := &BootedEntries{}
-	images := &OSImageReconciler{Client: c, APIReader: mgr.GetAPIReader(), Config: cfg, Recorder: mgr.GetEventRecorderFor("osimage"),
+	images := &OSImageReconciler{Client: c, APIReader: mgr.GetAPIReader(), Config: cfg, Events: events.New(mgr.GetEventRecorder("osimage"), nil),
 		Entries: entries, Now: time.Now}
 	err := ctrl.NewControllerManagedBy(mgr).Named("osimage").
 		// The published index is the rollout's target: whoever moves it, the rollout follows.
@@ -55,10 +56,10 @@ func Setup(mgr ctrl.Manager, cfg Config, concurrency int) error {
 	if err != nil {
 		return err
 	}
-	if err := setupRollout(mgr, entries); err != nil {
+	if err := setupImageUpToDate(mgr, entries); err != nil {
 		return err
 	}
-	builds := &BuildReconciler{Client: c, APIReader: mgr.GetAPIReader(), Config: cfg, Recorder: mgr.GetEventRecorderFor("osimagebuild"), Now: time.Now}
+	builds := &BuildReconciler{Client: c, APIReader: mgr.GetAPIReader(), Config: cfg, Events: events.New(mgr.GetEventRecorder("osimagebuild"), nil), Now: time.Now}
 	return ctrl.NewControllerManagedBy(mgr).Named("osimagebuild").
 		For(&imagesv1alpha1.OSImageBuild{}).
 		Owns(&computev1alpha1.Machine{}).
@@ -103,19 +104,19 @@ func listed(ctx context.Context, c client.Client, list client.ObjectList, what s
 	return reqs
 }
 
-// SetupRollout registers the ImageUpToDate controller: it looks at a Machine when the
+// SetupImageUpToDate registers the ImageUpToDate controller: it looks at a Machine when the
 // Machine changes and when an OSImage naming its tag publishes. It needs the field indexes
 // of package index.
-func SetupRollout(mgr ctrl.Manager) error { return setupRollout(mgr, &BootedEntries{}) }
+func SetupImageUpToDate(mgr ctrl.Manager) error { return setupImageUpToDate(mgr, &BootedEntries{}) }
 
-func setupRollout(mgr ctrl.Manager, entries *BootedEntries) error {
+func setupImageUpToDate(mgr ctrl.Manager, entries *BootedEntries) error {
 	c := mgr.GetClient()
-	return ctrl.NewControllerManagedBy(mgr).Named("rollout").
+	return ctrl.NewControllerManagedBy(mgr).Named("imageuptodate").
 		For(&computev1alpha1.Machine{}).
 		Watches(&imagesv1alpha1.OSImage{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return machinesNaming(ctx, c, o.(*imagesv1alpha1.OSImage))
 		})).
-		Complete(&RolloutReconciler{Client: c, Recorder: mgr.GetEventRecorderFor("rollout"), Entries: entries})
+		Complete(&ImageUpToDateReconciler{Client: c, Events: events.New(mgr.GetEventRecorder("imageuptodate"), nil), Entries: entries})
 }
 
 func machinesNaming(ctx context.Context, c client.Client, o *imagesv1alpha1.OSImage) []reconcile.Request {

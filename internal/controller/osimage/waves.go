@@ -17,15 +17,12 @@ import (
 	"github.com/anvil-dev/anvil/internal/rollout"
 )
 
-// rolloutEvent is an Event to record once the status that carries its news is written.
-type rolloutEvent struct{ typ, reason, msg string }
-
 // reconcileRollout moves the Machines bound to a pool that boot o's output tag under the
 // Reimage policy to the published index, a wave at a time (package rollout decides who),
 // by annotating the ones asked; their poollets reimage them. It reports into o's status
 // (Reconcile writes it) and returns the Events that report carries and when the first
 // Machine under way passes its deadline, which nothing else would wake the controller for.
-func (r *OSImageReconciler) reconcileRollout(ctx context.Context, o *imagesv1alpha1.OSImage) ([]rolloutEvent, time.Duration, error) {
+func (r *OSImageReconciler) reconcileRollout(ctx context.Context, o *imagesv1alpha1.OSImage) ([]statusEvent, time.Duration, error) {
 	target := o.Status.Index
 	if target == "" {
 		return nil, 0, nil
@@ -70,8 +67,6 @@ func (r *OSImageReconciler) reconcileRollout(ctx context.Context, o *imagesv1alp
 		if err := r.Client.Patch(ctx, m, patch); client.IgnoreNotFound(err) != nil {
 			return nil, 0, err
 		}
-		plan.Pending--
-		plan.Updating++
 	}
 
 	before := meta.FindStatusCondition(o.Status.Conditions, imagesv1alpha1.ConditionRollingOut)
@@ -84,14 +79,14 @@ func (r *OSImageReconciler) reconcileRollout(ctx context.Context, o *imagesv1alp
 	status, reason, msg := plan.Condition(target, paused)
 	setCondition(&o.Status.Conditions, o.Generation, imagesv1alpha1.ConditionRollingOut, status, reason, msg)
 
-	var events []rolloutEvent
+	var events []statusEvent
 	switch {
 	case reason == imagesv1alpha1.ReasonRolloutStalled && (before == nil || before.Message != msg):
-		events = append(events, rolloutEvent{corev1.EventTypeWarning, imagesv1alpha1.EventRolloutStalled, msg})
+		events = append(events, statusEvent{corev1.EventTypeWarning, imagesv1alpha1.EventRolloutStalled, "Rollout", msg})
 	case reason == imagesv1alpha1.ReasonRolloutComplete && plan.Machines > 0 && (before == nil || before.Reason != reason || retargeted):
-		events = append(events, rolloutEvent{corev1.EventTypeNormal, imagesv1alpha1.EventRolloutComplete, msg})
+		events = append(events, statusEvent{corev1.EventTypeNormal, imagesv1alpha1.EventRolloutComplete, "Rollout", msg})
 	case reason != imagesv1alpha1.ReasonRolloutComplete && retargeted:
-		events = append(events, rolloutEvent{corev1.EventTypeNormal, imagesv1alpha1.EventRolloutStarted,
+		events = append(events, statusEvent{corev1.EventTypeNormal, imagesv1alpha1.EventRolloutStarted, "Rollout",
 			fmt.Sprintf("moving %d Machines to index %s, at most %s of each pool's unavailable at once", plan.Machines-plan.Updated, target, maxUnavailable.String())})
 	}
 	var recheck time.Duration

@@ -20,8 +20,8 @@ func TagName(reference string) string {
 	return tag.Name()
 }
 
-// Rollout is what a Machine's ImageUpToDate condition is decided from.
-type Rollout struct {
+// Currency is what a Machine's ImageUpToDate condition is decided from.
+type Currency struct {
 	// SpecImage is the Machine's spec.image now; Booted what it runs. Never says the
 	// Machine keeps what it booted (imageUpdatePolicy Never).
 	SpecImage string
@@ -42,7 +42,7 @@ type Rollout struct {
 
 // ImageUpToDate decides the condition, or nil when the Machine should carry none: its image
 // is not an OSImage's output and its spec still names what it booted.
-func ImageUpToDate(r Rollout) *metav1.Condition {
+func ImageUpToDate(r Currency) *metav1.Condition {
 	cond := func(status metav1.ConditionStatus, reason, format string, args ...any) *metav1.Condition {
 		return &metav1.Condition{Type: computev1alpha1.ConditionImageUpToDate, Status: status, Reason: reason, Message: fmt.Sprintf(format, args...)}
 	}

@@ -23,7 +23,7 @@ import (
 // written by the test (no build runs), Machines' status.image as the poollet writes it.
 func TestImageUpToDateFollowsThePublishedEntry(t *testing.T) {
 	ctx := context.Background()
-	startManager(t, osimagecontroller.SetupRollout)
+	startManager(t, osimagecontroller.SetupImageUpToDate)
 
 	// The published index has both architectures; an older index of the same tag had amd64
 	// only, with the same amd64 image: its amd64 Machine runs the published entry.

@@ -4,31 +4,31 @@ import (
 	"context"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	imagesv1alpha1 "github.com/anvil-dev/anvil/api/images/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/controller/index"
+	"github.com/anvil-dev/anvil/internal/controller/requeue"
+	"github.com/anvil-dev/anvil/internal/events"
 	"github.com/anvil-dev/anvil/internal/imagebuild"
 	"github.com/anvil-dev/anvil/internal/osimage"
 )
 
-// RolloutReconciler keeps each Machine's ImageUpToDate condition: it is the condition's
+// ImageUpToDateReconciler keeps each Machine's ImageUpToDate condition: it is the condition's
 // only writer. The poollet records what a machine booted (status.image); this compares
 // that with the Machine's spec and with what the OSImage naming its tag publishes.
-type RolloutReconciler struct {
-	Client   client.Client
-	Recorder record.EventRecorder
-	Entries  *BootedEntries
+type ImageUpToDateReconciler struct {
+	Client  client.Client
+	Events  *events.Recorder
+	Entries *BootedEntries
 }
 
-func (r *RolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *ImageUpToDateReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	m := &computev1alpha1.Machine{}
 	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -40,7 +40,11 @@ func (r *RolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{}, r.write(ctx, m, r.Entries.imageUpToDate(ctx, m, o))
+	err = r.write(ctx, m, r.Entries.imageUpToDate(ctx, m, o))
+	if apierrors.IsConflict(err) {
+		return requeue.AfterConflict(), nil // decided again from the Machine that won
+	}
+	return ctrl.Result{}, client.IgnoreNotFound(err)
 }
 
 // BootedEntries caches the architecture entries of booted indexes by pinned reference (a
@@ -51,7 +55,7 @@ type BootedEntries struct{ m sync.Map }
 // imageUpToDate decides the ImageUpToDate condition of m, which has booted (status.image
 // set), against o, the OSImage publishing the tag its spec names (nil: none does).
 func (e *BootedEntries) imageUpToDate(ctx context.Context, m *computev1alpha1.Machine, o *imagesv1alpha1.OSImage) *metav1.Condition {
-	in := imagebuild.Rollout{SpecImage: m.Spec.Image, Never: m.Spec.ImageUpdatePolicy == computev1alpha1.ImageUpdatePolicyNever,
+	in := imagebuild.Currency{SpecImage: m.Spec.Image, Never: m.Spec.ImageUpdatePolicy == computev1alpha1.ImageUpdatePolicyNever,
 		Booted: *m.Status.Image, Architecture: m.Status.Architecture}
 	if o != nil {
 		in.Output, in.OSImage = true, o.Name
@@ -70,7 +74,7 @@ func (e *BootedEntries) imageUpToDate(ctx context.Context, m *computev1alpha1.Ma
 }
 
 // osImageOf is the OSImage whose output tag the Machine's spec.image names, or nil.
-func (r *RolloutReconciler) osImageOf(ctx context.Context, m *computev1alpha1.Machine) (*imagesv1alpha1.OSImage, error) {
+func (r *ImageUpToDateReconciler) osImageOf(ctx context.Context, m *computev1alpha1.Machine) (*imagesv1alpha1.OSImage, error) {
 	tag := imagebuild.TagName(m.Spec.Image)
 	if tag == "" {
 		return nil, nil
@@ -108,7 +112,7 @@ func (e *BootedEntries) bootedEntry(ctx context.Context, m *computev1alpha1.Mach
 }
 
 // write sets, replaces or removes the condition, with an Event when it turns False.
-func (r *RolloutReconciler) write(ctx context.Context, m *computev1alpha1.Machine, want *metav1.Condition) error {
+func (r *ImageUpToDateReconciler) write(ctx context.Context, m *computev1alpha1.Machine, want *metav1.Condition) error {
 	var old *metav1.Condition // a copy: setting the condition below changes the one in the list
 	if c := meta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionImageUpToDate); c != nil {
 		old = c.DeepCopy()
@@ -126,15 +130,11 @@ func (r *RolloutReconciler) write(ctx context.Context, m *computev1alpha1.Machin
 		want.ObservedGeneration = m.Generation
 		meta.SetStatusCondition(&m.Status.Conditions, *want)
 	}
-	err := r.Client.Status().Patch(ctx, m, patch)
-	if apierrors.IsConflict(err) {
-		return nil // a newer version is on its way through the informer and will be reconciled
-	}
-	if err != nil {
-		return client.IgnoreNotFound(err)
+	if err := r.Client.Status().Patch(ctx, m, patch); err != nil {
+		return err
 	}
 	if want != nil && want.Status != metav1.ConditionTrue && (old == nil || old.Reason != want.Reason || old.Message != want.Message) {
-		r.Recorder.Event(m, corev1.EventTypeWarning, want.Reason, want.Message)
+		r.Events.Warning(m, want.Reason, "CheckImage", "%s", want.Message)
 	}
 	return nil
 }
