@@ -3,7 +3,6 @@ package host
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -80,16 +79,10 @@ func (s *step) execute(ctx context.Context, in *hostplan.Input) (hostplan.Result
 		err = p.Adopt(ctx, name, d)
 	case hostplan.ActionDetach:
 		err = p.Detach(ctx, name)
-		if err == nil && h.DeletionTimestamp != nil {
-			return hostplan.Result{Outcome: hostplan.OutcomeDone}, s.finalize(ctx)
-		}
 	case hostplan.ActionDelete:
 		err = p.Delete(ctx, name)
-		if err == nil || errors.Is(err, provisioner.ErrNotFound) {
-			return hostplan.Result{Outcome: hostplan.OutcomeDone}, s.finalize(ctx)
-		}
 	case hostplan.ActionRemoveFinalizer:
-		return hostplan.Result{Outcome: hostplan.OutcomeDone}, s.finalize(ctx)
+		// Nothing to ask: the provisioner has forgotten the Host (Conclude releases it).
 	}
 	return resultOf(ctx, name, err), nil
 }
@@ -132,10 +125,6 @@ func (s *step) deploy(ctx context.Context, call func(context.Context, string, pr
 
 // wipe checks the eraser's files, then deploys it: from RAM, with no config drive.
 func (s *step) wipe(ctx context.Context, eraser provisioner.Image) (hostplan.Result, error) {
-	if eraser.Kernel == nil {
-		return hostplan.Result{Outcome: hostplan.OutcomeFailed,
-			Message: fmt.Sprintf("the site has no eraser for architecture %s", s.host.Spec.Architecture)}, nil
-	}
 	if res, ok := s.verify(ctx, eraser); !ok {
 		return res, nil
 	}

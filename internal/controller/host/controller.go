@@ -55,8 +55,8 @@ func (r *Reconciler) now() time.Time {
 }
 
 // eraserFor is the eraser for h, or nil when h is not wiped by the controller. A Host of
-// an architecture the site has no eraser for gets an empty image, whose deployment fails:
-// it is not handed out again unwiped.
+// an architecture the site has no eraser for gets an empty image: the planner fails its
+// wipe, so it is not handed out again unwiped.
 func (r *Reconciler) eraserFor(h *metalv1alpha1.Host) *provisioner.Image {
 	if len(r.Eraser) == 0 || strings.HasPrefix(h.Spec.BMC.Address, "fake://") {
 		return nil

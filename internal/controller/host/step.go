@@ -58,16 +58,17 @@ func (s *step) run(ctx context.Context) error {
 		}
 		var again bool
 		s.plan, again = hostplan.Conclude(s.plan, res)
-		if !again || s.finalized {
+		if s.plan.Finalize {
+			return s.finalize(ctx)
+		}
+		if !again {
 			break
 		}
 	}
-	if !s.finalized {
-		// The provisioner's messages may quote what it was given: never a BMC's password.
-		s.plan.Message = provisioner.Redact(s.plan.Message, s.registration.Password)
-		s.plan.WipeMessage = provisioner.Redact(s.plan.WipeMessage, s.registration.Password)
-		s.apply()
-	}
+	// The provisioner's messages may quote what it was given: never a BMC's password.
+	s.plan.Message = provisioner.Redact(s.plan.Message, s.registration.Password)
+	s.plan.WipeMessage = provisioner.Redact(s.plan.WipeMessage, s.registration.Password)
+	s.apply()
 	return nil
 }
 

@@ -38,6 +38,8 @@ type Result struct {
 // should be decided on again at once: after a registration or a hardware read, whose
 // effect is known without asking the provisioner, the next step need not wait a poll.
 func Conclude(p Plan, r Result) (Plan, bool) {
+	// A Delete that finds the node gone has nothing left to delete: the Host is released.
+	p.Finalize = p.Releases && (r.Outcome == OutcomeDone || r.Outcome == OutcomeGone && p.Action == ActionDelete)
 	p, again := conclude(p, r)
 	p = concludePower(p, r)
 	if p.Action == ActionWipe {

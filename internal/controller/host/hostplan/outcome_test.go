@@ -2,8 +2,12 @@ package hostplan
 
 import (
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/provisioner"
 )
 
 func TestConclude(t *testing.T) {
@@ -85,5 +89,37 @@ func TestConcludeSeparatesWaitingFromFailing(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A Host being deleted lets go of its finalizer once the provisioner holds nothing of it:
+// forgotten already, detached, or deleted (a Delete that finds the node gone included).
+func TestConcludeReleases(t *testing.T) {
+	deletingHost := host(func(h *metalv1alpha1.Host) { h.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)} })
+	detached := deletingHost.DeepCopy()
+	detached.Spec.Detached = true
+	for _, tc := range []struct {
+		name     string
+		in       Input
+		res      Result
+		finalize bool
+	}{
+		{"forgotten: let go", Input{Host: deletingHost}, Result{Outcome: OutcomeDone}, true},
+		{"deleted", Input{Host: deletingHost, Node: &provisioner.Node{State: provisioner.StateAvailable}}, Result{Outcome: OutcomeDone}, true},
+		{"deleted already (not found)", Input{Host: deletingHost, Node: &provisioner.Node{State: provisioner.StateAvailable}}, Result{Outcome: OutcomeGone}, true},
+		{"a delete refused keeps it", Input{Host: deletingHost, Node: &provisioner.Node{State: provisioner.StateAvailable}}, Result{Outcome: OutcomeFailed, Message: "no"}, false},
+		{"a delete queued keeps it", Input{Host: deletingHost, Node: &provisioner.Node{State: provisioner.StateAvailable}}, Result{Outcome: OutcomeBusy}, false},
+		{"detached", Input{Host: detached, Node: &provisioner.Node{State: provisioner.StateActive}}, Result{Outcome: OutcomeDone}, true},
+		{"a detach that finds it gone: looked at again", Input{Host: detached, Node: &provisioner.Node{State: provisioner.StateActive}}, Result{Outcome: OutcomeGone}, false},
+		{"deprovisioning first keeps it", Input{Host: deletingHost, Node: &provisioner.Node{State: provisioner.StateActive}}, Result{Outcome: OutcomeDone}, false},
+		{"detached while not deleted keeps it", Input{Host: host(func(h *metalv1alpha1.Host) { h.Spec.Detached = true }), Node: &provisioner.Node{State: provisioner.StateActive}},
+			Result{Outcome: OutcomeDone}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, _ := Conclude(Decide(tc.in), tc.res)
+			if p.Finalize != tc.finalize {
+				t.Errorf("%s then %v: finalize %v, want %v", p.Action, tc.res.Outcome, p.Finalize, tc.finalize)
+			}
+		})
 	}
 }

@@ -133,6 +133,11 @@ type Plan struct {
 	// RetryAfter, when set, is when to look at the Host again: an attempt waiting for its
 	// back-off. It comes before Busy and Failed's own timing.
 	RetryAfter time.Duration
+	// Releases: the Host is being deleted and, once this action is carried out, the
+	// provisioner holds nothing of it (forgotten, detached or deleted).
+	Releases bool
+	// Finalize (Conclude sets it): the action released the Host; its finalizer goes.
+	Finalize bool
 
 	// powerDecided: PowerChange was decided; otherwise the Host's record is kept as it is.
 	powerDecided bool
@@ -284,7 +289,7 @@ func available(in Input) Plan {
 	h := in.Host
 	if wipes(in) && notWiped(in) {
 		// Before anything else, whoever asks: a Host not wiped is never provisioned.
-		return startWipe()
+		return startWipe(in)
 	}
 	if h.Spec.Image != nil {
 		p := Plan{Action: ActionProvision, State: metalv1alpha1.StateProvisioning, Operational: metalv1alpha1.OperationalOK,
@@ -366,9 +371,9 @@ func deleting(in Input, st metalv1alpha1.ProvisioningState) Plan {
 	p := Plan{State: metalv1alpha1.StateDeleting, Operational: metalv1alpha1.OperationalOK, Reason: metalv1alpha1.ReasonDeleting}
 	switch {
 	case n == nil:
-		p.Action = ActionRemoveFinalizer
+		p.Action, p.Releases = ActionRemoveFinalizer, true
 	case h.Spec.Detached:
-		p.Action, p.State = ActionDetach, st
+		p.Action, p.State, p.Releases = ActionDetach, st, true
 	case n.Busy:
 		p.Action, p.Busy = ActionWait, true
 	case n.State == provisioner.StateActive, n.State == provisioner.StateDeploying,
@@ -377,7 +382,7 @@ func deleting(in Input, st metalv1alpha1.ProvisioningState) Plan {
 	case n.State == provisioner.StateDeleting, n.State == provisioner.StateCleaning, n.State == provisioner.StateInspecting:
 		p.Action, p.Busy = ActionWait, true
 	default:
-		p.Action, p.Busy = ActionDelete, true
+		p.Action, p.Busy, p.Releases = ActionDelete, true, true
 	}
 	return p
 }

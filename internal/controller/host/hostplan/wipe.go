@@ -60,10 +60,17 @@ func markTenantData(p Plan) Plan {
 	return p
 }
 
-// startWipe deploys the eraser on an Available Host that is not wiped.
-func startWipe() Plan {
-	return Plan{Action: ActionWipe, State: metalv1alpha1.StateDeprovisioning, Operational: metalv1alpha1.OperationalOK,
+// startWipe deploys the eraser on an Available Host that is not wiped. A site that erases
+// but has no eraser for the Host's architecture fails the wipe without a call: the Host
+// stays out of reach until one is configured.
+func startWipe(in Input) Plan {
+	p := Plan{Action: ActionWipe, State: metalv1alpha1.StateDeprovisioning, Operational: metalv1alpha1.OperationalOK,
 		Reason: metalv1alpha1.ReasonWiping, Busy: true, WipeReason: metalv1alpha1.ReasonWiping}
+	if in.Eraser.Kernel == nil {
+		p, _ = Conclude(p, Result{Outcome: OutcomeFailed, Message: "the site has no eraser for architecture " + string(in.Host.Spec.Architecture)})
+		p.Action = ActionWait // nothing to carry out
+	}
+	return p
 }
 
 // eraserRuns decides for a node deployed (or deploying) with the eraser: wait for the

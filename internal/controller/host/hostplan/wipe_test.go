@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
@@ -100,20 +101,38 @@ func TestDecideWipe(t *testing.T) {
 }
 
 func TestConcludeWipe(t *testing.T) {
-	p, _ := Conclude(startWipe(), Result{Outcome: OutcomeDone})
+	in := Input{Host: host(), Eraser: eraser}
+	p, _ := Conclude(startWipe(in), Result{Outcome: OutcomeDone})
 	if !p.WipeStarted || p.Failed {
 		t.Errorf("an accepted eraser deployment starts the clock: %+v", p)
 	}
-	p, _ = Conclude(startWipe(), Result{Outcome: OutcomeImageUnavailable, Message: "404"})
+	p, _ = Conclude(startWipe(in), Result{Outcome: OutcomeImageUnavailable, Message: "404"})
 	if !p.Failed || p.WipeReason != metalv1alpha1.ReasonWipeFailed || p.Reason != metalv1alpha1.ReasonImageUnavailable || p.WipeStarted {
 		t.Errorf("an eraser that cannot be fetched fails the wipe: %+v", p)
 	}
-	p, _ = Conclude(startWipe(), Result{Outcome: OutcomeFailed, Message: "no"})
+	p, _ = Conclude(startWipe(in), Result{Outcome: OutcomeFailed, Message: "no"})
 	if p.Reason != metalv1alpha1.ReasonWipeFailed || p.WipeReason != metalv1alpha1.ReasonWipeFailed {
 		t.Errorf("a refused eraser deployment is a failed wipe: %+v", p)
 	}
-	p, _ = Conclude(startWipe(), Result{Outcome: OutcomeBusy, Message: "queued"})
+	p, _ = Conclude(startWipe(in), Result{Outcome: OutcomeBusy, Message: "queued"})
 	if p.WipeStarted || p.Failed {
 		t.Errorf("a queued eraser deployment has not started: %+v", p)
+	}
+}
+
+// A site that erases but has no eraser for the Host's architecture: the wipe fails, decided
+// without a call to the provisioner, and the Host stays out of reach.
+func TestNoEraserForTheArchitecture(t *testing.T) {
+	h := host(func(h *metalv1alpha1.Host) {
+		h.Spec.Architecture = "arm64"
+		meta.SetStatusCondition(&h.Status.Conditions, metav1.Condition{Type: metalv1alpha1.ConditionWiped, Status: metav1.ConditionFalse, Reason: metalv1alpha1.ReasonTenantData})
+	})
+	p := Decide(Input{Host: h, Node: node(provisioner.StateAvailable), Eraser: &provisioner.Image{}})
+	if p.Action != ActionWait || !p.Failed || p.State != metalv1alpha1.StateDeprovisioning || p.WipeReason != metalv1alpha1.ReasonWipeFailed ||
+		p.Message != "Wipe: the site has no eraser for architecture arm64" {
+		t.Errorf("no eraser for arm64: %+v", p)
+	}
+	if again, _ := Conclude(p, Result{Outcome: OutcomeDone}); again.WipeReason != metalv1alpha1.ReasonWipeFailed || !again.Failed {
+		t.Errorf("concluded, the failure is lost: %+v", again)
 	}
 }
