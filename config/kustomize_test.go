@@ -288,7 +288,7 @@ func TestOverlaySetsImagesAndArgs(t *testing.T) {
 	}
 }
 
-// argOf is the value of --name=VALUE among a container's args ("" when missing).
+// argOf is the value of --NAME=VALUE among a container's args ("" when missing).
 func argOf(t *testing.T, o *unstructured.Unstructured, container, name string) string {
 	t.Helper()
 	list, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
@@ -308,7 +308,7 @@ func argOf(t *testing.T, o *unstructured.Unstructured, container, name string) s
 }
 
 // A runtime names the pool it serves and its poollet refuses any other (MRI rule I5):
-// each shipped runtime's --name is its poollet's --pool.
+// each shipped runtime's --pool is its poollet's --pool.
 func TestRuntimesServeTheirPoolletsPool(t *testing.T) {
 	kubectl := tool(t, "kubectl")
 	find := func(dir, name string) *unstructured.Unstructured {
@@ -324,7 +324,7 @@ func TestRuntimesServeTheirPoolletsPool(t *testing.T) {
 		{"default", "anvil-qemu-runtime", "runtime", "anvil-qemu-poollet"},
 		{"metal-site", "anvil-metal-site", "site", "anvil-metal-site"},
 	} {
-		name := argOf(t, find(p.dir, p.runtime), p.runtimeContainer, "name")
+		name := argOf(t, find(p.dir, p.runtime), p.runtimeContainer, "pool")
 		pool := argOf(t, find(p.dir, p.poollet), "poollet", "pool")
 		if name == "" || name != pool {
 			t.Errorf("config/%s: runtime %s serves pool %q, its poollet is for %q", p.dir, p.runtime, name, pool)

@@ -82,9 +82,10 @@ func newFakeRuntimeCommand() *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&socket, "socket", mri.DefaultEndpoint("fake"), "where to serve, unix:///path (its folder must be writable by its owner alone)")
+	addListenFlag(fl, &socket, mri.DefaultEndpoint("fake"), "socket")
 	serve.add(fl)
-	fl.StringVar(&name, "name", "fake", "runtime name, used in machine ids")
+	name = "fake"
+	addPoolFlag(fl, &name, "name of the MachinePool it serves; starts every machine id")
 	fl.StringVar(&f.stateFile, "state-file", f.stateFile, "keep machines across restarts in this file")
 	f.addFlags(cmd)
 	return cmd

@@ -87,7 +87,7 @@ kubeconfig should be the identity of config/rbac/broker for that namespace (docs
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&listen, "listen", mri.DefaultEndpoint("broker"), "where to serve the MRI, unix:///path (its folder must be writable by its owner alone)")
+	addListenFlag(f, &listen, mri.DefaultEndpoint("broker"), "")
 	serve.add(f)
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the downstream anvil cluster (required)")
 	f.StringVar(&namespace, "namespace", "", "downstream namespace the broker's Machines and Secrets go to (required)")

@@ -53,9 +53,9 @@ func newMetalRuntimeCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&listen, "listen", mri.DefaultEndpoint("metal"), "where to serve the MRI, unix:///path (its folder must be writable by its owner alone)")
+	addListenFlag(f, &listen, mri.DefaultEndpoint("metal"), "")
 	serve.add(f)
-	f.StringVar(&cfg.Name, "name", cfg.Name, "name of the MachinePool; starts every machine id")
+	addPoolFlag(f, &cfg.Name, "name of the MachinePool it serves; starts every machine id")
 	f.StringVar(&cfg.Site.Namespace, "namespace", "", "infrastructure namespace holding the site's Hosts, their Secrets and HostPolicies (required)")
 	f.StringVar(&cfg.Site.StateDir, "state-dir", "/var/lib/anvil/metal", "folder for Ironic's configuration, database and log")
 	f.StringVar(&cacheDir, "cache-dir", "", "OS image cache (default <state-dir>/cache)")

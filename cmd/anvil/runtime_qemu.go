@@ -59,9 +59,9 @@ func newQEMURuntimeCommand() *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&listen, "listen", mri.DefaultEndpoint("qemu"), "where to serve, unix:///path (its folder must be writable by its owner alone)")
+	addListenFlag(fl, &listen, mri.DefaultEndpoint("qemu"), "")
 	serve.add(fl)
-	fl.StringVar(&cfg.Name, "name", cfg.Name, "runtime name, the start of every machine id")
+	addPoolFlag(fl, &cfg.Name, "name of the MachinePool it serves; starts every machine id")
 	fl.StringVar(&cfg.StateDir, "state-dir", "", "one folder per machine; keep it across restarts (required)")
 	fl.StringVar(&cacheDir, "cache-dir", "", "pulled image layers, shared by all machines (default <state-dir>/cache)")
 	fl.StringSliceVar(&archs, "arch", []string{"amd64", "arm64"}, "architectures to offer, of those whose QEMU is installed: amd64 (x86_64), arm64 (aarch64)")

@@ -176,13 +176,9 @@ func (cl *cluster) addPool(ctx context.Context, cfg config, pool, label string, 
 		runtimeEnv = []string{"KUBECONFIG=" + site}
 	}
 	socket := "unix://" + filepath.Join(cl.dir, "run", pool+".sock")
-	listen := "--listen"
-	if args[1] == "fake" {
-		listen = "--socket"
-	}
 	journal := filepath.Join(cl.dir, pool+"-creates.jsonl")
 	rt := append([]string{cfg.anvil}, args...)
-	rt = append(rt, "--name", pool, listen, socket, "--create-journal", journal)
+	rt = append(rt, "--pool", pool, "--listen", socket, "--create-journal", journal)
 	cl.runtimes[pool] = newProc(cl.dir, pool+"-runtime", runtimeEnv, rt...)
 	cl.poollets[pool] = newProc(cl.dir, pool+"-poollet", []string{"KUBECONFIG=" + poolletKubeconfig},
 		cfg.anvil, "poollet", "--pool", pool, "--runtime", socket, "--interval", "1s",

@@ -75,7 +75,7 @@ func TestBareMetalPools(t *testing.T) {
 	// A second site, run as its own processes.
 	image := "127.0.0.1:" + registryPort + "/anvil/metal-disk:latest"
 	socket := "unix://" + filepath.Join(t.TempDir(), "mri.sock")
-	rtCmd := exec.Command(env.AnvilBin, "runtime", "metal", "--name", "metal-b", "--namespace", "site-b", "--listen", socket,
+	rtCmd := exec.Command(env.AnvilBin, "runtime", "metal", "--pool", "metal-b", "--namespace", "site-b", "--listen", socket,
 		"--state-dir", shortDir(t), "--ironic-port", devproc.FreePort(t), "--image-listen", "127.0.0.1:"+devproc.FreePort(t),
 		"--allow-registry", "127.0.0.1:"+registryPort, "--registry-credentials", poolsCredentials(kubeconfig), "--wipe", "eraser", "--eraser", filepath.Join(env.BinDir, "eraser"))
 	rtCmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)

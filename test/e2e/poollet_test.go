@@ -23,7 +23,7 @@ func TestPoolletAndFakeRuntimeCommands(t *testing.T) {
 	kubeconfig := filepath.Join(state, "kubeconfig")
 
 	socket := "unix://" + filepath.Join(t.TempDir(), "edge.sock")
-	runtime := devproc.Background(t, env.AnvilBin, "runtime", "fake", "--name", "edge", "--socket", socket, "--arch", "amd64", "--cpu", "8", "--memory", "16Gi")
+	runtime := devproc.Background(t, env.AnvilBin, "runtime", "fake", "--pool", "edge", "--listen", socket, "--arch", "amd64", "--cpu", "8", "--memory", "16Gi")
 	defer devproc.StopProcess(runtime)
 	// Labelled like anvil dev's fake pool, which the sample web-1 asks for.
 	poolletCmd := exec.Command(env.AnvilBin, "poollet", "--pool", "edge", "--runtime", socket, "--interval", "1s", "--labels", "compute.anvil.dev/runtime=fake",

@@ -31,7 +31,7 @@ func startQemuPool(t *testing.T, kubeconfig, registry string, arch computev1alph
 		devproc.KillQemu(p.stateDir)
 	})
 	socket := "unix://" + filepath.Join(t.TempDir(), "mri.sock")
-	rt := devproc.Background(t, env.AnvilBin, "runtime", "qemu", "--name", p.name, "--listen", socket,
+	rt := devproc.Background(t, env.AnvilBin, "runtime", "qemu", "--pool", p.name, "--listen", socket,
 		"--state-dir", p.stateDir, "--cache-dir", filepath.Join(t.TempDir(), "cache"), "--arch", string(arch), "--allow-registry", registry, "--registry-credentials", credentials)
 	t.Cleanup(func() { devproc.StopProcess(rt) })
 	poolletCmd := exec.Command(env.AnvilBin, "poollet", "--pool", p.name, "--runtime", socket, "--interval", "1s",

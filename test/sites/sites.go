@@ -171,7 +171,7 @@ func (h *Hierarchy) startProcesses(ctx context.Context, i int) error {
 	var runtime *proc
 	if i == len(h.Levels)-1 {
 		l.Pool = l.Name + "-fake"
-		runtime, err = startProc(o.Dir, log("fake"), "", o.Anvil, append([]string{"runtime", "fake", "--name", l.Pool, "--socket", socket,
+		runtime, err = startProc(o.Dir, log("fake"), "", o.Anvil, append([]string{"runtime", "fake", "--pool", l.Pool, "--listen", socket,
 			"--cpu", o.FakeCPU, "--memory", o.FakeMemory}, o.FakeArgs...)...)
 	} else {
 		below := h.Levels[i+1]
