@@ -51,7 +51,7 @@ func TestObservedStatusCarriesSiteReachable(t *testing.T) {
 	}
 }
 
-// A bare-metal machine whose server's power keeps failing (issue 35) says so on its
+// A bare-metal machine whose server's power keeps failing says so on its
 // Machine: ServerPowerFailing as the runtime reports it, the state the runtime saw
 // (Shutdown for a server reported Off) and Ready False with the same message, never
 // plainly Running. Once the runtime stops reporting it, it is gone and Ready follows the

@@ -12,7 +12,7 @@ import (
 	"github.com/anvil-dev/anvil/test/capienv"
 )
 
-// End to end 4 of issue 17, on the fake pool: `clusterctl move` of a Cluster from management
+// Pivot on the fake pool: `clusterctl move` of a Cluster from management
 // cluster A (the rig: anvil with the pools, and Cluster API) to B (a second control plane with
 // Cluster API and anvil's provider, no pools). B reaches A only through the AnvilCluster's
 // identityRef, a kubeconfig for one tenant namespace of A. The anvil Machines stay in A, the

@@ -34,7 +34,7 @@ import (
 	"github.com/anvil-dev/anvil/test/harness/controlplanes"
 )
 
-// What the tests of clusterctl move share (issue 17's pivot): management cluster A is the
+// What the tests of clusterctl move (a pivot) share: management cluster A is the
 // test's own control plane with anvil, its pools and Cluster API; B is StartManagementCluster's.
 
 // TenantIdentity makes, in namespace tenant of the anvil of cfg (A), a ServiceAccount bound

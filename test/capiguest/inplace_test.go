@@ -23,7 +23,7 @@ import (
 	"github.com/anvil-dev/anvil/test/nodeagent/nodeimage"
 )
 
-// End to end 3 of issue 17 on a real guest: with Cluster API's InPlaceUpdates gate on (the
+// In-place updates on a real guest: with Cluster API's InPlaceUpdates gate on (the
 // rig runs its manager so) and anvil's update extension registered, a MachineDeployment of
 // one amd64 VM pointed at a template with a second node image keeps its Machine: the same
 // Cluster API Machine and the same anvil Machine on the same pool are reimaged, the guest

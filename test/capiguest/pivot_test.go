@@ -12,7 +12,7 @@ import (
 	"github.com/anvil-dev/anvil/test/capienv"
 )
 
-// End to end 4 of issue 17 on real guests: `clusterctl move` of a Cluster of VMs from
+// Pivot on real guests: `clusterctl move` of a Cluster of VMs from
 // management cluster A (the rig: anvil with the QEMU pools, and Cluster API) to B (a second
 // control plane with Cluster API and anvil's provider, no pools), B reaching A only through
 // the AnvilCluster's identityRef, a ServiceAccount kubeconfig for one tenant namespace of A

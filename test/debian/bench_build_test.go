@@ -19,7 +19,7 @@ import (
 	"github.com/anvil-dev/anvil/test/testos"
 )
 
-// BenchmarkOnePackageChangeAgainstABuildByHand (issue 34, figure 3): a one-package change
+// BenchmarkOnePackageChangeAgainstABuildByHand (docs/benchmarks.md, "The Debian image"): a one-package change
 // to the Debian OSImage of build_test.go (its RUN apt-get line installs "hello tree"
 // instead of "hello", or back, so every iteration is a change) → a new index published
 // with both architectures, against the same build done by hand, one architecture at a

@@ -17,7 +17,7 @@ import (
 	"github.com/anvil-dev/anvil/test/redfishbmc"
 )
 
-// TestPowerFailureReportedAndBackedOff is issue 35's server whose power-on Ironic keeps
+// TestPowerFailureReportedAndBackedOff is a server whose power-on Ironic keeps
 // failing, on a real Ironic and a Redfish BMC that refuses every power change: the Host
 // says so (Error, Ready PowerChangeFailed with Ironic's message and no password, a Warning
 // Event), the BMC is asked again with back-off rather than at every poll, and once the BMC

@@ -111,7 +111,7 @@ func (l *eventLog) of(reason string) []string {
 	return out
 }
 
-// TestPowerFailureIsReportedAndBackedOff is issue 35's server whose power-on Ironic keeps
+// TestPowerFailureIsReportedAndBackedOff is a server whose power-on Ironic keeps
 // failing: anvil asked again at every poll (52 times in 100 s) and said nothing. Now the
 // Host reports the failure (Error, Ready PowerChangeFailed, lastError, a Warning Event, no
 // password anywhere), asks again only after a back-off that grows to its cap, keeps that

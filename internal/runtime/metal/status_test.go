@@ -98,7 +98,7 @@ func TestObserve(t *testing.T) {
 		{"provisioned, off, asked on", claimed(provisionedOn, power(metalv1alpha1.PowerOff)), on, false, shut, false, "Switching"},
 		{"provisioned, power unknown", claimed(provisionedOn, power(metalv1alpha1.PowerUnknown)), on, false, run, false, "Switching"},
 		{"provisioned, power change failed", claimed(provisionedOn, power(metalv1alpha1.PowerOff), failing(metalv1alpha1.ReasonPowerChangeFailed)), on, false, shut, false, metalv1alpha1.ReasonPowerChangeFailed},
-		// Issue 35: a server reported Off whose power-on keeps failing was Running on its
+		// A server reported Off whose power-on keeps failing was Running on its
 		// Machine, the status never settling on anything else. Now it settles on Shutdown,
 		// saying its power fails.
 		{"provisioned, power on keeps failing", claimed(provisionedOn, power(metalv1alpha1.PowerOff), powerFailing(metalv1alpha1.PowerOn, 3)), on, false, shut, true,
