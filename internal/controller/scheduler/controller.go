@@ -64,16 +64,17 @@ type Reconciler struct {
 // Reconcile places one Machine, or says why it cannot be placed.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	m := &computev1alpha1.Machine{}
-	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
-		r.queue.SetPending(req.NamespacedName, false)
+	err := r.Client.Get(ctx, req.NamespacedName, m)
+	gone := err != nil || !m.DeletionTimestamp.IsZero() || m.Status.State == computev1alpha1.MachineStateTerminated
+	if gone || m.Spec.MachinePoolRef != nil {
+		r.queue.SetPending(req.NamespacedName, false) // nothing to place
+	}
+	switch {
+	case err != nil:
 		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if !m.DeletionTimestamp.IsZero() || m.Status.State == computev1alpha1.MachineStateTerminated {
-		r.queue.SetPending(req.NamespacedName, false)
+	case gone:
 		return ctrl.Result{}, r.releaseUnbound(ctx, m)
-	}
-	if m.Spec.MachinePoolRef != nil {
-		r.queue.SetPending(req.NamespacedName, false)
+	case m.Spec.MachinePoolRef != nil:
 		return r.reconcileBound(ctx, m)
 	}
 	if _, charged := r.Cache.ChargedPool(m.UID); charged {
@@ -86,15 +87,12 @@ func (r *Reconciler) schedule(ctx context.Context, m *computev1alpha1.Machine) (
 	key := client.ObjectKeyFromObject(m)
 	class := r.Cache.Class(m.Spec.MachineClassRef.Name)
 	if class == nil {
-		r.queue.SetPending(key, true)
-		return ctrl.Result{}, r.setScheduled(ctx, m, metav1.ConditionFalse, computev1alpha1.ReasonClassNotFound,
+		return ctrl.Result{}, r.wait(ctx, m, computev1alpha1.ReasonClassNotFound,
 			fmt.Sprintf("MachineClass %q does not exist", m.Spec.MachineClassRef.Name))
 	}
 	for _, f := range r.ImageFolders {
 		if err := f.UseImage(m.Namespace, m.Spec.Image); err != nil {
-			r.queue.SetPending(key, true)
-			return ctrl.Result{}, r.setScheduled(ctx, m, metav1.ConditionFalse, computev1alpha1.ReasonImageNotOwned,
-				fmt.Sprintf("image: %v", err))
+			return ctrl.Result{}, r.wait(ctx, m, computev1alpha1.ReasonImageNotOwned, fmt.Sprintf("image: %v", err))
 		}
 	}
 	archs, image, err := r.architectures(ctx, m, class)
@@ -112,8 +110,7 @@ func (r *Reconciler) schedule(ctx context.Context, m *computev1alpha1.Machine) (
 	}
 	if archs == 0 {
 		// No pool could ever fit: say which requirements contradict, not "N pools: ...".
-		r.queue.SetPending(key, true)
-		return ctrl.Result{}, r.setScheduled(ctx, m, metav1.ConditionFalse, computev1alpha1.ReasonUnschedulable,
+		return ctrl.Result{}, r.wait(ctx, m, computev1alpha1.ReasonUnschedulable,
 			fmt.Sprintf("no architecture satisfies the Machine (%s), its MachineClass (%s) and its image (%s) together",
 				orAny(m.Spec.Architecture), archList(class.Architectures), archList(image)))
 	}
@@ -130,20 +127,13 @@ func (r *Reconciler) schedule(ctx context.Context, m *computev1alpha1.Machine) (
 		NativeOnly:      m.Spec.Emulation == computev1alpha1.EmulationForbidden,
 		PoolSelector:    m.Spec.MachinePoolSelector,
 		Tolerations:     m.Spec.Tolerations,
-		ExcludedUntil:   r.queue.ExcludedUntil(m.UID),
 	}
-	d := r.Cache.ScheduleAndAssume(m.UID, request, now, r.Strategy)
-	if d.Pool == nil {
-		r.queue.SetPending(key, true)
-		msg := "no MachinePool fits: " + d.Rejections.Summary()
-		if refused := r.queue.RefusalText(m.UID); refused != "" {
-			msg += " (" + refused + ")"
-		}
-		err := r.setScheduled(ctx, m, metav1.ConditionFalse, computev1alpha1.ReasonUnschedulable, msg)
-		return ctrl.Result{RequeueAfter: r.queue.RetryAfter(m.UID, now)}, err
+	p := scheduler.Place(r.Cache, r.queue, key, m.UID, request, now, r.Strategy)
+	if p.Pool == "" {
+		err := r.setScheduled(ctx, m, metav1.ConditionFalse, computev1alpha1.ReasonUnschedulable, p.Message)
+		return ctrl.Result{RequeueAfter: p.RetryAfter}, err
 	}
-	r.queue.SetPending(key, false)
-	if err := r.bind(ctx, m, d.Pool.Name); err != nil {
+	if err := r.bind(ctx, m, p.Pool); err != nil {
 		r.Cache.Forget(m.UID)
 		if apierrors.IsConflict(err) {
 			// Our copy was stale; the informer will bring the new one. Not a failure.
@@ -151,13 +141,13 @@ func (r *Reconciler) schedule(ctx context.Context, m *computev1alpha1.Machine) (
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	log.FromContext(ctx).V(1).Info("bound", "pool", d.Pool.Name)
-	r.Events.Normal(m, computev1alpha1.EventScheduled, "Bind", "bound to MachinePool %s", d.Pool.Name)
+	log.FromContext(ctx).V(1).Info("bound", "pool", p.Pool)
+	r.Events.Normal(m, computev1alpha1.EventScheduled, "Bind", "bound to MachinePool %s", p.Pool)
 	if c := meta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionScheduled); c != nil {
 		// Only a Machine that was once unschedulable carries the condition; clear it. The
 		// common path writes once.
 		return ctrl.Result{}, r.setScheduled(ctx, m, metav1.ConditionTrue, computev1alpha1.ReasonBound,
-			fmt.Sprintf("bound to MachinePool %s", d.Pool.Name))
+			fmt.Sprintf("bound to MachinePool %s", p.Pool))
 	}
 	return ctrl.Result{}, nil
 }
@@ -237,6 +227,13 @@ func (r *Reconciler) reconcileBound(ctx context.Context, m *computev1alpha1.Mach
 	log.FromContext(ctx).Info("runtime refused the Machine; scheduling it again without that pool",
 		"pool", pool, "backoff", r.RefusalBackoff)
 	return ctrl.Result{}, nil
+}
+
+// wait leaves the Machine unbound until a change of the cluster (a class, a pool, the image
+// rules) could place it, saying why in its Scheduled condition.
+func (r *Reconciler) wait(ctx context.Context, m *computev1alpha1.Machine, reason, msg string) error {
+	r.queue.SetPending(client.ObjectKeyFromObject(m), true)
+	return r.setScheduled(ctx, m, metav1.ConditionFalse, reason, msg)
 }
 
 // setScheduled writes the Scheduled condition unless it already says the same.

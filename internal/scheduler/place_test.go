@@ -1,0 +1,58 @@
+package scheduler
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Place charges the fitting pool and settles the Machine; with none fitting it says why
+// (the reasons, then what refusing runtimes said) and when a refusal ends, and keeps the
+// Machine waiting. A pool that refused the Machine is kept off it.
+func TestPlace(t *testing.T) {
+	key := types.NamespacedName{Namespace: "ns", Name: "m"}
+	setup := func() (*Cache, *Queue) {
+		c := newTestCache()
+		c.SetPool(*newPool("p").classes(c.ClassIndex("small")).build())
+		c.SetHeartbeat("p", testNow.Add(time.Minute))
+		return c, NewQueue(30 * time.Second)
+	}
+
+	c, q := setup()
+	q.SetPending(key, true) // it waited before
+	p := Place(c, q, key, "m1", request(c.Class("small")), testNow, StrategySpread)
+	if p.Pool != "p" || p.Message != "" || p.RetryAfter != 0 {
+		t.Fatalf("a fitting pool: %+v", p)
+	}
+	if pool, ok := c.ChargedPool("m1"); !ok || pool != "p" {
+		t.Errorf("charged to %q (%v), want p at once", pool, ok)
+	}
+	if len(q.Pending()) != 0 {
+		t.Errorf("placed but still waiting: %v", q.Pending())
+	}
+
+	c, q = setup()
+	q.Refuse("m1", "p", "no Host a HostPolicy allows", testNow.Add(-10*time.Second))
+	p = Place(c, q, key, "m1", request(c.Class("small")), testNow, StrategySpread)
+	if p.Pool != "" || p.RetryAfter != 20*time.Second {
+		t.Fatalf("the only pool refused it 10 s ago (backoff 30 s): %+v", p)
+	}
+	for _, want := range []string{"no MachinePool fits: ", "1 pool: runtime refused this Machine recently", "(no Host a HostPolicy allows)"} {
+		if !strings.Contains(p.Message, want) {
+			t.Errorf("message %q lacks %q", p.Message, want)
+		}
+	}
+	if _, ok := c.ChargedPool("m1"); ok {
+		t.Error("charged with no pool fitting")
+	}
+	if got := q.Pending(); len(got) != 1 || got[0] != key {
+		t.Errorf("waiting %v, want %v", got, key)
+	}
+	// Past the backoff, the pool is tried again.
+	c.SetHeartbeat("p", testNow.Add(2*time.Minute))
+	if p := Place(c, q, key, "m1", request(c.Class("small")), testNow.Add(time.Minute), StrategySpread); p.Pool != "p" {
+		t.Errorf("after the backoff: %+v", p)
+	}
+}
