@@ -119,3 +119,42 @@ func TestImageArchitecturesChooseThePool(t *testing.T) {
 	eventually(t, client.ObjectKeyFromObject(only), "refused every pool for its architecture",
 		scheduledFalse("no architecture satisfies the Machine (arm64), its MachineClass (any) and its image (amd64) together"))
 }
+
+// Pools coming up one by one (as anvil dev's do) change an unschedulable Machine's message,
+// not its news: one Unschedulable Event, then Scheduled.
+func TestPoolsComingUpGiveOneUnschedulableEvent(t *testing.T) {
+	startScheduler(t, &Reconciler{})
+	cls := uniq(t, "startup")
+	mustCreate(t, namespace("startup", nil), class(cls, "1", "1Gi"))
+	readyPool(t, cls+"-a", "amd64", "8", "8Gi", nil, nil)
+	m := machine("startup", cls+"-m", cls, nil)
+	mustCreate(t, m)
+	key := client.ObjectKeyFromObject(m)
+	// Other tests' pools share the control plane: the counts are theirs too, so the test
+	// waits for the message to change, not for a number.
+	var first string
+	eventually(t, key, "unschedulable", func(m *computev1alpha1.Machine) bool {
+		c := meta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionScheduled)
+		if c != nil {
+			first = c.Message
+		}
+		return scheduledFalse("MachineClass not supported")(m)
+	})
+	readyPool(t, cls+"-b", "amd64", "8", "8Gi", nil, nil)
+	eventually(t, key, "unschedulable, one pool more in the message", func(m *computev1alpha1.Machine) bool {
+		c := meta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionScheduled)
+		return scheduledFalse("MachineClass not supported")(m) && c.Message != first
+	})
+	mp := &computev1alpha1.MachinePool{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: cls + "-a"}, mp); err != nil {
+		t.Fatal(err)
+	}
+	mp.Status.SupportedClasses = []string{cls}
+	if err := env.Client.Status().Update(context.Background(), mp); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, key, "bound once the pool offers the class", boundTo(cls+"-a"))
+	eventually(t, key, "told once of each", func(*computev1alpha1.Machine) bool {
+		return strings.Join(eventReasons(t, m), " ") == computev1alpha1.EventUnschedulable+" "+computev1alpha1.EventScheduled
+	})
+}

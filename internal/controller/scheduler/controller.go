@@ -238,10 +238,13 @@ func (r *Reconciler) wait(ctx context.Context, m *computev1alpha1.Machine, reaso
 
 // setScheduled writes the Scheduled condition unless it already says the same.
 func (r *Reconciler) setScheduled(ctx context.Context, m *computev1alpha1.Machine, status metav1.ConditionStatus, reason, msg string) error {
-	if c := meta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionScheduled); c != nil &&
-		c.Status == status && c.Reason == reason && c.Message == msg {
+	c := meta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionScheduled)
+	if c != nil && c.Status == status && c.Reason == reason && c.Message == msg {
 		return nil
 	}
+	// What a person looks for is the Machine turning unschedulable, or for another reason:
+	// pools coming up one by one change the counts in the message, not the news.
+	news := c == nil || c.Status != status || c.Reason != reason
 	patch := client.MergeFromWithOptions(m.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{
 		Type: computev1alpha1.ConditionScheduled, Status: status, Reason: reason, Message: msg,
@@ -254,8 +257,7 @@ func (r *Reconciler) setScheduled(ctx context.Context, m *computev1alpha1.Machin
 	if apierrors.IsConflict(err) {
 		return nil // a newer version is on its way through the informer and will be reconciled
 	}
-	if err == nil && status == metav1.ConditionFalse {
-		// Once per change of what keeps it from a pool: the condition's write is the gate.
+	if err == nil && status == metav1.ConditionFalse && news {
 		r.Events.Warning(m, computev1alpha1.EventUnschedulable, "Schedule", "%s: %s", reason, msg)
 	}
 	return client.IgnoreNotFound(err)
