@@ -107,12 +107,13 @@ fi
 kubectl() { "$clone/bin/kubectl" --kubeconfig "$clone/.anvil/kubeconfig" "$@"; }
 
 stop_demo() {
-	# Machines first: VMs outlive anvil dev by design, so they are ended through the API.
+	# Machines first: VMs and emulated servers outlive anvil dev by design, so they are ended
+	# through the API (a released server is wiped, then powered off by Ironic).
 	kubectl delete machines --all --all-namespaces --wait --timeout=5m >>"$dir/logs/make demo.log" 2>&1 || true
 	kill -INT -- "-$demo_pid" 2>/dev/null || true
 	for _ in $(seq 60); do kill -0 -- "-$demo_pid" 2>/dev/null || break; sleep 1; done
 	kill -KILL -- "-$demo_pid" 2>/dev/null || true
-	# A VM that survived its Machine's deletion is still this check's: end it by its PID.
+	# A VM or server that survived its Machine's deletion is still this check's: end it by its PID.
 	local pid
 	for pid in $(pgrep -f "qemu-system-.*$clone/" || true); do
 		echo "fresh-check: a VM was left running after its Machine was deleted (pid $pid)" >&2

@@ -38,8 +38,9 @@ func newDevCommand() *cobra.Command {
 		Short: "Run a local anvil: etcd, kube-apiserver, anvil's CRDs and controllers, state kept in --state-dir",
 		Long: `Run a local anvil for development and demos. It starts etcd and kube-apiserver on
 loopback ports, installs anvil's CRDs, runs the controller manager in this process and
-writes an admin kubeconfig to <state-dir>/kubeconfig. Ctrl-C or SIGTERM stops everything;
-the next start finds every object again.`,
+writes an admin kubeconfig to <state-dir>/kubeconfig. Ctrl-C or SIGTERM stops anvil; VMs
+and emulated servers keep running, and the next start finds every object again and adopts
+them.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Out = cmd.OutOrStdout()

@@ -8,6 +8,13 @@
 // gives the machine, so inspection reports the truth. Each machine's serial console goes
 // to a file.
 //
+// The emulator's process is a BMC, not the servers' power supply: servers keep running
+// when it stops or is killed. An emulator started again on the same state directory adopts
+// each server's running QEMU (its pid file and QMP socket, vm.Find, as the qemu runtime
+// adopts VMs), never starts a second one nor removes a live one's socket, and finds the
+// media and boot override each BMC held (bmc.json in the server's folder). PowerOffAll ends
+// the servers for those that must leave none behind.
+//
 // What differs from a physical server, on purpose: a reset is a cold restart of QEMU (so a
 // changed boot override applies, as firmware would read it); the USB stick is presented to
 // the guest as a read-only virtio disk (the test OS's cloud kernel has no USB storage; a real

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -18,7 +19,9 @@ import (
 
 // Config says which servers to emulate and how their BMC is reached.
 type Config struct {
-	// StateDir holds a folder per server: disk, console log, media, QEMU's socket and log.
+	// StateDir holds a folder per server: disk, console log, media, what its BMC keeps
+	// (stateFile), QEMU's socket, pid file and log. An emulator started again on it finds
+	// its servers as it left them.
 	StateDir string
 	// Listen is the BMC's address (default 127.0.0.1:0, a free port).
 	Listen string
@@ -49,9 +52,14 @@ type Emulator struct {
 	srv      *http.Server
 	addr     string
 	done     chan error
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
-// Start serves the BMC. Servers start powered off.
+// Start serves the BMC. A server whose QEMU still runs (an earlier emulator on StateDir
+// started it) is adopted and On; the others are Off. Each keeps the media and boot override
+// its BMC held.
 func Start(cfg Config) (*Emulator, error) {
 	if cfg.Username == "" || cfg.Password == "" {
 		return nil, errors.New("bmcemu: a username and password are needed")
@@ -74,6 +82,11 @@ func Start(cfg Config) (*Emulator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bmcemu: %w", err)
 	}
+	// Absolute: QEMU runs in the server's folder, where a relative path names another
+	// file; and a running QEMU is found again by its QMP socket's path as it was spelt.
+	if cfg.StateDir, err = filepath.Abs(cfg.StateDir); err != nil {
+		return nil, fmt.Errorf("bmcemu: %w", err)
+	}
 	for _, f := range cfg.Forwards {
 		if err := checkForward(f); err != nil {
 			return nil, err
@@ -91,7 +104,16 @@ func Start(cfg Config) (*Emulator, error) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, err
 		}
-		e.machines[s.Name] = newMachine(s, dir, cfg.Accel, runAs.RunAs(), cfg.Forwards, cfg.Logger)
+		m := newMachine(s, dir, cfg.Accel, runAs.RunAs(), cfg.Forwards, cfg.Logger)
+		if err := m.load(); err != nil {
+			return nil, fmt.Errorf("bmcemu: %w", err)
+		}
+		if m.adopt() && m.runningSSHPort != 0 && s.SSHPort != 0 {
+			// The running QEMU forwards the port it was started with: that is the server's
+			// SSH address (SSHPort) until it is powered off, and its next start keeps it.
+			m.spec.SSHPort = m.runningSSHPort
+		}
+		e.machines[s.Name] = m
 		e.names = append(e.names, s.Name)
 	}
 	sort.Strings(e.names)
@@ -100,6 +122,7 @@ func Start(cfg Config) (*Emulator, error) {
 		return nil, fmt.Errorf("bmcemu: %w", err)
 	}
 	e.addr = l.Addr().String()
+	e.cfg.Listen = e.addr
 	e.srv = &http.Server{Handler: e.handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		err := e.srv.Serve(l)
@@ -114,6 +137,22 @@ func Start(cfg Config) (*Emulator, error) {
 // Address is the redfish+http:// BMC address of server name, as a Host's spec.bmc.address.
 func (e *Emulator) Address(name string) string {
 	return "redfish+http://" + e.addr + "/redfish/v1/Systems/" + name
+}
+
+// Config is what the emulator was started with, Listen being the address it serves: Start
+// with it after Close is the BMC's restart, at the same address.
+func (e *Emulator) Config() Config { return e.cfg }
+
+// SSHPort is the loopback port forwarded to server name's SSH: its Spec's, or, for a server
+// adopted while it runs, the one its QEMU was started with. 0 when it has none.
+func (e *Emulator) SSHPort(name string) int {
+	m := e.machines[name]
+	if m == nil {
+		return 0
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.spec.SSHPort
 }
 
 // ConsolePath is the file server name's serial console is written to.
@@ -150,20 +189,18 @@ func (e *Emulator) InsertedMedia(name string) []string {
 	return slots
 }
 
-// Close stops the BMC and pulls every server's plug.
+// Close stops the BMC. The servers keep running, as a server does while its BMC restarts:
+// a new Start on the same StateDir adopts them. PowerOffAll ends them. Closing twice is
+// harmless.
 func (e *Emulator) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err := e.srv.Shutdown(ctx)
-	if errors.Is(err, context.DeadlineExceeded) {
-		err = e.srv.Close()
-	}
-	err = errors.Join(err, <-e.done)
-	for _, name := range e.names {
-		m := e.machines[name]
-		m.mu.Lock()
-		err = errors.Join(err, m.powerOff(context.Background(), true))
-		m.mu.Unlock()
-	}
-	return err
+	e.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err := e.srv.Shutdown(ctx)
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = e.srv.Close()
+		}
+		e.closeErr = errors.Join(err, <-e.done)
+	})
+	return e.closeErr
 }

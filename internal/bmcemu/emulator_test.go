@@ -38,14 +38,24 @@ type bmc struct {
 var armSpec = Spec{Name: "server-arm", CPUs: 1, MemoryMiB: 1024, DiskGiB: 8, MAC: "52:54:00:12:34:57",
 	Architecture: computev1alpha1.ArchitectureARM64}
 
-// start runs a BMC for the servers given (spec when none).
+// start runs a BMC for the servers given (spec when none) until the test ends, then ends
+// their QEMUs.
 func start(t *testing.T, servers ...Spec) *bmc {
 	t.Helper()
 	if len(servers) == 0 {
 		servers = []Spec{spec}
 	}
-	e, err := Start(Config{StateDir: t.TempDir(), Username: user, Password: pass, Servers: servers,
-		Logger: testr.New(t)})
+	dir := t.TempDir()
+	t.Cleanup(func() { powerOffAll(t, dir) })
+	return startWith(t, Config{StateDir: dir, Username: user, Password: pass, Servers: servers})
+}
+
+// startWith runs a BMC configured by cfg until the test ends. Its servers outlive it: the
+// caller ends them (powerOffAll).
+func startWith(t *testing.T, cfg Config) *bmc {
+	t.Helper()
+	cfg.Logger = testr.New(t)
+	e, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,6 +65,20 @@ func start(t *testing.T, servers ...Spec) *bmc {
 		}
 	})
 	return &bmc{t: t, e: e, base: "http://" + e.addr}
+}
+
+// powerOffAll ends the QEMUs of the servers in stateDir and fails the test if one remains.
+func powerOffAll(t *testing.T, stateDir string) {
+	t.Helper()
+	if err := PowerOffAll(stateDir); err != nil {
+		t.Errorf("PowerOffAll: %v", err)
+	}
+	entries, _ := os.ReadDir(stateDir)
+	for _, entry := range entries {
+		if pids := ServerProcesses(stateDir, entry.Name()); len(pids) > 0 {
+			t.Errorf("server %s: QEMU %v still runs after PowerOffAll", entry.Name(), pids)
+		}
+	}
 }
 
 // do sends a request with the right credentials (unless auth says otherwise) and returns
@@ -87,8 +111,15 @@ func (b *bmc) do(method, path string, body any, auth ...string) (int, map[string
 
 func (b *bmc) power() string {
 	b.t.Helper()
-	_, sys := b.do("GET", root+"/Systems/server-1", nil)
-	return sys["PowerState"].(string)
+	return b.powerOf("server-1")
+}
+
+// powerOf is server name's PowerState.
+func (b *bmc) powerOf(name string) string {
+	b.t.Helper()
+	_, sys := b.do("GET", root+"/Systems/"+name, nil)
+	power, _ := sys["PowerState"].(string)
+	return power
 }
 
 func TestCredentialsAndInventory(t *testing.T) {

@@ -34,12 +34,15 @@ type machine struct {
 	forwards []vm.Forward
 	log      logr.Logger
 
-	mu   sync.Mutex
+	mu sync.Mutex
+	// proc is the server's QEMU: started by this emulator, or adopted from an earlier one.
 	proc *vm.Process
 	// media holds, per slot, the URL of the inserted image; its file is mediaPath(slot).
 	media map[string]string
 	// override is the boot source override: target and Disabled, Once or Continuous.
 	override, overrideEnabled string
+	// runningSSHPort is the SSH port the QEMU last started was given (stateFile keeps it).
+	runningSSHPort int
 }
 
 func newMachine(s Spec, dir string, accel vm.Accel, runAs string, forwards []vm.Forward, log logr.Logger) *machine {
@@ -47,8 +50,15 @@ func newMachine(s Spec, dir string, accel vm.Accel, runAs string, forwards []vm.
 		media: map[string]string{}, override: targetNone, overrideEnabled: "Disabled"}
 }
 
+// The files in a server's folder by which its QEMU is found again (vm.Find).
+const (
+	qmpSocketFile = "qmp.sock"
+	pidFileName   = "qemu.pid"
+)
+
 func (m *machine) path(name string) string      { return filepath.Join(m.dir, name) }
-func (m *machine) qmpSocket() string            { return m.path("qmp.sock") }
+func (m *machine) qmpSocket() string            { return m.path(qmpSocketFile) }
+func (m *machine) pidFile() string              { return m.path(pidFileName) }
 func (m *machine) consolePath() string          { return m.path("console.log") }
 func (m *machine) dataDiskPath() string         { return m.path("data.raw") }
 func (m *machine) mediaPath(slot string) string { return m.path("media-" + slot) }
@@ -72,9 +82,25 @@ func createSparse(path string, size int64) error {
 // on reports whether the server's QEMU runs. Called with mu held.
 func (m *machine) on() bool { return m.proc != nil && m.proc.Alive(m.qmpSocket()) }
 
-// powerOn starts QEMU unless it runs. A Once override is spent by this start.
+// adopt finds the server's QEMU when it runs without this emulator having started it: an
+// earlier emulator's, which outlived it as a server outlives its BMC's restart. As the qemu
+// runtime adopts VMs: the pid file, checked against /proc, else any QEMU serving the
+// server's QMP socket. It reports whether one runs. Called with mu held.
+func (m *machine) adopt() bool {
+	p, ok := vm.Find(m.pidFile(), m.qmpSocket())
+	if !ok {
+		return false
+	}
+	m.proc = p
+	m.log.Info("adopted the running server", "pid", p.PID)
+	return true
+}
+
+// powerOn starts QEMU unless it runs (also when started by an earlier emulator: a server
+// has one QEMU, and a live QEMU's socket is never removed). A Once override is spent by
+// this start.
 func (m *machine) powerOn(ctx context.Context) error {
-	if m.on() {
+	if m.on() || m.adopt() {
 		return nil
 	}
 	disk := m.path("disk.qcow2")
@@ -83,7 +109,7 @@ func (m *machine) powerOn(ctx context.Context) error {
 			return err
 		}
 	}
-	l := launch{disk: disk, console: m.consolePath(), qmp: m.qmpSocket(), pidFile: m.path("qemu.pid"),
+	l := launch{disk: disk, console: m.consolePath(), qmp: m.qmpSocket(), pidFile: m.pidFile(),
 		bootCd: m.overrideEnabled != "Disabled" && m.override == targetCd, runAs: m.runAs, forwards: m.forwards}
 	if m.spec.DataDiskMiB > 0 {
 		l.data = m.dataDiskPath()
@@ -103,6 +129,7 @@ func (m *machine) powerOn(ctx context.Context) error {
 	if m.media[slotUSB] != "" {
 		l.usb = m.mediaPath(slotUSB)
 	}
+	// No QEMU serves the socket (adopt found none): a stale one would fail the bind.
 	_ = os.Remove(m.qmpSocket())
 	program, err := vm.Binary(m.spec.arch())
 	if err != nil {
@@ -123,7 +150,12 @@ func (m *machine) powerOn(ctx context.Context) error {
 	if m.overrideEnabled == "Once" {
 		m.overrideEnabled, m.override = "Disabled", targetNone
 	}
+	m.runningSSHPort = m.spec.SSHPort
 	m.log.Info("powered on", "pid", p.PID, "bootCd", l.bootCd, "cd", m.media[slotCd], "usb", m.media[slotUSB])
+	if err := m.save(); err != nil {
+		// The server is on, as asked; only a later emulator may see the Once override unspent.
+		m.log.Error(err, "the BMC's state after power-on not saved")
+	}
 	return nil
 }
 
@@ -216,6 +248,10 @@ func (m *machine) insert(ctx context.Context, slot, url string) error {
 		return err
 	}
 	m.media[slot] = url
+	if err := m.save(); err != nil {
+		delete(m.media, slot)
+		return err
+	}
 	if slot == slotCd && m.on() {
 		return m.changeMedium(ctx, m.mediaPath(slot))
 	}
@@ -255,7 +291,12 @@ func (m *machine) eject(ctx context.Context, slot string) error {
 			return err
 		}
 	}
+	url := m.media[slot]
 	delete(m.media, slot)
+	if err := m.save(); err != nil {
+		m.media[slot] = url
+		return err
+	}
 	return os.Remove(m.mediaPath(slot))
 }
 

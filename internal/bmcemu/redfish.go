@@ -90,8 +90,13 @@ func (e *Emulator) system(w http.ResponseWriter, r *http.Request, m *machine, se
 			fail(w, http.StatusBadRequest, "the body is not JSON: "+err.Error())
 			return
 		}
-		if err := m.setOverride(body.Boot); err != nil {
+		target, enabled, err := m.patchedOverride(body.Boot)
+		if err != nil {
 			fail(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		if err := m.setOverride(target, enabled); err != nil {
+			fail(w, http.StatusInternalServerError, err.Error())
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
@@ -178,25 +183,36 @@ func (e *Emulator) manager(w http.ResponseWriter, r *http.Request, m *machine, s
 	}
 }
 
-// setOverride applies a PATCH of the system's Boot; fields left out keep their value.
-func (m *machine) setOverride(boot map[string]string) error {
-	target, enabled := m.override, m.overrideEnabled
+// patchedOverride is the boot source override after a PATCH of the system's Boot; fields
+// left out keep their value.
+func (m *machine) patchedOverride(boot map[string]string) (target, enabled string, err error) {
+	target, enabled = m.override, m.overrideEnabled
 	if v, ok := boot["BootSourceOverrideTarget"]; ok {
 		if !slices.Contains(overrideTargets, v) {
-			return fmt.Errorf("BootSourceOverrideTarget %q: use one of %s", v, strings.Join(overrideTargets, ", "))
+			return "", "", fmt.Errorf("BootSourceOverrideTarget %q: use one of %s", v, strings.Join(overrideTargets, ", "))
 		}
 		target = v
 	}
 	if v, ok := boot["BootSourceOverrideEnabled"]; ok {
 		if !slices.Contains(overrideModes, v) {
-			return fmt.Errorf("BootSourceOverrideEnabled %q: use one of %s", v, strings.Join(overrideModes, ", "))
+			return "", "", fmt.Errorf("BootSourceOverrideEnabled %q: use one of %s", v, strings.Join(overrideModes, ", "))
 		}
 		enabled = v
 	}
 	if v, ok := boot["BootSourceOverrideMode"]; ok && v != m.spec.BootMode() {
-		return fmt.Errorf("BootSourceOverrideMode %q: this %s server boots %s only", v, m.spec.arch(), m.spec.BootMode())
+		return "", "", fmt.Errorf("BootSourceOverrideMode %q: this %s server boots %s only", v, m.spec.arch(), m.spec.BootMode())
 	}
+	return target, enabled, nil
+}
+
+// setOverride sets the boot source override, kept across the emulator's restarts.
+func (m *machine) setOverride(target, enabled string) error {
+	was, wasEnabled := m.override, m.overrideEnabled
 	m.override, m.overrideEnabled = target, enabled
+	if err := m.save(); err != nil {
+		m.override, m.overrideEnabled = was, wasEnabled
+		return err
+	}
 	return nil
 }
 

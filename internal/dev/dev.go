@@ -196,7 +196,7 @@ func Run(ctx context.Context, o Options) (err error) {
 Use it with:
   export KUBECONFIG=%s
   kubectl get machineclasses
-Stop with Ctrl-C; objects are kept for the next start.
+Stop with Ctrl-C; objects are kept, and VMs and servers keep running, for the next start.
 `, time.Since(started).Seconds(), etcdPID, o.ControlPlane.EtcdClientPort, apiserverPID, o.ControlPlane.APIServerPort, reg.Host, dockerConfig, poolsCredentials, testOS, debian, builder,
 		orNone(pools.names),
 		cp.StateDir(), cp.LogDir(), created, len(seeds)-created, cp.KubeconfigPath())

@@ -31,6 +31,12 @@ const (
 	LabelEmulated = "anvil.dev/emulated"
 )
 
+// EmulatedServersDir is the BMC emulator's state directory in anvil dev's stateDir: a
+// folder per server (console.log, disks, the QEMU's socket and pid file).
+func EmulatedServersDir(stateDir string) string {
+	return filepath.Join(stateDir, "pools", MetalPoolName, "servers")
+}
+
 // EmulatedSpecs are amd emulated amd64 servers (emulated-1...: SeaBIOS) and arm arm64
 // ones (emulated-arm64-1...: UEFI), each small enough for TCG, yet with the 2 GiB an OS
 // booted from RAM needs (Debian's RAM form unpacks a root of about 1 GiB: docs/debian.md).
@@ -51,8 +57,9 @@ func EmulatedSpecs(amd, arm int) []bmcemu.Spec {
 // startEmulatedServers runs the BMC emulator for specs on port (kept across restarts, as
 // Hosts name it) and enrols each as a Host. The BMC's password is generated once and kept
 // in a Secret. Each server's SSH is forwarded from a free loopback port, chosen at every
-// start and written on its Host (AnnotationSSHAddress), so its Machine reports it. The
-// emulator stops, powering its servers off, when ctx ends.
+// start (a server still running from the last start keeps its own) and written on its Host
+// (AnnotationSSHAddress), so its Machine reports it. The emulator stops when ctx ends; its
+// servers keep running, as VMs do, and the next start adopts them with their media.
 func startEmulatedServers(ctx context.Context, c client.Client, stateDir string, specs []bmcemu.Spec, port int, log logr.Logger) (*bmcemu.Emulator, error) {
 	user, password, err := emulatedCredentials(ctx, c)
 	if err != nil {
@@ -63,7 +70,7 @@ func startEmulatedServers(ctx context.Context, c client.Client, stateDir string,
 			return nil, fmt.Errorf("a port for %s's SSH: %w", specs[i].Name, err)
 		}
 	}
-	e, err := bmcemu.Start(bmcemu.Config{StateDir: filepath.Join(stateDir, "pools", MetalPoolName, "servers"),
+	e, err := bmcemu.Start(bmcemu.Config{StateDir: EmulatedServersDir(stateDir),
 		Listen: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Username: user, Password: password, Servers: specs,
 		Logger: log.WithName("bmc")})
 	if err != nil {
@@ -72,11 +79,11 @@ func startEmulatedServers(ctx context.Context, c client.Client, stateDir string,
 	go func() {
 		<-ctx.Done()
 		if err := e.Close(); err != nil {
-			log.Error(err, "stopping the emulated servers")
+			log.Error(err, "stopping the emulated servers' BMC")
 		}
 	}()
 	for _, s := range specs {
-		ssh := net.JoinHostPort("127.0.0.1", strconv.Itoa(s.SSHPort))
+		ssh := net.JoinHostPort("127.0.0.1", strconv.Itoa(e.SSHPort(s.Name)))
 		h := &metalv1alpha1.Host{
 			ObjectMeta: metav1.ObjectMeta{Namespace: MetalNamespace, Name: s.Name,
 				Labels:      map[string]string{"rack": "dev", LabelEmulated: "true"},

@@ -107,7 +107,7 @@ func startDevMetal(ctx context.Context, cfg *rest.Config, c client.Client, state
 		if err != nil {
 			return err
 		}
-		emulated = fmt.Sprintf(", %d emulated amd64 and %d arm64 servers (Redfish BMC on 127.0.0.1:%d; consoles %s)",
+		emulated = fmt.Sprintf(", %d emulated amd64 and %d arm64 servers (Redfish BMC on 127.0.0.1:%d; consoles %s; servers keep running after Ctrl-C)",
 			o.EmulatedServers, o.EmulatedARM64Servers, o.BMCPort, filepath.Dir(filepath.Dir(e.ConsolePath(specs[0].Name))))
 	}
 	if o.EraserDir == "" {

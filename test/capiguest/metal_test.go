@@ -126,6 +126,10 @@ func startMetalPool(t testing.TB, r *rig, tenant string) (*metalRig, error) {
 		if err := bmc.Close(); err != nil {
 			fmt.Fprintln(os.Stderr, "stopping the BMC emulator:", err)
 		}
+		// Servers outlive their BMC: end them.
+		if err := bmcemu.PowerOffAll(filepath.Join(dir, "bmc")); err != nil {
+			fmt.Fprintln(os.Stderr, "ending the emulated servers:", err)
+		}
 	})
 	m := &metalRig{infra: capienv.Namespace(t, env.Client, "capiguest-infra"), bmc: bmc}
 

@@ -115,7 +115,10 @@ func startIronicByHand(tb testing.TB) *ironicByHand {
 	if h.emu, err = bmcemu.Start(bmcemu.Config{StateDir: state, Username: h.bmcUser, Password: h.bmcPass, Servers: specs}); err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { _ = h.emu.Close() })
+	tb.Cleanup(func() {
+		_ = h.emu.Close()
+		_ = bmcemu.PowerOffAll(state) // servers outlive their BMC
+	})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/bmcemu"
+	"github.com/anvil-dev/anvil/internal/dev"
 	"github.com/anvil-dev/anvil/test/devproc"
 	"github.com/anvil-dev/anvil/test/testos"
 )
@@ -49,6 +51,12 @@ spec:
 // is deleted.
 func TestBareMetalPools(t *testing.T) {
 	state := t.TempDir()
+	// Servers outlive anvil dev, as VMs do: end them once it has stopped.
+	t.Cleanup(func() {
+		if err := bmcemu.PowerOffAll(dev.EmulatedServersDir(state)); err != nil {
+			t.Errorf("ending the emulated servers: %v", err)
+		}
+	})
 	registryPort := devproc.FreePort(t)
 	d := env.StartDev(t, "--state-dir", state, "--bin-dir", env.BinDir, "--fake-pool", "",
 		"--apiserver-port", devproc.FreePort(t), "--etcd-port", devproc.FreePort(t), "--etcd-peer-port", devproc.FreePort(t),

@@ -157,12 +157,16 @@ func (s *site) startEmulatedServer(t *testing.T) *bmcemu.Emulator {
 	t.Helper()
 	spec := bmcemu.Spec{Name: "server-1", CPUs: 2, MemoryMiB: 1024, DiskGiB: 8, MAC: "52:54:00:e0:10:01",
 		Architecture: computev1alpha1.ArchitectureAMD64}
-	e, err := bmcemu.Start(bmcemu.Config{StateDir: t.TempDir(), Username: "admin", Password: "install-test",
+	dir := t.TempDir()
+	e, err := bmcemu.Start(bmcemu.Config{StateDir: dir, Username: "admin", Password: "install-test",
 		Servers: []bmcemu.Spec{spec}, Logger: logr.Discard()})
 	if err != nil {
 		t.Fatalf("starting the BMC emulator: %v", err)
 	}
-	t.Cleanup(func() { _ = e.Close() })
+	t.Cleanup(func() {
+		_ = e.Close()
+		_ = bmcemu.PowerOffAll(dir) // servers outlive their BMC
+	})
 	s.apply(t, fmt.Sprintf(`
 apiVersion: v1
 kind: Secret

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -32,7 +33,8 @@ const bmcUser, bmcPassword = "admin", "emulated-bmc-password"
 
 var emulatedServer = bmcemu.Spec{Name: "server-1", CPUs: 2, MemoryMiB: 1024, DiskGiB: 8, MAC: "52:54:00:aa:00:01"}
 
-// startEmulator runs a Redfish BMC in front of QEMU servers until the test ends.
+// startEmulator runs a Redfish BMC in front of QEMU servers until the test ends, then ends
+// the servers, which outlive the emulator.
 func startEmulator(t *testing.T, servers ...bmcemu.Spec) *bmcemu.Emulator {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "anvil-bmc-")
@@ -48,9 +50,28 @@ func startEmulator(t *testing.T, servers ...bmcemu.Spec) *bmcemu.Emulator {
 		if err := e.Close(); err != nil {
 			t.Errorf("stopping the BMC emulator: %v", err)
 		}
+		if err := bmcemu.PowerOffAll(dir); err != nil {
+			t.Errorf("ending the emulated servers: %v", err)
+		}
 		_ = os.RemoveAll(dir)
 	})
 	return e
+}
+
+// restartEmulator stops e as anvil dev's Ctrl-C stops it (its servers run on) and starts
+// it again on the same state and address, as the next anvil dev does.
+func restartEmulator(t *testing.T, e *bmcemu.Emulator) *bmcemu.Emulator {
+	t.Helper()
+	cfg := e.Config()
+	if err := e.Close(); err != nil {
+		t.Fatalf("stopping the BMC emulator: %v", err)
+	}
+	again, err := bmcemu.Start(cfg)
+	if err != nil {
+		t.Fatalf("starting the BMC emulator again: %v", err)
+	}
+	t.Cleanup(func() { _ = again.Close() })
+	return again
 }
 
 // emulatedHost is a Host for an emulated server, its BMC credentials in a Secret.
@@ -126,7 +147,10 @@ func waitConsole(t *testing.T, path, want string, n int, timeout time.Duration) 
 // media, ramdisk deploy) and boots the Machine's image with its own first-boot config;
 // power follows the Machine; deleted, the server is powered off with its media ejected,
 // and a second tenant's Machine boots its own image and marker on it. Ironic killed with
-// its database deleted adopts the running server without rebooting it.
+// its database deleted adopts the running server without rebooting it; so does the BMC
+// emulator stopped and started again (anvil dev's Ctrl-C and next start): the Machine
+// stays Running with one boot, and powered off and on it boots its image again (the BMC
+// kept the media). Deleted, no QEMU of the server is left.
 func TestEmulatedServerBootsTenantMachines(t *testing.T) {
 	ctx := context.Background()
 	tt := startTwoTenants(t, emulatedServer, "emulated-small", "emulated")
@@ -172,6 +196,23 @@ func TestEmulatedServerBootsTenantMachines(t *testing.T) {
 		t.Fatalf("adopting the server rebooted it:\n%s", lastLines(string(raw), 30))
 	}
 
+	// The BMC emulator restarts: the server runs on, the same QEMU, adopted.
+	state, qemu := e.Config().StateDir, bmcemu.ServerProcesses(e.Config().StateDir, emulatedServer.Name)
+	e = restartEmulator(t, e)
+	if got := bmcemu.ServerProcesses(state, emulatedServer.Name); len(qemu) != 1 || !slices.Equal(got, qemu) {
+		t.Fatalf("the server's QEMU was %v before the emulator's restart and is %v after, want the same one", qemu, got)
+	}
+	if got := redfishPower(t, e, emulatedServer.Name); got != "On" {
+		t.Errorf("the restarted BMC says the running server is %s", got)
+	}
+	machineState(t, tenantA, "alpha", "still Running after the BMC's restart", 10*time.Second, func(m *computev1alpha1.Machine) bool {
+		return m.Status.State == computev1alpha1.MachineStateRunning
+	})
+	time.Sleep(5 * time.Second)
+	if raw, _ := os.ReadFile(console); strings.Count(string(raw), ready) != 1 {
+		t.Fatalf("restarting the BMC rebooted the server:\n%s", lastLines(string(raw), 30))
+	}
+
 	// Power follows the Machine, and the BMC says so.
 	setPower(t, tenantA, "alpha", computev1alpha1.PowerOff)
 	machineState(t, tenantA, "alpha", "Shutdown", 2*time.Minute, func(m *computev1alpha1.Machine) bool {
@@ -180,11 +221,17 @@ func TestEmulatedServerBootsTenantMachines(t *testing.T) {
 	if got := redfishPower(t, e, emulatedServer.Name); got != "Off" {
 		t.Errorf("the BMC says the server is %s after the Machine was powered off", got)
 	}
+	if got := bmcemu.ServerProcesses(state, emulatedServer.Name); len(got) != 0 {
+		t.Errorf("the adopted QEMU %v still runs after the Machine was powered off", got)
+	}
 	setPower(t, tenantA, "alpha", computev1alpha1.PowerOn)
 	machineState(t, tenantA, "alpha", "Running again", 2*time.Minute, func(m *computev1alpha1.Machine) bool {
 		return m.Status.State == computev1alpha1.MachineStateRunning
 	})
 	waitConsole(t, console, "marker=alpha", 2, 3*time.Minute)
+	if got := bmcemu.ServerProcesses(state, emulatedServer.Name); len(got) != 1 {
+		t.Errorf("the server powered on again runs QEMU %v, want one", got)
+	}
 
 	// Deleted: powered off, media ejected, the Host free for the next tenant.
 	if err := env.Client.Delete(ctx, &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: tenantA, Name: "alpha"}}); err != nil {
@@ -198,6 +245,9 @@ func TestEmulatedServerBootsTenantMachines(t *testing.T) {
 	}
 	if inserted := e.InsertedMedia(emulatedServer.Name); len(inserted) != 0 {
 		t.Errorf("the released server still holds media %v", inserted)
+	}
+	if got := bmcemu.ServerProcesses(state, emulatedServer.Name); len(got) != 0 {
+		t.Errorf("the released server's QEMU %v still runs", got)
 	}
 
 	deploy(tenantB, "beta", "beta")

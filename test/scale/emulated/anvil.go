@@ -46,6 +46,12 @@ type anvilPath struct {
 	done    chan error
 }
 
+// stopEmulator stops the BMC and ends its servers, which would outlive it.
+func stopEmulator(e *bmcemu.Emulator) {
+	_ = e.Close()
+	_ = bmcemu.PowerOffAll(e.Config().StateDir)
+}
+
 // newEmulator starts a BMC emulator with n servers named prefix-1..n.
 func newEmulator(dir, prefix string, n int, memoryMiB int64, macByte int) (*bmcemu.Emulator, []bmcemu.Spec, string, error) {
 	b := make([]byte, 12)
@@ -104,7 +110,7 @@ func startAnvil(ctx context.Context, env *harness.Env, o options, state, testOS,
 		Name: poolName, ImageCacheDir: filepath.Join(state, "pool", "cache"), ImageCache: osimage.CacheOptions{Network: registrynet.Policy{Allow: registrynet.Loopback}}, Logger: logr.Discard(),
 	}, 2*time.Second)
 	if err != nil {
-		_ = e.Close()
+		stopEmulator(e)
 		return nil, err
 	}
 	a.version = func() string {
@@ -147,7 +153,7 @@ func (a *anvilPath) stop() {
 		<-a.done
 	}
 	_ = a.pool.Stop()
-	_ = a.bmc.Close()
+	stopEmulator(a.bmc)
 }
 
 // round creates one Machine per server at once and returns the seconds from the first

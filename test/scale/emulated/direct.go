@@ -194,7 +194,7 @@ func (d *direct) cleanup(ctx context.Context) error {
 
 func (d *direct) stop() {
 	_ = d.files.Close()
-	_ = d.bmc.Close()
+	stopEmulator(d.bmc)
 }
 
 // watchDeploying counts, every half second, the nodes Ironic is deploying; the function
