@@ -20,6 +20,7 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/config/admission"
 	"github.com/anvil-dev/anvil/config/crd"
+	"github.com/anvil-dev/anvil/config/rbac"
 	"github.com/anvil-dev/anvil/internal/controlplane"
 	"github.com/anvil-dev/anvil/internal/manager"
 	"github.com/anvil-dev/anvil/internal/manifest"
@@ -150,6 +151,14 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	if err := admission.Install(ctx, c); err != nil {
+		return err
+	}
+	// The tenant roles docs/security.md tells tenants they have, for an admin to bind.
+	tenantRoles, err := rbac.Load("tenant")
+	if err != nil {
+		return err
+	}
+	if _, err := manifest.CreateMissing(ctx, c, tenantRoles); err != nil {
 		return err
 	}
 	if err := ensureNamespace(ctx, c, computev1alpha1.PoolLeaseNamespace); err != nil {

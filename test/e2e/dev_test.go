@@ -45,6 +45,10 @@ func TestDevKeepsObjectsAcrossRestart(t *testing.T) {
 			t.Errorf("sample MachineClass %s missing from:\n%s", sample, out)
 		}
 	}
+	// The shipped tenant roles are there to bind, as docs/security.md tells tenants.
+	if out, err := env.Kubectl(t, kubeconfig, "", "get", "clusterroles", "anvil-tenant", "anvil-tenant-view", "anvil-machineclass-reader", "-o", "name"); err != nil {
+		t.Errorf("the tenant roles: %v\n%s", err, out)
+	}
 	// The sample Machine runs on the fake pool anvil dev starts.
 	env.WaitKubectl(t, kubeconfig, "Running", "get", "machine", "web-1", "-n", "default", "-o", "jsonpath={.status.state}")
 	env.WaitKubectl(t, kubeconfig, "True", "get", "machinepool", "dev-fake", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
