@@ -32,9 +32,16 @@ func hostResources() (milliCPU, memoryBytes int64, err error) {
 	return 0, 0, fmt.Errorf("/proc/meminfo has no MemTotal")
 }
 
-// scaled multiplies the host's resources by the overcommit ratios.
+// scaled multiplies the host's resources by the overcommit ratios. Memory is offered in
+// whole GiB, the fraction left to the host, so a pool reads "23Gi" and not "24684092Ki"
+// (a host's MemTotal is never a round number).
 func scaled(milliCPU, memoryBytes int64, cpuRatio, memoryRatio float64) *mriv1alpha1.Resources {
-	return &mriv1alpha1.Resources{MilliCpu: int64(float64(milliCPU) * cpuRatio), MemoryBytes: int64(float64(memoryBytes) * memoryRatio)}
+	const gib = 1 << 30
+	memory := int64(float64(memoryBytes) * memoryRatio)
+	if memory >= gib {
+		memory -= memory % gib
+	}
+	return &mriv1alpha1.Resources{MilliCpu: int64(float64(milliCPU) * cpuRatio), MemoryBytes: memory}
 }
 
 // fits reports why want does not fit beside used within alloc, or "" when it fits

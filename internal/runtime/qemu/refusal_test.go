@@ -88,8 +88,8 @@ func TestCapacityAdmission(t *testing.T) {
 		t.Fatal(err)
 	}
 	cpu, mem, _ := hostResources()
-	if st.Allocatable.MilliCpu != cpu/2 || st.Allocatable.MemoryBytes != mem {
-		t.Fatalf("allocatable %v, want half the host's %dm cpu and its %d bytes", st.Allocatable, cpu, mem)
+	if st.Allocatable.MilliCpu != cpu/2 || st.Allocatable.MemoryBytes != mem-mem%(1<<30) {
+		t.Fatalf("allocatable %v, want half the host's %dm cpu and its %d bytes in whole GiB", st.Allocatable, cpu, mem)
 	}
 	spec := machineSpec(img, mriv1alpha1.Architecture_ARCHITECTURE_AMD64)
 	spec.Power = mriv1alpha1.Power_POWER_OFF // admission needs no guest
