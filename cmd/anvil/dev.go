@@ -1,10 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/anvil-dev/anvil/internal/controlplane"
 	"github.com/anvil-dev/anvil/internal/dev"
@@ -12,7 +16,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/runtime/qemu"
 )
 
-func newDevCommand() *cobra.Command {
+func newDevCommand(logOpts *zap.Options) *cobra.Command {
 	o := dev.Options{
 		ControlPlane: controlplane.Config{
 			StateDir:       ".anvil",
@@ -32,6 +36,7 @@ func newDevCommand() *cobra.Command {
 	o.Manager.MetricsAddr, o.Manager.HealthAddr = "0", "0"
 	var fakePool string
 	var qemuArchs []string
+	var logToTerminal bool
 	ff := fakeFlags{cpu: "64", memory: "256Gi", archs: []string{"amd64", "arm64"}}
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -44,6 +49,18 @@ them.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Out = cmd.OutOrStdout()
+			if !logToTerminal {
+				// The terminal is for the banner; the processes' structured logs (a hundred
+				// JSON lines a minute while the pools start) go beside etcd's and the apiserver's.
+				logFile, err := openDevLog(o.ControlPlane.StateDir)
+				if err != nil {
+					return err
+				}
+				defer logFile.Close()
+				ctrl.SetLogger(zap.New(zap.UseFlagOptions(logOpts), zap.WriteTo(logFile)))
+				klog.SetLogger(ctrl.Log.WithName("klog"))
+				fmt.Fprintf(o.Out, "anvil dev: logs in %s (--log-to-terminal to see them here)\n", logFile.Name())
+			}
 			if fakePool != "" {
 				cfg, err := ff.config(fakePool)
 				if err != nil {
@@ -93,6 +110,7 @@ them.`,
 	f.StringVar(&o.EraserDir, "eraser", "", "the disk eraser the bare-metal pool deploys on released servers (default: eraser in --bin-dir when there, built by make eraser)")
 	f.IntVar(&o.BMCPort, "bmc-port", o.BMCPort, "loopback port of the emulated servers' Redfish BMC")
 	f.StringVar(&fakePool, "fake-pool", "dev-fake", "name of an in-process pool of the fake runtime; empty for none")
+	f.BoolVar(&logToTerminal, "log-to-terminal", false, "write anvil's structured logs to the terminal instead of <state-dir>/logs/anvil.log")
 	ff.addFlags(cmd)
 	o.Manager.AddFlags(f)
 	return cmd
@@ -108,6 +126,16 @@ func defaultBinDir() string {
 		}
 	}
 	return "bin"
+}
+
+// openDevLog opens <stateDir>/logs/anvil.log for appending, making the folder as the
+// control plane does (its logs go there too).
+func openDevLog(stateDir string) (*os.File, error) {
+	dir := filepath.Join(stateDir, "logs")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	return os.OpenFile(filepath.Join(dir, "anvil.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 }
 
 // isFile reports whether path names a regular file.

@@ -40,7 +40,7 @@ func newRootCommand() *cobra.Command {
 	logFlags := goflag.NewFlagSet("log", goflag.ContinueOnError)
 	logOpts.BindFlags(logFlags)
 	root.PersistentFlags().AddGoFlagSet(logFlags)
-	root.AddCommand(newDevCommand(), newManagerCommand(), newCAPIProviderCommand(), newPoolletCommand(), newRuntimeCommand(), newVersionCommand())
+	root.AddCommand(newDevCommand(&logOpts), newManagerCommand(), newCAPIProviderCommand(), newPoolletCommand(), newRuntimeCommand(), newVersionCommand())
 	root.AddCommand(newImageCommand(), newForwardCommand())
 	return root
 }

@@ -25,13 +25,22 @@ type Dev struct {
 	mu      sync.Mutex
 	output  bytes.Buffer
 	exited  chan error
+	// stateDir is its --state-dir: its own log is logs/anvil.log there.
+	stateDir string
 }
 
 // StartDev runs anvil dev with args and waits until it says it is up. The test's cleanup
 // kills it if it still runs.
 func (e Env) StartDev(t testing.TB, args ...string) *Dev {
 	t.Helper()
-	d := &Dev{t: t, exited: make(chan error, 1)}
+	d := &Dev{t: t, exited: make(chan error, 1), stateDir: ".anvil"}
+	for i, a := range args {
+		if a == "--state-dir" && i+1 < len(args) {
+			d.stateDir = args[i+1]
+		} else if v, ok := strings.CutPrefix(a, "--state-dir="); ok {
+			d.stateDir = v
+		}
+	}
 	d.cmd = exec.Command(e.AnvilBin, append([]string{"dev"}, args...)...)
 	pr, pw := io.Pipe()
 	d.cmd.Stdout, d.cmd.Stderr = pw, pw
@@ -60,9 +69,9 @@ func (e Env) StartDev(t testing.TB, args ...string) *Dev {
 		// Which process holds a port it found taken, to tell a leftover of ours from a
 		// stranger.
 		sockets, _ := exec.Command("ss", "-tanp").CombinedOutput()
-		t.Fatalf("anvil dev exited before it was up (%v):\n%s\nsockets:\n%s", err, d.Output(), sockets)
+		t.Fatalf("anvil dev exited before it was up (%v):\n%s\nsockets:\n%s", err, d.report(), sockets)
 	case <-time.After(3 * time.Minute):
-		t.Fatalf("anvil dev not up after 3 minutes:\n%s", d.Output())
+		t.Fatalf("anvil dev not up after 3 minutes:\n%s", d.report())
 	}
 	return d
 }
@@ -74,6 +83,16 @@ func (d *Dev) Output() string {
 	return d.output.String()
 }
 
+// report is what a failure shows: the terminal's output, then the end of anvil dev's log.
+func (d *Dev) report() string {
+	raw, err := os.ReadFile(filepath.Join(d.stateDir, "logs", "anvil.log"))
+	if err != nil {
+		return d.Output() + "\n(no anvil.log: " + err.Error() + ")"
+	}
+	lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
+	return d.Output() + "\nthe end of logs/anvil.log:\n" + strings.Join(lines[max(0, len(lines)-60):], "\n")
+}
+
 // Stop sends sig and requires a clean exit within a minute.
 func (d *Dev) Stop(sig syscall.Signal) {
 	d.t.Helper()
@@ -83,10 +102,10 @@ func (d *Dev) Stop(sig syscall.Signal) {
 	select {
 	case err := <-d.exited:
 		if err != nil {
-			d.t.Fatalf("anvil dev exited with %v after %s:\n%s", err, sig, d.Output())
+			d.t.Fatalf("anvil dev exited with %v after %s:\n%s", err, sig, d.report())
 		}
 	case <-time.After(time.Minute):
-		d.t.Fatalf("anvil dev still running a minute after %s:\n%s", sig, d.Output())
+		d.t.Fatalf("anvil dev still running a minute after %s:\n%s", sig, d.report())
 	}
 }
 

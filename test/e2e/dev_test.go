@@ -45,6 +45,16 @@ func TestDevKeepsObjectsAcrossRestart(t *testing.T) {
 			t.Errorf("sample MachineClass %s missing from:\n%s", sample, out)
 		}
 	}
+	// The terminal has the banner, not the processes' JSON logs: those are in the state folder.
+	for _, line := range strings.Split(d.Output(), "\n") {
+		if strings.HasPrefix(line, "{") {
+			t.Errorf("a log line on anvil dev's terminal: %s", line)
+			break
+		}
+	}
+	if st, err := os.Stat(filepath.Join(state, "logs", "anvil.log")); err != nil || st.Size() == 0 {
+		t.Errorf("anvil dev's log %s/logs/anvil.log: %v (empty: %v)", state, err, err == nil && st.Size() == 0)
+	}
 	// The shipped tenant roles are there to bind, as docs/security.md tells tenants.
 	if out, err := env.Kubectl(t, kubeconfig, "", "get", "clusterroles", "anvil-tenant", "anvil-tenant-view", "anvil-machineclass-reader", "-o", "name"); err != nil {
 		t.Errorf("the tenant roles: %v\n%s", err, out)
