@@ -74,7 +74,7 @@ type Options struct {
 	// agents); the test OS with the agent added is published as BuilderRepository and OS
 	// image builds are turned on.
 	AgentsDir string
-	// Out receives the human-readable summary of what started and where.
+	// Out receives the human-readable progress and summary of what started and where.
 	Out io.Writer
 }
 
@@ -91,11 +91,14 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 
 	started := time.Now()
+	progress := func(what string) { fmt.Fprintf(o.Out, "anvil dev: %s (%.0fs)\n", what, time.Since(started).Seconds()) }
+	progress("starting etcd and kube-apiserver")
 	cp, err := controlplane.Start(ctx, o.ControlPlane)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, cp.Stop()) }()
+	progress("control plane up; publishing images to the registry")
 
 	regAuth, err := registryAuth(cp.StateDir())
 	if err != nil {
@@ -147,6 +150,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
+	progress("installing CRDs, policies and roles")
 	if err := crd.Install(ctx, c); err != nil {
 		return err
 	}
@@ -184,6 +188,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	mgrCtx, stopManager := context.WithCancel(ctx)
 	mgrDone := make(chan error, 1)
 	go func() { mgrDone <- mgr.Start(mgrCtx) }()
+	progress("manager started; starting the pools")
 	pools, err := startPools(mgrCtx, o, cfg, c, cp.StateDir(), reg.Host, PoolImages(reg.Host, poolLogins))
 	if err != nil {
 		stopManager()
