@@ -3,7 +3,10 @@
 // when a fleet changes at once (10,000 Machines scheduled, a site's Hosts all provisioned)
 // the Events past the limit are dropped and counted (anvil_events_dropped_total), never
 // queued without bound, so the apiserver is not flooded. Conditions stay the truth; an
-// Event says when something happened.
+// Event says when something happened. The events API counts Events of one reason and action
+// on one object (and one related object) within a few minutes as one series: the count
+// grows, the first note stays. Events about different parts of one object name the part
+// as related (NormalAbout).
 package events
 
 import (
@@ -75,7 +78,24 @@ func (r *Recorder) Warning(obj runtime.Object, reason, action, format string, ar
 	r.record(obj, corev1.EventTypeWarning, reason, action, format, args...)
 }
 
+// NormalAbout and WarningAbout record an Event regarding obj that concerns a second object,
+// related (a build's builder Machine). The events API counts Events of one reason and
+// action on one object as one series, keeping the first note: Events on one object about
+// different things (one per architecture of a build) must name them to stay apart.
+func (r *Recorder) NormalAbout(obj, related runtime.Object, reason, action, format string, args ...any) {
+	r.recordAbout(obj, related, corev1.EventTypeNormal, reason, action, format, args...)
+}
+
+// WarningAbout is NormalAbout for what a person should look at.
+func (r *Recorder) WarningAbout(obj, related runtime.Object, reason, action, format string, args ...any) {
+	r.recordAbout(obj, related, corev1.EventTypeWarning, reason, action, format, args...)
+}
+
 func (r *Recorder) record(obj runtime.Object, typ, reason, action, format string, args ...any) {
+	r.recordAbout(obj, nil, typ, reason, action, format, args...)
+}
+
+func (r *Recorder) recordAbout(obj, related runtime.Object, typ, reason, action, format string, args ...any) {
 	if r == nil || r.to == nil {
 		return
 	}
@@ -84,5 +104,5 @@ func (r *Recorder) record(obj runtime.Object, typ, reason, action, format string
 		return
 	}
 	// The note is formatted here: events' own Eventf would read a '%' in a message as a verb.
-	r.to.Eventf(obj, nil, typ, reason, action, "%s", fmt.Sprintf(format, args...))
+	r.to.Eventf(obj, related, typ, reason, action, "%s", fmt.Sprintf(format, args...))
 }

@@ -85,3 +85,55 @@ func TestEventsPastTheLimitAreDroppedAndCounted(t *testing.T) {
 		}
 	}
 }
+
+// Events of one reason and action on one object fold into one series whatever their notes;
+// naming what each is about (a builder Machine per architecture) keeps them apart.
+func TestEventsAboutDifferentObjectsStayApart(t *testing.T) {
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "events-about"}}
+	if err := env.Client.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	folded := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "folded"}}
+	apart := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "apart"}}
+	for _, o := range []client.Object{folded, apart} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sink, err := eventsv1client.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: sink})
+	stop := make(chan struct{})
+	defer close(stop)
+	b.StartRecordingToSink(stop)
+	rec := New(b.NewRecorder(env.Scheme, "anvil-test"), NewLimit(100, 100))
+	for _, arch := range []string{"amd64", "arm64"} {
+		rec.Normal(folded, "Created", "Create", "%s builder", arch)
+		part := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "builder-" + arch}}
+		rec.NormalAbout(apart, part, "Created", "Create", "%s builder", arch)
+	}
+	count := func(name string) int {
+		list := &corev1.EventList{}
+		if err := env.Client.List(ctx, list, client.InNamespace(ns.Name)); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range list.Items {
+			if e.InvolvedObject.Name == name {
+				n++
+			}
+		}
+		return n
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return count("apart") == 2 && count("folded") >= 1, nil
+	}); err != nil {
+		t.Fatalf("Events regarding apart: %d, want 2 (one per builder); regarding folded: %d", count("apart"), count("folded"))
+	}
+	if n := count("folded"); n != 1 {
+		t.Errorf("Events regarding folded: %d, want 1 (a series): the events API's folding changed", n)
+	}
+}

@@ -154,7 +154,7 @@ func (r *BuildReconciler) runArchitectures(ctx context.Context, o *imagesv1alpha
 		}); err != nil {
 			return wake, nil, err
 		}
-		news = append(news, attemptEnded(obs.Status, d.Status)...)
+		news = append(news, attemptEnded(b, obs.Status, d.Status)...)
 		if d.Create {
 			if err := r.createBuilder(ctx, o, b, in, d.Status.Attempts); err != nil {
 				return wake, nil, err
@@ -173,14 +173,15 @@ func (r *BuildReconciler) runArchitectures(ctx context.Context, o *imagesv1alpha
 
 // attemptEnded is the Event of an attempt that ended without an image: a person looking at
 // a slow or failed build sees why each attempt ended, which the status keeps only for the last.
-func attemptEnded(before, after imagesv1alpha1.ArchitectureBuildStatus) []statusEvent {
+func attemptEnded(b *imagesv1alpha1.OSImageBuild, before, after imagesv1alpha1.ArchitectureBuildStatus) []statusEvent {
+	arch := string(after.Architecture)
 	switch {
 	case after.Phase == imagesv1alpha1.BuildPhaseFailed && before.Phase != imagesv1alpha1.BuildPhaseFailed:
 		return []statusEvent{{corev1.EventTypeWarning, "ArchitectureFailed", "Build", fmt.Sprintf("%s attempt %d: %s: %s",
-			after.Architecture, after.Attempts, after.Reason, after.Message)}}
+			arch, after.Attempts, after.Reason, after.Message), builderOf(b, arch, after.Attempts)}}
 	case after.Attempts > before.Attempts && before.Attempts > 0 && after.Reason != "":
 		return []statusEvent{{corev1.EventTypeWarning, "AttemptFailed", "Build", fmt.Sprintf("%s attempt %d: %s: %s; starting attempt %d",
-			after.Architecture, after.Attempts-1, after.Reason, after.Message, after.Attempts)}}
+			arch, after.Attempts-1, after.Reason, after.Message, after.Attempts), builderOf(b, arch, after.Attempts-1)}}
 	}
 	return nil
 }
@@ -280,7 +281,7 @@ func (r *BuildReconciler) publish(ctx context.Context, o *imagesv1alpha1.OSImage
 	}
 	var news []statusEvent
 	if b.Status.Index != index {
-		news = append(news, statusEvent{corev1.EventTypeNormal, "Published", "Publish", fmt.Sprintf("index %s at %s:%s", index, b.Spec.Output.Repository, b.Spec.Output.Tag)})
+		news = append(news, statusEvent{corev1.EventTypeNormal, "Published", "Publish", fmt.Sprintf("index %s at %s:%s", index, b.Spec.Output.Repository, b.Spec.Output.Tag), nil})
 	}
 	b.Status.Index = index
 	b.Status.Published = nil

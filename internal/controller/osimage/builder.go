@@ -107,7 +107,7 @@ func (r *BuildReconciler) createBuilder(ctx context.Context, o *imagesv1alpha1.O
 		}
 		return err
 	}
-	r.Events.Normal(b, "BuilderCreated", "CreateBuilder", "%s attempt %d: builder Machine %s", arch, n, name)
+	r.Events.NormalAbout(b, m, "BuilderCreated", "CreateBuilder", "%s attempt %d: builder Machine %s", arch, n, name)
 	return nil
 }
 

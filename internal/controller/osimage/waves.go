@@ -82,12 +82,12 @@ func (r *OSImageReconciler) reconcileRollout(ctx context.Context, o *imagesv1alp
 	var events []statusEvent
 	switch {
 	case reason == imagesv1alpha1.ReasonRolloutStalled && (before == nil || before.Message != msg):
-		events = append(events, statusEvent{corev1.EventTypeWarning, imagesv1alpha1.EventRolloutStalled, "Rollout", msg})
+		events = append(events, statusEvent{corev1.EventTypeWarning, imagesv1alpha1.EventRolloutStalled, "Rollout", msg, nil})
 	case reason == imagesv1alpha1.ReasonRolloutComplete && plan.Machines > 0 && (before == nil || before.Reason != reason || retargeted):
-		events = append(events, statusEvent{corev1.EventTypeNormal, imagesv1alpha1.EventRolloutComplete, "Rollout", msg})
+		events = append(events, statusEvent{corev1.EventTypeNormal, imagesv1alpha1.EventRolloutComplete, "Rollout", msg, nil})
 	case reason != imagesv1alpha1.ReasonRolloutComplete && retargeted:
 		events = append(events, statusEvent{corev1.EventTypeNormal, imagesv1alpha1.EventRolloutStarted, "Rollout",
-			fmt.Sprintf("moving %d Machines to index %s, at most %s of each pool's unavailable at once", plan.Machines-plan.Updated, target, maxUnavailable.String())})
+			fmt.Sprintf("moving %d Machines to index %s, at most %s of each pool's unavailable at once", plan.Machines-plan.Updated, target, maxUnavailable.String()), nil})
 	}
 	var recheck time.Duration
 	if !plan.RecheckAt.IsZero() {
