@@ -47,20 +47,27 @@ writes an admin kubeconfig to <state-dir>/kubeconfig. Ctrl-C or SIGTERM stops an
 and emulated servers keep running, and the next start finds every object again and adopts
 them.`,
 		Args: cobra.NoArgs,
+		// In place of the root's: the logger is set once per process, and anvil dev's goes to
+		// a file unless asked otherwise.
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if logToTerminal {
+				ctrl.SetLogger(zap.New(zap.UseFlagOptions(logOpts)))
+				return nil
+			}
+			// The terminal is for the banner and progress; the structured logs (a hundred JSON
+			// lines a minute while the pools start) go beside etcd's and the apiserver's. The
+			// file stays open for the process's life.
+			logFile, err := openDevLog(o.ControlPlane.StateDir)
+			if err != nil {
+				return err
+			}
+			ctrl.SetLogger(zap.New(zap.UseFlagOptions(logOpts), zap.WriteTo(logFile)))
+			klog.SetLogger(ctrl.Log.WithName("klog"))
+			fmt.Fprintf(cmd.OutOrStdout(), "anvil dev: logs in %s (--log-to-terminal to see them here)\n", logFile.Name())
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Out = cmd.OutOrStdout()
-			if !logToTerminal {
-				// The terminal is for the banner; the processes' structured logs (a hundred
-				// JSON lines a minute while the pools start) go beside etcd's and the apiserver's.
-				logFile, err := openDevLog(o.ControlPlane.StateDir)
-				if err != nil {
-					return err
-				}
-				defer logFile.Close()
-				ctrl.SetLogger(zap.New(zap.UseFlagOptions(logOpts), zap.WriteTo(logFile)))
-				klog.SetLogger(ctrl.Log.WithName("klog"))
-				fmt.Fprintf(o.Out, "anvil dev: logs in %s (--log-to-terminal to see them here)\n", logFile.Name())
-			}
 			if fakePool != "" {
 				cfg, err := ff.config(fakePool)
 				if err != nil {
