@@ -135,8 +135,12 @@ func Start(cfg Config) (*Emulator, error) {
 }
 
 // Address is the redfish+http:// BMC address of server name, as a Host's spec.bmc.address.
-func (e *Emulator) Address(name string) string {
-	return "redfish+http://" + e.addr + "/redfish/v1/Systems/" + name
+func (e *Emulator) Address(name string) string { return Address(e.addr, name) }
+
+// Address is the BMC address of server name behind an emulator serving on listen
+// (host:port): for whoever enrols the servers of an emulator running in another process.
+func Address(listen, name string) string {
+	return "redfish+http://" + listen + "/redfish/v1/Systems/" + name
 }
 
 // Config is what the emulator was started with, Listen being the address it serves: Start

@@ -61,7 +61,7 @@ func EmulatedSpecs(amd, arm int) []bmcemu.Spec {
 // (AnnotationSSHAddress), so its Machine reports it. The emulator stops when ctx ends; its
 // servers keep running, as VMs do, and the next start adopts them with their media.
 func startEmulatedServers(ctx context.Context, c client.Client, stateDir string, specs []bmcemu.Spec, port int, log logr.Logger) (*bmcemu.Emulator, error) {
-	user, password, err := emulatedCredentials(ctx, c)
+	user, password, err := EmulatedCredentials(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -70,8 +70,9 @@ func startEmulatedServers(ctx context.Context, c client.Client, stateDir string,
 			return nil, fmt.Errorf("a port for %s's SSH: %w", specs[i].Name, err)
 		}
 	}
+	listen := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	e, err := bmcemu.Start(bmcemu.Config{StateDir: EmulatedServersDir(stateDir),
-		Listen: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Username: user, Password: password, Servers: specs,
+		Listen: listen, Username: user, Password: password, Servers: specs,
 		Logger: log.WithName("bmc")})
 	if err != nil {
 		return nil, fmt.Errorf("the emulated servers' BMC (--bmc-port %d): %w", port, err)
@@ -82,35 +83,47 @@ func startEmulatedServers(ctx context.Context, c client.Client, stateDir string,
 			log.Error(err, "stopping the emulated servers' BMC")
 		}
 	}()
+	return e, EnrolEmulatedServers(ctx, c, listen, specs, e.SSHPort)
+}
+
+// EnrolEmulatedServers creates a Host in MetalNamespace for each server of specs behind
+// the BMC emulator serving on listen, with the credentials of EmulatedCredentials, labelled
+// LabelEmulated. sshPort is the loopback port forwarded to a server's SSH (0: none), written
+// on its Host; a Host created by an earlier start gets the port of this one.
+func EnrolEmulatedServers(ctx context.Context, c client.Client, listen string, specs []bmcemu.Spec, sshPort func(name string) int) error {
 	for _, s := range specs {
-		ssh := net.JoinHostPort("127.0.0.1", strconv.Itoa(e.SSHPort(s.Name)))
 		h := &metalv1alpha1.Host{
 			ObjectMeta: metav1.ObjectMeta{Namespace: MetalNamespace, Name: s.Name,
-				Labels:      map[string]string{"rack": "dev", LabelEmulated: "true"},
-				Annotations: map[string]string{metalv1alpha1.AnnotationSSHAddress: ssh}},
+				Labels: map[string]string{"rack": "dev", LabelEmulated: "true"}},
 			Spec: metalv1alpha1.HostSpec{
-				BMC: metalv1alpha1.BMC{Address: e.Address(s.Name),
+				BMC: metalv1alpha1.BMC{Address: bmcemu.Address(listen, s.Name),
 					CredentialsSecretRef: &metalv1alpha1.SecretReference{Name: emulatedBMCSecret}},
 				BootMACAddress: s.MAC,
 				Architecture:   s.Architecture,
 				BootMode:       metalv1alpha1.BootMode(s.BootMode()),
 			},
 		}
+		ssh := ""
+		if port := sshPort(s.Name); port != 0 {
+			ssh = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+			h.Annotations = map[string]string{metalv1alpha1.AnnotationSSHAddress: ssh}
+		}
 		err := c.Create(ctx, h)
-		if apierrors.IsAlreadyExists(err) {
+		if apierrors.IsAlreadyExists(err) && ssh != "" {
 			// Started before: the port is new.
 			patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, metalv1alpha1.AnnotationSSHAddress, ssh))
 			err = c.Patch(ctx, h, client.RawPatch(types.MergePatchType, patch))
 		}
-		if err != nil {
-			return nil, fmt.Errorf("creating Host %s: %w", s.Name, err)
+		if err = client.IgnoreAlreadyExists(err); err != nil {
+			return fmt.Errorf("creating Host %s: %w", s.Name, err)
 		}
 	}
-	return e, nil
+	return nil
 }
 
-// emulatedCredentials reads the emulated BMC's credentials, generating them the first time.
-func emulatedCredentials(ctx context.Context, c client.Client) (user, password string, err error) {
+// EmulatedCredentials reads the emulated BMC's credentials from their Secret in
+// MetalNamespace, generating them the first time.
+func EmulatedCredentials(ctx context.Context, c client.Client) (user, password string, err error) {
 	s := &corev1.Secret{}
 	err = c.Get(ctx, client.ObjectKey{Namespace: MetalNamespace, Name: emulatedBMCSecret}, s)
 	if err == nil {
