@@ -9,18 +9,26 @@ import (
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/mri"
+	"github.com/anvil-dev/anvil/internal/provisioner"
 )
 
 // observed is what the run reads at the end: the API's Machines and Hosts, each pool's
-// runtime machines (ListMachines over its socket) and each runtime's create journal.
+// runtime machines (ListMachines over its socket) and each runtime's create journal; with
+// emulated servers, each server's QEMUs and console, Ironic's node of each Host, and the
+// boots the churn asked of each Machine on a server.
 type observed struct {
 	machines []computev1alpha1.Machine
 	hosts    []metalv1alpha1.Host
 	runtime  map[string][]*mriv1alpha1.Machine
 	journals map[string][]mri.JournalEntry
+	servers  []server
+	// nodes are Ironic's nodes by Host name (a Host not registered has none).
+	nodes map[string]provisioner.Node
+	// askedBoots counts, by Machine name, its create, power-ons and reimages.
+	askedBoots map[string]int
 }
 
-// findings are the five counts the run must end with at zero, each as the list of what
+// findings are the counts the run must end with at zero, each as the list of what
 // was found (one line each, for the report).
 type findings struct {
 	// Orphans: runtime machines whose Machine no longer exists.
@@ -36,13 +44,26 @@ type findings struct {
 	// DuplicateCreates: Machines a runtime answered a create for with more than one
 	// machine id, or that more than one pool created a machine for.
 	DuplicateCreates []string
+	// StrayServers: emulated servers with two QEMUs, or one running without a Host or a
+	// Machine on it, and Machines whose server's QEMU runs when they say Shutdown or is
+	// gone when they say Running.
+	StrayServers []string
+	// Boots: Machines whose names booted on the servers' consoles more often than the
+	// churn asked (a create, each power-on, each reimage), or Running without a boot.
+	Boots []string
+	// PowerUnreported: Hosts whose power failed (status.powerChange, or Ironic's
+	// last_error with the power other than asked) that say neither Ready False
+	// PowerChangeFailed nor a lastError.
+	PowerUnreported []string
 }
 
 func (f findings) zero() bool {
-	return len(f.Orphans)+len(f.Missing)+len(f.DoubleClaimed)+len(f.NotConverged)+len(f.DuplicateCreates) == 0
+	return len(f.Orphans)+len(f.Missing)+len(f.DoubleClaimed)+len(f.NotConverged)+len(f.DuplicateCreates)+
+		len(f.StrayServers)+len(f.Boots)+len(f.PowerUnreported) == 0
 }
 
-// audit compares the Machines with what the runtimes hold and created.
+// audit compares the Machines with what the runtimes hold and created, and the Hosts
+// with the emulated servers and Ironic.
 func audit(o observed) findings {
 	var f findings
 	byUID := map[string]*computev1alpha1.Machine{}
@@ -99,6 +120,7 @@ func audit(o observed) findings {
 			f.DoubleClaimed = append(f.DoubleClaimed, fmt.Sprintf("Machine uid %s holds Hosts %v", uid, hosts))
 		}
 	}
+	auditServers(o, &f)
 	return f
 }
 

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/dev"
 )
 
 // churn is what users do to Machines during the run: create, power off and on, change
@@ -26,6 +27,11 @@ type churn struct {
 	metal  string
 	// Counts of what was asked, for the report.
 	created, poweredOff, poweredOn, reimaged, deleted atomic.Int64
+
+	mu sync.Mutex
+	// boots counts, for each Machine on an emulated server, the boots asked of it: its
+	// create, each power-on after a power-off, each reimage.
+	boots map[string]int
 }
 
 // retryFor retries f while the apiserver cannot be reached or answers a conflict, for up to
@@ -44,13 +50,21 @@ func retryFor(ctx context.Context, f func() error) error {
 	}
 }
 
-func (ch *churn) create(ctx context.Context, name, pool, image string) error {
-	m := &computev1alpha1.Machine{
+// machine is an amd64 Machine of the small class on pool (its chaos label), powered on.
+func machine(name, pool, image string) *computev1alpha1.Machine {
+	return &computev1alpha1.Machine{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec: computev1alpha1.MachineSpec{MachineClassRef: computev1alpha1.MachineClassReference{Name: classSmall},
 			Image: image, Power: computev1alpha1.PowerOn, Architecture: computev1alpha1.ArchitectureAMD64,
 			MachinePoolSelector: map[string]string{"chaos": pool}},
 	}
+}
+
+func (ch *churn) create(ctx context.Context, name, pool, image string) error {
+	return ch.createMachine(ctx, machine(name, pool, image))
+}
+
+func (ch *churn) createMachine(ctx context.Context, m *computev1alpha1.Machine) error {
 	err := retryFor(ctx, func() error {
 		// A create whose answer was lost to a kill went through: the name says so.
 		return client.IgnoreAlreadyExists(ch.c.Create(ctx, m.DeepCopy()))
@@ -195,11 +209,18 @@ func (ch *churn) vms(ctx context.Context, rng *rand.Rand, n int, d time.Duration
 	return runSteps(ctx, steps)
 }
 
-// metalMachines claims two Hosts, powers one off and on, and releases one for a third
-// Machine to claim, at random moments of d.
+// metalMachines claims two fake-hardware Hosts, powers one off and on, and releases one
+// for a third Machine to claim, at random moments of d.
 func (ch *churn) metalMachines(ctx context.Context, rng *rand.Rand, d time.Duration) error {
+	// Fake hardware only: its disk image is not one an emulated server boots.
+	fake := func(name string) *computev1alpha1.Machine {
+		m := machine(name, "metal", ch.metal)
+		m.Spec.HostSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: dev.LabelEmulated, Operator: metav1.LabelSelectorOpDoesNotExist}}}
+		return m
+	}
 	for _, name := range []string{"bm-1", "bm-2"} {
-		if err := ch.create(ctx, name, "metal", ch.metal); err != nil {
+		if err := ch.createMachine(ctx, fake(name)); err != nil {
 			return err
 		}
 	}
@@ -207,10 +228,63 @@ func (ch *churn) metalMachines(ctx context.Context, rng *rand.Rand, d time.Durat
 	steps := []step{
 		{at(0.2, 0.4), func() error { return ch.delete(ctx, "bm-1") }},
 		{at(0.3, 0.5), func() error { return ch.power(ctx, "bm-2", computev1alpha1.PowerOff) }},
-		{at(0.45, 0.6), func() error { return ch.create(ctx, "bm-3", "metal", ch.metal) }},
+		{at(0.45, 0.6), func() error { return ch.createMachine(ctx, fake("bm-3")) }},
 		{at(0.6, 0.8), func() error { return ch.power(ctx, "bm-2", computev1alpha1.PowerOn) }},
 	}
 	return runSteps(ctx, steps)
+}
+
+// serverMachines gives each emulated server (by architecture) a Machine of the test OS
+// that is powered off, on and reimaged, then deleted for a second Machine to claim the
+// server and keep it, at random moments of d; and counts the boots each was asked for.
+func (ch *churn) serverMachines(ctx context.Context, rng *rand.Rand, d time.Duration, archs []computev1alpha1.Architecture) error {
+	at := func(lo, hi float64) time.Duration { return spread(rng, d, lo, hi) }
+	onServer := func(name string, arch computev1alpha1.Architecture) func() error {
+		return func() error {
+			m := machine(name, "metal", ch.images[0])
+			m.Spec.Architecture = arch
+			m.Spec.HostSelector = &metav1.LabelSelector{MatchLabels: map[string]string{dev.LabelEmulated: "true"}}
+			return ch.asked(name, ch.createMachine(ctx, m))
+		}
+	}
+	var steps []step
+	for i, arch := range archs {
+		first, second := fmt.Sprintf("srv-%d", 2*i+1), fmt.Sprintf("srv-%d", 2*i+2)
+		if err := onServer(first, arch)(); err != nil {
+			return err
+		}
+		steps = append(steps,
+			step{at(0.1, 0.25), func() error { return ch.power(ctx, first, computev1alpha1.PowerOff) }},
+			step{at(0.25, 0.4), func() error { return ch.asked(first, ch.power(ctx, first, computev1alpha1.PowerOn)) }},
+			step{at(0.4, 0.55), func() error { return ch.asked(first, ch.reimage(ctx, first)) }},
+			step{at(0.55, 0.65), func() error { return ch.delete(ctx, first) }},
+			step{at(0.65, 0.75), onServer(second, arch)})
+	}
+	return runSteps(ctx, steps)
+}
+
+// asked counts one boot asked of Machine name when err, the answer to the asking, is nil.
+func (ch *churn) asked(name string, err error) error {
+	if err == nil {
+		ch.mu.Lock()
+		defer ch.mu.Unlock()
+		if ch.boots == nil {
+			ch.boots = map[string]int{}
+		}
+		ch.boots[name]++
+	}
+	return err
+}
+
+// askedBoots is a copy of the boots asked so far.
+func (ch *churn) askedBoots() map[string]int {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	out := make(map[string]int, len(ch.boots))
+	for k, v := range ch.boots {
+		out[k] = v
+	}
+	return out
 }
 
 // step is something done at an offset from the start of the run.

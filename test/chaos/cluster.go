@@ -24,6 +24,7 @@ import (
 	"github.com/anvil-dev/anvil/config/admission"
 	"github.com/anvil-dev/anvil/config/crd"
 	"github.com/anvil-dev/anvil/config/rbac"
+	"github.com/anvil-dev/anvil/internal/bmcemu"
 	"github.com/anvil-dev/anvil/internal/controlplane"
 	"github.com/anvil-dev/anvil/internal/dev"
 	"github.com/anvil-dev/anvil/internal/mri"
@@ -56,6 +57,13 @@ type cluster struct {
 	metalImage string
 
 	manager *proc
+	// emulator is the BMC emulator's process (nil without emulated servers), serving
+	// servers, whose folders are in serversDir, on bmcListen.
+	emulator   *proc
+	servers    []bmcemu.Spec
+	serversDir string
+	bmcListen  string
+	ironicPort int
 	// runtimes and poollets by pool.
 	runtimes map[string]*proc
 	poollets map[string]*proc
@@ -88,7 +96,7 @@ func freePorts(n int) ([]int, error) {
 
 // startCluster brings everything up. The caller stops it with stop, also after an error.
 func startCluster(ctx context.Context, cfg config, cl *cluster) error {
-	ports, err := freePorts(2)
+	ports, err := freePorts(3)
 	if err != nil {
 		return err
 	}
@@ -123,6 +131,11 @@ func startCluster(ctx context.Context, cfg config, cl *cluster) error {
 	if err := cl.seed(ctx, cfg); err != nil {
 		return err
 	}
+	if cfg.metal && cfg.servers+cfg.arm64Servers > 0 {
+		if err := cl.startEmulator(ctx, cfg, ports[2]); err != nil {
+			return err
+		}
+	}
 	kube := []string{"KUBECONFIG=" + cl.cp.KubeconfigPath()}
 	reg := cl.registry.Host
 	cl.manager = newProc(cl.dir, "manager", kube, cfg.anvil, "manager", "--allow-registry", reg,
@@ -141,9 +154,15 @@ func startCluster(ctx context.Context, cfg config, cl *cluster) error {
 		}
 	}
 	if cfg.metal {
-		if err := cl.addPool(ctx, cfg, poolMetal, "metal", "runtime", "metal", "--namespace", dev.MetalNamespace,
-			"--state-dir", filepath.Join(cl.dir, "metal"), "--ironic-port", strconv.Itoa(ports[0]),
-			"--image-listen", "127.0.0.1:"+strconv.Itoa(ports[1]), "--wipe", "none", "--allow-registry", reg); err != nil {
+		cl.ironicPort = ports[0]
+		args := []string{"runtime", "metal", "--namespace", dev.MetalNamespace,
+			"--state-dir", filepath.Join(cl.dir, "metal"), "--ironic-port", strconv.Itoa(cl.ironicPort),
+			"--image-listen", "127.0.0.1:" + strconv.Itoa(ports[1]), "--wipe", "none", "--allow-registry", reg}
+		if cfg.arm64Servers > 0 {
+			// arm64 servers boot UEFI: Ironic builds their boot ISOs around an ESP.
+			args = append(args, "--esp-image", filepath.Join(cfg.binDir, "esp.img"))
+		}
+		if err := cl.addPool(ctx, cfg, poolMetal, "metal", args...); err != nil {
 			return err
 		}
 	}
@@ -198,9 +217,13 @@ func (cl *cluster) kubeconfigAs(imp rest.ImpersonationConfig, err error) (string
 	return path, controlplane.WriteKubeconfig(path, cfg)
 }
 
-// publish pushes the test OS under two tags and, for the metal pool, a disk.
+// publish pushes the test OS under two tags (with arm64 for arm64 servers) and, for the
+// metal pool, a disk.
 func (cl *cluster) publish(ctx context.Context, cfg config) error {
 	sources := map[computev1alpha1.Architecture]string{computev1alpha1.ArchitectureAMD64: filepath.Join(cfg.testOS, "amd64")}
+	if cfg.arm64Servers > 0 {
+		sources[computev1alpha1.ArchitectureARM64] = filepath.Join(cfg.testOS, "arm64")
+	}
 	for i, tag := range []string{"a", "b"} {
 		ref, _, err := osimage.PushDirs(ctx, cl.registry.Host+"/chaos/testos:"+tag, sources)
 		if err != nil {
@@ -271,11 +294,17 @@ func (cl *cluster) waitPoolsReady(ctx context.Context, timeout time.Duration) er
 }
 
 // stop ends anvil's processes, then the registry and control plane, and kills any QEMU
-// left under the run's folder (VMs outlive their runtime by design).
+// left under the run's folder (VMs outlive their runtime, servers their BMC, by design).
 func (cl *cluster) stop() {
 	for _, p := range cl.pools() {
 		cl.poollets[p].stop()
 		cl.runtimes[p].stop()
+	}
+	if cl.emulator != nil {
+		cl.emulator.stop()
+		if err := bmcemu.PowerOffAll(cl.serversDir); err != nil {
+			fmt.Fprintf(os.Stderr, "chaos: ending the emulated servers: %v\n", err)
+		}
 	}
 	if cl.manager != nil {
 		cl.manager.stop()
@@ -314,10 +343,14 @@ func (cl *cluster) all() []*proc {
 	for _, p := range cl.pools() {
 		out = append(out, cl.runtimes[p], cl.poollets[p])
 	}
+	if cl.emulator != nil {
+		out = append(out, cl.emulator)
+	}
 	return out
 }
 
-// observe reads the Machines, Hosts, every pool's runtime machines and create journals.
+// observe reads the Machines, Hosts, every pool's runtime machines and create journals,
+// and the emulated servers and Ironic's nodes.
 func (cl *cluster) observe(ctx context.Context) (observed, error) {
 	o := observed{runtime: map[string][]*mriv1alpha1.Machine{}, journals: map[string][]mri.JournalEntry{}}
 	var machines computev1alpha1.MachineList
@@ -331,6 +364,9 @@ func (cl *cluster) observe(ctx context.Context) (observed, error) {
 			return o, err
 		}
 		o.hosts = hosts.Items
+		if err := cl.observeIronic(ctx, &o); err != nil {
+			return o, err
+		}
 	}
 	for _, pool := range cl.pools() {
 		rt, conn, err := mri.Dial(cl.sockets[pool], mri.Pool(pool))
@@ -344,6 +380,11 @@ func (cl *cluster) observe(ctx context.Context) (observed, error) {
 		}
 		o.runtime[pool] = list.GetMachines()
 		if o.journals[pool], err = mri.ReadJournal(cl.journals[pool]); err != nil {
+			return o, err
+		}
+	}
+	if cl.emulator != nil {
+		if err := cl.observeServers(ctx, &o); err != nil {
 			return o, err
 		}
 	}

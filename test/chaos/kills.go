@@ -23,9 +23,12 @@ const (
 	targetRuntime
 	targetIronic
 	targetAPIServer
+	// targetEmulator is the BMC emulator's process: the emulated servers run on, as servers
+	// do while their BMC restarts.
+	targetEmulator
 )
 
-var targetNames = [...]string{"invalid", "manager", "poollet", "runtime", "ironic", "apiserver"}
+var targetNames = [...]string{"invalid", "manager", "poollet", "runtime", "ironic", "apiserver", "emulator"}
 
 func (t target) String() string {
 	if t < 0 || int(t) >= len(targetNames) {
@@ -53,18 +56,18 @@ func (k kill) String() string {
 }
 
 // planKills draws the run's kills from rng: each target at least as often as minimum
-// says (Ironic only with a metal pool; poollets and runtimes of each pool in turn), extra
-// more on targets and pools drawn at random, at moments between a tenth and nine tenths of
-// d, in order.
-func planKills(rng *rand.Rand, d time.Duration, minimum map[target]int, extra int, pools []string) []kill {
+// says (Ironic only with a metal pool, the BMC emulator only with emulated servers;
+// poollets and runtimes of each pool in turn), extra more on targets and pools drawn at
+// random, at moments between a tenth and nine tenths of d, in order.
+func planKills(rng *rand.Rand, d time.Duration, minimum map[target]int, extra int, pools []string, servers bool) []kill {
 	metal := slices.Contains(pools, poolMetal)
 	var plan []kill
 	add := func(t target, pool string) {
 		plan = append(plan, kill{at: spread(rng, d, 0.1, 0.9), target: t, pool: pool,
 			restartAfter: time.Duration(500+rng.Intn(2500)) * time.Millisecond})
 	}
-	for _, t := range []target{targetManager, targetPoollet, targetRuntime, targetIronic, targetAPIServer} {
-		if t == targetIronic && !metal {
+	for _, t := range []target{targetManager, targetPoollet, targetRuntime, targetIronic, targetAPIServer, targetEmulator} {
+		if t == targetIronic && !metal || t == targetEmulator && !servers {
 			continue
 		}
 		for i := 0; i < minimum[t]; i++ {
@@ -82,7 +85,7 @@ func planKills(rng *rand.Rand, d time.Duration, minimum map[target]int, extra in
 	for i := 0; i < extra; i++ {
 		t := target(1 + rng.Intn(len(targetNames)-1))
 		switch {
-		case t == targetIronic && !metal:
+		case t == targetIronic && !metal, t == targetEmulator && !servers:
 			add(targetManager, "")
 		case t == targetIronic:
 			add(t, poolMetal)
@@ -105,6 +108,10 @@ func (cl *cluster) do(ctx context.Context, k kill) error {
 		return cl.poollets[k.pool].kill(k.restartAfter)
 	case targetRuntime:
 		return cl.runtimes[k.pool].kill(k.restartAfter)
+	case targetEmulator:
+		// Started again on the same state directory and address: it adopts the servers
+		// still running, with the media and boot override each BMC kept.
+		return cl.emulator.kill(k.restartAfter)
 	case targetIronic:
 		// Ironic runs under the metal runtime, which supervises it: it is started again
 		// by the runtime, not by the run.

@@ -16,6 +16,7 @@ import (
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/test/harness"
 )
 
@@ -27,7 +28,10 @@ type config struct {
 	// metal adds a pool of fake-hardware Hosts under Ironic.
 	machines, vms int
 	metal         bool
-	workers       int
+	// servers and arm64Servers are emulated servers (QEMU behind the BMC emulator's own
+	// process) enrolled in the metal pool beside its fake hardware.
+	servers, arm64Servers int
+	workers               int
 	// converge bounds the wait, after the last kill, for everything to be as asked.
 	converge time.Duration
 	// kills is the fewest kills of each target; extraKills more are drawn at random.
@@ -48,6 +52,8 @@ func main() {
 	flag.IntVar(&cfg.machines, "machines", 500, "Machines created on the fake pool over the run")
 	flag.IntVar(&cfg.vms, "vms", 3, "Machines on a QEMU pool (real guests); 0 runs no QEMU pool")
 	flag.BoolVar(&cfg.metal, "metal", true, "run a bare-metal pool of fake-hardware Hosts under Ironic")
+	flag.IntVar(&cfg.servers, "servers", 2, "amd64 emulated servers (SeaBIOS, TCG) in the metal pool, behind the BMC emulator's process")
+	flag.IntVar(&cfg.arm64Servers, "arm64-servers", 1, "arm64 emulated servers (UEFI, TCG; needs make esp) in the metal pool")
 	flag.IntVar(&cfg.workers, "workers", 16, "users creating and changing Machines at once")
 	flag.DurationVar(&cfg.converge, "converge", 5*time.Minute, "how long after the last kill everything may take to be as asked")
 	managerKills := flag.Int("kill-manager", 3, "fewest kills of the controller manager")
@@ -55,11 +61,12 @@ func main() {
 	runtimeKills := flag.Int("kill-runtime", 3, "fewest kills of a runtime process (one of each pool's, in turn)")
 	ironicKills := flag.Int("kill-ironic", 1, "fewest kills of Ironic (with -metal)")
 	apiserverKills := flag.Int("kill-apiserver", 1, "fewest kills of kube-apiserver")
+	emulatorKills := flag.Int("kill-emulator", 1, "fewest kills of the BMC emulator's process (with -servers or -arm64-servers)")
 	flag.IntVar(&cfg.extraKills, "extra-kills", 3, "kills more, of targets drawn at random")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the run's folder (logs and state)")
 	flag.Parse()
 	cfg.kills[targetManager], cfg.kills[targetPoollet], cfg.kills[targetRuntime] = *managerKills, *poolletKills, *runtimeKills
-	cfg.kills[targetIronic], cfg.kills[targetAPIServer] = *ironicKills, *apiserverKills
+	cfg.kills[targetIronic], cfg.kills[targetAPIServer], cfg.kills[targetEmulator] = *ironicKills, *apiserverKills, *emulatorKills
 	rep, err := setupAndRun(context.Background(), cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
@@ -83,6 +90,9 @@ func setupAndRun(ctx context.Context, cfg config) (*report, error) {
 	cfg.testOS = filepath.Join(cfg.binDir, "testos")
 	if _, err := os.Stat(filepath.Join(cfg.testOS, "amd64", "kernel")); err != nil {
 		return nil, fmt.Errorf("the test OS is missing from %s: run make testos", cfg.testOS)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.binDir, "esp.img")); err != nil && cfg.metal && cfg.arm64Servers > 0 {
+		return nil, fmt.Errorf("arm64 servers boot UEFI from an ISO around an ESP, missing from %s: run make esp (or -arm64-servers 0)", cfg.binDir)
 	}
 	// Short: unix socket paths must fit in 108 bytes. Open to others: a root qemu runtime
 	// runs QEMU as an unprivileged user, which must reach the machines' folders.
@@ -130,10 +140,10 @@ func run(ctx context.Context, cfg config, dir string) (*report, error) {
 	}
 	fmt.Fprintf(cfg.out, "chaos: up in %.1fs: pools %v\n", time.Since(started).Seconds(), cl.pools())
 
-	rep := &report{kills: planKills(rng, cfg.duration, cfg.kills, cfg.extraKills, cl.pools())}
+	rep := &report{kills: planKills(rng, cfg.duration, cfg.kills, cfg.extraKills, cl.pools(), cl.emulator != nil)}
 	ch := &churn{c: cl.c, images: cl.images, metal: cl.metalImage}
 	var wg sync.WaitGroup
-	errs := make(chan error, 4)
+	errs := make(chan error, 5)
 	churnSeed := rng.Int63()
 	wg.Add(1)
 	go func() {
@@ -149,6 +159,15 @@ func run(ctx context.Context, cfg config, dir string) (*report, error) {
 		metalRNG := rand.New(rand.NewSource(rng.Int63()))
 		wg.Add(1)
 		go func() { defer wg.Done(); errs <- ch.metalMachines(ctx, metalRNG, cfg.duration) }()
+	}
+	if cl.emulator != nil {
+		serverRNG := rand.New(rand.NewSource(rng.Int63()))
+		var archs []computev1alpha1.Architecture
+		for _, s := range cl.servers {
+			archs = append(archs, s.Architecture)
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); errs <- ch.serverMachines(ctx, serverRNG, cfg.duration, archs) }()
 	}
 	var steps []step
 	for _, k := range rep.kills {
@@ -180,6 +199,7 @@ func run(ctx context.Context, cfg config, dir string) (*report, error) {
 	deadline := time.Now().Add(cfg.converge)
 	for {
 		o, err := cl.observe(ctx)
+		o.askedBoots = ch.askedBoots()
 		if err == nil {
 			rep.findings = audit(o)
 			if rep.findings.zero() {
@@ -212,7 +232,7 @@ func (r *report) print(cfg config, cl *cluster) {
 		counts[k.target]++
 	}
 	var parts []string
-	for t := targetManager; t <= targetAPIServer; t++ {
+	for t := targetManager; t <= targetEmulator; t++ {
 		parts = append(parts, fmt.Sprintf("%s %d", t, counts[t]))
 	}
 	fmt.Fprintf(w, "  kills (SIGKILL): %s\n", strings.Join(parts, ", "))
@@ -226,8 +246,11 @@ func (r *report) print(cfg config, cl *cluster) {
 		{"Hosts claimed by two Machines", r.findings.DoubleClaimed},
 		{"Machines not converged", r.findings.NotConverged},
 		{"duplicate creates", r.findings.DuplicateCreates},
+		{"server QEMUs without a Host or Machine, or two", r.findings.StrayServers},
+		{"servers booted other than asked", r.findings.Boots},
+		{"Hosts with failing power not reported", r.findings.PowerUnreported},
 	} {
-		fmt.Fprintf(w, "  %-46s %d\n", line.name, len(line.found))
+		fmt.Fprintf(w, "  %-48s %d\n", line.name, len(line.found))
 		for i, f := range line.found {
 			if i == 10 {
 				fmt.Fprintf(w, "      ... %d more\n", len(line.found)-10)
