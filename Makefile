@@ -218,7 +218,7 @@ CHAOS_SEED ?= 1
 CHAOS_DURATION ?= 10m
 # More flags of go run ./test/chaos, e.g. CHAOSFLAGS="-machines 1000 -keep".
 CHAOSFLAGS ?=
-chaos: deps tools testos ## The long chaos run: churn on fake, QEMU and metal pools while anvil's processes are SIGKILLed (CHAOS_SEED, CHAOS_DURATION).
+chaos: deps tools testos esp ## The long chaos run: churn on fake, QEMU and metal pools (with emulated servers) while anvil's processes and the BMC emulator are SIGKILLed (CHAOS_SEED, CHAOS_DURATION).
 	go run ./test/chaos -seed $(CHAOS_SEED) -duration $(CHAOS_DURATION) $(CHAOSFLAGS)
 
 # make demo builds only what anvil dev runs (etcd, kube-apiserver, kubectl for the banner's

@@ -253,12 +253,14 @@ func (ch *churn) serverMachines(ctx context.Context, rng *rand.Rand, d time.Dura
 		if err := onServer(first, arch)(); err != nil {
 			return err
 		}
+		// Each change a TCG boot's time (15-20 s) or more after the last in the short run,
+		// so most are carried out rather than overtaken by the next.
 		steps = append(steps,
-			step{at(0.1, 0.25), func() error { return ch.power(ctx, first, computev1alpha1.PowerOff) }},
-			step{at(0.25, 0.4), func() error { return ch.asked(first, ch.power(ctx, first, computev1alpha1.PowerOn)) }},
-			step{at(0.4, 0.55), func() error { return ch.asked(first, ch.reimage(ctx, first)) }},
-			step{at(0.55, 0.65), func() error { return ch.delete(ctx, first) }},
-			step{at(0.65, 0.75), onServer(second, arch)})
+			step{at(0.1, 0.2), func() error { return ch.power(ctx, first, computev1alpha1.PowerOff) }},
+			step{at(0.2, 0.3), func() error { return ch.asked(first, ch.power(ctx, first, computev1alpha1.PowerOn)) }},
+			step{at(0.35, 0.45), func() error { return ch.asked(first, ch.reimage(ctx, first)) }},
+			step{at(0.6, 0.7), func() error { return ch.delete(ctx, first) }},
+			step{at(0.7, 0.8), onServer(second, arch)})
 	}
 	return runSteps(ctx, steps)
 }

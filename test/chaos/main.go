@@ -128,6 +128,8 @@ type report struct {
 	// exitedAlone are processes that ended without being killed.
 	exitedAlone []string
 	asked       string
+	// servers says what each emulated server booted, against what was asked.
+	servers []string
 }
 
 func run(ctx context.Context, cfg config, dir string) (*report, error) {
@@ -201,7 +203,7 @@ func run(ctx context.Context, cfg config, dir string) (*report, error) {
 		o, err := cl.observe(ctx)
 		o.askedBoots = ch.askedBoots()
 		if err == nil {
-			rep.findings = audit(o)
+			rep.findings, rep.servers = audit(o), serverBoots(o)
 			if rep.findings.zero() {
 				rep.convergedAfter, rep.afterLastChange = time.Since(lastKill), time.Since(lastChange)
 				break
@@ -258,6 +260,9 @@ func (r *report) print(cfg config, cl *cluster) {
 			}
 			fmt.Fprintf(w, "      %s\n", f)
 		}
+	}
+	for _, s := range r.servers {
+		fmt.Fprintf(w, "  %s\n", s)
 	}
 	if r.convergedAfter >= 0 {
 		fmt.Fprintf(w, "  converged %.1fs after the last kill (%.1fs after the last change)\n", r.convergedAfter.Seconds(), r.afterLastChange.Seconds())

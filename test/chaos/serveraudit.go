@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -75,6 +76,23 @@ func auditServers(o observed, f *findings) {
 			f.PowerUnreported = append(f.PowerUnreported, fmt.Sprintf("Host %s: %s; the Host says %s", h.Name, why, readyOf(h)))
 		}
 	}
+}
+
+// serverBoots says, for the report, which Machines each server booted how often, against
+// the boots asked of them.
+func serverBoots(o observed) []string {
+	var out []string
+	for _, s := range o.servers {
+		line := fmt.Sprintf("server %s (QEMU %v) booted", s.name, s.pids)
+		if len(s.boots) == 0 {
+			line += " nothing"
+		}
+		for _, name := range sortedKeys(s.boots) {
+			line += fmt.Sprintf(" %s %d times (asked %d),", name, s.boots[name], o.askedBoots[name])
+		}
+		out = append(out, strings.TrimSuffix(line, ","))
+	}
+	return out
 }
 
 // ironicPowerFailed reports whether Ironic, done with the node, has a failure on record
