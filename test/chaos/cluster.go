@@ -225,6 +225,12 @@ func (cl *cluster) publish(ctx context.Context, cfg config) error {
 		sources[computev1alpha1.ArchitectureARM64] = filepath.Join(cfg.testOS, "arm64")
 	}
 	for i, tag := range []string{"a", "b"} {
+		if tag == "b" {
+			var err error
+			if sources, err = otherImage(filepath.Join(cl.dir, "testos-b"), sources); err != nil {
+				return err
+			}
+		}
 		ref, _, err := osimage.PushDirs(ctx, cl.registry.Host+"/chaos/testos:"+tag, sources)
 		if err != nil {
 			return fmt.Errorf("publishing the test OS: %w", err)
@@ -238,6 +244,35 @@ func (cl *cluster) publish(ctx context.Context, cfg config) error {
 		}
 	}
 	return nil
+}
+
+// otherImage makes, in dir, the test OS of sources with one more kernel argument, and
+// returns its folders: an image of other content, so that a change from one tag to the
+// other is a reimage (PushDirs pins each to its digest: the same content is the same
+// reference, and a change between them none).
+func otherImage(dir string, sources map[computev1alpha1.Architecture]string) (map[computev1alpha1.Architecture]string, error) {
+	out := map[computev1alpha1.Architecture]string{}
+	for arch, src := range sources {
+		dst := filepath.Join(dir, string(arch))
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return nil, err
+		}
+		for _, f := range []string{osimage.KernelFile, osimage.InitramfsFile} {
+			if err := os.Symlink(filepath.Join(src, f), filepath.Join(dst, f)); err != nil {
+				return nil, err
+			}
+		}
+		cmdline, err := os.ReadFile(filepath.Join(src, osimage.CmdlineFile))
+		if err != nil {
+			return nil, err
+		}
+		line := strings.TrimSpace(string(cmdline)) + " anvil.chaos.image=b\n"
+		if err := os.WriteFile(filepath.Join(dst, osimage.CmdlineFile), []byte(line), 0o644); err != nil {
+			return nil, err
+		}
+		out[arch] = dst
+	}
+	return out, nil
 }
 
 // seed creates the namespaces, the MachineClass and, for the metal pool, its Hosts.
