@@ -48,7 +48,8 @@ spec:
 // BIOS, arm64 UEFI) through real Ironic and the Redfish BMC emulator, and each server's
 // console shows its Machine's marker; and `anvil runtime metal` with `anvil poollet`, as a site would run them,
 // provisions a Machine onto its own (fake-hardware) Host and gives the Host back when it
-// is deleted.
+// is deleted. Then anvil dev, killed with SIGKILL and started again with the same flags,
+// finds its servers running their Machines (devKilledWithServers).
 func TestBareMetalPools(t *testing.T) {
 	state := t.TempDir()
 	// Servers outlive anvil dev, as VMs do: end them once it has stopped.
@@ -58,12 +59,12 @@ func TestBareMetalPools(t *testing.T) {
 		}
 	})
 	registryPort := devproc.FreePort(t)
-	d := env.StartDev(t, "--state-dir", state, "--bin-dir", env.BinDir, "--fake-pool", "",
+	args := []string{"--state-dir", state, "--bin-dir", env.BinDir, "--fake-pool", "",
 		"--apiserver-port", devproc.FreePort(t), "--etcd-port", devproc.FreePort(t), "--etcd-peer-port", devproc.FreePort(t),
 		"--registry-port", registryPort, "--qemu-pools=false", "--metal-image-port", devproc.FreePort(t),
 		"--emulated-servers", "1", "--emulated-arm64-servers", "1", "--bmc-port", devproc.FreePort(t),
-		"--test-os", testos.Dir(t), "--apply", env.Samples(t, "config/samples", registryPort))
-	t.Cleanup(func() { d.Stop(syscall.SIGTERM) })
+		"--test-os", testos.Dir(t), "--apply", env.Samples(t, "config/samples", registryPort)}
+	d := env.StartDev(t, args...)
 	kubeconfig := filepath.Join(state, "kubeconfig")
 
 	waitKubectlLong(t, kubeconfig, "Running", 5*time.Minute, "get", "machine", "metal-1", "-n", "default", "-o", "jsonpath={.status.state}")
@@ -103,4 +104,9 @@ func TestBareMetalPools(t *testing.T) {
 	}
 	waitKubectlLong(t, kubeconfig, "Available/", 2*time.Minute, "get", "host", "b-1", "-n", "site-b", "-o",
 		"jsonpath={.status.provisioningState}/{.spec.consumerRef.name}")
+	devproc.StopProcess(poollet)
+	devproc.StopProcess(rt)
+
+	d = devKilledWithServers(t, d, state, args)
+	d.Stop(syscall.SIGTERM)
 }
