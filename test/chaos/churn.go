@@ -261,9 +261,25 @@ func (ch *churn) serverMachines(ctx context.Context, rng *rand.Rand, d time.Dura
 			step{at(0.3, 0.35), func() error { return ch.asked(first, ch.power(ctx, first, computev1alpha1.PowerOn)) }},
 			step{at(0.55, 0.6), func() error { return ch.asked(first, ch.reimage(ctx, first)) }},
 			step{at(0.8, 0.85), func() error { return ch.delete(ctx, first) }},
-			step{at(0.85, 0.9), onServer(second, arch)})
+			step{at(0.85, 0.9), func() error {
+				// As a user would, once the first is gone: created while its server is still
+				// being released, the Machine is refused and its pool left out for minutes.
+				ch.awaitGone(ctx, first, 3*time.Minute)
+				return onServer(second, arch)()
+			}})
 	}
 	return runSteps(ctx, steps)
+}
+
+// awaitGone waits, up to limit, until Machine name no longer exists (across an
+// apiserver that is down); past the limit the caller goes on and the audit tells.
+func (ch *churn) awaitGone(ctx context.Context, name string, limit time.Duration) {
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(time.Second) {
+		err := ch.c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &computev1alpha1.Machine{})
+		if apierrors.IsNotFound(err) {
+			return
+		}
+	}
 }
 
 // asked counts one boot asked of Machine name when err, the answer to the asking, is nil.

@@ -72,7 +72,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(1)
 	}
-	if !rep.findings.zero() || len(rep.exitedAlone) > 0 {
+	if !rep.findings.zero() || rep.convergedAfter < 0 || len(rep.exitedAlone) > 0 {
 		os.Exit(1)
 	}
 }
@@ -130,6 +130,8 @@ type report struct {
 	asked       string
 	// servers says what each emulated server booted, against what was asked.
 	servers []string
+	// unread is why the last reading of the end state failed, if it did.
+	unread error
 }
 
 func run(ctx context.Context, cfg config, dir string) (*report, error) {
@@ -209,10 +211,10 @@ func run(ctx context.Context, cfg config, dir string) (*report, error) {
 				break
 			}
 		}
+		// The last findings are kept when a later reading fails (Ironic restarting, say):
+		// the report shows both.
+		rep.unread = err
 		if time.Now().After(deadline) {
-			if err != nil {
-				return nil, fmt.Errorf("reading the end state: %w", err)
-			}
 			break
 		}
 		time.Sleep(2 * time.Second)
@@ -263,6 +265,9 @@ func (r *report) print(cfg config, cl *cluster) {
 	}
 	for _, s := range r.servers {
 		fmt.Fprintf(w, "  %s\n", s)
+	}
+	if r.unread != nil {
+		fmt.Fprintf(w, "  the last reading of the end state failed: %v\n", r.unread)
 	}
 	if r.convergedAfter >= 0 {
 		fmt.Fprintf(w, "  converged %.1fs after the last kill (%.1fs after the last change)\n", r.convergedAfter.Seconds(), r.afterLastChange.Seconds())

@@ -96,8 +96,12 @@ func (cl *cluster) observeIronic(ctx context.Context, o *observed) error {
 	if err := cl.c.Get(ctx, client.ObjectKey{Namespace: dev.MetalNamespace, Name: site.CredentialsSecret}, &secret); err != nil {
 		return fmt.Errorf("Ironic's credentials: %w", err)
 	}
+	// A client per reading, without keep-alive: an idle connection left behind at each
+	// reading (every 2 s) filled Ironic's pool of API connections within minutes, and
+	// Ironic stopped answering anyone.
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	p, err := ironicprov.New(ctx, ironicprov.Options{Endpoint: fmt.Sprintf("http://127.0.0.1:%d/", cl.ironicPort),
-		Username: string(secret.Data[ironic.SecretUsernameKey]), Password: string(secret.Data[ironic.SecretPasswordKey])})
+		Username: string(secret.Data[ironic.SecretUsernameKey]), Password: string(secret.Data[ironic.SecretPasswordKey]), HTTPClient: hc})
 	if err != nil {
 		return fmt.Errorf("reaching Ironic: %w", err)
 	}
