@@ -36,15 +36,7 @@ func TestEventsPastTheLimitAreDroppedAndCounted(t *testing.T) {
 	if err := env.Client.Create(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	sink, err := eventsv1client.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: sink})
-	stop := make(chan struct{})
-	defer close(stop)
-	b.StartRecordingToSink(stop)
-	rec := New(b.NewRecorder(env.Scheme, "anvil-test"), NewLimit(0.001, 5))
+	rec := newRecorder(t, NewLimit(0.001, 5))
 
 	before := testutil.ToFloat64(dropped.WithLabelValues("Burst"))
 	start := time.Now()
@@ -60,7 +52,7 @@ func TestEventsPastTheLimitAreDroppedAndCounted(t *testing.T) {
 		t.Errorf("dropped %v Events, want 45 (50 past a burst of 5)", got)
 	}
 	var list corev1.EventList
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
 		if err := env.Client.List(ctx, &list, client.InNamespace(ns.Name)); err != nil {
 			return false, err
 		}
@@ -101,15 +93,7 @@ func TestEventsAboutDifferentObjectsStayApart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sink, err := eventsv1client.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: sink})
-	stop := make(chan struct{})
-	defer close(stop)
-	b.StartRecordingToSink(stop)
-	rec := New(b.NewRecorder(env.Scheme, "anvil-test"), NewLimit(100, 100))
+	rec := newRecorder(t, NewLimit(100, 100))
 	for _, arch := range []string{"amd64", "arm64"} {
 		rec.Normal(folded, "Created", "Create", "%s builder", arch)
 		part := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "builder-" + arch}}
@@ -136,4 +120,19 @@ func TestEventsAboutDifferentObjectsStayApart(t *testing.T) {
 	if n := count("folded"); n != 1 {
 		t.Errorf("Events regarding folded: %d, want 1 (a series): the events API's folding changed", n)
 	}
+}
+
+// newRecorder is a Recorder under limit writing to the test's apiserver through the events
+// API, as a process's is; its broadcaster stops with the test.
+func newRecorder(t *testing.T, limit *Limit) *Recorder {
+	t.Helper()
+	sink, err := eventsv1client.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: sink})
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	b.StartRecordingToSink(stop)
+	return New(b.NewRecorder(env.Scheme, "anvil-test"), limit)
 }
