@@ -14,10 +14,10 @@ type Key struct{ Client, Kind string }
 
 // Counts are one Key's relists and watch ends so far.
 type Counts struct {
-	// Relists are the lists after an informer's first: each follows an expired or failed
-	// watch.
+	// Relists are the lists after an informer's first: each follows an expired, short or
+	// failed watch.
 	Relists int64 `json:"relists"`
-	// Ends are the watches ended, by End's String (timeout, closed, expired, error).
+	// Ends are the watches ended, by End's String (timeout, closed, short, expired, error).
 	Ends map[string]int64 `json:"ends"`
 }
 
@@ -75,7 +75,7 @@ var (
 	relistsDesc = prometheus.NewDesc("anvil_informer_relists_total",
 		"Lists an informer made after its first, each after an expired (410) or failed watch.", []string{"client", "kind"}, nil)
 	endsDesc = prometheus.NewDesc("anvil_informer_watch_ends_total",
-		"Watches of an informer that ended, by how: timeout (the one it asked for), closed (early, by the apiserver or the connection), expired (410), error.",
+		"Watches of an informer that ended, by how: timeout (the one it asked for), closed (early, by the apiserver or the connection; resumed), short (closed within a second before any event; client-go relists), expired (410; relisted), error (an error event, or the watch refused).",
 		[]string{"client", "kind", "reason"}, nil)
 )
 

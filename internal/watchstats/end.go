@@ -20,6 +20,9 @@ const (
 	// EndClosed: closed early without an error: the apiserver cut it (a watcher too slow
 	// for its watch cache, a restart) or the connection was lost. Resumed, not relisted.
 	EndClosed
+	// EndShort: closed like EndClosed, but within a second and before any event: client-go
+	// takes that for a broken watch and relists.
+	EndShort
 	// EndExpired: 410 Gone, "too old resource version": the informer lists again.
 	EndExpired
 	// EndFailed: any other error event or refusal.
@@ -28,7 +31,7 @@ const (
 )
 
 // counted are the ends reported; a stop is the informer's own doing.
-var counted = []End{EndTimedOut, EndClosed, EndExpired, EndFailed}
+var counted = []End{EndTimedOut, EndClosed, EndShort, EndExpired, EndFailed}
 
 func (e End) String() string {
 	switch e {
@@ -38,6 +41,8 @@ func (e End) String() string {
 		return "timeout"
 	case EndClosed:
 		return "closed"
+	case EndShort:
+		return "short"
 	case EndExpired:
 		return "expired"
 	case EndFailed:
@@ -50,11 +55,14 @@ func (e End) String() string {
 // apiserver starts its clock a little after the client does.
 const timedOutShare = 0.9
 
+// shortWatch is client-go's limit: a watch closed sooner without an event is relisted.
+const shortWatch = time.Second
+
 // Classify says how a watch ended: errObj is the first error event's object (nil without
-// one), stopped whether the informer stopped it before it closed, lived how long it was
-// open and asked the timeoutSeconds it asked for (nil for none). An error outranks the
-// stop it causes.
-func Classify(errObj runtime.Object, stopped bool, lived time.Duration, asked *int64) End {
+// one), stopped whether the informer stopped it before it closed, events how many it
+// passed on, lived how long it was open and asked the timeoutSeconds it asked for (nil for
+// none). An error outranks the stop it causes.
+func Classify(errObj runtime.Object, stopped bool, events int, lived time.Duration, asked *int64) End {
 	switch {
 	case errObj != nil:
 		return errorEnd(apierrors.FromObject(errObj))
@@ -62,6 +70,8 @@ func Classify(errObj runtime.Object, stopped bool, lived time.Duration, asked *i
 		return EndStopped
 	case asked != nil && lived.Seconds() >= timedOutShare*float64(*asked):
 		return EndTimedOut
+	case events == 0 && lived < shortWatch:
+		return EndShort
 	}
 	return EndClosed
 }

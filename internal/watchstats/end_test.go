@@ -26,24 +26,29 @@ func TestClassify(t *testing.T) {
 		name    string
 		errObj  runtime.Object
 		stopped bool
+		events  int
 		lived   time.Duration
 		asked   *int64
 		want    End
 	}{
-		{"410 Expired in the stream", gone, false, time.Second, ptr.To[int64](300), EndExpired},
-		{"410 Gone in the stream", goneCode, false, time.Second, ptr.To[int64](300), EndExpired},
-		{"the stop an expiry causes is still an expiry", gone, true, time.Second, ptr.To[int64](300), EndExpired},
-		{"an internal error", internal, false, time.Second, ptr.To[int64](300), EndFailed},
-		{"forbidden", forbidden, false, time.Second, nil, EndFailed},
-		{"not a Status", &metav1.List{}, false, time.Second, nil, EndFailed},
-		{"stopped by the informer", nil, true, time.Second, ptr.To[int64](300), EndStopped},
-		{"closed at its timeout", nil, false, 300 * time.Second, ptr.To[int64](300), EndTimedOut},
-		{"closed a little before its timeout: the apiserver's clock started later", nil, false, 290 * time.Second, ptr.To[int64](300), EndTimedOut},
-		{"closed early: cut", nil, false, 10 * time.Second, ptr.To[int64](300), EndClosed},
-		{"closed with no timeout asked", nil, false, time.Hour, nil, EndClosed},
+		{"410 Expired in the stream", gone, false, 1, time.Second, ptr.To[int64](300), EndExpired},
+		{"410 Gone in the stream", goneCode, false, 1, time.Second, ptr.To[int64](300), EndExpired},
+		{"the stop an expiry causes is still an expiry", gone, true, 1, time.Second, ptr.To[int64](300), EndExpired},
+		{"an internal error", internal, false, 1, time.Second, ptr.To[int64](300), EndFailed},
+		{"forbidden", forbidden, false, 1, time.Second, nil, EndFailed},
+		{"not a Status", &metav1.List{}, false, 1, time.Second, nil, EndFailed},
+		{"stopped by the informer", nil, true, 1, time.Second, ptr.To[int64](300), EndStopped},
+		{"closed at its timeout", nil, false, 1, 300 * time.Second, ptr.To[int64](300), EndTimedOut},
+		{"closed a little before its timeout: the apiserver's clock started later", nil, false, 1, 290 * time.Second, ptr.To[int64](300), EndTimedOut},
+		{"closed early: cut", nil, false, 1, 10 * time.Second, ptr.To[int64](300), EndClosed},
+		{"closed with no timeout asked", nil, false, 1, time.Hour, nil, EndClosed},
+		{"closed within a second, no event: client-go relists", nil, false, 0, 300 * time.Millisecond, ptr.To[int64](300), EndShort},
+		{"closed within a second after an event: resumed", nil, false, 1, 300 * time.Millisecond, ptr.To[int64](300), EndClosed},
+		{"closed after a second without an event: resumed", nil, false, 0, 2 * time.Second, ptr.To[int64](300), EndClosed},
+		{"stopped within a second", nil, true, 0, 300 * time.Millisecond, ptr.To[int64](300), EndStopped},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Classify(tc.errObj, tc.stopped, tc.lived, tc.asked); got != tc.want {
+			if got := Classify(tc.errObj, tc.stopped, tc.events, tc.lived, tc.asked); got != tc.want {
 				t.Errorf("Classify = %s, want %s", got, tc.want)
 			}
 		})

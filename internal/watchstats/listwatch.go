@@ -115,10 +115,10 @@ func (w *countedWatch) Stop() {
 func (w *countedWatch) run(ctx context.Context, c *counts, started time.Time, asked *int64) {
 	defer close(w.out)
 	var errObj runtime.Object
-	stopped := false
+	stopped, events := false, 0
 	defer func() {
 		// A watch ends on its own when the informer's context ends: that is a stop too.
-		end := Classify(errObj, stopped || ctx.Err() != nil, time.Since(started), asked)
+		end := Classify(errObj, stopped || ctx.Err() != nil, events, time.Since(started), asked)
 		c.ends[end].Add(1)
 	}()
 	for {
@@ -133,6 +133,7 @@ func (w *countedWatch) run(ctx context.Context, c *counts, started time.Time, as
 			if ev.Type == watch.Error && errObj == nil {
 				errObj = ev.Object
 			}
+			events++
 			select {
 			case w.out <- ev:
 			case <-w.stop:

@@ -89,8 +89,7 @@ func TestExpiryRelistsAndIsCounted(t *testing.T) {
 		return c.Relists == 1 && c.Ends["expired"] == 1
 	})
 
-	// The apiserver closes the second watch early, after an event (client-go relists after
-	// a watch that ends within a second without one): resumed, not relisted.
+	// The apiserver closes the second watch early, after an event: resumed, not relisted.
 	second.Modify(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", ResourceVersion: "6"}, Data: map[string]string{"v": "watched"}})
 	second.Stop()
 	third := <-lw.watches
@@ -101,10 +100,23 @@ func TestExpiryRelistsAndIsCounted(t *testing.T) {
 	third.Modify(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", ResourceVersion: "7"}, Data: map[string]string{"v": "resumed"}})
 	eventually(t, "the resumed watch's event is in the informer", func() bool { return value() == "resumed" })
 
+	// The next is closed at once without an event: client-go takes the watch for broken
+	// and relists.
+	third.Stop()
+	fourth := <-lw.watches
+	lw.lists <- configMaps("8", "relisted after a short watch")
+	fourth.Stop()
+	<-lw.watches
+	eventually(t, "the short watch and its relist counted", func() bool {
+		c := Read()[key]
+		return c.Ends["closed"] == 2 && c.Ends["short"] == 1 && c.Relists == 2
+	})
+	eventually(t, "the relist's state is in the informer", func() bool { return value() == "relisted after a short watch" })
+
 	// Stopping the informer stops its watch: not an end to count.
 	cancel()
 	time.Sleep(100 * time.Millisecond)
-	if c := Read()[key]; c.Ends["closed"] != 1 || c.Ends["error"] != 0 {
+	if c := Read()[key]; c.Ends["closed"] != 2 || c.Ends["short"] != 1 || c.Ends["error"] != 0 {
 		t.Errorf("stopping the informer was counted: %+v", c)
 	}
 }
