@@ -51,6 +51,9 @@ type report struct {
 	// those it closed as too slow during the run, by resource.
 	APIServerWatchers  map[string]float64 `json:"apiserverWatchersAtEnd"`
 	TerminatedWatchers map[string]float64 `json:"apiserverTerminatedWatchers"`
+	// MachineEvents are the run's Machine changes through the apiserver's watches; queued
+	// is dispatched times the Machine watchers at the end.
+	MachineEvents machineEvents `json:"apiserverMachineWatchEvents"`
 	// CPUSeconds are each process's CPU time from the first create to the last Running;
 	// IdleCPU its share of a core while the pools were Ready and no Machine existed.
 	CPUSeconds cpuTimes `json:"cpuSecondsCreateToAllRunning"`
@@ -189,7 +192,8 @@ func run(o options) error {
 	if o.requests {
 		printRequests(during)
 	}
-	rep.TerminatedWatchers = during.terminated()
+	rep.TerminatedWatchers = during.watchCounts("TERMINATED")
+	rep.MachineEvents = during.machineEvents(rep.APIServerWatchers["machines"])
 	if rep.Watches, err = allWatchCounts(ctx, managerMetrics, poolletsMetrics, token); err != nil {
 		return errors.Join(runErr, err)
 	}

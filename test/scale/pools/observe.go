@@ -136,13 +136,27 @@ func (c *clients) apiserverWatchers(ctx context.Context) (map[string]float64, er
 	return out, err
 }
 
-// terminated are the watchers the apiserver closed as too slow during the run, by resource.
-func (d requestCounts) terminated() map[string]float64 {
+// watchCounts are the apiserver's counts of one kind (TERMINATED, DISPATCHED) during
+// the run, by resource.
+func (d requestCounts) watchCounts(kind string) map[string]float64 {
 	out := map[string]float64{}
 	for k, v := range d {
-		if rest, ok := strings.CutPrefix(k, "TERMINATED "); ok {
+		if rest, ok := strings.CutPrefix(k, kind+" "); ok {
 			out[strings.TrimSuffix(rest, "/ watch")] += v
 		}
 	}
 	return out
+}
+
+// machineEvents are the run's Machine changes as the apiserver's watches carried them:
+// dispatched by the watch cache, and queued to watchers: each change to every Machine
+// watcher, whose selector then drops it or not, the cost that grows with the pools.
+type machineEvents struct {
+	Dispatched float64 `json:"dispatched"`
+	Queued     float64 `json:"queuedToWatchers"`
+}
+
+func (d requestCounts) machineEvents(watchers float64) machineEvents {
+	dispatched := d.watchCounts("DISPATCHED")["machines"]
+	return machineEvents{Dispatched: dispatched, Queued: dispatched * watchers}
 }
