@@ -117,9 +117,12 @@ func (w *countedWatch) run(ctx context.Context, c *counts, started time.Time, as
 	var errObj runtime.Object
 	stopped, events := false, 0
 	defer func() {
-		// A watch ends on its own when the informer's context ends: that is a stop too.
-		end := Classify(errObj, stopped || ctx.Err() != nil, events, time.Since(started), asked)
-		c.ends[end].Add(1)
+		if ctx.Err() != nil {
+			// The informer is shutting down: its stream ends, maybe with an error the
+			// cancellation caused. A stop, not an end to count.
+			errObj, stopped = nil, true
+		}
+		c.ends[Classify(errObj, stopped, events, time.Since(started), asked)].Add(1)
 	}()
 	for {
 		select {
