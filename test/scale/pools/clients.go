@@ -81,17 +81,12 @@ type requestCounts map[string]float64
 
 func (c *clients) requestCounts(ctx context.Context) (requestCounts, error) {
 	counts := requestCounts{}
-	err := measure.ReadMetrics(ctx, c.cs.RESTClient(), []string{"apiserver_request_total", "apiserver_terminated_watchers_total",
-		"apiserver_watch_cache_events_dispatched_total"},
+	err := measure.ReadMetrics(ctx, c.cs.RESTClient(), []string{"apiserver_request_total", "apiserver_terminated_watchers_total"},
 		func(name string, label func(string) string, v float64) {
 			switch name {
 			case "apiserver_terminated_watchers_total":
 				// Watchers the apiserver closed because they fell behind.
 				counts["TERMINATED "+label("resource")+"/ watch"] += v
-			case "apiserver_watch_cache_events_dispatched_total":
-				// Changes the watch cache handed to its watchers (each to every watcher
-				// of the resource: a custom resource's field selector has no index).
-				counts["DISPATCHED "+label("resource")+"/ watch"] += v
 			default:
 				counts[fmt.Sprintf("%s %s/%s %s", label("verb"), label("resource"), label("subresource"), label("code"))] += v
 			}

@@ -51,8 +51,8 @@ type report struct {
 	// those it closed as too slow during the run, by resource.
 	APIServerWatchers  map[string]float64 `json:"apiserverWatchersAtEnd"`
 	TerminatedWatchers map[string]float64 `json:"apiserverTerminatedWatchers"`
-	// MachineEvents are the run's Machine changes through the apiserver's watches; queued
-	// is dispatched times the Machine watchers at the end.
+	// MachineEvents are the run's Machine changes, and those times the Machine watchers
+	// at the end: how often the apiserver queued one to a watcher.
 	MachineEvents machineEvents `json:"apiserverMachineWatchEvents"`
 	// CPUSeconds are each process's CPU time from the first create to the last Running;
 	// IdleCPU its share of a core while the pools were Ready and no Machine existed.
