@@ -14,6 +14,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/anvil-dev/anvil/api"
+	"github.com/anvil-dev/anvil/internal/watchstats"
 )
 
 // Base are the knobs every anvil controller process shares (the manager, the Cluster API
@@ -88,6 +89,8 @@ func NewControllerManager(cfg *rest.Config, b Base, leaderID string, c cache.Opt
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = b.QPS, b.Burst
 	c.Scheme, c.SyncPeriod = scheme, &b.SyncPeriod
+	// Watches that end and lists made again are counted, by process (watchstats).
+	c.NewInformer = watchstats.NewInformer(leaderID)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
 		Cache:  c,

@@ -30,6 +30,7 @@ import (
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/imageowner"
 	"github.com/anvil-dev/anvil/internal/registrynet"
+	"github.com/anvil-dev/anvil/internal/watchstats"
 )
 
 // Options configure one poollet.
@@ -81,7 +82,7 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:  scheme,
 		Metrics: metricsserver.Options{BindAddress: o.MetricsAddr},
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+		Cache: cache.Options{NewInformer: watchstats.NewInformer("poollet"), ByObject: map[client.Object]cache.ByObject{
 			// Only this pool's Machines, by the CRD's selectable field.
 			&computev1alpha1.Machine{}:     {Field: fields.OneTermEqualSelector("spec.machinePoolRef.name", o.Pool)},
 			&computev1alpha1.MachinePool{}: {Field: fields.OneTermEqualSelector("metadata.name", o.Pool)},

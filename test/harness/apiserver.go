@@ -14,11 +14,23 @@ import (
 // admin kubeconfig: for a test that installs anvil itself, as kubectl apply -k does.
 func StartAPIServer(t testing.TB) (kubeconfig string) {
 	t.Helper()
+	return StartAPIServerWithFlags(t, nil)
+}
+
+// StartAPIServerWithFlags is StartAPIServer with kube-apiserver flags added (name without
+// dashes → value): for a test of how clients live through what the apiserver does, such
+// as compacting etcd every second.
+func StartAPIServerWithFlags(t testing.TB, flags map[string]string) (kubeconfig string) {
+	t.Helper()
 	assets, err := AssetsDir()
 	if err != nil {
 		t.Fatal(err)
 	}
 	te := environment(assets)
+	args := te.ControlPlane.GetAPIServer().Configure()
+	for name, value := range flags {
+		args.Set(name, value)
+	}
 	if _, err := te.Start(); err != nil {
 		_ = te.Stop()
 		t.Fatalf("starting kube-apiserver and etcd: %v", err)

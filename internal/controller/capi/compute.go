@@ -19,6 +19,7 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/capi/identity"
+	"github.com/anvil-dev/anvil/internal/watchstats"
 )
 
 // Compute is the anvil control plane a cluster's anvil Machines live in: this one, or the
@@ -256,7 +257,7 @@ func (cs *Computes) connect(ctx context.Context, id identity.Identity, localName
 	watchCfg.Dial = dialer(cs.AllowLoopback)
 	c, err := cluster.New(watchCfg, func(o *cluster.Options) {
 		o.Scheme = cs.Scheme
-		o.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}}
+		o.Cache = cache.Options{NewInformer: watchstats.NewInformer("capi-remote"), DefaultNamespaces: map[string]cache.Config{ns: {}}}
 	})
 	if err != nil {
 		return Compute{}, unreachable(id, err)

@@ -27,6 +27,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/ironic"
 	"github.com/anvil-dev/anvil/internal/provisioner"
 	ironicprovisioner "github.com/anvil-dev/anvil/internal/provisioner/ironic"
+	"github.com/anvil-dev/anvil/internal/watchstats"
 )
 
 // CredentialsSecret is the Secret, in the site's namespace, holding Ironic's generated
@@ -127,7 +128,7 @@ func Start(ctx context.Context, cfg Config) (*Site, error) {
 	mgr, err := ctrl.NewManager(cfg.Limited(), ctrl.Options{
 		Scheme:                 scheme,
 		Logger:                 cfg.Logger,
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{cfg.Namespace: {}}},
+		Cache:                  cache.Options{NewInformer: watchstats.NewInformer("metal-site"), DefaultNamespaces: map[string]cache.Config{cfg.Namespace: {}}},
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: &skip},

@@ -14,6 +14,7 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/internal/runtime/broker/mapping"
+	"github.com/anvil-dev/anvil/internal/watchstats"
 )
 
 // Images reads OS images' manifests; *osimage.Cache is the real one.
@@ -55,7 +56,7 @@ type Options struct {
 func CacheOptions(namespace, pool string) cache.Options {
 	own := labels.SelectorFromSet(labels.Set{mapping.LabelPool: pool})
 	only := map[string]cache.Config{namespace: {}}
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+	return cache.Options{NewInformer: watchstats.NewInformer("broker-runtime"), ByObject: map[client.Object]cache.ByObject{
 		&computev1alpha1.Machine{}: {Namespaces: only, Label: own},
 		&corev1.Secret{}:           {Namespaces: only, Label: own},
 	}}

@@ -12,6 +12,7 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/osimage"
+	"github.com/anvil-dev/anvil/internal/watchstats"
 )
 
 // Images reads and pulls OS images; *osimage.Cache is the real one.
@@ -58,7 +59,7 @@ type Options struct {
 // and Namespaces are cached whole). Secrets are never cached.
 func CacheOptions(namespace string) cache.Options {
 	only := map[string]cache.Config{namespace: {}}
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+	return cache.Options{NewInformer: watchstats.NewInformer("metal-runtime"), ByObject: map[client.Object]cache.ByObject{
 		&metalv1alpha1.Host{}:         {Namespaces: only},
 		&metalv1alpha1.HostPolicy{}:   {Namespaces: only},
 		&metalv1alpha1.HardwareData{}: {Namespaces: only},

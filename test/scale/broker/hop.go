@@ -60,14 +60,14 @@ func (s *scenario) seed(ctx context.Context) error {
 		if err := client.IgnoreAlreadyExists(p.at.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.namespace}})); err != nil {
 			return err
 		}
-		w, err := measure.StartWatch(ctx, p.at.Client, p.namespace, func() client.ObjectList { return &computev1alpha1.MachineList{} })
+		w, err := measure.StartWatch(ctx, p.at.Client, p.namespace, func() client.ObjectList { return &computev1alpha1.MachineList{} }, running)
 		if err != nil {
 			return err
 		}
 		if err := p.at.Client.Create(ctx, s.h.Machine(p.namespace, "warm-up")); err != nil {
 			return err
 		}
-		if _, err := w.Wait(ctx, 1, 2*time.Minute, running); err != nil {
+		if _, err := w.Wait(ctx, 1, 2*time.Minute); err != nil {
 			return fmt.Errorf("warming up %s: %w", p.name, err)
 		}
 		if err := s.clear(ctx, p); err != nil {
@@ -81,10 +81,11 @@ func (s *scenario) seed(ctx context.Context) error {
 // create to the last Running seen, and when the Machines passed each phase at each level
 // of p; then it deletes them all.
 func (s *scenario) round(ctx context.Context, p path, r int) (float64, map[string]phaseTimes, measures, error) {
-	w, err := measure.StartWatch(ctx, p.at.Client, p.namespace, func() client.ObjectList { return &computev1alpha1.MachineList{} })
+	w, err := measure.StartWatch(ctx, p.at.Client, p.namespace, func() client.ObjectList { return &computev1alpha1.MachineList{} }, running)
 	if err != nil {
 		return 0, nil, measures{}, err
 	}
+	defer w.Stop()
 	var trackers []*tracker
 	for _, pl := range p.clear {
 		t, err := track(ctx, pl.l, pl.namespace)
@@ -111,7 +112,7 @@ func (s *scenario) round(ctx context.Context, p path, r int) (float64, map[strin
 	if err != nil {
 		return 0, nil, measures{}, err
 	}
-	last, err := w.Wait(ctx, s.o.machines, s.o.timeout, running)
+	last, err := w.Wait(ctx, s.o.machines, s.o.timeout)
 	if err != nil {
 		return 0, nil, measures{}, fmt.Errorf("%w: %s", err, summary(ctx, p))
 	}

@@ -6,11 +6,10 @@ import (
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/test/scale/measure"
 	"github.com/anvil-dev/anvil/test/sites"
 )
 
@@ -38,47 +37,38 @@ type tracker struct {
 	mu    sync.Mutex
 	at    map[string]map[string]time.Time // phase → Machine → first seen
 	stop  context.CancelFunc
-	done  chan struct{}
+	done  <-chan struct{}
 }
 
-// track watches namespace at l from now on.
+// track watches namespace at l from now on, through an informer (measure.Follow): a
+// watch the apiserver expires is relisted, not reopened from a resource version it no
+// longer has.
 func track(ctx context.Context, l *sites.Level, namespace string) (*tracker, error) {
-	list := &computev1alpha1.MachineList{}
-	if err := l.Client.List(ctx, list, client.InNamespace(namespace), client.Limit(1)); err != nil {
-		return nil, err
-	}
-	rv := list.ResourceVersion
 	ctx, cancel := context.WithCancel(ctx)
-	t := &tracker{level: l.Name + "/" + namespace, at: map[string]map[string]time.Time{}, stop: cancel, done: make(chan struct{})}
+	t := &tracker{level: l.Name + "/" + namespace, at: map[string]map[string]time.Time{}, stop: cancel}
 	for _, p := range phasesOf {
 		t.at[p.name] = map[string]time.Time{}
 	}
-	go func() {
-		defer close(t.done)
-		for ctx.Err() == nil {
-			w, err := l.Client.Watch(ctx, &computev1alpha1.MachineList{}, client.InNamespace(namespace),
-				&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
-			if err != nil {
-				time.Sleep(100 * time.Millisecond)
-				continue
+	stopped, err := measure.Follow(ctx, l.Client, namespace, func() client.ObjectList { return &computev1alpha1.MachineList{} },
+		func(o client.Object, initial bool) {
+			m, ok := o.(*computev1alpha1.Machine)
+			if !ok || initial {
+				return
 			}
-			for ev := range w.ResultChan() {
-				m, ok := ev.Object.(*computev1alpha1.Machine)
-				if !ok || ev.Type == watch.Deleted {
-					continue
+			now := time.Now()
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			for _, p := range phasesOf {
+				if _, seen := t.at[p.name][m.Name]; !seen && p.done(m) {
+					t.at[p.name][m.Name] = now
 				}
-				rv = m.ResourceVersion
-				now := time.Now()
-				t.mu.Lock()
-				for _, p := range phasesOf {
-					if _, seen := t.at[p.name][m.Name]; !seen && p.done(m) {
-						t.at[p.name][m.Name] = now
-					}
-				}
-				t.mu.Unlock()
 			}
-		}
-	}()
+		})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	t.done = stopped
 	return t, nil
 }
 

@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,7 +17,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -22,10 +24,18 @@ import (
 // CreateAll creates the n objects newObj returns, from o.creators goroutines, and reports
 // when the first create was sent and when the last returned.
 func CreateAll(ctx context.Context, c client.Client, n, creators int, newObj func(i int) client.Object) (first, last time.Time, err error) {
+	first, last, _, err = CreateAllTimed(ctx, c, n, creators, newObj)
+	return first, last, err
+}
+
+// CreateAllTimed is CreateAll that also returns when each object's create returned (by
+// its index; zero for an object not created).
+func CreateAllTimed(ctx context.Context, c client.Client, n, creators int, newObj func(i int) client.Object) (first, last time.Time, created []time.Time, err error) {
 	var next atomic.Int64
 	var firstErr error
 	var mu sync.Mutex
 	var wg sync.WaitGroup
+	created = make([]time.Time, n)
 	first = time.Now()
 	for w := 0; w < creators; w++ {
 		wg.Add(1)
@@ -44,66 +54,12 @@ func CreateAll(ctx context.Context, c client.Client, n, creators int, newObj fun
 					mu.Unlock()
 					return
 				}
+				created[i] = time.Now()
 			}
 		}()
 	}
 	wg.Wait()
-	return first, time.Now(), firstErr
-}
-
-// Watch counts the distinct objects of one namespace that reach a state (bound, Running),
-// from a resource version taken before the first create, so no change is missed; a watch
-// the apiserver ends is reopened where it stopped.
-type Watch struct {
-	c         client.WithWatch
-	list      func() client.ObjectList
-	namespace string
-	rv        string
-}
-
-// StartWatch takes the namespace's current resource version; call it before creating.
-func StartWatch(ctx context.Context, c client.WithWatch, namespace string, list func() client.ObjectList) (*Watch, error) {
-	l := list()
-	if err := c.List(ctx, l, client.InNamespace(namespace), client.Limit(1)); err != nil {
-		return nil, err
-	}
-	rv := l.(metav1.ListInterface).GetResourceVersion()
-	return &Watch{c: c, list: list, namespace: namespace, rv: rv}, nil
-}
-
-// Wait returns the time the n-th object was seen with done true.
-func (b *Watch) Wait(ctx context.Context, n int, timeout time.Duration, done func(client.Object) bool) (time.Time, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	seen := map[string]struct{}{}
-	for {
-		w, err := b.c.Watch(ctx, b.list(), client.InNamespace(b.namespace),
-			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: b.rv}})
-		if err != nil {
-			return time.Time{}, err
-		}
-		for ev := range w.ResultChan() {
-			if ev.Type == watch.Error {
-				w.Stop()
-				return time.Time{}, fmt.Errorf("watch error: %v", ev.Object)
-			}
-			o, ok := ev.Object.(client.Object)
-			if !ok {
-				continue
-			}
-			b.rv = o.GetResourceVersion()
-			if ev.Type != watch.Deleted && done(o) {
-				seen[o.GetName()] = struct{}{}
-				if len(seen) == n {
-					w.Stop()
-					return time.Now(), nil
-				}
-			}
-		}
-		if ctx.Err() != nil {
-			return time.Time{}, fmt.Errorf("%d of %d done before the time limit", len(seen), n)
-		}
-	}
+	return first, time.Now(), created, firstErr
 }
 
 // ForEach runs f for 0..n-1 from workers goroutines and returns the first error.
@@ -146,12 +102,44 @@ func ReadMetrics(ctx context.Context, rc rest.Interface, names []string, sample 
 	if err != nil {
 		return err
 	}
-	sc := bufio.NewScanner(bytes.NewReader(raw))
+	return ParseMetrics(bytes.NewReader(raw), names, sample)
+}
+
+// ReadMetricsURL is ReadMetrics from url, with token as a bearer token when not empty. The
+// server's certificate is not checked: the scenarios read their own children's metrics on
+// loopback, served with certificates made at their start.
+func ReadMetricsURL(ctx context.Context, url, token string, names []string, sample func(name string, label func(string) string, value float64)) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return ParseMetrics(resp.Body, names, sample)
+}
+
+// ParseMetrics calls sample for every line of r (Prometheus text) of a metric in names.
+func ParseMetrics(r io.Reader, names []string, sample func(name string, label func(string) string, value float64)) error {
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
 		name, _, ok := strings.Cut(line, "{")
-		if !ok || !slices.Contains(names, name) {
+		if !ok {
+			// A metric without labels: "name value".
+			name, _, _ = strings.Cut(line, " ")
+		}
+		if strings.HasPrefix(line, "#") || !slices.Contains(names, name) {
 			continue
 		}
 		v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)

@@ -42,13 +42,26 @@ func (a *anvilPath) run(ctx context.Context, round, n int) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	w, err := measure.StartWatch(ctx, a.c, a.namespace, func() client.ObjectList { return &metalv1alpha1.HostList{} })
-	if err != nil {
-		return result{}, err
-	}
 	image := &metalv1alpha1.HostImage{URL: a.disk.URL, Checksum: "sha256:" + a.disk.SHA256, Format: metalv1alpha1.ImageFormatRaw}
 	start := time.Now()
 	ph := newPhases(start, "Inspecting", "Provisioning", "Provisioned", "Error")
+	var last *metalv1alpha1.Host
+	w, err := measure.StartWatch(ctx, a.c, a.namespace, func() client.ObjectList { return &metalv1alpha1.HostList{} }, func(o client.Object) bool {
+		h := o.(*metalv1alpha1.Host)
+		if h.Status.ProvisioningState != "" {
+			ph.reached(string(h.Status.ProvisioningState), h.Name)
+		}
+		if h.Status.OperationalStatus == metalv1alpha1.OperationalError {
+			ph.reached("Error", h.Name) // a failure on the way, retried
+		}
+		last = h
+		return h.Status.ProvisioningState == metalv1alpha1.StateProvisioned &&
+			h.Status.OperationalStatus == metalv1alpha1.OperationalOK && h.Status.Image != nil
+	})
+	if err != nil {
+		return result{}, err
+	}
+	defer w.Stop()
 	// One goroutine per Host, as the direct path has one per node.
 	_, _, err = measure.CreateAll(ctx, a.c, n, n, func(i int) client.Object {
 		h := name(i)
@@ -68,19 +81,7 @@ func (a *anvilPath) run(ctx context.Context, round, n int) (result, error) {
 	if err != nil {
 		return result{}, fmt.Errorf("creating Hosts: %w", err)
 	}
-	var last *metalv1alpha1.Host
-	end, err := w.Wait(ctx, n, time.Until(deadlineOf(ctx)), func(o client.Object) bool {
-		h := o.(*metalv1alpha1.Host)
-		if h.Status.ProvisioningState != "" {
-			ph.reached(string(h.Status.ProvisioningState), h.Name)
-		}
-		if h.Status.OperationalStatus == metalv1alpha1.OperationalError {
-			ph.reached("Error", h.Name) // a failure on the way, retried
-		}
-		last = h
-		return h.Status.ProvisioningState == metalv1alpha1.StateProvisioned &&
-			h.Status.OperationalStatus == metalv1alpha1.OperationalOK && h.Status.Image != nil
-	})
+	end, err := w.Wait(ctx, n, time.Until(deadlineOf(ctx)))
 	if err != nil {
 		if last != nil {
 			err = fmt.Errorf("%w; last Host seen: %s %s/%s %q", err, last.Name, last.Status.ProvisioningState, last.Status.OperationalStatus, last.Status.LastError)

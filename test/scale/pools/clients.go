@@ -83,12 +83,13 @@ func (c *clients) requestCounts(ctx context.Context) (requestCounts, error) {
 	counts := requestCounts{}
 	err := measure.ReadMetrics(ctx, c.cs.RESTClient(), []string{"apiserver_request_total", "apiserver_terminated_watchers_total"},
 		func(name string, label func(string) string, v float64) {
-			if name == "apiserver_terminated_watchers_total" {
+			switch name {
+			case "apiserver_terminated_watchers_total":
 				// Watchers the apiserver closed because they fell behind.
 				counts["TERMINATED "+label("resource")+"/ watch"] += v
-				return
+			default:
+				counts[fmt.Sprintf("%s %s/%s %s", label("verb"), label("resource"), label("subresource"), label("code"))] += v
 			}
-			counts[fmt.Sprintf("%s %s/%s %s", label("verb"), label("resource"), label("subresource"), label("code"))] += v
 		})
 	return counts, err
 }
@@ -122,30 +123,50 @@ func (d requestCounts) machineWrites() (writes, refused float64) {
 	return writes, refused
 }
 
-// createAndWait creates the Machines and returns when the last is seen Running.
-func (c *clients) createAndWait(ctx context.Context, o options) (first, lastCreate, lastRunning time.Time, err error) {
-	w, err := measure.StartWatch(ctx, c.c, namespace, func() client.ObjectList { return &computev1alpha1.MachineList{} })
+// outcome is what createAndWait saw: when the first create was sent, the last returned and
+// the last Machine was seen Running, and each Machine's create and Running times by name.
+type outcome struct {
+	first, lastCreate, lastRunning time.Time
+	created, running               map[string]time.Time
+}
+
+// createAndWait creates the Machines and returns when the last is seen Running (or the
+// time limit passed: then with what was seen, and an error).
+func (c *clients) createAndWait(ctx context.Context, o options) (outcome, error) {
+	var r outcome
+	w, err := measure.StartWatch(ctx, c.c, namespace, func() client.ObjectList { return &computev1alpha1.MachineList{} }, func(obj client.Object) bool {
+		return obj.(*computev1alpha1.Machine).Status.State == computev1alpha1.MachineStateRunning
+	})
 	if err != nil {
-		return first, lastCreate, lastRunning, err
+		return r, err
 	}
-	first, lastCreate, err = measure.CreateAll(ctx, c.c, o.machines, o.creators, func(i int) client.Object {
+	defer w.Stop()
+	var created []time.Time
+	r.first, r.lastCreate, created, err = measure.CreateAllTimed(ctx, c.c, o.machines, o.creators, func(i int) client.Object {
 		return &computev1alpha1.Machine{
-			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: fmt.Sprintf("m-%05d", i)},
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: machineName(i)},
 			Spec: computev1alpha1.MachineSpec{MachineClassRef: computev1alpha1.MachineClassReference{Name: "small"},
 				Image: "registry.example/os@sha256:" + strings.Repeat("ab", 32)},
 		}
 	})
-	if err != nil {
-		return first, lastCreate, lastRunning, err
+	r.created = map[string]time.Time{}
+	for i, at := range created {
+		if !at.IsZero() {
+			r.created[machineName(i)] = at
+		}
 	}
-	lastRunning, err = w.Wait(ctx, o.machines, o.timeout, func(obj client.Object) bool {
-		return obj.(*computev1alpha1.Machine).Status.State == computev1alpha1.MachineStateRunning
-	})
 	if err != nil {
-		return first, lastCreate, lastRunning, fmt.Errorf("%w: %s", err, c.summary(ctx))
+		return r, err
 	}
-	return first, lastCreate, lastRunning, nil
+	r.lastRunning, err = w.Wait(ctx, o.machines, o.timeout)
+	r.running = w.DoneAt()
+	if err != nil {
+		return r, fmt.Errorf("%w: %s", err, c.summary(ctx))
+	}
+	return r, nil
 }
+
+func machineName(i int) string { return fmt.Sprintf("m-%05d", i) }
 
 // summary counts Machines by state and pool binding, to say where a run got stuck.
 func (c *clients) summary(ctx context.Context) string {

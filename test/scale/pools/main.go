@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -11,14 +12,16 @@ import (
 	"sort"
 	"time"
 
+	"github.com/anvil-dev/anvil/internal/watchstats"
 	"github.com/anvil-dev/anvil/test/harness"
+	"github.com/anvil-dev/anvil/test/scale/measure"
 )
 
 type options struct {
 	machines, pools, creators int
 	managerQPS                float64
 	poolletsProfile           string
-	timeout                   time.Duration
+	timeout, idle             time.Duration
 	requests                  bool
 }
 
@@ -33,6 +36,30 @@ type report struct {
 	ManagerPeakRSSMiB  float64 `json:"controllerManagerPeakRSSMiB"`
 	PoolletsPeakRSSMiB float64 `json:"allPoolletsPeakRSSMiB"`
 	ManagerQPS         float64 `json:"managerQPS"`
+	// SeenRunning counts the Machines the scenario saw Running: all of them, or the run
+	// failed.
+	SeenRunning int `json:"machinesSeenRunning"`
+	// SlowestMachine took longest from its create's return to being seen Running.
+	SlowestMachine        string  `json:"slowestMachine"`
+	SlowestMachineSeconds float64 `json:"slowestMachineSecondsCreatedToRunning"`
+	// Watches are each client's informer watches that ended and its relists, over the
+	// whole run: the scenario's own, the controller manager's (scheduler and all), all
+	// poollets' summed.
+	Watches map[string]watchstats.Counts `json:"watchEndsAndRelists"`
+	// APIServerWatchers are the watches the apiserver served when the last Machine ran
+	// (anvil's compute resources and Leases by resource, and the total); TerminatedWatchers
+	// those it closed as too slow during the run, by resource.
+	APIServerWatchers  map[string]float64 `json:"apiserverWatchersAtEnd"`
+	TerminatedWatchers map[string]float64 `json:"apiserverTerminatedWatchers"`
+	// MachineEvents are the run's Machine changes, and those times the Machine watchers
+	// at the end: how often the apiserver queued one to a watcher.
+	MachineEvents machineEvents `json:"apiserverMachineWatchEvents"`
+	// CPUSeconds are each process's CPU time from the first create to the last Running;
+	// IdleCPU its share of a core while the pools were Ready and no Machine existed.
+	CPUSeconds cpuTimes `json:"cpuSecondsCreateToAllRunning"`
+	IdleCPU    cpuTimes `json:"cpuCoresIdleBeforeCreate"`
+	// Error says why the run did not finish; the figures above are what it saw until then.
+	Error string `json:"error,omitempty"`
 }
 
 func main() {
@@ -49,6 +76,7 @@ func main() {
 	flag.IntVar(&o.creators, "creators", 16, "goroutines creating Machines")
 	flag.Float64Var(&o.managerQPS, "manager-qps", 1000, "the controller manager's --kube-api-qps (burst twice that)")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "limit for all Machines to run")
+	flag.DurationVar(&o.idle, "idle", 10*time.Second, "how long the processes' CPU is read with the pools Ready and no Machine, before creating")
 	flag.StringVar(&o.poolletsProfile, "poollets-cpuprofile", "", "write a CPU profile of the poollets' process here")
 	flag.BoolVar(&o.requests, "requests", false, "print the apiserver's requests during the run, by verb, resource and code, to stderr")
 	flag.Parse()
@@ -95,9 +123,17 @@ func run(o options) error {
 	if err := c.seed(ctx); err != nil {
 		return err
 	}
+	token, err := metricsToken(ctx, env, c)
+	if err != nil {
+		return err
+	}
+	managerMetrics, poolletsMetrics, err := metricsAddrs()
+	if err != nil {
+		return err
+	}
 	manager, err := startChild(dir, "manager", kubeconfig, anvil, "manager",
 		"--kube-api-qps", fmt.Sprint(o.managerQPS), "--kube-api-burst", fmt.Sprint(2*o.managerQPS),
-		"--concurrency", "16", "--image-architectures", "any", "--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+		"--concurrency", "16", "--image-architectures", "any", "--metrics-bind-address", managerMetrics, "--health-probe-bind-address", "0")
 	if err != nil {
 		return err
 	}
@@ -107,46 +143,122 @@ func run(o options) error {
 		return err
 	}
 	poollets, err := startChild(dir, "poollets", kubeconfig, self, "poollets", "-pools", fmt.Sprint(o.pools), "-dir", dir,
-		"-cpu", fmt.Sprint(poolCPU), "-cpuprofile", o.poolletsProfile)
+		"-cpu", fmt.Sprint(poolCPU), "-cpuprofile", o.poolletsProfile, "-metrics-addr", poolletsMetrics)
 	if err != nil {
 		return err
 	}
 	defer poollets.stop()
+	pids, err := envtestPIDs()
+	if err != nil {
+		return err
+	}
+	pids[procManager], pids[procPoollets] = manager.PID(), poollets.PID()
 	fmt.Fprintln(os.Stderr, "waiting for pools to be Ready")
 	if err := c.waitPoolsReady(ctx, o.pools, 3*time.Minute); err != nil {
 		return fmt.Errorf("%w (logs in %s)", err, dir)
+	}
+	rep := report{Machines: o.machines, Pools: o.pools, ManagerQPS: o.managerQPS}
+	if rep.IdleCPU, err = idleCPU(pids, o.idle); err != nil {
+		return err
 	}
 	before, err := c.requestCounts(ctx)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(os.Stderr, "creating Machines")
-	first, lastCreate, lastRunning, err := c.createAndWait(ctx, o)
+	cpuBefore, err := readCPU(pids)
 	if err != nil {
-		return fmt.Errorf("%w (logs in %s)", err, dir)
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "creating Machines")
+	out, runErr := c.createAndWait(ctx, o)
+	if runErr != nil {
+		runErr = fmt.Errorf("%w (logs in %s)", runErr, dir)
+		rep.Error = runErr.Error()
+	}
+	cpuAfter, err := readCPU(pids)
+	if err != nil {
+		return errors.Join(runErr, err)
+	}
+	rep.CPUSeconds = cpuAfter.since(cpuBefore)
+	if rep.APIServerWatchers, err = c.apiserverWatchers(ctx); err != nil {
+		return errors.Join(runErr, err)
 	}
 	after, err := c.requestCounts(ctx)
 	if err != nil {
-		return err
+		return errors.Join(runErr, err)
 	}
 	during := after.since(before)
 	writes, refused := during.machineWrites()
 	if o.requests {
 		printRequests(during)
 	}
-	secs := lastRunning.Sub(first).Seconds()
-	rep := report{
-		Machines: o.machines, Pools: o.pools, Seconds: secs,
-		MachinesPerSecond: float64(o.machines) / secs,
-		CreatedPerSecond:  float64(o.machines) / lastCreate.Sub(first).Seconds(),
-		WritesPerMachine:  writes / float64(o.machines),
-		RefusedPerMachine: refused / float64(o.machines),
-		ManagerPeakRSSMiB: manager.peakRSSMiB(), PoolletsPeakRSSMiB: poollets.peakRSSMiB(),
-		ManagerQPS: o.managerQPS,
+	rep.TerminatedWatchers = during.watchCounts("TERMINATED")
+	rep.MachineEvents = during.machineEvents(rep.APIServerWatchers["machines"])
+	if rep.Watches, err = allWatchCounts(ctx, managerMetrics, poolletsMetrics, token); err != nil {
+		return errors.Join(runErr, err)
 	}
-	out := json.NewEncoder(os.Stdout)
-	out.SetIndent("", "  ")
-	return out.Encode(rep)
+	rep.SeenRunning = len(out.running)
+	name, took := measure.Slowest(out.created, out.running)
+	rep.SlowestMachine, rep.SlowestMachineSeconds = name, round1(took.Seconds())
+	if runErr == nil {
+		secs := out.lastRunning.Sub(out.first).Seconds()
+		rep.Seconds = secs
+		rep.MachinesPerSecond = float64(o.machines) / secs
+		rep.CreatedPerSecond = float64(o.machines) / out.lastCreate.Sub(out.first).Seconds()
+		rep.WritesPerMachine = writes / float64(o.machines)
+		rep.RefusedPerMachine = refused / float64(o.machines)
+	}
+	rep.ManagerPeakRSSMiB, rep.PoolletsPeakRSSMiB = manager.peakRSSMiB(), poollets.peakRSSMiB()
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(rep); err != nil {
+		return errors.Join(runErr, err)
+	}
+	return runErr
+}
+
+// metricsAddrs are free loopback addresses for the manager's and the poollets' metrics.
+func metricsAddrs() (manager, poollets string, err error) {
+	var ports [2]int
+	for i := range ports {
+		if ports[i], err = harness.LoopbackPort(); err != nil {
+			return "", "", err
+		}
+	}
+	return fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1]), nil
+}
+
+// idleCPU is each process's share of a core over span, with the pools Ready and idle:
+// what heartbeats and pool status writes cost before any Machine exists.
+func idleCPU(pids map[string]int, span time.Duration) (cpuTimes, error) {
+	if span <= 0 {
+		return nil, nil
+	}
+	before, err := readCPU(pids)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	time.Sleep(span)
+	after, err := readCPU(pids)
+	if err != nil {
+		return nil, err
+	}
+	return after.since(before).share(time.Since(start)), nil
+}
+
+// allWatchCounts are the watch ends and relists of the scenario (in this process), of the
+// manager (its metrics over HTTPS, as the metrics reader) and of the poollets' process.
+func allWatchCounts(ctx context.Context, managerAddr, poolletsAddr, token string) (map[string]watchstats.Counts, error) {
+	out := map[string]watchstats.Counts{"scenario": watchstats.Sum(watchstats.Read(), measure.WatchClient)}
+	var err error
+	if out["manager"], err = watchCounts(ctx, "https://"+managerAddr+"/metrics", token); err != nil {
+		return nil, fmt.Errorf("the manager's metrics: %w", err)
+	}
+	if out["poollets"], err = watchCounts(ctx, "http://"+poolletsAddr+"/metrics", ""); err != nil {
+		return nil, fmt.Errorf("the poollets' metrics: %w", err)
+	}
+	return out, nil
 }
 
 func buildAnvil(dir string) (string, error) {

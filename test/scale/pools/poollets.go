@@ -2,17 +2,23 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
 	"syscall"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap/zapcore"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/mri"
@@ -28,6 +34,7 @@ func runPoollets(args []string) error {
 	dir := fs.String("dir", os.TempDir(), "folder for the sockets")
 	cpu := fs.Int64("cpu", 512, "allocatable cpu of each pool")
 	profile := fs.String("cpuprofile", "", "write a CPU profile of this process here")
+	metricsAddr := fs.String("metrics-addr", "", "serve this process's metrics (all poollets') over HTTP here; loopback only")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -48,7 +55,12 @@ func runPoollets(args []string) error {
 	if err != nil {
 		return err
 	}
-	errs := make(chan error, 2**pools)
+	errs := make(chan error, 2**pools+1)
+	if *metricsAddr != "" {
+		if err := serveMetrics(ctx, *metricsAddr, errs); err != nil {
+			return err
+		}
+	}
 	for i := 0; i < *pools; i++ {
 		name := fmt.Sprintf("pool-%03d", i)
 		rt, err := fake.New(fake.Config{Name: name,
@@ -81,4 +93,23 @@ func runPoollets(args []string) error {
 	case err := <-errs:
 		return err
 	}
+}
+
+// serveMetrics serves controller-runtime's registry, which every poollet of the process
+// counts into, on addr until ctx ends.
+func serveMetrics(ctx context.Context, addr string, errs chan<- error) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+			errs <- err
+		}
+	}()
+	context.AfterFunc(ctx, func() { _ = srv.Close() })
+	return nil
 }

@@ -138,17 +138,18 @@ func (s *anvilSide) bindBatch(ctx context.Context, ns string, n int) (sideResult
 	if err := s.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); client.IgnoreAlreadyExists(err) != nil {
 		return sideResult{}, err
 	}
-	bw, err := measure.StartWatch(ctx, s.c, ns, func() client.ObjectList { return &computev1alpha1.MachineList{} })
+	bw, err := measure.StartWatch(ctx, s.c, ns, func() client.ObjectList { return &computev1alpha1.MachineList{} }, func(o client.Object) bool {
+		return o.(*computev1alpha1.Machine).Spec.MachinePoolRef != nil
+	})
 	if err != nil {
 		return sideResult{}, err
 	}
+	defer bw.Stop()
 	first, lastCreate, err := measure.CreateAll(ctx, s.c, n, s.o.creators, func(i int) client.Object { return benchMachine(ns, i) })
 	if err != nil {
 		return sideResult{}, err
 	}
-	lastBound, err := bw.Wait(ctx, n, s.o.timeout, func(o client.Object) bool {
-		return o.(*computev1alpha1.Machine).Spec.MachinePoolRef != nil
-	})
+	lastBound, err := bw.Wait(ctx, n, s.o.timeout)
 	if err != nil {
 		return sideResult{}, err
 	}

@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -14,9 +13,9 @@ import (
 	"github.com/anvil-dev/anvil/test/scale/measure"
 )
 
-// ceilingRound binds Machines with a plain client: a watch hands each new Machine to one
+// ceilingRound binds Machines with a plain client: an informer hands each new Machine to one
 // of 16 workers, which patch machinePoolRef once, at the schedulers' QPS and burst. No
-// decision, no cache, no status: the floor of what binding through the API costs.
+// decision, no scheduling cache, no status: the floor of what binding through the API costs.
 func ceilingRound(ctx context.Context, a *anvilSide, round int) (sideResult, error) {
 	cfg := rest.CopyConfig(a.env.Config)
 	cfg.QPS, cfg.Burst = a.o.qps, a.o.burst
@@ -28,24 +27,31 @@ func ceilingRound(ctx context.Context, a *anvilSide, round int) (sideResult, err
 	if err := a.c.Create(ctx, measure.Namespace(ns)); err != nil {
 		return sideResult{}, err
 	}
-	bw, err := measure.StartWatch(ctx, a.c, ns, func() client.ObjectList { return &computev1alpha1.MachineList{} })
+	bw, err := measure.StartWatch(ctx, a.c, ns, func() client.ObjectList { return &computev1alpha1.MachineList{} }, func(o client.Object) bool {
+		return o.(*computev1alpha1.Machine).Spec.MachinePoolRef != nil
+	})
 	if err != nil {
 		return sideResult{}, err
 	}
+	defer bw.Stop()
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w, err := binder.Watch(wctx, &computev1alpha1.MachineList{}, client.InNamespace(ns))
+	// Each new Machine once, as a plain client binding what it sees created would.
+	todo := make(chan string, a.o.objects)
+	queued := map[string]bool{}
+	stopped, err := measure.Follow(wctx, binder, ns, func() client.ObjectList { return &computev1alpha1.MachineList{} },
+		func(o client.Object, initial bool) {
+			if !initial && !queued[o.GetName()] {
+				queued[o.GetName()] = true
+				todo <- o.GetName()
+			}
+		})
 	if err != nil {
 		return sideResult{}, err
 	}
-	todo := make(chan string, a.o.objects)
 	go func() {
-		defer close(todo)
-		for ev := range w.ResultChan() {
-			if m, ok := ev.Object.(*computev1alpha1.Machine); ok && ev.Type == watch.Added {
-				todo <- m.Name
-			}
-		}
+		<-stopped
+		close(todo)
 	}()
 	var wg sync.WaitGroup
 	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"machinePoolRef":{"name":"pool-0000"}}}`))
@@ -64,11 +70,8 @@ func ceilingRound(ctx context.Context, a *anvilSide, round int) (sideResult, err
 	if err != nil {
 		return sideResult{}, err
 	}
-	lastBound, err := bw.Wait(ctx, a.o.objects, a.o.timeout, func(o client.Object) bool {
-		return o.(*computev1alpha1.Machine).Spec.MachinePoolRef != nil
-	})
+	lastBound, err := bw.Wait(ctx, a.o.objects, a.o.timeout)
 	cancel()
-	w.Stop()
 	wg.Wait()
 	if err != nil {
 		return sideResult{}, err

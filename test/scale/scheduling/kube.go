@@ -123,10 +123,13 @@ func (s *kubeSide) bindBatch(ctx context.Context, ns string, n int) (sideResult,
 			return sideResult{}, err
 		}
 	}
-	bw, err := measure.StartWatch(ctx, s.c, ns, func() client.ObjectList { return &corev1.PodList{} })
+	bw, err := measure.StartWatch(ctx, s.c, ns, func() client.ObjectList { return &corev1.PodList{} }, func(o client.Object) bool {
+		return o.(*corev1.Pod).Spec.NodeName != ""
+	})
 	if err != nil {
 		return sideResult{}, err
 	}
+	defer bw.Stop()
 	first, lastCreate, err := measure.CreateAll(ctx, s.c, n, s.o.creators, func(i int) client.Object {
 		cpu, mem := classSize(i % numClasses)
 		return &corev1.Pod{
@@ -142,9 +145,7 @@ func (s *kubeSide) bindBatch(ctx context.Context, ns string, n int) (sideResult,
 	if err != nil {
 		return sideResult{}, err
 	}
-	lastBound, err := bw.Wait(ctx, n, s.o.timeout, func(o client.Object) bool {
-		return o.(*corev1.Pod).Spec.NodeName != ""
-	})
+	lastBound, err := bw.Wait(ctx, n, s.o.timeout)
 	if err != nil {
 		return sideResult{}, err
 	}
