@@ -21,6 +21,7 @@ type options struct {
 	machines, pools, creators int
 	managerQPS                float64
 	poolletsProfile           string
+	apiserverProfile          string
 	timeout, idle             time.Duration
 	requests                  bool
 }
@@ -78,6 +79,7 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "limit for all Machines to run")
 	flag.DurationVar(&o.idle, "idle", 10*time.Second, "how long the processes' CPU is read with the pools Ready and no Machine, before creating")
 	flag.StringVar(&o.poolletsProfile, "poollets-cpuprofile", "", "write a CPU profile of the poollets' process here")
+	flag.StringVar(&o.apiserverProfile, "apiserver-cpuprofile", "", "write a CPU profile of kube-apiserver over the idle window (-idle) here")
 	flag.BoolVar(&o.requests, "requests", false, "print the apiserver's requests during the run, by verb, resource and code, to stderr")
 	flag.Parse()
 	if err := run(o); err != nil {
@@ -158,7 +160,16 @@ func run(o options) error {
 		return fmt.Errorf("%w (logs in %s)", err, dir)
 	}
 	rep := report{Machines: o.machines, Pools: o.pools, ManagerQPS: o.managerQPS}
+	profiled := make(chan error, 1)
+	if o.apiserverProfile != "" && o.idle >= time.Second {
+		go func() { profiled <- c.apiserverProfile(ctx, o.idle, o.apiserverProfile) }()
+	} else {
+		profiled <- nil
+	}
 	if rep.IdleCPU, err = idleCPU(pids, o.idle); err != nil {
+		return err
+	}
+	if err := <-profiled; err != nil {
 		return err
 	}
 	before, err := c.requestCounts(ctx)
