@@ -74,6 +74,9 @@ func (l *countedListWatch) ListWithContext(ctx context.Context, opts metav1.List
 }
 
 func (l *countedListWatch) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	// Timed from before the request, as client-go times a watch it may call short: on a
+	// busy apiserver the open alone takes a good part of a second.
+	started := time.Now()
 	w, err := l.lw.WatchWithContext(ctx, opts)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -83,7 +86,7 @@ func (l *countedListWatch) WatchWithContext(ctx context.Context, opts metav1.Lis
 	}
 	l.noteList(true, opts)
 	cw := &countedWatch{in: w, out: make(chan watch.Event), stop: make(chan struct{})}
-	go cw.run(ctx, l.counts, time.Now(), opts.TimeoutSeconds)
+	go cw.run(ctx, l.counts, started, opts.TimeoutSeconds)
 	return cw, nil
 }
 

@@ -21,7 +21,9 @@ type options struct {
 	machines, pools, creators int
 	managerQPS                float64
 	poolletsProfile           string
+	apiserverProfile          string
 	timeout, idle             time.Duration
+	poolletInterval           time.Duration
 	requests                  bool
 }
 
@@ -76,8 +78,10 @@ func main() {
 	flag.IntVar(&o.creators, "creators", 16, "goroutines creating Machines")
 	flag.Float64Var(&o.managerQPS, "manager-qps", 1000, "the controller manager's --kube-api-qps (burst twice that)")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "limit for all Machines to run")
+	flag.DurationVar(&o.poolletInterval, "poollet-interval", 0, "each poollet's interval between runtime reads and Lease renewals (the Lease lasting four); 0 keeps the default, 10s")
 	flag.DurationVar(&o.idle, "idle", 10*time.Second, "how long the processes' CPU is read with the pools Ready and no Machine, before creating")
 	flag.StringVar(&o.poolletsProfile, "poollets-cpuprofile", "", "write a CPU profile of the poollets' process here")
+	flag.StringVar(&o.apiserverProfile, "apiserver-cpuprofile", "", "write a CPU profile of kube-apiserver over the idle window (-idle) here")
 	flag.BoolVar(&o.requests, "requests", false, "print the apiserver's requests during the run, by verb, resource and code, to stderr")
 	flag.Parse()
 	if err := run(o); err != nil {
@@ -143,7 +147,7 @@ func run(o options) error {
 		return err
 	}
 	poollets, err := startChild(dir, "poollets", kubeconfig, self, "poollets", "-pools", fmt.Sprint(o.pools), "-dir", dir,
-		"-cpu", fmt.Sprint(poolCPU), "-cpuprofile", o.poolletsProfile, "-metrics-addr", poolletsMetrics)
+		"-cpu", fmt.Sprint(poolCPU), "-cpuprofile", o.poolletsProfile, "-metrics-addr", poolletsMetrics, "-interval", o.poolletInterval.String())
 	if err != nil {
 		return err
 	}
@@ -158,7 +162,16 @@ func run(o options) error {
 		return fmt.Errorf("%w (logs in %s)", err, dir)
 	}
 	rep := report{Machines: o.machines, Pools: o.pools, ManagerQPS: o.managerQPS}
+	profiled := make(chan error, 1)
+	if o.apiserverProfile != "" && o.idle >= time.Second {
+		go func() { profiled <- c.apiserverProfile(ctx, o.idle, o.apiserverProfile) }()
+	} else {
+		profiled <- nil
+	}
 	if rep.IdleCPU, err = idleCPU(pids, o.idle); err != nil {
+		return err
+	}
+	if err := <-profiled; err != nil {
 		return err
 	}
 	before, err := c.requestCounts(ctx)

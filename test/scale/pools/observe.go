@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -19,12 +20,14 @@ import (
 	"github.com/anvil-dev/anvil/test/scale/measure"
 )
 
-// The scenario's processes whose CPU time is read: envtest's two, and the two children.
+// The scenario's processes whose CPU time is read: envtest's two, the two children, and
+// the scenario itself (its creators and its informer).
 const (
 	procAPIServer = "apiserver"
 	procEtcd      = "etcd"
 	procManager   = "manager"
 	procPoollets  = "poollets"
+	procScenario  = "scenario"
 )
 
 // cpuTimes are CPU seconds by process.
@@ -62,9 +65,9 @@ func (d cpuTimes) share(span time.Duration) cpuTimes {
 
 func round1(v float64) float64 { return float64(int(10*v+0.5)) / 10 }
 
-// envtestPIDs finds kube-apiserver and etcd, children of this process.
+// envtestPIDs finds kube-apiserver and etcd, children of this process, and this process.
 func envtestPIDs() (map[string]int, error) {
-	pids := map[string]int{}
+	pids := map[string]int{procScenario: os.Getpid()}
 	for name, program := range map[string]string{procAPIServer: "kube-apiserver", procEtcd: "etcd"} {
 		pid, err := measure.ChildPID(program)
 		if err != nil {
@@ -162,4 +165,14 @@ func (d requestCounts) machineEvents(watchers float64) machineEvents {
 	writes, _ := d.machineWrites()
 	changes := writes + d["POST machines/ 201"]
 	return machineEvents{Changes: changes, Queued: changes * watchers}
+}
+
+// apiserverProfile writes a CPU profile of the apiserver over the next span to path.
+func (c *clients) apiserverProfile(ctx context.Context, span time.Duration, path string) error {
+	raw, err := c.cs.RESTClient().Get().AbsPath("/debug/pprof/profile").
+		Param("seconds", fmt.Sprint(int(span.Seconds()))).Timeout(span + time.Minute).DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("the apiserver's CPU profile: %w", err)
+	}
+	return os.WriteFile(path, raw, 0o644)
 }

@@ -35,6 +35,7 @@ func runPoollets(args []string) error {
 	cpu := fs.Int64("cpu", 512, "allocatable cpu of each pool")
 	profile := fs.String("cpuprofile", "", "write a CPU profile of this process here")
 	metricsAddr := fs.String("metrics-addr", "", "serve this process's metrics (all poollets') over HTTP here; loopback only")
+	interval := fs.Duration("interval", 0, "each poollet's --interval (its runtime read and Lease renewal), the Lease lasting four of them; 0 keeps the poollet's default")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -81,6 +82,9 @@ func runPoollets(args []string) error {
 		}
 		o := poollet.DefaultOptions(name)
 		o.Runtime, o.SkipControllerNameValidation = client, true
+		if *interval > 0 {
+			o.Interval, o.LeaseDuration = *interval, 4**interval
+		}
 		mgr, err := poollet.New(cfg, o)
 		if err != nil {
 			return err
