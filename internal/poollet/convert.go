@@ -14,14 +14,6 @@ const (
 	LabelMachineName      = "anvil.dev/machine-name"
 )
 
-// PowerToMRI converts the wanted power; the API defaults it to On, so "" means On here.
-func PowerToMRI(p computev1alpha1.Power) mriv1alpha1.Power {
-	if p == computev1alpha1.PowerOff {
-		return mriv1alpha1.Power_POWER_OFF
-	}
-	return mriv1alpha1.Power_POWER_ON
-}
-
 // volumesToMRI converts the Machine's volumes. A referenced Volume is passed by handle
 // (namespace/name); ephemeral ones by the name of the Volume created for the Machine.
 func volumesToMRI(m *computev1alpha1.Machine) []*mriv1alpha1.Volume {

@@ -4,15 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,9 +18,11 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/controller/requeue"
 	"github.com/anvil-dev/anvil/internal/events"
 	"github.com/anvil-dev/anvil/internal/imageowner"
 	"github.com/anvil-dev/anvil/internal/mri"
+	"github.com/anvil-dev/anvil/internal/poollet/machineplan"
 )
 
 // MachineReconciler drives the runtime machines of one pool's Machines.
@@ -45,7 +44,8 @@ type MachineReconciler struct {
 	// Events are the Events a person looks for on a Machine (Reimaging, Reimaged).
 	Events *events.Recorder
 
-	// lagging holds, per runtime machine id, when it was first seen behind its spec.
+	// lagging holds, per runtime machine id, what the plan remembers of its lag
+	// (machineplan.Lag).
 	lagging sync.Map
 	// written holds, per Machine UID, the resource version our last status write produced.
 	written sync.Map
@@ -54,24 +54,13 @@ type MachineReconciler struct {
 }
 
 // Reconcile makes the runtime hold exactly one machine for the Machine, shaped like its
-// spec, and writes back what the runtime reports.
+// spec, and writes back what the runtime reports: it observes, and carries out what
+// machineplan decides, one action at a time, until the plan ends the pass.
 func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	m := &computev1alpha1.Machine{}
 	err := r.Client.Get(ctx, req.NamespacedName, m)
 	if apierrors.IsNotFound(err) {
-		r.unread.forget(req.NamespacedName)
-		// The cache holds only this pool's Machines, and may lag: deleting what it does not
-		// hold needs the API server's word that the Machine is gone or bound elsewhere.
-		if err := r.Reader.Get(ctx, req.NamespacedName, m); err == nil && m.Spec.MachinePoolRef != nil && m.Spec.MachinePoolRef.Name == r.Pool {
-			return ctrl.Result{RequeueAfter: time.Second}, nil
-		} else if client.IgnoreNotFound(err) != nil {
-			return ctrl.Result{}, err
-		}
-		_, err := r.runtimeMachine(ctx, req.NamespacedName, "") // all of it is garbage now
-		if held, _ := r.Orphans.holds(); held && err == nil {
-			return ctrl.Result{RequeueAfter: r.StuckAfter}, nil // look again once they may go
-		}
-		return ctrl.Result{}, err
+		return r.gone(ctx, req.NamespacedName)
 	}
 	if err != nil {
 		return ctrl.Result{}, err
@@ -79,117 +68,178 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if m.Spec.MachinePoolRef == nil || m.Spec.MachinePoolRef.Name != r.Pool {
 		return ctrl.Result{}, nil
 	}
-	rm, err := r.runtimeMachine(ctx, req.NamespacedName, m.UID)
+	listed, err := r.sorted(ctx, req.NamespacedName, m.UID)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if !m.DeletionTimestamp.IsZero() {
-		return r.delete(ctx, m, rm)
+	p := &machineplan.Pass{Pool: r.Pool, Machine: m, Runtime: listed.Mine, Garbage: listed.Delete, StuckAfter: r.StuckAfter}
+	lagID := listed.Mine.GetMetadata().GetId()
+	if v, ok := r.lagging.Load(lagID); ok && lagID != "" {
+		p.Lag = v.(machineplan.Lag)
 	}
-	if !controllerutil.ContainsFinalizer(m, computev1alpha1.FinalizerRuntimeMachine) {
-		// A Machine pinned by its user: the scheduler never added the finalizer.
-		patch := client.MergeFrom(m.DeepCopy())
-		controllerutil.AddFinalizer(m, computev1alpha1.FinalizerRuntimeMachine)
-		if err := r.Client.Patch(ctx, m, patch); err != nil {
-			return ctrl.Result{}, err
+	p.SecretUnreadSince = r.unread.sinceOf(m)
+	for {
+		p.Now = time.Now()
+		a := p.Next()
+		res, err := r.execute(ctx, p, a)
+		if err != nil || a.Ends() {
+			if lagID != "" && m.DeletionTimestamp.IsZero() {
+				r.remember(lagID, p.Lag)
+			}
+			return res, err
 		}
 	}
-	if rm == nil {
-		return r.create(ctx, m)
-	}
-	return r.update(ctx, m, rm)
 }
 
-// runtimeMachine returns the one runtime machine of the Machine key with the given uid,
-// and deletes what else carries the Machine's name: machines of an earlier Machine of
-// that name (or, with uid "", of a Machine that is gone), and duplicates of this one. Of
-// duplicates the oldest is kept, since it is the one a user may already be using.
-func (r *MachineReconciler) runtimeMachine(ctx context.Context, key types.NamespacedName, uid types.UID) (*mriv1alpha1.Machine, error) {
+// gone deletes the runtime machines of a Machine the cache no longer holds. The cache
+// holds only this pool's Machines, and may lag: deleting what it does not hold needs the
+// API server's word that the Machine is gone or bound elsewhere.
+func (r *MachineReconciler) gone(ctx context.Context, key types.NamespacedName) (ctrl.Result, error) {
+	r.unread.forget(key)
+	m := &computev1alpha1.Machine{}
+	if err := r.Reader.Get(ctx, key, m); err == nil && m.Spec.MachinePoolRef != nil && m.Spec.MachinePoolRef.Name == r.Pool {
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	} else if client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, err
+	}
+	s, err := r.sorted(ctx, key, "") // all of it is garbage now
+	if err == nil {
+		err = r.deleteRuntimeMachines(ctx, s.Delete)
+	}
+	if held, _ := r.Orphans.holds(); held && err == nil {
+		return ctrl.Result{RequeueAfter: r.StuckAfter}, nil // look again once they may go
+	}
+	return ctrl.Result{}, err
+}
+
+// sorted lists what the runtime holds under the Machine key and sorts it for the Machine
+// of the given uid ("": for none).
+func (r *MachineReconciler) sorted(ctx context.Context, key types.NamespacedName, uid types.UID) (machineplan.Sorted, error) {
 	list, err := r.Runtime.ListMachines(ctx, &mriv1alpha1.ListMachinesRequest{LabelSelector: map[string]string{
 		LabelMachineNamespace: key.Namespace, LabelMachineName: key.Name}})
 	if err != nil {
-		return nil, fmt.Errorf("listing runtime machines: %w", err)
+		return machineplan.Sorted{}, fmt.Errorf("listing runtime machines: %w", err)
 	}
-	var mine, garbage []*mriv1alpha1.Machine
 	held, orphans := r.Orphans.holds()
-	for _, rm := range list.GetMachines() {
-		switch {
-		case uid != "" && rm.GetMetadata().GetLabels()[mri.LabelMachineUID] == string(uid):
-			mine = append(mine, rm)
-		case held:
-			log.FromContext(ctx).Info("keeping a runtime machine without a Machine: too many orphans to delete on its own",
-				"id", rm.GetMetadata().GetId(), "orphans", orphans, "limit", r.Orphans.limit)
-		default:
-			garbage = append(garbage, rm)
-		}
+	s := machineplan.Sort(list.GetMachines(), uid, held)
+	for _, id := range s.Kept {
+		log.FromContext(ctx).Info("keeping a runtime machine without a Machine: too many orphans to delete on its own",
+			"id", id, "orphans", orphans, "limit", r.Orphans.limit)
 	}
-	sort.Slice(mine, func(i, j int) bool {
-		a, b := mine[i].GetMetadata(), mine[j].GetMetadata()
-		if a.GetCreatedAtUnixNano() != b.GetCreatedAtUnixNano() {
-			return a.GetCreatedAtUnixNano() < b.GetCreatedAtUnixNano()
-		}
-		return a.GetId() < b.GetId()
-	})
-	if len(mine) > 1 {
-		log.FromContext(ctx).Info("deleting duplicate runtime machines", "kept", mine[0].GetMetadata().GetId(), "duplicates", len(mine)-1)
-		garbage = append(garbage, mine[1:]...)
+	if s.Duplicates > 0 {
+		log.FromContext(ctx).Info("deleting duplicate runtime machines", "kept", s.Mine.GetMetadata().GetId(), "duplicates", s.Duplicates)
 	}
-	for _, g := range garbage {
-		if g.GetMetadata().GetDeletedAtUnixNano() != 0 {
-			continue
-		}
-		if _, err := r.Runtime.DeleteMachine(ctx, &mriv1alpha1.DeleteMachineRequest{Id: g.GetMetadata().GetId()}); err != nil && !mri.IsNotFound(err) {
-			return nil, err
-		}
-	}
-	if len(mine) == 0 {
-		return nil, nil
-	}
-	return mine[0], nil
+	return s, nil
 }
 
-// delete removes the runtime machine, and the finalizer once the runtime says it is gone.
-// Terminating is written only while the runtime is still at it: a runtime that deletes at
-// once costs the Machine no extra write.
-func (r *MachineReconciler) delete(ctx context.Context, m *computev1alpha1.Machine, rm *mriv1alpha1.Machine) (ctrl.Result, error) {
-	if rm != nil {
-		if _, err := r.Runtime.DeleteMachine(ctx, &mriv1alpha1.DeleteMachineRequest{Id: rm.GetMetadata().GetId()}); err != nil && !mri.IsNotFound(err) {
+func (r *MachineReconciler) deleteRuntimeMachines(ctx context.Context, ids []string) error {
+	for _, id := range ids {
+		if _, err := r.Runtime.DeleteMachine(ctx, &mriv1alpha1.DeleteMachineRequest{Id: id}); err != nil && !mri.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// remember keeps what the plan says to remember of a runtime machine's lag.
+func (r *MachineReconciler) remember(id string, lag machineplan.Lag) {
+	if lag.Since.IsZero() {
+		r.lagging.Delete(id)
+		return
+	}
+	r.lagging.Store(id, lag)
+}
+
+// execute carries out one action of the pass and records its outcome on p. The result
+// and error are the reconcile's when the action ends the pass or fails.
+func (r *MachineReconciler) execute(ctx context.Context, p *machineplan.Pass, a machineplan.Action) (ctrl.Result, error) {
+	m := p.Machine
+	switch a.Kind {
+	case machineplan.DeleteGarbage:
+		return ctrl.Result{}, r.deleteRuntimeMachines(ctx, a.IDs)
+	case machineplan.AddFinalizer:
+		patch := client.MergeFrom(m.DeepCopy())
+		controllerutil.AddFinalizer(m, computev1alpha1.FinalizerRuntimeMachine)
+		return ctrl.Result{}, r.Client.Patch(ctx, m, patch)
+	case machineplan.Create:
+		return ctrl.Result{}, r.create(ctx, p)
+	case machineplan.Reimage:
+		return ctrl.Result{}, r.reimage(ctx, p)
+	case machineplan.CheckFirstBoot:
+		boot, cond, err := r.firstBoot(ctx, p)
+		if cond != nil {
+			p.Problem(*cond)
+		} else if err == nil {
+			p.FirstBoot(boot)
+		}
+		return ctrl.Result{}, err
+	case machineplan.SetPower:
+		resp, err := r.Runtime.UpdateMachinePower(ctx, &mriv1alpha1.UpdateMachinePowerRequest{Id: p.Runtime.GetMetadata().GetId(), Power: a.Power})
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("setting power: %w", err)
+		}
+		p.Answered(resp.GetMachine())
+	case machineplan.Reboot:
+		resp, err := r.Runtime.RebootMachine(ctx, &mriv1alpha1.RebootMachineRequest{Id: p.Runtime.GetMetadata().GetId(), Token: a.Token})
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("rebooting: %w", err)
+		}
+		p.Answered(resp.GetMachine())
+	case machineplan.DeleteRuntime:
+		if _, err := r.Runtime.DeleteMachine(ctx, &mriv1alpha1.DeleteMachineRequest{Id: p.Runtime.GetMetadata().GetId()}); err != nil && !mri.IsNotFound(err) {
 			return ctrl.Result{}, err
 		}
-		still, err := r.runtimeMachine(ctx, client.ObjectKeyFromObject(m), m.UID)
+		still, err := r.sorted(ctx, client.ObjectKeyFromObject(m), m.UID)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		if still != nil {
-			// The runtime's DELETED event brings us back; until then the finalizer holds. A
-			// machine that goes while the event stream is down (the runtime restarting) sends
-			// none, and a reopened stream lists only what is left: look again after
-			// StuckAfter.
-			wait := ctrl.Result{RequeueAfter: r.StuckAfter}
-			if m.Status.State == computev1alpha1.MachineStateTerminating {
-				return wait, nil
-			}
-			patch := client.MergeFrom(m.DeepCopy())
-			m.Status.State = computev1alpha1.MachineStateTerminating
-			meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{Type: computev1alpha1.ConditionReady,
-				Status: metav1.ConditionFalse, Reason: computev1alpha1.ReasonTerminating, Message: "the runtime is deleting the machine"})
-			return wait, client.IgnoreNotFound(r.Client.Status().Patch(ctx, m, patch))
+		p.Deleted(still)
+	case machineplan.MarkTerminating:
+		patch := client.MergeFrom(m.DeepCopy())
+		m.Status = *a.Status
+		return ctrl.Result{RequeueAfter: a.After}, client.IgnoreNotFound(r.Client.Status().Patch(ctx, m, patch))
+	case machineplan.RemoveFinalizer:
+		patch := client.MergeFrom(m.DeepCopy())
+		controllerutil.RemoveFinalizer(m, computev1alpha1.FinalizerRuntimeMachine)
+		r.written.Delete(m.UID)
+		r.unread.forget(client.ObjectKeyFromObject(m))
+		if p.Runtime != nil {
+			r.lagging.Delete(p.Runtime.GetMetadata().GetId())
 		}
-	}
-	if !controllerutil.ContainsFinalizer(m, computev1alpha1.FinalizerRuntimeMachine) {
-		return ctrl.Result{}, nil
-	}
-	patch := client.MergeFrom(m.DeepCopy())
-	controllerutil.RemoveFinalizer(m, computev1alpha1.FinalizerRuntimeMachine)
-	r.written.Delete(m.UID)
-	r.unread.forget(client.ObjectKeyFromObject(m))
-	if err := r.Client.Patch(ctx, m, patch); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if rm != nil || m.Status.MachineID != "" {
-		r.Events.Normal(m, computev1alpha1.EventDeleted, "Delete", "the runtime machine is gone from MachinePool %s", r.Pool)
+		if err := r.Client.Patch(ctx, m, patch); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		r.emit(m, a.Events)
+	case machineplan.WriteStatus:
+		res := ctrl.Result{RequeueAfter: a.After}
+		err := r.writeStatus(ctx, m, *a.Status)
+		switch {
+		case errors.Is(err, errRetry) && a.StaleIsFine:
+			return res, nil
+		case errors.Is(err, errRetry):
+			return requeue.AfterConflict(), nil
+		case err != nil:
+			return res, err
+		}
+		r.emit(m, a.Events)
+		return res, nil
+	case machineplan.Wait:
+		return ctrl.Result{RequeueAfter: a.After}, nil
+	default:
+		return ctrl.Result{}, fmt.Errorf("the plan asked for an unknown action %d", a.Kind)
 	}
 	return ctrl.Result{}, nil
+}
+
+// emit records the plan's Events on the Machine.
+func (r *MachineReconciler) emit(m *computev1alpha1.Machine, evs []machineplan.Event) {
+	for _, e := range evs {
+		if e.Warning {
+			r.Events.Warning(m, e.Reason, e.Action, "%s", e.Message)
+		} else {
+			r.Events.Normal(m, e.Reason, e.Action, "%s", e.Message)
+		}
+	}
 }
 
 // writeStatus patches status when it differs from what is stored. A reconcile that runs
@@ -229,14 +279,3 @@ func (r *MachineReconciler) writeStatus(ctx context.Context, m *computev1alpha1.
 
 // errRetry asks for another pass without counting as a failure.
 var errRetry = errors.New("stale object; retrying")
-
-// condition sets one condition in a copy of m's status and writes it.
-func (r *MachineReconciler) condition(ctx context.Context, m *computev1alpha1.Machine, c metav1.Condition) error {
-	st := *m.Status.DeepCopy()
-	c.ObservedGeneration = m.Generation
-	meta.SetStatusCondition(&st.Conditions, c)
-	if st.State == "" {
-		st.State = computev1alpha1.MachineStatePending
-	}
-	return r.writeStatus(ctx, m, st)
-}

@@ -93,7 +93,7 @@ func TestFirstBootSecretsRunSoonWithTheManagersGrants(t *testing.T) {
 		c.Status != metav1.ConditionFalse || c.Reason != computev1alpha1.ReasonSecretNotFound {
 		t.Errorf("a Machine whose Secret does not exist: IgnitionReady %+v, want False SecretNotFound", c)
 	}
-	// secretRetry's schedule reads at 0, 0.5, 1, 2, 4, 8 and 16 s: 7. A few more for
+	// machineplan.SecretRetry's schedule reads at 0, 0.5, 1, 2, 4, 8 and 16 s: 7. A few more for
 	// reconciles the poollet has other reasons for; a retry at its floor would be 60.
 	at := reads.offsets("never-made", bound)
 	t.Logf("the missing Secret was read %d times in the %v after its Machine was bound, at %v", len(at), stuckAfter, at)

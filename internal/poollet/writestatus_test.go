@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/poollet/machineplan"
 )
 
 // A runtime change seen on a cached Machine older than the poollet's own last status write
@@ -25,7 +25,8 @@ func TestWriteStatusOnAStaleCopyIsRetriedNotDropped(t *testing.T) {
 	if err := r.writeStatus(context.Background(), m, st); !errors.Is(err, errRetry) {
 		t.Fatalf("writeStatus on a copy older than our own write = %v, want errRetry", err)
 	}
-	if res, err := retryStale(ctrl.Result{}, r.writeStatus(context.Background(), m, st)); err != nil || res.RequeueAfter <= 0 {
+	p := &machineplan.Pass{Machine: m}
+	if res, err := r.execute(context.Background(), p, machineplan.Action{Kind: machineplan.WriteStatus, Status: &st}); err != nil || res.RequeueAfter <= 0 {
 		t.Fatalf("the reconcile ends with %+v, %v; want a requeue", res, err)
 	}
 }

@@ -1,4 +1,4 @@
-package poollet
+package machineplan
 
 import (
 	"testing"
@@ -26,7 +26,7 @@ func TestObservedStatusCarriesSiteReachable(t *testing.T) {
 		Message: "the downstream site does not answer"}
 	pulled := &mriv1alpha1.Condition{Type: "ImagePulled", Status: true, Reason: "Pulled"}
 
-	st := observedStatus(m, rm(unreachable, pulled), "site-1")
+	st := ObservedStatus(m, rm(unreachable, pulled), "site-1")
 	c := meta.FindStatusCondition(st.Conditions, computev1alpha1.ConditionSiteReachable)
 	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != computev1alpha1.ReasonSiteUnreachable ||
 		c.Message != unreachable.Message || c.ObservedGeneration != 3 {
@@ -40,13 +40,13 @@ func TestObservedStatusCarriesSiteReachable(t *testing.T) {
 	}
 
 	m.Status = st
-	st = observedStatus(m, rm(&mriv1alpha1.Condition{Type: computev1alpha1.ConditionSiteReachable, Status: true,
+	st = ObservedStatus(m, rm(&mriv1alpha1.Condition{Type: computev1alpha1.ConditionSiteReachable, Status: true,
 		Reason: computev1alpha1.ReasonSiteReachable}), "site-1")
 	if c := meta.FindStatusCondition(st.Conditions, computev1alpha1.ConditionSiteReachable); c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("once the site answers, SiteReachable = %+v, want True", c)
 	}
 	m.Status = st
-	if st = observedStatus(m, rm(), "site-1"); meta.FindStatusCondition(st.Conditions, computev1alpha1.ConditionSiteReachable) != nil {
+	if st = ObservedStatus(m, rm(), "site-1"); meta.FindStatusCondition(st.Conditions, computev1alpha1.ConditionSiteReachable) != nil {
 		t.Errorf("a runtime that no longer reports SiteReachable left it on the Machine: %+v", st.Conditions)
 	}
 }
@@ -66,7 +66,7 @@ func TestObservedStatusCarriesServerPowerFailing(t *testing.T) {
 	failing := &mriv1alpha1.Condition{Type: computev1alpha1.ConditionServerPowerFailing, Status: true,
 		Reason: computev1alpha1.ReasonPowerChangeFailed, Message: "the last 3 attempts to switch the server on failed; retrying with back-off"}
 	for _, state := range []mriv1alpha1.MachineState{mriv1alpha1.MachineState_MACHINE_STATE_SHUTDOWN, mriv1alpha1.MachineState_MACHINE_STATE_RUNNING} {
-		st := observedStatus(m, rm(state, failing), "metal")
+		st := ObservedStatus(m, rm(state, failing), "metal")
 		c := meta.FindStatusCondition(st.Conditions, computev1alpha1.ConditionServerPowerFailing)
 		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != computev1alpha1.ReasonPowerChangeFailed || c.Message != failing.Message {
 			t.Fatalf("%s: ServerPowerFailing on the Machine = %+v, want it as the runtime reports it", state, c)
@@ -80,7 +80,7 @@ func TestObservedStatusCarriesServerPowerFailing(t *testing.T) {
 		}
 		m.Status = st
 	}
-	st := observedStatus(m, rm(mriv1alpha1.MachineState_MACHINE_STATE_RUNNING), "metal")
+	st := ObservedStatus(m, rm(mriv1alpha1.MachineState_MACHINE_STATE_RUNNING), "metal")
 	if meta.FindStatusCondition(st.Conditions, computev1alpha1.ConditionServerPowerFailing) != nil || !meta.IsStatusConditionTrue(st.Conditions, computev1alpha1.ConditionReady) {
 		t.Fatalf("once the power works: %+v", st.Conditions)
 	}

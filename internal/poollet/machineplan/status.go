@@ -1,6 +1,9 @@
-package poollet
+package machineplan
 
 import (
+	"fmt"
+	"strings"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -25,16 +28,16 @@ var readyReason = map[computev1alpha1.MachineState]string{
 	computev1alpha1.MachineStateTerminated:  computev1alpha1.ReasonTerminated,
 }
 
-// settled reports whether the runtime's status describes everything it was sent.
-func settled(rm *mriv1alpha1.Machine) bool {
+// Settled reports whether the runtime's status describes everything it was sent.
+func Settled(rm *mriv1alpha1.Machine) bool {
 	return rm.GetStatus().GetObservedGeneration() >= rm.GetMetadata().GetGeneration()
 }
 
-// observedStatus is the Machine status the runtime machine rm shows, for the pool. It is
-// pure: the reconciler calls it only once rm is settled, and writes the result only when it
-// differs from what is there. observedGeneration moves only when rm is what the Machine's
-// spec asks for: a machine that could not be reimaged has not observed the new spec.
-func observedStatus(m *computev1alpha1.Machine, rm *mriv1alpha1.Machine, pool string) computev1alpha1.MachineStatus {
+// ObservedStatus is the Machine status the runtime machine rm shows, for the pool. The
+// poollet writes it only once rm is settled, and only when it differs from what is there.
+// observedGeneration moves only when rm is what the Machine's spec asks for: a machine
+// that could not be reimaged has not observed the new spec.
+func ObservedStatus(m *computev1alpha1.Machine, rm *mriv1alpha1.Machine, pool string) computev1alpha1.MachineStatus {
 	st := *m.Status.DeepCopy()
 	if specApplied(m, rm) {
 		st.ObservedGeneration = m.Generation
@@ -120,7 +123,7 @@ func carryConditions(st *computev1alpha1.MachineStatus, rm *mriv1alpha1.Machine,
 // specApplied reports whether the runtime machine carries what the Machine's spec asks of
 // a running machine: its power, and its image unless its policy keeps the booted one.
 func specApplied(m *computev1alpha1.Machine, rm *mriv1alpha1.Machine) bool {
-	return rm.GetSpec().GetPower() == PowerToMRI(m.Spec.Power) &&
+	return rm.GetSpec().GetPower() == mri.PowerToMRI(m.Spec.Power) &&
 		(m.Spec.ImageUpdatePolicy == computev1alpha1.ImageUpdatePolicyNever || rm.GetSpec().GetImage().GetReference() == m.Spec.Image)
 }
 
@@ -134,4 +137,37 @@ func attachments(in []*mriv1alpha1.AttachmentStatus) []computev1alpha1.Attachmen
 		out = append(out, computev1alpha1.AttachmentStatus{Name: a.GetName(), State: state, Handle: a.GetHandle()})
 	}
 	return out
+}
+
+// stateEvent is the Event that records the Machine's move from one state to another, when
+// it moved to one a person looks for.
+func stateEvent(pool string, from, to computev1alpha1.MachineState, rm *mriv1alpha1.Machine) []Event {
+	if from == to {
+		return nil
+	}
+	switch to {
+	case computev1alpha1.MachineStateRunning:
+		return []Event{{Reason: computev1alpha1.EventStarted, Action: "Start", Message: "running on MachinePool " + pool}}
+	case computev1alpha1.MachineStateShutdown:
+		return []Event{{Reason: computev1alpha1.EventPoweredOff, Action: "PowerOff", Message: "powered off on MachinePool " + pool}}
+	case computev1alpha1.MachineStateTerminated:
+		return []Event{{Warning: true, Reason: computev1alpha1.EventFailed, Action: "Run",
+			Message: fmt.Sprintf("MachinePool %s cannot run the machine: %s", pool, failureOf(rm))}}
+	}
+	return nil
+}
+
+// failureOf is what the runtime says keeps a terminated machine from running: its false
+// conditions' reasons and messages.
+func failureOf(rm *mriv1alpha1.Machine) string {
+	var why []string
+	for _, c := range rm.GetStatus().GetConditions() {
+		if !c.GetStatus() {
+			why = append(why, c.GetReason()+": "+c.GetMessage())
+		}
+	}
+	if len(why) == 0 {
+		return "the runtime gives no reason"
+	}
+	return strings.Join(why, "; ")
 }
