@@ -17,6 +17,11 @@ type Placement struct {
 	// RetryAfter, when none fits, is when a runtime's refusal ends (zero: none runs): no
 	// event announces it. Other changes wake a waiting Machine (Queue.Pending).
 	RetryAfter time.Duration
+	// Waiting: none fits yet, but there is no pool yet, or one that has not reported yet
+	// may take the Machine (Decision.Waiting): not news to tell its user (no Warning), only
+	// a condition. A pool's first report wakes the Machine; RetryAfter is at most the end
+	// of the pool's start.
+	Waiting bool
 }
 
 // Place decides where the Machine key (uid) goes: the pools that refused it are kept off
@@ -35,5 +40,15 @@ func Place(c *Cache, q *Queue, key types.NamespacedName, uid types.UID, r *Reque
 	if refused := q.RefusalText(uid); refused != "" {
 		msg += " (" + refused + ")"
 	}
-	return Placement{Message: msg, RetryAfter: q.RetryAfter(uid, now)}
+	if d.Waiting {
+		msg = "waiting for MachinePools to report: " + msg
+		if d.Rejections.Total == 0 {
+			msg = "waiting for MachinePools: none exists yet"
+		}
+	}
+	pl := Placement{Message: msg, RetryAfter: q.RetryAfter(uid, now), Waiting: d.Waiting}
+	if wait := d.WaitUntil.Sub(now); wait > 0 && (pl.RetryAfter == 0 || wait < pl.RetryAfter) {
+		pl.RetryAfter = wait
+	}
+	return pl
 }

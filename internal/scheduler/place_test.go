@@ -56,3 +56,55 @@ func TestPlace(t *testing.T) {
 		t.Errorf("after the backoff: %+v", p)
 	}
 }
+
+// A pool that has not reported yet may take the Machine once it does: with none fitting,
+// the Machine waits for it (no news to tell), and looks again at the latest when the pool
+// stops counting as starting. With no pool at all it waits too. Pools that reported and
+// turn it down make it plainly unschedulable.
+func TestPlaceWaitsForStartingPools(t *testing.T) {
+	key := types.NamespacedName{Namespace: "ns", Name: "m"}
+	for _, tc := range []struct {
+		name    string
+		pools   func(c *Cache)
+		waiting bool
+		retry   time.Duration
+		message string
+	}{
+		{name: "no pool yet", pools: func(*Cache) {}, waiting: true, message: "waiting for MachinePools: none exists yet"},
+		{name: "a pool that reported turns it down", pools: func(c *Cache) {
+			c.SetPool(*newPool("a").classes().build())
+		}, message: "no MachinePool fits: 1 pool: MachineClass not supported"},
+		{name: "a pool starting beside it", pools: func(c *Cache) {
+			c.SetPool(*newPool("a").classes().build())
+			starting := newPool("b").notReady().build()
+			starting.StartingUntil = testNow.Add(90 * time.Second)
+			c.SetPool(*starting)
+		}, waiting: true, retry: 90 * time.Second, message: "waiting for MachinePools to report: no MachinePool fits: "},
+		{name: "a pool that reported, before its first Lease", pools: func(c *Cache) {
+			starting := newPool("c").classes().build()
+			starting.Reported, starting.StartingUntil = true, testNow.Add(time.Minute)
+			c.SetPool(*starting)
+		}, waiting: true, retry: time.Minute, message: "waiting for MachinePools to report: no MachinePool fits: "},
+		{name: "a pool past its start", pools: func(c *Cache) {
+			starting := newPool("b").notReady().build()
+			starting.StartingUntil = testNow
+			c.SetPool(*starting)
+		}, message: "no MachinePool fits: 1 pool: pool not Ready"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, q := newTestCache(), NewQueue(30*time.Second)
+			small := c.Class("small")
+			tc.pools(c)
+			for _, p := range []string{"a", "b"} {
+				c.SetHeartbeat(p, testNow.Add(time.Hour))
+			}
+			p := Place(c, q, key, "m1", request(small), testNow, StrategySpread)
+			if p.Pool != "" || p.Waiting != tc.waiting || p.RetryAfter != tc.retry || !strings.HasPrefix(p.Message, tc.message) {
+				t.Fatalf("%+v; want waiting %v, retry %v, message starting %q", p, tc.waiting, tc.retry, tc.message)
+			}
+			if got := q.Pending(); len(got) != 1 {
+				t.Errorf("waiting Machines %v, want this one (a pool's report wakes it)", got)
+			}
+		})
+	}
+}

@@ -38,6 +38,11 @@ type Decision struct {
 	Pool *Pool
 	// Rejections counts, per reason, the pools turned down; set only when Pool is nil.
 	Rejections Rejections
+	// Waiting, when no pool fits: there is no pool yet, or one that is starting
+	// (Pool.Starting) may still take the Machine.
+	Waiting bool
+	// WaitUntil is when the last such pool stops counting as starting (zero: none).
+	WaitUntil time.Time
 }
 
 // Schedule picks a pool for r among pools, which must be sorted by name. Among the pools
@@ -66,11 +71,17 @@ func Schedule(pools []*Pool, r *Request, now time.Time, s Strategy) Decision {
 	}
 	// Nothing fits: a second pass says why, pool by pool. Kept off the common path so a
 	// successful decision allocates nothing.
-	rej := Rejections{Total: len(pools)}
+	d := Decision{Rejections: Rejections{Total: len(pools)}, Waiting: len(pools) == 0}
 	for _, p := range pools {
-		rej.add(Fits(p, r, now))
+		d.Rejections.add(Fits(p, r, now))
+		if p.Starting(now) {
+			d.Waiting = true
+			if p.StartingUntil.After(d.WaitUntil) {
+				d.WaitUntil = p.StartingUntil
+			}
+		}
 	}
-	return Decision{Rejections: rej}
+	return d
 }
 
 // untoleratedPreferences counts the pool's PreferNoSchedule taints that r does not

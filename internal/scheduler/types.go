@@ -28,10 +28,24 @@ type Pool struct {
 	// Ready is the pool's Ready condition; HeartbeatExpiry is when its Lease runs out.
 	Ready           bool
 	HeartbeatExpiry time.Time
+	// Reported: the pool's MachinePool has a Ready condition, its poollet's first report
+	// of its runtime.
+	Reported bool
+	// StartingUntil is when a pool that has not reported yet, or whose Lease was never
+	// renewed, stops counting as starting (Starting): until then nothing is known of what
+	// it will take, and a Machine it turns down waits for it rather than being told it
+	// cannot be placed. A pool nobody runs is starting only for a while.
+	StartingUntil time.Time
 
 	// used is the sum of the demands of the Machines counted against this pool. Only the
 	// Cache changes it.
 	used Resources
+}
+
+// Starting reports whether the pool is starting at now: its poollet has not reported, or
+// not renewed its Lease, yet, and StartingUntil has not passed.
+func (p *Pool) Starting(now time.Time) bool {
+	return now.Before(p.StartingUntil) && (!p.Reported || p.HeartbeatExpiry.IsZero())
 }
 
 // Free is what is left of the pool's allocatable after the Machines counted against it.

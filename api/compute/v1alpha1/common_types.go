@@ -175,6 +175,10 @@ const (
 	ReasonPinned = "Pinned"
 	// ReasonUnschedulable: no pool fits; the message says why, per reason.
 	ReasonUnschedulable = "Unschedulable"
+	// ReasonWaitingForPools: no pool fits yet, but there is no pool yet, or one that has
+	// not reported yet (its poollet starting) may take the Machine. No Warning is recorded
+	// for it: pools coming up are not news.
+	ReasonWaitingForPools = "WaitingForPools"
 	// ReasonClassNotFound: the MachineClass does not exist.
 	ReasonClassNotFound = "MachineClassNotFound"
 	// ReasonRuntimeRefused: the pool's runtime refused the Machine (no capacity, wrong

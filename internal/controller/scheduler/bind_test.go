@@ -4,10 +4,14 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
@@ -156,5 +160,43 @@ func TestPoolsComingUpGiveOneUnschedulableEvent(t *testing.T) {
 	eventually(t, key, "bound once the pool offers the class", boundTo(cls+"-a"))
 	eventually(t, key, "told once of each", func(*computev1alpha1.Machine) bool {
 		return strings.Join(eventReasons(t, m), " ") == computev1alpha1.EventUnschedulable+" "+computev1alpha1.EventScheduled
+	})
+}
+
+// Machines created while their pool's poollet has not reported yet (anvil dev starting)
+// wait for it: Scheduled False WaitingForPools, no Unschedulable Warning, and bound once
+// the pool reports the class. (Before, each got an Unschedulable Warning.)
+func TestMachinesWaitForAPoolThatHasNotReported(t *testing.T) {
+	startScheduler(t, &Reconciler{})
+	cls := uniq(t, "starting")
+	mustCreate(t, namespace("starting", nil), class(cls, "1", "1Gi"))
+	mp := &computev1alpha1.MachinePool{ObjectMeta: metav1.ObjectMeta{Name: cls + "-pool"}}
+	mustCreate(t, mp)
+	m := machine("starting", cls+"-m", cls, nil)
+	mustCreate(t, m)
+	key := client.ObjectKeyFromObject(m)
+	eventually(t, key, "waiting for the pool", func(m *computev1alpha1.Machine) bool {
+		c := meta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionScheduled)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == computev1alpha1.ReasonWaitingForPools &&
+			strings.Contains(c.Message, "waiting for MachinePools to report")
+	})
+	mp.Status = computev1alpha1.MachinePoolStatus{
+		Architectures:    []computev1alpha1.Architecture{computev1alpha1.ArchitectureAMD64},
+		Allocatable:      corev1.ResourceList{"cpu": resource.MustParse("8"), "memory": resource.MustParse("8Gi")},
+		SupportedClasses: []string{cls},
+		Conditions: []metav1.Condition{{Type: computev1alpha1.ConditionReady, Status: metav1.ConditionTrue,
+			Reason: "RuntimeReady", LastTransitionTime: metav1.Now()}},
+	}
+	if err := env.Client.Status().Update(context.Background(), mp); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, namespace(computev1alpha1.PoolLeaseNamespace, nil), &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: mp.Name, Namespace: computev1alpha1.PoolLeaseNamespace},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(mp.Name), LeaseDurationSeconds: ptr.To[int32](3600),
+			RenewTime: &metav1.MicroTime{Time: time.Now()}},
+	})
+	eventually(t, key, "bound once the pool reports", boundTo(mp.Name))
+	eventually(t, key, "told only of the binding", func(*computev1alpha1.Machine) bool {
+		return strings.Join(eventReasons(t, m), " ") == computev1alpha1.EventScheduled
 	})
 }

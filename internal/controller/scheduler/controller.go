@@ -130,7 +130,14 @@ func (r *Reconciler) schedule(ctx context.Context, m *computev1alpha1.Machine) (
 	}
 	p := scheduler.Place(r.Cache, r.queue, key, m.UID, request, now, r.Strategy)
 	if p.Pool == "" {
-		err := r.setScheduled(ctx, m, metav1.ConditionFalse, computev1alpha1.ReasonUnschedulable, p.Message)
+		// A Machine already told it cannot be placed stays so while a new pool comes up:
+		// being told again once the pool reports would not be news either.
+		reason := computev1alpha1.ReasonUnschedulable
+		if c := meta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionScheduled); p.Waiting &&
+			(c == nil || c.Reason != computev1alpha1.ReasonUnschedulable) {
+			reason = computev1alpha1.ReasonWaitingForPools
+		}
+		err := r.setScheduled(ctx, m, metav1.ConditionFalse, reason, p.Message)
 		return ctrl.Result{RequeueAfter: p.RetryAfter}, err
 	}
 	if err := r.bind(ctx, m, p.Pool); err != nil {
@@ -257,7 +264,7 @@ func (r *Reconciler) setScheduled(ctx context.Context, m *computev1alpha1.Machin
 	if apierrors.IsConflict(err) {
 		return nil // a newer version is on its way through the informer and will be reconciled
 	}
-	if err == nil && status == metav1.ConditionFalse && news {
+	if err == nil && status == metav1.ConditionFalse && news && reason != computev1alpha1.ReasonWaitingForPools {
 		r.Events.Warning(m, computev1alpha1.EventUnschedulable, "Schedule", "%s: %s", reason, msg)
 	}
 	return client.IgnoreNotFound(err)

@@ -10,6 +10,12 @@ import (
 	"github.com/anvil-dev/anvil/internal/scheduler"
 )
 
+// PoolStartGrace is how long after its creation a MachinePool that has not reported yet
+// counts as starting (scheduler.Pool.Starting): a poollet's first report and Lease take a
+// runtime's first answer, seconds; a MachinePool made by hand that no poollet runs stops
+// holding back Warnings after it.
+const PoolStartGrace = 2 * time.Minute
+
 // poolFrom converts a MachinePool; classIndex maps class names to their bit.
 func poolFrom(mp *computev1alpha1.MachinePool, classIndex func(string) int) scheduler.Pool {
 	p := scheduler.Pool{
@@ -20,6 +26,8 @@ func poolFrom(mp *computev1alpha1.MachinePool, classIndex func(string) int) sche
 		Native:        scheduler.ArchSetOf(mp.Status.NativeArchitectures()...),
 		Allocatable:   scheduler.ResourcesFrom(mp.Status.Allocatable),
 		Ready:         meta.IsStatusConditionTrue(mp.Status.Conditions, computev1alpha1.ConditionReady),
+		Reported:      meta.FindStatusCondition(mp.Status.Conditions, computev1alpha1.ConditionReady) != nil,
+		StartingUntil: mp.CreationTimestamp.Add(PoolStartGrace),
 	}
 	for _, c := range mp.Status.SupportedClasses {
 		p.Classes = p.Classes.With(classIndex(c))
