@@ -132,7 +132,7 @@ func BrokerServiceAccount(pool string) (string, error) {
 // this (downstream) cluster, its own identity, as an operator adding a broker would: the
 // ServiceAccount <namespace>/anvil-broker-<pool>, bound to the shipped ClusterRole
 // anvil-broker and to the shipped Role anvil-broker placed in namespace. It returns that
-// identity for impersonation; brokerrbac.Identity turns it into a token.
+// identity for impersonation; brokeridentity.Identity turns it into a token.
 func InstallBroker(ctx context.Context, c client.Client, namespace, pool string) (rest.ImpersonationConfig, error) {
 	sa, err := BrokerServiceAccount(pool)
 	if err != nil {

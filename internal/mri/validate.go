@@ -23,14 +23,14 @@ func ValidateCreate(m *mriv1alpha1.Machine) error {
 		return err
 	}
 	if m.GetMetadata().GetLabels()[LabelMachineUID] == "" {
-		return invalid("label %s is required: CreateMachine is idempotent on it", LabelMachineUID)
+		return Invalidf("label %s is required: CreateMachine is idempotent on it", LabelMachineUID)
 	}
 	return nil
 }
 
 func validateSpec(s *mriv1alpha1.MachineSpec) error {
 	if s == nil {
-		return invalid("spec is required")
+		return Invalidf("spec is required")
 	}
 	if err := checkEnum("spec.power", s.GetPower(), mriv1alpha1.Power_name, "POWER_ON or POWER_OFF"); err != nil {
 		return err
@@ -39,12 +39,12 @@ func validateSpec(s *mriv1alpha1.MachineSpec) error {
 		return err
 	}
 	if res := s.GetResources(); res.GetMilliCpu() <= 0 || res.GetMemoryBytes() <= 0 {
-		return invalid("spec.resources needs cpu and memory: set milli_cpu and memory_bytes above zero")
+		return Invalidf("spec.resources needs cpu and memory: set milli_cpu and memory_bytes above zero")
 	}
 	for k, v := range s.GetResources().GetExtended() {
 		// A negative amount would free capacity for the next machine.
 		if v < 0 {
-			return invalid("spec.resources.extended[%q] is %d: set zero or more", k, v)
+			return Invalidf("spec.resources.extended[%q] is %d: set zero or more", k, v)
 		}
 	}
 	if err := validateImage("spec.image", s.GetImage()); err != nil {
@@ -54,10 +54,10 @@ func validateSpec(s *mriv1alpha1.MachineSpec) error {
 		return err
 	}
 	if h := s.GetHostname(); h != "" && !IsHostname(h) {
-		return invalid("spec.hostname %q is not a hostname: use letters, digits, '-' and '.' (RFC 1123), at most 253 characters", h)
+		return Invalidf("spec.hostname %q is not a hostname: use letters, digits, '-' and '.' (RFC 1123), at most 253 characters", h)
 	}
 	if _, err := HostSelector(s); err != nil {
-		return invalid("%v: use operators In, NotIn (with values), Exists or DoesNotExist (without)", err)
+		return Invalidf("%v: use operators In, NotIn (with values), Exists or DoesNotExist (without)", err)
 	}
 	vols := s.GetVolumes()
 	for i, v := range vols {
@@ -65,7 +65,7 @@ func validateSpec(s *mriv1alpha1.MachineSpec) error {
 			return err
 		}
 		if named(vols[:i], v.GetName()) {
-			return invalid("volume %q appears twice: give each volume its own name", v.GetName())
+			return Invalidf("volume %q appears twice: give each volume its own name", v.GetName())
 		}
 	}
 	nics := s.GetNetworkInterfaces()
@@ -74,7 +74,7 @@ func validateSpec(s *mriv1alpha1.MachineSpec) error {
 			return err
 		}
 		if named(nics[:i], n.GetName()) {
-			return invalid("network interface %q appears twice: give each network interface its own name", n.GetName())
+			return Invalidf("network interface %q appears twice: give each network interface its own name", n.GetName())
 		}
 	}
 	return nil
@@ -85,7 +85,7 @@ func validateSpec(s *mriv1alpha1.MachineSpec) error {
 // defines (E2, E8). A runtime checks the image itself (its entry, its architecture) after.
 func ValidateReimage(req *mriv1alpha1.ReimageMachineRequest) error {
 	if req.GetId() == "" {
-		return invalid("id is required")
+		return Invalidf("id is required")
 	}
 	if err := validateImage("image", req.GetImage()); err != nil {
 		return err
@@ -95,7 +95,7 @@ func ValidateReimage(req *mriv1alpha1.ReimageMachineRequest) error {
 
 func validateImage(field string, img *mriv1alpha1.Image) error {
 	if img.GetReference() == "" || !strings.HasPrefix(img.GetDigest(), "sha256:") {
-		return invalid("%s needs a reference and its sha256 digest: resolve the reference first", field)
+		return Invalidf("%s needs a reference and its sha256 digest: resolve the reference first", field)
 	}
 	return nil
 }
@@ -111,7 +111,7 @@ func validateFirstBoot(field string, fb *mriv1alpha1.FirstBootConfig) error {
 		return err
 	}
 	if err := ValidateFirstBootMetaData(fb.GetMetaData(), fb.GetHardwareMetaData()); err != nil {
-		return invalid("%s.meta_data: %v", field, err)
+		return Invalidf("%s.meta_data: %v", field, err)
 	}
 	return nil
 }
@@ -175,23 +175,23 @@ func IsHostname(h string) bool {
 // no disk has: at create and when attached.
 func ValidateVolume(v *mriv1alpha1.Volume) error {
 	if v.GetName() == "" {
-		return invalid("a volume needs a name")
+		return Invalidf("a volume needs a name")
 	}
 	switch src := v.GetSource().(type) {
 	case *mriv1alpha1.Volume_ImageDisk:
 		if src.ImageDisk.GetSizeBytes() < 0 {
-			return invalid("volume %s: negative size: set image_disk.size_bytes to 0 to keep the image's size", v.GetName())
+			return Invalidf("volume %s: negative size: set image_disk.size_bytes to 0 to keep the image's size", v.GetName())
 		}
 	case *mriv1alpha1.Volume_EmptyDisk:
 		if src.EmptyDisk.GetSizeBytes() <= 0 {
-			return invalid("volume %s: an empty disk needs a size", v.GetName())
+			return Invalidf("volume %s: an empty disk needs a size", v.GetName())
 		}
 	case *mriv1alpha1.Volume_Handle:
 		if src.Handle == "" {
-			return invalid("volume %s: the handle is empty: name the disk it stands for", v.GetName())
+			return Invalidf("volume %s: the handle is empty: name the disk it stands for", v.GetName())
 		}
 	default:
-		return invalid("volume %s needs a source: image_disk, empty_disk or handle", v.GetName())
+		return Invalidf("volume %s needs a source: image_disk, empty_disk or handle", v.GetName())
 	}
 	return nil
 }
@@ -200,11 +200,11 @@ func ValidateVolume(v *mriv1alpha1.Volume) error {
 // network, or with a MAC address that is not one: at create and when attached.
 func ValidateNetworkInterface(n *mriv1alpha1.NetworkInterface) error {
 	if n.GetName() == "" || n.GetNetwork() == "" {
-		return invalid("a network interface needs a name and a network")
+		return Invalidf("a network interface needs a name and a network")
 	}
 	if mac := n.GetMacAddress(); mac != "" {
 		if hw, err := net.ParseMAC(mac); err != nil || len(hw) != 6 {
-			return invalid("network interface %s: MAC address %q is not xx:xx:xx:xx:xx:xx", n.GetName(), mac)
+			return Invalidf("network interface %s: MAC address %q is not xx:xx:xx:xx:xx:xx", n.GetName(), mac)
 		}
 	}
 	return nil
@@ -214,10 +214,10 @@ func ValidateNetworkInterface(n *mriv1alpha1.NetworkInterface) error {
 // and a value the MRI does not define, which a newer caller may send (E1).
 func checkEnum[E ~int32](field string, v E, names map[int32]string, set string) error {
 	if v == 0 {
-		return invalid("%s is unspecified: set %s", field, set)
+		return Invalidf("%s is unspecified: set %s", field, set)
 	}
 	if _, ok := names[int32(v)]; !ok {
-		return invalid("%s is %d, which MRI v1alpha1 does not define: set %s", field, int32(v), set)
+		return Invalidf("%s is %d, which MRI v1alpha1 does not define: set %s", field, int32(v), set)
 	}
 	return nil
 }
@@ -232,6 +232,8 @@ func named[T interface{ GetName() string }](list []T, name string) bool {
 	return false
 }
 
-func invalid(format string, args ...any) error {
+// Invalidf is the INVALID error every runtime answers a request it can never carry out
+// as asked: the one way to make it.
+func Invalidf(format string, args ...any) error {
 	return Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, format, args...)
 }

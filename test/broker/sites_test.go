@@ -18,7 +18,7 @@ import (
 
 	"github.com/anvil-dev/anvil/api"
 	"github.com/anvil-dev/anvil/internal/controlplane"
-	"github.com/anvil-dev/anvil/internal/runtime/broker/brokerrbac"
+	"github.com/anvil-dev/anvil/config/rbac/brokeridentity"
 	"github.com/anvil-dev/anvil/test/devproc"
 	"github.com/anvil-dev/anvil/test/testos"
 )
@@ -118,7 +118,7 @@ func (s *site) brokerIdentity(t *testing.T, pool string) string {
 	if err := client.IgnoreAlreadyExists(s.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: brokerNamespace}})); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := brokerrbac.Identity(ctx, s.cfg, brokerNamespace, pool, 0)
+	cfg, err := brokeridentity.Identity(ctx, s.cfg, brokerNamespace, pool, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

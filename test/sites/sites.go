@@ -18,7 +18,7 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/config/rbac"
 	"github.com/anvil-dev/anvil/internal/controlplane"
-	"github.com/anvil-dev/anvil/internal/runtime/broker/brokerrbac"
+	"github.com/anvil-dev/anvil/config/rbac/brokeridentity"
 	"github.com/anvil-dev/anvil/test/harness"
 )
 
@@ -176,7 +176,7 @@ func (h *Hierarchy) startProcesses(ctx context.Context, i int) error {
 	} else {
 		below := h.Levels[i+1]
 		l.Pool = below.Name
-		identity, err := brokerrbac.Identity(ctx, below.Env.Config, below.BrokerNamespace, l.Pool, 0)
+		identity, err := brokeridentity.Identity(ctx, below.Env.Config, below.BrokerNamespace, l.Pool, 0)
 		if err != nil {
 			return fmt.Errorf("the broker's identity in %s: %w", below.Name, err)
 		}

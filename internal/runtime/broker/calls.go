@@ -85,7 +85,7 @@ func (r *Runtime) ReimageMachine(ctx context.Context, req *mriv1alpha1.ReimageMa
 		return nil, err
 	}
 	if cur.Metadata.DeletedAtUnixNano != 0 {
-		return nil, invalid("machine %s is being deleted", req.GetId())
+		return nil, mri.Invalidf("machine %s is being deleted", req.GetId())
 	}
 	next := proto.Clone(cur.Spec).(*mriv1alpha1.MachineSpec)
 	if !mutate.Reimage(next, req.GetImage(), req.GetFirstBoot()) {

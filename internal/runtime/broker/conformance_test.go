@@ -11,7 +11,7 @@ import (
 
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/mri/conformance"
-	"github.com/anvil-dev/anvil/internal/runtime/broker/brokerrbac"
+	"github.com/anvil-dev/anvil/config/rbac/brokeridentity"
 )
 
 // TestConformance runs the MRI suite on a broker whose downstream is a real anvil (API
@@ -27,7 +27,7 @@ func TestConformance(t *testing.T) {
 	})
 	t.Run("AsTheBrokerIdentity", func(t *testing.T) {
 		s := newSite(t, "region-broker")
-		cfg, err := brokerrbac.Identity(context.Background(), env.Config, s.ns, s.pool, time.Hour)
+		cfg, err := brokeridentity.Identity(context.Background(), env.Config, s.ns, s.pool, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -193,7 +193,7 @@ func (r *Runtime) checkImage(ctx context.Context, img *mriv1alpha1.Image, arch c
 	case errors.Is(err, osimage.ErrWrongArchitecture):
 		return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_WRONG_ARCHITECTURE, "%v", err)
 	case errors.Is(err, osimage.ErrNotOSImage), errors.Is(err, osimage.ErrBadReference):
-		return invalid("%v", err)
+		return mri.Invalidf("%v", err)
 	}
 	return unavailable("reading the image's manifests", err)
 }
@@ -201,7 +201,7 @@ func (r *Runtime) checkImage(ctx context.Context, img *mriv1alpha1.Image, arch c
 // refusal is a mapping error as the MRI says it: what cannot cross a broker is INVALID.
 func refusal(err error) error {
 	if errors.Is(err, mapping.ErrInvalid) {
-		return invalid("%v", err)
+		return mri.Invalidf("%v", err)
 	}
 	return unavailable("mapping the machine", err)
 }
@@ -211,7 +211,7 @@ func refusal(err error) error {
 // anything else is retried.
 func downstreamError(what string, err error) error {
 	if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
-		return invalid("the downstream refused %s: %v", what, err)
+		return mri.Invalidf("the downstream refused %s: %v", what, err)
 	}
 	return unavailable(what, err)
 }

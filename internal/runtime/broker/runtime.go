@@ -284,6 +284,3 @@ func unavailable(what string, err error) error {
 	return status.Errorf(codes.Unavailable, "broker runtime: %s: %v", what, err)
 }
 
-func invalid(format string, args ...any) error {
-	return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, format, args...)
-}

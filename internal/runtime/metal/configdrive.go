@@ -68,7 +68,7 @@ func configDriveText(data []byte) error {
 	if utf8.Valid(data) {
 		return nil
 	}
-	return invalid("the first-boot data (the Machine's userData Secret) is not UTF-8 text, and a server's config drive " +
+	return mri.Invalidf("the first-boot data (the Machine's userData Secret) is not UTF-8 text, and a server's config drive " +
 		"carries it as text: put binary content base64-encoded inside the cloud-config (write_files with encoding: b64) instead")
 }
 

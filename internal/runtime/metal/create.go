@@ -43,7 +43,7 @@ func (r *Runtime) CreateMachine(ctx context.Context, req *mriv1alpha1.CreateMach
 	labels := in.GetMetadata().GetLabels()
 	uid, ns := labels[mri.LabelMachineUID], labels[LabelMachineNamespace]
 	if ns == "" {
-		return nil, invalid("label %s is required: the namespace decides which Hosts HostPolicies allow", LabelMachineNamespace)
+		return nil, mri.Invalidf("label %s is required: the namespace decides which Hosts HostPolicies allow", LabelMachineNamespace)
 	}
 	if err := r.awaitReady(ctx); err != nil {
 		return nil, err
@@ -70,7 +70,7 @@ func (r *Runtime) CreateMachine(ctx context.Context, req *mriv1alpha1.CreateMach
 	}
 	hostSelector, err := mri.HostSelector(spec) // checked by ValidateCreate
 	if err != nil {
-		return nil, invalid("%v", err)
+		return nil, mri.Invalidf("%v", err)
 	}
 	res := spec.GetResources()
 	preq := placement.Request{
@@ -138,7 +138,7 @@ func (r *Runtime) claimFirst(ctx context.Context, c *claim, inv placement.Invent
 		secret, err := configDriveSecret(r.opts.Namespace, c.id, c.labels, c.spec, hardware)
 		if err != nil {
 			dropSecret()
-			return nil, invalid("config drive: %v", err)
+			return nil, mri.Invalidf("config drive: %v", err)
 		}
 		if written == nil {
 			r.startWriting(secret)
@@ -255,7 +255,7 @@ func (r *Runtime) resolveBootFiles(ctx context.Context, img *mriv1alpha1.Image, 
 	case errors.Is(err, osimage.ErrWrongArchitecture):
 		return bootFiles{}, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_WRONG_ARCHITECTURE, "%v", err)
 	case errors.Is(err, errNotBootable), errors.Is(err, osimage.ErrNotOSImage), errors.Is(err, osimage.ErrBadReference):
-		return bootFiles{}, invalid("%v", err)
+		return bootFiles{}, mri.Invalidf("%v", err)
 	}
 	return bootFiles{}, unavailable("reading the image's manifests", err)
 }
@@ -275,9 +275,6 @@ func refuse(pool string, ref *placement.Refusal) error {
 	return mri.Errorf(reason, "pool %s: %s", pool, ref.Message)
 }
 
-func invalid(format string, args ...any) error {
-	return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, format, args...)
-}
 
 // validateSpec refuses, after mri.ValidateCreate, what no Host can be given: first-boot
 // data larger than a config drive holds or that is not text, and any volume but one image
@@ -285,7 +282,7 @@ func invalid(format string, args ...any) error {
 // Host is claimed, so such a machine never holds a server only to fail at deploy.
 func validateSpec(s *mriv1alpha1.MachineSpec) error {
 	if n := len(s.GetFirstBoot().GetData()); n > maxUserData {
-		return invalid("spec.first_boot.data is %d bytes; a config drive holds at most %d", n, maxUserData)
+		return mri.Invalidf("spec.first_boot.data is %d bytes; a config drive holds at most %d", n, maxUserData)
 	}
 	if err := configDriveText(userData(s)); err != nil {
 		return err
@@ -293,10 +290,10 @@ func validateSpec(s *mriv1alpha1.MachineSpec) error {
 	images := 0
 	for _, v := range s.GetVolumes() {
 		if v.GetImageDisk() == nil {
-			return invalid("volume %q: a bare-metal machine has the server's own disks; only the image disk can be given", v.GetName())
+			return mri.Invalidf("volume %q: a bare-metal machine has the server's own disks; only the image disk can be given", v.GetName())
 		}
 		if images++; images > 1 {
-			return invalid("volume %q: a bare-metal machine has one image disk", v.GetName())
+			return mri.Invalidf("volume %q: a bare-metal machine has one image disk", v.GetName())
 		}
 	}
 	return nil

@@ -38,7 +38,7 @@ func (r *Runtime) ReimageMachine(ctx context.Context, req *mriv1alpha1.ReimageMa
 		return nil, err
 	}
 	if cur.Metadata.DeletedAtUnixNano != 0 {
-		return nil, invalid("machine %s is being deleted", id)
+		return nil, mri.Invalidf("machine %s is being deleted", id)
 	}
 	next := proto.Clone(cur.Spec).(*mriv1alpha1.MachineSpec)
 	if !mutate.Reimage(next, req.GetImage(), req.GetFirstBoot()) {
@@ -68,7 +68,7 @@ func (r *Runtime) ReimageMachine(ctx context.Context, req *mriv1alpha1.ReimageMa
 		}
 		secret, err := configDriveSecret(r.opts.Namespace, id, cur.Metadata.Labels, next, hardware)
 		if err != nil {
-			return nil, invalid("config drive: %v", err)
+			return nil, mri.Invalidf("config drive: %v", err)
 		}
 		secret.Name = reimageDriveName(cur.Metadata.Labels[mri.LabelMachineUID], cur.Metadata.Generation+1, secret.Data)
 		r.startWriting(secret)
@@ -80,7 +80,7 @@ func (r *Runtime) ReimageMachine(ctx context.Context, req *mriv1alpha1.ReimageMa
 	}
 	m, err := r.mutate(ctx, id, func(h *metalv1alpha1.Host, rec *record, spec *mriv1alpha1.MachineSpec) (bool, error) {
 		if rec.DeletedAt != 0 {
-			return false, invalid("machine %s is being deleted", id)
+			return false, mri.Invalidf("machine %s is being deleted", id)
 		}
 		if spec.FirstBoot != nil {
 			r.mu.Lock()
@@ -122,7 +122,7 @@ func rebuildable(h *metalv1alpha1.Host, files bootFiles) error {
 		return nil
 	}
 	kinds := map[bool]string{false: "a disk image", true: "a kernel and initramfs booted from RAM"}
-	return invalid("the machine's server runs %s and the new image is %s: a server is not switched between the two in place; "+
+	return mri.Invalidf("the machine's server runs %s and the new image is %s: a server is not switched between the two in place; "+
 		"delete the Machine and create it with the new image instead", kinds[!ramdisk], kinds[ramdisk])
 }
 
@@ -139,7 +139,7 @@ func (r *Runtime) hostHardware(ctx context.Context, h *metalv1alpha1.Host, refs 
 	}
 	values, err := mri.ResolveHardware(refs, placement.HardwareNames(&hd.Spec))
 	if err != nil {
-		return nil, invalid("the machine's server cannot answer spec.first_boot.hardware_meta_data: %v: name a NIC or disk it has", err)
+		return nil, mri.Invalidf("the machine's server cannot answer spec.first_boot.hardware_meta_data: %v: name a NIC or disk it has", err)
 	}
 	return values, nil
 }

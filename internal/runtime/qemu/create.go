@@ -165,10 +165,10 @@ const minMemory = 16 << 20
 // volume handle outside its volumes folder.
 func validateSpec(s *mriv1alpha1.MachineSpec) error {
 	if s.GetResources().GetMemoryBytes() < minMemory {
-		return invalid("spec.resources.memory_bytes is %d: a QEMU machine needs at least 16 MiB", s.GetResources().GetMemoryBytes())
+		return mri.Invalidf("spec.resources.memory_bytes is %d: a QEMU machine needs at least 16 MiB", s.GetResources().GetMemoryBytes())
 	}
 	if _, err := pinned(s.GetImage()); err != nil {
-		return invalid("spec.image: %v", err)
+		return mri.Invalidf("spec.image: %v", err)
 	}
 	for _, v := range s.GetVolumes() {
 		if err := validateHandle(v); err != nil {
@@ -178,9 +178,6 @@ func validateSpec(s *mriv1alpha1.MachineSpec) error {
 	return checkHardwareRefs(s.GetFirstBoot().GetHardwareMetaData(), specNICs(s))
 }
 
-func invalid(format string, args ...any) error {
-	return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, format, args...)
-}
 
 // pinned is the image reference pinned to its digest, as the cache and index read it.
 func pinned(img *mriv1alpha1.Image) (string, error) {

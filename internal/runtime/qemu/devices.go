@@ -126,7 +126,7 @@ func validateVolume(v *mriv1alpha1.Volume) error {
 // validateHandle refuses a handle that is not a path below the volumes folder.
 func validateHandle(v *mriv1alpha1.Volume) error {
 	if h, ok := v.GetSource().(*mriv1alpha1.Volume_Handle); ok && (!handlePattern.MatchString(h.Handle) || strings.Contains(h.Handle, "..")) {
-		return invalid("volume %s: handle %q must be a relative path of letters, digits, '.', '_' and '-'", v.GetName(), h.Handle)
+		return mri.Invalidf("volume %s: handle %q must be a relative path of letters, digits, '.', '_' and '-'", v.GetName(), h.Handle)
 	}
 	return nil
 }

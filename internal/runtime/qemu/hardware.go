@@ -19,13 +19,13 @@ func checkHardwareRefs(refs []*mriv1alpha1.HardwareMetaData, nics map[string]str
 func resolveHardwareRefs(refs []*mriv1alpha1.HardwareMetaData, nics map[string]string) (map[string]string, error) {
 	for _, r := range refs {
 		if r.GetField() == mriv1alpha1.HardwareField_HARDWARE_FIELD_DISK_SERIAL_NUMBER {
-			return nil, invalid("hardware key %q: a VM has no disk serial numbers (its disks are files this runtime makes, with no serial to report): "+
+			return nil, mri.Invalidf("hardware key %q: a VM has no disk serial numbers (its disks are files this runtime makes, with no serial to report): "+
 				"drop the key, or run the machine on a bare-metal pool", r.GetKey())
 		}
 	}
 	values, err := mri.ResolveHardware(refs, mri.HardwareNames{NICs: nics})
 	if err != nil {
-		return nil, invalid("%v: a VM's NICs are the spec's network_interfaces", err)
+		return nil, mri.Invalidf("%v: a VM's NICs are the spec's network_interfaces", err)
 	}
 	return values, nil
 }

@@ -21,7 +21,7 @@ func (r *Runtime) ReimageMachine(ctx context.Context, req *mriv1alpha1.ReimageMa
 		return nil, err
 	}
 	if _, err := pinned(req.GetImage()); err != nil {
-		return nil, invalid("image: %v", err)
+		return nil, mri.Invalidf("image: %v", err)
 	}
 	cur, err := r.clone(req.GetId())
 	if err != nil {
@@ -36,7 +36,7 @@ func (r *Runtime) ReimageMachine(ctx context.Context, req *mriv1alpha1.ReimageMa
 	}
 	m, err := r.mutate(req.GetId(), func(m *machine) (bool, error) {
 		if m.rec.Phase == phaseDeleting {
-			return false, invalid("machine %s is being deleted", req.GetId())
+			return false, mri.Invalidf("machine %s is being deleted", req.GetId())
 		}
 		if err := checkHardwareRefs(req.GetFirstBoot().GetHardwareMetaData(), m.rec.nics()); err != nil {
 			return false, err // the NICs it has now: some may have been attached or detached

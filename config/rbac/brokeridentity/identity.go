@@ -1,4 +1,4 @@
-package brokerrbac
+package brokeridentity
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package brokerrbac_test
+package brokeridentity_test
 
 import (
 	"strings"

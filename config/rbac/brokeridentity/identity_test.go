@@ -1,4 +1,4 @@
-package brokerrbac_test
+package brokeridentity_test
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/controlplane"
-	"github.com/anvil-dev/anvil/internal/runtime/broker/brokerrbac"
+	"github.com/anvil-dev/anvil/config/rbac/brokeridentity"
 	"github.com/anvil-dev/anvil/internal/runtime/broker/mapping"
 	"github.com/anvil-dev/anvil/test/harness"
 )
@@ -109,7 +109,7 @@ func judge(want answer, err error, pool string) string {
 	return ""
 }
 
-// broker is a broker's identity made by brokerrbac.Identity and clients acting with it.
+// broker is a broker's identity made by brokeridentity.Identity and clients acting with it.
 type broker struct {
 	pool, ns string
 	config   *rest.Config
@@ -122,7 +122,7 @@ func newBroker(t *testing.T, name string) *broker {
 	t.Helper()
 	ctx := context.Background()
 	b := &broker{pool: "up-" + name, ns: "site-" + name}
-	cfg, err := brokerrbac.Identity(ctx, env.Config, b.ns, b.pool, time.Hour)
+	cfg, err := brokeridentity.Identity(ctx, env.Config, b.ns, b.pool, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -486,7 +486,7 @@ func TestBrokerCredentialsDoWhatABrokerNeeds(t *testing.T) {
 // naming the fix, before it installs anything.
 func TestIdentityRefusesAPoolItCannotName(t *testing.T) {
 	for _, pool := range []string{"", "Upper", "a/b", strings.Repeat("p", 64)} {
-		_, err := brokerrbac.Identity(context.Background(), env.Config, "site-badpool", pool, 0)
+		_, err := brokeridentity.Identity(context.Background(), env.Config, "site-badpool", pool, 0)
 		if err == nil || !strings.Contains(err.Error(), "broker pool") {
 			t.Errorf("Identity(pool %q) = %v, want an error naming the broker pool", pool, err)
 		}
