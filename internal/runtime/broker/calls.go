@@ -18,7 +18,7 @@ import (
 // until the downstream Machine is gone (its pool's runtime has let it go), and its
 // first-boot Secret goes after it.
 func (r *Runtime) DeleteMachine(ctx context.Context, req *mriv1alpha1.DeleteMachineRequest) (*mriv1alpha1.DeleteMachineResponse, error) {
-	if err := r.awaitReady(ctx); err != nil {
+	if err := r.AwaitReady(ctx); err != nil {
 		return nil, err
 	}
 	m, name, err := r.machine(req.GetId())
@@ -77,7 +77,7 @@ func (r *Runtime) ReimageMachine(ctx context.Context, req *mriv1alpha1.ReimageMa
 	if err := mri.ValidateReimage(req); err != nil {
 		return nil, err
 	}
-	if err := r.awaitReady(ctx); err != nil {
+	if err := r.AwaitReady(ctx); err != nil {
 		return nil, err
 	}
 	cur, _, err := r.machine(req.GetId())

@@ -10,8 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
-	"github.com/anvil-dev/anvil/internal/mri/conformance"
 	"github.com/anvil-dev/anvil/config/rbac/brokeridentity"
+	"github.com/anvil-dev/anvil/internal/mri/conformance"
 )
 
 // TestConformance runs the MRI suite on a broker whose downstream is a real anvil (API

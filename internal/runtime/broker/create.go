@@ -36,7 +36,7 @@ func (r *Runtime) CreateMachine(ctx context.Context, req *mriv1alpha1.CreateMach
 	if err != nil {
 		return nil, refusal(err)
 	}
-	if err := r.awaitReady(ctx); err != nil {
+	if err := r.AwaitReady(ctx); err != nil {
 		return nil, err
 	}
 	name := d.Machine.Name

@@ -232,7 +232,7 @@ func (s *site) startWith(cfg *rest.Config, cl client.Client, mut func(*Options))
 	}()
 	rctx, rcancel := context.WithTimeout(ctx, time.Minute)
 	defer rcancel()
-	if err := rt.awaitReady(rctx); err != nil {
+	if err := rt.AwaitReady(rctx); err != nil {
 		r.Close()
 		return nil, err
 	}

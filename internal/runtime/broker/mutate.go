@@ -26,7 +26,7 @@ type change func(m *mriv1alpha1.Machine, reboot *string) (bool, error)
 // conflicts: the first-boot Secret first when its data changed, then the Machine with
 // its record. A call that changes nothing writes nothing (E3).
 func (r *Runtime) mutate(ctx context.Context, id string, fn change) (*mriv1alpha1.Machine, error) {
-	if err := r.awaitReady(ctx); err != nil {
+	if err := r.AwaitReady(ctx); err != nil {
 		return nil, err
 	}
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {

@@ -2,17 +2,15 @@ package broker
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/runtime/broker/mapping"
+	"github.com/anvil-dev/anvil/internal/runtime/kit"
 )
 
 // Run watches the broker's downstream Machines and Secrets and the downstream pools,
@@ -20,18 +18,11 @@ import (
 // answer once the downstream has been read. It returns when ctx ends or the runtime is
 // closed.
 func (r *Runtime) Run(ctx context.Context) error {
-	r.mu.Lock()
-	if r.closed || r.running {
-		r.mu.Unlock()
-		return errors.New("broker runtime: Run called twice or after Close")
+	ctx, end, err := r.Begin(ctx)
+	if err != nil {
+		return err
 	}
-	r.running = true
-	r.mu.Unlock()
-	defer close(r.runDone)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(r.closing, cancel)
-	defer stop()
+	defer end()
 	defer r.secrets.ShutDown()
 
 	if err := r.watch(ctx); err != nil {
@@ -58,47 +49,19 @@ func (r *Runtime) Run(ctx context.Context) error {
 
 // watch registers the informer handlers and waits for every informer the runtime reads.
 func (r *Runtime) watch(ctx context.Context) error {
-	var synced []toolscache.InformerSynced
-	handle := func(obj client.Object, h toolscache.ResourceEventHandlerFuncs) error {
-		inf, err := r.opts.Cache.GetInformer(ctx, obj)
-		if err != nil {
-			return fmt.Errorf("broker runtime: watching %T: %w", obj, err)
-		}
-		synced = append(synced, inf.HasSynced)
-		if h.AddFunc == nil {
-			return nil
-		}
-		reg, err := inf.AddEventHandler(h)
-		if err != nil {
-			return err
-		}
-		synced = append(synced, reg.HasSynced)
-		context.AfterFunc(ctx, func() { _ = inf.RemoveEventHandler(reg) })
-		return nil
-	}
-	if err := handle(&computev1alpha1.Machine{}, toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { r.machineChanged(obj, false) },
-		UpdateFunc: func(_, obj any) { r.machineChanged(obj, false) },
-		DeleteFunc: func(obj any) { r.machineChanged(obj, true) },
-	}); err != nil {
-		return err
-	}
-	if err := handle(&corev1.Secret{}, toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { r.secretChanged(obj, false) },
-		UpdateFunc: func(_, obj any) { r.secretChanged(obj, false) },
-		DeleteFunc: func(obj any) { r.secretChanged(obj, true) },
-	}); err != nil {
-		return err
-	}
-	for _, obj := range []client.Object{&computev1alpha1.MachinePool{}, &computev1alpha1.MachineClass{}} {
-		if err := handle(obj, toolscache.ResourceEventHandlerFuncs{}); err != nil {
-			return err
-		}
-	}
-	if !toolscache.WaitForCacheSync(ctx.Done(), synced...) {
-		return fmt.Errorf("broker runtime: caches never synced: %w", ctx.Err())
-	}
-	return nil
+	return r.Watch(ctx, r.opts.Cache,
+		kit.Watched{Object: &computev1alpha1.Machine{}, Handler: toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { r.machineChanged(obj, false) },
+			UpdateFunc: func(_, obj any) { r.machineChanged(obj, false) },
+			DeleteFunc: func(obj any) { r.machineChanged(obj, true) },
+		}},
+		kit.Watched{Object: &corev1.Secret{}, Handler: toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { r.secretChanged(obj, false) },
+			UpdateFunc: func(_, obj any) { r.secretChanged(obj, false) },
+			DeleteFunc: func(obj any) { r.secretChanged(obj, true) },
+		}},
+		kit.Watched{Object: &computev1alpha1.MachinePool{}},
+		kit.Watched{Object: &computev1alpha1.MachineClass{}})
 }
 
 // start computes every machine there is (adoption: the downstream is the broker's only
@@ -116,8 +79,8 @@ func (r *Runtime) start() int {
 			r.secrets.Add(name)
 		}
 	}
-	close(r.ready)
-	return len(r.views)
+	r.Open()
+	return r.Views.Len()
 }
 
 // owned reports whether a downstream object is this broker's: the cache selects by label,
