@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/anvil-dev/anvil/api"
-	"github.com/anvil-dev/anvil/internal/controlplane"
 	"github.com/anvil-dev/anvil/config/rbac/brokeridentity"
+	"github.com/anvil-dev/anvil/internal/controlplane"
 	"github.com/anvil-dev/anvil/test/devproc"
 	"github.com/anvil-dev/anvil/test/testos"
 )

@@ -17,8 +17,8 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/config/rbac"
-	"github.com/anvil-dev/anvil/internal/controlplane"
 	"github.com/anvil-dev/anvil/config/rbac/brokeridentity"
+	"github.com/anvil-dev/anvil/internal/controlplane"
 	"github.com/anvil-dev/anvil/test/harness"
 )
 

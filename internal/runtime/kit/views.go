@@ -91,11 +91,13 @@ func (v *Views[T]) ByKey(key string) (*mriv1alpha1.Machine, T) {
 	return proto.Clone(w.machine).(*mriv1alpha1.Machine), w.extra
 }
 
-// IDOf is the id of the machine made from the object key, "" when there is none.
-func (v *Views[T]) IDOf(key string) string {
+// Peek is the id of the machine made from the object key and what the runtime keeps
+// beside it, without a copy of the machine; ok is false when there is none.
+func (v *Views[T]) Peek(key string) (id string, extra T, ok bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return v.byKey[key].machine.GetMetadata().GetId()
+	w, ok := v.byKey[key]
+	return w.machine.GetMetadata().GetId(), w.extra, ok
 }
 
 // Each calls fn with every machine (not a copy: fn must not keep or change it).

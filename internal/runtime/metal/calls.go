@@ -23,7 +23,7 @@ type change func(h *metalv1alpha1.Host, rec *record, spec *mriv1alpha1.MachineSp
 // on conflicts; a change bumps the generation (CONTRACT.md E4). A call that changes
 // nothing writes nothing (E3).
 func (r *Runtime) mutate(ctx context.Context, id string, fn change) (*mriv1alpha1.Machine, error) {
-	if err := r.awaitReady(ctx); err != nil {
+	if err := r.AwaitReady(ctx); err != nil {
 		return nil, err
 	}
 	var written *metalv1alpha1.Host
@@ -144,37 +144,10 @@ func (r *Runtime) UpdateMachineLabels(ctx context.Context, req *mriv1alpha1.Upda
 
 // A server's disks and NICs are its own: nothing is plugged into or out of a bare-metal
 // machine once it exists. Attaching what the machine already has, or detaching what it
-// never had, succeeds and changes nothing (CONTRACT.md E3); anything else is INVALID.
+// never had, succeeds and changes nothing (CONTRACT.md E3); anything else is INVALID with
+// these messages (the Runtime's mutate.Fixed).
 
 const (
 	noVolumeHotplug = "a bare-metal machine cannot attach or detach volumes; its disks are the server's own"
 	noNICHotplug    = "a bare-metal machine cannot attach or detach network interfaces; its NICs are the server's own"
 )
-
-func (r *Runtime) AttachVolume(ctx context.Context, req *mriv1alpha1.AttachVolumeRequest) (*mriv1alpha1.AttachVolumeResponse, error) {
-	return r.fixed().AttachVolume(ctx, req)
-}
-
-func (r *Runtime) DetachVolume(ctx context.Context, req *mriv1alpha1.DetachVolumeRequest) (*mriv1alpha1.DetachVolumeResponse, error) {
-	return r.fixed().DetachVolume(ctx, req)
-}
-
-func (r *Runtime) AttachNetworkInterface(ctx context.Context, req *mriv1alpha1.AttachNetworkInterfaceRequest) (*mriv1alpha1.AttachNetworkInterfaceResponse, error) {
-	return r.fixed().AttachNetworkInterface(ctx, req)
-}
-
-func (r *Runtime) DetachNetworkInterface(ctx context.Context, req *mriv1alpha1.DetachNetworkInterfaceRequest) (*mriv1alpha1.DetachNetworkInterfaceResponse, error) {
-	return r.fixed().DetachNetworkInterface(ctx, req)
-}
-
-// fixed answers the calls above: a server keeps its disks and NICs.
-func (r *Runtime) fixed() mutate.Fixed {
-	return mutate.Fixed{NoVolumeHotplug: noVolumeHotplug, NoNICHotplug: noNICHotplug,
-		Machine: func(ctx context.Context, id string) (*mriv1alpha1.Machine, error) {
-			if err := r.awaitReady(ctx); err != nil {
-				return nil, err
-			}
-			m, _, err := r.machine(id)
-			return m, err
-		}}
-}

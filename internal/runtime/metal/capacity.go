@@ -21,7 +21,7 @@ import (
 // Status reports the Hosts that count (placement.Inventory.Counts) as both capacity and
 // allocatable: allocatable is never reduced by machines (the scheduler subtracts them).
 func (r *Runtime) Status(ctx context.Context, _ *mriv1alpha1.StatusRequest) (*mriv1alpha1.StatusResponse, error) {
-	if err := r.awaitReady(ctx); err != nil {
+	if err := r.AwaitReady(ctx); err != nil {
 		return nil, err
 	}
 	inv, err := r.inventory(ctx)

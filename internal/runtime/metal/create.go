@@ -45,7 +45,7 @@ func (r *Runtime) CreateMachine(ctx context.Context, req *mriv1alpha1.CreateMach
 	if ns == "" {
 		return nil, mri.Invalidf("label %s is required: the namespace decides which Hosts HostPolicies allow", LabelMachineNamespace)
 	}
-	if err := r.awaitReady(ctx); err != nil {
+	if err := r.AwaitReady(ctx); err != nil {
 		return nil, err
 	}
 	id := machineID(r.opts.PoolName, uid)
@@ -95,13 +95,13 @@ func (r *Runtime) CreateMachine(ctx context.Context, req *mriv1alpha1.CreateMach
 		return nil, refuse(r.opts.PoolName, refusal)
 	}
 	c := &claim{id: id, uid: uid, namespace: ns, labels: labels, annotations: in.GetMetadata().GetAnnotations(), spec: spec, files: files}
-	m, err := r.claimFirst(ctx, c, inv, preq, candidates)
+	m, host, err := r.claimFirst(ctx, c, inv, preq, candidates)
 	if err != nil {
 		return nil, err
 	}
-	r.opts.Logger.Info("machine created", "machine", id, "uid", uid, "namespace", ns, "host", m.host)
-	r.queue.Add(m.host)
-	return &mriv1alpha1.CreateMachineResponse{Machine: m.machine}, nil
+	r.opts.Logger.Info("machine created", "machine", id, "uid", uid, "namespace", ns, "host", host)
+	r.queue.Add(host)
+	return &mriv1alpha1.CreateMachineResponse{Machine: m}, nil
 }
 
 // claim is one machine being created.
@@ -120,7 +120,7 @@ type claim struct {
 // the claim holds, the Secret is this runtime's to remove; after an answer that leaves it
 // unknown whether the claim holds, it is kept and the sweep removes it if no Host names
 // its machine.
-func (r *Runtime) claimFirst(ctx context.Context, c *claim, inv placement.Inventory, preq placement.Request, candidates []*metalv1alpha1.Host) (*machineView, error) {
+func (r *Runtime) claimFirst(ctx context.Context, c *claim, inv placement.Inventory, preq placement.Request, candidates []*metalv1alpha1.Host) (*mriv1alpha1.Machine, string, error) {
 	var written *corev1.Secret
 	dropSecret := func() {
 		if written == nil {
@@ -138,7 +138,7 @@ func (r *Runtime) claimFirst(ctx context.Context, c *claim, inv placement.Invent
 		secret, err := configDriveSecret(r.opts.Namespace, c.id, c.labels, c.spec, hardware)
 		if err != nil {
 			dropSecret()
-			return nil, mri.Invalidf("config drive: %v", err)
+			return nil, "", mri.Invalidf("config drive: %v", err)
 		}
 		if written == nil {
 			r.startWriting(secret)
@@ -147,14 +147,14 @@ func (r *Runtime) claimFirst(ctx context.Context, c *claim, inv placement.Invent
 		if written == nil || !maps.EqualFunc(written.Data, secret.Data, bytes.Equal) {
 			if err := r.writeSecret(ctx, secret); err != nil {
 				dropSecret()
-				return nil, unavailable("writing the config drive", err)
+				return nil, "", unavailable("writing the config drive", err)
 			}
 			written = secret
 		}
 		h, err := r.tryClaim(ctx, inv, preq, cand, c, secret.Name)
 		if err != nil {
 			dropSecret()
-			return nil, err
+			return nil, "", err
 		}
 		if h == nil {
 			continue // taken by another machine, changed, or gone
@@ -163,12 +163,12 @@ func (r *Runtime) claimFirst(ctx context.Context, c *claim, inv placement.Invent
 		r.prefetch(h)
 		m, _, err := r.machine(c.id)
 		if err != nil {
-			return nil, unavailable("reading back machine "+c.id, err)
+			return nil, "", unavailable("reading back machine "+c.id, err)
 		}
-		return &machineView{host: h.Name, machine: m}, nil
+		return m, h.Name, nil
 	}
 	dropSecret()
-	return nil, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_NO_CAPACITY,
+	return nil, "", mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_NO_CAPACITY,
 		"pool %s: every Host that fits was taken by another machine while claiming one", r.opts.PoolName)
 }
 
@@ -209,10 +209,8 @@ func (r *Runtime) doneWriting(name string) {
 // drivesInUseLocked are the config drives machines' records name, and those being
 // written. mu must be held.
 func (r *Runtime) drivesInUseLocked() map[string]bool {
-	used := make(map[string]bool, len(r.machines)+len(r.writing))
-	for _, v := range r.machines {
-		used[v.drive] = true
-	}
+	used := make(map[string]bool, r.Views.Len()+len(r.writing))
+	r.Views.Each(func(_ string, _ *mriv1alpha1.Machine, v hostView) { used[v.drive] = true })
 	for name := range r.writing {
 		used[name] = true
 	}
@@ -274,7 +272,6 @@ func refuse(pool string, ref *placement.Refusal) error {
 	}
 	return mri.Errorf(reason, "pool %s: %s", pool, ref.Message)
 }
-
 
 // validateSpec refuses, after mri.ValidateCreate, what no Host can be given: first-boot
 // data larger than a config drive holds or that is not text, and any volume but one image

@@ -224,7 +224,7 @@ func (s *site) startOn(listen string) (*running, error) {
 	}()
 	rctx, rcancel := context.WithTimeout(ctx, time.Minute)
 	defer rcancel()
-	if err := rt.awaitReady(rctx); err != nil {
+	if err := rt.AwaitReady(rctx); err != nil {
 		r.Close()
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 )
 
 // imagePath is where the image server serves disks, kernels and initramfs files:
@@ -33,15 +34,17 @@ type source struct {
 func (r *Runtime) fileSource(checksum string) (source, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, v := range r.machines {
-		h := r.hosts[v.host]
-		if h == nil || !slices.Contains(checksums(h.Spec.Image), checksum) {
-			continue
+	var src source
+	var found bool
+	r.Views.Each(func(host string, m *mriv1alpha1.Machine, _ hostView) {
+		h := r.hosts[host]
+		if found || h == nil || !slices.Contains(checksums(h.Spec.Image), checksum) {
+			return
 		}
-		img := v.machine.GetSpec().GetImage()
-		return source{reference: img.GetReference(), digest: img.GetDigest(), arch: h.Spec.Architecture}, true
-	}
-	return source{}, false
+		img := m.GetSpec().GetImage()
+		src, found = source{reference: img.GetReference(), digest: img.GetDigest(), arch: h.Spec.Architecture}, true
+	})
+	return src, found
 }
 
 // serveFile serves one blob (disk, kernel or initramfs) from the cache, pulling the
@@ -116,7 +119,7 @@ func (r *Runtime) prefetch(h *metalv1alpha1.Host) {
 	r.mu.Unlock()
 	go func() {
 		defer r.background.Done()
-		ctx, cancel := context.WithTimeout(r.closing, pullTimeout)
+		ctx, cancel := context.WithTimeout(r.Closing(), pullTimeout)
 		defer cancel()
 		start := time.Now()
 		if _, err := r.opts.Images.Pull(ctx, src.reference, src.digest, src.arch); err != nil {

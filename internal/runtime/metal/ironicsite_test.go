@@ -2,11 +2,12 @@ package metal
 
 import (
 	"context"
-	"github.com/anvil-dev/anvil/internal/events"
 	"os"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/anvil-dev/anvil/internal/events"
 
 	"github.com/go-logr/logr/testr"
 	"k8s.io/apimachinery/pkg/util/wait"

@@ -29,7 +29,7 @@ func (r *Runtime) ReimageMachine(ctx context.Context, req *mriv1alpha1.ReimageMa
 	if err := mri.ValidateReimage(req); err != nil {
 		return nil, err
 	}
-	if err := r.awaitReady(ctx); err != nil {
+	if err := r.AwaitReady(ctx); err != nil {
 		return nil, err
 	}
 	id := req.GetId()

@@ -15,6 +15,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/runtime/kit"
 )
 
 // sweepKey is the queue item that removes config-drive Secrets no machine uses.
@@ -29,18 +30,11 @@ const sweepGrace = time.Minute
 // to tenants, removing leftovers. Calls answer once the Hosts and config drives have
 // been read. It returns when ctx ends or the runtime is closed.
 func (r *Runtime) Run(ctx context.Context) error {
-	r.mu.Lock()
-	if r.closed || r.running {
-		r.mu.Unlock()
-		return errors.New("metal runtime: Run called twice or after Close")
+	ctx, end, err := r.Begin(ctx)
+	if err != nil {
+		return err
 	}
-	r.running = true
-	r.mu.Unlock()
-	defer close(r.runDone)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(r.closing, cancel)
-	defer stop()
+	defer end()
 
 	srv := &http.Server{Handler: r.imageHandler(), ReadHeaderTimeout: 10 * time.Second}
 	var wg sync.WaitGroup
@@ -83,48 +77,24 @@ func (r *Runtime) imageHandler() http.Handler {
 
 // watch registers the informer handlers and waits for every informer the runtime reads.
 func (r *Runtime) watch(ctx context.Context) error {
-	hosts, err := r.opts.Cache.GetInformer(ctx, &metalv1alpha1.Host{})
-	if err != nil {
-		return fmt.Errorf("metal runtime: watching Hosts: %w", err)
-	}
-	reg, err := hosts.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { r.hostChanged(obj, false) },
-		UpdateFunc: func(_, obj any) { r.hostChanged(obj, false) },
-		DeleteFunc: func(obj any) { r.hostChanged(obj, true) },
-	})
-	if err != nil {
-		return err
-	}
-	context.AfterFunc(ctx, func() { _ = hosts.RemoveEventHandler(reg) })
-	hw, err := r.opts.Cache.GetInformer(ctx, &metalv1alpha1.HardwareData{})
-	if err != nil {
-		return fmt.Errorf("metal runtime: watching HardwareData: %w", err)
-	}
 	// A Host's HardwareData has its name: new hardware may change a tenant's copy.
 	enqueue := func(obj any) {
 		if o, ok := obj.(client.Object); ok && o.GetNamespace() == r.opts.Namespace {
 			r.queue.Add(o.GetName())
 		}
 	}
-	hwReg, err := hw.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) },
-	})
-	if err != nil {
-		return err
-	}
-	context.AfterFunc(ctx, func() { _ = hw.RemoveEventHandler(hwReg) })
-	synced := []toolscache.InformerSynced{hosts.HasSynced, reg.HasSynced, hw.HasSynced}
-	for _, obj := range []client.Object{&metalv1alpha1.HostPolicy{}, &computev1alpha1.MachineClass{}, &corev1.Namespace{}} {
-		inf, err := r.opts.Cache.GetInformer(ctx, obj)
-		if err != nil {
-			return fmt.Errorf("metal runtime: watching %T: %w", obj, err)
-		}
-		synced = append(synced, inf.HasSynced)
-	}
-	if !toolscache.WaitForCacheSync(ctx.Done(), synced...) {
-		return fmt.Errorf("metal runtime: caches never synced: %w", ctx.Err())
-	}
-	return nil
+	return r.Watch(ctx, r.opts.Cache,
+		kit.Watched{Object: &metalv1alpha1.Host{}, Handler: toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { r.hostChanged(obj, false) },
+			UpdateFunc: func(_, obj any) { r.hostChanged(obj, false) },
+			DeleteFunc: func(obj any) { r.hostChanged(obj, true) },
+		}},
+		kit.Watched{Object: &metalv1alpha1.HardwareData{}, Handler: toolscache.ResourceEventHandlerFuncs{
+			AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) },
+		}},
+		kit.Watched{Object: &metalv1alpha1.HostPolicy{}},
+		kit.Watched{Object: &computev1alpha1.MachineClass{}},
+		kit.Watched{Object: &corev1.Namespace{}})
 }
 
 // start reads the config drives' user data, computes every machine and opens the calls.
@@ -148,7 +118,7 @@ func (r *Runtime) start(ctx context.Context) error {
 			delete(r.drives, name) // a leftover the sweep removes
 		}
 	}
-	close(r.ready)
+	r.Open()
 	return nil
 }
 
@@ -163,8 +133,7 @@ func (r *Runtime) hostChanged(obj any, deleted bool) {
 	}
 	r.mu.Lock()
 	if deleted {
-		if id, held := r.byHost[h.Name]; held {
-			v := r.machines[id]
+		if id, v, held := r.Views.Peek(h.Name); held {
 			r.vacated[h.Name] = vacated{id: id, drive: v.drive, consumer: v.consumer}
 		}
 		delete(r.hosts, h.Name)

@@ -178,7 +178,6 @@ func validateSpec(s *mriv1alpha1.MachineSpec) error {
 	return checkHardwareRefs(s.GetFirstBoot().GetHardwareMetaData(), specNICs(s))
 }
 
-
 // pinned is the image reference pinned to its digest, as the cache and index read it.
 func pinned(img *mriv1alpha1.Image) (string, error) {
 	ref, err := name.ParseReference(img.GetReference())
