@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -33,8 +35,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 	done, probed := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		for r.work(ctx) {
-		}
+		kit.Work(ctx, r.secrets, 1, r.opts.Logger, r.dropSecret)
 	}()
 	go func() {
 		defer close(probed)
@@ -125,29 +126,18 @@ func (r *Runtime) secretChanged(obj any, deleted bool) {
 	r.secrets.Add(s.Name)
 }
 
-// work deletes one queued Secret if nothing holds it; false once the queue is shut down.
-func (r *Runtime) work(ctx context.Context) bool {
-	name, shutdown := r.secrets.Get()
-	if shutdown {
-		return false
-	}
-	defer r.secrets.Done(name)
+// dropSecret deletes the queued first-boot Secret name if nothing holds it.
+func (r *Runtime) dropSecret(ctx context.Context, name string) (time.Duration, error) {
 	r.mu.Lock()
 	_, held := r.objs[name]
 	_, creating := r.creating[name]
-	held = held || creating
 	r.mu.Unlock()
-	if held {
-		r.secrets.Forget(name)
-		return true
+	if held || creating {
+		return 0, nil
 	}
 	err := r.opts.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.opts.Namespace, Name: name}})
-	switch {
-	case err == nil, apierrors.IsNotFound(err):
-		r.secrets.Forget(name)
-	case ctx.Err() == nil:
-		r.opts.Logger.Error(err, "deleting a first-boot Secret no Machine uses; retrying", "secret", name)
-		r.secrets.AddRateLimited(name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return 0, fmt.Errorf("deleting first-boot Secret %s, which no Machine uses: %w", name, err)
 	}
-	return true
+	return 0, nil
 }

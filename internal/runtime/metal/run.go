@@ -57,14 +57,11 @@ func (r *Runtime) Run(ctx context.Context) error {
 	}
 	r.opts.Logger.Info("metal runtime ready", "namespace", r.opts.Namespace, "pool", r.opts.PoolName, "images", r.imageURL)
 	r.queue.Add(sweepKey)
-	for range r.opts.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for r.work(ctx) {
-			}
-		}()
-	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		kit.Work(ctx, r.queue, r.opts.Workers, r.opts.Logger, r.handle)
+	}()
 	<-ctx.Done()
 	return nil
 }
@@ -147,34 +144,12 @@ func (r *Runtime) hostChanged(obj any, deleted bool) {
 	r.queue.Add(h.Name)
 }
 
-// work handles one queued Host; false once the queue is shut down.
-func (r *Runtime) work(ctx context.Context) bool {
-	key, shutdown := r.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer r.queue.Done(key)
-	var after time.Duration
-	var err error
+// handle is the work of one queued key: the sweep, or one Host.
+func (r *Runtime) handle(ctx context.Context, key string) (time.Duration, error) {
 	if key == sweepKey {
-		after, err = r.sweep(ctx)
-	} else {
-		err = r.sync(ctx, key)
+		return r.sweep(ctx)
 	}
-	switch {
-	case apierrors.IsConflict(err):
-		// Someone else wrote the Host meanwhile: look again, it is no failure.
-		r.queue.AddRateLimited(key)
-	case err != nil && ctx.Err() == nil:
-		r.opts.Logger.Error(err, "retrying", "host", key)
-		r.queue.AddRateLimited(key)
-	case after > 0:
-		r.queue.Forget(key)
-		r.queue.AddAfter(key, after)
-	default:
-		r.queue.Forget(key)
-	}
-	return true
+	return 0, r.sync(ctx, key)
 }
 
 // sync brings what follows from one Host up to date: a deleted machine's Host released
