@@ -85,6 +85,16 @@ func TestPlaceWaitsForStartingPools(t *testing.T) {
 			starting.Reported, starting.StartingUntil = true, testNow.Add(time.Minute)
 			c.SetPool(*starting)
 		}, waiting: true, retry: time.Minute, message: "waiting for MachinePools to report: no MachinePool fits: "},
+		{name: "a pool that reported nothing to offer yet (servers being inspected)", pools: func(c *Cache) {
+			empty := newPool("a").classes().alloc(0, 0).build()
+			empty.Reported, empty.StartingUntil = true, testNow.Add(time.Minute)
+			c.SetPool(*empty)
+		}, waiting: true, retry: time.Minute, message: "waiting for MachinePools to report: no MachinePool fits: "},
+		{name: "a pool with something to offer, in its first minutes", pools: func(c *Cache) {
+			young := newPool("a").classes().build()
+			young.Reported, young.StartingUntil = true, testNow.Add(time.Minute)
+			c.SetPool(*young)
+		}, message: "no MachinePool fits: 1 pool: MachineClass not supported"},
 		{name: "a pool past its start", pools: func(c *Cache) {
 			starting := newPool("b").notReady().build()
 			starting.StartingUntil = testNow

@@ -31,10 +31,12 @@ type Pool struct {
 	// Reported: the pool's MachinePool has a Ready condition, its poollet's first report
 	// of its runtime.
 	Reported bool
-	// StartingUntil is when a pool that has not reported yet, or whose Lease was never
-	// renewed, stops counting as starting (Starting): until then nothing is known of what
-	// it will take, and a Machine it turns down waits for it rather than being told it
-	// cannot be placed. A pool nobody runs is starting only for a while.
+	// StartingUntil is when a pool that has not reported yet, whose Lease was never
+	// renewed, or that offers nothing yet (no allocatable cpu or memory: a bare-metal pool
+	// whose servers are still being enrolled and inspected) stops counting as starting
+	// (Starting): until then what it will take is not known, and a Machine it turns down
+	// waits for it rather than being told it cannot be placed. A pool nobody runs, or
+	// that stays empty, is starting only for a while.
 	StartingUntil time.Time
 
 	// used is the sum of the demands of the Machines counted against this pool. Only the
@@ -43,9 +45,10 @@ type Pool struct {
 }
 
 // Starting reports whether the pool is starting at now: its poollet has not reported, or
-// not renewed its Lease, yet, and StartingUntil has not passed.
+// not renewed its Lease, yet, or it offers nothing yet, and StartingUntil has not passed.
 func (p *Pool) Starting(now time.Time) bool {
-	return now.Before(p.StartingUntil) && (!p.Reported || p.HeartbeatExpiry.IsZero())
+	empty := p.Allocatable.MilliCPU == 0 && p.Allocatable.Memory == 0
+	return now.Before(p.StartingUntil) && (!p.Reported || p.HeartbeatExpiry.IsZero() || empty)
 }
 
 // Free is what is left of the pool's allocatable after the Machines counted against it.

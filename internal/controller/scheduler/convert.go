@@ -10,10 +10,11 @@ import (
 	"github.com/anvil-dev/anvil/internal/scheduler"
 )
 
-// PoolStartGrace is how long after its creation a MachinePool that has not reported yet
-// counts as starting (scheduler.Pool.Starting): a poollet's first report and Lease take a
-// runtime's first answer, seconds; a MachinePool made by hand that no poollet runs stops
-// holding back Warnings after it.
+// PoolStartGrace is how long after its creation a MachinePool that has not reported yet,
+// or offers nothing yet, counts as starting (scheduler.Pool.Starting): a poollet's first
+// report and Lease take a runtime's first answer, seconds, and a bare-metal pool's first
+// servers about a minute of enrolment and inspection; a MachinePool made by hand that no
+// poollet runs stops holding back Warnings after it.
 const PoolStartGrace = 2 * time.Minute
 
 // poolFrom converts a MachinePool; classIndex maps class names to their bit.
