@@ -174,6 +174,9 @@ func Run(ctx context.Context, o Options) (err error) {
 			return err
 		}
 	}
+	if err := announcePools(ctx, c, o); err != nil {
+		return err
+	}
 	created, err := manifest.CreateMissing(ctx, c, seeds)
 	if err != nil {
 		return err

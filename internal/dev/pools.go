@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -258,4 +260,34 @@ func PoolImages(registryHost string, logins map[string]registrynet.Login) osimag
 func devRegistry(registryHost string) []string {
 	_, port, _ := net.SplitHostPort(registryHost)
 	return []string{registryHost, net.JoinHostPort("localhost", port)}
+}
+
+// announcePools creates, before the samples are applied, the MachinePool of each pool
+// startPools is about to start, as each poollet would on its start: a sample Machine
+// created before its pool has reported then waits for it (WaitingForPools, no Warning)
+// rather than being told that no pool fits. The bare-metal pool starts last, after
+// Ironic, and offers nothing until its first servers are inspected.
+func announcePools(ctx context.Context, c client.Client, o Options) error {
+	type pool struct{ name, kind string }
+	var want []pool
+	for _, p := range o.FakePools {
+		want = append(want, pool{p.Name, "fake"})
+	}
+	if o.QemuPools {
+		archs, _ := qemuArchitectures(o.QemuArchitectures)
+		for _, arch := range archs {
+			want = append(want, pool{QemuPoolName(arch), "qemu"})
+		}
+	}
+	if o.MetalPool {
+		want = append(want, pool{MetalPoolName, "metal"})
+	}
+	for _, p := range want {
+		mp := &computev1alpha1.MachinePool{ObjectMeta: metav1.ObjectMeta{Name: p.name, Labels: map[string]string{LabelRuntime: p.kind}},
+			Spec: computev1alpha1.MachinePoolSpec{ProviderID: p.kind + "://" + p.name}}
+		if err := c.Create(ctx, mp); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating MachinePool %s: %w", p.name, err)
+		}
+	}
+	return nil
 }
