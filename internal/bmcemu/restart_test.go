@@ -3,6 +3,7 @@ package bmcemu
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -279,31 +280,38 @@ func shortDir(t *testing.T) string {
 }
 
 // childConfig names the variable through which the test binary, run again, hosts an
-// emulator (TestEmulatorProcess).
+// emulator (TestMain).
 const childConfig = "BMCEMU_TEST_EMULATOR_CONFIG"
 
-// TestEmulatorProcess is no test of its own: run again by a test with childConfig set, the
-// test binary is a process hosting an emulator, which that test kills. It serves until its
-// stdin closes (the test ended, however), so it never outlives the test.
-func TestEmulatorProcess(t *testing.T) {
-	raw := os.Getenv(childConfig)
-	if raw == "" {
-		t.Skip("the process TestServersKeepRunningWhenTheEmulatorIsKilled kills")
+// TestMain runs the package's tests; run again by startChild with childConfig set, the
+// test binary is instead a process hosting an emulator, which that test kills. It serves
+// until its stdin closes (the test ended, however), so it never outlives the test.
+func TestMain(m *testing.M) {
+	if raw := os.Getenv(childConfig); raw != "" {
+		os.Exit(hostEmulator(raw))
 	}
+	os.Exit(m.Run())
+}
+
+// hostEmulator serves an emulator configured by raw until stdin closes.
+func hostEmulator(raw string) int {
 	var cfg Config
 	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
-		t.Fatal(err)
+		fmt.Fprintln(os.Stderr, "emulator process:", err)
+		return 1
 	}
 	cfg.Logger = logr.Discard()
 	e, err := Start(cfg)
 	if err != nil {
-		t.Fatal(err)
+		fmt.Fprintln(os.Stderr, "emulator process:", err)
+		return 1
 	}
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	_ = e.Close()
+	return 0
 }
 
-// child is the test binary run again as TestEmulatorProcess.
+// child is the test binary run again as a process hosting an emulator (TestMain).
 type child struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
@@ -326,7 +334,7 @@ func startChild(t *testing.T, cfg Config) *child {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &child{cmd: exec.Command(os.Args[0], "-test.run=^TestEmulatorProcess$"), exited: make(chan struct{})}
+	c := &child{cmd: exec.Command(os.Args[0]), exited: make(chan struct{})}
 	c.cmd.Env = append(os.Environ(), childConfig+"="+string(raw))
 	c.cmd.Stdout, c.cmd.Stderr = c, c
 	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
