@@ -114,8 +114,16 @@ func (cl *cluster) do(ctx context.Context, k kill) error {
 		return cl.emulator.kill(k.restartAfter)
 	case targetIronic:
 		// Ironic runs under the metal runtime, which supervises it: it is started again
-		// by the runtime, not by the run.
-		pid, err := childNamed(cl.runtimes[poolMetal].pid(), "ironic")
+		// by the runtime, not by the run. A runtime killed moments before is still
+		// starting, its Ironic not yet there: wait for it (a minute at most: a runtime that
+		// never starts Ironic again is a finding, not something to wait out).
+		var pid int
+		var err error
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(500 * time.Millisecond) {
+			if pid, err = childNamed(cl.runtimes[poolMetal].pid(), "ironic"); err == nil || time.Now().After(deadline) {
+				break
+			}
+		}
 		if err != nil {
 			return err
 		}
