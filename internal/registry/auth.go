@@ -20,10 +20,14 @@ type Credential struct {
 // repository, from the holder of a credential ScopedPush made with ScopeKey (what
 // builders get). With Read set, reading needs a credential too: Read (the pools'
 // read-only identity), Push, or a scoped credential for the repositories it names; without
-// it anyone reads.
+// it anyone reads. Public folders are read by anyone either way.
 type Auth struct {
 	Push Credential
 	Read *Credential
+	// Public are folders ("anvil/kube") whose repositories anyone may read without a
+	// credential: images built from public sources, which machines that hold no credential
+	// pull (a kubeadm node's containerd). Writing there still needs the push credential.
+	Public []string `json:",omitempty"`
 	// ScopeKey signs scoped push credentials; without it none is accepted. It never
 	// leaves the registry's and the credential minter's process.
 	ScopeKey []byte `json:",omitempty"`
@@ -76,7 +80,7 @@ func (a *Auth) wrap(next http.Handler) http.Handler {
 		case who == stranger:
 			refuse(w, http.StatusUnauthorized, "UNAUTHORIZED", "wrong user name or password")
 		case who == scoped && read:
-			if why := outsideReadScope(r, scope); why != "" {
+			if why := outsideReadScope(r, scope); why != "" && !a.public(r) {
 				refuse(w, http.StatusForbidden, "DENIED", why)
 				return
 			}
@@ -89,6 +93,8 @@ func (a *Auth) wrap(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 		case who == reader:
 			refuse(w, http.StatusForbidden, "DENIED", "this credential may only read")
+		case read && a.Read != nil && a.public(r):
+			next.ServeHTTP(w, r)
 		case read && a.Read != nil:
 			refuse(w, http.StatusUnauthorized, "UNAUTHORIZED", "reading needs a credential: the pools' read credential, the push credential, or a build's")
 		case read && r.URL.Path == "/v2/":
@@ -101,6 +107,25 @@ func (a *Auth) wrap(next http.Handler) http.Handler {
 			refuse(w, http.StatusUnauthorized, "UNAUTHORIZED", "pushing needs the registry's push credential")
 		}
 	})
+}
+
+// public says whether the read r is of a repository in a public folder. Routes of no
+// repository (the catalog, which lists every tenant's repositories; the version check)
+// are not.
+func (a *Auth) public(r *http.Request) bool {
+	_, repository, ok := route(r)
+	if !ok {
+		repository, ok = referrersRepository(r.URL.Path)
+	}
+	if !ok || repository == "" {
+		return false
+	}
+	for _, folder := range a.Public {
+		if folder = strings.Trim(folder, "/"); folder != "" && strings.HasPrefix(repository, folder+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // route is the distribution route r takes and the repository it names ("" for routes of

@@ -313,3 +313,66 @@ func TestScopeOf(t *testing.T) {
 		}
 	}
 }
+
+// Attack: with a public folder (anvil/kube, what kubeadm nodes pull without a credential),
+// read beyond it without a credential: a repository whose name only starts like the
+// folder, the folder's name as a repository, a path that climbs out of it, the catalog;
+// and write into it. Each is refused; the folder's own repositories are read by anyone.
+func TestPublicFoldersAreReadByAnyoneAndWrittenByNoOneElse(t *testing.T) {
+	read := Credential{Username: "pool", Password: "read-secret"}
+	auth := &Auth{Push: Credential{Username: "anvil", Password: "push-secret"}, Read: &read, Public: []string{"anvil/kube"}}
+	reg, err := Start(context.Background(), 0, "", auth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Stop() })
+	img, err := random.Image(256, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	push := &authn.Basic{Username: auth.Push.Username, Password: auth.Push.Password}
+	for _, repo := range []string{"anvil/kube/kube-apiserver", "anvil/kubernetes", "anvil/kube", "team-b/os"} {
+		r, _ := name.ParseReference(reg.Host+"/"+repo+":1", name.Insecure)
+		if err := remote.Write(r, img, remote.WithAuth(push)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		what, path string
+		status     int
+	}{
+		{"a public manifest", "/v2/anvil/kube/kube-apiserver/manifests/1", http.StatusOK},
+		{"a public repository's tags", "/v2/anvil/kube/kube-apiserver/tags/list", http.StatusOK},
+		{"a repository named like the folder", "/v2/anvil/kubernetes/manifests/1", http.StatusUnauthorized},
+		{"the folder's name as a repository", "/v2/anvil/kube/manifests/1", http.StatusUnauthorized},
+		{"a tenant's manifest through a path out of the folder", "/v2/anvil/kube/../../team-b/os/manifests/1", http.StatusUnauthorized},
+		{"a tenant's manifest", "/v2/team-b/os/manifests/1", http.StatusUnauthorized},
+		{"the catalog", "/v2/_catalog", http.StatusUnauthorized},
+	} {
+		resp, err := http.Get("http://" + reg.Host + tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("anonymous read of %s: HTTP %d, want %d", tc.what, resp.StatusCode, tc.status)
+		}
+	}
+	r, _ := name.ParseReference(reg.Host+"/anvil/kube/kube-apiserver:1", name.Insecure)
+	other, err := random.Image(256, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var te *transport.Error
+	if err := remote.Write(r, other, remote.WithAuth(authn.Anonymous)); !errors.As(err, &te) || te.StatusCode != http.StatusUnauthorized {
+		t.Errorf("anonymous push into the public folder: %v, want HTTP 401", err)
+	}
+	got, err := remote.Image(r, remote.WithAuth(authn.Anonymous))
+	if err != nil {
+		t.Fatalf("anonymous pull of a public image: %v", err)
+	}
+	want, _ := img.Digest()
+	if d, _ := got.Digest(); d != want {
+		t.Errorf("the public image is %s after the refused push, want %s", d, want)
+	}
+}
