@@ -36,7 +36,7 @@ CAPI := $(BIN)/capi-manager $(BIN)/clusterctl $(BIN)/capi/VERSION
 NODE := $(BIN)/kubelet $(BIN)/kube-proxy
 TOOLS := $(CONTROL_PLANE) $(BIN)/kube-scheduler $(BIN)/kube-controller-manager $(NODE) $(GENERATORS) $(CAPI)
 
-.PHONY: build tools testos eraser debian esp agents images manifests generate verify-generated vet test test-setup test-only test-debian-builds fuzz chaos demo bench deps fresh-check clean
+.PHONY: build tools testos eraser debian kube node-image esp agents images manifests generate verify-generated vet test test-setup test-only test-debian-builds fuzz chaos demo bench deps fresh-check clean
 
 build: ## The anvil binary.
 	go build -o $(BIN)/anvil ./cmd/anvil
@@ -105,6 +105,24 @@ debian: $(BIN)/debian/VERSIONS ## Debian 12 with its own cloud-init (kernel, ini
 # Its packages are cached beside the test OS's; its second stage runs in TCG guests (minutes).
 $(BIN)/debian/VERSIONS: $(shell find hack/debian hack/testos -type f)
 	hack/debian/build.sh $(BIN)/debian
+
+# Kubernetes for kubeadm clusters on anvil Machines (docs/kubeadm.md): the binaries of the node
+# image and of the control-plane images, static (a guest's or an image's libc never has to
+# match), for each architecture, from the same pin as the tools above. One go build an
+# architecture, so their shared packages compile once (about 20 minutes the first time here).
+KUBE_STATIC := kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubeadm kubectl
+kube: $(foreach a,$(AGENT_ARCHS),$(foreach b,$(KUBE_STATIC),$(BIN)/kube/$(a)/$(b))) ## Static Kubernetes binaries (control plane, kubelet, kubeadm, kubectl) for amd64 and arm64 in bin/kube/ARCH.
+
+$(foreach b,$(KUBE_STATIC),$(BIN)/kube/%/$(b)): hack/tools/kube/go.mod
+	cd hack/tools/kube && CGO_ENABLED=0 GOARCH=$* go build -trimpath -o $(BIN)/kube/$*/ \
+		-ldflags "-s -w $(KUBE_LDFLAGS)" $(KUBE_STATIC:%=k8s.io/kubernetes/cmd/%)
+
+node-image: $(BIN)/node-image/VERSIONS ## The Kubernetes node image (the Debian image with containerd, kubelet and kubeadm) for amd64 and arm64 in bin/node-image: docs/kubeadm.md.
+
+# Its guests take minutes; the same inputs again are a copy from the package cache.
+$(BIN)/node-image/VERSIONS: $(shell find hack/nodeimage -type f) $(BIN)/debian/VERSIONS \
+		$(foreach a,$(AGENT_ARCHS),$(BIN)/kube/$(a)/kubelet)
+	hack/nodeimage/build.sh $(BIN)/debian $(BIN)/kube $(BIN)/node-image
 
 esp: $(BIN)/esp.img ## The EFI system partition Ironic puts into the UEFI boot ISOs it builds (GRUB for amd64 and arm64).
 

@@ -104,6 +104,8 @@ them.`,
 	f.IntVar(&o.RegistryPort, "registry-port", o.RegistryPort, "loopback port of the embedded OCI registry")
 	f.StringVar(&o.TestOSDir, "test-os", o.TestOSDir, "folder of the test OS (make testos) to publish to the registry as "+dev.TestOSRepository)
 	f.StringVar(&o.DebianDir, "debian", o.DebianDir, "folder of the Debian image (make debian: disk/ARCH, ram/ARCH) to publish as "+dev.DebianRepository+" and "+dev.DebianRAMRepository+", with a login key for the Debian samples (config/samples/debian)")
+	f.StringVar(&o.KubeImagesDir, "kube-images", o.KubeImagesDir, "folder of the Kubernetes control-plane images (make kube-images) to publish under "+dev.KubeFolder+" (readable without a credential), reached by Machines on the QEMU pools' "+dev.KubeNetwork+" network at "+dev.KubeGuestRegistry+" (docs/kubeadm.md)")
+	f.StringVar(&o.NodeImageDir, "node-image", o.NodeImageDir, "folder of the Kubernetes node image (make node-image: disk/ARCH) to publish as "+dev.NodeImageRepository+":VERSION")
 	f.StringVar(&o.AgentsDir, "agents", o.AgentsDir, "folder of the build agents (make agents; ARCH/anvil-build-agent): with --test-os, publishes the builder image "+dev.BuilderRepository+" and turns OS image builds on")
 	f.StringVar(&o.PackageProxy, "package-proxy", "", "HTTP proxy or mirror for packages (host:port on this machine): builders reach it on their network at "+dev.BuilderGuestPackageProxy+" and RUN steps get it as http_proxy (apt needs one)")
 	f.StringSliceVar(&o.ApplyDirs, "apply", nil, "folders of YAML manifests whose objects are created when missing (repeatable)")

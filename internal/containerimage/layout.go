@@ -65,3 +65,23 @@ func Push(ctx context.Context, idx v1.ImageIndex, reference string) error {
 	}
 	return nil
 }
+
+// LayoutTag is the name WriteLayout gave the one index of the OCI image layout at dir.
+func LayoutTag(dir string) (string, error) {
+	p, err := layout.FromPath(dir)
+	if err != nil {
+		return "", fmt.Errorf("image layout %s: %w", dir, err)
+	}
+	top, err := p.ImageIndex()
+	if err != nil {
+		return "", err
+	}
+	m, err := top.IndexManifest()
+	if err != nil {
+		return "", err
+	}
+	if len(m.Manifests) != 1 || m.Manifests[0].Annotations[refNameAnnotation] == "" {
+		return "", fmt.Errorf("image layout %s does not hold one named index", dir)
+	}
+	return m.Manifests[0].Annotations[refNameAnnotation], nil
+}

@@ -70,6 +70,13 @@ type Options struct {
 	// DebianDir, when set, holds the Debian image (make debian: disk/ARCH and ram/ARCH),
 	// published as DebianRepository and DebianRAMRepository, with the samples' login.
 	DebianDir string
+	// KubeImagesDir, when set, holds the Kubernetes control-plane images (make
+	// kube-images), published in KubeFolder, which anyone reads, and reached by Machines on
+	// KubeNetwork.
+	KubeImagesDir string
+	// NodeImageDir, when set, holds the Kubernetes node image (make node-image), published
+	// as NodeImageRepository.
+	NodeImageDir string
 	// AgentsDir, when set with TestOSDir, holds the build agent per architecture (make
 	// agents); the test OS with the agent added is published as BuilderRepository and OS
 	// image builds are turned on.
@@ -103,6 +110,9 @@ func Run(ctx context.Context, o Options) (err error) {
 	regAuth, err := registryAuth(cp.StateDir())
 	if err != nil {
 		return err
+	}
+	if o.KubeImagesDir != "" {
+		regAuth.Public = append(regAuth.Public, KubeFolder)
 	}
 	reg, err := registry.Start(ctx, o.RegistryPort, filepath.Join(cp.StateDir(), "registry"), regAuth)
 	if err != nil {
@@ -139,6 +149,13 @@ func Run(ctx context.Context, o Options) (err error) {
 			builder += "; package proxy " + o.PackageProxy + " (" + BuilderGuestPackageProxy + " on the builders' network)"
 		}
 		o.Manager.ImageBuilds.BuilderPush = builderPush(regAuth)
+	}
+
+	kube := "not published (no --kube-images, --node-image)"
+	if o.KubeImagesDir != "" || o.NodeImageDir != "" {
+		if kube, err = publishKube(ctx, o.KubeImagesDir, o.NodeImageDir, reg.Host); err != nil {
+			return err
+		}
 	}
 
 	cfg := cp.RESTConfig()
@@ -205,6 +222,7 @@ func Run(ctx context.Context, o Options) (err error) {
   registry        %s (in this process; push and pull with DOCKER_CONFIG=%s; pools read with %s)
   test OS         %s
   Debian 12       %s
+  Kubernetes      %s
   OS image builds %s
   manager         in this process
   pools           %s
@@ -214,7 +232,7 @@ Use it with:
   export KUBECONFIG=%s
   kubectl get machineclasses
 Stop with Ctrl-C; objects are kept, and VMs and servers keep running, for the next start.
-`, time.Since(started).Seconds(), etcdPID, o.ControlPlane.EtcdClientPort, apiserverPID, o.ControlPlane.APIServerPort, reg.Host, dockerConfig, poolsCredentials, testOS, debian, builder,
+`, time.Since(started).Seconds(), etcdPID, o.ControlPlane.EtcdClientPort, apiserverPID, o.ControlPlane.APIServerPort, reg.Host, dockerConfig, poolsCredentials, testOS, debian, kube, builder,
 		orNone(pools.names),
 		cp.StateDir(), cp.LogDir(), created, len(seeds)-created, cp.KubeconfigPath())
 

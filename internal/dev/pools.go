@@ -88,9 +88,13 @@ func qemuArchitectures(want []computev1alpha1.Architecture) (found []computev1al
 // running when anvil dev stops; the next start adopts them.
 func StartQemuPool(ctx context.Context, cfg *rest.Config, stateDir string, arch computev1alpha1.Architecture, images osimage.CacheOptions, networks map[string]qemu.Network, forward []string, log logr.Logger) (<-chan error, error) {
 	name := QemuPoolName(arch)
-	if _, ok := networks[BuilderNetwork]; ok {
-		if err := DeclareNetwork(ctx, cfg, name, computev1alpha1.NetworkAccess{Name: BuilderNetwork, Builders: true}); err != nil {
-			return nil, fmt.Errorf("declaring pool %s's builders' network: %w", name, err)
+	for network := range networks {
+		access, ok := networkAccess[network]
+		if !ok {
+			continue
+		}
+		if err := DeclareNetwork(ctx, cfg, name, access); err != nil {
+			return nil, fmt.Errorf("declaring pool %s's network %s: %w", name, network, err)
 		}
 	}
 	cache, err := osimage.NewCache(filepath.Join(stateDir, "pools", name, "cache"), images)
@@ -222,7 +226,11 @@ func startPools(ctx context.Context, o Options, cfg *rest.Config, c client.Clien
 	if o.QemuPools {
 		archs, missing := qemuArchitectures(o.QemuArchitectures)
 		for _, arch := range archs {
-			errs, err := StartQemuPool(ctx, cfg, stateDir, arch, images, BuilderNetworks(registryHost, o.PackageProxy), nil, ctrl.Log)
+			networks := BuilderNetworks(registryHost, o.PackageProxy)
+			if o.KubeImagesDir != "" {
+				kubeNetworks(networks, registryHost)
+			}
+			errs, err := StartQemuPool(ctx, cfg, stateDir, arch, images, networks, nil, ctrl.Log)
 			if err != nil {
 				return nil, fmt.Errorf("starting pool %s: %w", QemuPoolName(arch), err)
 			}
