@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -26,53 +25,16 @@ func runBuild(ctx context.Context, args []string) error {
 	bin := f.String("bin", "bin", "the folder make eraser and make esp built eraser/ and esp.img into")
 	version := f.String("version", "", "the images' version label and tag (default: git describe --tags --always --dirty)")
 	_ = f.Parse(args)
-	root, err := gitOutput(ctx, "", "rev-parse", "--show-toplevel")
+	root, err := containerimage.GitRoot(ctx)
 	if err != nil {
 		return err
 	}
-	src, err := source(ctx, root, *version)
+	src, err := containerimage.GitSource(ctx, root, sourceURL, *version)
 	if err != nil {
 		return err
 	}
 	b := &builder{root: root, out: *out, bin: *bin, work: filepath.Join(*out, ".work"), src: src}
 	return b.build(ctx)
-}
-
-// source is what the images' labels say: this checkout's commit, its time (or
-// SOURCE_DATE_EPOCH) and the version.
-func source(ctx context.Context, root, version string) (containerimage.Source, error) {
-	s := containerimage.Source{URL: sourceURL, Version: version}
-	var err error
-	if s.Revision, err = gitOutput(ctx, root, "rev-parse", "HEAD"); err != nil {
-		return s, err
-	}
-	if s.Version == "" {
-		if s.Version, err = gitOutput(ctx, root, "describe", "--tags", "--always", "--dirty"); err != nil {
-			return s, err
-		}
-	}
-	epoch := os.Getenv("SOURCE_DATE_EPOCH")
-	if epoch == "" {
-		if epoch, err = gitOutput(ctx, root, "log", "-1", "--format=%ct"); err != nil {
-			return s, err
-		}
-	}
-	sec, err := strconv.ParseInt(epoch, 10, 64)
-	if err != nil {
-		return s, fmt.Errorf("source date %q: %w", epoch, err)
-	}
-	s.Created = time.Unix(sec, 0).UTC()
-	return s, nil
-}
-
-func gitOutput(ctx context.Context, dir string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "git", args...)
-	cmd.Dir = dir
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("git %s: %w", strings.Join(args, " "), err)
-	}
-	return strings.TrimSpace(string(out)), nil
 }
 
 type builder struct {
@@ -175,7 +137,7 @@ func (b *builder) build(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			sizes = append(sizes, sizeLine(im.name, arch, s))
+			sizes = append(sizes, containerimage.SizeLine(im.name, arch, s))
 		}
 		idx, err := containerimage.Index(imgs, b.src.Labels(im.name))
 		if err != nil {
@@ -201,7 +163,7 @@ func (b *builder) build(ctx context.Context) error {
 	if err := writeLines(filepath.Join(b.out, "DIGESTS"), digests); err != nil {
 		return err
 	}
-	table := append([]string{"# image arch compressed uncompressed (bytes, then MiB): what a pull downloads, what it unpacks to"}, sizes...)
+	table := append([]string{containerimage.SizesHeader}, sizes...)
 	if err := writeLines(filepath.Join(b.out, "SIZES"), table); err != nil {
 		return err
 	}
@@ -209,11 +171,6 @@ func (b *builder) build(ctx context.Context) error {
 	fmt.Println(strings.Join(digests, "\n"))
 	fmt.Printf("images: built %s in %s\n", b.src.Version, time.Since(start).Round(time.Second))
 	return nil
-}
-
-func sizeLine(name, arch string, s containerimage.Size) string {
-	mib := func(n int64) string { return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) }
-	return fmt.Sprintf("%s %s %d %d %s %s", name, arch, s.Compressed, s.Uncompressed, mib(s.Compressed), mib(s.Uncompressed))
 }
 
 func writeLines(path string, lines []string) error {

@@ -41,6 +41,9 @@ func (s Source) Labels(title string) map[string]string {
 	return l
 }
 
+// PathEnv is the usual PATH of a Linux image, as an Env entry: programs in the usual places.
+const PathEnv = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
 // Role is how one image runs: what it is called and whom it runs as.
 type Role struct {
 	// Title is the image's name (org.opencontainers.image.title).

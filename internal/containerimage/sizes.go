@@ -1,7 +1,9 @@
 package containerimage
 
 import (
+	"fmt"
 	"io"
+	"strconv"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
@@ -50,4 +52,14 @@ func uncompressedSize(l v1.Layer) (int64, error) {
 	}
 	defer rc.Close()
 	return io.Copy(io.Discard, rc)
+}
+
+// SizesHeader heads a SIZES file, a table of SizeLine lines.
+const SizesHeader = "# image arch compressed uncompressed (bytes, then MiB): what a pull downloads, what it unpacks to"
+
+// SizeLine is one image's line of a SIZES file: "NAME ARCH COMPRESSED UNCOMPRESSED" in
+// bytes, then both again in MiB.
+func SizeLine(name, arch string, s Size) string {
+	mib := func(n int64) string { return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) }
+	return fmt.Sprintf("%s %s %d %d %s %s", name, arch, s.Compressed, s.Uncompressed, mib(s.Compressed), mib(s.Uncompressed))
 }
