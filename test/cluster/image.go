@@ -21,8 +21,9 @@ import (
 	"github.com/anvil-dev/anvil/test/harness"
 )
 
-// PauseImage is the sandbox image containerd runs for every Pod, built from ./pause at
-// Start and imported into containerd (there is no registry to pull one from).
+// PauseImage is the sandbox image containerd runs for every Pod, built from
+// hack/kubeimages/pause (the kubeadm clusters' pause too) at Start and imported into
+// containerd (there is no registry to pull one from).
 const PauseImage = "anvil.dev/test-cluster/pause:1"
 
 // BuildStatic builds the main package pkg of this checkout (e.g. "./test/cluster/probe")
@@ -78,7 +79,7 @@ func BinaryImage(binary string) (v1.Image, error) {
 // namespace under PauseImage.
 func importPause(ctx context.Context, dir, socket string) error {
 	bin := filepath.Join(dir, "images", "pause")
-	if err := BuildStatic("./test/cluster/pause", bin); err != nil {
+	if err := BuildStatic("./hack/kubeimages/pause", bin); err != nil {
 		return err
 	}
 	img, err := BinaryImage(bin)

@@ -1,6 +1,7 @@
-// Command pause is the sandbox process of test/cluster's Pods (containerd's sandbox_image;
-// no image can be pulled from the internet here): it holds the Pod's namespaces, reaps the
-// orphans it inherits as their PID 1, and ends on SIGTERM or SIGINT.
+// Command pause is a Pod's sandbox process: the pause image of kubeadm clusters
+// (hack/kubeimages) and test/cluster's sandbox (containerd's sandbox_image; no image can be
+// pulled from the internet here). It holds the Pod's namespaces, reaps the orphans it
+// inherits as their PID 1, and ends on SIGTERM or SIGINT.
 package main
 
 import (
