@@ -36,7 +36,7 @@ CAPI := $(BIN)/capi-manager $(BIN)/clusterctl $(BIN)/capi/VERSION
 NODE := $(BIN)/kubelet $(BIN)/kube-proxy
 TOOLS := $(CONTROL_PLANE) $(BIN)/kube-scheduler $(BIN)/kube-controller-manager $(NODE) $(GENERATORS) $(CAPI)
 
-.PHONY: build tools testos eraser debian kube node-image esp agents images manifests generate verify-generated vet test test-setup test-only test-debian-builds fuzz chaos demo bench deps fresh-check clean
+.PHONY: build tools testos eraser debian kube node-image esp agents kube-images images manifests generate verify-generated vet test test-setup test-only test-debian-builds fuzz chaos demo bench deps fresh-check clean
 
 build: ## The anvil binary.
 	go build -o $(BIN)/anvil ./cmd/anvil
@@ -136,6 +136,31 @@ $(BIN)/build-agent/%/anvil-build-agent: $(AGENT_SOURCES)
 
 $(BIN)/node-agent/%/anvil-node-agent: $(NODE_AGENT_SOURCES)
 	CGO_ENABLED=0 GOARCH=$* go build -trimpath -ldflags "-s -w" -o $@ ./test/nodeagent/cmd/anvil-node-agent
+
+# The images a kubeadm cluster pulls (docs/images.md): kube-apiserver, kube-controller-manager,
+# kube-scheduler and kube-proxy (bin/kube/ARCH), etcd, coredns and pause, each one index for
+# linux/amd64 and linux/arm64, as OCI image layouts in bin/kube-images with DIGESTS and SIZES.
+# Rebuilt only when a binary or hack/kubeimages changes; pushed when REGISTRY is set
+# (HOST[:PORT]/PREFIX, kubeadm's imageRepository; credentials from DOCKER_CONFIG).
+KUBE_IMAGE_ARCHS := amd64 arm64
+KUBE_IMAGE_BINS := $(foreach a,$(KUBE_IMAGE_ARCHS),$(foreach b,kube-apiserver kube-controller-manager kube-scheduler kube-proxy etcd coredns pause,$(BIN)/kube/$(a)/$(b)))
+KUBE_IMAGE_SOURCES := $(shell find hack/kubeimages internal/containerimage -type f -not -name '*_test.go') hack/images/debian.sh hack/images/fixups.sh hack/testos/archive.sh go.mod go.sum
+
+kube-images: $(BIN)/kube-images/DIGESTS ## kubeadm's images (control plane, kube-proxy, etcd, coredns, pause) in bin/kube-images; pushed to REGISTRY when set.
+	@cat $(BIN)/kube-images/SIZES
+	$(if $(REGISTRY),go run ./hack/kubeimages push -out $(BIN)/kube-images -registry $(REGISTRY))
+
+$(BIN)/kube-images/DIGESTS: $(KUBE_IMAGE_BINS) $(KUBE_IMAGE_SOURCES)
+	go run ./hack/kubeimages build -bin $(BIN)/kube -out $(BIN)/kube-images
+
+$(BIN)/kube/%/etcd: hack/tools/etcd/go.mod
+	cd hack/tools/etcd && CGO_ENABLED=0 GOARCH=$* go build -trimpath -ldflags "-s -w" -o $@ go.etcd.io/etcd/server/v3
+
+$(BIN)/kube/%/coredns: hack/tools/coredns/go.mod
+	cd hack/tools/coredns && CGO_ENABLED=0 GOARCH=$* go build -trimpath -ldflags "-s -w" -o $@ github.com/coredns/coredns
+
+$(BIN)/kube/%/pause: hack/kubeimages/pause/main.go
+	CGO_ENABLED=0 GOARCH=$* go build -trimpath -ldflags "-s -w" -o $@ ./hack/kubeimages/pause
 
 # anvil's container images (docs/images.md): anvil, anvil-qemu and anvil-metal, each one
 # index for linux/amd64 and linux/arm64, as OCI image layouts in bin/images, with SIZES,
