@@ -69,6 +69,10 @@ type builder struct {
 }
 
 func (b *builder) build(ctx context.Context) error {
+	// DIGESTS is written last, so that one there means a build that finished.
+	if err := os.Remove(filepath.Join(b.out, "DIGESTS")); err != nil && !os.IsNotExist(err) {
+		return err
+	}
 	work := filepath.Join(b.out, ".work")
 	if err := os.RemoveAll(work); err != nil {
 		return err
@@ -84,31 +88,11 @@ func (b *builder) build(ctx context.Context) error {
 		imgs := map[string]v1.Image{}
 		var versions []byte
 		for _, arch := range archs {
-			var ls []v1.Layer
-			var history []string
-			if im.packages != "" {
-				l, v, err := b.debianLayer(ctx, im, arch, work, layers, src)
-				if err != nil {
-					return err
-				}
-				ls, versions = append(ls, l), append(versions, v...)
-				history = append(history, "Debian packages of hack/kubeimages/"+im.packages+" (/usr/share/anvil/VERSIONS)")
-			}
-			file := filepath.Join(b.bin, arch, path.Base(im.binary))
-			if _, err := os.Stat(file); err != nil {
-				return fmt.Errorf("the binary of %s: %w", im.name, err)
-			}
-			l, err := containerimage.WriteLayer(layers, containerimage.Layer{Entries: im.binaryEntries(file)}, src)
+			img, v, err := b.image(ctx, im, arch, work, layers, src)
 			if err != nil {
 				return err
 			}
-			ls = append(ls, l)
-			history = append(history, "/"+im.binary+" ("+arch+"), /etc/passwd, /etc/group, /tmp")
-			img, err := containerimage.Image(containerimage.ConfigFile(im.role(), arch, src), ls, history)
-			if err != nil {
-				return err
-			}
-			imgs[arch] = img
+			imgs[arch], versions = img, append(versions, v...)
 			s, err := containerimage.ImageSize(img)
 			if err != nil {
 				return err
@@ -140,12 +124,39 @@ func (b *builder) build(ctx context.Context) error {
 	if err := writeLines(filepath.Join(b.out, "SIZES"), table); err != nil {
 		return err
 	}
-	// DIGESTS last: make takes it as the mark of a finished build.
 	if err := writeLines(filepath.Join(b.out, "DIGESTS"), digests); err != nil {
 		return err
 	}
 	_, err := fmt.Fprintf(b.report, "%s\n%s\n", strings.Join(table, "\n"), strings.Join(digests, "\n"))
 	return err
+}
+
+// image is im for arch, its layers written into layers: Debian's root when im has
+// packages (their VERSIONS lines returned too), then im's own layer.
+func (b *builder) image(ctx context.Context, im kubeImage, arch, work, layers string, src containerimage.Source) (v1.Image, []byte, error) {
+	var ls []v1.Layer
+	var history []string
+	var versions []byte
+	if im.packages != "" {
+		l, v, err := b.debianLayer(ctx, im, arch, work, layers, src)
+		if err != nil {
+			return nil, nil, err
+		}
+		ls, versions = append(ls, l), v
+		history = append(history, "Debian packages of hack/kubeimages/"+im.packages+" (/usr/share/anvil/VERSIONS)")
+	}
+	file := filepath.Join(b.bin, arch, path.Base(im.binary))
+	if _, err := os.Stat(file); err != nil {
+		return nil, nil, fmt.Errorf("the binary of %s: %w", im.name, err)
+	}
+	l, err := containerimage.WriteLayer(layers, containerimage.Layer{Entries: im.binaryEntries(file)}, src)
+	if err != nil {
+		return nil, nil, err
+	}
+	ls = append(ls, l)
+	history = append(history, "/"+im.binary+" ("+arch+"), /etc/passwd, /etc/group, /tmp")
+	img, err := containerimage.Image(containerimage.ConfigFile(im.role(), arch, src), ls, history)
+	return img, versions, err
 }
 
 // debianLayer unpacks im's packages for arch, makes im's links, and writes the root as a

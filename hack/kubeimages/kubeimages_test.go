@@ -75,9 +75,10 @@ func fakeDebian(programs ...string) unpackFunc {
 }
 
 // A Debian root without the nft backend fails the build: kube-proxy's iptables would be a
-// link to nothing.
+// link to nothing. The DIGESTS of an earlier build do not outlive it.
 func TestBuildRefusesALinkToNothing(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "kube-images")
+	out := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(out, "DIGESTS"), []byte("pause:3.10.2 sha256:0\n"), 0o644))
 	err := testBuilder(t, out, fakeDebian("xtables-legacy-multi")).build(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "usr/sbin/iptables") {
 		t.Fatalf("build: %v, want an error naming /usr/sbin/iptables", err)
