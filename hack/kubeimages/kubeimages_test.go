@@ -16,7 +16,6 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
@@ -119,8 +118,8 @@ func TestImages(t *testing.T) {
 			dir := filepath.Join(out, tc.name)
 			idx, err := containerimage.ReadLayout(dir)
 			must(t, err)
-			if got := layoutRefName(t, dir); got != tc.tag {
-				t.Errorf("the layout names its index %q, want %q", got, tc.tag)
+			if got, err := containerimage.LayoutTag(dir); err != nil || got != tc.tag {
+				t.Errorf("the layout names its index %q (%v), want %q", got, err, tc.tag)
 			}
 			d, err := idx.Digest()
 			must(t, err)
@@ -214,21 +213,6 @@ func flatten(t *testing.T, img v1.Image) map[string]string {
 			}
 		}
 	}
-}
-
-// layoutRefName is the name the layout at dir gives its one index.
-func layoutRefName(t *testing.T, dir string) string {
-	t.Helper()
-	p, err := layout.FromPath(dir)
-	must(t, err)
-	top, err := p.ImageIndex()
-	must(t, err)
-	m, err := top.IndexManifest()
-	must(t, err)
-	if len(m.Manifests) != 1 {
-		t.Fatalf("the layout holds %d entries", len(m.Manifests))
-	}
-	return m.Manifests[0].Annotations["org.opencontainers.image.ref.name"]
 }
 
 // readDigests is DIGESTS as NAME:TAG → digest.
