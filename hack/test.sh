@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 module=$(go list -m)
 heavy=(
 	./test/capiguest ./test/metal ./test/e2e ./test/broker ./test/chaos ./test/testos ./test/security
-	./test/cluster ./test/install ./test/images ./test/debian
+	./test/cluster ./test/install ./test/images ./test/debian ./test/kubeadm
 	./internal/runtime/qemu ./internal/runtime/qemu/vm ./internal/runtime/qemu/qmp
 	./internal/provisioner/ironic ./internal/runtime/metal
 	./internal/bmcemu ./internal/ironic ./test/nodeagent/nodeimage

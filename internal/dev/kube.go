@@ -67,11 +67,13 @@ func publishKubeImages(ctx context.Context, dir, registryHost string) (string, e
 		if err != nil {
 			return "", err
 		}
-		ref := registryHost + "/" + KubeFolder + "/" + e.Name() + ":" + tag
-		if err := containerimage.Push(ctx, idx, ref); err != nil {
-			return "", err
+		for _, repository := range kubeRepositories(e.Name()) {
+			ref := registryHost + "/" + KubeFolder + "/" + repository + ":" + tag
+			if err := containerimage.Push(ctx, idx, ref); err != nil {
+				return "", err
+			}
+			pushed = append(pushed, repository+":"+tag)
 		}
-		pushed = append(pushed, e.Name()+":"+tag)
 	}
 	if len(pushed) == 0 {
 		return "", fmt.Errorf("the Kubernetes images: %s holds no image layout (run make kube-images)", dir)
@@ -79,6 +81,17 @@ func publishKubeImages(ctx context.Context, dir, registryHost string) (string, e
 	slices.Sort(pushed)
 	return fmt.Sprintf("%s/%s/{%s} (no credential needed; at %s on the %s network)",
 		registryHost, KubeFolder, strings.Join(pushed, ","), KubeGuestRegistry, KubeNetwork), nil
+}
+
+// kubeRepositories are the repositories image is published as under KubeFolder: its name,
+// which kubeadm asks a custom imageRepository for, and, where registry.k8s.io keeps it
+// elsewhere, that path too, which kubeadm asks for by default and containerd's mirror of
+// registry.k8s.io passes on unchanged (CoreDNS is registry.k8s.io/coredns/coredns).
+func kubeRepositories(image string) []string {
+	if image == "coredns" {
+		return []string{"coredns", "coredns/coredns"}
+	}
+	return []string{image}
 }
 
 // publishNodeImage pushes make node-image's disk form (dir/disk/ARCH) as
