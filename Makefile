@@ -48,17 +48,20 @@ tools: $(TOOLS) ## Control-plane binaries (kube-controller-manager too), kubelet
 # real node of test/cluster.
 # Each group is one go build, so the packages its binaries share are compiled once: the
 # demo's two first, the test-only four when make test asks for them.
+# They are built as make kube builds its static binaries (KUBE_STATIC_BUILD, below), so
+# the packages both compile are compiled once, for this machine's architecture.
 $(BIN)/kube-apiserver $(BIN)/kubectl &: hack/tools/kube/go.mod
-	cd hack/tools/kube && go build -o $(BIN)/ -ldflags "$(KUBE_LDFLAGS)" \
+	cd hack/tools/kube && $(KUBE_STATIC_BUILD) -o $(BIN)/ \
 		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
 
 $(BIN)/kube-scheduler $(BIN)/kube-controller-manager $(NODE) &: hack/tools/kube/go.mod
-	cd hack/tools/kube && go build -o $(BIN)/ -ldflags "$(KUBE_LDFLAGS)" \
+	cd hack/tools/kube && $(KUBE_STATIC_BUILD) -o $(BIN)/ \
 		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-controller-manager \
 		k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy
 
+# Built as bin/kube/ARCH/etcd is (the etcd image's), for the same reason.
 $(BIN)/etcd: hack/tools/etcd/go.mod
-	cd hack/tools/etcd && go build -o $@ go.etcd.io/etcd/server/v3
+	cd hack/tools/etcd && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $@ go.etcd.io/etcd/server/v3
 
 # Since v1.14 the core manager's main package is sigs.k8s.io/cluster-api/core (about 6.5
 # minutes on 2 cores the first time).
@@ -110,12 +113,12 @@ $(BIN)/debian/VERSIONS: $(shell find hack/debian hack/testos -type f)
 # image and of the control-plane images, static (a guest's or an image's libc never has to
 # match), for each architecture, from the same pin as the tools above. One go build an
 # architecture, so their shared packages compile once (about 20 minutes the first time here).
+KUBE_STATIC_BUILD = CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $(KUBE_LDFLAGS)"
 KUBE_STATIC := kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubeadm kubectl
 kube: $(foreach a,$(AGENT_ARCHS),$(foreach b,$(KUBE_STATIC),$(BIN)/kube/$(a)/$(b))) ## Static Kubernetes binaries (control plane, kubelet, kubeadm, kubectl) for amd64 and arm64 in bin/kube/ARCH.
 
 $(foreach b,$(KUBE_STATIC),$(BIN)/kube/%/$(b)): hack/tools/kube/go.mod
-	cd hack/tools/kube && CGO_ENABLED=0 GOARCH=$* go build -trimpath -o $(BIN)/kube/$*/ \
-		-ldflags "-s -w $(KUBE_LDFLAGS)" $(KUBE_STATIC:%=k8s.io/kubernetes/cmd/%)
+	cd hack/tools/kube && GOARCH=$* $(KUBE_STATIC_BUILD) -o $(BIN)/kube/$*/ $(KUBE_STATIC:%=k8s.io/kubernetes/cmd/%)
 
 node-image: $(BIN)/node-image/VERSIONS ## The Kubernetes node image (the Debian image with containerd, kubelet and kubeadm) for amd64 and arm64 in bin/node-image: docs/kubeadm.md.
 
@@ -214,7 +217,7 @@ test: deps ## Everything CI runs (test/install installs the images of make image
 
 # The set-up's builds run two at a time: while one compiles, another downloads or packs.
 test-setup: ## What make test builds and checks before its tests (fresh-check times it apart).
-	$(MAKE) -j2 tools testos eraser esp agents debian $(BIN)/images/SIZES
+	$(MAKE) -j2 tools testos eraser esp agents debian $(BIN)/images/SIZES kube kube-images node-image
 	$(MAKE) verify-generated vet
 
 test-only: ## Unit, integration and end-to-end tests, without the set-up steps.

@@ -2,6 +2,7 @@ package kubeadm
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -189,30 +190,10 @@ func (d *kubeDev) console(tb testing.TB, name string) string {
 func TestKubeadmInitInANodeImageGuest(t *testing.T) {
 	d := startDev(t)
 	const name = "kube-cp"
-	id := d.createNode(t, name)
-	c := d.login(t, name, id)
+	c := d.login(t, name, d.createNode(t, name))
 	defer c.Close()
-	for _, check := range []struct{ command, want string }{
-		{"cloud-init status --wait --long", "status: done"},
-		{"systemctl is-active containerd", "active"},
-		{"kubeadm version -o short", d.kubeVersion},
-		{"uname -m", "x86_64"},
-	} {
-		if out, err := guestssh.Run(c, check.command); err != nil || !strings.Contains(out, check.want) {
-			t.Fatalf("%q = %q (%v), want it to say %q", check.command, strings.TrimSpace(out), err, check.want)
-		}
-	}
-	began := time.Now()
-	out, err := guestssh.Run(c, "sudo kubeadm init --config /etc/anvil/kubeadm.yaml 2>&1")
-	took := time.Since(began)
-	if err != nil {
-		kubelet, _ := guestssh.Run(c, "sudo journalctl -u kubelet --no-pager | tail -n 40; sudo journalctl -u containerd --no-pager | tail -n 20")
-		t.Fatalf("kubeadm init: %v\n%s\nkubelet and containerd:\n%s", err, out, kubelet)
-	}
+	took := kubeadmInit(t, c, d.kubeVersion)
 	t.Logf("kubeadm init in a TCG guest (2 vCPUs, 3 GiB) took %s", took.Round(time.Second))
-	if !strings.Contains(out, "Your Kubernetes control-plane has initialized successfully") {
-		t.Fatalf("kubeadm init did not say it succeeded:\n%s", out)
-	}
 
 	kubectl := "sudo kubectl --kubeconfig /etc/kubernetes/admin.conf "
 	waitGuest(t, c, 10*time.Minute, "the node Ready", kubectl+"get node "+name+" -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}'",
@@ -234,6 +215,53 @@ func TestKubeadmInitInANodeImageGuest(t *testing.T) {
 	if out, err := guestssh.Run(c, "systemctl is-active kubelet"); err != nil || strings.TrimSpace(out) != "active" {
 		t.Errorf("the kubelet service is %q (%v)", strings.TrimSpace(out), err)
 	}
+}
+
+// kubeadmInit checks that the guest logged in as c is a node image of kubeVersion ready for
+// kubeadm, then runs kubeadm init with the user data's configuration and returns how long
+// it took.
+func kubeadmInit(tb testing.TB, c *ssh.Client, kubeVersion string) time.Duration {
+	tb.Helper()
+	for _, check := range []struct{ command, want string }{
+		{"cloud-init status --wait --long", "status: done"},
+		{"systemctl is-active containerd", "active"},
+		{"kubeadm version -o short", kubeVersion},
+		{"uname -m", "x86_64"},
+	} {
+		if out, err := guestssh.Run(c, check.command); err != nil || !strings.Contains(out, check.want) {
+			tb.Fatalf("%q = %q (%v), want it to say %q", check.command, strings.TrimSpace(out), err, check.want)
+		}
+	}
+	began := time.Now()
+	out, err := guestssh.Run(c, "sudo kubeadm init --config /etc/anvil/kubeadm.yaml 2>&1")
+	took := time.Since(began)
+	if err != nil {
+		kubelet, _ := guestssh.Run(c, "sudo journalctl -u kubelet --no-pager | tail -n 40; sudo journalctl -u containerd --no-pager | tail -n 20")
+		tb.Fatalf("kubeadm init: %v\n%s\nkubelet and containerd:\n%s", err, out, kubelet)
+	}
+	if !strings.Contains(out, "Your Kubernetes control-plane has initialized successfully") {
+		tb.Fatalf("kubeadm init did not say it succeeded:\n%s", out)
+	}
+	return took
+}
+
+// kubeadm init by hand in a node-image guest (the same guest, configuration and images as
+// TestKubeadmInitInANodeImageGuest), from the command to its success: the figure a Cluster
+// API control plane's time to Available is compared with, and how much of either is TCG.
+// One anvil dev; each round a new Machine, deleted after.
+func BenchmarkKubeadmInitByHand(b *testing.B) {
+	d := startDev(b)
+	var total time.Duration
+	for i := 0; i < b.N; i++ {
+		name := fmt.Sprintf("kube-bench-%d", i)
+		c := d.login(b, name, d.createNode(b, name))
+		total += kubeadmInit(b, c, d.kubeVersion)
+		c.Close()
+		if out, err := env.Kubectl(b, d.kubeconfig, "", "delete", "machine", name, "--wait=true"); err != nil {
+			b.Fatalf("deleting %s: %v\n%s", name, err, out)
+		}
+	}
+	b.ReportMetric(total.Seconds()/float64(b.N), "s/init")
 }
 
 // waitGuest runs command in the guest until ok accepts its trimmed output, failing after
