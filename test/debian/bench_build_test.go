@@ -15,6 +15,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/dev"
+	"github.com/anvil-dev/anvil/test/devproc"
 	"github.com/anvil-dev/anvil/test/guestssh"
 	"github.com/anvil-dev/anvil/test/testos"
 )
@@ -52,8 +53,8 @@ import (
 func BenchmarkOnePackageChangeAgainstABuildByHand(b *testing.B) {
 	proxy := startPackageProxy(b)
 	kubeconfig, registry := startDevForBuilds(b, proxy.Addr)
-	apply(b, kubeconfig, builderClass)
-	apply(b, kubeconfig, recipeYAML(registry, "[]", "hello"))
+	env.Apply(b, kubeconfig, builderClass)
+	env.Apply(b, kubeconfig, recipeYAML(registry, "[]", "hello"))
 	index := waitPublished(b, kubeconfig, "debian-hello", "").Status.Index
 	waitBuildersGone(b, kubeconfig)
 
@@ -71,7 +72,7 @@ func BenchmarkOnePackageChangeAgainstABuildByHand(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		packages := []string{"hello tree", "hello"}[i%2]
 		start := time.Now()
-		apply(b, kubeconfig, recipeYAML(registry, "[]", packages))
+		env.Apply(b, kubeconfig, recipeYAML(registry, "[]", packages))
 		o := waitPublished(b, kubeconfig, "debian-hello", index)
 		anvil := time.Since(start)
 		index = o.Status.Index
@@ -114,7 +115,7 @@ func keepMachine(tb testing.TB, kubeconfig string, arch computev1alpha1.Architec
 	tb.Helper()
 	name := "debian-" + string(arch)
 	id := createVM(tb, kubeconfig, arch, image)
-	login(tb, kubeconfig, name, id).Close() // it boots: the command line is a good one
+	env.Login(tb, kubeconfig, name, id).Close() // it boots: the command line is a good one
 	args, machineDir := runtimeCommandLine(tb, kubeconfig, name)
 	m := &handMachine{arch: arch, args: openUserNetwork(tb, args), machineDir: machineDir, kept: copyMachine(tb, machineDir), id: id}
 	if out, err := env.Kubectl(tb, kubeconfig, "", "delete", "machine", name, "--timeout", "3m"); err != nil {
@@ -192,7 +193,7 @@ func (m *handMachine) build(tb testing.TB, proxyPort, packages string) time.Dura
 		"sudo env " + proxy + " apt-get update && sudo env " + proxy + " apt-get install -y " + packages,
 	} {
 		if out, err := guestssh.Run(c, step); err != nil {
-			tb.Fatalf("%s by hand: %q: %v\n%s", m.arch, step, err, lastLines(out, 40))
+			tb.Fatalf("%s by hand: %q: %v\n%s", m.arch, step, err, devproc.LastLines(out, 40))
 		}
 	}
 	stepped := time.Now()

@@ -17,6 +17,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/dev"
 	"github.com/anvil-dev/anvil/internal/ironic"
 	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
+	"github.com/anvil-dev/anvil/test/devproc"
 	"github.com/anvil-dev/anvil/test/guestssh"
 	"github.com/anvil-dev/anvil/test/ironictest"
 	"github.com/anvil-dev/anvil/test/testos"
@@ -41,7 +42,7 @@ func BenchmarkServerFirstBootAgainstIronicByHand(b *testing.B) {
 			waitHostAvailable(b, d, server)
 			start := time.Now()
 			id := createMachine(b, d.kubeconfig, serverMachine, arch, d.ram)
-			c := login(b, d.kubeconfig, name, id)
+			c := env.Login(b, d.kubeconfig, name, id)
 			waitCloudInit(b, c)
 			anvil := time.Since(start)
 			c.Close()
@@ -189,7 +190,7 @@ func (h *ironicByHand) deploy(tb testing.TB, arch computev1alpha1.Architecture, 
 	c, err := id.Dial(ctx, addr)
 	if err != nil {
 		b, _ := os.ReadFile(h.emu.ConsolePath(s.Name))
-		tb.Fatalf("%s by hand: %v\nthe end of its console:\n%s", s.Name, err, lastLines(string(b), 60))
+		tb.Fatalf("%s by hand: %v\nthe end of its console:\n%s", s.Name, err, devproc.LastLines(string(b), 60))
 	}
 	defer c.Close()
 	waitCloudInit(tb, c)

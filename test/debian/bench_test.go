@@ -34,7 +34,7 @@ func BenchmarkFirstBootAgainstQEMUByHand(b *testing.B) {
 			name := "debian-" + string(arch)
 			start := time.Now()
 			id := createVM(b, kubeconfig, arch, image)
-			c := login(b, kubeconfig, name, id)
+			c := env.Login(b, kubeconfig, name, id)
 			waitCloudInit(b, c)
 			anvil := time.Since(start)
 			c.Close()

@@ -113,12 +113,12 @@ spec:
 func TestDebianOSImagesBuildAndRollOut(t *testing.T) {
 	proxy := startPackageProxy(t)
 	d := startDev(t, devOptions{amd64Servers: 1, packageProxy: proxy.Addr})
-	apply(t, d.kubeconfig, builderClass)
+	env.Apply(t, d.kubeconfig, builderClass)
 	registry := d.registry()
 
 	start := time.Now()
-	apply(t, d.kubeconfig, recipeYAML(registry, "[]", "hello"))
-	apply(t, d.kubeconfig, ramRecipeYAML(registry, "v1"))
+	env.Apply(t, d.kubeconfig, recipeYAML(registry, "[]", "hello"))
+	env.Apply(t, d.kubeconfig, ramRecipeYAML(registry, "v1"))
 	o := waitPublished(t, d.kubeconfig, "debian-hello", "")
 	t.Logf("OSImage created → index published (amd64 and arm64): %v", time.Since(start).Round(time.Second))
 	logBuildTimes(t, d.kubeconfig, o.Status.LatestBuild)
@@ -141,7 +141,7 @@ func TestDebianOSImagesBuildAndRollOut(t *testing.T) {
 		m.id = createMachine(t, d.kubeconfig, m.template, m.arch, m.image)
 	}
 	for _, m := range machines {
-		c := login(t, d.kubeconfig, m.name, m.id)
+		c := env.Login(t, d.kubeconfig, m.name, m.id)
 		checkBuilt(t, m, c, "hello", "v1")
 		writeDataDisk(t, m, c)
 		c.Close()
@@ -149,8 +149,8 @@ func TestDebianOSImagesBuildAndRollOut(t *testing.T) {
 
 	// One package more, and a new release: new indexes, and the rollouts move the Machines.
 	changed := time.Now()
-	apply(t, d.kubeconfig, recipeYAML(registry, "[]", "hello tree"))
-	apply(t, d.kubeconfig, ramRecipeYAML(registry, "v2"))
+	env.Apply(t, d.kubeconfig, recipeYAML(registry, "[]", "hello tree"))
+	env.Apply(t, d.kubeconfig, ramRecipeYAML(registry, "v2"))
 	o2 := waitPublished(t, d.kubeconfig, "debian-hello", o.Status.Index)
 	t.Logf("one package more → new index published (amd64 and arm64): %v", time.Since(changed).Round(time.Second))
 	logBuildTimes(t, d.kubeconfig, o2.Status.LatestBuild)
@@ -177,14 +177,14 @@ func TestDebianOSImagesBuildAndRollOut(t *testing.T) {
 		if got, _ := env.Kubectl(t, d.kubeconfig, "", "get", "events", "-n", "default", "--field-selector", "reason=Reimaged,involvedObject.name="+m.name, "-o", "name"); got == "" {
 			t.Errorf("%s: no Reimaged Event", m.name)
 		}
-		c := login(t, d.kubeconfig, m.name, m.id)
+		c := env.Login(t, d.kubeconfig, m.name, m.id)
 		checkBuilt(t, m, c, "tree", "v2")
 		checkDataDisk(t, m, c)
 		c.Close()
 	}
 
 	// A package that does not exist: StepFailed naming line 6, the index untouched.
-	apply(t, d.kubeconfig, recipeYAML(registry, "[amd64]", "anvil-no-such-package"))
+	env.Apply(t, d.kubeconfig, recipeYAML(registry, "[amd64]", "anvil-no-such-package"))
 	failed := waitOSImage(t, d.kubeconfig, "debian-hello", 60*time.Minute, "the failed build", "", func(o *imagesv1alpha1.OSImage) bool {
 		c := meta.FindStatusCondition(o.Status.Conditions, imagesv1alpha1.ConditionReady)
 		return c != nil && c.Reason == imagesv1alpha1.ReasonBuildFailed

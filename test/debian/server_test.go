@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/test/devproc"
 	"github.com/anvil-dev/anvil/test/guestssh"
 	"github.com/anvil-dev/anvil/test/testos"
 )
@@ -55,7 +56,7 @@ func testServers(t *testing.T, d *debianDev) {
 		}
 		for _, server := range []string{"emulated-1", "emulated-arm64-1"} {
 			b, _ := os.ReadFile(filepath.Join(d.state, "pools", "dev-metal", "servers", server, "console.log"))
-			t.Logf("the end of %s's console:\n%s", server, lastLines(string(b), 60))
+			t.Logf("the end of %s's console:\n%s", server, devproc.LastLines(string(b), 60))
 		}
 	})
 	logins := map[computev1alpha1.Architecture]*guestssh.Identity{}
@@ -64,7 +65,7 @@ func testServers(t *testing.T, d *debianDev) {
 	}
 	for _, arch := range testos.Architectures {
 		name := "debian-server-" + string(arch)
-		c := login(t, d.kubeconfig, name, logins[arch])
+		c := env.Login(t, d.kubeconfig, name, logins[arch])
 		checkFirstBoot(t, name, arch, c, serverDatasource)
 		c.Close()
 	}

@@ -1,14 +1,12 @@
 package debian
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -86,7 +84,7 @@ func testQemuPools(t *testing.T, d *debianDev) {
 		logins[arch] = createVM(t, d.kubeconfig, arch, d.disk)
 	}
 	for _, arch := range testos.Architectures {
-		c := login(t, d.kubeconfig, "debian-"+string(arch), logins[arch])
+		c := env.Login(t, d.kubeconfig, "debian-"+string(arch), logins[arch])
 		checkFirstBoot(t, "debian-"+string(arch), arch, c, vmDatasource)
 		c.Close()
 	}
@@ -155,9 +153,9 @@ func startDev(tb testing.TB, o devOptions) *debianDev {
 	tb.Cleanup(func() { dv.Stop(syscall.SIGTERM) })
 	d := &debianDev{kubeconfig: filepath.Join(state, "kubeconfig"), state: state, registryPort: registryPort}
 	d.disk, d.ram = d.registry()+"/"+dev.DebianRepository, d.registry()+"/"+dev.DebianRAMRepository
-	apply(tb, d.kubeconfig, vmClass)
+	env.Apply(tb, d.kubeconfig, vmClass)
 	if servers {
-		apply(tb, d.kubeconfig, serverClass)
+		env.Apply(tb, d.kubeconfig, serverClass)
 	}
 	return d
 }
@@ -176,28 +174,8 @@ func createMachine(tb testing.TB, kubeconfig, template string, arch computev1alp
 	if err != nil {
 		tb.Fatal(err)
 	}
-	apply(tb, kubeconfig, machineYAML(template, arch, image, id))
+	env.Apply(tb, kubeconfig, machineYAML(template, arch, image, id))
 	return id
-}
-
-// login waits until Machine name is Running and its SSH address lets id in.
-func login(tb testing.TB, kubeconfig, name string, id *guestssh.Identity) *ssh.Client {
-	tb.Helper()
-	env.WaitKubectlFor(tb, kubeconfig, 15*time.Minute, name+" Running", func(s string) bool { return s == "Running" },
-		"get", "machine", name, "-o", "jsonpath={.status.state}")
-	addr, err := env.Kubectl(tb, kubeconfig, "", "get", "machine", name, "-o", `jsonpath={.status.addresses[?(@.type=="SSH")].address}`)
-	if err != nil || addr == "" {
-		tb.Fatalf("%s reports no SSH address: %v %q", name, err, addr)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	c, err := id.Dial(ctx, addr)
-	if err != nil {
-		console, _ := env.Kubectl(tb, kubeconfig, "", "get", "machine", name, "-o", "jsonpath={.status.console}")
-		b, _ := os.ReadFile(console)
-		tb.Fatalf("%s: %v\nthe end of its console:\n%s", name, err, lastLines(string(b), 60))
-	}
-	return c
 }
 
 // datasource is how a kind of pool hands cloud-init its first-boot data: the datasource
@@ -262,19 +240,4 @@ func userData(arch computev1alpha1.Architecture, id *guestssh.Identity) string {
 runcmd:
   - [sh, -c, "mkdir -p /var/lib/anvil && echo runcmd ran as $(id -un) > /var/lib/anvil/runcmd"]
 `, arch)
-}
-
-func apply(t testing.TB, kubeconfig, objects string) {
-	t.Helper()
-	if out, err := env.Kubectl(t, kubeconfig, objects, "apply", "-f", "-"); err != nil {
-		t.Fatalf("kubectl apply: %v\n%s", err, out)
-	}
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

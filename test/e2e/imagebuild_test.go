@@ -113,19 +113,13 @@ func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) 
 		"--test-os", testos.Dir(t), "--agents", agentsDir(t)}
 	d := env.StartDev(t, append(args, "--qemu-architectures=amd64")...)
 	kc := filepath.Join(state, "kubeconfig")
-	apply := func(manifest string) {
-		t.Helper()
-		if out, err := env.Kubectl(t, kc, manifest, "apply", "-f", "-"); err != nil {
-			t.Fatalf("kubectl apply: %v\n%s", err, out)
-		}
-	}
-	apply(builderClass)
+	env.Apply(t, kc, builderClass)
 	base := "ARG TARGETARCH\nLABEL dev.anvil.arch=$TARGETARCH\nRUN mkdir -p /etc/anvil && echo \"built-on=$(uname -m)\" > /etc/anvil/build"
 	recipe := osImageManifest{registry: registry, archs: "[]", publish: "AllArchitectures", common: base,
 		arm64: "RUN echo arm-only > /etc/anvil/arm"}
 
 	// 1. With architectures empty and only an amd64 pool, amd64 alone builds.
-	apply(recipe.String())
+	env.Apply(t, kc, recipe.String())
 	first := waitOSImage(t, kc, "published", func(o *imagesv1alpha1.OSImage) bool { return ready(o) && o.Status.Index != "" })
 	if got := builderEvents(t, kc); strings.Join(got, " ") != "amd64" {
 		t.Errorf("builders created: %v, want one amd64", got)
@@ -151,7 +145,7 @@ func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) 
 
 	// Machines of both architectures boot the output and say where it was built; they are
 	// then powered off (their status keeps what they booted) to leave the CPUs to builders.
-	apply(strings.ReplaceAll(builtMachines, "REGISTRY", registry))
+	env.Apply(t, kc, strings.ReplaceAll(builtMachines, "REGISTRY", registry))
 	for arch, want := range map[string]string{"amd64": "built-on=x86_64", "arm64": "built-on=aarch64"} {
 		machine := "built-" + arch
 		env.WaitKubectl(t, kc, "Running", "get", "machine", machine, "-n", "default", "-o", "jsonpath={.status.state}")
@@ -169,7 +163,7 @@ func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) 
 	// 3. Naming the architectures, in another order, and reordering the Containerfiles
 	// builds nothing: the same inputs.
 	recipe.archs, recipe.armFirst = "[arm64, amd64]", true
-	apply(recipe.String())
+	env.Apply(t, kc, recipe.String())
 	same := waitOSImage(t, kc, "reordered", func(o *imagesv1alpha1.OSImage) bool { return ready(o) })
 	if same.Status.Index != grown.Status.Index || same.Status.LatestBuild != grown.Status.LatestBuild {
 		t.Errorf("after reordering: index %s build %s, want %s %s", same.Status.Index, same.Status.LatestBuild, grown.Status.Index, grown.Status.LatestBuild)
@@ -182,7 +176,7 @@ func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) 
 	// only the arm64 Machine is moved to the new index by the OSImage's rollout. Its
 	// builder, deleted while it runs, is lost: a second attempt on a new Machine builds it.
 	recipe.arm64 = "RUN echo arm-changed > /etc/anvil/arm"
-	apply(recipe.String())
+	env.Apply(t, kc, recipe.String())
 	arm64Builder := []string{"machines", "-n", "default", "-l", "images.anvil.dev/osimage=e2e-os,images.anvil.dev/architecture=arm64"}
 	env.WaitKubectlFor(t, kc, 5*time.Minute, "the arm64 builder running", func(s string) bool { return s == "Running" },
 		append(append([]string{"get"}, arm64Builder...), "-o", "jsonpath={.items[*].status.state}")...)
@@ -220,7 +214,7 @@ func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) 
 	// by hand is taken by test/scale/imagebuild.)
 	recipe.common = base + "\nRUN echo both > /etc/anvil/both"
 	changed := time.Now()
-	apply(recipe.String())
+	env.Apply(t, kc, recipe.String())
 	third := waitOSImage(t, kc, "both rebuilt", func(o *imagesv1alpha1.OSImage) bool { return ready(o) && o.Status.Index != second.Status.Index })
 	if got := builderEvents(t, kc); len(got) != 6 {
 		t.Errorf("builders created: %v, want one more per architecture", got)
@@ -232,7 +226,7 @@ func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) 
 	// 6. anvil dev (manager, pools, registry) killed while both builders run: after a
 	// restart the builders are found, none is started twice, and the build completes.
 	recipe.common = base + "\nRUN sleep 40"
-	apply(recipe.String())
+	env.Apply(t, kc, recipe.String())
 	env.WaitKubectlFor(t, kc, 5*time.Minute, "two builders running", func(s string) bool { return s == "Running Running" },
 		"get", "machines", "-n", "default", "-l", "images.anvil.dev/osimage=e2e-os", "-o", "jsonpath={range .items[*]}{.status.state} {end}")
 	d.Kill(state)
@@ -250,7 +244,7 @@ func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) 
 	// and under AllArchitectures the tag does not move.
 	recipe.common = base + "\nRUN echo v2 > /etc/anvil/version"
 	recipe.arm64 = "RUN echo about to fail && false"
-	apply(recipe.String())
+	env.Apply(t, kc, recipe.String())
 	broken := waitOSImage(t, kc, "arm64 failed", func(o *imagesv1alpha1.OSImage) bool {
 		c := meta.FindStatusCondition(o.Status.Conditions, imagesv1alpha1.ConditionReady)
 		return c != nil && c.Reason == imagesv1alpha1.ReasonBuildFailed
@@ -271,7 +265,7 @@ func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) 
 
 	// 8. CarryForward publishes amd64's new entry with arm64's previous one, and says so.
 	recipe.publish = "CarryForward"
-	apply(recipe.String())
+	env.Apply(t, kc, recipe.String())
 	carried := waitOSImage(t, kc, "carried forward", func(o *imagesv1alpha1.OSImage) bool { return ready(o) && o.Status.Index != fourth.Status.Index })
 	degraded := meta.FindStatusCondition(carried.Status.Conditions, imagesv1alpha1.ConditionDegraded)
 	if degraded == nil || degraded.Status != metav1.ConditionTrue || !strings.Contains(degraded.Message, "arm64") {

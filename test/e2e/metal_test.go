@@ -88,7 +88,7 @@ func TestBareMetalPools(t *testing.T) {
 		"--state-dir", shortDir(t), "--ironic-port", devproc.FreePort(t), "--image-listen", "127.0.0.1:"+devproc.FreePort(t),
 		"--allow-registry", "127.0.0.1:"+registryPort, "--registry-credentials", poolsCredentials(kubeconfig), "--wipe", "eraser", "--eraser", filepath.Join(env.BinDir, "eraser"))
 	rtCmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	apply(t, kubeconfig, strings.ReplaceAll(siteB, "IMAGE", image))
+	env.Apply(t, kubeconfig, strings.ReplaceAll(siteB, "IMAGE", image))
 	rt := devproc.StartProcess(t, rtCmd)
 	t.Cleanup(func() { devproc.StopProcess(rt) })
 	poolletCmd := exec.Command(env.AnvilBin, "poollet", "--pool", "metal-b", "--runtime", socket, "--interval", "1s",

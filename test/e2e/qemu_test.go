@@ -115,7 +115,7 @@ func TestQemuPoolsBootTheImageOfTheirArchitecture(t *testing.T) {
 		pools[arch] = startQemuPool(t, kubeconfig, registry, arch)
 		env.WaitKubectl(t, kubeconfig, "True", "get", "machinepool", pools[arch].name, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 	}
-	apply(t, kubeconfig, strings.ReplaceAll(vmObjects, "IMAGE", image))
+	env.Apply(t, kubeconfig, strings.ReplaceAll(vmObjects, "IMAGE", image))
 
 	consoles := map[string]string{}
 	for _, g := range []struct {
@@ -135,7 +135,7 @@ func TestQemuPoolsBootTheImageOfTheirArchitecture(t *testing.T) {
 
 	// The amd64-only image: the scheduler reads its index and picks the amd64 pool; asked
 	// for arm64 it says no architecture fits; pinned to the arm64 pool, the runtime refuses.
-	apply(t, kubeconfig, fmt.Sprintf(`
+	env.Apply(t, kubeconfig, fmt.Sprintf(`
 apiVersion: compute.anvil.dev/v1alpha1
 kind: Machine
 metadata: {name: only-amd64, namespace: default}
@@ -238,13 +238,6 @@ func pushAMD64Only(t *testing.T, registry, state string) string {
 		t.Fatalf("anvil image push: %v\n%s", err, stderr)
 	}
 	return strings.TrimSpace(string(out))
-}
-
-func apply(t *testing.T, kubeconfig, objects string) {
-	t.Helper()
-	if out, err := env.Kubectl(t, kubeconfig, objects, "apply", "-f", "-"); err != nil {
-		t.Fatalf("kubectl apply: %v\n%s", err, out)
-	}
 }
 
 func patchPower(t *testing.T, kubeconfig, machine, power string) {

@@ -1,7 +1,6 @@
 package kubeadm
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -133,7 +132,7 @@ func startDev(tb testing.TB) *kubeDev {
 	d := &kubeDev{kubeconfig: filepath.Join(state, "kubeconfig"), state: state, registryPort: registryPort,
 		kubeVersion: strings.TrimSpace(string(version))}
 	d.nodeImage = "127.0.0.1:" + registryPort + "/" + dev.NodeImageRepository + ":" + d.kubeVersion
-	apply(tb, d.kubeconfig, nodeClass)
+	env.Apply(tb, d.kubeconfig, nodeClass)
 	return d
 }
 
@@ -149,36 +148,8 @@ func (d *kubeDev) createNode(tb testing.TB, name string) *guestssh.Identity {
 	userData := "#cloud-config\n" + id.CloudConfig() + files
 	y := strings.ReplaceAll(nodeMachine, "USERDATA", "    "+strings.ReplaceAll(strings.TrimRight(userData, "\n"), "\n", "\n    "))
 	y = strings.NewReplacer("NAME", name, "IMAGE", d.nodeImage, "NETWORK", dev.KubeNetwork).Replace(y)
-	apply(tb, d.kubeconfig, y)
+	env.Apply(tb, d.kubeconfig, y)
 	return id
-}
-
-// login waits until Machine name is Running and its SSH address lets id in.
-func (d *kubeDev) login(tb testing.TB, name string, id *guestssh.Identity) *ssh.Client {
-	tb.Helper()
-	env.WaitKubectlFor(tb, d.kubeconfig, 15*time.Minute, name+" Running", func(s string) bool { return s == "Running" },
-		"get", "machine", name, "-o", "jsonpath={.status.state}")
-	addr, err := env.Kubectl(tb, d.kubeconfig, "", "get", "machine", name, "-o", `jsonpath={.status.addresses[?(@.type=="SSH")].address}`)
-	if err != nil || addr == "" {
-		tb.Fatalf("%s reports no SSH address: %v %q", name, err, addr)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	c, err := id.Dial(ctx, addr)
-	if err != nil {
-		tb.Fatalf("%s: %v\nthe end of its console:\n%s", name, err, d.console(tb, name))
-	}
-	return c
-}
-
-func (d *kubeDev) console(tb testing.TB, name string) string {
-	path, _ := env.Kubectl(tb, d.kubeconfig, "", "get", "machine", name, "-o", "jsonpath={.status.console}")
-	b, _ := os.ReadFile(path)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > 60 {
-		lines = lines[len(lines)-60:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // A control plane made by kubeadm in a node-image guest, by hand (kubeadm init over SSH, as
@@ -190,7 +161,7 @@ func (d *kubeDev) console(tb testing.TB, name string) string {
 func TestKubeadmInitInANodeImageGuest(t *testing.T) {
 	d := startDev(t)
 	const name = "kube-cp"
-	c := d.login(t, name, d.createNode(t, name))
+	c := env.Login(t, d.kubeconfig, name, d.createNode(t, name))
 	defer c.Close()
 	took := kubeadmInit(t, c, d.kubeVersion)
 	t.Logf("kubeadm init in a TCG guest (2 vCPUs, 3 GiB) took %s", took.Round(time.Second))
@@ -254,7 +225,7 @@ func BenchmarkKubeadmInitByHand(b *testing.B) {
 	var total time.Duration
 	for i := 0; i < b.N; i++ {
 		name := fmt.Sprintf("kube-bench-%d", i)
-		c := d.login(b, name, d.createNode(b, name))
+		c := env.Login(b, d.kubeconfig, name, d.createNode(b, name))
 		total += kubeadmInit(b, c, d.kubeVersion)
 		c.Close()
 		if out, err := env.Kubectl(b, d.kubeconfig, "", "delete", "machine", name, "--wait=true"); err != nil {
@@ -280,12 +251,5 @@ func waitGuest(t *testing.T, c *ssh.Client, limit time.Duration, what, command s
 			t.Fatalf("waiting %s for %s: last %q (%v)\n%s", limit, what, out, err, pods)
 		}
 		time.Sleep(5 * time.Second)
-	}
-}
-
-func apply(t testing.TB, kubeconfig, objects string) {
-	t.Helper()
-	if out, err := env.Kubectl(t, kubeconfig, objects, "apply", "-f", "-"); err != nil {
-		t.Fatalf("kubectl apply: %v\n%s", err, out)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/ironic"
 	"github.com/anvil-dev/anvil/internal/metal/site"
 	"github.com/anvil-dev/anvil/internal/provisioner"
+	"github.com/anvil-dev/anvil/test/devproc"
 )
 
 // recoveryRow is one Host of TestIronicLosesItsDatabaseInEveryState: where it is when
@@ -393,7 +394,7 @@ func TestEmulatedServerRestoredWithoutStatus(t *testing.T) {
 		time.Sleep(5 * time.Second) // a deployment or a reboot would print the ready line again by now
 		if n := boots(); n != 1 {
 			raw, _ := os.ReadFile(console)
-			t.Fatalf("%s: the console shows %d boots, want the one of the deployment:\n%s", what, n, lastLines(string(raw), 30))
+			t.Fatalf("%s: the console shows %d boots, want the one of the deployment:\n%s", what, n, devproc.LastLines(string(raw), 30))
 		}
 		checkClaims(t, infra, machines())
 	}
@@ -446,7 +447,7 @@ func TestEmulatedServerRestoredWithoutStatus(t *testing.T) {
 	}
 	raw, _ := os.ReadFile(console)
 	if !strings.Contains(string(raw), "ANVIL-ERASER-DONE disks=") || boots() != 1 {
-		t.Errorf("the eraser did not run to its end, or the tenant's image booted again (%d boots); console:\n%s", boots(), lastLines(string(raw), 30))
+		t.Errorf("the eraser did not run to its end, or the tenant's image booted again (%d boots); console:\n%s", boots(), devproc.LastLines(string(raw), 30))
 	}
 
 	// The next tenant's Machine boots once on the wiped server.

@@ -26,6 +26,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/metal/pool"
 	"github.com/anvil-dev/anvil/internal/metal/site"
 	"github.com/anvil-dev/anvil/internal/osimage"
+	"github.com/anvil-dev/anvil/test/devproc"
 	"github.com/anvil-dev/anvil/test/testos"
 )
 
@@ -137,7 +138,7 @@ func waitConsole(t *testing.T, path, want string, n int, timeout time.Duration) 
 		return strings.Count(string(raw), want) >= n, nil
 	})
 	if err != nil {
-		t.Fatalf("console %s never showed %q %d times:\n%s", path, want, n, lastLines(string(raw), 30))
+		t.Fatalf("console %s never showed %q %d times:\n%s", path, want, n, devproc.LastLines(string(raw), 30))
 	}
 	return string(raw)
 }
@@ -176,7 +177,7 @@ func TestEmulatedServerBootsTenantMachines(t *testing.T) {
 	deploy(tenantA, "alpha", "alpha")
 	out := waitConsole(t, console, "marker=alpha", 1, 3*time.Minute)
 	if strings.Count(out, ready) != 1 {
-		t.Fatalf("the server booted %d times for one deployment:\n%s", strings.Count(out, ready), lastLines(out, 30))
+		t.Fatalf("the server booted %d times for one deployment:\n%s", strings.Count(out, ready), devproc.LastLines(out, 30))
 	}
 	if got := redfishPower(t, e, emulatedServer.Name); got != "On" {
 		t.Errorf("the BMC says the deployed server is %s", got)
@@ -193,7 +194,7 @@ func TestEmulatedServerBootsTenantMachines(t *testing.T) {
 	})
 	time.Sleep(5 * time.Second) // a reboot would print the ready line again within seconds
 	if raw, _ := os.ReadFile(console); strings.Count(string(raw), ready) != 1 {
-		t.Fatalf("adopting the server rebooted it:\n%s", lastLines(string(raw), 30))
+		t.Fatalf("adopting the server rebooted it:\n%s", devproc.LastLines(string(raw), 30))
 	}
 
 	// The BMC emulator restarts: the server runs on, the same QEMU, adopted.
@@ -210,7 +211,7 @@ func TestEmulatedServerBootsTenantMachines(t *testing.T) {
 	})
 	time.Sleep(5 * time.Second)
 	if raw, _ := os.ReadFile(console); strings.Count(string(raw), ready) != 1 {
-		t.Fatalf("restarting the BMC rebooted the server:\n%s", lastLines(string(raw), 30))
+		t.Fatalf("restarting the BMC rebooted the server:\n%s", devproc.LastLines(string(raw), 30))
 	}
 
 	// Power follows the Machine, and the BMC says so.
@@ -382,7 +383,7 @@ func TestEmulatedUEFIServers(t *testing.T) {
 		})
 		out := waitConsole(t, e.ConsolePath(s.Name), "ANVIL-TESTOS-READY arch="+testos.UnameMachine(s.Architecture)+" ", 1, 3*time.Minute)
 		if !strings.Contains(out, testos.ReadyLine(s.Architecture, machines[i].Name, machines[i].Name)) {
-			t.Errorf("%s booted without its Machine's first-boot config:\n%s", s.Name, lastLines(out, 20))
+			t.Errorf("%s booted without its Machine's first-boot config:\n%s", s.Name, devproc.LastLines(out, 20))
 		}
 	}
 

@@ -92,14 +92,6 @@ func runSite(t *testing.T, ns string, mod func(*site.Config)) *site.Site {
 	return s
 }
 
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
 // serveDisk serves a raw disk image until the test ends.
 func serveDisk(t *testing.T) *diskimage.Server {
 	t.Helper()

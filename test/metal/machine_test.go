@@ -24,6 +24,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/metal/site"
 	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/internal/registrynet"
+	"github.com/anvil-dev/anvil/test/devproc"
 	"github.com/anvil-dev/anvil/test/metalpool"
 	"github.com/anvil-dev/anvil/test/testos"
 )
@@ -95,7 +96,7 @@ func startMetalPoolWith(t *testing.T, name, ns string, mod func(*site.Config)) *
 				t.Logf("Host %s: %s", hosts.Items[i].Name, describe(&hosts.Items[i]))
 			}
 			if b, err := os.ReadFile(p.Site.Ironic.LogPath()); err == nil {
-				t.Logf("ironic.log (tail):\n%s", lastLines(string(b), 40))
+				t.Logf("ironic.log (tail):\n%s", devproc.LastLines(string(b), 40))
 			}
 		}
 	})

@@ -16,6 +16,7 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/bmcemu"
+	"github.com/anvil-dev/anvil/test/devproc"
 )
 
 // The emulated server of the wipe test: a second disk of 64 MiB (131072 sectors), which
@@ -108,7 +109,7 @@ func TestReleasedServerIsWipedBeforeTheNextTenant(t *testing.T) {
 	}
 	raw, _ := os.ReadFile(console)
 	if !strings.Contains(string(raw), "ANVIL-ERASER-DONE disks=") {
-		t.Errorf("the eraser did not run on the server; console:\n%s", lastLines(string(raw), 30))
+		t.Errorf("the eraser did not run on the server; console:\n%s", devproc.LastLines(string(raw), 30))
 	}
 	// The disk itself, read from outside while the server is off: the first and the last MiB
 	// are zero, as the eraser promises; the middle, which only a full erase clears, not.
