@@ -5,6 +5,7 @@ SHELL := /usr/bin/env bash
 .DEFAULT_GOAL := build
 
 BIN := $(CURDIR)/bin
+HOSTARCH := $(shell go env GOARCH)
 KUBE_VERSION := v1.36.3
 KUBE_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
 	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=36 \
@@ -59,9 +60,9 @@ $(BIN)/kube-scheduler $(BIN)/kube-controller-manager $(NODE) &: hack/tools/kube/
 		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-controller-manager \
 		k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy
 
-# Built as bin/kube/ARCH/etcd is (the etcd image's), for the same reason.
-$(BIN)/etcd: hack/tools/etcd/go.mod
-	cd hack/tools/etcd && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $@ go.etcd.io/etcd/server/v3
+# The etcd image's binary for this machine's architecture: one build of it.
+$(BIN)/etcd: $(BIN)/kube/$(HOSTARCH)/etcd
+	ln -f $< $@
 
 # Since v1.14 the core manager's main package is sigs.k8s.io/cluster-api/core (about 6.5
 # minutes on 2 cores the first time).
@@ -216,8 +217,11 @@ test: deps ## Everything CI runs (test/install installs the images of make image
 	$(MAKE) test-only
 
 # The set-up's builds run two at a time: while one compiles, another downloads or packs.
+# make kube first: the host's Kubernetes tools are built as it builds (the same flags), and
+# a go build running beside another that compiles the same packages compiles them again.
 test-setup: ## What make test builds and checks before its tests (fresh-check times it apart).
-	$(MAKE) -j2 tools testos eraser esp agents debian $(BIN)/images/SIZES kube kube-images node-image
+	$(MAKE) -j2 kube testos eraser esp agents debian
+	$(MAKE) -j2 tools $(BIN)/images/SIZES kube-images node-image
 	$(MAKE) verify-generated vet
 
 test-only: ## Unit, integration and end-to-end tests, without the set-up steps.

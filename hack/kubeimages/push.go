@@ -5,10 +5,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"path/filepath"
 	"strings"
 
-	"github.com/anvil-dev/anvil/internal/containerimage"
+	"github.com/anvil-dev/anvil/internal/kubeimages"
 )
 
 func runPush(ctx context.Context, args []string) error {
@@ -19,21 +18,9 @@ func runPush(ctx context.Context, args []string) error {
 	if *registry == "" {
 		return errors.New("push: -registry HOST[:PORT]/PREFIX is required")
 	}
-	repo := strings.TrimSuffix(*registry, "/")
-	for _, im := range kubeImages {
-		idx, err := containerimage.ReadLayout(filepath.Join(*out, im.name))
-		if err != nil {
-			return fmt.Errorf("%w (run go run ./hack/kubeimages build first)", err)
-		}
-		ref := repo + "/" + im.name + ":" + im.tag
-		if err := containerimage.Push(ctx, idx, ref); err != nil {
-			return err
-		}
-		d, err := idx.Digest()
-		if err != nil {
-			return err
-		}
-		fmt.Printf("kubeimages: pushed %s@%s\n", ref, d)
+	pushed, err := kubeimages.Push(ctx, *out, *registry)
+	for _, ref := range pushed {
+		fmt.Printf("kubeimages: pushed %s/%s\n", strings.TrimSuffix(*registry, "/"), ref)
 	}
-	return nil
+	return err
 }

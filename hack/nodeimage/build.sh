@@ -86,6 +86,9 @@ if [ $# -ne 3 ]; then
 	exit 2
 fi
 debian=$(realpath "$1") kube=$(realpath "$2") out=$(realpath -m "$3")
+# kubeadm of this host's architecture names the image's version (KUBERNETES_VERSION).
+host_kubeadm=$kube/$(dpkg --print-architecture)/kubeadm
+[ -x "$host_kubeadm" ] || { echo "nodeimage: $host_kubeadm is missing: run make kube" >&2; exit 1; }
 for a in "${archs[@]}"; do
 	for f in kernel initramfs cmdline disk.qcow2; do
 		[ -f "$debian/disk/$a/$f" ] || { echo "nodeimage: $debian/disk/$a/$f is missing: run make debian" >&2; exit 1; }
@@ -110,6 +113,9 @@ if [ -f "$kept/VERSIONS" ]; then
 	cp -al "$kept" "$out.new" 2>/dev/null || { rm -rf "$out.new"; cp -a "$kept" "$out.new"; }
 	rm -rf "$out"
 	mv "$out.new" "$out"
+	# Newer than its inputs, so make takes it as up to date (the copy keeps the kept
+	# files' times, older than a fresh clone's).
+	touch "$out/VERSIONS"
 	echo "nodeimage: $out from $kept (built earlier from the same inputs)"
 	exit 0
 fi
@@ -137,6 +143,20 @@ console_for() {
 	amd64) echo ttyS0 ;;
 	arm64) echo ttyAMA0 ;;
 	esac
+}
+
+# fsck_and ARCH COMMAND... checks ARCH's root filesystem (exit status 1, errors corrected,
+# is no failure: a clean shutdown never needs it), then runs COMMAND; either failing ends the
+# build with its output.
+fsck_and() {
+	local a=$1 log=$work/$1/fsck.log rc=0
+	shift
+	e2fsck -fy "$work/$a/disk.raw" >"$log" 2>&1 || rc=$?
+	if [ "$rc" -gt 1 ] || ! "$@" >>"$log" 2>&1; then
+		echo "nodeimage: $a: checking or growing the root failed:" >&2
+		cat "$log" >&2
+		exit 1
+	fi
 }
 
 # payload ARCH makes $work/ARCH/payload.raw: an ext4 filesystem with debs/ (the locked
@@ -188,8 +208,7 @@ for a in "${archs[@]}"; do
 	# Room for the packages, the binaries and the first images a node pulls; a machine's
 	# volume grows it further (cloud-init's resize_rootfs).
 	truncate -s 4G "$work/$a/disk.raw"
-	e2fsck -fy "$work/$a/disk.raw" >/dev/null 2>&1 || [ $? -le 1 ]
-	resize2fs -f "$work/$a/disk.raw" >/dev/null 2>&1
+	fsck_and "$a" resize2fs -f "$work/$a/disk.raw"
 done
 
 pids=()
@@ -203,7 +222,7 @@ for p in "${pids[@]}"; do wait "$p" || failed=1; done
 
 for a in "${archs[@]}"; do
 	disk=$work/$a/disk.raw
-	e2fsck -fy "$disk" >/dev/null 2>&1 || [ $? -le 1 ] # 1: corrected, which a clean shutdown never needs but is no failure
+	fsck_and "$a" true
 	d=$new/disk/$a
 	mkdir -p "$d"
 	cp "$debian/disk/$a/kernel" "$debian/disk/$a/initramfs" "$debian/disk/$a/cmdline" "$d/"
@@ -212,7 +231,7 @@ done
 
 # The version the image's tag carries (anvil dev: anvil/kubernetes-node:VERSION), asked of
 # this host's own build of the same kubeadm.
-"$kube/$(dpkg --print-architecture)/kubeadm" version -o short >"$new/KUBERNETES_VERSION"
+"$host_kubeadm" version -o short >"$new/KUBERNETES_VERSION"
 
 rm -rf "$out.old"
 [ -e "$out" ] && mv "$out" "$out.old"

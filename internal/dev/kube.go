@@ -5,13 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
-	"github.com/anvil-dev/anvil/internal/containerimage"
+	"github.com/anvil-dev/anvil/internal/kubeimages"
 	"github.com/anvil-dev/anvil/internal/runtime/qemu"
 )
 
@@ -31,67 +27,23 @@ const (
 	KubeNetwork = "anvil-kube"
 	// KubeGuestRegistry is the registry's address on KubeNetwork (plain HTTP: the forward
 	// ends at the loopback registry).
-	KubeGuestRegistry = "10.0.2.100:5000"
+	KubeGuestRegistry = builderGuestRegistry
 )
 
-// kubeNetworks adds KubeNetwork to networks.
-func kubeNetworks(networks map[string]qemu.Network, registryHost string) {
+// addKubeNetwork adds KubeNetwork to networks.
+func addKubeNetwork(networks map[string]qemu.Network, registryHost string) {
 	networks[KubeNetwork] = qemu.Network{Forwards: []qemu.NetworkForward{{Guest: KubeGuestRegistry, Target: registryHost}}}
 }
 
-// networkAccess is who may join each network anvil dev's QEMU pools serve: builders on
-// theirs, every namespace on KubeNetwork (it reaches public images only).
-var networkAccess = map[string]computev1alpha1.NetworkAccess{
-	BuilderNetwork: {Name: BuilderNetwork, Builders: true},
-	KubeNetwork:    {Name: KubeNetwork, Tenants: &computev1alpha1.TenantPolicy{NamespaceSelector: &metav1.LabelSelector{}}},
-}
-
-// publishKubeImages pushes every image layout in dir (make kube-images: dir/NAME, each
-// named with its tag) to registryHost/KubeFolder/NAME:TAG and returns the banner's line.
+// publishKubeImages pushes make kube-images' finished build in dir to
+// registryHost/KubeFolder and returns the banner's line.
 func publishKubeImages(ctx context.Context, dir, registryHost string) (string, error) {
-	entries, err := os.ReadDir(dir)
+	pushed, err := kubeimages.Push(ctx, dir, registryHost+"/"+KubeFolder)
 	if err != nil {
-		return "", fmt.Errorf("the Kubernetes images: %w (run make kube-images)", err)
+		return "", fmt.Errorf("publishing the Kubernetes images: %w", err)
 	}
-	var pushed []string
-	for _, e := range entries {
-		layoutDir := filepath.Join(dir, e.Name())
-		if _, err := os.Stat(filepath.Join(layoutDir, "index.json")); !e.IsDir() || err != nil {
-			continue
-		}
-		idx, err := containerimage.ReadLayout(layoutDir)
-		if err != nil {
-			return "", err
-		}
-		tag, err := containerimage.LayoutTag(layoutDir)
-		if err != nil {
-			return "", err
-		}
-		for _, repository := range kubeRepositories(e.Name()) {
-			ref := registryHost + "/" + KubeFolder + "/" + repository + ":" + tag
-			if err := containerimage.Push(ctx, idx, ref); err != nil {
-				return "", err
-			}
-			pushed = append(pushed, repository+":"+tag)
-		}
-	}
-	if len(pushed) == 0 {
-		return "", fmt.Errorf("the Kubernetes images: %s holds no image layout (run make kube-images)", dir)
-	}
-	slices.Sort(pushed)
 	return fmt.Sprintf("%s/%s/{%s} (no credential needed; at %s on the %s network)",
 		registryHost, KubeFolder, strings.Join(pushed, ","), KubeGuestRegistry, KubeNetwork), nil
-}
-
-// kubeRepositories are the repositories image is published as under KubeFolder: its name,
-// which kubeadm asks a custom imageRepository for, and, where registry.k8s.io keeps it
-// elsewhere, that path too, which kubeadm asks for by default and containerd's mirror of
-// registry.k8s.io passes on unchanged (CoreDNS is registry.k8s.io/coredns/coredns).
-func kubeRepositories(image string) []string {
-	if image == "coredns" {
-		return []string{"coredns", "coredns/coredns"}
-	}
-	return []string{image}
 }
 
 // publishNodeImage pushes make node-image's disk form (dir/disk/ARCH) as

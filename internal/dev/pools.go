@@ -83,6 +83,13 @@ func qemuArchitectures(want []computev1alpha1.Architecture) (found []computev1al
 	return found, missing
 }
 
+// networkAccess is who may join each network anvil dev's QEMU pools serve: builders on
+// theirs, every namespace on KubeNetwork (it reaches public images only).
+var networkAccess = map[string]computev1alpha1.NetworkAccess{
+	BuilderNetwork: {Name: BuilderNetwork, Builders: true},
+	KubeNetwork:    {Name: KubeNetwork, Tenants: &computev1alpha1.TenantPolicy{NamespaceSelector: &metav1.LabelSelector{}}},
+}
+
 // StartQemuPool runs a qemu runtime for one architecture and its poollet (anvil dev and the
 // boot benchmark use it). Its VMs keep
 // running when anvil dev stops; the next start adopts them.
@@ -228,7 +235,7 @@ func startPools(ctx context.Context, o Options, cfg *rest.Config, c client.Clien
 		for _, arch := range archs {
 			networks := BuilderNetworks(registryHost, o.PackageProxy)
 			if o.KubeImagesDir != "" {
-				kubeNetworks(networks, registryHost)
+				addKubeNetwork(networks, registryHost)
 			}
 			errs, err := StartQemuPool(ctx, cfg, stateDir, arch, images, networks, nil, ctrl.Log)
 			if err != nil {

@@ -26,8 +26,9 @@ type Auth struct {
 	Read *Credential
 	// Public are folders ("anvil/kube") whose repositories anyone may read without a
 	// credential: images built from public sources, which machines that hold no credential
-	// pull (a kubeadm node's containerd). Writing there still needs the push credential.
-	Public []string `json:",omitempty"`
+	// pull (a kubeadm node's containerd). Only the push credential writes there, never a
+	// scoped one. A setting of the running registry, never saved with the credentials.
+	Public []string `json:"-"`
 	// ScopeKey signs scoped push credentials; without it none is accepted. It never
 	// leaves the registry's and the credential minter's process.
 	ScopeKey []byte `json:",omitempty"`
@@ -86,6 +87,10 @@ func (a *Auth) wrap(next http.Handler) http.Handler {
 			}
 			next.ServeHTTP(w, r)
 		case who == scoped:
+			if a.inPublicFolder(scope.Push) {
+				refuse(w, http.StatusForbidden, "DENIED", "repository "+scope.Push+" is in a public folder, which only the push credential writes")
+				return
+			}
 			if why := outsideScope(r, scope); why != "" {
 				refuse(w, http.StatusForbidden, "DENIED", why)
 				return
@@ -117,9 +122,11 @@ func (a *Auth) public(r *http.Request) bool {
 	if !ok {
 		repository, ok = referrersRepository(r.URL.Path)
 	}
-	if !ok || repository == "" {
-		return false
-	}
+	return ok && a.inPublicFolder(repository)
+}
+
+// inPublicFolder says whether repository lies in one of the public folders.
+func (a *Auth) inPublicFolder(repository string) bool {
 	for _, folder := range a.Public {
 		if folder = strings.Trim(folder, "/"); folder != "" && strings.HasPrefix(repository, folder+"/") {
 			return true
@@ -161,7 +168,9 @@ func outsideReadScope(r *http.Request, scope Scope) string {
 }
 
 // referrersRepository is the repository of an OCI referrers request
-// (/v2/<name>/referrers/<digest>), or ok false for any other path.
+// (/v2/<name>/referrers/<digest>), or ok false for any other path, and for a name with an
+// empty, "." or ".." segment: a path that climbs out of the repository it names is no
+// request of that repository's.
 func referrersRepository(path string) (string, bool) {
 	rest, found := strings.CutPrefix(path, "/v2/")
 	if !found {
@@ -170,6 +179,11 @@ func referrersRepository(path string) (string, bool) {
 	i := strings.LastIndex(rest, "/referrers/")
 	if i <= 0 || strings.Contains(rest[i+len("/referrers/"):], "/") {
 		return "", false
+	}
+	for _, segment := range strings.Split(rest[:i], "/") {
+		if segment == "" || segment == "." || segment == ".." {
+			return "", false
+		}
 	}
 	return rest[:i], true
 }

@@ -317,10 +317,13 @@ func TestScopeOf(t *testing.T) {
 // Attack: with a public folder (anvil/kube, what kubeadm nodes pull without a credential),
 // read beyond it without a credential: a repository whose name only starts like the
 // folder, the folder's name as a repository, a path that climbs out of it, the catalog;
-// and write into it. Each is refused; the folder's own repositories are read by anyone.
+// another tenant's blob or manifest by digest through a public repository; and write into
+// it, anonymously or with a build's scoped credential. Each is refused; the folder's own
+// repositories are read by anyone, a scoped credential included.
 func TestPublicFoldersAreReadByAnyoneAndWrittenByNoOneElse(t *testing.T) {
 	read := Credential{Username: "pool", Password: "read-secret"}
-	auth := &Auth{Push: Credential{Username: "anvil", Password: "push-secret"}, Read: &read, Public: []string{"anvil/kube"}}
+	auth := &Auth{Push: Credential{Username: "anvil", Password: "push-secret"}, Read: &read, Public: []string{"anvil/kube"},
+		ScopeKey: []byte("0123456789abcdef0123456789abcdef")}
 	reg, err := Start(context.Background(), 0, "", auth)
 	if err != nil {
 		t.Fatal(err)
@@ -331,12 +334,25 @@ func TestPublicFoldersAreReadByAnyoneAndWrittenByNoOneElse(t *testing.T) {
 		t.Fatal(err)
 	}
 	push := &authn.Basic{Username: auth.Push.Username, Password: auth.Push.Password}
-	for _, repo := range []string{"anvil/kube/kube-apiserver", "anvil/kubernetes", "anvil/kube", "team-b/os"} {
+	for _, repo := range []string{"anvil/kube/kube-apiserver", "anvil/kubernetes", "anvil/kube"} {
 		r, _ := name.ParseReference(reg.Host+"/"+repo+":1", name.Insecure)
 		if err := remote.Write(r, img, remote.WithAuth(push)); err != nil {
 			t.Fatal(err)
 		}
 	}
+	// The tenant's image has blobs of its own, which no public repository holds.
+	tenantImg, err := random.Image(256, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, _ := name.ParseReference(reg.Host+"/team-b/os:1", name.Insecure)
+	if err := remote.Write(tr, tenantImg, remote.WithAuth(push)); err != nil {
+		t.Fatal(err)
+	}
+	layers, _ := tenantImg.Layers()
+	ld, _ := layers[0].Digest()
+	md, _ := tenantImg.Digest()
+	tenantLayer, tenantManifest := ld.String(), md.String()
 	for _, tc := range []struct {
 		what, path string
 		status     int
@@ -346,6 +362,9 @@ func TestPublicFoldersAreReadByAnyoneAndWrittenByNoOneElse(t *testing.T) {
 		{"a repository named like the folder", "/v2/anvil/kubernetes/manifests/1", http.StatusUnauthorized},
 		{"the folder's name as a repository", "/v2/anvil/kube/manifests/1", http.StatusUnauthorized},
 		{"a tenant's manifest through a path out of the folder", "/v2/anvil/kube/../../team-b/os/manifests/1", http.StatusUnauthorized},
+		{"a tenant's referrers through a path out of the folder", "/v2/anvil/kube/a/../../../team-b/os/referrers/sha256:" + strings.Repeat("0", 64), http.StatusUnauthorized},
+		{"a tenant's blob through a public repository", "/v2/anvil/kube/kube-apiserver/blobs/" + tenantLayer, http.StatusNotFound},
+		{"a tenant's manifest through a public repository", "/v2/anvil/kube/kube-apiserver/manifests/" + tenantManifest, http.StatusNotFound},
 		{"a tenant's manifest", "/v2/team-b/os/manifests/1", http.StatusUnauthorized},
 		{"the catalog", "/v2/_catalog", http.StatusUnauthorized},
 	} {
@@ -367,6 +386,16 @@ func TestPublicFoldersAreReadByAnyoneAndWrittenByNoOneElse(t *testing.T) {
 	if err := remote.Write(r, other, remote.WithAuth(authn.Anonymous)); !errors.As(err, &te) || te.StatusCode != http.StatusUnauthorized {
 		t.Errorf("anonymous push into the public folder: %v, want HTTP 401", err)
 	}
+	// A build's scoped credential reads the public folder but never writes into it, even
+	// when the scope names a repository there.
+	sc := ScopedPush(auth.ScopeKey, "anvil/kube/kube-apiserver", nil, time.Now().Add(time.Hour))
+	scoped := authn.Basic{Username: sc.Username, Password: sc.Password}
+	if _, err := remote.Head(r, remote.WithAuth(&scoped)); err != nil {
+		t.Errorf("a scoped credential reading the public folder: %v", err)
+	}
+	if err := remote.Write(r, other, remote.WithAuth(&scoped)); !errors.As(err, &te) || te.StatusCode != http.StatusForbidden {
+		t.Errorf("a scoped push into the public folder: %v, want HTTP 403", err)
+	}
 	got, err := remote.Image(r, remote.WithAuth(authn.Anonymous))
 	if err != nil {
 		t.Fatalf("anonymous pull of a public image: %v", err)
@@ -374,5 +403,28 @@ func TestPublicFoldersAreReadByAnyoneAndWrittenByNoOneElse(t *testing.T) {
 	want, _ := img.Digest()
 	if d, _ := got.Digest(); d != want {
 		t.Errorf("the public image is %s after the refused push, want %s", d, want)
+	}
+}
+
+// A referrers path names its repository only when no segment climbs or is empty:
+// distribution does not route these requests, so nothing cleans them before the check.
+func TestReferrersRepository(t *testing.T) {
+	digest := "sha256:" + strings.Repeat("0", 64)
+	for _, tc := range []struct {
+		path, repository string
+		ok               bool
+	}{
+		{"/v2/team-a/os/referrers/" + digest, "team-a/os", true},
+		{"/v2/anvil/kube/a/../../../team-b/os/referrers/" + digest, "", false},
+		{"/v2/anvil/kube/./x/referrers/" + digest, "", false},
+		{"/v2/anvil//kube/referrers/" + digest, "", false},
+		{"/v2/referrers/" + digest, "", false},
+		{"/v2/team-a/os/referrers/" + digest + "/x", "", false},
+		{"/v3/team-a/os/referrers/" + digest, "", false},
+	} {
+		repository, ok := referrersRepository(tc.path)
+		if repository != tc.repository || ok != tc.ok {
+			t.Errorf("referrersRepository(%q) = %q, %v; want %q, %v", tc.path, repository, ok, tc.repository, tc.ok)
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/anvil-dev/anvil/internal/dev"
+	"github.com/anvil-dev/anvil/internal/kubeimages"
 	"github.com/anvil-dev/anvil/test/devproc"
 	"github.com/anvil-dev/anvil/test/guestssh"
 )
@@ -98,13 +99,13 @@ const nodeFiles = `write_files:
       networking: {podSubnet: 10.244.0.0/16}
 `
 
-// etcdTag is the tag of make kube-images' etcd image (the project's etcd pin).
-const etcdTag = "3.6.16-0"
-
 // kubeDev is the package's anvil dev with the node image and control-plane images published.
 type kubeDev struct {
 	kubeconfig, state, registryPort string
 	nodeImage, kubeVersion          string
+	// etcdTag is the tag of make kube-images' etcd image (the project's etcd pin, not
+	// kubeadm's default).
+	etcdTag string
 }
 
 func startDev(tb testing.TB) *kubeDev {
@@ -121,8 +122,18 @@ func startDev(tb testing.TB) *kubeDev {
 	if err != nil {
 		tb.Fatalf("the node image is missing: %v (run make node-image)", err)
 	}
-	if _, err := os.Stat(filepath.Join(imagesDir, "kube-apiserver", "index.json")); err != nil {
-		tb.Fatalf("the control-plane images are missing: %v (run make kube-images)", err)
+	images, err := kubeimages.Read(imagesDir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	etcdTag := ""
+	for _, im := range images {
+		if im.Name == "etcd" {
+			etcdTag = im.Tag
+		}
+	}
+	if etcdTag == "" {
+		tb.Fatalf("make kube-images' build in %s has no etcd image", imagesDir)
 	}
 	registryPort := devproc.FreePort(tb)
 	dv := env.StartDev(tb, "--state-dir", state, "--bin-dir", env.BinDir, "--fake-pool", "", "--metal-pool=false",
@@ -130,7 +141,7 @@ func startDev(tb testing.TB) *kubeDev {
 		"--registry-port", registryPort, "--node-image", nodeDir, "--kube-images", imagesDir)
 	tb.Cleanup(func() { dv.Stop(syscall.SIGTERM) })
 	d := &kubeDev{kubeconfig: filepath.Join(state, "kubeconfig"), state: state, registryPort: registryPort,
-		kubeVersion: strings.TrimSpace(string(version))}
+		kubeVersion: strings.TrimSpace(string(version)), etcdTag: etcdTag}
 	d.nodeImage = "127.0.0.1:" + registryPort + "/" + dev.NodeImageRepository + ":" + d.kubeVersion
 	env.Apply(tb, d.kubeconfig, nodeClass)
 	return d
@@ -144,7 +155,7 @@ func (d *kubeDev) createNode(tb testing.TB, name string) *guestssh.Identity {
 		tb.Fatal(err)
 	}
 	files := strings.NewReplacer("REGISTRY", dev.KubeGuestRegistry, "KUBEFOLDER", dev.KubeFolder,
-		"KUBEVERSION", d.kubeVersion, "ETCDTAG", etcdTag).Replace(nodeFiles)
+		"KUBEVERSION", d.kubeVersion, "ETCDTAG", d.etcdTag).Replace(nodeFiles)
 	userData := "#cloud-config\n" + id.CloudConfig() + files
 	y := strings.ReplaceAll(nodeMachine, "USERDATA", "    "+strings.ReplaceAll(strings.TrimRight(userData, "\n"), "\n", "\n    "))
 	y = strings.NewReplacer("NAME", name, "IMAGE", d.nodeImage, "NETWORK", dev.KubeNetwork).Replace(y)
@@ -173,7 +184,7 @@ func TestKubeadmInitInANodeImageGuest(t *testing.T) {
 		"component=kube-scheduler", "k8s-app=kube-proxy", "k8s-app=kube-dns"} {
 		waitGuest(t, c, 15*time.Minute, app+" ready", kubectl+"-n kube-system get pods -l "+app+
 			" -o jsonpath='{range .items[*]}{.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}'",
-			func(s string) bool { return s != "" && !strings.Contains(s, "False") })
+			allTrue)
 	}
 	// A Pod of the test's on the control-plane node: its taint removed, the pause image.
 	if out, err := guestssh.Run(c, kubectl+"taint node "+name+" node-role.kubernetes.io/control-plane- && "+
@@ -233,6 +244,18 @@ func BenchmarkKubeadmInitByHand(b *testing.B) {
 		}
 	}
 	b.ReportMetric(total.Seconds()/float64(b.N), "s/init")
+}
+
+// allTrue says whether every line of s (one a Pod) is True, and there is one: a Pod that
+// has no Ready condition yet prints an empty line.
+func allTrue(s string) bool {
+	lines := strings.Split(s, "\n")
+	for _, l := range lines {
+		if strings.TrimSpace(l) != "True" {
+			return false
+		}
+	}
+	return len(lines) > 0
 }
 
 // waitGuest runs command in the guest until ok accepts its trimmed output, failing after
