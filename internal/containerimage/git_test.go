@@ -10,6 +10,10 @@ import (
 // A checkout's Source is its HEAD and the commit's time; SOURCE_DATE_EPOCH overrides the
 // time and a given version the description.
 func TestGitSource(t *testing.T) {
+	// The machine's and the user's git settings (signed commits, another abbreviation)
+	// stay out of the repository the test makes and of what GitSource reads from it.
+	t.Setenv("GIT_CONFIG_GLOBAL", "/dev/null")
+	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
 	dir := t.TempDir()
 	for _, args := range [][]string{
 		{"init", "-q"},
