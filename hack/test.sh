@@ -6,9 +6,10 @@
 #          packages that run Ironic with fake hardware only).
 # Two heavy packages side by side starved each other on two cores (a QEMU conformance
 # delete took over 2 minutes beside the Ironic tests when those booted servers too), so they
-# never share the machine with each other; a light package beside one does not. The
-# Ironic-only packages (about 13 minutes) moved to the light lane in session 23: the heavy
-# lane is make test's length, and the light lane ended over an hour before it. The heavy lane streams to stdout, the
+# never share the machine with each other; a light package beside one does not. Ironic
+# with fake hardware alone (about 9 minutes of packages) and test/images (image builds, no
+# guest: about 9 minutes) are light: the heavy lane is make test's length, and the light
+# lane would otherwise end over half an hour before it. The heavy lane streams to stdout, the
 # light lane to a log printed when both are done. Exit status: non-zero when either failed.
 # Usage: hack/test.sh [go test flags...]
 set -uo pipefail
@@ -17,7 +18,7 @@ cd "$(dirname "$0")/.."
 module=$(go list -m)
 heavy=(
 	./test/capiguest ./test/metal ./test/e2e ./test/broker ./test/chaos ./test/testos ./test/security
-	./test/cluster ./test/install ./test/images ./test/debian ./test/kubeadm
+	./test/cluster ./test/install ./test/debian ./test/kubeadm
 	./internal/runtime/qemu ./internal/runtime/qemu/vm ./internal/runtime/qemu/qmp
 	./internal/bmcemu ./test/nodeagent/nodeimage
 )
