@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/netip"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -71,6 +72,7 @@ func newQEMURuntimeCommand() *cobra.Command {
 	fl.Var(&networkForwards{&cfg.Networks}, "network-forward", "NETWORK=GUEST-ADDR:PORT=TARGET-HOST:PORT (repeatable): NICs on NETWORK reach only the named services, GUEST-ADDR in 10.0.2.0/24")
 	fl.StringVar(&cfg.QEMUUser, "qemu-user", vm.DefaultUser, "when the runtime runs as root, the unprivileged user QEMU drops to (-runas); it must exist (hack/install-deps.sh creates "+vm.DefaultUser+")")
 	fl.Var(&networkOutbound{&cfg.Networks}, "network-nat", "NETWORK (repeatable): NICs on NETWORK reach the outside world's public addresses through an HTTP proxy at "+qemu.OutboundProxy+" (not NAT; never the host's loopback, private or link-local addresses). Off by default")
+	fl.Var(&networkSegment{&cfg.Networks}, "network-segment", "NETWORK=SUBNET (repeatable): NICs on NETWORK are switched between this runtime's VMs of one namespace (a segment each namespace), each given an address of SUBNET (IPv4) by DHCP, the first one the gateway; nothing is added to the host")
 	fl.IntVar(&cfg.MaxForwardConnections, "max-forward-connections", qemu.DefaultMaxForwardConnections, "how many connections through its forwards (and outbound proxy) one machine may hold at once, each an anvil forward process; more are closed unanswered")
 	fl.DurationVar(&cfg.PowerOffGrace, "power-off-grace", cfg.PowerOffGrace, "how long a guest has to power off on the power button before QEMU is stopped")
 	images = addImageCacheFlags(fl)
@@ -115,5 +117,27 @@ func (f *networkOutbound) Set(v string) error {
 	n := (*f.networks)[v]
 	n.Outbound = true
 	(*f.networks)[v] = n
+	return nil
+}
+
+// networkSegment reads --network-segment NETWORK=SUBNET into Config.Networks: NICs on
+// NETWORK are switched between the runtime's VMs of one namespace (qemu.Segment), each
+// given an address of SUBNET by the switch's DHCP.
+type networkSegment struct{ networks *map[string]qemu.Network }
+
+func (f *networkSegment) String() string { return "" }
+func (f *networkSegment) Type() string   { return "network=subnet" }
+func (f *networkSegment) Set(v string) error {
+	name, subnet, ok := strings.Cut(v, "=")
+	prefix, err := netip.ParsePrefix(subnet)
+	if !ok || name == "" || err != nil {
+		return fmt.Errorf("want NETWORK=SUBNET (such as cluster=10.200.0.0/24), got %q", v)
+	}
+	if *f.networks == nil {
+		*f.networks = map[string]qemu.Network{}
+	}
+	n := (*f.networks)[name]
+	n.Segment = &qemu.Segment{Subnet: prefix}
+	(*f.networks)[name] = n
 	return nil
 }

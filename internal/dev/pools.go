@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"os/exec"
 	"path/filepath"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/imageowner"
 	"github.com/anvil-dev/anvil/internal/imageref"
 	"github.com/anvil-dev/anvil/internal/mri"
+	"github.com/anvil-dev/anvil/internal/netswitch"
 	"github.com/anvil-dev/anvil/internal/nocloud"
 	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/internal/poollet"
@@ -83,6 +85,16 @@ func qemuArchitectures(want []computev1alpha1.Architecture) (found []computev1al
 	return found, missing
 }
 
+// NodeNetwork is the segment of anvil dev's QEMU pools (both architectures): a Machine's
+// NIC there reaches the Machines of its namespace there, and nothing else; the switch
+// gives it an address of NodeSubnet (docs/qemu-runtime.md, "Segments").
+const NodeNetwork = "anvil-nodes"
+
+// NodeSubnet is NodeNetwork's addresses in every namespace's segment: 10.200.0.1 is the
+// gateway. It is apart from QEMU's user network (10.0.2.0/24) and Kubernetes' usual pod
+// (10.244.0.0/16) and service (10.96.0.0/12) ranges.
+var NodeSubnet = netip.MustParsePrefix("10.200.0.0/24")
+
 // networkAccess is who may join each network anvil dev's QEMU pools serve: builders on
 // theirs, every namespace on KubeNetwork (it reaches public images only).
 var networkAccess = map[string]computev1alpha1.NetworkAccess{
@@ -93,7 +105,9 @@ var networkAccess = map[string]computev1alpha1.NetworkAccess{
 // StartQemuPool runs a qemu runtime for one architecture and its poollet (anvil dev and the
 // boot benchmark use it). Its VMs keep
 // running when anvil dev stops; the next start adopts them.
-func StartQemuPool(ctx context.Context, cfg *rest.Config, stateDir string, arch computev1alpha1.Architecture, images osimage.CacheOptions, networks map[string]qemu.Network, forward []string, log logr.Logger) (<-chan error, error) {
+// sw, when set, is the switch of the networks that are segments, shared with the host's
+// other QEMU pools so their VMs share segments.
+func StartQemuPool(ctx context.Context, cfg *rest.Config, stateDir string, arch computev1alpha1.Architecture, images osimage.CacheOptions, networks map[string]qemu.Network, forward []string, sw *netswitch.Switch, log logr.Logger) (<-chan error, error) {
 	name := QemuPoolName(arch)
 	for network := range networks {
 		access, ok := networkAccess[network]
@@ -111,7 +125,7 @@ func StartQemuPool(ctx context.Context, cfg *rest.Config, stateDir string, arch 
 	rt, err := qemu.New(qemu.Config{
 		Name: name, StateDir: filepath.Join(stateDir, "pools", name, "vms"),
 		Architectures: []computev1alpha1.Architecture{arch},
-		Images:        cache, Index: &imageref.Registry{Transport: images.Network.Transport()}, Seeds: nocloud.WriteISO, Networks: networks, ForwardCommand: forward,
+		Images:        cache, Index: &imageref.Registry{Transport: images.Network.Transport()}, Seeds: nocloud.WriteISO, Networks: networks, ForwardCommand: forward, Switch: sw,
 		Logger: log.WithName("runtime").WithValues("pool", name),
 	})
 	if err != nil {
@@ -232,12 +246,18 @@ func startPools(ctx context.Context, o Options, cfg *rest.Config, c client.Clien
 	}
 	if o.QemuPools {
 		archs, missing := qemuArchitectures(o.QemuArchitectures)
+		sw, err := netswitch.New(filepath.Join(stateDir, "net"), ctrl.Log.WithName("switch"))
+		if err != nil {
+			return nil, err
+		}
+		go func() { <-ctx.Done(); _ = sw.Close() }()
 		for _, arch := range archs {
 			networks := BuilderNetworks(registryHost, o.PackageProxy)
+			networks[NodeNetwork] = qemu.Network{Segment: &qemu.Segment{Subnet: NodeSubnet}}
 			if o.KubeImagesDir != "" {
 				addKubeNetwork(networks, registryHost)
 			}
-			errs, err := StartQemuPool(ctx, cfg, stateDir, arch, images, networks, nil, ctrl.Log)
+			errs, err := StartQemuPool(ctx, cfg, stateDir, arch, images, networks, nil, sw, ctrl.Log)
 			if err != nil {
 				return nil, fmt.Errorf("starting pool %s: %w", QemuPoolName(arch), err)
 			}

@@ -14,6 +14,10 @@ import (
 // CreateMachine is idempotent on it (CONTRACT.md I2).
 const LabelMachineUID = "anvil.dev/machine-uid"
 
+// LabelMachineNamespace carries the namespace of the Machine object. A runtime that keeps
+// tenants apart (the QEMU runtime's segments: one per namespace and network) reads it.
+const LabelMachineNamespace = "anvil.dev/machine-namespace"
+
 // codeOf is the gRPC code that goes with each reason (CONTRACT.md E1).
 var codeOf = map[mriv1alpha1.ErrorReason]codes.Code{
 	mriv1alpha1.ErrorReason_ERROR_REASON_NO_CAPACITY:        codes.ResourceExhausted,

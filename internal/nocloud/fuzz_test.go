@@ -21,7 +21,7 @@ func FuzzWriteISO(f *testing.F) {
 	f.Add([]byte("#cloud-config\nruncmd: [echo anvil-marker=ü]\n"), []byte("instance-id: \"qemu-0123456789ab\"\nlocal-hostname: \"vm\"\n"))
 	f.Fuzz(func(t *testing.T, user, meta []byte) {
 		path := filepath.Join(t.TempDir(), "seed.iso")
-		if err := WriteISO(path, user, meta); err != nil {
+		if err := WriteISO(path, Seed{UserData: user, MetaData: meta}); err != nil {
 			t.Fatalf("WriteISO of %d and %d bytes: %v", len(user), len(meta), err)
 		}
 		image, err := os.ReadFile(path)

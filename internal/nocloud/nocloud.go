@@ -9,13 +9,25 @@ import (
 // VolumeID is the label cloud-init's NoCloud data source looks for.
 const VolumeID = "cidata"
 
-// WriteISO writes a NoCloud seed holding userData and metaData to path. It writes a
-// temporary file beside path and renames it, so path is either absent or complete.
-func WriteISO(path string, userData, metaData []byte) error {
-	image, err := buildISO(VolumeID, []isoFile{
-		{name: "meta-data", data: metaData},
-		{name: "user-data", data: userData},
-	})
+// Seed is what a NoCloud seed holds: user-data, meta-data and, when set, network-config.
+type Seed struct {
+	UserData, MetaData []byte
+	// NetworkConfig is left out of the seed when nil (cloud-init's fallback then configures
+	// the first NIC).
+	NetworkConfig []byte
+}
+
+// WriteISO writes a NoCloud seed to path. It writes a temporary file beside path and
+// renames it, so path is either absent or complete.
+func WriteISO(path string, seed Seed) error {
+	files := []isoFile{
+		{name: "meta-data", data: seed.MetaData},
+		{name: "user-data", data: seed.UserData},
+	}
+	if seed.NetworkConfig != nil {
+		files = append(files, isoFile{name: "network-config", data: seed.NetworkConfig})
+	}
+	image, err := buildISO(VolumeID, files)
 	if err != nil {
 		return fmt.Errorf("building the NoCloud seed: %w", err)
 	}

@@ -22,7 +22,7 @@ var (
 func writeSeed(t *testing.T, user, meta []byte) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "seed.iso")
-	if err := WriteISO(path, user, meta); err != nil {
+	if err := WriteISO(path, Seed{UserData: user, MetaData: meta}); err != nil {
 		t.Fatalf("WriteISO: %v", err)
 	}
 	return path
@@ -205,7 +205,7 @@ func TestWriteISOLeavesNothingOnError(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(taken, "keep"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteISO(taken, userData, metaData); err == nil {
+	if err := WriteISO(taken, Seed{UserData: userData, MetaData: metaData}); err == nil {
 		t.Fatal("WriteISO over a non-empty folder succeeded")
 	}
 	entries, err := os.ReadDir(dir)

@@ -5,12 +5,13 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/mri"
 )
 
 // Labels a poollet puts on runtime machines, besides mri.LabelMachineUID, so an event or
 // a leftover machine leads back to its Machine object.
 const (
-	LabelMachineNamespace = "anvil.dev/machine-namespace"
+	LabelMachineNamespace = mri.LabelMachineNamespace
 	LabelMachineName      = "anvil.dev/machine-name"
 )
 

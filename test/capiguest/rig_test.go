@@ -232,7 +232,7 @@ func (r *rig) startPools(ctx context.Context, stops *[]func()) error {
 			Tenants: &computev1alpha1.TenantPolicy{NamespaceSelector: &metav1.LabelSelector{}}}); err != nil {
 			return err
 		}
-		errs, err := dev.StartQemuPool(ctx, env.Config, r.state, a, images, networks, nil, logr.Discard())
+		errs, err := dev.StartQemuPool(ctx, env.Config, r.state, a, images, networks, nil, nil, logr.Discard())
 		if err != nil {
 			return err
 		}

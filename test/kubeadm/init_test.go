@@ -25,8 +25,9 @@ metadata: {name: kube-node}
 capabilities: {cpu: "2", memory: 3Gi}
 `
 
-// nodeMachine is an amd64 node-image Machine on the QEMU pool, on the network that reaches
-// the registry's public Kubernetes images.
+// nodeMachine is a node-image Machine on the QEMU pool of its architecture, with a NIC on
+// the network that reaches the registry's public Kubernetes images (and its SSH forward)
+// and one on the segment where the namespace's nodes reach each other.
 const nodeMachine = `
 apiVersion: v1
 kind: Secret
@@ -40,7 +41,7 @@ kind: Machine
 metadata: {name: NAME, namespace: default}
 spec:
   machineClassRef: {name: kube-node}
-  architecture: amd64
+  architecture: ARCH
   image: IMAGE
   hostname: NAME
   userDataRef: {name: NAME-user-data}
@@ -52,17 +53,22 @@ spec:
   - name: nic0
     ephemeral:
       networkInterfaceTemplate:
-        spec: {network: NETWORK}
+        spec: {network: KUBENETWORK}
+  - name: nic1
+    ephemeral:
+      networkInterfaceTemplate:
+        spec: {network: NODENETWORK}
 `
 
 // nodeFiles is the cloud-config write_files a node needs beside the image: containerd's
 // mirror of registry.k8s.io (anvil dev's public folder on the node's network; a pull
 // reads it, nothing restarts), a bridge pod network, and kubeadm's configuration (the etcd
 // image anvil builds is the project's etcd pin; TCG needs longer waits than kubeadm's).
-// The QEMU pool's restricted network gives a guest an address but no IPv4 route and no
-// resolver: kubeadm would take the IPv6 router's address for the API's, so the address is
-// named, and the kubelet needs some resolv.conf (one that answers nothing; CoreDNS's loop
-// check refuses a loopback one).
+// The segment's DHCP gives the node its address and its only IPv4 default route, so
+// kubeadm and the kubelet take the segment's address for the node's, with nothing named;
+// it gives no resolver, and the kubelet needs some resolv.conf (one that answers nothing;
+// CoreDNS's loop check refuses a loopback one). Each node has its own pod subnet: the
+// bridge plugin keeps Pods on their node, which is enough for Pods to run.
 const nodeFiles = `write_files:
   - path: /etc/resolv.conf
     content: |
@@ -77,15 +83,12 @@ const nodeFiles = `write_files:
     content: |
       {"cniVersion": "1.0.0", "name": "pods", "plugins": [
         {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": true, "hairpinMode": true,
-         "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.0.0/24"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+         "ipam": {"type": "host-local", "ranges": [[{"subnet": "PODSUBNET"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
         {"type": "portmap", "capabilities": {"portMappings": true}}]}
   - path: /etc/anvil/kubeadm.yaml
     content: |
       apiVersion: kubeadm.k8s.io/v1beta4
       kind: InitConfiguration
-      localAPIEndpoint: {advertiseAddress: 10.0.2.15}
-      nodeRegistration:
-        kubeletExtraArgs: [{name: node-ip, value: 10.0.2.15}]
       timeouts:
         controlPlaneComponentHealthCheck: 20m
         kubeletHealthCheck: 10m
@@ -147,73 +150,186 @@ func startDev(tb testing.TB) *kubeDev {
 	return d
 }
 
-// createNode creates the node-image Machine name and returns the login its user data allows.
-func (d *kubeDev) createNode(tb testing.TB, name string) *guestssh.Identity {
+// node is one node-image Machine of the test's.
+type node struct {
+	name, arch string
+	// uname is what uname -m says on its architecture.
+	uname string
+	// podSubnet is the node's share of the pod network (the bridge plugin's range).
+	podSubnet string
+}
+
+var (
+	controlPlane = node{name: "kube-cp", arch: "amd64", uname: "x86_64", podSubnet: "10.244.0.0/24"}
+	armWorker    = node{name: "kube-arm", arch: "arm64", uname: "aarch64", podSubnet: "10.244.1.0/24"}
+)
+
+// createNode creates n's Machine and returns the login its user data allows.
+func (d *kubeDev) createNode(tb testing.TB, n node) *guestssh.Identity {
 	tb.Helper()
 	id, err := guestssh.NewIdentity("anvil")
 	if err != nil {
 		tb.Fatal(err)
 	}
 	files := strings.NewReplacer("REGISTRY", dev.KubeGuestRegistry, "KUBEFOLDER", dev.KubeFolder,
-		"KUBEVERSION", d.kubeVersion, "ETCDTAG", d.etcdTag).Replace(nodeFiles)
+		"KUBEVERSION", d.kubeVersion, "ETCDTAG", d.etcdTag, "PODSUBNET", n.podSubnet).Replace(nodeFiles)
 	userData := "#cloud-config\n" + id.CloudConfig() + files
 	y := strings.ReplaceAll(nodeMachine, "USERDATA", "    "+strings.ReplaceAll(strings.TrimRight(userData, "\n"), "\n", "\n    "))
-	y = strings.NewReplacer("NAME", name, "IMAGE", d.nodeImage, "NETWORK", dev.KubeNetwork).Replace(y)
+	y = strings.NewReplacer("NAME", n.name, "ARCH", n.arch, "IMAGE", d.nodeImage,
+		"KUBENETWORK", dev.KubeNetwork, "NODENETWORK", dev.NodeNetwork).Replace(y)
 	env.Apply(tb, d.kubeconfig, y)
 	return id
 }
 
-// A control plane made by kubeadm in a node-image guest, by hand (kubeadm init over SSH, as
-// an admin would): the images come from anvil dev's registry through containerd's mirror,
-// the node becomes Ready on the bridge pod network, every kube-system Pod runs (CoreDNS
-// ready means a Pod reached the API through the kubernetes Service, so kube-proxy's rules
-// work), and a Pod of the test's runs. The time kubeadm init took is logged: it is the
-// by-hand figure a Cluster API control plane's is compared with (docs/kubeadm.md).
-func TestKubeadmInitInANodeImageGuest(t *testing.T) {
+// A cluster made by kubeadm by hand (over SSH, as an admin would) in two node-image
+// guests of two architectures on anvil dev's segment: an amd64 control plane and an
+// arm64 worker, both under TCG. The images come from anvil dev's registry through
+// containerd's mirror; each node takes the address the segment's DHCP gave it; the worker
+// joins through the control plane's segment address; both become Ready on the bridge pod
+// network; every kube-system Pod runs (kube-proxy on the worker reaches the API through
+// the kubernetes Service, across the segment); a Pod of the test's runs on each
+// architecture; and the API server reaches the worker's kubelet (logs of its kube-proxy).
+// The time kubeadm init took is logged: the by-hand figure a Cluster API control plane's
+// is compared with (docs/kubeadm.md).
+func TestKubeadmClusterOfTwoArchitecturesOnASegment(t *testing.T) {
 	d := startDev(t)
-	const name = "kube-cp"
-	c := env.Login(t, d.kubeconfig, name, d.createNode(t, name))
+	cpID, workerID := d.createNode(t, controlPlane), d.createNode(t, armWorker)
+	c := env.Login(t, d.kubeconfig, controlPlane.name, cpID)
 	defer c.Close()
-	took := kubeadmInit(t, c, d.kubeVersion)
+	checkNode(t, c, d.kubeVersion, controlPlane)
+	took := kubeadmInit(t, c)
 	t.Logf("kubeadm init in a TCG guest (2 vCPUs, 3 GiB) took %s", took.Round(time.Second))
+	cpIP := segmentAddress(t, c)
+	if addr, _ := env.Kubectl(t, d.kubeconfig, "", "get", "machine", controlPlane.name, "-o",
+		`jsonpath={.status.addresses[?(@.type=="InternalIP")].address}`); !strings.HasPrefix(addr, cpIP) {
+		t.Errorf("the control plane's Machine reports InternalIP %q; the guest's segment address is %s", addr, cpIP)
+	}
 
 	kubectl := "sudo kubectl --kubeconfig /etc/kubernetes/admin.conf "
-	waitGuest(t, c, 10*time.Minute, "the node Ready", kubectl+"get node "+name+" -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}'",
-		func(s string) bool { return s == "True" })
+	join, err := guestssh.Run(c, "sudo kubeadm token create --print-join-command")
+	if err != nil {
+		t.Fatalf("kubeadm token create: %v\n%s", err, join)
+	}
+	w := env.Login(t, d.kubeconfig, armWorker.name, workerID)
+	defer w.Close()
+	checkNode(t, w, d.kubeVersion, armWorker)
+	kubeadmJoin(t, w, join, cpIP)
+
+	for _, n := range []node{controlPlane, armWorker} {
+		waitGuest(t, c, 15*time.Minute, n.name+" Ready", kubectl+"get node "+n.name+" -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}'",
+			func(s string) bool { return s == "True" })
+		ip, _ := guestssh.Run(c, kubectl+"get node "+n.name+" -o jsonpath='{.status.addresses[?(@.type==\"InternalIP\")].address}'")
+		if !strings.HasPrefix(strings.TrimSpace(ip), "10.200.0.") {
+			t.Errorf("node %s's InternalIP is %q, want its segment address", n.name, strings.TrimSpace(ip))
+		}
+	}
 	for _, app := range []string{"component=etcd", "component=kube-apiserver", "component=kube-controller-manager",
 		"component=kube-scheduler", "k8s-app=kube-proxy", "k8s-app=kube-dns"} {
 		waitGuest(t, c, 15*time.Minute, app+" ready", kubectl+"-n kube-system get pods -l "+app+
 			" -o jsonpath='{range .items[*]}{.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}'",
 			allTrue)
 	}
-	// A Pod of the test's on the control-plane node: its taint removed, the pause image.
-	if out, err := guestssh.Run(c, kubectl+"taint node "+name+" node-role.kubernetes.io/control-plane- && "+
-		kubectl+"run sleeper --image=registry.k8s.io/pause:3.10.2 --restart=Never"); err != nil {
-		t.Fatalf("running a Pod: %v\n%s", err, out)
+	// A Pod of the test's on each architecture: the control plane's taint removed, the
+	// pause image (an index of both).
+	if out, err := guestssh.Run(c, kubectl+"taint node "+controlPlane.name+" node-role.kubernetes.io/control-plane-"); err != nil {
+		t.Fatalf("untainting the control plane: %v\n%s", err, out)
 	}
-	waitGuest(t, c, 5*time.Minute, "the test's Pod Running with a pod-network address",
-		kubectl+"get pod sleeper -o jsonpath='{.status.phase} {.status.podIP}'",
-		func(s string) bool { return strings.HasPrefix(s, "Running 10.244.0.") })
-	if out, err := guestssh.Run(c, "systemctl is-active kubelet"); err != nil || strings.TrimSpace(out) != "active" {
-		t.Errorf("the kubelet service is %q (%v)", strings.TrimSpace(out), err)
+	for _, n := range []node{controlPlane, armWorker} {
+		pod := "sleeper-" + n.arch
+		if out, err := guestssh.Run(c, kubectl+"run "+pod+" --image=registry.k8s.io/pause:3.10.2 --restart=Never "+
+			`--overrides='{"spec":{"nodeSelector":{"kubernetes.io/arch":"`+n.arch+`"}}}'`); err != nil {
+			t.Fatalf("running a Pod on %s: %v\n%s", n.arch, err, out)
+		}
+		prefix := "Running " + n.name + " " + strings.TrimSuffix(n.podSubnet, "0/24")
+		waitGuest(t, c, 10*time.Minute, pod+" Running on "+n.name+" with an address of its pod subnet",
+			kubectl+"get pod "+pod+" -o jsonpath='{.status.phase} {.spec.nodeName} {.status.podIP}'",
+			func(s string) bool { return strings.HasPrefix(s, prefix) })
+	}
+	// The API server reaches the worker's kubelet across the segment.
+	proxyPod, err := guestssh.Run(c, kubectl+"-n kube-system get pods -l k8s-app=kube-proxy --field-selector spec.nodeName="+
+		armWorker.name+" -o jsonpath='{.items[0].metadata.name}'")
+	if err != nil {
+		t.Fatalf("the worker's kube-proxy Pod: %v %s", err, proxyPod)
+	}
+	if out, err := guestssh.Run(c, kubectl+"-n kube-system logs --tail 3 "+strings.TrimSpace(proxyPod)); err != nil {
+		t.Errorf("logs of the worker's kube-proxy (the API server to the worker's kubelet): %v\n%s", err, out)
+	}
+	for _, cl := range []*ssh.Client{c, w} {
+		if out, err := guestssh.Run(cl, "systemctl is-active kubelet"); err != nil || strings.TrimSpace(out) != "active" {
+			t.Errorf("the kubelet service is %q (%v)", strings.TrimSpace(out), err)
+		}
 	}
 }
 
-// kubeadmInit checks that the guest logged in as c is a node image of kubeVersion ready for
-// kubeadm, then runs kubeadm init with the user data's configuration and returns how long
-// it took.
-func kubeadmInit(tb testing.TB, c *ssh.Client, kubeVersion string) time.Duration {
+// checkNode checks that the guest logged in as c is n's node image of kubeVersion, ready
+// for kubeadm.
+func checkNode(tb testing.TB, c *ssh.Client, kubeVersion string, n node) {
 	tb.Helper()
 	for _, check := range []struct{ command, want string }{
 		{"cloud-init status --wait --long", "status: done"},
 		{"systemctl is-active containerd", "active"},
 		{"kubeadm version -o short", kubeVersion},
-		{"uname -m", "x86_64"},
+		{"uname -m", n.uname},
 	} {
 		if out, err := guestssh.Run(c, check.command); err != nil || !strings.Contains(out, check.want) {
-			tb.Fatalf("%q = %q (%v), want it to say %q", check.command, strings.TrimSpace(out), err, check.want)
+			tb.Fatalf("%s: %q = %q (%v), want it to say %q", n.name, check.command, strings.TrimSpace(out), err, check.want)
 		}
 	}
+}
+
+// segmentAddress is the IPv4 address of the guest's NIC on the segment (nic1, as the
+// seed's network-config names it).
+func segmentAddress(tb testing.TB, c *ssh.Client) string {
+	tb.Helper()
+	out, err := guestssh.Run(c, "ip -4 -o addr show nic1")
+	fields := strings.Fields(out)
+	if err != nil || len(fields) < 4 || fields[2] != "inet" {
+		tb.Fatalf("the guest's segment NIC nic1: %v %q", err, out)
+	}
+	ip, _, _ := strings.Cut(fields[3], "/")
+	return ip
+}
+
+// kubeadmJoin joins the guest logged in as c to the cluster whose control plane printed
+// join (kubeadm token create --print-join-command), with longer waits for TCG, and checks
+// that the command names the control plane's segment address.
+func kubeadmJoin(tb testing.TB, c *ssh.Client, join, cpIP string) {
+	tb.Helper()
+	f := strings.Fields(join)
+	var endpoint, token, hash string
+	for i, w := range f {
+		switch {
+		case i > 0 && f[i-1] == "join":
+			endpoint = w
+		case w == "--token" && i+1 < len(f):
+			token = f[i+1]
+		case w == "--discovery-token-ca-cert-hash" && i+1 < len(f):
+			hash = f[i+1]
+		}
+	}
+	if endpoint != cpIP+":6443" || token == "" || hash == "" {
+		tb.Fatalf("join command %q: want the control plane at %s:6443, a token and a CA hash", join, cpIP)
+	}
+	config := fmt.Sprintf(`apiVersion: kubeadm.k8s.io/v1beta4
+kind: JoinConfiguration
+discovery:
+  bootstrapToken: {apiServerEndpoint: "%s", token: "%s", caCertHashes: ["%s"]}
+timeouts: {kubeletHealthCheck: 10m, kubernetesAPICall: 5m, tlsBootstrap: 15m, discovery: 10m}
+`, endpoint, token, hash)
+	if out, err := guestssh.Run(c, "sudo tee /etc/anvil/join.yaml >/dev/null <<'EOT'\n"+config+"EOT"); err != nil {
+		tb.Fatalf("writing the join configuration: %v\n%s", err, out)
+	}
+	out, err := guestssh.Run(c, "sudo kubeadm join --config /etc/anvil/join.yaml 2>&1")
+	if err != nil || !strings.Contains(out, "This node has joined the cluster") {
+		kubelet, _ := guestssh.Run(c, "sudo journalctl -u kubelet --no-pager | tail -n 40")
+		tb.Fatalf("kubeadm join: %v\n%s\nkubelet:\n%s", err, out, kubelet)
+	}
+}
+
+// kubeadmInit runs kubeadm init with the user data's configuration in the guest logged in
+// as c and returns how long it took.
+func kubeadmInit(tb testing.TB, c *ssh.Client) time.Duration {
+	tb.Helper()
 	began := time.Now()
 	out, err := guestssh.Run(c, "sudo kubeadm init --config /etc/anvil/kubeadm.yaml 2>&1")
 	took := time.Since(began)
@@ -228,19 +344,21 @@ func kubeadmInit(tb testing.TB, c *ssh.Client, kubeVersion string) time.Duration
 }
 
 // kubeadm init by hand in a node-image guest (the same guest, configuration and images as
-// TestKubeadmInitInANodeImageGuest), from the command to its success: the figure a Cluster
+// TestKubeadmClusterOfTwoArchitecturesOnASegment), from the command to its success: the figure a Cluster
 // API control plane's time to Available is compared with, and how much of either is TCG.
 // One anvil dev; each round a new Machine, deleted after.
 func BenchmarkKubeadmInitByHand(b *testing.B) {
 	d := startDev(b)
 	var total time.Duration
 	for i := 0; i < b.N; i++ {
-		name := fmt.Sprintf("kube-bench-%d", i)
-		c := env.Login(b, d.kubeconfig, name, d.createNode(b, name))
-		total += kubeadmInit(b, c, d.kubeVersion)
+		n := controlPlane
+		n.name = fmt.Sprintf("kube-bench-%d", i)
+		c := env.Login(b, d.kubeconfig, n.name, d.createNode(b, n))
+		checkNode(b, c, d.kubeVersion, n)
+		total += kubeadmInit(b, c)
 		c.Close()
-		if out, err := env.Kubectl(b, d.kubeconfig, "", "delete", "machine", name, "--wait=true"); err != nil {
-			b.Fatalf("deleting %s: %v\n%s", name, err, out)
+		if out, err := env.Kubectl(b, d.kubeconfig, "", "delete", "machine", n.name, "--wait=true"); err != nil {
+			b.Fatalf("deleting %s: %v\n%s", n.name, err, out)
 		}
 	}
 	b.ReportMetric(total.Seconds()/float64(b.N), "s/init")

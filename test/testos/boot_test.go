@@ -39,7 +39,7 @@ func ignitionConfig(t *testing.T, hostname, marker string) string {
 func seed(t *testing.T, userData, metaData string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "seed.iso")
-	if err := nocloud.WriteISO(path, []byte(userData), []byte(metaData)); err != nil {
+	if err := nocloud.WriteISO(path, nocloud.Seed{UserData: []byte(userData), MetaData: []byte(metaData)}); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -160,6 +160,9 @@ func (r *Runtime) AttachNetworkInterface(_ context.Context, req *mriv1alpha1.Att
 		return nil, err
 	}
 	m, err := r.mutate(req.GetId(), func(m *machine) (bool, error) {
+		if err := r.checkSegmentNICs(m.rec.Machine.GetMetadata().GetLabels(), n); err != nil {
+			return false, err
+		}
 		changed, err := mutate.AttachNetworkInterface(m.rec.Machine.Spec, n)
 		if changed {
 			m.rec.addNIC(m.rec.Machine.Metadata.Id, n)

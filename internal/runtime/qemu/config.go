@@ -11,6 +11,8 @@ import (
 	"github.com/go-logr/logr"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/netswitch"
+	"github.com/anvil-dev/anvil/internal/nocloud"
 	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
 )
@@ -30,7 +32,7 @@ type ImageIndex interface {
 }
 
 // SeedWriter writes a NoCloud seed ISO (nocloud.WriteISO).
-type SeedWriter func(path string, userData, metaData []byte) error
+type SeedWriter func(path string, seed nocloud.Seed) error
 
 // Config shapes a qemu runtime.
 type Config struct {
@@ -57,6 +59,10 @@ type Config struct {
 	// holds at once, each a forward process (0: DefaultMaxForwardConnections; negative: no
 	// cap, for a ForwardCommand without `anvil forward`'s --machine).
 	MaxForwardConnections int
+	// Switch connects the NICs of segment networks (Network.Segment). Runtimes of one host
+	// share one, so that their VMs share segments; when nil and a network is a segment, the
+	// runtime runs its own, with its sockets in StateDir/net.
+	Switch *netswitch.Switch
 
 	// QEMUUser is who QEMU drops to (-runas) when the runtime runs as root (default
 	// vm.DefaultUser); it must exist. A runtime that is not root starts QEMU as itself.
@@ -120,6 +126,9 @@ func (c *Config) defaults() error {
 	}
 	if err := checkNetworks(c.Networks); err != nil {
 		return err
+	}
+	if n := len(nicSocket(c.StateDir, c.Name+"-"+"000000000000", "nic999")); n > maxSocketPath {
+		return fmt.Errorf("qemu runtime: state directory %s is too long: NIC socket paths inside it would be %d bytes, Linux allows %d", c.StateDir, n, maxSocketPath)
 	}
 	if err := c.resolveForwardCommand(); err != nil {
 		return err

@@ -32,6 +32,9 @@ func (r *Runtime) CreateMachine(ctx context.Context, req *mriv1alpha1.CreateMach
 		return nil, err
 	}
 	spec := in.GetSpec()
+	if err := r.checkSegmentNICs(in.GetMetadata().GetLabels(), spec.GetNetworkInterfaces()...); err != nil {
+		return nil, err
+	}
 	if err := validateSpec(spec); err != nil {
 		return nil, err
 	}

@@ -30,6 +30,17 @@ func (w *worker) plug(ctx context.Context, qemuID string) {
 		return
 	}
 	d.Port, d.SSHPort = port, 0
+	var segment *vm.SegmentSockets
+	if d.Kind == kindNIC {
+		var err error
+		if segment, err = w.r.joinSegmentLocked(w.id, m.rec, d); err != nil {
+			d.Port = -1
+			m.obs.plugErr = "nic " + d.Name + ": " + err.Error()
+			w.r.mu.Unlock()
+			w.log.Error(err, "hotplug failed", "device", d.QEMUID)
+			return
+		}
+	}
 	w.commitLocked()
 	dev := *d
 	var backing *vm.Disk
@@ -49,7 +60,7 @@ func (w *worker) plug(ctx context.Context, qemuID string) {
 			}
 		}
 	} else {
-		nic := w.r.vmNIC(w.id, &dev, port)
+		nic := w.r.vmNIC(w.id, &dev, port, segment)
 		if err = w.qmp.Execute(qctx, "netdev_add", vm.Netdev(nic), nil); err == nil || duplicate(err) {
 			if err = w.qmp.Execute(qctx, "device_add", vm.NICDevice(nic), nil); err != nil && !duplicate(err) {
 				_ = w.qmp.Execute(qctx, "netdev_del", map[string]string{"id": dev.QEMUID}, nil)
@@ -189,6 +200,7 @@ func (w *worker) release(ctx context.Context, qemuID string) {
 	}
 	w.update(func(m *machine) {
 		if d := m.rec.device(qemuID); d != nil {
+			w.r.leaveSegment(w.id, d)
 			m.rec.remove(d)
 		}
 	})

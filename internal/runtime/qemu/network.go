@@ -25,6 +25,9 @@ type Network struct {
 	// which refuses the host's loopback and private, link-local and reserved addresses.
 	// It is not NAT: a guest uses the proxy (http_proxy, https_proxy) or reaches nothing.
 	Outbound bool
+	// Segment, when set, makes the network a switched segment between VMs instead (see
+	// Segment): no forwards, no outbound proxy.
+	Segment *Segment
 }
 
 // NetworkForward gives the guests of a network one service of the hypervisor: a connection
@@ -40,6 +43,12 @@ var guestNetwork = &net.IPNet{IP: net.IPv4(10, 0, 2, 0), Mask: net.CIDRMask(24, 
 // checkNetworks refuses forwards QEMU would refuse or that would shadow its own addresses.
 func checkNetworks(networks map[string]Network) error {
 	for name, n := range networks {
+		if n.Segment != nil {
+			if err := checkSegment(name, n); err != nil {
+				return err
+			}
+			continue
+		}
 		for _, f := range n.Forwards {
 			host, port, err := net.SplitHostPort(f.Guest)
 			ip := net.ParseIP(host)
@@ -115,10 +124,14 @@ func ReachableForwardCommand(qemuUser string) ([]string, error) {
 	return c.ForwardCommand, nil
 }
 
-// vmNIC is the QEMU description of a NIC device on root port port.
+// vmNIC is the QEMU description of a NIC device on root port port: on its segment's
+// switch (segment, from joinSegmentLocked) or on QEMU's user network.
 // Each connection's command is capped per machine (machineID): every forward of every NIC
 // of the machine shares its MaxForwardConnections slots.
-func (r *Runtime) vmNIC(machineID string, d *device, port int) vm.NIC {
+func (r *Runtime) vmNIC(machineID string, d *device, port int, segment *vm.SegmentSockets) vm.NIC {
+	if segment != nil {
+		return vm.NIC{ID: d.QEMUID, MAC: d.MAC, Port: port, Segment: segment}
+	}
 	nic := vm.NIC{ID: d.QEMUID, MAC: d.MAC, Port: port, Restrict: true}
 	n := r.cfg.Networks[d.Network] // a network the pool does not name has no forwards
 	command := r.forwardCommandFor(machineID)

@@ -119,6 +119,9 @@ type device struct {
 	Network string `json:"network,omitempty"`
 	// SSHPort is the host port forwarded to this NIC's port 22 in the running QEMU.
 	SSHPort int `json:"sshPort,omitempty"`
+	// IP is the address a segment's switch gives a NIC on a segment network (see Segment),
+	// kept for the machine's life.
+	IP string `json:"ip,omitempty"`
 }
 
 type recordJSON struct {

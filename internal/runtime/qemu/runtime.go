@@ -17,6 +17,7 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/mri"
+	"github.com/anvil-dev/anvil/internal/netswitch"
 	"github.com/anvil-dev/anvil/internal/mri/events"
 	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
 )
@@ -43,6 +44,8 @@ type Runtime struct {
 	// events is published to under mu, so a new stream's machines and events line up.
 	events *events.Hub
 	closed bool
+	// ownSwitch is the switch the runtime made itself (Config.Switch was nil), closed with it.
+	ownSwitch *netswitch.Switch
 }
 
 // machine is one machine in memory: its record (persisted) and what was observed.
@@ -81,8 +84,20 @@ func New(cfg Config) (*Runtime, error) {
 			return nil, err
 		}
 	}
+	if hasSegments(cfg.Networks) && cfg.Switch == nil {
+		sw, err := netswitch.New(filepath.Join(cfg.StateDir, "net"), cfg.Logger.WithName("switch"))
+		if err != nil {
+			return nil, fmt.Errorf("qemu runtime: %w", err)
+		}
+		r.cfg.Switch, r.ownSwitch = sw, sw
+	}
 	if err := r.load(); err != nil {
+		r.closeSwitch()
 		return nil, err
+	}
+	if err := r.rejoinSegments(); err != nil {
+		r.closeSwitch()
+		return nil, fmt.Errorf("qemu runtime: %w", err)
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	for id, m := range r.machines {
@@ -154,6 +169,15 @@ func (r *Runtime) Close() {
 	r.mu.Unlock()
 	r.cancel()
 	r.wg.Wait()
+	r.closeSwitch()
+}
+
+// closeSwitch closes the runtime's own switch: the VMs it leaves running lose their
+// segments until the next start joins them again.
+func (r *Runtime) closeSwitch() {
+	if r.ownSwitch != nil {
+		_ = r.ownSwitch.Close()
+	}
 }
 
 func (r *Runtime) Version(context.Context, *mriv1alpha1.VersionRequest) (*mriv1alpha1.VersionResponse, error) {

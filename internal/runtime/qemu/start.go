@@ -1,6 +1,7 @@
 package qemu
 
 import (
+	"errors"
 	"bytes"
 	"context"
 	"fmt"
@@ -126,8 +127,18 @@ func (w *worker) plan() (vm.Spec, string, error) {
 		case kindVolume:
 			s.Disks = append(s.Disks, vm.Disk{ID: d.QEMUID, Path: d.Path, Format: vm.DiskFormat(d.Format), Port: d.Port})
 		case kindNIC:
-			nic := w.r.vmNIC(w.id, d, d.Port)
-			if firstNIC {
+			segment, err := w.r.joinSegmentLocked(w.id, rec, d)
+			if err != nil {
+				return vm.Spec{}, "", err
+			}
+			if segment != nil {
+				// QEMU binds the NIC's socket: one left by a QEMU that died is in its way.
+				if err := os.Remove(segment.Local); err != nil && !errors.Is(err, os.ErrNotExist) {
+					return vm.Spec{}, "", err
+				}
+			}
+			nic := w.r.vmNIC(w.id, d, d.Port, segment)
+			if firstNIC && segment == nil {
 				if rec.SSHPort == 0 || !portFree(rec.SSHPort) {
 					p, err := vm.FreeLoopbackPort()
 					if err != nil {
@@ -157,6 +168,7 @@ func (w *worker) writeFirstBoot() error {
 	fb := w.m.rec.Machine.Spec.GetFirstBoot()
 	hostname := w.m.rec.Machine.Spec.GetHostname()
 	nics := w.m.rec.nics()
+	network := w.r.networkConfigLocked(w.m.rec)
 	w.r.mu.Unlock()
 	if hostname == "" {
 		hostname = w.id
@@ -175,7 +187,8 @@ func (w *worker) writeFirstBoot() error {
 		}
 		return writeOnce(filepath.Join(w.dir, ignFile), func(tmp string) error { return os.WriteFile(tmp, fb.GetData(), 0o600) })
 	case fb.GetFormat() == mriv1alpha1.ConfigFormat_CONFIG_FORMAT_CLOUD_INIT || hasMetaData(fb):
-		return writeOnce(filepath.Join(w.dir, seedFile), func(tmp string) error { return w.r.cfg.Seeds(tmp, userData(fb), meta) })
+		seed := nocloud.Seed{UserData: userData(fb), MetaData: meta, NetworkConfig: network}
+		return writeOnce(filepath.Join(w.dir, seedFile), func(tmp string) error { return w.r.cfg.Seeds(tmp, seed) })
 	}
 	return nil
 }

@@ -125,7 +125,8 @@ func attachments(rec *record, obs *observed) (vols, nics []*mriv1alpha1.Attachme
 	return vols, nics
 }
 
-// addresses: QEMU's user-mode network gives the guest 10.0.2.15 behind NAT; the first
+// addresses: a segment's switch gives each of the guest's NICs there its own address;
+// QEMU's user-mode network gives the guest 10.0.2.15 behind NAT; the first user-network
 // NIC's SSH port is forwarded from 127.0.0.1 on the host.
 func addresses(rec *record, obs *observed) []*mriv1alpha1.Address {
 	var out []*mriv1alpha1.Address
@@ -135,8 +136,14 @@ func addresses(rec *record, obs *observed) []*mriv1alpha1.Address {
 	if obs.pid == 0 || !obs.connected {
 		return out
 	}
+	// A segment's address first: unlike the user network's, it is the VM's own.
 	for _, d := range rec.Devices {
-		if d.Kind == kindNIC && !d.Detached && obs.plugged[d.QEMUID] {
+		if d.Kind == kindNIC && !d.Detached && d.IP != "" && obs.plugged[d.QEMUID] {
+			out = append(out, &mriv1alpha1.Address{Type: "InternalIP", Address: d.IP})
+		}
+	}
+	for _, d := range rec.Devices {
+		if d.Kind == kindNIC && !d.Detached && d.IP == "" && obs.plugged[d.QEMUID] {
 			out = append(out, &mriv1alpha1.Address{Type: "InternalIP", Address: vm.GuestAddress})
 			break
 		}

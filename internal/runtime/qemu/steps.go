@@ -211,6 +211,9 @@ func (w *worker) teardown() (gone bool) {
 	w.r.mu.Lock()
 	defer w.r.mu.Unlock()
 	m := w.m
+	for _, d := range m.rec.Devices {
+		w.r.leaveSegment(w.id, d)
+	}
 	delete(w.r.machines, w.id)
 	if uid := m.rec.Machine.Metadata.Labels[mri.LabelMachineUID]; w.r.byUID[uid] == w.id {
 		delete(w.r.byUID, uid)

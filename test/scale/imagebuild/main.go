@@ -107,7 +107,7 @@ func run(rounds int) error {
 	go func() { mgrDone <- mgr.Start(ctx) }()
 	defer func() { cancel(); <-mgrDone }()
 	for _, a := range architectures {
-		poolErrs, err := dev.StartQemuPool(ctx, env.Config, state, a, osimage.CacheOptions{Network: registrynet.Policy{Allow: registrynet.Loopback}}, dev.BuilderNetworks(reg, ""), forward, logr.Discard())
+		poolErrs, err := dev.StartQemuPool(ctx, env.Config, state, a, osimage.CacheOptions{Network: registrynet.Policy{Allow: registrynet.Loopback}}, dev.BuilderNetworks(reg, ""), forward, nil, logr.Discard())
 		if err != nil {
 			return err
 		}

@@ -95,7 +95,7 @@ func run(rounds int, arch computev1alpha1.Architecture) error {
 	mgrDone := make(chan error, 1)
 	go func() { mgrDone <- mgr.Start(ctx) }()
 	defer func() { cancel(); <-mgrDone }()
-	poolErrs, err := dev.StartQemuPool(ctx, env.Config, state, arch, osimage.CacheOptions{Network: registrynet.Policy{Allow: registrynet.Loopback}}, nil, nil, logr.Discard())
+	poolErrs, err := dev.StartQemuPool(ctx, env.Config, state, arch, osimage.CacheOptions{Network: registrynet.Policy{Allow: registrynet.Loopback}}, nil, nil, nil, logr.Discard())
 	if err != nil {
 		return err
 	}

@@ -91,6 +91,9 @@ func Args(s Spec) ([]string, error) {
 		if n.Port < 0 || n.Port >= s.RootPorts {
 			return nil, fmt.Errorf("vm %s: nic %s on root port %d of %d", s.Name, n.ID, n.Port, s.RootPorts)
 		}
+		if n.Segment != nil && (n.SSHPort != 0 || n.Restrict || len(n.Forwards) > 0) {
+			return nil, fmt.Errorf("vm %s: nic %s is on a segment: an SSH port, restrict and forwards are user-network options", s.Name, n.ID)
+		}
 		args = append(args, "-netdev", NetdevOption(n), "-device", jsonArg(NICDevice(n)))
 	}
 	return args, nil
@@ -152,6 +155,11 @@ func DiskDevice(d Disk) map[string]any {
 // Netdev returns the netdev_add arguments of a NIC plugged while the VM runs. Hotplugged
 // NICs get no SSH port forward; their restriction and guest forwards they keep.
 func Netdev(n NIC) map[string]any {
+	if n.Segment != nil {
+		return map[string]any{"type": "dgram", "id": n.ID,
+			"local":  map[string]string{"type": "unix", "path": n.Segment.Local},
+			"remote": map[string]string{"type": "unix", "path": n.Segment.Switch}}
+	}
 	args := map[string]any{"type": "user", "id": n.ID}
 	if n.Restrict {
 		args["restrict"] = true
@@ -174,6 +182,10 @@ func NICDevice(n NIC) map[string]any {
 // NetdevOption is the -netdev value of n (its device apart): the user network, restricted
 // when n says so, with n's forwards and SSH port. The BMC emulator's servers use it too.
 func NetdevOption(n NIC) string {
+	if n.Segment != nil {
+		return "dgram,id=" + n.ID + ",local.type=unix,local.path=" + optionValue(n.Segment.Local) +
+			",remote.type=unix,remote.path=" + optionValue(n.Segment.Switch)
+	}
 	opt := "user,id=" + n.ID
 	if n.Restrict {
 		opt += ",restrict=on"

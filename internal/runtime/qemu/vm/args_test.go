@@ -149,3 +149,34 @@ func TestBlockdevNamesItsBacking(t *testing.T) {
 		t.Errorf("blockdev\n got %s\nwant %s", got, want)
 	}
 }
+
+func TestArgsSegmentNIC(t *testing.T) {
+	s := baseSpec(computev1alpha1.ArchitectureAMD64)
+	s.NICs = []NIC{{ID: "nic0", MAC: "52:54:00:00:00:01", Port: 1,
+		Segment: &SegmentSockets{Local: "/state/m,1/nic0.sock", Switch: "/net/seg.sock"}}}
+	args, err := Args(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "dgram,id=nic0,local.type=unix,local.path=/state/m,,1/nic0.sock,remote.type=unix,remote.path=/net/seg.sock"
+	if got := value(args, "-netdev", 0); got != want {
+		t.Errorf("-netdev %s\nwant    %s", got, want)
+	}
+	hot := Netdev(s.NICs[0])
+	if hot["type"] != "dgram" || hot["local"].(map[string]string)["path"] != "/state/m,1/nic0.sock" ||
+		hot["remote"].(map[string]string)["path"] != "/net/seg.sock" {
+		t.Errorf("hotplugged netdev %v", hot)
+	}
+	for name, mutate := range map[string]func(*NIC){
+		"ssh port": func(n *NIC) { n.SSHPort = 2222 },
+		"restrict": func(n *NIC) { n.Restrict = true },
+		"forwards": func(n *NIC) { n.Forwards = []Forward{{GuestIP: "10.0.2.100", GuestPort: 1, Command: "x"}} },
+	} {
+		bad := baseSpec(computev1alpha1.ArchitectureAMD64)
+		bad.NICs = []NIC{s.NICs[0]}
+		mutate(&bad.NICs[0])
+		if _, err := Args(bad); err == nil {
+			t.Errorf("a segment NIC with %s: accepted", name)
+		}
+	}
+}

@@ -67,7 +67,8 @@ type Disk struct {
 	Backing *Disk
 }
 
-// NIC is a virtio network card on QEMU's user-mode network.
+// NIC is a virtio network card on QEMU's user-mode network, or on a switched segment when
+// Segment is set.
 type NIC struct {
 	// ID names both the netdev and the device in QEMU.
 	ID  string
@@ -81,6 +82,19 @@ type NIC struct {
 	Restrict bool
 	// Forwards are services the guest reaches at addresses of its own network.
 	Forwards []Forward
+	// Segment, when set, puts the card on a switch (internal/netswitch) instead of the
+	// user-mode network: QEMU's dgram netdev, a whole Ethernet frame per datagram between
+	// the card's own unix socket and the switch's. SSHPort, Restrict and Forwards are
+	// user-mode network options and must then be unset.
+	Segment *SegmentSockets
+}
+
+// SegmentSockets are a switched NIC's two unix datagram sockets.
+type SegmentSockets struct {
+	// Local is the card's own socket, which QEMU binds (it must not exist).
+	Local string
+	// Switch is the switch's socket for the card's segment.
+	Switch string
 }
 
 // Forward is QEMU's guestfwd: a connection to GuestIP:GuestPort runs Command (through
