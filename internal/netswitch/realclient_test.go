@@ -35,6 +35,7 @@ func TestRealDHCPClients(t *testing.T) {
 	}{
 		{"udhcpc", "busybox", runUdhcpc},
 		{"dhclient", "dhclient", runDhclient},
+		{"systemd-networkd", "/lib/systemd/systemd-networkd", runNetworkd},
 	}
 	for _, c := range clients {
 		t.Run(c.name, func(t *testing.T) {
@@ -90,6 +91,30 @@ func runDhclient(t *testing.T, ns, dir string) map[string]string {
 	script := writeScript(t, dir, `[ "$reason" = BOUND ] && echo "ip=$new_ip_address mask=$new_subnet_mask router=$new_routers dns=$new_domain_name_servers lease=$new_dhcp_lease_time server=$new_dhcp_server_identifier" > `+out)
 	t.Cleanup(func() { exec.Command("ip", "netns", "exec", ns, "dhclient", "-x", "-pf", pid).Run() })
 	inNS(t, ns, "dhclient", "-1", "-v", "-sf", script, "-lf", filepath.Join(dir, "leases"), "-pf", pid, "tap0")
+	return readLease(t, out)
+}
+
+// runNetworkd runs systemd-networkd in the namespace with a /run/systemd of its own (one
+// .network file for tap0), until it writes the lease.
+// ip netns exec gives the command a mount namespace of its own: nothing reaches the host's.
+func runNetworkd(t *testing.T, ns, dir string) map[string]string {
+	out := filepath.Join(dir, "lease")
+	script := writeScript(t, dir, `set -e
+mount -t tmpfs tmpfs /run/systemd
+mkdir /run/systemd/network /run/systemd/netif
+chown systemd-network: /run/systemd/netif
+# No udev here: networkd waits for udev unless /sys is read-only, as in a container.
+mount -o remount,ro /sys
+printf '[Match]\nName=tap0\n[Network]\nDHCP=ipv4\n' > /run/systemd/network/10-tap0.network
+/lib/systemd/systemd-networkd & pid=$!
+i=0
+# networkd has no foreground "get one lease" mode: wait for its lease file, up to 30 s.
+until [ -s /run/systemd/netif/leases/* ] 2>/dev/null || [ $i -ge 150 ]; do sleep 0.2; i=$((i+1)); done
+kill $pid
+. /run/systemd/netif/leases/*
+echo "ip=$ADDRESS mask=$NETMASK router=$ROUTER dns=$DNS lease=$LIFETIME server=$SERVER_ADDRESS" > `+out)
+	inNS(t, ns, "sh", script)
+	inNS(t, ns, "ip", "addr", "flush", "dev", "tap0") // networkd configured it; the ping step adds it again
 	return readLease(t, out)
 }
 
