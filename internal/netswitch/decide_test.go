@@ -164,12 +164,24 @@ func TestDecideDHCPGoesToTheServerOnly(t *testing.T) {
 	if r.eth.dst != macA || r.dhcp.messageType() != dhcpOffer || r.dhcp.yiaddr != ipA {
 		t.Fatalf("reply %+v", r)
 	}
+	// A renewal is unicast to the gateway, at the MAC ARP gave for it.
+	renew := dhcpClientMessage(macA, dhcpRequest)
+	renew.ciaddr = ipA
+	udp := udpBytes(ipA, testGateway, dhcpClientPort, dhcpServerPort, renew.bytes())
+	d = tb.decide("/run/a", frameOf(gatewayMAC, macA, etherTypeIPv4, ipv4Bytes(ipA, testGateway, protoUDP, udp)))
+	if len(d.deliveries) != 1 || d.deliveries[0].to != "/run/a" {
+		t.Fatalf("renewal: deliveries %+v", d.deliveries)
+	}
+	if r := parseDHCPReply(t, d.deliveries[0].frame); r.dhcp.messageType() != dhcpAck || r.ip.dst != ipA {
+		t.Fatalf("renewal answered %+v", r)
+	}
+
 	// A malformed request (an option longer than the message) is consumed too, not
 	// flooded: whatever reaches the server stays there.
 	msg := dhcpClientMessage(macA, dhcpDiscover).bytes()[:dhcpOptionsAt+3]
 	msg[dhcpOptionsAt+1] = 200
 	zero := netip.IPv4Unspecified()
-	udp := udpBytes(zero, limitedBroadcast, dhcpClientPort, dhcpServerPort, msg)
+	udp = udpBytes(zero, limitedBroadcast, dhcpClientPort, dhcpServerPort, msg)
 	d = tb.decide("/run/a", frameOf(broadcastMAC, macA, etherTypeIPv4, ipv4Bytes(zero, limitedBroadcast, protoUDP, udp)))
 	if len(d.deliveries) != 0 || d.drop != dropBadDHCP {
 		t.Fatalf("a malformed DHCP request went to %+v", d.deliveries)

@@ -91,6 +91,7 @@ func (s *Switch) Attach(seg Segment, p Port) (string, error) {
 			return "", err
 		}
 		s.segments[seg.Name] = sg
+		s.log.Info("Opened a segment", "segment", seg.Name, "subnet", cfg.subnet, "gateway", cfg.gateway, "socket", path)
 	}
 	sg.table.Store(t)
 	if prev, ok := s.portSeg[p.Peer]; ok && prev != seg.Name {
@@ -125,7 +126,9 @@ func (s *Switch) detachLocked(peer string) {
 	delete(s.segments, name)
 	if err := sg.close(); err != nil {
 		s.log.Error(err, "Closing a segment without ports", "segment", name)
+		return
 	}
+	s.log.Info("Closed a segment without ports", "segment", name)
 }
 
 // Close closes every segment socket and removes the socket files. The switch cannot be

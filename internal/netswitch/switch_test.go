@@ -304,3 +304,14 @@ func TestAttachDoesNotTakeASocketInUse(t *testing.T) {
 	}
 	a.barrier(testGateway)
 }
+
+// A datagram larger than the read buffer is dropped, not forwarded cut short.
+func TestAnOversizedDatagramIsDropped(t *testing.T) {
+	n := newTwoTenants(t)
+	n.a.send(payloadFrame(macB, macA, string(make([]byte, maxFrame))))
+	marker := payloadFrame(macB, macA, "marker")
+	n.a.send(marker)
+	if got := n.b.recv(); !bytes.Equal(got, marker) {
+		t.Fatalf("b received %d bytes before the marker", len(got))
+	}
+}
