@@ -11,6 +11,10 @@
 // never flood unicast to an unknown MAC, and never hand a port any address but its own.
 // It does not filter by source IP: Kubernetes nodes route pod addresses over the segment.
 //
+// A port is known by its socket path alone: whoever can bind that path is that port, so
+// the folders of the NIC sockets decide who can be which port. The segment sockets are
+// writable by anyone who can reach their folder (dir, given to New).
+//
 // The decisions (decide.go, dhcpserver.go) are pure functions of a port table and a frame;
 // the sockets (switch.go, segment.go) only read, call and write.
 package netswitch

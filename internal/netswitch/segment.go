@@ -13,8 +13,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// maxFrame is the read buffer: the largest datagram QEMU's dgram netdev sends.
-const maxFrame = 65536
+const (
+	// maxFrame is the read buffer: the largest datagram QEMU's dgram netdev sends.
+	maxFrame = 65536
+	// errLogInterval: at most one unexpected socket error is logged per interval and segment.
+	errLogInterval = 10 * time.Second
+)
 
 // segment is one segment's socket and the goroutine that reads it.
 type segment struct {
@@ -29,7 +33,7 @@ type segment struct {
 // openSegment binds the segment's socket and starts its reader. The socket file is made
 // writable by anyone: who may reach it is decided by the folder's permissions, and a
 // datagram from a socket that is not an attached port is dropped anyway.
-func openSegment(name, path string, log logr.Logger) (*segment, error) {
+func openSegment(name, path string, t *table, log logr.Logger) (*segment, error) {
 	conn, err := listen(path)
 	if err != nil {
 		return nil, fmt.Errorf("segment %s: %w", name, err)
@@ -44,7 +48,7 @@ func openSegment(name, path string, log logr.Logger) (*segment, error) {
 		return nil, fmt.Errorf("segment %s: %w", name, err)
 	}
 	sg := &segment{name: name, path: path, conn: conn, raw: raw, done: make(chan struct{}), log: log}
-	sg.table.Store(newTable(segmentConfig{}))
+	sg.table.Store(t)
 	go sg.run()
 	return sg, nil
 }
@@ -102,8 +106,11 @@ func (sg *segment) run() {
 		}
 		if err != nil {
 			// Not expected on a datagram socket; the pause keeps a lasting error from
-			// spinning a core.
-			sg.log.Error(err, "Reading the segment socket")
+			// spinning a core or filling the log.
+			if time.Since(lastErrLog) > errLogInterval {
+				lastErrLog = time.Now()
+				sg.log.Error(err, "Reading the segment socket")
+			}
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
@@ -127,7 +134,7 @@ func (sg *segment) run() {
 				sg.log.V(1).Info("Port's socket is gone (its VM is stopped)", "to", out.to)
 			case errors.Is(err, unix.EAGAIN):
 				sg.log.V(1).Info("Port is not reading; frame dropped", "to", out.to)
-			case time.Since(lastErrLog) > 10*time.Second: // one a guest cannot turn into a log flood
+			case time.Since(lastErrLog) > errLogInterval: // a guest cannot turn it into a log flood
 				lastErrLog = time.Now()
 				sg.log.Error(err, "Sending a frame", "to", out.to)
 			}

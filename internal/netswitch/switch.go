@@ -79,21 +79,22 @@ func (s *Switch) Attach(seg Segment, p Port) (string, error) {
 			return "", fmt.Errorf("segment %s is %s with gateway %s, not %s with gateway %s",
 				seg.Name, old.cfg.subnet, old.cfg.gateway, cfg.subnet, cfg.gateway)
 		}
-		t = old.without("")
-		t.cfg = cfg
+		t = old.without("") // a copy
+		t.cfg.dns = cfg.dns // the latest Attach's
 	}
 	t, err = t.with(np)
 	if err != nil {
 		return "", fmt.Errorf("segment %s: %w", seg.Name, err)
 	}
 	if sg == nil {
-		if sg, err = openSegment(seg.Name, path, s.log.WithValues("segment", seg.Name)); err != nil {
+		if sg, err = openSegment(seg.Name, path, t, s.log.WithValues("segment", seg.Name)); err != nil {
 			return "", err
 		}
 		s.segments[seg.Name] = sg
 		s.log.Info("Opened a segment", "segment", seg.Name, "subnet", cfg.subnet, "gateway", cfg.gateway, "socket", path)
+	} else {
+		sg.table.Store(t)
 	}
-	sg.table.Store(t)
 	if prev, ok := s.portSeg[p.Peer]; ok && prev != seg.Name {
 		s.detachLocked(p.Peer)
 	}
