@@ -315,3 +315,29 @@ func TestAnOversizedDatagramIsDropped(t *testing.T) {
 		t.Fatalf("b received %d bytes before the marker", len(got))
 	}
 }
+
+// Ports come and go while others talk: the reader works on published tables, never on
+// one being changed (run with -race).
+func TestAttachAndDetachWhileFramesFlow(t *testing.T) {
+	n := newTwoTenants(t)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		peer := filepath.Join(n.nicDir, "c")
+		for i := 0; i < 200; i++ {
+			if _, err := n.s.Attach(segA, Port{Peer: peer, MAC: net.HardwareAddr(macC[:]), IP: ipC}); err != nil {
+				t.Error(err)
+				return
+			}
+			n.s.Detach(peer)
+		}
+	}()
+	for i := 0; i < 200; i++ {
+		frame := payloadFrame(macB, macA, "while ports change")
+		n.a.send(frame)
+		if got := n.b.recv(); !bytes.Equal(got, frame) {
+			t.Fatalf("b got % x", got)
+		}
+	}
+	<-done
+}
