@@ -1,0 +1,144 @@
+package netswitch
+
+import (
+	"net/netip"
+)
+
+// port is one attached NIC as the decisions see it.
+type port struct {
+	peer string // the NIC's socket path: the sender address of its frames
+	mac  mac
+	ip   netip.Addr
+}
+
+// table is one segment's configuration and ports. A published table is never changed
+// (Attach and Detach publish a new one), so the segment's reader uses it without a lock.
+type table struct {
+	cfg    segmentConfig
+	byPeer map[string]port
+	byMAC  map[mac]string // every port's MAC: no unicast is ever flooded
+	peers  []string       // sorted, so flooding has a stable order
+}
+
+// delivery is one frame to send to one port.
+type delivery struct {
+	to    string
+	frame []byte
+}
+
+// dropReason says why a frame went nowhere; empty when it was delivered or answered.
+type dropReason string
+
+const (
+	dropUnknownSender      dropReason = "sender is not a port of this segment"
+	dropRunt               dropReason = "shorter than an Ethernet header"
+	dropSourceMAC          dropReason = "source MAC is not the port's"
+	dropUnknownDestination dropReason = "no port of the segment has the destination MAC"
+	dropHairpin            dropReason = "destination MAC is the sender's own"
+	dropToGateway          dropReason = "addressed to the gateway, which answers only ARP, DHCP and ICMP echo"
+	dropBadDHCP            dropReason = "malformed DHCP request"
+)
+
+// decision is what to do with one received frame.
+type decision struct {
+	deliveries []delivery
+	drop       dropReason
+	dhcp       string // what the DHCP server made of the frame, when it was DHCP
+}
+
+// decide is the switch: given the socket path a frame came from and the frame, the frames
+// to send and to whom. Deliveries may share frame's memory, so they must be sent before
+// the buffer is reused.
+func (t *table) decide(from string, frame []byte) decision {
+	p, ok := t.byPeer[from]
+	if !ok {
+		return decision{drop: dropUnknownSender}
+	}
+	h, payload, ok := parseEth(frame)
+	if !ok {
+		return decision{drop: dropRunt}
+	}
+	if h.src != p.mac {
+		return decision{drop: dropSourceMAC}
+	}
+	if d, answered := t.answer(p, h, payload); answered {
+		return d
+	}
+	switch {
+	case h.dst == gatewayMAC:
+		return decision{drop: dropToGateway}
+	case h.dst.isGroup():
+		d := decision{deliveries: make([]delivery, 0, max(len(t.peers)-1, 0))}
+		for _, peer := range t.peers {
+			if peer != from {
+				d.deliveries = append(d.deliveries, delivery{to: peer, frame: frame})
+			}
+		}
+		return d
+	}
+	to, ok := t.byMAC[h.dst]
+	switch {
+	case !ok:
+		return decision{drop: dropUnknownDestination}
+	case to == from:
+		return decision{drop: dropHairpin}
+	}
+	return decision{deliveries: []delivery{{to: to, frame: frame}}}
+}
+
+// answer handles what the gateway itself answers: ARP for its address, DHCP requests and
+// ICMP echo to it. answered is false for any other frame, which is switched.
+func (t *table) answer(p port, h ethHeader, payload []byte) (decision, bool) {
+	toUs := h.dst == gatewayMAC || h.dst == broadcastMAC
+	if !toUs {
+		return decision{}, false
+	}
+	switch h.etherType {
+	case etherTypeARP:
+		a, ok := parseARP(payload)
+		if !ok || a.op != arpOpRequest || a.targetIP != t.cfg.gateway {
+			return decision{}, false
+		}
+		reply := arpReplyBytes(a, gatewayMAC, t.cfg.gateway)
+		return t.reply(p, etherTypeARP, reply), true
+	case etherTypeIPv4:
+		ip, ok := parseIPv4(payload)
+		if !ok || ip.fragment {
+			return decision{}, false
+		}
+		if ip.protocol == protoUDP && (ip.dst == limitedBroadcast || ip.dst == t.cfg.gateway) {
+			if u, ok := parseUDP(ip.payload); ok && u.dstPort == dhcpServerPort {
+				return t.serveDHCP(p, u.payload), true
+			}
+		}
+		if ip.protocol == protoICMP && ip.dst == t.cfg.gateway && h.dst == gatewayMAC {
+			if echo, ok := icmpEchoReplyBytes(ip.payload); ok {
+				return t.reply(p, etherTypeIPv4, ipv4Bytes(t.cfg.gateway, ip.src, protoICMP, echo)), true
+			}
+		}
+	}
+	return decision{}, false
+}
+
+// serveDHCP answers a DHCP request of port p. Every request to the server is consumed,
+// answered or not: no other port sees a port's DHCP traffic.
+func (t *table) serveDHCP(p port, udpPayload []byte) decision {
+	req, err := parseDHCP(udpPayload)
+	if err != nil {
+		return decision{drop: dropBadDHCP, dhcp: err.Error()}
+	}
+	a := serveDHCP(t.cfg, p.ip, &req)
+	if a.reply == nil {
+		return decision{dhcp: a.note}
+	}
+	udp := udpBytes(t.cfg.gateway, a.to, dhcpServerPort, dhcpClientPort, a.reply.bytes())
+	d := t.reply(p, etherTypeIPv4, ipv4Bytes(t.cfg.gateway, a.to, protoUDP, udp))
+	d.dhcp = a.note
+	return d
+}
+
+// reply is a frame from the gateway to port p alone, whatever the IP destination inside.
+func (t *table) reply(p port, etherType uint16, payload []byte) decision {
+	frame := ethFrame(ethHeader{dst: p.mac, src: gatewayMAC, etherType: etherType}, payload)
+	return decision{deliveries: []delivery{{to: p.peer, frame: frame}}}
+}

@@ -1,0 +1,20 @@
+// Package netswitch is a small Ethernet switch for QEMU VMs, with a DHCPv4 server, so that
+// the NICs of one tenant network (a segment) reach each other and nothing else.
+//
+// Each segment is one SOCK_DGRAM unix socket; each NIC is a QEMU `-netdev dgram` whose
+// local.path is the port's identity (the sender address of every datagram it sends) and
+// whose remote.path is the segment's socket. A datagram is one whole Ethernet frame.
+//
+// The switch answers as the segment's gateway only for ARP, DHCP and ICMP echo; it routes
+// nothing. It must never forward a frame between segments, never forward a frame whose
+// sender is not an attached port of that segment or whose source MAC is not that port's,
+// never flood unicast to an unknown MAC, and never hand a port any address but its own.
+// It does not filter by source IP: Kubernetes nodes route pod addresses over the segment.
+//
+// A port is known by its socket path alone: whoever can bind that path is that port, so
+// the folders of the NIC sockets decide who can be which port. The segment sockets are
+// writable by anyone who can reach their folder (dir, given to New).
+//
+// The decisions (decide.go, dhcpserver.go) are pure functions of a port table and a frame;
+// the sockets (switch.go, segment.go) only read, call and write.
+package netswitch

@@ -1,0 +1,153 @@
+package netswitch
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/go-logr/logr"
+)
+
+// Switch forwards frames between the ports of each segment and never between segments.
+// Its methods may be called from any goroutine.
+type Switch struct {
+	dir string
+	log logr.Logger
+
+	mu       sync.Mutex
+	closed   bool
+	segments map[string]*segment // by name
+	portSeg  map[string]string   // peer → name of its segment: a peer is on one segment
+}
+
+// New returns a switch whose segment sockets are in dir, created 0700 if absent (the
+// caller may open it to QEMU's user). Socket files a crashed process left in dir are
+// removed; a socket another process still serves is left alone.
+func New(dir string, log logr.Logger) (*Switch, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating the switch's folder: %w", err)
+	}
+	s := &Switch{dir: dir, log: log, segments: map[string]*segment{}, portSeg: map[string]string{}}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("reading the switch's folder: %w", err)
+	}
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name())
+		if strings.HasSuffix(e.Name(), ".sock") && stale(path) {
+			if err := os.Remove(path); err != nil {
+				return nil, fmt.Errorf("removing a stale segment socket: %w", err)
+			}
+			log.V(1).Info("Removed a stale segment socket", "path", path)
+		}
+	}
+	return s, nil
+}
+
+// Attach adds p to seg and returns the path QEMU's remote.path must name. The segment's
+// socket is bound on its first port (a stale socket file is replaced). Attaching a Peer
+// again replaces its port, on whichever segment it was; a segment attached again with
+// another Subnet or Gateway is an error, while its DNS servers are the latest Attach's.
+func (s *Switch) Attach(seg Segment, p Port) (string, error) {
+	cfg, err := segmentConfigOf(seg)
+	if err != nil {
+		return "", err
+	}
+	np, err := portOf(cfg, p)
+	if err != nil {
+		return "", err
+	}
+	path := SocketPath(s.dir, seg.Name)
+	if len(path) > maxSocketPath {
+		return "", fmt.Errorf("segment %s: socket path %s is longer than %d bytes", seg.Name, path, maxSocketPath)
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return "", errors.New("the switch is closed")
+	}
+	sg := s.segments[seg.Name]
+	t := newTable(cfg)
+	if sg != nil {
+		old := sg.table.Load()
+		if old.cfg.subnet != cfg.subnet || old.cfg.gateway != cfg.gateway {
+			return "", fmt.Errorf("segment %s is %s with gateway %s, not %s with gateway %s",
+				seg.Name, old.cfg.subnet, old.cfg.gateway, cfg.subnet, cfg.gateway)
+		}
+		t = old.without("") // a copy
+		t.cfg.dns = cfg.dns // the latest Attach's
+	}
+	t, err = t.with(np)
+	if err != nil {
+		return "", fmt.Errorf("segment %s: %w", seg.Name, err)
+	}
+	if sg == nil {
+		if sg, err = openSegment(seg.Name, path, t, s.log.WithValues("segment", seg.Name)); err != nil {
+			return "", err
+		}
+		s.segments[seg.Name] = sg
+		s.log.Info("Opened a segment", "segment", seg.Name, "subnet", cfg.subnet, "gateway", cfg.gateway, "socket", path)
+	} else {
+		sg.table.Store(t)
+	}
+	if prev, ok := s.portSeg[p.Peer]; ok && prev != seg.Name {
+		s.detachLocked(p.Peer)
+	}
+	s.portSeg[p.Peer] = seg.Name
+	s.log.V(1).Info("Attached a port", "segment", seg.Name, "peer", p.Peer, "mac", np.mac.String(), "ip", np.ip)
+	return path, nil
+}
+
+// Detach removes the port of peer (an unknown peer is a no-op); a segment left with no
+// port closes its socket and removes its file.
+func (s *Switch) Detach(peer string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.detachLocked(peer)
+}
+
+func (s *Switch) detachLocked(peer string) {
+	name, ok := s.portSeg[peer]
+	if !ok {
+		return
+	}
+	delete(s.portSeg, peer)
+	sg := s.segments[name]
+	t := sg.table.Load().without(peer)
+	s.log.V(1).Info("Detached a port", "segment", name, "peer", peer)
+	if len(t.peers) > 0 {
+		sg.table.Store(t)
+		return
+	}
+	delete(s.segments, name)
+	if err := sg.close(); err != nil {
+		s.log.Error(err, "Closing a segment without ports", "segment", name)
+		return
+	}
+	s.log.Info("Closed a segment without ports", "segment", name)
+}
+
+// Close closes every segment socket and removes the socket files. The switch cannot be
+// used afterwards.
+func (s *Switch) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	var errs []error
+	names := make([]string, 0, len(s.segments))
+	for name := range s.segments {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		errs = append(errs, s.segments[name].close())
+	}
+	s.segments = map[string]*segment{}
+	s.portSeg = map[string]string{}
+	return errors.Join(errs...)
+}
