@@ -52,6 +52,11 @@ packages=(
 	dpkg-dev
 	e2fsprogs
 	zstd # compresses the RAM form
+	# The QEMU runtime's switch (internal/netswitch) is tested against the DHCP clients
+	# guests run: busybox's udhcpc (the test OS) and ISC dhclient (Debian's ifupdown);
+	# systemd-networkd comes with systemd.
+	busybox
+	isc-dhcp-client
 )
 
 # The qemu runtime, run as root, starts QEMU as this unprivileged user (-runas; its

@@ -246,7 +246,11 @@ func startPools(ctx context.Context, o Options, cfg *rest.Config, c client.Clien
 	}
 	if o.QemuPools {
 		archs, missing := qemuArchitectures(o.QemuArchitectures)
-		sw, err := netswitch.New(filepath.Join(stateDir, "net"), ctrl.Log.WithName("switch"))
+		dir, err := qemu.SwitchDir(filepath.Join(stateDir, "net"))
+		if err != nil {
+			return nil, err
+		}
+		sw, err := netswitch.New(dir, ctrl.Log.WithName("switch"))
 		if err != nil {
 			return nil, err
 		}

@@ -41,7 +41,7 @@ func TestAttachRefuses(t *testing.T) {
 		"a peer path too long":            func(_ *Segment, p *Port) { p.Peer = "/" + strings.Repeat("p", 107) },
 	}
 	for name, f := range tests {
-		if _, err := s.Attach(with(f)); err == nil {
+		if _, _, err := s.Attach(with(f)); err == nil {
 			t.Errorf("%s: attached", name)
 		} else {
 			t.Logf("%s: %v", name, err)
@@ -57,7 +57,7 @@ func TestAttachRefuses(t *testing.T) {
 func TestAttachAgain(t *testing.T) {
 	n := newTwoTenants(t)
 	// The same port again: still one port, and its frames arrive once.
-	if _, err := n.s.Attach(segA, Port{Peer: n.a.path, MAC: net.HardwareAddr(macA[:]), IP: ipA}); err != nil {
+	if _, _, err := n.s.Attach(segA, Port{Peer: n.a.path, MAC: net.HardwareAddr(macA[:]), IP: ipA}); err != nil {
 		t.Fatal(err)
 	}
 	n.b.send(payloadFrame(broadcastMAC, macB, "once"))
@@ -67,7 +67,7 @@ func TestAttachAgain(t *testing.T) {
 
 	// A new MAC for the same peer replaces the old one.
 	newMAC := mac{0x52, 0x54, 0x00, 0, 0, 0xaa}
-	if _, err := n.s.Attach(segA, Port{Peer: n.a.path, MAC: net.HardwareAddr(newMAC[:]), IP: ipA}); err != nil {
+	if _, _, err := n.s.Attach(segA, Port{Peer: n.a.path, MAC: net.HardwareAddr(newMAC[:]), IP: ipA}); err != nil {
 		t.Fatal(err)
 	}
 	n.b.send(payloadFrame(macA, macB, "to the old MAC"))
@@ -77,7 +77,7 @@ func TestAttachAgain(t *testing.T) {
 	}
 
 	// The peer attached to another segment moves there.
-	path, err := n.s.Attach(segB, Port{Peer: n.a.path, MAC: net.HardwareAddr(newMAC[:]), IP: netip.MustParseAddr("10.200.0.99")})
+	path, _, err := n.s.Attach(segB, Port{Peer: n.a.path, MAC: net.HardwareAddr(newMAC[:]), IP: netip.MustParseAddr("10.200.0.99")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,5 +128,31 @@ func TestAllocateIP(t *testing.T) {
 func TestSocketPath(t *testing.T) {
 	if got := SocketPath("/run/anvil/net", "abc"); got != "/run/anvil/net/abc.sock" {
 		t.Fatal(got)
+	}
+}
+
+// A port attached without an address takes the lowest free one of its segment, never one
+// another port holds, and keeps it when attached again; a detached port's address is free.
+func TestAttachAllocates(t *testing.T) {
+	s, _ := newSwitch(t)
+	nics := t.TempDir()
+	hw := func(m mac) net.HardwareAddr { return net.HardwareAddr(m[:]) }
+	held := Port{Peer: filepath.Join(nics, "held"), MAC: hw(macA), IP: netip.MustParseAddr("10.200.0.2")}
+	if _, ip, err := s.Attach(segA, held); err != nil || ip != held.IP {
+		t.Fatalf("Attach with an address = %s, %v", ip, err)
+	}
+	b := Port{Peer: filepath.Join(nics, "b"), MAC: hw(macB)}
+	_, ipB, err := s.Attach(segA, b)
+	if err != nil || ipB != netip.MustParseAddr("10.200.0.3") {
+		t.Fatalf("Attach without an address = %s, %v; want 10.200.0.3 (.1 is the gateway, .2 held)", ipB, err)
+	}
+	b.IP = ipB
+	if _, again, err := s.Attach(segA, b); err != nil || again != ipB {
+		t.Errorf("Attach again = %s, %v; want %s", again, err, ipB)
+	}
+	s.Detach(held.Peer)
+	c := Port{Peer: filepath.Join(nics, "c"), MAC: hw(macC)}
+	if _, ipC, err := s.Attach(segA, c); err != nil || ipC != held.IP {
+		t.Errorf("Attach after a detach = %s, %v; want the freed %s", ipC, err, held.IP)
 	}
 }

@@ -64,7 +64,7 @@ func bindNIC(t *testing.T, dir, name string, m mac, ip netip.Addr) *nic {
 func attachNIC(t *testing.T, s *Switch, seg Segment, dir, name string, m mac, ip netip.Addr) *nic {
 	t.Helper()
 	n := bindNIC(t, dir, name, m, ip)
-	path, err := s.Attach(seg, Port{Peer: n.path, MAC: net.HardwareAddr(m[:]), IP: ip})
+	path, _, err := s.Attach(seg, Port{Peer: n.path, MAC: net.HardwareAddr(m[:]), IP: ip})
 	if err != nil {
 		t.Fatal(err)
 	}

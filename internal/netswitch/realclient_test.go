@@ -21,13 +21,14 @@ import (
 // TestRealDHCPClients runs real DHCP clients (busybox udhcpc, ISC dhclient) and the kernel's
 // ARP and ping against the switch: each in a network namespace of its own on a TAP device,
 // whose frames this test relays to the segment socket as QEMU's dgram netdev would. It
-// needs root and skips without it, and skips a client that is not installed.
+// needs root, iproute2 and the clients (make deps installs busybox and isc-dhcp-client);
+// without them it fails, saying which.
 func TestRealDHCPClients(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: a network namespace and a TAP device")
+		t.Fatal("needs root: a network namespace and a TAP device")
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("needs ip (iproute2)")
+		t.Fatal("needs ip (iproute2; make deps installs it)")
 	}
 	clients := []struct {
 		name, binary string
@@ -40,11 +41,11 @@ func TestRealDHCPClients(t *testing.T) {
 	for _, c := range clients {
 		t.Run(c.name, func(t *testing.T) {
 			if _, err := exec.LookPath(c.binary); err != nil {
-				t.Skipf("%s is not installed", c.binary)
+				t.Fatalf("%s is not installed (make deps installs it)", c.binary)
 			}
 			ns := fmt.Sprintf("anvil-netswitch-%d-%s", os.Getpid(), c.name)
 			if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-				t.Skipf("cannot make a network namespace: %v: %s", err, out)
+				t.Fatalf("cannot make a network namespace: %v: %s", err, out)
 			}
 			t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
 			tap := openTAP(t, ns, "tap0")
@@ -55,7 +56,7 @@ func TestRealDHCPClients(t *testing.T) {
 			seg := segA
 			seg.DNS = []netip.Addr{netip.MustParseAddr("10.200.0.53")}
 			relay := bindNIC(t, dir, "relay", macA, ipA)
-			path, err := s.Attach(seg, Port{Peer: relay.path, MAC: net.HardwareAddr(macA[:]), IP: ipA})
+			path, _, err := s.Attach(seg, Port{Peer: relay.path, MAC: net.HardwareAddr(macA[:]), IP: ipA})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -185,7 +186,7 @@ func openTAP(t *testing.T, ns, name string) *os.File {
 	}
 	runtime.UnlockOSThread()
 	if tapErr != nil {
-		t.Skipf("cannot create a TAP device: %v", tapErr)
+		t.Fatalf("cannot create a TAP device: %v", tapErr)
 	}
 	f := os.NewFile(uintptr(fd), "tap")
 	return f

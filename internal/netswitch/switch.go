@@ -3,6 +3,7 @@ package netswitch
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,12 +25,18 @@ type Switch struct {
 	portSeg  map[string]string   // peer → name of its segment: a peer is on one segment
 }
 
-// New returns a switch whose segment sockets are in dir, created 0700 if absent (the
-// caller may open it to QEMU's user). Socket files a crashed process left in dir are
+// New returns a switch whose segment sockets are in dir, made 0711: any user reaches a
+// socket there (QEMU sends each frame by path, after dropping to its own user) and none
+// lists them. That opens nothing: a frame counts only from a port's own socket path, in
+// folders only root and QEMU's user write, and frames go only to ports' paths. dir's
+// parents must let QEMU's user through. Socket files a crashed process left in dir are
 // removed; a socket another process still serves is left alone.
 func New(dir string, log logr.Logger) (*Switch, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return nil, fmt.Errorf("creating the switch's folder: %w", err)
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return nil, fmt.Errorf("opening the switch's folder: %w", err)
 	}
 	s := &Switch{dir: dir, log: log, segments: map[string]*segment{}, portSeg: map[string]string{}}
 	entries, err := os.ReadDir(dir)
@@ -48,47 +55,54 @@ func New(dir string, log logr.Logger) (*Switch, error) {
 	return s, nil
 }
 
-// Attach adds p to seg and returns the path QEMU's remote.path must name. The segment's
-// socket is bound on its first port (a stale socket file is replaced). Attaching a Peer
-// again replaces its port, on whichever segment it was; a segment attached again with
-// another Subnet or Gateway is an error, while its DNS servers are the latest Attach's.
-func (s *Switch) Attach(seg Segment, p Port) (string, error) {
+// Attach adds p to seg (binding seg's socket on its first port; a stale socket file left by
+// a crashed process is replaced) and returns the path QEMU's remote.path must name, and
+// the port's address: p.IP, or, when p has none, the lowest free address of the segment,
+// chosen under the switch's lock so that runtimes sharing the switch never give one
+// address twice. Attaching the same Peer again replaces its entry; a segment attached
+// again with another Subnet or Gateway is an error.
+func (s *Switch) Attach(seg Segment, p Port) (string, netip.Addr, error) {
 	cfg, err := segmentConfigOf(seg)
 	if err != nil {
-		return "", err
-	}
-	np, err := portOf(cfg, p)
-	if err != nil {
-		return "", err
+		return "", netip.Addr{}, err
 	}
 	path := SocketPath(s.dir, seg.Name)
 	if len(path) > maxSocketPath {
-		return "", fmt.Errorf("segment %s: socket path %s is longer than %d bytes", seg.Name, path, maxSocketPath)
+		return "", netip.Addr{}, fmt.Errorf("segment %s: socket path %s is longer than %d bytes", seg.Name, path, maxSocketPath)
 	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return "", errors.New("the switch is closed")
+		return "", netip.Addr{}, errors.New("the switch is closed")
 	}
 	sg := s.segments[seg.Name]
 	t := newTable(cfg)
 	if sg != nil {
 		old := sg.table.Load()
 		if old.cfg.subnet != cfg.subnet || old.cfg.gateway != cfg.gateway {
-			return "", fmt.Errorf("segment %s is %s with gateway %s, not %s with gateway %s",
+			return "", netip.Addr{}, fmt.Errorf("segment %s is %s with gateway %s, not %s with gateway %s",
 				seg.Name, old.cfg.subnet, old.cfg.gateway, cfg.subnet, cfg.gateway)
 		}
 		t = old.without("") // a copy
 		t.cfg.dns = cfg.dns // the latest Attach's
 	}
+	if !p.IP.IsValid() {
+		if p.IP, err = AllocateIP(cfg.subnet, cfg.gateway, t.addressesExcept(p.Peer)); err != nil {
+			return "", netip.Addr{}, fmt.Errorf("segment %s: %w", seg.Name, err)
+		}
+	}
+	np, err := portOf(cfg, p)
+	if err != nil {
+		return "", netip.Addr{}, err
+	}
 	t, err = t.with(np)
 	if err != nil {
-		return "", fmt.Errorf("segment %s: %w", seg.Name, err)
+		return "", netip.Addr{}, fmt.Errorf("segment %s: %w", seg.Name, err)
 	}
 	if sg == nil {
 		if sg, err = openSegment(seg.Name, path, t, s.log.WithValues("segment", seg.Name)); err != nil {
-			return "", err
+			return "", netip.Addr{}, err
 		}
 		s.segments[seg.Name] = sg
 		s.log.Info("Opened a segment", "segment", seg.Name, "subnet", cfg.subnet, "gateway", cfg.gateway, "socket", path)
@@ -100,7 +114,7 @@ func (s *Switch) Attach(seg Segment, p Port) (string, error) {
 	}
 	s.portSeg[p.Peer] = seg.Name
 	s.log.V(1).Info("Attached a port", "segment", seg.Name, "peer", p.Peer, "mac", np.mac.String(), "ip", np.ip)
-	return path, nil
+	return path, np.ip, nil
 }
 
 // Detach removes the port of peer (an unknown peer is a no-op); a segment left with no

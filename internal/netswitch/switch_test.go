@@ -235,7 +235,7 @@ func TestCloseRemovesTheSockets(t *testing.T) {
 	if !errors.Is(err, syscall.ENOENT) {
 		t.Errorf("sending to a closed segment: %v", err)
 	}
-	if _, err := s.Attach(segA, Port{Peer: a.path, MAC: net.HardwareAddr(macA[:]), IP: ipA}); err == nil {
+	if _, _, err := s.Attach(segA, Port{Peer: a.path, MAC: net.HardwareAddr(macA[:]), IP: ipA}); err == nil {
 		t.Errorf("Attach after Close worked")
 	}
 }
@@ -299,7 +299,7 @@ func TestAttachDoesNotTakeASocketInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { second.Close() })
-	if _, err := second.Attach(segA, Port{Peer: filepath.Join(nics, "b"), MAC: net.HardwareAddr(macB[:]), IP: ipB}); err == nil {
+	if _, _, err := second.Attach(segA, Port{Peer: filepath.Join(nics, "b"), MAC: net.HardwareAddr(macB[:]), IP: ipB}); err == nil {
 		t.Fatal("a second switch took a segment socket another one serves")
 	}
 	a.barrier(testGateway)
@@ -325,7 +325,7 @@ func TestAttachAndDetachWhileFramesFlow(t *testing.T) {
 		defer close(done)
 		peer := filepath.Join(n.nicDir, "c")
 		for i := 0; i < 200; i++ {
-			if _, err := n.s.Attach(segA, Port{Peer: peer, MAC: net.HardwareAddr(macC[:]), IP: ipC}); err != nil {
+			if _, _, err := n.s.Attach(segA, Port{Peer: peer, MAC: net.HardwareAddr(macC[:]), IP: ipC}); err != nil {
 				t.Error(err)
 				return
 			}

@@ -146,3 +146,15 @@ func (t *table) without(peer string) *table {
 	slices.Sort(n.peers)
 	return n
 }
+
+// addressesExcept are the addresses of t's ports but peer's: those a new address of
+// peer's may not be.
+func (t *table) addressesExcept(peer string) []netip.Addr {
+	var out []netip.Addr
+	for _, q := range t.byPeer {
+		if q.peer != peer {
+			out = append(out, q.ip)
+		}
+	}
+	return out
+}

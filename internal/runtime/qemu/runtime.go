@@ -85,7 +85,11 @@ func New(cfg Config) (*Runtime, error) {
 		}
 	}
 	if hasSegments(cfg.Networks) && cfg.Switch == nil {
-		sw, err := netswitch.New(filepath.Join(cfg.StateDir, "net"), cfg.Logger.WithName("switch"))
+		dir, err := SwitchDir(cfg.StateDir)
+		if err != nil {
+			return nil, fmt.Errorf("qemu runtime: %w", err)
+		}
+		sw, err := netswitch.New(dir, cfg.Logger.WithName("switch"))
 		if err != nil {
 			return nil, fmt.Errorf("qemu runtime: %w", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
@@ -146,4 +147,23 @@ func (r *Runtime) networkConfigLocked(rec *record) []byte {
 		return nil
 	}
 	return nocloud.NetworkConfig(nics)
+}
+
+// SwitchDir is where the switch of the runtime with state folder stateDir keeps its
+// sockets: stateDir/net, or, when QEMU drops to its own user (the runtime is root), a
+// folder under /run/anvil-qemu (which that user can reach, unlike a state folder closed
+// to others), named after stateDir.
+func SwitchDir(stateDir string) (string, error) {
+	abs, err := filepath.Abs(stateDir)
+	if err != nil {
+		return "", err
+	}
+	if os.Geteuid() != 0 {
+		return filepath.Join(abs, "net"), nil
+	}
+	if err := os.MkdirAll(forwardCopyDir, 0o755); err != nil {
+		return "", err
+	}
+	h := sha256.Sum256([]byte(abs))
+	return filepath.Join(forwardCopyDir, "net-"+hex.EncodeToString(h[:8])), nil
 }
