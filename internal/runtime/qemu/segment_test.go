@@ -46,8 +46,9 @@ func internalIPs(m *mriv1alpha1.Machine) []string {
 }
 
 // Two VMs of one namespace on a segment network get addresses from the switch's DHCP and
-// reach each other and the gateway; a VM of another namespace on the same network gets a
-// segment of its own, with the same first address, and reaches neither of them.
+// reach each other and the gateway, and still do after the runtime restarts; a VM of
+// another namespace on the same network gets a segment of its own, with the same first
+// address, and reaches neither of them.
 func TestSegmentJoinsOneNamespacesVMsAndNoOneElse(t *testing.T) {
 	img := pushTestOS(t, computev1alpha1.ArchitectureAMD64)
 	cfg := testConfig(t, computev1alpha1.ArchitectureAMD64)
@@ -84,11 +85,30 @@ func TestSegmentJoinsOneNamespacesVMsAndNoOneElse(t *testing.T) {
 		t.Errorf("both VMs got %s", ips[0])
 	}
 
-	b1 := createIn(t, rt, "team-b", "b1", spec(segmentProbe(5, peers...)))
-	running := await(t, rt, b1.Metadata.Id, "running", isRunning)
+	// The runtime restarts (its switch with it) while the VMs run: they join their segment
+	// again with their addresses, so a third VM of the namespace gets the next address and
+	// reaches both.
+	rt.Close()
+	rt = newRuntime(t, cfg)
+	a3 := createIn(t, rt, "team-a", "a3", spec(segmentProbe(180, append(peers, "10.200.0.4")...)))
+	running := await(t, rt, a3.Metadata.Id, "running", isRunning)
 	out := scriptOutput(t, running.Status.Console)
-	t.Logf("%s (another namespace):\n%s", b1.Metadata.Id, out)
+	t.Logf("%s, after the runtime restarted:\n%s", a3.Metadata.Id, out)
 	got := probeSections(out)
+	for _, ip := range peers {
+		if _, ok := got["reached "+ip]; !ok {
+			t.Errorf("after a restart, a new VM did not reach %s", ip)
+		}
+	}
+	if addrs := internalIPs(running); !slices.Equal(addrs, []string{"10.200.0.4"}) {
+		t.Errorf("after a restart, a new VM got %v, want 10.200.0.4 (the running VMs keep theirs)", addrs)
+	}
+
+	b1 := createIn(t, rt, "team-b", "b1", spec(segmentProbe(5, peers...)))
+	running = await(t, rt, b1.Metadata.Id, "running", isRunning)
+	out = scriptOutput(t, running.Status.Console)
+	t.Logf("%s (another namespace):\n%s", b1.Metadata.Id, out)
+	got = probeSections(out)
 	if addrs := internalIPs(running); !slices.Equal(addrs, []string{"10.200.0.2"}) {
 		t.Errorf("the other namespace's VM reports %v, want 10.200.0.2, the first address of a segment of its own", addrs)
 	}
