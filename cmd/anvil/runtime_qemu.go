@@ -1,8 +1,8 @@
 package main
 
 import (
-	"net/netip"
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"time"

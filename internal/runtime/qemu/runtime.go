@@ -17,8 +17,8 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/mri"
-	"github.com/anvil-dev/anvil/internal/netswitch"
 	"github.com/anvil-dev/anvil/internal/mri/events"
+	"github.com/anvil-dev/anvil/internal/netswitch"
 	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
 )
 

@@ -1,9 +1,9 @@
 package qemu
 
 import (
-	"errors"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
