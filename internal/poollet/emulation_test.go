@@ -73,10 +73,12 @@ func TestPoolStatusDeclaresNetworks(t *testing.T) {
 	startControllers(t)
 	newPool(t, "networks", func(c *fake.Config) {
 		c.Networks = []*mriv1alpha1.PoolNetwork{{Name: "anvil-builders",
-			Forwards: []*mriv1alpha1.NetworkForward{{Guest: "10.0.2.100:5000", Target: "127.0.0.1:5001"}}}, {Name: "internet", Nat: true}}
+			Forwards: []*mriv1alpha1.NetworkForward{{Guest: "10.0.2.100:5000", Target: "127.0.0.1:5001"}}}, {Name: "internet", Nat: true},
+			{Name: "nodes", Segment: "10.200.0.0/24"}}
 	})
 	want := []computev1alpha1.PoolNetwork{{Name: "anvil-builders",
-		Forwards: []computev1alpha1.NetworkForward{{Guest: "10.0.2.100:5000", Target: "127.0.0.1:5001"}}}, {Name: "internet", NAT: true}}
+		Forwards: []computev1alpha1.NetworkForward{{Guest: "10.0.2.100:5000", Target: "127.0.0.1:5001"}}}, {Name: "internet", NAT: true},
+		{Name: "nodes", Segment: "10.200.0.0/24"}}
 	var mp computev1alpha1.MachinePool
 	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		if err := env.Client.Get(ctx, client.ObjectKey{Name: "networks"}, &mp); err != nil {

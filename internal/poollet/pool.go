@@ -181,7 +181,7 @@ func chargeChanged() predicate.TypedPredicate[client.Object] {
 func networksFromMRI(in []*mriv1alpha1.PoolNetwork) []computev1alpha1.PoolNetwork {
 	var out []computev1alpha1.PoolNetwork
 	for _, n := range in {
-		pn := computev1alpha1.PoolNetwork{Name: n.GetName(), NAT: n.GetNat()}
+		pn := computev1alpha1.PoolNetwork{Name: n.GetName(), NAT: n.GetNat(), Segment: n.GetSegment()}
 		for _, f := range n.GetForwards() {
 			pn.Forwards = append(pn.Forwards, computev1alpha1.NetworkForward{Guest: f.GetGuest(), Target: f.GetTarget()})
 		}

@@ -162,6 +162,12 @@ type PoolNetwork struct {
 	// addresses.
 	// +optional
 	NAT bool `json:"nat,omitempty"`
+	// Segment, when set, is the subnet of a switched network: a NIC there reaches the NICs
+	// of its own namespace's Machines there (one segment per namespace, on every pool of
+	// the host) and is given an address of the subnet by DHCP; the first address is the
+	// gateway. Joining one needs no spec.networks entry: it reaches no one else.
+	// +optional
+	Segment string `json:"segment,omitempty"`
 }
 
 // NetworkForward: a guest's connection to Guest (address:port of the guest's network)

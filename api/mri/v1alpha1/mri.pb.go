@@ -2114,7 +2114,11 @@ type PoolNetwork struct {
 	// nat gives the guest outbound connections to the outside world's public addresses
 	// (the QEMU runtime: an HTTP proxy at 10.0.2.4:3128, not transparent NAT; never the
 	// host's loopback, private or link-local addresses).
-	Nat           bool `protobuf:"varint,3,opt,name=nat,proto3" json:"nat,omitempty"`
+	Nat bool `protobuf:"varint,3,opt,name=nat,proto3" json:"nat,omitempty"`
+	// segment, when set, is the subnet of a switched network: a guest's NIC there reaches the
+	// NICs of its own namespace's machines there (one segment per namespace), and is given
+	// an address of the subnet by DHCP, the first address being the gateway.
+	Segment       string `protobuf:"bytes,4,opt,name=segment,proto3" json:"segment,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2168,6 +2172,13 @@ func (x *PoolNetwork) GetNat() bool {
 		return x.Nat
 	}
 	return false
+}
+
+func (x *PoolNetwork) GetSegment() string {
+	if x != nil {
+		return x.Segment
+	}
+	return ""
 }
 
 // NetworkForward: a guest's connection to guest (address:port) reaches target.
@@ -3499,11 +3510,12 @@ const file_api_mri_v1alpha1_mri_proto_rawDesc = "" +
 	"\x11emulation_reasons\x18\b \x03(\v2#.anvil.mri.v1alpha1.EmulationReasonR\x10emulationReasons\"o\n" +
 	"\x0fEmulationReason\x12D\n" +
 	"\farchitecture\x18\x01 \x01(\x0e2 .anvil.mri.v1alpha1.ArchitectureR\farchitecture\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"s\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x8d\x01\n" +
 	"\vPoolNetwork\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12>\n" +
 	"\bforwards\x18\x02 \x03(\v2\".anvil.mri.v1alpha1.NetworkForwardR\bforwards\x12\x10\n" +
-	"\x03nat\x18\x03 \x01(\bR\x03nat\">\n" +
+	"\x03nat\x18\x03 \x01(\bR\x03nat\x12\x18\n" +
+	"\asegment\x18\x04 \x01(\tR\asegment\">\n" +
 	"\x0eNetworkForward\x12\x14\n" +
 	"\x05guest\x18\x01 \x01(\tR\x05guest\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\"\xca\x01\n" +

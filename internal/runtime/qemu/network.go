@@ -77,6 +77,9 @@ func poolNetworks(networks map[string]Network) []*mriv1alpha1.PoolNetwork {
 	out := make([]*mriv1alpha1.PoolNetwork, 0, len(networks))
 	for name, n := range networks {
 		pn := &mriv1alpha1.PoolNetwork{Name: name, Nat: n.Outbound}
+		if n.Segment != nil {
+			pn.Segment = n.Segment.Subnet.String()
+		}
 		for _, f := range n.Forwards {
 			pn.Forwards = append(pn.Forwards, &mriv1alpha1.NetworkForward{Guest: f.Guest, Target: f.Target})
 		}

@@ -1,6 +1,7 @@
 package qemu
 
 import (
+	"net/netip"
 	"context"
 	"fmt"
 	"net"
@@ -165,6 +166,7 @@ func TestStatusDeclaresNetworks(t *testing.T) {
 		"z-db":     {Forwards: []NetworkForward{{Guest: "10.0.2.50:5432", Target: "127.0.0.1:5432"}}, Outbound: true},
 		"builders": {Forwards: []NetworkForward{{Guest: "10.0.2.100:5000", Target: "127.0.0.1:5001"}}},
 		"internet": {Outbound: true},
+		"nodes":    {Segment: &Segment{Subnet: netip.MustParsePrefix("10.200.0.0/24")}},
 	}
 	st, err := newRuntime(t, cfg).Status(context.Background(), &mriv1alpha1.StatusRequest{})
 	if err != nil {
@@ -173,11 +175,14 @@ func TestStatusDeclaresNetworks(t *testing.T) {
 	var got []string
 	for _, n := range st.Networks {
 		got = append(got, fmt.Sprintf("%s nat=%v", n.Name, n.Nat))
+		if n.Segment != "" {
+			got = append(got, n.Name+" segment "+n.Segment)
+		}
 		for _, f := range n.Forwards {
 			got = append(got, fmt.Sprintf("%s %s->%s", n.Name, f.Guest, f.Target))
 		}
 	}
-	want := []string{"builders nat=false", "builders 10.0.2.100:5000->127.0.0.1:5001", "internet nat=true", "z-db nat=true", "z-db 10.0.2.50:5432->127.0.0.1:5432"}
+	want := []string{"builders nat=false", "builders 10.0.2.100:5000->127.0.0.1:5001", "internet nat=true", "nodes nat=false", "nodes segment 10.200.0.0/24", "z-db nat=true", "z-db 10.0.2.50:5432->127.0.0.1:5432"}
 	if strings.Join(got, "; ") != strings.Join(want, "; ") {
 		t.Errorf("Status networks = %q, want %q", got, want)
 	}
