@@ -35,15 +35,20 @@ const (
 	dropSourceMAC          dropReason = "source MAC is not the port's"
 	dropUnknownDestination dropReason = "no port of the segment has the destination MAC"
 	dropHairpin            dropReason = "destination MAC is the sender's own"
-	dropToGateway          dropReason = "addressed to the gateway, which answers only ARP, DHCP and ICMP echo"
+	dropNotIPv4            dropReason = "addressed to the gateway, which speaks only IPv4 and ARP"
+	dropRouted             dropReason = "IPv4 to the gateway's MAC but not its address (it routes nothing), or malformed"
+	dropARPToGateway       dropReason = "ARP to the gateway that is no reply to it"
 	dropBadDHCP            dropReason = "malformed DHCP request"
 )
 
 // decision is what to do with one received frame.
 type decision struct {
 	deliveries []delivery
-	drop       dropReason
-	dhcp       string // what the DHCP server made of the frame, when it was DHCP
+	// toStack is a frame for the gateway's TCP/IP stack (it may share the received
+	// frame's memory, as deliveries do).
+	toStack []byte
+	drop    dropReason
+	dhcp    string // what the DHCP server made of the frame, when it was DHCP
 }
 
 // decide is the switch: given the socket path a frame came from and the frame, the frames
@@ -64,9 +69,55 @@ func (t *table) decide(from string, frame []byte) decision {
 	if d, answered := t.answer(p, h, payload); answered {
 		return d
 	}
+	if h.dst == gatewayMAC {
+		if drop := t.forStack(h, payload); drop != "" {
+			return decision{drop: drop}
+		}
+		return decision{toStack: frame}
+	}
+	return t.forward(from, h, frame)
+}
+
+// forStack says why a frame to the gateway's MAC that answer left is not for its stack:
+// the stack gets IPv4 to the gateway's address (TCP) and ARP replies to its own requests,
+// nothing else, and broadcasts never (it needs none). Checking the address here, not only
+// in the stack, keeps "routes nothing" a property of the switch.
+func (t *table) forStack(h ethHeader, payload []byte) dropReason {
+	switch h.etherType {
+	case etherTypeIPv4:
+		if ip, ok := parseIPv4(payload); !ok || ip.dst != t.cfg.gateway {
+			return dropRouted
+		}
+	case etherTypeARP:
+		if a, ok := parseARP(payload); !ok || a.op != arpOpReply || a.targetIP != t.cfg.gateway {
+			return dropARPToGateway
+		}
+	default:
+		return dropNotIPv4
+	}
+	return ""
+}
+
+// fromGateway switches a frame the gateway's stack sent as decide switches a port's, by
+// its destination MAC alone: the stack is one more station of this segment, so what it
+// sends reaches this segment's ports and nothing else.
+func (t *table) fromGateway(frame []byte) decision {
+	h, _, ok := parseEth(frame)
+	if !ok {
+		return decision{drop: dropRunt}
+	}
+	if h.src != gatewayMAC {
+		return decision{drop: dropSourceMAC}
+	}
+	return t.forward("", h, frame)
+}
+
+// forward sends a frame of sender from ("" for the gateway, whose MAC no port has) to the
+// port with its destination MAC, or for a group address to every port but the sender.
+func (t *table) forward(from string, h ethHeader, frame []byte) decision {
 	switch {
 	case h.dst == gatewayMAC:
-		return decision{drop: dropToGateway}
+		return decision{drop: dropHairpin} // only the gateway's own frames get here
 	case h.dst.isGroup():
 		d := decision{deliveries: make([]delivery, 0, max(len(t.peers)-1, 0))}
 		for _, peer := range t.peers {

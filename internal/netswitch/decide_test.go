@@ -70,10 +70,6 @@ func TestDecideSwitching(t *testing.T) {
 			frameOf(macStranger, macA, etherTypeIPv4, ipv4("10.200.0.10", "10.200.0.99")), nil, dropUnknownDestination},
 		{"unicast to itself", "/run/a",
 			frameOf(macA, macA, 0x88b5, []byte("x")), nil, dropHairpin},
-		{"IP to the gateway that is not echo", "/run/a",
-			frameOf(gatewayMAC, macA, etherTypeIPv4, ipv4("10.200.0.10", "10.200.0.1")), nil, dropToGateway},
-		{"routed through the gateway", "/run/a",
-			frameOf(gatewayMAC, macA, etherTypeIPv4, ipv4("10.200.0.10", "8.8.8.8")), nil, dropToGateway},
 		{"runt", "/run/a", []byte{1, 2, 3}, nil, dropRunt},
 		{"empty", "/run/a", nil, nil, dropRunt},
 	}
@@ -93,6 +89,81 @@ func TestDecideSwitching(t *testing.T) {
 			}
 			if !slices.Equal(to, tt.to) {
 				t.Errorf("delivered to %v, want %v", to, tt.to)
+			}
+		})
+	}
+}
+
+// What is addressed to the gateway's MAC and not answered by the switch goes to the
+// gateway's stack, if it is for the gateway's address; nothing is switched on.
+func TestDecideToTheGatewaysStack(t *testing.T) {
+	tcp := func(src, dst string) []byte { // protocol 6; the switch reads no further
+		s, d := netip.MustParseAddr(src), netip.MustParseAddr(dst)
+		return ipv4Bytes(s, d, 6, []byte("a TCP segment"))
+	}
+	arpReply := func(target netip.Addr) []byte {
+		return frameOf(gatewayMAC, macA, etherTypeARP, arpReplyBytes(arpPacket{senderMAC: gatewayMAC, senderIP: target}, macA, ipA))
+	}
+	tests := []struct {
+		name    string
+		frame   []byte
+		toStack bool
+		drop    dropReason
+	}{
+		{"TCP to the gateway", frameOf(gatewayMAC, macA, etherTypeIPv4, tcp("10.200.0.10", "10.200.0.1")), true, ""},
+		{"TCP from a routed address (no source filter)",
+			frameOf(gatewayMAC, macA, etherTypeIPv4, tcp("192.168.7.3", "10.200.0.1")), true, ""},
+		{"ARP reply to the gateway's request", arpReply(testGateway), true, ""},
+		{"ARP reply to another address", arpReply(ipB), false, dropARPToGateway},
+		{"routed through the gateway", frameOf(gatewayMAC, macA, etherTypeIPv4, tcp("10.200.0.10", "8.8.8.8")), false, dropRouted},
+		{"to another port's address through the gateway",
+			frameOf(gatewayMAC, macA, etherTypeIPv4, tcp("10.200.0.10", "10.200.0.11")), false, dropRouted},
+		{"malformed IPv4", frameOf(gatewayMAC, macA, etherTypeIPv4, []byte{0x45, 0}), false, dropRouted},
+		{"IPv6", frameOf(gatewayMAC, macA, 0x86dd, make([]byte, 40)), false, dropNotIPv4},
+		{"TCP broadcast is not the stack's", frameOf(broadcastMAC, macA, etherTypeIPv4, tcp("10.200.0.10", "10.200.0.1")), false, ""},
+	}
+	tb := testTable(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := tb.decide("/run/a", tt.frame)
+			if d.drop != tt.drop || (d.toStack != nil) != tt.toStack {
+				t.Fatalf("drop %q, to the stack %v; want %q, %v", d.drop, d.toStack != nil, tt.drop, tt.toStack)
+			}
+			if tt.toStack && (!bytes.Equal(d.toStack, tt.frame) || len(d.deliveries) != 0) {
+				t.Fatalf("the stack got % x and ports %+v", d.toStack, d.deliveries)
+			}
+		})
+	}
+}
+
+// The stack's frames are switched as a port's: by destination MAC, to ports only.
+func TestFromGateway(t *testing.T) {
+	tests := []struct {
+		name  string
+		frame []byte
+		to    []string
+		drop  dropReason
+	}{
+		{"to a port", frameOf(macB, gatewayMAC, etherTypeIPv4, []byte("x")), []string{"/run/b"}, ""},
+		{"ARP request, broadcast", arpRequest(gatewayMAC, testGateway, ipA), []string{"/run/a", "/run/b", "/run/c"}, ""},
+		{"to an unknown MAC: not flooded", frameOf(macStranger, gatewayMAC, etherTypeIPv4, []byte("x")), nil, dropUnknownDestination},
+		{"to itself", frameOf(gatewayMAC, gatewayMAC, etherTypeIPv4, []byte("x")), nil, dropHairpin},
+		{"with a port's source MAC", frameOf(macB, macA, etherTypeIPv4, []byte("x")), nil, dropSourceMAC},
+		{"runt", []byte{1, 2, 3}, nil, dropRunt},
+	}
+	tb := testTable(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := tb.fromGateway(tt.frame)
+			var to []string
+			for _, out := range d.deliveries {
+				to = append(to, out.to)
+				if !bytes.Equal(out.frame, tt.frame) {
+					t.Errorf("frame to %s was changed", out.to)
+				}
+			}
+			if d.drop != tt.drop || !slices.Equal(to, tt.to) || d.toStack != nil {
+				t.Fatalf("drop %q, to %v; want %q, %v", d.drop, to, tt.drop, tt.to)
 			}
 		})
 	}

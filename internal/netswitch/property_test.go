@@ -15,7 +15,8 @@ import (
 // Safety: nothing reaches a socket that is not a port; nothing is delivered for a sender
 // that is not a port or that uses a source MAC not its own; a frame passed on unchanged
 // goes to the port that has its destination MAC, or for a group address to the others,
-// never back; a frame the gateway makes goes to the sender alone.
+// never back; a frame the gateway makes goes to the sender alone; only a port's own frame
+// to the gateway's MAC goes to the gateway's stack, and the stack's frames reach ports only.
 // Liveness: a unicast between two ports and a broadcast that is not for the gateway
 // are delivered.
 func TestDecideProperties(t *testing.T) {
@@ -67,6 +68,19 @@ func TestDecideProperties(t *testing.T) {
 		legit := isPort && sender.mac == src
 		if !legit && len(d.deliveries) > 0 {
 			t.Fatalf("delivered a frame of %q with source %s", from, src)
+		}
+		if d.toStack != nil && (!legit || dst != gatewayMAC || len(d.deliveries) > 0 || !bytes.Equal(d.toStack, frame)) {
+			t.Fatalf("the stack got a frame of %q from %s to %s (and %d deliveries)", from, src, dst, len(d.deliveries))
+		}
+		// The gateway's stack sends the same frame: it reaches ports only, by its MAC.
+		g := tb.fromGateway(frameOf(dst, gatewayMAC, etherType, payload))
+		for _, out := range g.deliveries {
+			if owner, ok := tb.byPeer[out.to]; !ok || !dst.isGroup() && owner.mac != dst {
+				t.Fatalf("the gateway's frame to %s went to %q", dst, out.to)
+			}
+		}
+		if owner, ok := tb.byMAC[dst]; ok && (len(g.deliveries) != 1 || g.deliveries[0].to != owner) {
+			t.Fatalf("the gateway's frame to %s did not reach %s", dst, owner)
 		}
 		for _, out := range d.deliveries {
 			if _, ok := tb.byPeer[out.to]; !ok {

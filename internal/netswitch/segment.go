@@ -26,8 +26,10 @@ type segment struct {
 	conn       *net.UnixConn
 	raw        syscall.RawConn
 	table      atomic.Pointer[table]
+	gw         *gateway
 	done       chan struct{} // closed when the reader has returned
 	log        logr.Logger
+	lastErrLog atomic.Int64 // unix nanoseconds: errors are logged by the reader and the stack
 }
 
 // openSegment binds the segment's socket and starts its reader. The socket file is made
@@ -49,6 +51,11 @@ func openSegment(name, path string, t *table, log logr.Logger) (*segment, error)
 	}
 	sg := &segment{name: name, path: path, conn: conn, raw: raw, done: make(chan struct{}), log: log}
 	sg.table.Store(t)
+	if sg.gw, err = newGateway(t.cfg, sg.fromGateway); err != nil {
+		conn.Close()
+		os.Remove(path)
+		return nil, fmt.Errorf("segment %s: %w", name, err)
+	}
 	go sg.run()
 	return sg, nil
 }
@@ -84,8 +91,10 @@ func stale(path string) bool {
 	return errors.Is(err, syscall.ECONNREFUSED)
 }
 
-// close stops the reader, waits for it and removes the socket file.
+// close ends the gateway's connections and listeners (while the socket can still carry
+// their resets), stops the reader, waits for it and removes the socket file.
 func (sg *segment) close() error {
+	sg.gw.close()
 	err := sg.conn.Close()
 	<-sg.done
 	if rerr := os.Remove(sg.path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
@@ -98,7 +107,6 @@ func (sg *segment) close() error {
 func (sg *segment) run() {
 	defer close(sg.done)
 	buf := make([]byte, maxFrame)
-	var lastErrLog time.Time
 	for {
 		n, _, flags, addr, err := sg.conn.ReadMsgUnix(buf, nil)
 		if errors.Is(err, net.ErrClosed) {
@@ -107,8 +115,7 @@ func (sg *segment) run() {
 		if err != nil {
 			// Not expected on a datagram socket; the pause keeps a lasting error from
 			// spinning a core or filling the log.
-			if time.Since(lastErrLog) > errLogInterval {
-				lastErrLog = time.Now()
+			if sg.mayLogError() {
 				sg.log.Error(err, "Reading the segment socket")
 			}
 			time.Sleep(100 * time.Millisecond)
@@ -126,20 +133,42 @@ func (sg *segment) run() {
 		if d.drop != "" || d.dhcp != "" {
 			sg.log.V(1).Info("Frame handled", "from", from, "drop", string(d.drop), "dhcp", d.dhcp)
 		}
-		for _, out := range d.deliveries {
-			err := sg.send(out.to, out.frame)
-			switch {
-			case err == nil:
-			case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ECONNREFUSED):
-				sg.log.V(1).Info("Port's socket is gone (its VM is stopped)", "to", out.to)
-			case errors.Is(err, unix.EAGAIN):
-				sg.log.V(1).Info("Port is not reading; frame dropped", "to", out.to)
-			case time.Since(lastErrLog) > errLogInterval: // a guest cannot turn it into a log flood
-				lastErrLog = time.Now()
-				sg.log.Error(err, "Sending a frame", "to", out.to)
-			}
+		if d.toStack != nil {
+			sg.gw.link.deliver(d.toStack)
+		}
+		sg.sendAll(d.deliveries)
+	}
+}
+
+// fromGateway switches a frame the gateway's stack sent; it runs on the stack's goroutines.
+func (sg *segment) fromGateway(frame []byte) {
+	d := sg.table.Load().fromGateway(frame)
+	if d.drop != "" {
+		sg.log.V(1).Info("Gateway's frame dropped", "drop", string(d.drop))
+	}
+	sg.sendAll(d.deliveries)
+}
+
+func (sg *segment) sendAll(deliveries []delivery) {
+	for _, out := range deliveries {
+		err := sg.send(out.to, out.frame)
+		switch {
+		case err == nil:
+		case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ECONNREFUSED):
+			sg.log.V(1).Info("Port's socket is gone (its VM is stopped)", "to", out.to)
+		case errors.Is(err, unix.EAGAIN):
+			sg.log.V(1).Info("Port is not reading; frame dropped", "to", out.to)
+		case errors.Is(err, net.ErrClosed): // the gateway's last frames, as the segment closes
+		case sg.mayLogError(): // a guest cannot turn it into a log flood
+			sg.log.Error(err, "Sending a frame", "to", out.to)
 		}
 	}
+}
+
+// mayLogError: no unexpected error was logged in the last errLogInterval; it claims the slot.
+func (sg *segment) mayLogError() bool {
+	now, last := time.Now().UnixNano(), sg.lastErrLog.Load()
+	return now-last > int64(errLogInterval) && sg.lastErrLog.CompareAndSwap(last, now)
 }
 
 // send writes one frame to a port's socket without waiting: a port whose receive queue is

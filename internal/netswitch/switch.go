@@ -1,8 +1,10 @@
 package netswitch
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -134,8 +136,8 @@ func (s *Switch) detachLocked(peer string) {
 	sg := s.segments[name]
 	t := sg.table.Load().without(peer)
 	s.log.V(1).Info("Detached a port", "segment", name, "peer", peer)
+	sg.table.Store(t) // before closing: the gateway's last frames must not reach the port
 	if len(t.peers) > 0 {
-		sg.table.Store(t)
 		return
 	}
 	delete(s.segments, name)
@@ -144,6 +146,46 @@ func (s *Switch) detachLocked(peer string) {
 		return
 	}
 	s.log.Info("Closed a segment without ports", "segment", name)
+}
+
+// DialTCP connects from segment's gateway to addr, an address of the segment (a VM's
+// service, for the host to reach). The connection ends when the segment closes (its last
+// port detached, or the switch closed). The segment must be open: a port attached.
+func (s *Switch) DialTCP(ctx context.Context, segment string, addr netip.AddrPort) (net.Conn, error) {
+	g, err := s.gatewayOf(segment)
+	if err != nil {
+		return nil, err
+	}
+	c, err := g.dial(ctx, addr)
+	if err != nil {
+		return nil, fmt.Errorf("segment %s: %w", segment, err)
+	}
+	return c, nil
+}
+
+// ListenTCP accepts the connections the segment's VMs make to its gateway's address at
+// port (0: any free port, see Addr). Closing the listener stops it; so does the segment
+// closing, after which Accept's error is net.ErrClosed. The segment must be open.
+func (s *Switch) ListenTCP(segment string, port uint16) (net.Listener, error) {
+	g, err := s.gatewayOf(segment)
+	if err != nil {
+		return nil, err
+	}
+	l, err := g.listen(port)
+	if err != nil {
+		return nil, fmt.Errorf("segment %s: %w", segment, err)
+	}
+	return l, nil
+}
+
+func (s *Switch) gatewayOf(segment string) (*gateway, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sg := s.segments[segment]
+	if sg == nil {
+		return nil, fmt.Errorf("segment %s is not open: no port is attached", segment)
+	}
+	return sg.gw, nil
 }
 
 // Close closes every segment socket and removes the socket files. The switch cannot be

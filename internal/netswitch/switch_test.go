@@ -217,7 +217,7 @@ func TestCloseRemovesTheSockets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o711 {
 		t.Fatalf("switch folder: %v %v", fi.Mode(), err)
 	}
 	nics := t.TempDir()
