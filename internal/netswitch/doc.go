@@ -5,8 +5,13 @@
 // local.path is the port's identity (the sender address of every datagram it sends) and
 // whose remote.path is the segment's socket. A datagram is one whole Ethernet frame.
 //
-// The switch answers as the segment's gateway only for ARP, DHCP and ICMP echo; it routes
-// nothing. It must never forward a frame between segments, never forward a frame whose
+// The switch answers as the segment's gateway for ARP, DHCP and ICMP echo itself. The rest
+// of what a port sends to the gateway's MAC and address (TCP, ARP replies) goes to the
+// segment's own TCP/IP stack (gVisor's netstack, gateway.go), through which the host dials
+// into the segment (DialTCP) and accepts its VMs' connections (ListenTCP). That stack is
+// a station of its segment like a port: its frames are switched by the same table, it
+// forwards nothing and has no route off its subnet. The switch routes nothing.
+// It must never forward a frame between segments, never forward a frame whose
 // sender is not an attached port of that segment or whose source MAC is not that port's,
 // never flood unicast to an unknown MAC, and never hand a port any address but its own.
 // It does not filter by source IP: Kubernetes nodes route pod addresses over the segment.
@@ -16,5 +21,6 @@
 // writable by anyone who can reach their folder (dir, given to New).
 //
 // The decisions (decide.go, dhcpserver.go) are pure functions of a port table and a frame;
-// the sockets (switch.go, segment.go) only read, call and write.
+// the sockets (switch.go, segment.go) and the stack's link (link.go) only read, call and
+// write.
 package netswitch

@@ -233,6 +233,14 @@ func TestGatewayRefuses(t *testing.T) {
 	if got := l.Addr().String(); got != gatewayAt(6443) {
 		t.Errorf("listener's address %s, want %s", got, gatewayAt(6443))
 	}
+	free, err := s.ListenTCP(segA.Name, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer free.Close()
+	if a := free.Addr().(*net.TCPAddr); a.Port == 0 || a.AddrPort().Addr() != testGateway {
+		t.Errorf("a listener at port 0 is at %s, want a port of the gateway's chosen", a)
+	}
 }
 
 // Closing the switch ends every segment's listeners and the stacks' goroutines.

@@ -19,8 +19,9 @@ type Segment struct {
 	Name string
 	// Subnet is the segment's IPv4 network, e.g. 10.200.0.0/24 (at most /30).
 	Subnet netip.Prefix
-	// Gateway is inside Subnet: the switch answers ARP and ICMP echo for it and DHCP hands
-	// it out as the router and server identifier; other traffic to it is dropped.
+	// Gateway is inside Subnet: the switch answers ARP and ICMP echo for it, DHCP hands it
+	// out as the router and server identifier, and its TCP is the segment's stack's
+	// (DialTCP, ListenTCP); other traffic to it is dropped.
 	Gateway netip.Addr
 	// DNS is optional: DHCP option 6.
 	DNS []netip.Addr
