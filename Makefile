@@ -217,10 +217,12 @@ test: deps ## Everything CI runs (test/install installs the images of make image
 	$(MAKE) test-only
 
 # The set-up's builds run two at a time: while one compiles, another downloads or packs.
-# make kube first: the host's Kubernetes tools are built as it builds (the same flags), and
-# a go build running beside another that compiles the same packages compiles them again.
+# The Debian image first (from empty caches its TCG guests take about 40 minutes, mostly
+# one core), with make kube's compiles beside it; make kube before the tools: the host's
+# Kubernetes tools are built as it builds (the same flags), and a go build running beside
+# another that compiles the same packages compiles them again.
 test-setup: ## What make test builds and checks before its tests (fresh-check times it apart).
-	$(MAKE) -j2 kube testos eraser esp agents debian
+	$(MAKE) -j2 testos debian kube eraser esp agents
 	$(MAKE) -j2 tools $(BIN)/images/SIZES kube-images node-image
 	$(MAKE) verify-generated vet
 
