@@ -9,8 +9,9 @@
 # never share the machine with each other; a light package beside one does not. A package
 # is heavy for what its tests boot, not for what they run: Ironic with fake hardware (about
 # 9 minutes of packages, and test/metal's 8 or so since its emulated servers moved to
-# test/metalservers), test/security (no guest) and test/images (image builds, no guest:
-# about 9 minutes) are light. The heavy lane is make test's length: every minute a guest-free
+# test/metalservers), test/security and test/cli (no guest; test/cli is anvil dev's tests
+# that boot none, out of test/e2e) and test/images (image builds, no guest: about 9
+# minutes) are light. The heavy lane is make test's length: every minute a guest-free
 # test spends there is a minute the light lane (which ended half an hour earlier) could
 # have taken. The heavy lane streams to stdout, the light lane to a log printed when both
 # are done. Exit status: non-zero when either failed.
