@@ -7,14 +7,14 @@
 # Two heavy packages side by side starved each other on two cores (a QEMU conformance
 # delete took over 2 minutes beside the Ironic tests when those booted servers too), so they
 # never share the machine with each other; a light package beside one does not. A package
-# is heavy for what its tests boot, not for what they run: Ironic with fake hardware (about
-# 9 minutes of packages, and test/metal's 8 or so since its emulated servers moved to
-# test/metalservers), test/security and test/cli (no guest; test/cli is anvil dev's tests
-# that boot none, out of test/e2e) and test/images (image builds, no guest: about 9
-# minutes) are light. The heavy lane is make test's length: every minute a guest-free
-# test spends there is a minute the light lane (which ended half an hour earlier) could
-# have taken. The heavy lane streams to stdout, the light lane to a log printed when both
-# are done. Exit status: non-zero when either failed.
+# is heavy for what its tests boot, not for what they run: Ironic with fake hardware
+# (test/metal, whose emulated servers are test/metalservers; internal/provisioner/ironic,
+# internal/ironic, internal/runtime/metal), test/security, test/cli (anvil dev without
+# guests, out of test/e2e) and test/images (image builds, no guest) are light. The heavy lane
+# is make test's length (the light lane ended half an hour before it), so a test that boots
+# no guest belongs in a light package even when it shares a heavy package's subject. The
+# heavy lane streams to stdout, the light lane to a log printed when both are done. Exit
+# status: non-zero when either failed.
 # Usage: hack/test.sh [go test flags...]
 set -uo pipefail
 cd "$(dirname "$0")/.."
