@@ -17,8 +17,8 @@ CAPI_LDFLAGS := -X sigs.k8s.io/cluster-api/version.gitVersion=$(CAPI_VERSION) \
 	-X sigs.k8s.io/cluster-api/version.gitTreeState=clean
 # Integration and end-to-end tests read the control-plane binaries from here (envtest's variable).
 export KUBEBUILDER_ASSETS := $(BIN)
-# Flags of every go test hack/test.sh runs: it runs the packages that boot QEMU guests or
-# Ironic one at a time, and the rest one at a time beside them (see the script).
+# Flags of every go test hack/test.sh runs: it runs the packages that boot QEMU guests one
+# at a time, and the rest one at a time beside them (see the script).
 GO_TEST_FLAGS ?= -timeout 40m
 
 # The build agent, one static binary per architecture builders run (see docs/imagebuild.md).
