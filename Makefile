@@ -17,8 +17,8 @@ CAPI_LDFLAGS := -X sigs.k8s.io/cluster-api/version.gitVersion=$(CAPI_VERSION) \
 	-X sigs.k8s.io/cluster-api/version.gitTreeState=clean
 # Integration and end-to-end tests read the control-plane binaries from here (envtest's variable).
 export KUBEBUILDER_ASSETS := $(BIN)
-# Flags of every go test hack/test.sh runs: it runs the packages that boot QEMU guests or
-# Ironic one at a time, and the rest one at a time beside them (see the script).
+# Flags of every go test hack/test.sh runs: it runs the packages that boot QEMU guests one
+# at a time, and the rest one at a time beside them (see the script).
 GO_TEST_FLAGS ?= -timeout 40m
 
 # The build agent, one static binary per architecture builders run (see docs/imagebuild.md).
@@ -217,10 +217,12 @@ test: deps ## Everything CI runs (test/install installs the images of make image
 	$(MAKE) test-only
 
 # The set-up's builds run two at a time: while one compiles, another downloads or packs.
-# make kube first: the host's Kubernetes tools are built as it builds (the same flags), and
-# a go build running beside another that compiles the same packages compiles them again.
+# The Debian image first (from empty caches its TCG guests take about 40 minutes, mostly
+# one core), with make kube's compiles beside it; make kube before the tools: the host's
+# Kubernetes tools are built as it builds (the same flags), and a go build running beside
+# another that compiles the same packages compiles them again.
 test-setup: ## What make test builds and checks before its tests (fresh-check times it apart).
-	$(MAKE) -j2 kube testos eraser esp agents debian
+	$(MAKE) -j2 testos debian kube eraser esp agents
 	$(MAKE) -j2 tools $(BIN)/images/SIZES kube-images node-image
 	$(MAKE) verify-generated vet
 

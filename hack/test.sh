@@ -6,18 +6,22 @@
 #          packages that run Ironic with fake hardware only).
 # Two heavy packages side by side starved each other on two cores (a QEMU conformance
 # delete took over 2 minutes beside the Ironic tests when those booted servers too), so they
-# never share the machine with each other; a light package beside one does not. Ironic
-# with fake hardware alone (about 9 minutes of packages) and test/images (image builds, no
-# guest: about 9 minutes) are light: the heavy lane is make test's length, and the light
-# lane would otherwise end over half an hour before it. The heavy lane streams to stdout, the
-# light lane to a log printed when both are done. Exit status: non-zero when either failed.
+# never share the machine with each other; a light package beside one does not. A package
+# is heavy for what its tests boot, not for what they run: Ironic with fake hardware
+# (test/metal, whose emulated servers are test/metalservers; internal/provisioner/ironic,
+# internal/ironic, internal/runtime/metal), test/security, test/cli (anvil dev without
+# guests, out of test/e2e) and test/images (image builds, no guest) are light. The heavy lane
+# is make test's length (the light lane ended half an hour before it), so a test that boots
+# no guest belongs in a light package even when it shares a heavy package's subject. The
+# heavy lane streams to stdout, the light lane to a log printed when both are done. Exit
+# status: non-zero when either failed.
 # Usage: hack/test.sh [go test flags...]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 module=$(go list -m)
 heavy=(
-	./test/capiguest ./test/metal ./test/e2e ./test/broker ./test/chaos ./test/testos ./test/security
+	./test/capiguest ./test/metalservers ./test/e2e ./test/broker ./test/chaos ./test/testos
 	./test/cluster ./test/install ./test/debian ./test/kubeadm
 	./internal/runtime/qemu ./internal/runtime/qemu/vm ./internal/runtime/qemu/qmp
 	./internal/bmcemu ./test/nodeagent/nodeimage

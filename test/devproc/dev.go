@@ -154,6 +154,13 @@ func Running(pid int) bool {
 	return !zombie || threads > 1
 }
 
+// PoolsCredentials is the pools' read credential of the registry of the anvil dev whose
+// kubeconfig this is (a docker config in its state folder), for the fleet processes a test
+// starts beside it (--registry-credentials).
+func PoolsCredentials(kubeconfig string) string {
+	return filepath.Join(filepath.Dir(kubeconfig), "registry-read.json")
+}
+
 // ChildPIDs are the pids anvil dev wrote for its etcd and kube-apiserver in stateDir/run.
 func ChildPIDs(t testing.TB, stateDir string) []int {
 	t.Helper()

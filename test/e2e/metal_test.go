@@ -86,13 +86,13 @@ func TestBareMetalPools(t *testing.T) {
 	socket := "unix://" + filepath.Join(t.TempDir(), "mri.sock")
 	rtCmd := exec.Command(env.AnvilBin, "runtime", "metal", "--pool", "metal-b", "--namespace", "site-b", "--listen", socket,
 		"--state-dir", shortDir(t), "--ironic-port", devproc.FreePort(t), "--image-listen", "127.0.0.1:"+devproc.FreePort(t),
-		"--allow-registry", "127.0.0.1:"+registryPort, "--registry-credentials", poolsCredentials(kubeconfig), "--wipe", "eraser", "--eraser", filepath.Join(env.BinDir, "eraser"))
+		"--allow-registry", "127.0.0.1:"+registryPort, "--registry-credentials", devproc.PoolsCredentials(kubeconfig), "--wipe", "eraser", "--eraser", filepath.Join(env.BinDir, "eraser"))
 	rtCmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	env.Apply(t, kubeconfig, strings.ReplaceAll(siteB, "IMAGE", image))
 	rt := devproc.StartProcess(t, rtCmd)
 	t.Cleanup(func() { devproc.StopProcess(rt) })
 	poolletCmd := exec.Command(env.AnvilBin, "poollet", "--pool", "metal-b", "--runtime", socket, "--interval", "1s",
-		"--labels", "compute.anvil.dev/runtime=metal-b", "--allow-registry", "127.0.0.1:"+registryPort, "--registry-credentials", poolsCredentials(kubeconfig))
+		"--labels", "compute.anvil.dev/runtime=metal-b", "--allow-registry", "127.0.0.1:"+registryPort, "--registry-credentials", devproc.PoolsCredentials(kubeconfig))
 	poolletCmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	poollet := devproc.StartProcess(t, poolletCmd)
 	t.Cleanup(func() { devproc.StopProcess(poollet) })

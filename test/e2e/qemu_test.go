@@ -23,7 +23,7 @@ type qemuPool struct {
 // startQemuPool starts the pool's processes; registry (anvil dev's, on loopback) is the
 // one non-public registry they may read, with anvil dev's pools' read credential.
 func startQemuPool(t *testing.T, kubeconfig, registry string, arch computev1alpha1.Architecture) qemuPool {
-	credentials := poolsCredentials(kubeconfig)
+	credentials := devproc.PoolsCredentials(kubeconfig)
 	t.Helper()
 	p := qemuPool{name: "qemu-" + string(arch), stateDir: shortDir(t)}
 	// VMs outlive their runtime by design; a test that stops early must not leave any.
@@ -202,12 +202,6 @@ spec: {machineClassRef: {name: e2e-vm}, image: %[1]s, machinePoolRef: {name: %[2
 	if left := filesNaming(t, pools[computev1alpha1.ArchitectureAMD64].stateDir, id); len(left) != 0 {
 		t.Errorf("deleted machine %s left files behind: %v", id, left)
 	}
-}
-
-// poolsCredentials is the docker config of anvil dev's pools' read credential, beside the
-// kubeconfig in its state folder: its registry refuses anonymous reads.
-func poolsCredentials(kubeconfig string) string {
-	return filepath.Join(filepath.Dir(kubeconfig), "registry-read.json")
 }
 
 // shortDir is a fresh folder with a short path: QMP socket paths inside a runtime's state

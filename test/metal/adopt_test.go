@@ -16,12 +16,12 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
-	"github.com/anvil-dev/anvil/internal/bmcemu"
 	"github.com/anvil-dev/anvil/internal/controller/host/hostplan"
 	"github.com/anvil-dev/anvil/internal/ironic"
 	"github.com/anvil-dev/anvil/internal/metal/site"
 	"github.com/anvil-dev/anvil/internal/provisioner"
-	"github.com/anvil-dev/anvil/test/devproc"
+	"github.com/anvil-dev/anvil/test/ironictest"
+	"github.com/anvil-dev/anvil/test/metalpool"
 )
 
 // recoveryRow is one Host of TestIronicLosesItsDatabaseInEveryState: where it is when
@@ -58,10 +58,10 @@ type recoveryRow struct {
 // counted at the provisioner (those it started), not on a console.
 func TestIronicLosesItsDatabaseInEveryState(t *testing.T) {
 	start := time.Now()
-	ns := newNamespace(t, "infra")
-	counter := &countingProvisioner{}
-	s := startSiteOwnIronic(t, ns, func(c *site.Config) {
-		c.WrapProvisioner = counter.wrap
+	ns := rig.NewNamespace(t, "infra")
+	counter := &ironictest.Counting{}
+	s := rig.StartSiteOwnIronic(t, ns, func(c *site.Config) {
+		c.WrapProvisioner = counter.Wrap
 		// Two deploy slots: two Hosts deploy at the loss while two wait for a slot.
 		c.MaxConcurrentDeploy = 2
 		// Deployments and tear-downs (two steps of 5 s each) and inspections (20 s) long
@@ -112,43 +112,43 @@ func TestIronicLosesItsDatabaseInEveryState(t *testing.T) {
 		if r.at == provisioner.StateInspecting {
 			continue
 		}
-		create(t, &metalv1alpha1.HardwareData{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: r.name},
+		rig.Create(t, &metalv1alpha1.HardwareData{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: r.name},
 			Spec: metalv1alpha1.HardwareDataSpec{Architecture: computev1alpha1.ArchitectureAMD64, CPU: metalv1alpha1.CPU{Count: 8}, MemoryMiB: 16384}})
 		h := fakeHost(ns, r.name, 7000+i)
 		if r.deployed {
 			claim(r.name, r.name, "x")(h)
 		}
-		create(t, h)
+		rig.Create(t, h)
 	}
 	for _, r := range rows {
 		switch {
 		case r.deployed:
-			waitHost(t, ns, r.name, "Provisioned", 3*time.Minute, provisioned)
+			rig.WaitHost(t, ns, r.name, "Provisioned", 3*time.Minute, metalpool.Provisioned)
 		case r.at != provisioner.StateInspecting:
-			waitHost(t, ns, r.name, "Available", 3*time.Minute, inState(metalv1alpha1.StateAvailable))
+			rig.WaitHost(t, ns, r.name, "Available", 3*time.Minute, metalpool.InState(metalv1alpha1.StateAvailable))
 		}
 	}
 	update(t, ns, "rebuilt-cleared", func(h *metalv1alpha1.Host) {
 		h.Spec.Image = images["y"].DeepCopy()
 		metav1.SetMetaDataAnnotation(&h.ObjectMeta, metalv1alpha1.AnnotationRebuild, metalv1alpha1.RebuildToken(uid("rebuilt-cleared"), 1))
 	})
-	waitHost(t, ns, "rebuilt-cleared", "rebuilt", 2*time.Minute, func(h *metalv1alpha1.Host) bool {
-		return provisioned(h) && h.Status.Image.Same(images["y"]) && h.Status.RebuildToken == metalv1alpha1.RebuildToken(uid("rebuilt-cleared"), 1)
+	rig.WaitHost(t, ns, "rebuilt-cleared", "rebuilt", 2*time.Minute, func(h *metalv1alpha1.Host) bool {
+		return metalpool.Provisioned(h) && h.Status.Image.Same(images["y"]) && h.Status.RebuildToken == metalv1alpha1.RebuildToken(uid("rebuilt-cleared"), 1)
 	})
 	update(t, ns, "rebuilt-cleared", func(h *metalv1alpha1.Host) {
 		metav1.SetMetaDataAnnotation(&h.ObjectMeta, metalv1alpha1.AnnotationReboot, "r1")
 	})
-	waitHost(t, ns, "rebuilt-cleared", "rebooted", time.Minute, func(h *metalv1alpha1.Host) bool {
-		return provisioned(h) && h.Status.RebootToken == "r1"
+	rig.WaitHost(t, ns, "rebuilt-cleared", "rebooted", time.Minute, func(h *metalv1alpha1.Host) bool {
+		return metalpool.Provisioned(h) && h.Status.RebootToken == "r1"
 	})
-	clearStatus(t, ns, "rebuilt-cleared")
-	waitHost(t, ns, "rebuilt-cleared", "Provisioned again from Ironic and its record", time.Minute, func(h *metalv1alpha1.Host) bool {
-		return provisioned(h) && h.Status.Image.Same(images["y"]) && h.Status.RebootToken == "r1" &&
+	rig.ClearStatus(t, ns, "rebuilt-cleared")
+	rig.WaitHost(t, ns, "rebuilt-cleared", "Provisioned again from Ironic and its record", time.Minute, func(h *metalv1alpha1.Host) bool {
+		return metalpool.Provisioned(h) && h.Status.Image.Same(images["y"]) && h.Status.RebootToken == "r1" &&
 			h.Status.RebuildToken == metalv1alpha1.RebuildToken(uid("rebuilt-cleared"), 1) && h.Status.Hardware != nil
 	})
-	if c := counter.snapshot(); c.started[ns+"~rebuilt-cleared"] != 2 || c.reboot[ns+"~rebuilt-cleared"] != 1 {
+	if c := counter.Snapshot(); c.Started[ns+"~rebuilt-cleared"] != 2 || c.Reboot[ns+"~rebuilt-cleared"] != 1 {
 		t.Fatalf("a Host whose status was cleared was deployed or rebooted again: %d deployments started (want 2), %d reboots (want 1)",
-			c.started[ns+"~rebuilt-cleared"], c.reboot[ns+"~rebuilt-cleared"])
+			c.Started[ns+"~rebuilt-cleared"], c.Reboot[ns+"~rebuilt-cleared"])
 	}
 	t.Logf("before the loss: ready in %s", time.Since(start).Round(time.Second))
 
@@ -156,7 +156,7 @@ func TestIronicLosesItsDatabaseInEveryState(t *testing.T) {
 	// slots, two more waiting for one, two tear-downs.
 	for i, r := range rows {
 		if r.at == provisioner.StateInspecting {
-			create(t, fakeHost(ns, r.name, 7100+i))
+			rig.Create(t, fakeHost(ns, r.name, 7100+i))
 		}
 	}
 	waitNodes(t, node, rows, provisioner.StateInspecting, 2*time.Minute)
@@ -172,14 +172,14 @@ func TestIronicLosesItsDatabaseInEveryState(t *testing.T) {
 	for _, r := range rows {
 		if strings.HasPrefix(r.name, "queued") {
 			update(t, ns, r.name, claim(r.name, r.name, "x"))
-			waitHost(t, ns, r.name, "waiting for a deploy slot", time.Minute, func(h *metalv1alpha1.Host) bool {
+			rig.WaitHost(t, ns, r.name, "waiting for a deploy slot", time.Minute, func(h *metalv1alpha1.Host) bool {
 				c := meta.FindStatusCondition(h.Status.Conditions, metalv1alpha1.ConditionReady)
 				return c != nil && strings.Contains(c.Message, "waiting for the provisioner")
 			})
 		}
 	}
 	// The loss: every node must be where its row says, or the test proves nothing.
-	before := counter.snapshot()
+	before := counter.Snapshot()
 	for _, r := range rows {
 		n, err := node(r.name)
 		if err != nil || n.State != r.at && !(r.at == provisioner.StateDeleting && n.State == provisioner.StateCleaning) {
@@ -197,7 +197,7 @@ func TestIronicLosesItsDatabaseInEveryState(t *testing.T) {
 	// A Host that waited for a slot started nothing, and its record says so.
 	for _, r := range rows {
 		h := &metalv1alpha1.Host{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: r.name}, h); err != nil {
+		if err := rig.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: r.name}, h); err != nil {
 			t.Fatal(err)
 		}
 		if _, ok := h.Annotations[metalv1alpha1.AnnotationDeployment]; ok != (r.deployed || r.at == provisioner.StateDeploying) {
@@ -210,7 +210,7 @@ func TestIronicLosesItsDatabaseInEveryState(t *testing.T) {
 	update(t, ns, "claimed-cleared", claim("claimed-cleared", "claimed-cleared", "x"))
 	for _, r := range rows {
 		if r.clear {
-			clearStatus(t, ns, r.name)
+			rig.ClearStatus(t, ns, r.name)
 		}
 	}
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
@@ -228,9 +228,9 @@ func TestIronicLosesItsDatabaseInEveryState(t *testing.T) {
 		}
 		var h *metalv1alpha1.Host
 		if r.provisioned {
-			h = waitHost(t, ns, r.name, "Provisioned with image "+r.image, 3*time.Minute, func(h *metalv1alpha1.Host) bool {
+			h = rig.WaitHost(t, ns, r.name, "Provisioned with image "+r.image, 3*time.Minute, func(h *metalv1alpha1.Host) bool {
 				n, err := node(r.name)
-				return provisioned(h) && h.Status.Image.Same(images[r.image]) && err == nil && n.State == provisioner.StateActive && !n.Busy &&
+				return metalpool.Provisioned(h) && h.Status.Image.Same(images[r.image]) && err == nil && n.State == provisioner.StateActive && !n.Busy &&
 					hostplan.SameImage(images[r.image], n.Image)
 			})
 			rec, err := hostplan.RecordOf(h)
@@ -241,38 +241,38 @@ func TestIronicLosesItsDatabaseInEveryState(t *testing.T) {
 				t.Errorf("%s: held by %+v, want %s", r.name, h.Spec.ConsumerRef, uid(consumer))
 			}
 		} else {
-			h = waitHost(t, ns, r.name, "Available", 3*time.Minute, func(h *metalv1alpha1.Host) bool {
+			h = rig.WaitHost(t, ns, r.name, "Available", 3*time.Minute, func(h *metalv1alpha1.Host) bool {
 				n, err := node(r.name)
-				return inState(metalv1alpha1.StateAvailable)(h) && h.Status.Hardware != nil && err == nil && n.State == provisioner.StateAvailable
+				return metalpool.InState(metalv1alpha1.StateAvailable)(h) && h.Status.Hardware != nil && err == nil && n.State == provisioner.StateAvailable
 			})
 			if _, ok := h.Annotations[metalv1alpha1.AnnotationDeployment]; ok || h.Spec.ConsumerRef != nil {
 				t.Errorf("%s: Available with consumer %+v and deployment record %q", r.name, h.Spec.ConsumerRef, h.Annotations[metalv1alpha1.AnnotationDeployment])
 			}
 		}
-		after := counter.snapshot()
-		if after.started[name] != r.starts {
-			t.Errorf("%s: %d deployments started in all (%d before the loss), want %d", r.name, after.started[name], before.started[name], r.starts)
+		after := counter.Snapshot()
+		if after.Started[name] != r.starts {
+			t.Errorf("%s: %d deployments started in all (%d before the loss), want %d", r.name, after.Started[name], before.Started[name], r.starts)
 		}
-		if adopted := after.adopt[name] > before.adopt[name]; adopted != r.adopted {
+		if adopted := after.Adopt[name] > before.Adopt[name]; adopted != r.adopted {
 			t.Errorf("%s: adopted after the loss: %v, want %v", r.name, adopted, r.adopted)
 		}
 		if r.at == provisioner.StateInspecting {
 			hw := &metalv1alpha1.HardwareData{}
-			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: r.name}, hw); err != nil || hw.Spec.CPU.Count != 8 {
+			if err := rig.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: r.name}, hw); err != nil || hw.Spec.CPU.Count != 8 {
 				t.Errorf("%s: HardwareData %+v (%v), want the 8 CPUs of its address", r.name, hw.Spec, err)
 			}
-			if after.inspect[name] < 2 {
-				t.Errorf("%s: inspected %d times; the inspection Ironic lost must run again on the new node", r.name, after.inspect[name])
+			if after.Inspect[name] < 2 {
+				t.Errorf("%s: inspected %d times; the inspection Ironic lost must run again on the new node", r.name, after.Inspect[name])
 			}
 		}
 		if r.name == "rebuilt-cleared" {
-			if h.Status.RebuildToken != metalv1alpha1.RebuildToken(uid(r.name), 1) || h.Status.RebootToken != "r1" || after.reboot[name] != 1 {
+			if h.Status.RebuildToken != metalv1alpha1.RebuildToken(uid(r.name), 1) || h.Status.RebootToken != "r1" || after.Reboot[name] != 1 {
 				t.Errorf("%s: rebuild token %q, reboot token %q, %d reboots; want the rebuild and the reboot carried out once, and known",
-					r.name, h.Status.RebuildToken, h.Status.RebootToken, after.reboot[name])
+					r.name, h.Status.RebuildToken, h.Status.RebootToken, after.Reboot[name])
 			}
 		}
 	}
-	checkClaims(t, ns, nil)
+	rig.CheckClaims(t, ns, nil)
 	t.Logf("recovered in %s after Ironic came back; the test took %s", time.Since(lost).Round(time.Second), time.Since(start).Round(time.Second))
 }
 
@@ -293,167 +293,4 @@ func waitNodes(t *testing.T, node func(string) (provisioner.Node, error), rows [
 			t.Fatalf("%s never %s: %+v", r.name, st, last)
 		}
 	}
-}
-
-// clearStatus writes an empty status to the Host through the status subresource, as a
-// restore from a backup without status leaves it.
-func clearStatus(t *testing.T, ns, name string) {
-	t.Helper()
-	changeHost(t, ns, name, "clearing the status of", func(ctx context.Context, h *metalv1alpha1.Host) error {
-		h.Status = metalv1alpha1.HostStatus{}
-		return env.Client.Status().Update(ctx, h)
-	})
-}
-
-// checkClaims fails unless no consumer holds two Hosts and every Host's deployment record
-// is its consumer's or released; with machines (uid -> exists), every Host's consumer is
-// a Machine that exists.
-func checkClaims(t *testing.T, ns string, machines map[string]bool) {
-	t.Helper()
-	var hosts metalv1alpha1.HostList
-	if err := env.Client.List(context.Background(), &hosts, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	held := map[string]string{}
-	for i := range hosts.Items {
-		h := &hosts.Items[i]
-		rec, err := hostplan.RecordOf(h)
-		if err != nil {
-			t.Errorf("Host %s: %v", h.Name, err)
-		}
-		c := h.Spec.ConsumerRef
-		if c == nil {
-			if rec != nil && !rec.Released {
-				t.Errorf("Host %s has no consumer and a deployment record of %s not released", h.Name, rec.Consumer)
-			}
-			continue
-		}
-		if other, ok := held[c.UID]; ok {
-			t.Errorf("consumer %s/%s (%s) holds Hosts %s and %s", c.Namespace, c.Name, c.UID, other, h.Name)
-		}
-		held[c.UID] = h.Name
-		if rec != nil && !rec.Released && rec.Consumer != c.UID {
-			t.Errorf("Host %s is held by %s and records a deployment for %s", h.Name, c.UID, rec.Consumer)
-		}
-		if machines != nil && !machines[c.UID] {
-			t.Errorf("Host %s is held by %s/%s (%s), which does not exist", h.Name, c.Namespace, c.Name, c.UID)
-		}
-	}
-}
-
-// The emulated server of TestEmulatedServerRestoredWithoutStatus.
-var restoredServer = bmcemu.Spec{Name: "server-r", CPUs: 2, MemoryMiB: 1024, DiskGiB: 8, DataDiskMiB: 64, MAC: "52:54:00:aa:00:0a"}
-
-// A tenant's Machine runs on an emulated server. Its Host's status is cleared while Ironic
-// runs (everything is found again), then Ironic loses its database and the status is
-// cleared again (a restore from a backup without status, with Ironic's database gone): the
-// server is adopted from the Host's deployment record, and its console shows one boot.
-// The Machine deleted, the server is being wiped by the site's eraser when Ironic loses its
-// database and the status is cleared once more: the server is not adopted as the tenant's
-// nor handed out unwiped; the eraser runs to its end, the Machine is gone, and the next
-// tenant's Machine boots once on the wiped server. No Host is ever held by two Machines,
-// nor by one that does not exist.
-func TestEmulatedServerRestoredWithoutStatus(t *testing.T) {
-	ctx := context.Background()
-	counter := &countingProvisioner{}
-	tt := startTwoTenants(t, restoredServer, "emulated-restored", "restored", func(c *site.Config) { c.WrapProvisioner = counter.wrap })
-	infra, e, p := tt.infra, tt.e, tt.pool
-	host, node := restoredServer.Name, infra+"~"+restoredServer.Name
-	console := e.ConsolePath(host)
-	image := pushTestOS(t, computev1alpha1.ArchitectureAMD64)
-	waitHost(t, infra, host, "Available", 3*time.Minute, inState(metalv1alpha1.StateAvailable))
-	const ready = "ANVIL-TESTOS-READY arch=x86_64 "
-	boots := func() int { raw, _ := os.ReadFile(console); return strings.Count(string(raw), ready) }
-	machines := func() map[string]bool {
-		out := map[string]bool{}
-		for _, ns := range []string{tt.a, tt.b} {
-			var list computev1alpha1.MachineList
-			if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
-				t.Fatal(err)
-			}
-			for _, m := range list.Items {
-				out[string(m.UID)] = true
-			}
-		}
-		return out
-	}
-	deploy := func(ns, name string) {
-		t.Helper()
-		runMachine(t, ns, name, tt.class.Name, image, "#cloud-config\n# anvil-marker="+name+"\n")
-		waitConsole(t, console, "marker="+name, 1, 3*time.Minute)
-	}
-	adopted := func(what string) {
-		t.Helper()
-		waitHost(t, infra, host, what, 3*time.Minute, func(h *metalv1alpha1.Host) bool {
-			n, err := p.Site.Provisioner.Get(ctx, node)
-			return provisioned(h) && err == nil && n.State == provisioner.StateActive
-		})
-		machineState(t, tt.a, "alpha", "Running", time.Minute, func(m *computev1alpha1.Machine) bool {
-			return m.Status.State == computev1alpha1.MachineStateRunning
-		})
-		time.Sleep(5 * time.Second) // a deployment or a reboot would print the ready line again by now
-		if n := boots(); n != 1 {
-			raw, _ := os.ReadFile(console)
-			t.Fatalf("%s: the console shows %d boots, want the one of the deployment:\n%s", what, n, devproc.LastLines(string(raw), 30))
-		}
-		checkClaims(t, infra, machines())
-	}
-
-	deploy(tt.a, "alpha")
-	clearStatus(t, infra, host)
-	adopted("found again with its status cleared")
-	ironicLosesItsDatabase(t, p)
-	clearStatus(t, infra, host)
-	adopted("adopted with its status cleared and Ironic's database lost")
-	if c := counter.snapshot(); c.started[node] != 1 || c.adopt[node] != 1 {
-		t.Fatalf("%d deployments started and %d adoptions; want the first deployment and one adoption", c.started[node], c.adopt[node])
-	}
-
-	// Released and being wiped when the status and Ironic's database are lost.
-	go deleteMachineLater(tt.a, "alpha")
-	waitHost(t, infra, host, "wiping", 5*time.Minute, func(h *metalv1alpha1.Host) bool {
-		c := meta.FindStatusCondition(h.Status.Conditions, metalv1alpha1.ConditionWiped)
-		return c != nil && c.Reason == metalv1alpha1.ReasonWiping
-	})
-	// The eraser's deployment on its way: Ironic has powered the server on with it.
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
-		return redfishPower(t, e, host) == "On", nil
-	}); err != nil {
-		t.Fatal("the eraser was never powered on")
-	}
-	adoptions := counter.snapshot().adopt[node]
-	ironicLosesItsDatabase(t, p)
-	clearStatus(t, infra, host)
-	var availableUnwiped, provisionedAgain bool
-	h := waitHost(t, infra, host, "wiped, Available and free again", 5*time.Minute, func(h *metalv1alpha1.Host) bool {
-		c := meta.FindStatusCondition(h.Status.Conditions, metalv1alpha1.ConditionWiped)
-		if h.Status.ProvisioningState == metalv1alpha1.StateAvailable && (c == nil || c.Status != metav1.ConditionTrue) {
-			availableUnwiped = true
-		}
-		if h.Status.ProvisioningState == metalv1alpha1.StateProvisioned {
-			provisionedAgain = true
-		}
-		return inState(metalv1alpha1.StateAvailable)(h) && h.Spec.ConsumerRef == nil && c != nil && c.Status == metav1.ConditionTrue
-	})
-	deleteMachine(t, tt.a, "alpha", 2*time.Minute)
-	if availableUnwiped || provisionedAgain {
-		t.Errorf("while recovering the wipe the Host was Available unwiped: %v; Provisioned (the tenant's server again): %v", availableUnwiped, provisionedAgain)
-	}
-	if c := counter.snapshot(); c.adopt[node] != adoptions || c.started[node] != 1 {
-		t.Errorf("the server being wiped was adopted %d times, %d deployments started (want none more)", c.adopt[node]-adoptions, c.started[node]-1)
-	}
-	if _, ok := h.Annotations[metalv1alpha1.AnnotationDeployment]; ok {
-		t.Errorf("the wiped, released Host keeps its deployment record %s", h.Annotations[metalv1alpha1.AnnotationDeployment])
-	}
-	raw, _ := os.ReadFile(console)
-	if !strings.Contains(string(raw), "ANVIL-ERASER-DONE disks=") || boots() != 1 {
-		t.Errorf("the eraser did not run to its end, or the tenant's image booted again (%d boots); console:\n%s", boots(), devproc.LastLines(string(raw), 30))
-	}
-
-	// The next tenant's Machine boots once on the wiped server.
-	deploy(tt.b, "beta")
-	if n := boots(); n != 2 {
-		t.Errorf("the console shows %d boots after the second tenant's deployment, want 2 (one each)", n)
-	}
-	checkClaims(t, infra, machines())
 }

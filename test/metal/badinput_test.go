@@ -12,6 +12,7 @@ import (
 
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/metal/site"
+	"github.com/anvil-dev/anvil/test/metalpool"
 	"github.com/anvil-dev/anvil/test/redfishbmc"
 )
 
@@ -30,8 +31,8 @@ func closedPort(t *testing.T) string {
 // Each kind of bad input shows as a condition saying what is wrong, nothing waits forever,
 // and fixing the input makes the Host work.
 func TestBadInput(t *testing.T) {
-	ns := newNamespace(t, "infra")
-	startSite(t, ns, func(c *site.Config) { c.MaxBackoff = 2 * time.Second })
+	ns := rig.NewNamespace(t, "infra")
+	rig.StartSite(t, ns, func(c *site.Config) { c.MaxBackoff = 2 * time.Second })
 	d := serveDisk(t)
 
 	t.Run("UnreachableBMC", func(t *testing.T) {
@@ -40,13 +41,13 @@ func TestBadInput(t *testing.T) {
 		h := fakeHost(ns, "unreachable", 2001)
 		h.Spec.BMC = metalv1alpha1.BMC{Address: "redfish+http://" + closedPort(t) + "/redfish/v1/Systems/1",
 			CredentialsSecretRef: &metalv1alpha1.SecretReference{Name: creds.Name}}
-		create(t, creds, h)
-		got := waitHost(t, ns, h.Name, "failed with BMCUnreachable", 2*time.Minute, failedWith(metalv1alpha1.ReasonBMCUnreachable))
+		rig.Create(t, creds, h)
+		got := rig.WaitHost(t, ns, h.Name, "failed with BMCUnreachable", 2*time.Minute, metalpool.FailedWith(metalv1alpha1.ReasonBMCUnreachable))
 		assertNoSecret(t, got, "s3cret-unreachable")
 		update(t, ns, h.Name, func(h *metalv1alpha1.Host) {
 			h.Spec.BMC = metalv1alpha1.BMC{Address: "fake://unreachable"}
 		})
-		waitHost(t, ns, h.Name, "Available once the BMC address is fixed", 2*time.Minute, inState(metalv1alpha1.StateAvailable))
+		rig.WaitHost(t, ns, h.Name, "Available once the BMC address is fixed", 2*time.Minute, metalpool.InState(metalv1alpha1.StateAvailable))
 	})
 
 	t.Run("WrongCredentials", func(t *testing.T) {
@@ -55,16 +56,16 @@ func TestBadInput(t *testing.T) {
 			Data: map[string][]byte{"username": []byte(redfishbmc.Username), "password": []byte("wrong-password-123")}}
 		h := fakeHost(ns, "wrongcreds", 2005)
 		h.Spec.BMC = metalv1alpha1.BMC{Address: redfishbmc.Address(bmc), CredentialsSecretRef: &metalv1alpha1.SecretReference{Name: creds.Name}}
-		create(t, creds, h)
-		got := waitHost(t, ns, h.Name, "failed with CredentialsInvalid", 2*time.Minute, failedWith(metalv1alpha1.ReasonCredentialsInvalid))
+		rig.Create(t, creds, h)
+		got := rig.WaitHost(t, ns, h.Name, "failed with CredentialsInvalid", 2*time.Minute, metalpool.FailedWith(metalv1alpha1.ReasonCredentialsInvalid))
 		assertNoSecret(t, got, "wrong-password-123")
 		// Fixing the Secret is enough: its watch registers the Host again.
 		creds.Data["password"] = []byte(redfishbmc.Password)
-		if err := env.Client.Update(context.Background(), creds); err != nil {
+		if err := rig.Env.Client.Update(context.Background(), creds); err != nil {
 			t.Fatal(err)
 		}
-		waitHost(t, ns, h.Name, "registered once the password is fixed", time.Minute, func(h *metalv1alpha1.Host) bool {
-			c := condition(h, metalv1alpha1.ConditionRegistered)
+		rig.WaitHost(t, ns, h.Name, "registered once the password is fixed", time.Minute, func(h *metalv1alpha1.Host) bool {
+			c := metalpool.Condition(h, metalv1alpha1.ConditionRegistered)
 			return c != nil && c.Status == metav1.ConditionTrue
 		})
 	})
@@ -72,34 +73,34 @@ func TestBadInput(t *testing.T) {
 	t.Run("MissingCredentials", func(t *testing.T) {
 		h := fakeHost(ns, "nocreds", 2002)
 		h.Spec.BMC = metalv1alpha1.BMC{Address: "ipmi://127.0.0.1:1", CredentialsSecretRef: &metalv1alpha1.SecretReference{Name: "does-not-exist"}}
-		create(t, h)
-		waitHost(t, ns, h.Name, "failed with CredentialsSecretMissing", time.Minute, failedWith(metalv1alpha1.ReasonCredentialsMissing))
+		rig.Create(t, h)
+		rig.WaitHost(t, ns, h.Name, "failed with CredentialsSecretMissing", time.Minute, metalpool.FailedWith(metalv1alpha1.ReasonCredentialsMissing))
 	})
 
 	t.Run("ImageNotFound", func(t *testing.T) {
 		h := fakeHost(ns, "img404", 2003)
-		create(t, h)
-		waitHost(t, ns, h.Name, "Available", 2*time.Minute, inState(metalv1alpha1.StateAvailable))
+		rig.Create(t, h)
+		rig.WaitHost(t, ns, h.Name, "Available", 2*time.Minute, metalpool.InState(metalv1alpha1.StateAvailable))
 		update(t, ns, h.Name, func(h *metalv1alpha1.Host) {
 			h.Spec.Image = &metalv1alpha1.HostImage{URL: d.Base() + "/missing.raw", Checksum: d.Checksum()}
 			h.Spec.ConsumerRef = &metalv1alpha1.ConsumerReference{Namespace: "tenant", Name: "x", UID: "x"}
 		})
-		waitHost(t, ns, h.Name, "failed with ImageUnavailable", time.Minute, failedWith(metalv1alpha1.ReasonImageUnavailable))
+		rig.WaitHost(t, ns, h.Name, "failed with ImageUnavailable", time.Minute, metalpool.FailedWith(metalv1alpha1.ReasonImageUnavailable))
 		update(t, ns, h.Name, func(h *metalv1alpha1.Host) { h.Spec.Image = d.Image() })
-		waitHost(t, ns, h.Name, "Provisioned once the URL is fixed", 2*time.Minute, provisioned)
+		rig.WaitHost(t, ns, h.Name, "Provisioned once the URL is fixed", 2*time.Minute, metalpool.Provisioned)
 	})
 
 	t.Run("ChecksumMismatch", func(t *testing.T) {
 		h := fakeHost(ns, "badsum", 2004)
-		create(t, h)
-		waitHost(t, ns, h.Name, "Available", 2*time.Minute, inState(metalv1alpha1.StateAvailable))
+		rig.Create(t, h)
+		rig.WaitHost(t, ns, h.Name, "Available", 2*time.Minute, metalpool.InState(metalv1alpha1.StateAvailable))
 		update(t, ns, h.Name, func(h *metalv1alpha1.Host) {
 			h.Spec.Image = &metalv1alpha1.HostImage{URL: d.URL, Checksum: "sha256:" + zeros}
 			h.Spec.ConsumerRef = &metalv1alpha1.ConsumerReference{Namespace: "tenant", Name: "y", UID: "y"}
 		})
-		waitHost(t, ns, h.Name, "failed with ImageChecksumMismatch", time.Minute, failedWith(metalv1alpha1.ReasonImageChecksumMismatch))
+		rig.WaitHost(t, ns, h.Name, "failed with ImageChecksumMismatch", time.Minute, metalpool.FailedWith(metalv1alpha1.ReasonImageChecksumMismatch))
 		update(t, ns, h.Name, func(h *metalv1alpha1.Host) { h.Spec.Image = d.Image() })
-		waitHost(t, ns, h.Name, "Provisioned once the checksum is fixed", 2*time.Minute, provisioned)
+		rig.WaitHost(t, ns, h.Name, "Provisioned once the checksum is fixed", 2*time.Minute, metalpool.Provisioned)
 	})
 }
 
@@ -108,7 +109,7 @@ const zeros = "0000000000000000000000000000000000000000000000000000000000000000"
 // assertNoSecret fails when a password shows anywhere in the Host's status.
 func assertNoSecret(t *testing.T, h *metalv1alpha1.Host, secret string) {
 	t.Helper()
-	if s := describe(h); strings.Contains(s, secret) {
+	if s := metalpool.Describe(h); strings.Contains(s, secret) {
 		t.Fatalf("the Host's status shows the BMC password: %s", s)
 	}
 }

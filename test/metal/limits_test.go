@@ -9,14 +9,15 @@ import (
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/ironic"
 	"github.com/anvil-dev/anvil/internal/metal/site"
+	"github.com/anvil-dev/anvil/test/metalpool"
 )
 
 // Fifty Hosts are provisioned at once while Ironic takes at most ten deployments: anvil
 // queues the rest, every Host ends Provisioned, and no Host ever reports Ironic's
 // refusal (503) or any error on its way.
 func TestFiftyHostsAgainstTheDeployLimit(t *testing.T) {
-	ns := newNamespace(t, "infra")
-	startSiteOwnIronic(t, ns, func(c *site.Config) {
+	ns := rig.NewNamespace(t, "infra")
+	rig.StartSiteOwnIronic(t, ns, func(c *site.Config) {
 		c.MaxConcurrentDeploy = 10
 		// Deployments that take a while, so ten really are under way at once.
 		c.FakeDelays = ironic.FakeDelays{Deploy: ironic.Delay{Min: 1, Max: 2}}
@@ -27,10 +28,10 @@ func TestFiftyHostsAgainstTheDeployLimit(t *testing.T) {
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("h%02d", i)
-		create(t, fakeHost(ns, names[i], 1000+i))
+		rig.Create(t, fakeHost(ns, names[i], 1000+i))
 	}
 	for _, name := range names {
-		waitHost(t, ns, name, "Available", 3*time.Minute, inState(metalv1alpha1.StateAvailable))
+		rig.WaitHost(t, ns, name, "Available", 3*time.Minute, metalpool.InState(metalv1alpha1.StateAvailable))
 	}
 	w := watchStates(t, ns)
 	for _, name := range names {
@@ -40,7 +41,7 @@ func TestFiftyHostsAgainstTheDeployLimit(t *testing.T) {
 		})
 	}
 	for _, name := range names {
-		waitHost(t, ns, name, "Provisioned", 5*time.Minute, provisioned)
+		rig.WaitHost(t, ns, name, "Provisioned", 5*time.Minute, metalpool.Provisioned)
 	}
 	for _, st := range w.statuses() {
 		if st.OperationalStatus == metalv1alpha1.OperationalError || st.LastError != "" {

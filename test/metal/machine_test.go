@@ -2,7 +2,6 @@ package metal
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,89 +18,9 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
-	"github.com/anvil-dev/anvil/internal/manager"
-	"github.com/anvil-dev/anvil/internal/metal/pool"
-	"github.com/anvil-dev/anvil/internal/metal/site"
 	"github.com/anvil-dev/anvil/internal/osimage"
-	"github.com/anvil-dev/anvil/internal/registrynet"
-	"github.com/anvil-dev/anvil/test/devproc"
 	"github.com/anvil-dev/anvil/test/metalpool"
-	"github.com/anvil-dev/anvil/test/testos"
 )
-
-// startManager runs anvil's manager (scheduler and the rest) for the test.
-func startManager(t *testing.T) {
-	t.Helper()
-	o := manager.DefaultOptions()
-	o.AllowRegistry = []string{env.Registry.Host} // the test's registry, on loopback
-	o.MetricsAddr, o.HealthAddr, o.SkipControllerNameValidation = "0", "0", true
-	mgr, err := manager.New(env.Config, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runInBackground(t, "manager", mgr.Start)
-}
-
-// runInBackground runs f until the test ends, failing the test if it returns an error.
-func runInBackground(t *testing.T, what string, f func(context.Context) error) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil && ctx.Err() == nil {
-			t.Errorf("%s: %v", what, err)
-		}
-	})
-}
-
-// startMetalPool runs a bare-metal pool for the Hosts of ns: Ironic, the Host controller,
-// the metal runtime behind a real socket, and the pool's poollet.
-func startMetalPool(t *testing.T, name, ns string) *pool.Pool {
-	t.Helper()
-	return startMetalPoolWith(t, name, ns, nil)
-}
-
-// startMetalPoolWith is startMetalPool with the site's configuration changed by mod.
-func startMetalPoolWith(t *testing.T, name, ns string, mod func(*site.Config)) *pool.Pool {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "anvil-pool-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	sc := site.Config{RestConfig: env.Config, Namespace: ns, StateDir: dir, BusyPoll: 500 * time.Millisecond,
-		ESPImage: testos.ESPImage(t), Wipe: site.Wipe{Method: site.WipeEraser, EraserDir: testos.EraserDir(t)}}
-	if mod != nil {
-		mod(&sc)
-	}
-	p, err := metalpool.Start(ctx, env.Config, env.Client, pool.Config{
-		Site: sc,
-		Name: name, ImageCacheDir: filepath.Join(dir, "cache"), ImageCache: osimage.CacheOptions{Network: registrynet.Policy{Allow: registrynet.Loopback}},
-	}, 2*time.Second)
-	if err != nil {
-		t.Fatalf("starting the metal pool: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := p.Stop(); err != nil {
-			t.Errorf("stopping the pool: %v", err)
-		}
-		if t.Failed() {
-			var hosts metalv1alpha1.HostList
-			_ = env.Client.List(context.Background(), &hosts, client.InNamespace(ns))
-			for i := range hosts.Items {
-				t.Logf("Host %s: %s", hosts.Items[i].Name, describe(&hosts.Items[i]))
-			}
-			if b, err := os.ReadFile(p.Site.Ironic.LogPath()); err == nil {
-				t.Logf("ironic.log (tail):\n%s", devproc.LastLines(string(b), 40))
-			}
-		}
-	})
-	return p.Pool
-}
 
 // pushDisk publishes a raw disk for amd64 and returns its reference.
 func pushDisk(t *testing.T) string {
@@ -112,30 +31,11 @@ func pushDisk(t *testing.T) string {
 	if err := os.WriteFile(filepath.Join(dir, osimage.DiskRawFile), disk, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ref := env.Registry.Host + "/metal/disk:1"
+	ref := rig.Env.Registry.Host + "/metal/disk:1"
 	if _, _, err := osimage.PushDirs(context.Background(), ref, map[computev1alpha1.Architecture]string{"amd64": dir}); err != nil {
 		t.Fatal(err)
 	}
 	return ref
-}
-
-func machineState(t *testing.T, ns, name, what string, timeout time.Duration, cond func(*computev1alpha1.Machine) bool) *computev1alpha1.Machine {
-	t.Helper()
-	m := &computev1alpha1.Machine{}
-	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, m); err != nil {
-			return false, client.IgnoreNotFound(err)
-		}
-		return cond(m), nil
-	})
-	if err != nil {
-		var conds []string
-		for _, c := range m.Status.Conditions {
-			conds = append(conds, fmt.Sprintf("[%s=%s %s: %s]", c.Type, c.Status, c.Reason, c.Message))
-		}
-		t.Fatalf("Machine %s/%s never %s; state %s %s", ns, name, what, m.Status.State, strings.Join(conds, " "))
-	}
-	return m
 }
 
 // A tenant's Machine gets a server: the Host is claimed, provisioned with the image's disk
@@ -144,18 +44,18 @@ func machineState(t *testing.T, ns, name, what string, timeout time.Duration, co
 // its Machine says why.
 func TestTenantMachineOnBareMetal(t *testing.T) {
 	ctx := context.Background()
-	infra := newNamespace(t, "infra")
-	allowed, denied := newNamespace(t, "tenant-a"), newNamespace(t, "tenant-b")
+	infra := rig.NewNamespace(t, "infra")
+	allowed, denied := rig.NewNamespace(t, "tenant-a"), rig.NewNamespace(t, "tenant-b")
 	const poolName = "metal-e2e"
 	class := &computev1alpha1.MachineClass{ObjectMeta: metav1.ObjectMeta{Name: "metal-e2e"},
 		Capabilities: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi")}}
 	policy := &metalv1alpha1.HostPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: infra, Name: "tenant-a"},
 		Spec: metalv1alpha1.HostPolicySpec{Namespaces: []string{allowed}}}
-	create(t, class, policy, fakeHost(infra, "server-1", 3001), fakeHost(infra, "server-2", 3002))
-	startManager(t)
-	startMetalPool(t, poolName, infra)
+	rig.Create(t, class, policy, fakeHost(infra, "server-1", 3001), fakeHost(infra, "server-2", 3002))
+	rig.StartManager(t)
+	rig.StartPool(t, poolName, infra, nil)
 	for _, h := range []string{"server-1", "server-2"} {
-		waitHost(t, infra, h, "Available", 2*time.Minute, inState(metalv1alpha1.StateAvailable))
+		rig.WaitHost(t, infra, h, "Available", 2*time.Minute, metalpool.InState(metalv1alpha1.StateAvailable))
 	}
 	image := pushDisk(t)
 	installTenantRBAC(t, "alice", allowed)
@@ -172,7 +72,7 @@ func TestTenantMachineOnBareMetal(t *testing.T) {
 	if err := alice.Create(ctx, web); err != nil {
 		t.Fatalf("alice creating her Machine: %v", err)
 	}
-	machineState(t, allowed, "web", "Running", 3*time.Minute, func(m *computev1alpha1.Machine) bool {
+	rig.MachineState(t, allowed, "web", "Running", 3*time.Minute, func(m *computev1alpha1.Machine) bool {
 		return m.Status.State == computev1alpha1.MachineStateRunning
 	})
 	host := heldBy(t, infra, allowed, "web")
@@ -180,7 +80,7 @@ func TestTenantMachineOnBareMetal(t *testing.T) {
 		t.Fatalf("the Machine runs but no Host is Provisioned and on for it: %+v", host)
 	}
 	drive := &corev1.Secret{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: infra, Name: host.Spec.ConfigDrive.Name}, drive); err != nil {
+	if err := rig.Env.Client.Get(ctx, client.ObjectKey{Namespace: infra, Name: host.Spec.ConfigDrive.Name}, drive); err != nil {
 		t.Fatalf("config drive Secret: %v", err)
 	}
 	if string(drive.Data["user_data"]) != string(userData.Data["userData"]) || !strings.Contains(string(drive.Data["meta_data"]), "web") {
@@ -194,21 +94,21 @@ func TestTenantMachineOnBareMetal(t *testing.T) {
 		t.Errorf("her HardwareData %+v, want the server's 8 CPUs and 16384 MiB", hw.Spec)
 	}
 
-	setPower(t, allowed, "web", computev1alpha1.PowerOff)
-	machineState(t, allowed, "web", "Shutdown", 2*time.Minute, func(m *computev1alpha1.Machine) bool {
+	rig.SetPower(t, allowed, "web", computev1alpha1.PowerOff)
+	rig.MachineState(t, allowed, "web", "Shutdown", 2*time.Minute, func(m *computev1alpha1.Machine) bool {
 		return m.Status.State == computev1alpha1.MachineStateShutdown
 	})
-	waitHost(t, infra, host.Name, "powered off", time.Minute, func(h *metalv1alpha1.Host) bool { return h.Status.PowerState == metalv1alpha1.PowerOff })
-	setPower(t, allowed, "web", computev1alpha1.PowerOn)
-	machineState(t, allowed, "web", "Running again", 2*time.Minute, func(m *computev1alpha1.Machine) bool {
+	rig.WaitHost(t, infra, host.Name, "powered off", time.Minute, func(h *metalv1alpha1.Host) bool { return h.Status.PowerState == metalv1alpha1.PowerOff })
+	rig.SetPower(t, allowed, "web", computev1alpha1.PowerOn)
+	rig.MachineState(t, allowed, "web", "Running again", 2*time.Minute, func(m *computev1alpha1.Machine) bool {
 		return m.Status.State == computev1alpha1.MachineStateRunning
 	})
 
 	// A namespace no HostPolicy names: its Machine is refused with the reason, never placed.
 	other := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: denied, Name: "intruder"},
 		Spec: computev1alpha1.MachineSpec{MachineClassRef: computev1alpha1.MachineClassReference{Name: class.Name}, Image: image}}
-	create(t, other)
-	machineState(t, denied, "intruder", "says no HostPolicy allows it", 2*time.Minute, func(m *computev1alpha1.Machine) bool {
+	rig.Create(t, other)
+	rig.MachineState(t, denied, "intruder", "says no HostPolicy allows it", 2*time.Minute, func(m *computev1alpha1.Machine) bool {
 		c := meta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionScheduled)
 		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "HostPolicy")
 	})
@@ -220,16 +120,16 @@ func TestTenantMachineOnBareMetal(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		err := env.Client.Get(ctx, client.ObjectKeyFromObject(web), &computev1alpha1.Machine{})
+		err := rig.Env.Client.Get(ctx, client.ObjectKeyFromObject(web), &computev1alpha1.Machine{})
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
 	if err != nil {
 		t.Fatalf("the Machine was not deleted: %v", err)
 	}
-	waitHost(t, infra, host.Name, "Available and free again", 2*time.Minute, func(h *metalv1alpha1.Host) bool {
-		return inState(metalv1alpha1.StateAvailable)(h) && h.Spec.ConsumerRef == nil && h.Status.Image == nil
+	rig.WaitHost(t, infra, host.Name, "Available and free again", 2*time.Minute, func(h *metalv1alpha1.Host) bool {
+		return metalpool.InState(metalv1alpha1.StateAvailable)(h) && h.Spec.ConsumerRef == nil && h.Status.Image == nil
 	})
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: allowed, Name: "web"}, &metalv1alpha1.HardwareData{}); !apierrors.IsNotFound(err) {
+	if err := rig.Env.Client.Get(ctx, client.ObjectKey{Namespace: allowed, Name: "web"}, &metalv1alpha1.HardwareData{}); !apierrors.IsNotFound(err) {
 		t.Errorf("her HardwareData after the Machine is gone: %v, want NotFound", err)
 	}
 }
@@ -238,7 +138,7 @@ func TestTenantMachineOnBareMetal(t *testing.T) {
 func heldBy(t *testing.T, infra, ns, name string) *metalv1alpha1.Host {
 	t.Helper()
 	var hosts metalv1alpha1.HostList
-	if err := env.Client.List(context.Background(), &hosts, client.InNamespace(infra)); err != nil {
+	if err := rig.Env.Client.List(context.Background(), &hosts, client.InNamespace(infra)); err != nil {
 		t.Fatal(err)
 	}
 	for i := range hosts.Items {
@@ -247,17 +147,4 @@ func heldBy(t *testing.T, infra, ns, name string) *metalv1alpha1.Host {
 		}
 	}
 	return nil
-}
-
-func setPower(t *testing.T, ns, name string, p computev1alpha1.Power) {
-	t.Helper()
-	m := &computev1alpha1.Machine{}
-	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, m); err != nil {
-		t.Fatal(err)
-	}
-	patch := client.MergeFrom(m.DeepCopy())
-	m.Spec.Power = p
-	if err := env.Client.Patch(context.Background(), m, patch); err != nil {
-		t.Fatal(err)
-	}
 }

@@ -2,7 +2,6 @@ package metal
 
 import (
 	"context"
-	"maps"
 	"sync"
 	"testing"
 
@@ -10,104 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
-	"github.com/anvil-dev/anvil/internal/provisioner"
 )
-
-// countingProvisioner counts the deployments and adoptions a real provisioner is asked
-// for, so a test can tell adoption from re-imaging: started counts the deployments of a
-// consumer's image (provisions and rebuilds: those with a Starting hook, which writes the
-// Host's deployment record; the eraser's have none) the provisioner started, inspect and
-// reboot the calls it accepted.
-type countingProvisioner struct {
-	provisioner.Provisioner
-	mu                                                      sync.Mutex
-	provision, adopt, deprovision, started, inspect, reboot map[string]int
-}
-
-type counts struct{ provision, adopt, deprovision, started, inspect, reboot map[string]int }
-
-func (c *countingProvisioner) wrap(p provisioner.Provisioner) provisioner.Provisioner {
-	c.Provisioner = p
-	c.provision, c.adopt, c.deprovision = map[string]int{}, map[string]int{}, map[string]int{}
-	c.started, c.inspect, c.reboot = map[string]int{}, map[string]int{}, map[string]int{}
-	return c
-}
-
-// counted makes d's start counted.
-func (c *countingProvisioner) counted(name string, d provisioner.Deployment) provisioner.Deployment {
-	starting := d.Starting
-	if starting == nil {
-		return d
-	}
-	d.Starting = func(ctx context.Context) error {
-		if err := starting(ctx); err != nil {
-			return err
-		}
-		c.mu.Lock()
-		c.started[name]++
-		c.mu.Unlock()
-		return nil
-	}
-	return d
-}
-
-func (c *countingProvisioner) count(m map[string]int, name string, err error) error {
-	if err == nil {
-		c.mu.Lock()
-		m[name]++
-		c.mu.Unlock()
-	}
-	return err
-}
-
-func (c *countingProvisioner) Rebuild(ctx context.Context, name string, d provisioner.Deployment) error {
-	return c.Provisioner.Rebuild(ctx, name, c.counted(name, d))
-}
-
-func (c *countingProvisioner) Inspect(ctx context.Context, name string) error {
-	return c.count(c.inspect, name, c.Provisioner.Inspect(ctx, name))
-}
-
-func (c *countingProvisioner) Reboot(ctx context.Context, name string) error {
-	return c.count(c.reboot, name, c.Provisioner.Reboot(ctx, name))
-}
-
-func (c *countingProvisioner) Provision(ctx context.Context, name string, d provisioner.Deployment) error {
-	err := c.Provisioner.Provision(ctx, name, c.counted(name, d))
-	if err == nil {
-		c.mu.Lock()
-		c.provision[name]++
-		c.mu.Unlock()
-	}
-	return err
-}
-
-func (c *countingProvisioner) Adopt(ctx context.Context, name string, d provisioner.Deployment) error {
-	err := c.Provisioner.Adopt(ctx, name, d)
-	if err == nil {
-		c.mu.Lock()
-		c.adopt[name]++
-		c.mu.Unlock()
-	}
-	return err
-}
-
-func (c *countingProvisioner) Deprovision(ctx context.Context, name string) error {
-	err := c.Provisioner.Deprovision(ctx, name)
-	if err == nil {
-		c.mu.Lock()
-		c.deprovision[name]++
-		c.mu.Unlock()
-	}
-	return err
-}
-
-func (c *countingProvisioner) snapshot() counts {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return counts{provision: maps.Clone(c.provision), adopt: maps.Clone(c.adopt), deprovision: maps.Clone(c.deprovision),
-		started: maps.Clone(c.started), inspect: maps.Clone(c.inspect), reboot: maps.Clone(c.reboot)}
-}
 
 // hostWatch records every Host status a watch delivers.
 type hostWatch struct {
@@ -121,7 +23,7 @@ type hostWatch struct {
 // watchStates starts recording the provisioning states of the namespace's Hosts.
 func watchStates(t *testing.T, ns string) *hostWatch {
 	t.Helper()
-	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	wc, err := client.NewWithWatch(rig.Env.Config, client.Options{Scheme: rig.Env.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/metal/site"
+	"github.com/anvil-dev/anvil/test/metalpool"
 	"github.com/anvil-dev/anvil/test/redfishbmc"
 )
 
@@ -23,9 +24,9 @@ import (
 // Event), the BMC is asked again with back-off rather than at every poll, and once the BMC
 // switches the power the Host is OK and its record of the failures gone.
 func TestPowerFailureReportedAndBackedOff(t *testing.T) {
-	ns := newNamespace(t, "infra")
+	ns := rig.NewNamespace(t, "infra")
 	// A short cap keeps the test short; the back-off's shape is hostplan's to test.
-	startSite(t, ns, func(c *site.Config) { c.MaxBackoff = 8 * time.Second })
+	rig.StartSite(t, ns, func(c *site.Config) { c.MaxBackoff = 8 * time.Second })
 	srv, sys := redfishbmc.StartSystem(t, "Off")
 	sys.RefuseResets(true)
 	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bmc-power"},
@@ -36,20 +37,20 @@ func TestPowerFailureReportedAndBackedOff(t *testing.T) {
 	// The BMC has no inventory for Redfish inspection: the hardware is known already.
 	hw := &metalv1alpha1.HardwareData{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: h.Name},
 		Spec: metalv1alpha1.HardwareDataSpec{Architecture: h.Spec.Architecture, CPU: metalv1alpha1.CPU{Count: 2}, MemoryMiB: 2048}}
-	create(t, creds, hw, h)
+	rig.Create(t, creds, hw, h)
 
-	got := waitHost(t, ns, h.Name, "failed with PowerChangeFailed", 3*time.Minute, failedWith(metalv1alpha1.ReasonPowerChangeFailed))
-	ready := condition(got, metalv1alpha1.ConditionReady)
+	got := rig.WaitHost(t, ns, h.Name, "failed with PowerChangeFailed", 3*time.Minute, metalpool.FailedWith(metalv1alpha1.ReasonPowerChangeFailed))
+	ready := metalpool.Condition(got, metalv1alpha1.ConditionReady)
 	if !strings.Contains(got.Status.LastError, "Failed to change power state") || ready.Message != got.Status.LastError ||
 		got.Status.PowerChange == nil || got.Status.PowerChange.Failures < 1 || got.Status.PowerState != metalv1alpha1.PowerOff {
 		t.Fatalf("want Ironic's message in lastError and Ready, the failure counted, the power Off; status: %s, powerChange %+v",
-			describe(got), got.Status.PowerChange)
+			metalpool.Describe(got), got.Status.PowerChange)
 	}
 	assertNoSecret(t, got, redfishbmc.Password)
 	var warning string
 	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		var list eventsv1.EventList
-		if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		if err := rig.Env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
 			return false, err
 		}
 		for _, e := range list.Items {
@@ -72,8 +73,8 @@ func TestPowerFailureReportedAndBackedOff(t *testing.T) {
 	}
 
 	sys.RefuseResets(false)
-	waitHost(t, ns, h.Name, "powered on once the BMC switches the power", 2*time.Minute, func(h *metalv1alpha1.Host) bool {
-		return inState(metalv1alpha1.StateAvailable)(h) && h.Status.PowerState == metalv1alpha1.PowerOn &&
+	rig.WaitHost(t, ns, h.Name, "powered on once the BMC switches the power", 2*time.Minute, func(h *metalv1alpha1.Host) bool {
+		return metalpool.InState(metalv1alpha1.StateAvailable)(h) && h.Status.PowerState == metalv1alpha1.PowerOn &&
 			h.Status.PowerChange == nil && h.Status.LastError == ""
 	})
 	if sys.Power() != "On" {

@@ -17,7 +17,7 @@ import (
 // installTenantRBAC gives user the shipped tenant roles in ns.
 func installTenantRBAC(t *testing.T, user, ns string) {
 	t.Helper()
-	if err := env.InstallTenant(context.Background(), user, ns); err != nil {
+	if err := rig.Env.InstallTenant(context.Background(), user, ns); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -25,7 +25,7 @@ func installTenantRBAC(t *testing.T, user, ns string) {
 // as is a client acting as user, through the apiserver's impersonation.
 func as(t *testing.T, user string) client.Client {
 	t.Helper()
-	c, err := env.As(user)
+	c, err := rig.Env.As(user)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,8 +36,8 @@ func as(t *testing.T, user string) client.Client {
 // hardware there, and reaches nothing of the infrastructure side or of other tenants.
 func TestTenantRBAC(t *testing.T) {
 	ctx := context.Background()
-	infra := newNamespace(t, "infra")
-	tenantA, tenantB := newNamespace(t, "tenant-a"), newNamespace(t, "tenant-b")
+	infra := rig.NewNamespace(t, "infra")
+	tenantA, tenantB := rig.NewNamespace(t, "tenant-a"), rig.NewNamespace(t, "tenant-b")
 	installTenantRBAC(t, "alice", tenantA)
 	alice := as(t, "alice")
 
@@ -50,7 +50,7 @@ func TestTenantRBAC(t *testing.T) {
 		Labels: map[string]string{metalv1alpha1.LabelMachine: "web"}}, Spec: metalv1alpha1.HardwareDataSpec{MemoryMiB: 4096}}
 	other := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: tenantB, Name: "theirs"},
 		Spec: computev1alpha1.MachineSpec{MachineClassRef: computev1alpha1.MachineClassReference{Name: "small"}, Image: "example.com/os:1"}}
-	create(t, bmc, ironicCreds, host, hw, other)
+	rig.Create(t, bmc, ironicCreds, host, hw, other)
 
 	mine := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: tenantA, Name: "web"},
 		Spec: computev1alpha1.MachineSpec{MachineClassRef: computev1alpha1.MachineClassReference{Name: "small"}, Image: "example.com/os:1"}}

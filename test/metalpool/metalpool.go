@@ -1,7 +1,8 @@
 // Package metalpool runs one bare-metal pool in the calling process, as `anvil runtime
 // metal` and `anvil poollet` run it in a site: the pool (supervised Ironic, the Host
 // controller, the metal runtime) served over a real MRI socket, and the pool's poollet.
-// Tests and scenarios use it; it is not part of anvil.
+// Tests and scenarios use it; it is not part of anvil. Rig is what the bare-metal test
+// packages share around it (sites, pools, the manager, waits and checks on Hosts).
 package metalpool
 
 import (

@@ -1,4 +1,4 @@
-package metal
+package metalservers
 
 import (
 	"context"
@@ -27,6 +27,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/metal/site"
 	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/test/devproc"
+	"github.com/anvil-dev/anvil/test/metalpool"
 	"github.com/anvil-dev/anvil/test/testos"
 )
 
@@ -80,7 +81,7 @@ func emulatedHost(t *testing.T, ns string, e *bmcemu.Emulator, s bmcemu.Spec, pa
 	t.Helper()
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s.Name + "-bmc"},
 		Data: map[string][]byte{"username": []byte(bmcUser), "password": []byte(password)}}
-	create(t, secret)
+	rig.Create(t, secret)
 	h := &metalv1alpha1.Host{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s.Name},
 		Spec: metalv1alpha1.HostSpec{
@@ -101,7 +102,7 @@ func emulatedHost(t *testing.T, ns string, e *bmcemu.Emulator, s bmcemu.Spec, pa
 func pushTestOS(t *testing.T, arch computev1alpha1.Architecture) string {
 	t.Helper()
 	dir := testos.Dir(t)
-	ref := env.Registry.Host + "/metal/testos-" + string(arch) + ":1"
+	ref := rig.Env.Registry.Host + "/metal/testos-" + string(arch) + ":1"
 	if _, _, err := osimage.PushDirs(context.Background(), ref, map[computev1alpha1.Architecture]string{arch: filepath.Join(dir, string(arch))}); err != nil {
 		t.Fatal(err)
 	}
@@ -160,9 +161,9 @@ func TestEmulatedServerBootsTenantMachines(t *testing.T) {
 	image := pushTestOS(t, computev1alpha1.ArchitectureAMD64)
 
 	// Inspected out of band: what the BMC reports is the VM's.
-	waitHost(t, infra, emulatedServer.Name, "Available", 3*time.Minute, inState(metalv1alpha1.StateAvailable))
+	rig.WaitHost(t, infra, emulatedServer.Name, "Available", 3*time.Minute, metalpool.InState(metalv1alpha1.StateAvailable))
 	hw := &metalv1alpha1.HardwareData{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: infra, Name: emulatedServer.Name}, hw); err != nil {
+	if err := rig.Env.Client.Get(ctx, client.ObjectKey{Namespace: infra, Name: emulatedServer.Name}, hw); err != nil {
 		t.Fatalf("HardwareData: %v", err)
 	}
 	if hw.Spec.CPU.Count != int32(emulatedServer.CPUs) || hw.Spec.MemoryMiB != emulatedServer.MemoryMiB || !hasMAC(hw, emulatedServer.MAC) {
@@ -185,11 +186,11 @@ func TestEmulatedServerBootsTenantMachines(t *testing.T) {
 
 	// Ironic loses its database: the running server is adopted, not rebooted.
 	ironicLosesItsDatabase(t, p)
-	waitHost(t, infra, emulatedServer.Name, "adopted", 3*time.Minute, func(h *metalv1alpha1.Host) bool {
+	rig.WaitHost(t, infra, emulatedServer.Name, "adopted", 3*time.Minute, func(h *metalv1alpha1.Host) bool {
 		node, err := p.Site.Provisioner.Get(ctx, infra+"~"+h.Name)
-		return provisioned(h) && err == nil && node.State == "Active"
+		return metalpool.Provisioned(h) && err == nil && node.State == "Active"
 	})
-	machineState(t, tenantA, "alpha", "still Running", 10*time.Second, func(m *computev1alpha1.Machine) bool {
+	rig.MachineState(t, tenantA, "alpha", "still Running", 10*time.Second, func(m *computev1alpha1.Machine) bool {
 		return m.Status.State == computev1alpha1.MachineStateRunning
 	})
 	time.Sleep(5 * time.Second) // a reboot would print the ready line again within seconds
@@ -206,7 +207,7 @@ func TestEmulatedServerBootsTenantMachines(t *testing.T) {
 	if got := redfishPower(t, e, emulatedServer.Name); got != "On" {
 		t.Errorf("the restarted BMC says the running server is %s", got)
 	}
-	machineState(t, tenantA, "alpha", "still Running after the BMC's restart", 10*time.Second, func(m *computev1alpha1.Machine) bool {
+	rig.MachineState(t, tenantA, "alpha", "still Running after the BMC's restart", 10*time.Second, func(m *computev1alpha1.Machine) bool {
 		return m.Status.State == computev1alpha1.MachineStateRunning
 	})
 	time.Sleep(5 * time.Second)
@@ -215,8 +216,8 @@ func TestEmulatedServerBootsTenantMachines(t *testing.T) {
 	}
 
 	// Power follows the Machine, and the BMC says so.
-	setPower(t, tenantA, "alpha", computev1alpha1.PowerOff)
-	machineState(t, tenantA, "alpha", "Shutdown", 2*time.Minute, func(m *computev1alpha1.Machine) bool {
+	rig.SetPower(t, tenantA, "alpha", computev1alpha1.PowerOff)
+	rig.MachineState(t, tenantA, "alpha", "Shutdown", 2*time.Minute, func(m *computev1alpha1.Machine) bool {
 		return m.Status.State == computev1alpha1.MachineStateShutdown
 	})
 	if got := redfishPower(t, e, emulatedServer.Name); got != "Off" {
@@ -225,8 +226,8 @@ func TestEmulatedServerBootsTenantMachines(t *testing.T) {
 	if got := bmcemu.ServerProcesses(state, emulatedServer.Name); len(got) != 0 {
 		t.Errorf("the adopted QEMU %v still runs after the Machine was powered off", got)
 	}
-	setPower(t, tenantA, "alpha", computev1alpha1.PowerOn)
-	machineState(t, tenantA, "alpha", "Running again", 2*time.Minute, func(m *computev1alpha1.Machine) bool {
+	rig.SetPower(t, tenantA, "alpha", computev1alpha1.PowerOn)
+	rig.MachineState(t, tenantA, "alpha", "Running again", 2*time.Minute, func(m *computev1alpha1.Machine) bool {
 		return m.Status.State == computev1alpha1.MachineStateRunning
 	})
 	waitConsole(t, console, "marker=alpha", 2, 3*time.Minute)
@@ -235,11 +236,11 @@ func TestEmulatedServerBootsTenantMachines(t *testing.T) {
 	}
 
 	// Deleted: powered off, media ejected, the Host free for the next tenant.
-	if err := env.Client.Delete(ctx, &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: tenantA, Name: "alpha"}}); err != nil {
+	if err := rig.Env.Client.Delete(ctx, &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: tenantA, Name: "alpha"}}); err != nil {
 		t.Fatal(err)
 	}
-	waitHost(t, infra, emulatedServer.Name, "Available and free again", 3*time.Minute, func(h *metalv1alpha1.Host) bool {
-		return inState(metalv1alpha1.StateAvailable)(h) && h.Spec.ConsumerRef == nil && h.Status.Image == nil
+	rig.WaitHost(t, infra, emulatedServer.Name, "Available and free again", 3*time.Minute, func(h *metalv1alpha1.Host) bool {
+		return metalpool.InState(metalv1alpha1.StateAvailable)(h) && h.Spec.ConsumerRef == nil && h.Status.Image == nil
 	})
 	if got := redfishPower(t, e, emulatedServer.Name); got != "Off" {
 		t.Errorf("the BMC says the released server is %s", got)
@@ -268,8 +269,8 @@ func runMachine(t *testing.T, ns, name, class, image, userData string) {
 	m := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: computev1alpha1.MachineSpec{MachineClassRef: computev1alpha1.MachineClassReference{Name: class}, Image: image,
 			UserDataRef: &computev1alpha1.SecretKeySelector{Name: ud.Name, Key: "userData"}}}
-	create(t, ud, m)
-	machineState(t, ns, name, "Running", 5*time.Minute, func(m *computev1alpha1.Machine) bool {
+	rig.Create(t, ud, m)
+	rig.MachineState(t, ns, name, "Running", 5*time.Minute, func(m *computev1alpha1.Machine) bool {
 		return m.Status.State == computev1alpha1.MachineStateRunning
 	})
 }
@@ -303,15 +304,15 @@ type twoTenants struct {
 
 func startTwoTenants(t *testing.T, s bmcemu.Spec, className, poolName string, mods ...func(*site.Config)) twoTenants {
 	t.Helper()
-	tt := twoTenants{infra: newNamespace(t, "infra"), a: newNamespace(t, "tenant-a"), b: newNamespace(t, "tenant-b")}
+	tt := twoTenants{infra: rig.NewNamespace(t, "infra"), a: rig.NewNamespace(t, "tenant-a"), b: rig.NewNamespace(t, "tenant-b")}
 	tt.e = startEmulator(t, s)
 	tt.class = &computev1alpha1.MachineClass{ObjectMeta: metav1.ObjectMeta{Name: className},
 		Capabilities: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("512Mi")}}
 	policy := &metalv1alpha1.HostPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: tt.infra, Name: "tenants"},
 		Spec: metalv1alpha1.HostPolicySpec{Namespaces: []string{tt.a, tt.b}}}
-	create(t, tt.class, policy, emulatedHost(t, tt.infra, tt.e, s, bmcPassword))
-	startManager(t)
-	tt.pool = startMetalPoolWith(t, poolName, tt.infra, func(c *site.Config) {
+	rig.Create(t, tt.class, policy, emulatedHost(t, tt.infra, tt.e, s, bmcPassword))
+	rig.StartManager(t)
+	tt.pool = rig.StartPool(t, poolName, tt.infra, func(c *site.Config) {
 		for _, mod := range mods {
 			mod(c)
 		}
@@ -323,11 +324,11 @@ func startTwoTenants(t *testing.T, s bmcemu.Spec, className, poolName string, mo
 func deleteMachine(t *testing.T, ns, name string, timeout time.Duration) {
 	t.Helper()
 	ctx := context.Background()
-	if err := env.Client.Delete(ctx, &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); client.IgnoreNotFound(err) != nil {
+	if err := rig.Env.Client.Delete(ctx, &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); client.IgnoreNotFound(err) != nil {
 		t.Fatal(err)
 	}
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &computev1alpha1.Machine{})
+		err := rig.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &computev1alpha1.Machine{})
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
 	if err != nil {
@@ -341,7 +342,7 @@ func deleteMachine(t *testing.T, ns, name string, timeout time.Duration) {
 // first-boot config; deleted, each server is off with no media and its Host free again.
 func TestEmulatedUEFIServers(t *testing.T) {
 	ctx := context.Background()
-	infra, tenant := newNamespace(t, "infra"), newNamespace(t, "tenant")
+	infra, tenant := rig.NewNamespace(t, "infra"), rig.NewNamespace(t, "tenant")
 	servers := []bmcemu.Spec{
 		{Name: "server-arm", CPUs: 1, MemoryMiB: 1024, DiskGiB: 8, MAC: "52:54:00:aa:00:03", Architecture: computev1alpha1.ArchitectureARM64},
 		{Name: "server-uefi", CPUs: 1, MemoryMiB: 1024, DiskGiB: 8, MAC: "52:54:00:aa:00:04", Architecture: computev1alpha1.ArchitectureAMD64, UEFI: true},
@@ -351,18 +352,18 @@ func TestEmulatedUEFIServers(t *testing.T) {
 		Capabilities: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("512Mi")}}
 	policy := &metalv1alpha1.HostPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: infra, Name: "tenants"},
 		Spec: metalv1alpha1.HostPolicySpec{Namespaces: []string{tenant}}}
-	create(t, class, policy)
+	rig.Create(t, class, policy)
 	for _, s := range servers {
-		create(t, emulatedHost(t, infra, e, s, bmcPassword))
+		rig.Create(t, emulatedHost(t, infra, e, s, bmcPassword))
 	}
-	startManager(t)
-	startMetalPool(t, "emulated-uefi", infra)
+	rig.StartManager(t)
+	rig.StartPool(t, "emulated-uefi", infra, nil)
 
 	machines := make([]*computev1alpha1.Machine, len(servers))
 	for i, s := range servers {
-		waitHost(t, infra, s.Name, "Available", 3*time.Minute, inState(metalv1alpha1.StateAvailable))
+		rig.WaitHost(t, infra, s.Name, "Available", 3*time.Minute, metalpool.InState(metalv1alpha1.StateAvailable))
 		hw := &metalv1alpha1.HardwareData{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: infra, Name: s.Name}, hw); err != nil {
+		if err := rig.Env.Client.Get(ctx, client.ObjectKey{Namespace: infra, Name: s.Name}, hw); err != nil {
 			t.Fatalf("HardwareData: %v", err)
 		}
 		if hw.Spec.Architecture != s.Architecture || hw.Spec.CPU.Count != 1 || hw.Spec.MemoryMiB != s.MemoryMiB || !hasMAC(hw, s.MAC) {
@@ -375,10 +376,10 @@ func TestEmulatedUEFIServers(t *testing.T) {
 			Spec: computev1alpha1.MachineSpec{MachineClassRef: computev1alpha1.MachineClassReference{Name: class.Name},
 				Image: pushTestOS(t, s.Architecture), Architecture: s.Architecture,
 				UserDataRef: &computev1alpha1.SecretKeySelector{Name: ud.Name, Key: "userData"}}}
-		create(t, ud, machines[i])
+		rig.Create(t, ud, machines[i])
 	}
 	for i, s := range servers {
-		machineState(t, tenant, machines[i].Name, "Running", 5*time.Minute, func(m *computev1alpha1.Machine) bool {
+		rig.MachineState(t, tenant, machines[i].Name, "Running", 5*time.Minute, func(m *computev1alpha1.Machine) bool {
 			return m.Status.State == computev1alpha1.MachineStateRunning
 		})
 		out := waitConsole(t, e.ConsolePath(s.Name), "ANVIL-TESTOS-READY arch="+testos.UnameMachine(s.Architecture)+" ", 1, 3*time.Minute)
@@ -388,11 +389,11 @@ func TestEmulatedUEFIServers(t *testing.T) {
 	}
 
 	for i, s := range servers {
-		if err := env.Client.Delete(ctx, machines[i]); err != nil {
+		if err := rig.Env.Client.Delete(ctx, machines[i]); err != nil {
 			t.Fatal(err)
 		}
-		waitHost(t, infra, s.Name, "Available and free again", 3*time.Minute, func(h *metalv1alpha1.Host) bool {
-			return inState(metalv1alpha1.StateAvailable)(h) && h.Spec.ConsumerRef == nil && h.Status.Image == nil
+		rig.WaitHost(t, infra, s.Name, "Available and free again", 3*time.Minute, func(h *metalv1alpha1.Host) bool {
+			return metalpool.InState(metalv1alpha1.StateAvailable)(h) && h.Spec.ConsumerRef == nil && h.Status.Image == nil
 		})
 		if got := redfishPower(t, e, s.Name); got != "Off" {
 			t.Errorf("the BMC says the released %s is %s", s.Name, got)
@@ -406,15 +407,15 @@ func TestEmulatedUEFIServers(t *testing.T) {
 // A wrong BMC password is refused by the emulated BMC: the Host says so and nothing is
 // deployed or powered.
 func TestEmulatedServerWrongPassword(t *testing.T) {
-	infra := newNamespace(t, "infra")
+	infra := rig.NewNamespace(t, "infra")
 	s := emulatedServer
 	s.Name, s.MAC = "server-wrong", "52:54:00:aa:00:02"
 	e := startEmulator(t, s)
-	startSite(t, infra, nil)
-	create(t, emulatedHost(t, infra, e, s, "not-the-password"))
-	h := waitHost(t, infra, s.Name, "failed with CredentialsInvalid", 2*time.Minute, failedWith(metalv1alpha1.ReasonCredentialsInvalid))
-	if strings.Contains(describe(h), "not-the-password") {
-		t.Errorf("the status shows the password: %s", describe(h))
+	rig.StartSite(t, infra, nil)
+	rig.Create(t, emulatedHost(t, infra, e, s, "not-the-password"))
+	h := rig.WaitHost(t, infra, s.Name, "failed with CredentialsInvalid", 2*time.Minute, metalpool.FailedWith(metalv1alpha1.ReasonCredentialsInvalid))
+	if strings.Contains(metalpool.Describe(h), "not-the-password") {
+		t.Errorf("the status shows the password: %s", metalpool.Describe(h))
 	}
 	if got := redfishPower(t, e, s.Name); got != "Off" {
 		t.Errorf("the server is %s", got)

@@ -1,4 +1,4 @@
-package metal
+package metalservers
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/bmcemu"
 	"github.com/anvil-dev/anvil/test/devproc"
+	"github.com/anvil-dev/anvil/test/metalpool"
 )
 
 // The emulated server of the wipe test: a second disk of 64 MiB (131072 sectors), which
@@ -58,7 +59,7 @@ func TestReleasedServerIsWipedBeforeTheNextTenant(t *testing.T) {
 	infra, tenantA, tenantB, e, class := tt.infra, tt.a, tt.b, tt.e, tt.class
 	console := e.ConsolePath(wipedServer.Name)
 	image := pushTestOS(t, computev1alpha1.ArchitectureAMD64)
-	waitHost(t, infra, wipedServer.Name, "Available", 3*time.Minute, inState(metalv1alpha1.StateAvailable))
+	rig.WaitHost(t, infra, wipedServer.Name, "Available", 3*time.Minute, metalpool.InState(metalv1alpha1.StateAvailable))
 
 	run := func(ns, name, script string, n int) string {
 		t.Helper()
@@ -67,7 +68,7 @@ func TestReleasedServerIsWipedBeforeTheNextTenant(t *testing.T) {
 		m := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec: computev1alpha1.MachineSpec{MachineClassRef: computev1alpha1.MachineClassReference{Name: class.Name}, Image: image,
 				UserDataRef: &computev1alpha1.SecretKeySelector{Name: ud.Name, Key: "userData"}}}
-		create(t, ud, m)
+		rig.Create(t, ud, m)
 		out := waitConsole(t, console, "ANVIL-TESTOS-SCRIPT-END", n, 5*time.Minute)
 		begin := strings.LastIndex(out, "ANVIL-TESTOS-SCRIPT-BEGIN")
 		return out[begin:]
@@ -81,7 +82,7 @@ func TestReleasedServerIsWipedBeforeTheNextTenant(t *testing.T) {
 	// Deleting the Machine waits for the release; meanwhile, once the eraser is on its way,
 	// Ironic is killed and loses its database: the Host must still not be handed out unwiped.
 	go deleteMachineLater(tenantA, "alpha")
-	waitHost(t, infra, wipedServer.Name, "wiping", 5*time.Minute, func(h *metalv1alpha1.Host) bool {
+	rig.WaitHost(t, infra, wipedServer.Name, "wiping", 5*time.Minute, func(h *metalv1alpha1.Host) bool {
 		c := meta.FindStatusCondition(h.Status.Conditions, metalv1alpha1.ConditionWiped)
 		return c != nil && c.Reason == metalv1alpha1.ReasonWiping
 	})
@@ -90,7 +91,7 @@ func TestReleasedServerIsWipedBeforeTheNextTenant(t *testing.T) {
 	// Released: not Available until wiped. Watched until the Host is Available and free.
 	// The Machine is gone once its server is released.
 	var sawWiping, availableUnwiped bool
-	h := waitHost(t, infra, wipedServer.Name, "wiped, Available and free again", 5*time.Minute, func(h *metalv1alpha1.Host) bool {
+	h := rig.WaitHost(t, infra, wipedServer.Name, "wiped, Available and free again", 5*time.Minute, func(h *metalv1alpha1.Host) bool {
 		c := meta.FindStatusCondition(h.Status.Conditions, metalv1alpha1.ConditionWiped)
 		if c != nil && c.Reason == metalv1alpha1.ReasonWiping {
 			sawWiping = true
@@ -98,7 +99,7 @@ func TestReleasedServerIsWipedBeforeTheNextTenant(t *testing.T) {
 		if h.Status.ProvisioningState == metalv1alpha1.StateAvailable && (c == nil || c.Status != metav1.ConditionTrue) {
 			availableUnwiped = true
 		}
-		return inState(metalv1alpha1.StateAvailable)(h) && h.Spec.ConsumerRef == nil && h.Status.Image == nil
+		return metalpool.InState(metalv1alpha1.StateAvailable)(h) && h.Spec.ConsumerRef == nil && h.Status.Image == nil
 	})
 	deleteMachine(t, tenantA, "alpha", 5*time.Minute)
 	if availableUnwiped {
@@ -128,7 +129,7 @@ func TestReleasedServerIsWipedBeforeTheNextTenant(t *testing.T) {
 
 // deleteMachineLater deletes a Machine without waiting (its deletion waits for the wipe).
 func deleteMachineLater(ns, name string) {
-	_ = env.Client.Delete(context.Background(), &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
+	_ = rig.Env.Client.Delete(context.Background(), &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
 }
 
 // checkErased fails unless the first and last MiB of the disk file are zero and the

@@ -1,4 +1,4 @@
-package e2e
+package cli
 
 import (
 	"os"
@@ -27,7 +27,7 @@ func TestPoolletAndFakeRuntimeCommands(t *testing.T) {
 	defer devproc.StopProcess(runtime)
 	// Labelled like anvil dev's fake pool, which the sample web-1 asks for.
 	poolletCmd := exec.Command(env.AnvilBin, "poollet", "--pool", "edge", "--runtime", socket, "--interval", "1s", "--labels", "compute.anvil.dev/runtime=fake",
-		"--allow-registry", "127.0.0.1:"+registryPort, "--registry-credentials", poolsCredentials(kubeconfig))
+		"--allow-registry", "127.0.0.1:"+registryPort, "--registry-credentials", devproc.PoolsCredentials(kubeconfig))
 	poolletCmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	poollet := devproc.StartProcess(t, poolletCmd)
 	defer devproc.StopProcess(poollet)
