@@ -48,15 +48,17 @@ func localRepository(t *testing.T, kubectl string) string {
 	return cfg
 }
 
-// clusterctl runs bin/clusterctl generate cluster demo with the quick start's flags and the
-// variables vars, offline (no version check, its own config folder), in namespace tenant.
-func generateCluster(t *testing.T, clusterctl, cfg string, vars map[string]string) ([]byte, error) {
+// generateCluster runs bin/clusterctl generate cluster demo with the quick start's flags and
+// the variables vars, against the management cluster of kubeconfig (KUBECONFIG, as the
+// quick start exports it: clusterctl reads anvil's version from its inventory), without
+// its version check and with a config folder of its own, in namespace tenant.
+func generateCluster(t *testing.T, clusterctl, cfg, kubeconfig string, vars map[string]string) ([]byte, error) {
 	t.Helper()
 	cmd := exec.Command(clusterctl, "generate", "cluster", "demo", "--infrastructure", "anvil",
 		"--kubernetes-version", "v1.36.3", "--control-plane-machine-count", "1", "--worker-machine-count", "1",
 		"--target-namespace", "tenant", "--config", cfg)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "XDG_CONFIG_HOME=" + t.TempDir(),
-		"CLUSTERCTL_DISABLE_VERSIONCHECK=true"}
+		"CLUSTERCTL_DISABLE_VERSIONCHECK=true", "KUBECONFIG=" + kubeconfig}
 	for k, v := range vars {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
@@ -75,7 +77,41 @@ func TestClusterctlGeneratesTheQuickStartCluster(t *testing.T) {
 		"ANVIL_CONTROL_PLANE_ENDPOINT_PORT": "16443",
 		"ANVIL_NODE_IMAGE":                  "127.0.0.1:5001/anvil/kubernetes-node:v1.36.3",
 	}
-	out, err := generateCluster(t, clusterctl, cfg, vars)
+	// The management cluster anvil dev --capi makes, as far as clusterctl reads it: Cluster
+	// API's CRDs (as make tools copies them), anvil's, and the inventory (anvil's version).
+	kubeconfig := harness.StartAPIServer(t)
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	bin := filepath.Dir(clusterctl)
+	for _, p := range []string{"cluster-api", "bootstrap-kubeadm", "control-plane-kubeadm"} {
+		run("apply", "--server-side", "-f", filepath.Join(bin, "capi", p, "crd"))
+	}
+	run("apply", "--server-side", "-k", filepath.Join("crd", "capi"))
+	run("apply", "--server-side", "-f", filepath.Join(bin, "capi", "clusterctl-api.yaml"))
+	run("wait", "--for=condition=Established", "crd", "--all")
+	run("create", "namespace", "tenant")
+	run("create", "namespace", "capi-system")
+	inventory := filepath.Join(t.TempDir(), "inventory.yaml")
+	if err := os.WriteFile(inventory, []byte(`apiVersion: clusterctl.cluster.x-k8s.io/v1alpha3
+kind: Provider
+metadata:
+  name: infrastructure-anvil
+  namespace: capi-system
+  labels: {clusterctl.cluster.x-k8s.io: "", cluster.x-k8s.io/provider: infrastructure-anvil}
+providerName: anvil
+type: InfrastructureProvider
+version: v0.1.0
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run("apply", "-f", inventory)
+	out, err := generateCluster(t, clusterctl, cfg, kubeconfig, vars)
 	if err != nil {
 		t.Fatalf("clusterctl generate cluster: %v\n%s", err, stderrOf(err))
 	}
@@ -158,23 +194,6 @@ func TestClusterctlGeneratesTheQuickStartCluster(t *testing.T) {
 		}
 	}
 
-	// A real apiserver's schemas: Cluster API's CRDs (as make tools copies them) and anvil's.
-	kubeconfig := harness.StartAPIServer(t)
-	run := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command(kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
-	bin := filepath.Dir(clusterctl)
-	for _, p := range []string{"cluster-api", "bootstrap-kubeadm", "control-plane-kubeadm"} {
-		run("apply", "--server-side", "-f", filepath.Join(bin, "capi", p, "crd"))
-	}
-	run("apply", "--server-side", "-k", filepath.Join("crd", "capi"))
-	run("wait", "--for=condition=Established", "crd", "--all")
-	run("create", "namespace", "tenant")
 	generated := filepath.Join(t.TempDir(), "demo.yaml")
 	if err := os.WriteFile(generated, out, 0o644); err != nil {
 		t.Fatal(err)
@@ -184,7 +203,7 @@ func TestClusterctlGeneratesTheQuickStartCluster(t *testing.T) {
 	}
 
 	delete(vars, "ANVIL_NODE_IMAGE")
-	if _, err := generateCluster(t, clusterctl, cfg, vars); err == nil || !strings.Contains(stderrOf(err), "ANVIL_NODE_IMAGE") {
+	if _, err := generateCluster(t, clusterctl, cfg, kubeconfig, vars); err == nil || !strings.Contains(stderrOf(err), "ANVIL_NODE_IMAGE") {
 		t.Errorf("without ANVIL_NODE_IMAGE: %v (%s), want clusterctl's refusal naming it", err, stderrOf(err))
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/clusterapi"
@@ -30,6 +32,7 @@ import (
 // labelled and recorded as clusterctl init would; anvil's provider provisioning an
 // AnvilCluster the core manager handed it; Stop leaving no process behind.
 func TestStartClusterAPIRunsCoreKubeadmAndAnvil(t *testing.T) {
+	ctrllog.SetLogger(logr.Discard())
 	env, err := harness.Start()
 	if err != nil {
 		t.Fatal(err)
