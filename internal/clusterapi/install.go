@@ -61,7 +61,7 @@ func installWebhooks(cfg *rest.Config, p Provider, f files) (envtest.WebhookInst
 }
 
 // installCRDs installs p's CRDs, converting through the webhooks of wh and labelled as
-// clusterctl init labels them. Each provider is an envtest install of its own because envtest
+// clusterctl init labels them (with the labels of the provider's own kustomization). Each provider is an envtest install of its own because envtest
 // points every CRD of an install with IgnoreSchemeConvertible at that install's webhook.
 func installCRDs(cfg *rest.Config, p Provider, f files, wh envtest.WebhookInstallOptions) error {
 	o := envtest.CRDInstallOptions{Paths: []string{f.crds}, ErrorIfPathMissing: true}
@@ -72,6 +72,9 @@ func installCRDs(cfg *rest.Config, p Provider, f files, wh envtest.WebhookInstal
 		labels := c.GetLabels()
 		if labels == nil {
 			labels = map[string]string{}
+		}
+		for k, v := range p.CRDLabels {
+			labels[k] = v
 		}
 		labels[ClusterctlLabel] = ""
 		labels[ProviderLabel] = p.Name

@@ -20,16 +20,24 @@ type Provider struct {
 	// its webhook configurations' names, so that the providers' configurations clash with
 	// nobody's.
 	WebhookPrefix string
+	// CRDLabels are the labels the provider's kustomization puts on its CRDs beyond
+	// clusterctl's: a bootstrap or control-plane provider's contract versions, which the core
+	// manager reads to know which version of the kind to use (without them it cannot read a
+	// KubeadmControlPlane at all).
+	CRDLabels map[string]string
 }
+
+// contractLabels are the contract labels of Cluster API's own kubeadm providers' CRDs.
+var contractLabels = map[string]string{"cluster.x-k8s.io/v1beta1": "v1beta1", "cluster.x-k8s.io/v1beta2": "v1beta2"}
 
 // The providers `make tools` builds, all from one Cluster API release.
 var (
 	Core = Provider{Name: "cluster-api", ProviderName: "cluster-api", Type: "CoreProvider",
 		Binary: "capi-manager", WebhookPrefix: "capi-"}
 	KubeadmBootstrap = Provider{Name: "bootstrap-kubeadm", ProviderName: "kubeadm", Type: "BootstrapProvider",
-		Binary: "capi-kubeadm-bootstrap", WebhookPrefix: "capi-kubeadm-bootstrap-"}
+		Binary: "capi-kubeadm-bootstrap", WebhookPrefix: "capi-kubeadm-bootstrap-", CRDLabels: contractLabels}
 	KubeadmControlPlane = Provider{Name: "control-plane-kubeadm", ProviderName: "kubeadm", Type: "ControlPlaneProvider",
-		Binary: "capi-kubeadm-control-plane", WebhookPrefix: "capi-kubeadm-control-plane-"}
+		Binary: "capi-kubeadm-control-plane", WebhookPrefix: "capi-kubeadm-control-plane-", CRDLabels: contractLabels}
 )
 
 // CoreOnly and WithKubeadm are the sets of providers Start is given.

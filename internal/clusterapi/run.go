@@ -92,7 +92,7 @@ func Start(ctx context.Context, cfg *rest.Config, o Options) (*Managers, error) 
 	if len(providers) == 0 {
 		providers = CoreOnly
 	}
-	if providers[0] != Core {
+	if providers[0].Name != Core.Name {
 		return nil, fmt.Errorf("the providers to run must start with %s", Core.Name)
 	}
 	fs, err := locate(o.BinDir, providers)

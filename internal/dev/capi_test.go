@@ -86,6 +86,10 @@ func TestStartClusterAPIRunsCoreKubeadmAndAnvil(t *testing.T) {
 		if v, ok := crd.Labels[clusterapi.ClusterctlLabel]; !ok || v != "" || crd.Labels[clusterapi.ProviderLabel] != tc.provider.Name {
 			t.Errorf("CRD %s labels %v, want %s= and %s=%s", tc.crd, crd.Labels, clusterapi.ClusterctlLabel, clusterapi.ProviderLabel, tc.provider.Name)
 		}
+		// The core manager finds a provider kind's contract version by this label.
+		if tc.provider.Name != clusterapi.Core.Name && crd.Labels["cluster.x-k8s.io/v1beta2"] != "v1beta2" {
+			t.Errorf("CRD %s labels %v, want the contract label cluster.x-k8s.io/v1beta2=v1beta2", tc.crd, crd.Labels)
+		}
 		if conv := crd.Spec.Conversion; conv == nil || conv.Webhook == nil || conv.Webhook.ClientConfig == nil || conv.Webhook.ClientConfig.URL == nil ||
 			!strings.HasPrefix(*conv.Webhook.ClientConfig.URL, at) {
 			t.Errorf("CRD %s converts through %+v, want %s's server at %s", tc.crd, conv, tc.provider.Name, at)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,8 +46,9 @@ func kubeadmClient(t testing.TB) client.Client {
 // A Cluster whose control plane is a KubeadmControlPlane of one replica on an
 // AnvilMachineTemplate: KubeadmControlPlane makes a Machine, its KubeadmConfig and its
 // AnvilMachine; the kubeadm bootstrap provider writes a cloud-config running kubeadm init;
-// anvil's provider makes the anvil Machine that boots exactly that cloud-config. Nothing
-// here boots: the fake pool runs the machine, and the endpoint answers nobody.
+// anvil's provider makes the anvil Machine that boots exactly that cloud-config (the
+// bootstrap Secret itself: it has the anvil Machine's name). Nothing here boots: the fake
+// pool runs the machine, and the endpoint answers nobody.
 func TestKubeadmControlPlaneBootsKubeadmInit(t *testing.T) {
 	r := theRig(t)
 	ctx := context.Background()
@@ -88,7 +90,11 @@ func TestKubeadmControlPlaneBootsKubeadmInit(t *testing.T) {
 			return err
 		}
 		if len(list.Items) != 1 {
-			return fmt.Errorf("%d Machines", len(list.Items))
+			cur, cl := &controlplanev1.KubeadmControlPlane{}, &clusterv1.Cluster{}
+			_ = c.Get(ctx, client.ObjectKeyFromObject(kcp), cur)
+			_ = c.Get(ctx, client.ObjectKeyFromObject(cluster), cl)
+			return fmt.Errorf("%d Machines; KubeadmControlPlane conditions %s; Cluster conditions %s", len(list.Items),
+				conditions(cur.Status.Conditions), conditions(cl.Status.Conditions))
 		}
 		m = list.Items[0]
 		if m.Spec.Bootstrap.DataSecretName == nil {
@@ -141,7 +147,8 @@ func TestKubeadmControlPlaneBootsKubeadmInit(t *testing.T) {
 			return err
 		}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: am.Name}, anvil); err != nil {
-			return ignoreNotFound(err)
+			return fmt.Errorf("anvil Machine %s: %w; AnvilMachine conditions %s, owners %v", am.Name, ignoreNotFound(err),
+				conditions(am.Status.Conditions), am.OwnerReferences)
 		}
 		if anvil.Status.State != computev1alpha1.MachineStateRunning {
 			return fmt.Errorf("anvil Machine %s is %s", anvil.Name, anvil.Status.State)
@@ -157,18 +164,22 @@ func TestKubeadmControlPlaneBootsKubeadmInit(t *testing.T) {
 		t.Errorf("AnvilMachine %s: annotations %v, owners %v, providerID %q: want cloned from %s, owned by Machine %s",
 			am.Name, am.Annotations, am.OwnerReferences, am.Spec.ProviderID, tmpl.Name, m.Name)
 	}
+	// kubeadm's bootstrap Secret has the Machine's name, which is also the anvil Machine's:
+	// the anvil Machine boots its value in place, and anvil writes nothing over it.
+	wantRef := computev1alpha1.SecretKeySelector{Name: *m.Spec.Bootstrap.DataSecretName, Key: "value"}
 	if anvil.Spec.Image != r.image || anvil.Spec.Architecture != computev1alpha1.ArchitectureAMD64 || anvil.Spec.MachineClassRef.Name != "small" ||
-		anvil.Spec.IgnitionRef != nil || anvil.Spec.UserDataRef == nil || anvil.Spec.UserDataRef.Name != am.Name ||
+		anvil.Spec.IgnitionRef != nil || anvil.Spec.UserDataRef == nil || *anvil.Spec.UserDataRef != wantRef ||
 		anvil.Labels[infrav1.AnvilMachineLabel] != am.Name || anvil.Labels[clusterv1.ClusterNameLabel] != name {
-		t.Errorf("anvil Machine %s: image %s, arch %s, class %s, userDataRef %+v, ignitionRef %+v, labels %v: want the template's, booting user data %s",
-			anvil.Name, anvil.Spec.Image, anvil.Spec.Architecture, anvil.Spec.MachineClassRef.Name, anvil.Spec.UserDataRef, anvil.Spec.IgnitionRef, anvil.Labels, am.Name)
+		t.Errorf("anvil Machine %s: image %s, arch %s, class %s, userDataRef %+v, ignitionRef %+v, labels %v: want the template's, booting %+v",
+			anvil.Name, anvil.Spec.Image, anvil.Spec.Architecture, anvil.Spec.MachineClassRef.Name, anvil.Spec.UserDataRef, anvil.Spec.IgnitionRef, anvil.Labels, wantRef)
 	}
 	firstBoot := &corev1.Secret{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: am.Name}, firstBoot); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: wantRef.Name}, firstBoot); err != nil {
 		t.Fatal(err)
 	}
-	if got := firstBoot.Data[computev1alpha1.DefaultUserDataKey]; !bytes.Equal(got, value) || len(firstBoot.Data) != 1 {
-		t.Errorf("the anvil Machine's first boot (keys %v) is not the bootstrap provider's cloud-config byte for byte:\n%s", keys(firstBoot.Data), got)
+	if firstBoot.UID != boot.UID || !bytes.Equal(firstBoot.Data[wantRef.Key], value) || firstBoot.Labels[infrav1.AnvilMachineLabel] != "" {
+		t.Errorf("the anvil Machine's first boot is Secret %s (uid %s, labels %v), not the bootstrap provider's %s (uid %s) as it wrote it:\n%s",
+			firstBoot.Name, firstBoot.UID, firstBoot.Labels, boot.Name, boot.UID, firstBoot.Data[wantRef.Key])
 	}
 	capienv.Eventually(t, time.Minute, "the Machine to take the providerID", func() error {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(&m), &m); err != nil {
@@ -190,10 +201,12 @@ func ownedBy(refs []metav1.OwnerReference, kind, name string) bool {
 	return false
 }
 
-func keys(m map[string][]byte) []string {
+
+// conditions is a short form of conds for a failure message.
+func conditions(conds []metav1.Condition) string {
 	var out []string
-	for k := range m {
-		out = append(out, k)
+	for _, c := range conds {
+		out = append(out, fmt.Sprintf("%s=%s %s %q", c.Type, c.Status, c.Reason, c.Message))
 	}
-	return out
+	return strings.Join(out, "; ")
 }
