@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -10,7 +11,11 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/anvil-dev/anvil/api"
+	"github.com/anvil-dev/anvil/internal/clusterapi"
 	"github.com/anvil-dev/anvil/internal/manifest"
 	"github.com/anvil-dev/anvil/test/harness"
 )
@@ -67,8 +72,9 @@ func generateCluster(t *testing.T, clusterctl, cfg, kubeconfig string, vars map[
 
 // The quick start's template (config/clusterctl) through the real clusterctl: a kubeadm
 // control plane and workers on anvil Machines, every variable resolved, the node's files as
-// docs/kubeadm.md has them, and every object accepted by a real apiserver's schemas (Cluster
-// API's CRDs from bin/capi, anvil's). A variable left unset is refused by name.
+// docs/kubeadm.md has them, and every object accepted by a management cluster as anvil dev
+// --capi makes it (the CRDs' schemas and the providers' webhooks: KubeadmControlPlane refused
+// the template's first timeouts). A variable left unset is refused by name.
 func TestClusterctlGeneratesTheQuickStartCluster(t *testing.T) {
 	kubectl, clusterctl := tool(t, "kubectl"), tool(t, "clusterctl")
 	cfg := localRepository(t, kubectl)
@@ -77,8 +83,9 @@ func TestClusterctlGeneratesTheQuickStartCluster(t *testing.T) {
 		"ANVIL_CONTROL_PLANE_ENDPOINT_PORT": "16443",
 		"ANVIL_NODE_IMAGE":                  "127.0.0.1:5001/anvil/kubernetes-node:v1.36.3",
 	}
-	// The management cluster anvil dev --capi makes, as far as clusterctl reads it: Cluster
-	// API's CRDs (as make tools copies them), anvil's, and the inventory (anvil's version).
+	// The management cluster anvil dev --capi makes (internal/clusterapi: Cluster API's three
+	// managers with their webhooks, anvil's CRDs, the inventory clusterctl reads anvil's
+	// version from), so that the objects meet the providers' own validation too.
 	kubeconfig := harness.StartAPIServer(t)
 	run := func(args ...string) string {
 		t.Helper()
@@ -88,29 +95,32 @@ func TestClusterctlGeneratesTheQuickStartCluster(t *testing.T) {
 		}
 		return string(out)
 	}
-	bin := filepath.Dir(clusterctl)
-	for _, p := range []string{"cluster-api", "bootstrap-kubeadm", "control-plane-kubeadm"} {
-		run("apply", "--server-side", "-f", filepath.Join(bin, "capi", p, "crd"))
-	}
-	run("apply", "--server-side", "-k", filepath.Join("crd", "capi"))
-	run("apply", "--server-side", "-f", filepath.Join(bin, "capi", "clusterctl-api.yaml"))
-	run("wait", "--for=condition=Established", "crd", "--all")
-	run("create", "namespace", "tenant")
-	run("create", "namespace", "capi-system")
-	inventory := filepath.Join(t.TempDir(), "inventory.yaml")
-	if err := os.WriteFile(inventory, []byte(`apiVersion: clusterctl.cluster.x-k8s.io/v1alpha3
-kind: Provider
-metadata:
-  name: infrastructure-anvil
-  namespace: capi-system
-  labels: {clusterctl.cluster.x-k8s.io: "", cluster.x-k8s.io/provider: infrastructure-anvil}
-providerName: anvil
-type: InfrastructureProvider
-version: v0.1.0
-`), 0o644); err != nil {
+	restCfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
 		t.Fatal(err)
 	}
-	run("apply", "-f", inventory)
+	scheme, err := api.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(restCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	bin := filepath.Dir(clusterctl)
+	if err := clusterapi.InstallAnvilProvider(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	managers, err := clusterapi.Start(ctx, restCfg, clusterapi.Options{BinDir: bin, Providers: clusterapi.WithKubeadm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = managers.Stop() }) // before the apiserver stops
+	if err := clusterapi.InstallInventory(ctx, c, bin, "capi-system", clusterapi.WithKubeadm); err != nil {
+		t.Fatal(err)
+	}
+	run("create", "namespace", "tenant")
 	out, err := generateCluster(t, clusterctl, cfg, kubeconfig, vars)
 	if err != nil {
 		t.Fatalf("clusterctl generate cluster: %v\n%s", err, stderrOf(err))
