@@ -201,7 +201,6 @@ func ownedBy(refs []metav1.OwnerReference, kind, name string) bool {
 	return false
 }
 
-
 // conditions is a short form of conds for a failure message.
 func conditions(conds []metav1.Condition) string {
 	var out []string
