@@ -10,7 +10,8 @@ KUBE_VERSION := v1.36.3
 KUBE_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
 	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=36 \
 	-X k8s.io/component-base/version.gitTreeState=clean
-# The Cluster API core manager and clusterctl the Cluster API provider's tests run (docs: issue 17).
+# The Cluster API core manager, its kubeadm bootstrap and control-plane providers and clusterctl,
+# one release, which the Cluster API provider's tests and `anvil dev --capi` run (docs/capi.md).
 CAPI_VERSION := v1.14.2
 CAPI_LDFLAGS := -X sigs.k8s.io/cluster-api/version.gitVersion=$(CAPI_VERSION) \
 	-X sigs.k8s.io/cluster-api/version.gitMajor=1 -X sigs.k8s.io/cluster-api/version.gitMinor=14 \
@@ -32,17 +33,21 @@ NODE_AGENT_SOURCES := $(shell find test/nodeagent/cmd/anvil-node-agent test/node
 
 CONTROL_PLANE := $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kubectl
 GENERATORS := $(BIN)/controller-gen $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
-CAPI := $(BIN)/capi-manager $(BIN)/clusterctl $(BIN)/capi/VERSION
+# Cluster API's providers by clusterctl's names, each with its CRDs and webhook configurations
+# in bin/capi/<name>/ (test/capienv reads them there).
+CAPI_PROVIDERS := cluster-api bootstrap-kubeadm control-plane-kubeadm
+CAPI_MANIFESTS := $(BIN)/capi/VERSION $(CAPI_PROVIDERS:%=$(BIN)/capi/%/webhook/manifests.yaml)
+CAPI := $(BIN)/capi-manager $(BIN)/capi-kubeadm-bootstrap $(BIN)/capi-kubeadm-control-plane $(BIN)/clusterctl $(CAPI_MANIFESTS)
 # The node test/cluster runs beside the control plane (docs/cluster.md).
 NODE := $(BIN)/kubelet $(BIN)/kube-proxy
 TOOLS := $(CONTROL_PLANE) $(BIN)/kube-scheduler $(BIN)/kube-controller-manager $(NODE) $(GENERATORS) $(CAPI)
 
-.PHONY: build tools testos eraser debian kube node-image esp agents kube-images images manifests generate verify-generated vet test test-setup test-only test-debian-builds fuzz chaos demo bench deps fresh-check clean
+.PHONY: build tools clusterctl-repo testos eraser debian kube node-image esp agents kube-images images manifests generate verify-generated vet test test-setup test-only test-debian-builds fuzz chaos demo bench deps fresh-check clean
 
 build: ## The anvil binary.
 	go build -o $(BIN)/anvil ./cmd/anvil
 
-tools: $(TOOLS) ## Control-plane binaries (kube-controller-manager too), kubelet and kube-proxy, code generators, the Cluster API manager, its manifests (bin/capi) and clusterctl.
+tools: $(TOOLS) ## Control-plane binaries (kube-controller-manager too), kubelet and kube-proxy, code generators, the Cluster API manager and kubeadm providers, their manifests (bin/capi) and clusterctl.
 
 # kube-controller-manager runs beside the workload clusters' apiservers of the Cluster API tests
 # (CSR signing and approval, bootstrap tokens, node lifecycle); kubelet and kube-proxy make the
@@ -69,19 +74,47 @@ $(BIN)/etcd: $(BIN)/kube/$(HOSTARCH)/etcd
 $(BIN)/capi-manager: hack/tools/capi/go.mod
 	cd hack/tools/capi && go build -o $@ -ldflags "$(CAPI_LDFLAGS)" sigs.k8s.io/cluster-api/core
 
+# The kubeadm bootstrap provider (CABPK) and KubeadmControlPlane, whose mains are in the same
+# module; each shares most packages with the core manager, so after it they take about a minute.
+$(BIN)/capi-kubeadm-bootstrap: hack/tools/capi/go.mod
+	cd hack/tools/capi && go build -o $@ -ldflags "$(CAPI_LDFLAGS)" sigs.k8s.io/cluster-api/bootstrap/kubeadm
+
+$(BIN)/capi-kubeadm-control-plane: hack/tools/capi/go.mod
+	cd hack/tools/capi && go build -o $@ -ldflags "$(CAPI_LDFLAGS)" sigs.k8s.io/cluster-api/controlplane/kubeadm
+
 $(BIN)/clusterctl: hack/tools/capi/go.mod
 	cd hack/tools/capi && go build -o $@ -ldflags "$(CAPI_LDFLAGS)" sigs.k8s.io/cluster-api/cmd/clusterctl
 
-# Cluster API's CRDs, webhook configurations and clusterctl's inventory CRD, copied out of
-# the pinned module so that tests (test/capienv) never read the module cache's layout.
-$(BIN)/capi/VERSION: hack/tools/capi/go.mod
+# Each provider's CRDs and webhook configurations (bin/capi/<provider>/{crd,webhook}) and
+# clusterctl's inventory CRD, copied out of the pinned module so that tests (test/capienv)
+# never read the module cache's layout. A provider's folder in the module is
+# core/, bootstrap/kubeadm/ or controlplane/kubeadm/.
+$(CAPI_MANIFESTS) &: hack/tools/capi/go.mod
 	cd hack/tools/capi && go mod download sigs.k8s.io/cluster-api
 	read -r src version < <(cd hack/tools/capi && go list -m -f '{{.Dir}} {{.Version}}' sigs.k8s.io/cluster-api); \
-	rm -rf $(@D) && mkdir -p $(@D)/crd $(@D)/webhook && \
-	cp $$src/core/config/crd/bases/*.yaml $(@D)/crd/ && \
-	cp $$src/core/config/webhook/manifests.yaml $(@D)/webhook/ && \
-	cp $$src/cmd/clusterctl/config/manifest/clusterctl-api.yaml $(@D)/ && \
-	chmod -R u+w $(@D) && echo $$version >$@
+	rm -rf $(BIN)/capi; \
+	for p in cluster-api:core bootstrap-kubeadm:bootstrap/kubeadm control-plane-kubeadm:controlplane/kubeadm; do \
+		mkdir -p $(BIN)/capi/$${p%%:*}/crd $(BIN)/capi/$${p%%:*}/webhook; \
+		cp $$src/$${p#*:}/config/crd/bases/*.yaml $(BIN)/capi/$${p%%:*}/crd/; \
+		cp $$src/$${p#*:}/config/webhook/manifests.yaml $(BIN)/capi/$${p%%:*}/webhook/; \
+	done; \
+	cp $$src/cmd/clusterctl/config/manifest/clusterctl-api.yaml $(BIN)/capi/; \
+	chmod -R u+w $(BIN)/capi; \
+	echo $$version >$(BIN)/capi/VERSION
+
+# clusterctl's local repository of anvil's provider (docs/capi.md, "Quick start"):
+# infrastructure-anvil/v0.1.0/ holds the components (config/capi, as kubectl apply -k renders
+# them), the metadata and the default cluster template (config/clusterctl); clusterctl.yaml
+# names it for clusterctl's --config. The version is the one clusterapi.AnvilProviderVersion
+# records in the inventory.
+CLUSTERCTL_REPO := $(BIN)/clusterctl-repo
+clusterctl-repo: $(BIN)/kubectl ## clusterctl's local repository of anvil's provider and its config, in bin/clusterctl-repo.
+	rm -rf $(CLUSTERCTL_REPO)
+	mkdir -p $(CLUSTERCTL_REPO)/infrastructure-anvil/v0.1.0
+	$(BIN)/kubectl kustomize config/capi >$(CLUSTERCTL_REPO)/infrastructure-anvil/v0.1.0/infrastructure-components.yaml
+	cp config/clusterctl/metadata.yaml config/clusterctl/cluster-template.yaml $(CLUSTERCTL_REPO)/infrastructure-anvil/v0.1.0/
+	printf 'providers:\n- name: anvil\n  type: InfrastructureProvider\n  url: file://%s\n' \
+		$(CLUSTERCTL_REPO)/infrastructure-anvil/v0.1.0/infrastructure-components.yaml >$(CLUSTERCTL_REPO)/clusterctl.yaml
 
 $(BIN)/controller-gen: hack/tools/gen/go.mod
 	cd hack/tools/gen && go build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen

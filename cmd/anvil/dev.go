@@ -118,6 +118,7 @@ them.`,
 	f.StringVar(&o.ESPImage, "esp-image", "", "EFI system partition image for the UEFI boot ISOs Ironic builds (default: esp.img in --bin-dir when there, built by make esp)")
 	f.StringVar(&o.EraserDir, "eraser", "", "the disk eraser the bare-metal pool deploys on released servers (default: eraser in --bin-dir when there, built by make eraser)")
 	f.IntVar(&o.BMCPort, "bmc-port", o.BMCPort, "loopback port of the emulated servers' Redfish BMC")
+	f.BoolVar(&o.CAPI, "capi", false, "run Cluster API beside anvil: its core manager, kubeadm bootstrap and control-plane providers (from --bin-dir, built by make tools) and anvil's provider, installed as clusterctl init would (docs/capi.md, \"Quick start\")")
 	f.StringVar(&fakePool, "fake-pool", "dev-fake", "name of an in-process pool of the fake runtime; empty for none")
 	f.BoolVar(&logToTerminal, "log-to-terminal", false, "write anvil's structured logs to the terminal instead of <state-dir>/logs/anvil.log")
 	ff.addFlags(cmd)

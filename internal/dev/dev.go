@@ -81,6 +81,10 @@ type Options struct {
 	// agents); the test OS with the agent added is published as BuilderRepository and OS
 	// image builds are turned on.
 	AgentsDir string
+	// CAPI runs Cluster API beside anvil: its core manager and kubeadm bootstrap and
+	// control-plane providers (from ControlPlane.BinDir, built by make tools) and anvil's
+	// provider, installed as clusterctl init would (docs/capi.md, "Quick start").
+	CAPI bool
 	// Out receives the human-readable progress and summary of what started and where.
 	Out io.Writer
 }
@@ -95,6 +99,12 @@ func Run(ctx context.Context, o Options) (err error) {
 			return fmt.Errorf("reading manifests to apply from %s: %w", dir, err)
 		}
 		seeds = append(seeds, objs...)
+	}
+
+	if o.CAPI {
+		if err := CheckClusterAPI(o.ControlPlane.BinDir); err != nil {
+			return err
+		}
 	}
 
 	started := time.Now()
@@ -215,6 +225,20 @@ func Run(ctx context.Context, o Options) (err error) {
 		<-mgrDone
 		return err
 	}
+	capi := "off (no --capi)"
+	var capiAPI *ClusterAPI
+	var capiDone <-chan struct{}
+	if o.CAPI {
+		progress("starting Cluster API")
+		a, err := StartClusterAPI(mgrCtx, cfg, c, o.ControlPlane.BinDir, filepath.Join(cp.LogDir(), "capi"))
+		if err != nil {
+			stopManager()
+			<-mgrDone
+			return err
+		}
+		defer func() { err = errors.Join(err, a.Stop()) }()
+		capiAPI, capi, capiDone = a, a.Summary(), a.Done()
+	}
 	etcdPID, apiserverPID := cp.PIDs()
 	fmt.Fprintf(o.Out, `anvil dev is up (%.1fs)
   etcd            pid %d, https://127.0.0.1:%d (client certificates only)
@@ -226,6 +250,7 @@ func Run(ctx context.Context, o Options) (err error) {
   OS image builds %s
   manager         in this process
   pools           %s
+  Cluster API     %s
   state           %s (logs in %s)
   samples         %d created, %d already present
 Use it with:
@@ -233,7 +258,7 @@ Use it with:
   kubectl get machineclasses
 Stop with Ctrl-C; objects are kept, and VMs and servers keep running, for the next start.
 `, time.Since(started).Seconds(), etcdPID, o.ControlPlane.EtcdClientPort, apiserverPID, o.ControlPlane.APIServerPort, reg.Host, dockerConfig, poolsCredentials, testOS, debian, kube, builder,
-		orNone(pools.names),
+		orNone(pools.names), capi,
 		cp.StateDir(), cp.LogDir(), created, len(seeds)-created, cp.KubeconfigPath())
 
 	select {
@@ -250,6 +275,10 @@ Stop with Ctrl-C; objects are kept, and VMs and servers keep running, for the ne
 			err = errors.New("the controller manager stopped unexpectedly")
 		}
 	case err = <-pools.errs:
+		stopManager()
+		<-mgrDone
+	case <-capiDone:
+		err = fmt.Errorf("anvil's Cluster API provider stopped unexpectedly: %v", capiAPI.Err())
 		stopManager()
 		<-mgrDone
 	}

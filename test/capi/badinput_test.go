@@ -166,3 +166,46 @@ func TestForeignProviderIDReachesNothing(t *testing.T) {
 			victim.UID, after.UID, after.DeletionTimestamp, victim.Spec.Image, after.Spec.Image)
 	}
 }
+
+// A bootstrap data Secret in a format anvil cannot boot (neither cloud-init's cloud-config
+// nor Ignition): the AnvilMachine's Ready condition says so (BootstrapDataInvalid, naming the
+// format and the two anvil boots) and nothing is made for it, neither an anvil Machine nor its
+// first-boot Secret, while it waits.
+func TestBootstrapSecretOfAFormatAnvilCannotBoot(t *testing.T) {
+	r := theRig(t)
+	ctx := context.Background()
+	ns := capienv.Namespace(t, env.Client, "butane")
+	cluster := newCluster(t, r, ns, "butane")
+	boot := &corev1.Secret{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: bootstrapSecret}, boot); err != nil {
+		t.Fatal(err)
+	}
+	base := boot.DeepCopy()
+	boot.Data["format"] = []byte("butane")
+	boot.Data["value"] = []byte("variant: fcos\nversion: 1.5.0\n")
+	if err := env.Client.Patch(ctx, boot, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	md := newMachineDeployment(t, cluster, "amd64", machineSpec(r, computev1alpha1.ArchitectureAMD64), "zone-a", 1)
+	var key client.ObjectKey
+	capienv.Eventually(t, time.Minute, "the AnvilMachine to say anvil cannot boot the format", func() error {
+		machines, err := capienv.MachinesOf(ctx, env.Client, md)
+		if err != nil || len(machines) != 1 {
+			return fmt.Errorf("%d Machines, %v", len(machines), err)
+		}
+		key = client.ObjectKey{Namespace: ns, Name: machines[0].Spec.InfrastructureRef.Name}
+		return readyOf(ctx, key, infrav1.ReasonBootstrapDataInvalid, `has format "butane": anvil boots "cloud-config" or "ignition"`)
+	})
+	// Long enough for the provider's rechecks to have made something if they would.
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if err := env.Client.Get(ctx, key, &computev1alpha1.Machine{}); ignoreNotFound(err) != errNotYet {
+			t.Fatalf("an anvil Machine was made for bootstrap data anvil cannot boot: %v", err)
+		}
+		if err := env.Client.Get(ctx, key, &corev1.Secret{}); ignoreNotFound(err) != errNotYet {
+			t.Fatalf("a first-boot Secret was made for bootstrap data anvil cannot boot: %v", err)
+		}
+	}
+	if err := readyOf(ctx, key, infrav1.ReasonBootstrapDataInvalid, "set the bootstrap provider's format to one of them"); err != nil {
+		t.Error(err)
+	}
+}

@@ -113,7 +113,7 @@ func (r *rig) restartCAPI(t testing.TB, gates map[string]bool) {
 		if err := r.capi.Stop(); err != nil {
 			t.Fatalf("stopping Cluster API's manager: %v", err)
 		}
-		c, err := capienv.Start(context.Background(), env.Config, capienv.Options{FeatureGates: gates, Args: r.capiArgs})
+		c, err := capienv.Start(context.Background(), env.Config, r.capiOptions(gates))
 		if err != nil {
 			t.Fatalf("starting Cluster API's manager with %v: %v", gates, err)
 		}

@@ -38,9 +38,10 @@ func TestMain(m *testing.M) { harness.Main(m, &env) }
 // zoneLabel is the failure domain label of the rig's pools.
 const zoneLabel = "topology.kubernetes.io/zone"
 
-// rig is what the package's tests share: the real Cluster API manager, anvil's manager with
-// the provider, a fake pool per architecture (each its own zone), the test OS published as
-// an image, and a workload control plane whose Nodes the tests make.
+// rig is what the package's tests share: the real Cluster API manager and its kubeadm
+// providers, anvil's manager with the provider, a fake pool per architecture (each its own
+// zone), the test OS published as an image, and a workload control plane whose Nodes the
+// tests make.
 type rig struct {
 	capi *capienv.CAPI
 	// capiArgs are the flags every start of Cluster API's manager gets (its client
@@ -89,7 +90,7 @@ func startRig() (*rig, error) {
 	// Cluster API presents this certificate to anvil's in-place update extension (used
 	// only once a test turns the InPlaceUpdates gate on).
 	r.capiArgs = []string{"--runtime-extension-client-cert-file", certFile, "--runtime-extension-client-key-file", keyFile}
-	if r.capi, err = capienv.Start(ctx, env.Config, capienv.Options{Args: r.capiArgs}); err != nil {
+	if r.capi, err = capienv.Start(ctx, env.Config, r.capiOptions(nil)); err != nil {
 		return nil, err
 	}
 	stops = append(stops, func() { _ = r.capi.Stop() })
@@ -122,6 +123,12 @@ func startRig() (*rig, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// capiOptions are how the rig runs Cluster API's managers, with gates: the kubeadm providers
+// too (TestKubeadmControlPlaneBootsKubeadmInit), and the extension's client certificate.
+func (r *rig) capiOptions(gates map[string]bool) capienv.Options {
+	return capienv.Options{Kubeadm: true, FeatureGates: gates, Args: r.capiArgs}
 }
 
 // startWorkload starts the workload cluster's control plane (a plain apiserver: the tests

@@ -257,36 +257,6 @@ func TestStartAgainWithOtherFeatureGates(t *testing.T) {
 	}
 }
 
-func TestMissingPiecesNameTheFix(t *testing.T) {
-	dir := t.TempDir()
-	_, err := locate(dir)
-	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "capi-manager")) || !strings.Contains(err.Error(), `run "make tools"`) {
-		t.Errorf("locate in an empty folder: %v, want the missing capi-manager and the fix", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "capi-manager"), nil, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	_, err = locate(dir)
-	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "capi", "VERSION")) || !strings.Contains(err.Error(), `run "make tools"`) {
-		t.Errorf("locate without bin/capi: %v, want the missing manifests and the fix", err)
-	}
-}
-
-func TestFeatureGatesFlag(t *testing.T) {
-	for _, tc := range []struct {
-		gates map[string]bool
-		want  string
-	}{
-		{nil, ""},
-		{map[string]bool{"RuntimeSDK": true, "InPlaceUpdates": true}, "InPlaceUpdates=true,RuntimeSDK=true"},
-		{map[string]bool{"MachinePool": false}, "MachinePool=false"},
-	} {
-		if got := featureGates(tc.gates); got != tc.want {
-			t.Errorf("featureGates(%v) = %q, want %q", tc.gates, got, tc.want)
-		}
-	}
-}
-
 func extensionConfig() *runtimev1.ExtensionConfig {
 	return &runtimev1.ExtensionConfig{ObjectMeta: metav1.ObjectMeta{Name: "probe"},
 		Spec: runtimev1.ExtensionConfigSpec{ClientConfig: runtimev1.ClientConfig{URL: "https://127.0.0.1:1"}}}

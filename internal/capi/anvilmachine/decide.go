@@ -54,7 +54,8 @@ type Input struct {
 // Machine has lost it, and it is never made again.
 type Plan struct {
 	// Secret is the first-boot Secret (named like the anvil Machine, in its namespace), to
-	// create or bring to this data. Nil: leave Secrets alone.
+	// create or bring to this data. Nil: leave Secrets alone (also when the bootstrap data
+	// Secret already has that name, and the anvil Machine boots it in place).
 	Secret *corev1.Secret
 	// Create is the anvil Machine to create. Nil when it exists or must not be made.
 	Create *computev1alpha1.Machine
@@ -127,15 +128,18 @@ func Decide(in Input) Plan {
 		if reason != "" {
 			return wait(reason, msg)
 		}
-		m, err := desiredMachine(in, clusterName, fb)
+		inPlace := bootsInPlace(in, in.Namespace, am.Name)
+		m, err := desiredMachine(in, clusterName, fb, inPlace)
 		if err != nil {
 			return wait(infrav1.ReasonFailureDomainConflict, err.Error())
 		}
-		if in.FirstBootSecret != nil && !secretOurs(in.FirstBootSecret, am, clusterName, in.Local) {
+		if !inPlace && in.FirstBootSecret != nil && !secretOurs(in.FirstBootSecret, am, clusterName, in.Local) {
 			return wait(infrav1.ReasonSecretNameTaken, fmt.Sprintf("Secret %s/%s exists and was not made for this AnvilMachine (labels %s and %s, and an owner reference to it); it is left alone and no anvil Machine is made: delete or rename it",
 				m.Namespace, m.Name, infrav1.AnvilMachineLabel, clusterv1.ClusterNameLabel))
 		}
-		p.Secret = firstBootSecret(in, m.Namespace, m.Name, clusterName, fb)
+		if !inPlace {
+			p.Secret = firstBootSecret(in, m.Namespace, m.Name, clusterName, fb)
+		}
 		p.Create = m
 		p.BlockMove = true
 		p.Ready = condition(metav1.ConditionFalse, infrav1.ReasonProvisioning, fmt.Sprintf("creating anvil Machine %s/%s", m.Namespace, m.Name))
@@ -171,6 +175,15 @@ func Decide(in Input) Plan {
 		p.Ready = condition(metav1.ConditionFalse, infrav1.ReasonProvisioning, explain(m))
 	}
 	return p
+}
+
+// bootsInPlace says whether the bootstrap data Secret is itself at the first-boot Secret's
+// name (namespace/name, in this control plane): kubeadm's bootstrap provider names its Secret
+// after its KubeadmConfig, which KubeadmControlPlane and MachineSets name like the Machine and
+// its AnvilMachine. The anvil Machine then boots that Secret's value itself (the bootstrap
+// data has passed bootstrap's checks); a copy would overwrite the bootstrap provider's Secret.
+func bootsInPlace(in Input, namespace, name string) bool {
+	return in.Local && in.Bootstrap != nil && in.Bootstrap.Namespace == namespace && in.Bootstrap.Name == name
 }
 
 // bootstrap reads the Machine's bootstrap data, or says (reason, message) why there is none
@@ -256,8 +269,9 @@ func firstBootSecret(in Input, namespace, name, clusterName string, fb FirstBoot
 }
 
 // desiredMachine is the anvil Machine for the AnvilMachine: its template, placed in the
-// Machine's failure domain, booting the bootstrap data (in the Secret of the same name).
-func desiredMachine(in Input, clusterName string, fb FirstBoot) (*computev1alpha1.Machine, error) {
+// Machine's failure domain, booting the bootstrap data (in the Secret of the same name: the
+// provider's copy, or, inPlace, the bootstrap data Secret's value).
+func desiredMachine(in Input, clusterName string, fb FirstBoot, inPlace bool) (*computev1alpha1.Machine, error) {
 	am := in.AnvilMachine.DeepCopy()
 	s := am.Spec
 	selector := maps.Clone(s.MachinePoolSelector)
@@ -291,6 +305,9 @@ func desiredMachine(in Input, clusterName string, fb FirstBoot) (*computev1alpha
 		},
 	}
 	ref := &computev1alpha1.SecretKeySelector{Name: am.Name}
+	if inPlace {
+		ref.Key = BootstrapValueKey
+	}
 	if fb.Ignition {
 		m.Spec.IgnitionRef = ref
 	} else {

@@ -440,3 +440,73 @@ func TestProviderID(t *testing.T) {
 		t.Errorf("MachineKey of a foreign providerID = %s/%s, %v; want a refusal", n, m, err)
 	}
 }
+
+// kubeadm's bootstrap provider names its Secret like the Machine (and so like the
+// AnvilMachine and its anvil Machine): the anvil Machine boots that Secret's value in place,
+// and the provider writes no Secret over it, before or after the anvil Machine is made. A
+// Secret of that name that is not the bootstrap data is still refused, and an anvil Machine
+// in another control plane still gets its copy.
+func TestDecideBootsABootstrapSecretOfItsOwnNameInPlace(t *testing.T) {
+	atName := func(format, value string) func(*Input) {
+		return func(in *Input) {
+			s := bootstrapSecret(map[string]string{"value": value, "format": format})
+			s.Name = name
+			in.Machine.Spec.Bootstrap.DataSecretName = new(name)
+			in.Bootstrap, in.FirstBootSecret, in.Local = s, s, true
+		}
+	}
+	for _, tc := range []struct {
+		name       string
+		in         Input
+		wantRef    *computev1alpha1.SecretKeySelector
+		ignition   bool
+		wantSecret string // the key of the Secret the plan writes; "" for none
+		reason     string
+	}{
+		{"cloud-config at the Machine's name", input(atName("cloud-config", "## template: jinja\n#cloud-config\n")),
+			&computev1alpha1.SecretKeySelector{Name: name, Key: "value"}, false, "", infrav1.ReasonProvisioning},
+		{"ignition at the Machine's name", input(atName("ignition", "{}")),
+			&computev1alpha1.SecretKeySelector{Name: name, Key: "value"}, true, "", infrav1.ReasonProvisioning},
+		{"another control plane: a copy there", input(atName("cloud-config", "#cloud-config\n"), func(in *Input) {
+			in.Local, in.Namespace, in.FirstBootSecret = false, "site-a-tenant", nil
+		}), &computev1alpha1.SecretKeySelector{Name: name}, false, "userData", infrav1.ReasonProvisioning},
+		{"a hand-made Secret at the name is not the bootstrap data", input(func(in *Input) {
+			in.Local = true
+			in.FirstBootSecret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+		}), nil, false, "", infrav1.ReasonSecretNameTaken},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := Decide(tc.in)
+			if p.Ready.Reason != tc.reason {
+				t.Fatalf("Ready %s %s %q, want reason %s", p.Ready.Status, p.Ready.Reason, p.Ready.Message, tc.reason)
+			}
+			switch {
+			case tc.wantSecret == "" && p.Secret != nil:
+				t.Errorf("the plan writes Secret %s/%s over what is there", p.Secret.Namespace, p.Secret.Name)
+			case tc.wantSecret != "" && (p.Secret == nil || len(p.Secret.Data[tc.wantSecret]) == 0):
+				t.Errorf("the plan writes %+v, want a copy under %q", p.Secret, tc.wantSecret)
+			}
+			if tc.wantRef == nil {
+				if p.Create != nil {
+					t.Errorf("an anvil Machine is made: %+v", p.Create.Spec)
+				}
+				return
+			}
+			if p.Create == nil {
+				t.Fatal("no anvil Machine to make")
+			}
+			got, other := p.Create.Spec.UserDataRef, p.Create.Spec.IgnitionRef
+			if tc.ignition {
+				got, other = other, got
+			}
+			if other != nil || got == nil || *got != *tc.wantRef {
+				t.Errorf("first boot %+v (and %+v), want %+v", got, other, tc.wantRef)
+			}
+		})
+	}
+	// Once the anvil Machine exists, the bootstrap provider's Secret is still never written.
+	in := input(atName("cloud-config", "#cloud-config\n"), func(in *Input) { in.Existing = anvil(running) })
+	if p := Decide(in); p.Secret != nil || p.Ready.Reason != infrav1.ReasonRunning {
+		t.Errorf("with the anvil Machine running: Secret %+v, Ready %s", p.Secret, p.Ready.Reason)
+	}
+}

@@ -28,7 +28,7 @@ import (
 )
 
 // startProvider starts a control plane with Cluster API's Cluster and Machine CRDs
-// ($KUBEBUILDER_ASSETS/capi/crd, which make tools fills) and anvil's provider CRDs, and runs
+// ($KUBEBUILDER_ASSETS/capi/cluster-api/crd, which make tools fills) and anvil's provider CRDs, and runs
 // the provider alone (4 workers per controller, as the manager's default) with loopback
 // identities allowed, so that an attack on a 127.0.0.1 listener is held by the check under
 // test and not by the address check.
@@ -54,7 +54,7 @@ func startProvider(t *testing.T) *harness.Env {
 	}
 	var files []string
 	for _, kind := range []string{"clusters", "machines"} {
-		f := filepath.Join(assets, "capi", "crd", "cluster.x-k8s.io_"+kind+".yaml")
+		f := filepath.Join(assets, "capi", "cluster-api", "crd", "cluster.x-k8s.io_"+kind+".yaml")
 		if _, err := os.Stat(f); err != nil {
 			t.Fatalf("%s is missing: run \"make tools\" (it copies Cluster API's CRDs into bin/capi)", f)
 		}

@@ -1,0 +1,226 @@
+package config
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/anvil-dev/anvil/api"
+	"github.com/anvil-dev/anvil/internal/clusterapi"
+	"github.com/anvil-dev/anvil/internal/manifest"
+	"github.com/anvil-dev/anvil/test/harness"
+)
+
+// localRepository lays out config/clusterctl as clusterctl's local repository (as make
+// clusterctl-repo does: {base}/infrastructure-anvil/v0.1.0/ with the components, the
+// metadata and the default template) and returns clusterctl's configuration naming it.
+func localRepository(t *testing.T, kubectl string) string {
+	t.Helper()
+	base := t.TempDir()
+	dir := filepath.Join(base, "infrastructure-anvil", "v0.1.0")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	components, err := exec.Command(kubectl, "kustomize", "capi").Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize capi: %v\n%s", err, stderrOf(err))
+	}
+	files := map[string][]byte{"infrastructure-components.yaml": components}
+	for _, name := range []string{"metadata.yaml", "cluster-template.yaml"} {
+		if files[name], err = os.ReadFile(filepath.Join("clusterctl", name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := filepath.Join(base, "clusterctl.yaml")
+	if err := os.WriteFile(cfg, []byte("providers:\n- name: anvil\n  type: InfrastructureProvider\n  url: file://"+
+		filepath.Join(dir, "infrastructure-components.yaml")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// generateCluster runs bin/clusterctl generate cluster demo with the quick start's flags and
+// the variables vars, against the management cluster of kubeconfig (KUBECONFIG, as the
+// quick start exports it: clusterctl reads anvil's version from its inventory), without
+// its version check and with a config folder of its own, in namespace tenant.
+func generateCluster(t *testing.T, clusterctl, cfg, kubeconfig string, vars map[string]string) ([]byte, error) {
+	t.Helper()
+	cmd := exec.Command(clusterctl, "generate", "cluster", "demo", "--infrastructure", "anvil",
+		"--kubernetes-version", "v1.36.3", "--control-plane-machine-count", "1", "--worker-machine-count", "1",
+		"--target-namespace", "tenant", "--config", cfg)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "XDG_CONFIG_HOME=" + t.TempDir(),
+		"CLUSTERCTL_DISABLE_VERSIONCHECK=true", "KUBECONFIG=" + kubeconfig}
+	for k, v := range vars {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	return cmd.Output() // an *exec.ExitError carries clusterctl's standard error
+}
+
+// The quick start's template (config/clusterctl) through the real clusterctl: a kubeadm
+// control plane and workers on anvil Machines, every variable resolved, the node's files as
+// docs/kubeadm.md has them, and every object accepted by a management cluster as anvil dev
+// --capi makes it (the CRDs' schemas and the providers' webhooks: KubeadmControlPlane refused
+// the template's first timeouts). A variable left unset is refused by name.
+func TestClusterctlGeneratesTheQuickStartCluster(t *testing.T) {
+	kubectl, clusterctl := tool(t, "kubectl"), tool(t, "clusterctl")
+	cfg := localRepository(t, kubectl)
+	vars := map[string]string{
+		"ANVIL_CONTROL_PLANE_ENDPOINT_HOST": "192.0.2.10",
+		"ANVIL_CONTROL_PLANE_ENDPOINT_PORT": "16443",
+		"ANVIL_NODE_IMAGE":                  "127.0.0.1:5001/anvil/kubernetes-node:v1.36.3",
+	}
+	// The management cluster anvil dev --capi makes (internal/clusterapi: Cluster API's three
+	// managers with their webhooks, anvil's CRDs, the inventory clusterctl reads anvil's
+	// version from), so that the objects meet the providers' own validation too.
+	kubeconfig := harness.StartAPIServer(t)
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	restCfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheme, err := api.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(restCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	bin := filepath.Dir(clusterctl)
+	if err := clusterapi.InstallAnvilProvider(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	managers, err := clusterapi.Start(ctx, restCfg, clusterapi.Options{BinDir: bin, Providers: clusterapi.WithKubeadm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = managers.Stop() }) // before the apiserver stops
+	if err := clusterapi.InstallInventory(ctx, c, bin, "capi-system", clusterapi.WithKubeadm); err != nil {
+		t.Fatal(err)
+	}
+	run("create", "namespace", "tenant")
+	out, err := generateCluster(t, clusterctl, cfg, kubeconfig, vars)
+	if err != nil {
+		t.Fatalf("clusterctl generate cluster: %v\n%s", err, stderrOf(err))
+	}
+	if strings.Contains(string(out), "${") {
+		t.Errorf("a variable is left in the output:\n%s", out)
+	}
+	docs, err := manifest.Documents(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byKind := map[string][]*unstructured.Unstructured{}
+	var kinds []string
+	for _, d := range docs {
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(mustJSON(t, d)); err != nil {
+			t.Fatal(err)
+		}
+		if u.GetNamespace() != "tenant" {
+			t.Errorf("%s %s in namespace %q, want tenant", u.GetKind(), u.GetName(), u.GetNamespace())
+		}
+		byKind[u.GetKind()] = append(byKind[u.GetKind()], u)
+		kinds = append(kinds, u.GetKind())
+	}
+	slices.Sort(kinds)
+	want := []string{"AnvilCluster", "AnvilMachineTemplate", "AnvilMachineTemplate", "Cluster", "KubeadmConfigTemplate", "KubeadmControlPlane", "MachineDeployment"}
+	if !slices.Equal(kinds, want) {
+		t.Fatalf("kinds %v, want %v", kinds, want)
+	}
+	field := func(u *unstructured.Unstructured, path ...string) any {
+		v, _, err := unstructured.NestedFieldNoCopy(u.Object, path...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	kcp, md, ac := byKind["KubeadmControlPlane"][0], byKind["MachineDeployment"][0], byKind["AnvilCluster"][0]
+	for _, c := range []struct {
+		what      string
+		got, want any
+	}{
+		{"the KubeadmControlPlane's version", field(kcp, "spec", "version"), "v1.36.3"},
+		{"the KubeadmControlPlane's replicas", field(kcp, "spec", "replicas"), int64(1)},
+		{"the KubeadmControlPlane's machine template", field(kcp, "spec", "machineTemplate", "spec", "infrastructureRef", "name"), "demo-control-plane"},
+		{"the etcd image tag", field(kcp, "spec", "kubeadmConfigSpec", "clusterConfiguration", "etcd", "local", "imageTag"), "3.6.16-0"},
+		{"the MachineDeployment's replicas", field(md, "spec", "replicas"), int64(1)},
+		{"the MachineDeployment's version", field(md, "spec", "template", "spec", "version"), "v1.36.3"},
+		{"the MachineDeployment's bootstrap", field(md, "spec", "template", "spec", "bootstrap", "configRef", "kind"), "KubeadmConfigTemplate"},
+		{"the endpoint's host", field(ac, "spec", "controlPlaneEndpoint", "host"), "192.0.2.10"},
+		{"the endpoint's port", field(ac, "spec", "controlPlaneEndpoint", "port"), int64(16443)},
+		{"the pod network", field(byKind["Cluster"][0], "spec", "clusterNetwork", "pods", "cidrBlocks"), []any{"10.244.0.0/16"}},
+	} {
+		if !equalJSON(c.got, c.want) {
+			t.Errorf("%s = %#v, want %#v", c.what, c.got, c.want)
+		}
+	}
+	for _, tmpl := range byKind["AnvilMachineTemplate"] {
+		spec := field(tmpl, "spec", "template", "spec").(map[string]any)
+		if spec["image"] != vars["ANVIL_NODE_IMAGE"] || spec["architecture"] != "amd64" ||
+			!equalJSON(spec["machinePoolSelector"], map[string]any{"compute.anvil.dev/runtime": "qemu"}) ||
+			!equalJSON(spec["machineClassRef"], map[string]any{"name": "kube-node"}) {
+			t.Errorf("AnvilMachineTemplate %s: %v", tmpl.GetName(), spec)
+		}
+	}
+	// The node's files, for the control plane and the workers alike.
+	hosts := `[host."http://10.0.2.100:5000/v2/anvil/kube"]`
+	for _, files := range [][]any{
+		field(kcp, "spec", "kubeadmConfigSpec", "files").([]any),
+		field(byKind["KubeadmConfigTemplate"][0], "spec", "template", "spec", "files").([]any),
+	} {
+		paths := map[string]string{}
+		for _, f := range files {
+			f := f.(map[string]any)
+			paths[f["path"].(string)], _ = f["content"].(string)
+		}
+		if h := paths["/etc/containerd/certs.d/registry.k8s.io/hosts.toml"]; !strings.Contains(h, hosts) || !strings.Contains(h, "override_path = true") {
+			t.Errorf("containerd's mirror of registry.k8s.io is %q, want %s with override_path", h, hosts)
+		}
+		if !strings.Contains(paths["/etc/cni/net.d/10-bridge.conflist"], `"subnet": "10.244.0.0/24"`) || paths["/etc/resolv.conf"] != "nameserver 10.0.2.3\n" {
+			t.Errorf("the bridge CNI and resolv.conf: %v", paths)
+		}
+	}
+
+	generated := filepath.Join(t.TempDir(), "demo.yaml")
+	if err := os.WriteFile(generated, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := run("apply", "--dry-run=server", "-f", generated); strings.Count(got, "(server dry run)") != len(docs) {
+		t.Errorf("kubectl apply --dry-run=server: %d objects accepted of %d:\n%s", strings.Count(got, "(server dry run)"), len(docs), got)
+	}
+
+	delete(vars, "ANVIL_NODE_IMAGE")
+	if _, err := generateCluster(t, clusterctl, cfg, kubeconfig, vars); err == nil || !strings.Contains(stderrOf(err), "ANVIL_NODE_IMAGE") {
+		t.Errorf("without ANVIL_NODE_IMAGE: %v (%s), want clusterctl's refusal naming it", err, stderrOf(err))
+	}
+}
+
+// equalJSON compares values as they came out of JSON (numbers as int64 or float64).
+func equalJSON(a, b any) bool {
+	ja, err1 := json.Marshal(a)
+	jb, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && string(ja) == string(jb)
+}
