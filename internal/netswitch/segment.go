@@ -26,6 +26,7 @@ type segment struct {
 	conn       *net.UnixConn
 	raw        syscall.RawConn
 	table      atomic.Pointer[table]
+	senders    map[uint32]bool // read only
 	gw         *gateway
 	done       chan struct{} // closed when the reader has returned
 	log        logr.Logger
@@ -35,12 +36,15 @@ type segment struct {
 // openSegment binds the segment's socket and starts its reader. The socket file is made
 // writable by anyone: who may reach it is decided by the folder's permissions, and a
 // datagram from a socket that is not an attached port is dropped anyway.
-func openSegment(name, path string, t *table, log logr.Logger) (*segment, error) {
+func openSegment(name, path string, t *table, senders map[uint32]bool, log logr.Logger) (*segment, error) {
 	conn, err := listen(path)
 	if err != nil {
 		return nil, fmt.Errorf("segment %s: %w", name, err)
 	}
 	raw, err := conn.SyscallConn()
+	if err == nil {
+		err = passCredentials(raw)
+	}
 	if err == nil {
 		err = os.Chmod(path, 0o666)
 	}
@@ -49,7 +53,7 @@ func openSegment(name, path string, t *table, log logr.Logger) (*segment, error)
 		os.Remove(path)
 		return nil, fmt.Errorf("segment %s: %w", name, err)
 	}
-	sg := &segment{name: name, path: path, conn: conn, raw: raw, done: make(chan struct{}), log: log}
+	sg := &segment{name: name, path: path, conn: conn, raw: raw, senders: senders, done: make(chan struct{}), log: log}
 	sg.table.Store(t)
 	if sg.gw, err = newGateway(t.cfg, sg.fromGateway); err != nil {
 		conn.Close()
@@ -107,8 +111,9 @@ func (sg *segment) close() error {
 func (sg *segment) run() {
 	defer close(sg.done)
 	buf := make([]byte, maxFrame)
+	oob := make([]byte, unix.CmsgSpace(unix.SizeofUcred))
 	for {
-		n, _, flags, addr, err := sg.conn.ReadMsgUnix(buf, nil)
+		n, oobn, flags, addr, err := sg.conn.ReadMsgUnix(buf, oob)
 		if errors.Is(err, net.ErrClosed) {
 			return
 		}
@@ -127,6 +132,10 @@ func (sg *segment) run() {
 		}
 		if flags&unix.MSG_TRUNC != 0 {
 			sg.log.V(1).Info("Dropped a frame", "from", from, "reason", "larger than the read buffer")
+			continue
+		}
+		if uid, ok := senderUID(oob[:oobn]); !ok || !sg.senders[uid] {
+			sg.log.V(1).Info("Dropped a frame", "from", from, "reason", "sent by another user", "uid", uid)
 			continue
 		}
 		d := sg.table.Load().decide(from, buf[:n])
@@ -183,4 +192,30 @@ func (sg *segment) send(to string, frame []byte) error {
 		return err
 	}
 	return sendErr
+}
+
+// passCredentials asks the kernel to attach each datagram's sender credentials.
+func passCredentials(raw syscall.RawConn) error {
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PASSCRED, 1)
+	}); err != nil {
+		return err
+	}
+	return serr
+}
+
+// senderUID is the user id the kernel attached to a datagram (SO_PASSCRED); false when it
+// attached none.
+func senderUID(oob []byte) (uint32, bool) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return 0, false
+	}
+	for _, m := range msgs {
+		if cred, err := unix.ParseUnixCredentials(&m); err == nil {
+			return cred.Uid, true
+		}
+	}
+	return 0, false
 }

@@ -20,6 +20,8 @@ import (
 type Switch struct {
 	dir string
 	log logr.Logger
+	// senders are the users whose processes' frames count (see New).
+	senders map[uint32]bool
 
 	mu       sync.Mutex
 	closed   bool
@@ -29,18 +31,23 @@ type Switch struct {
 
 // New returns a switch whose segment sockets are in dir, made 0711: any user reaches a
 // socket there (QEMU sends each frame by path, after dropping to its own user) and none
-// lists them. That opens nothing: a frame counts only from a port's own socket path, in
-// folders only root and QEMU's user write, and frames go only to ports' paths. dir's
-// parents must let QEMU's user through. Socket files a crashed process left in dir are
-// removed; a socket another process still serves is left alone.
-func New(dir string, log logr.Logger) (*Switch, error) {
+// lists them. A frame counts only when the kernel says (SO_PASSCRED) its sender runs as
+// this process's user or one of senders (QEMU's), and it comes from a port's own socket
+// path: a sender path alone proves nothing, since another user can bind any path in a
+// mount namespace of its own. Socket files a crashed process left in dir are removed; a
+// socket another process still serves is left alone.
+func New(dir string, log logr.Logger, senders ...uint32) (*Switch, error) {
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return nil, fmt.Errorf("creating the switch's folder: %w", err)
 	}
 	if err := os.Chmod(dir, 0o711); err != nil {
 		return nil, fmt.Errorf("opening the switch's folder: %w", err)
 	}
-	s := &Switch{dir: dir, log: log, segments: map[string]*segment{}, portSeg: map[string]string{}}
+	s := &Switch{dir: dir, log: log, segments: map[string]*segment{}, portSeg: map[string]string{},
+		senders: map[uint32]bool{uint32(os.Geteuid()): true}}
+	for _, uid := range senders {
+		s.senders[uid] = true
+	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("reading the switch's folder: %w", err)
@@ -103,7 +110,7 @@ func (s *Switch) Attach(seg Segment, p Port) (string, netip.Addr, error) {
 		return "", netip.Addr{}, fmt.Errorf("segment %s: %w", seg.Name, err)
 	}
 	if sg == nil {
-		if sg, err = openSegment(seg.Name, path, t, s.log.WithValues("segment", seg.Name)); err != nil {
+		if sg, err = openSegment(seg.Name, path, t, s.senders, s.log.WithValues("segment", seg.Name)); err != nil {
 			return "", netip.Addr{}, err
 		}
 		s.segments[seg.Name] = sg
