@@ -246,11 +246,15 @@ func startPools(ctx context.Context, o Options, cfg *rest.Config, c client.Clien
 	}
 	if o.QemuPools {
 		archs, missing := qemuArchitectures(o.QemuArchitectures)
-		dir, err := qemu.SwitchDir(filepath.Join(stateDir, "net"))
+		dir, err := qemu.SwitchDir(stateDir)
 		if err != nil {
 			return nil, err
 		}
-		sw, err := netswitch.New(dir, ctrl.Log.WithName("switch"))
+		qemuUser, err := vm.UserForRoot("") // the pools' QEMU user, which sends the frames
+		if err != nil {
+			return nil, err
+		}
+		sw, err := netswitch.New(dir, ctrl.Log.WithName("switch"), qemuUser.UIDs()...)
 		if err != nil {
 			return nil, err
 		}

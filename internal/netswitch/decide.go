@@ -38,6 +38,7 @@ const (
 	dropNotIPv4            dropReason = "addressed to the gateway, which speaks only IPv4 and ARP"
 	dropRouted             dropReason = "IPv4 to the gateway's MAC but not its address (it routes nothing), or malformed"
 	dropARPToGateway       dropReason = "ARP to the gateway that is no reply to it"
+	dropSourceIP           dropReason = "to the gateway from an address that is not the port's own"
 	dropBadDHCP            dropReason = "malformed DHCP request"
 )
 
@@ -70,7 +71,7 @@ func (t *table) decide(from string, frame []byte) decision {
 		return d
 	}
 	if h.dst == gatewayMAC {
-		if drop := t.forStack(h, payload); drop != "" {
+		if drop := t.forStack(p, h, payload); drop != "" {
 			return decision{drop: drop}
 		}
 		return decision{toStack: frame}
@@ -81,16 +82,27 @@ func (t *table) decide(from string, frame []byte) decision {
 // forStack says why a frame to the gateway's MAC that answer left is not for its stack:
 // the stack gets IPv4 to the gateway's address (TCP) and ARP replies to its own requests,
 // nothing else, and broadcasts never (it needs none). Checking the address here, not only
-// in the stack, keeps "routes nothing" a property of the switch.
-func (t *table) forStack(h ethHeader, payload []byte) dropReason {
+// in the stack, keeps "routes nothing" a property of the switch. What reaches the stack
+// carries the sending port's own address (IPv4 source, ARP sender): the gateway routes
+// nothing, so no pod address is due there, and a port may not pass itself off as another
+// to the host's connections into the segment or to a service at the gateway.
+func (t *table) forStack(p port, h ethHeader, payload []byte) dropReason {
 	switch h.etherType {
 	case etherTypeIPv4:
-		if ip, ok := parseIPv4(payload); !ok || ip.dst != t.cfg.gateway {
+		ip, ok := parseIPv4(payload)
+		if !ok || ip.dst != t.cfg.gateway {
 			return dropRouted
 		}
+		if ip.src != p.ip {
+			return dropSourceIP
+		}
 	case etherTypeARP:
-		if a, ok := parseARP(payload); !ok || a.op != arpOpReply || a.targetIP != t.cfg.gateway {
+		a, ok := parseARP(payload)
+		if !ok || a.op != arpOpReply || a.targetIP != t.cfg.gateway {
 			return dropARPToGateway
+		}
+		if a.senderIP != p.ip || a.senderMAC != p.mac {
+			return dropSourceIP
 		}
 	default:
 		return dropNotIPv4

@@ -111,8 +111,11 @@ func TestDecideToTheGatewaysStack(t *testing.T) {
 		drop    dropReason
 	}{
 		{"TCP to the gateway", frameOf(gatewayMAC, macA, etherTypeIPv4, tcp("10.200.0.10", "10.200.0.1")), true, ""},
-		{"TCP from a routed address (no source filter)",
-			frameOf(gatewayMAC, macA, etherTypeIPv4, tcp("192.168.7.3", "10.200.0.1")), true, ""},
+		{"TCP from a routed address (the gateway routes nothing, so none is due)",
+			frameOf(gatewayMAC, macA, etherTypeIPv4, tcp("192.168.7.3", "10.200.0.1")), false, dropSourceIP},
+		{"TCP from another port's address", frameOf(gatewayMAC, macA, etherTypeIPv4, tcp("10.200.0.11", "10.200.0.1")), false, dropSourceIP},
+		{"ARP reply claiming another port's address",
+			frameOf(gatewayMAC, macA, etherTypeARP, arpReplyBytes(arpPacket{senderMAC: gatewayMAC, senderIP: testGateway}, macA, ipB)), false, dropSourceIP},
 		{"ARP reply to the gateway's request", arpReply(testGateway), true, ""},
 		{"ARP reply to another address", arpReply(ipB), false, dropARPToGateway},
 		{"routed through the gateway", frameOf(gatewayMAC, macA, etherTypeIPv4, tcp("10.200.0.10", "8.8.8.8")), false, dropRouted},

@@ -127,7 +127,7 @@ func (c *Config) defaults() error {
 	if err := checkNetworks(c.Networks); err != nil {
 		return err
 	}
-	if n := len(nicSocket(c.StateDir, c.Name+"-"+"000000000000", "nic999")); n > maxSocketPath {
+	if n := len(nicSocket(c.StateDir, c.Name+"-"+"000000000000", "nic9999")); hasSegments(c.Networks) && n > maxSocketPath {
 		return fmt.Errorf("qemu runtime: state directory %s is too long: NIC socket paths inside it would be %d bytes, Linux allows %d", c.StateDir, n, maxSocketPath)
 	}
 	if err := c.resolveForwardCommand(); err != nil {

@@ -120,8 +120,10 @@ type device struct {
 	// SSHPort is the host port forwarded to this NIC's port 22 in the running QEMU.
 	SSHPort int `json:"sshPort,omitempty"`
 	// IP is the address a segment's switch gives a NIC on a segment network (see Segment),
-	// kept for the machine's life.
-	IP string `json:"ip,omitempty"`
+	// and Segment the switch's name of its segment, both kept for the machine's life from
+	// its first join: a label changed later never moves the NIC to another segment.
+	IP      string `json:"ip,omitempty"`
+	Segment string `json:"segment,omitempty"`
 }
 
 type recordJSON struct {

@@ -89,7 +89,7 @@ func New(cfg Config) (*Runtime, error) {
 		if err != nil {
 			return nil, fmt.Errorf("qemu runtime: %w", err)
 		}
-		sw, err := netswitch.New(dir, cfg.Logger.WithName("switch"))
+		sw, err := netswitch.New(dir, cfg.Logger.WithName("switch"), r.cfg.runAs.UIDs()...)
 		if err != nil {
 			return nil, fmt.Errorf("qemu runtime: %w", err)
 		}
@@ -99,10 +99,7 @@ func New(cfg Config) (*Runtime, error) {
 		r.closeSwitch()
 		return nil, err
 	}
-	if err := r.rejoinSegments(); err != nil {
-		r.closeSwitch()
-		return nil, fmt.Errorf("qemu runtime: %w", err)
-	}
+	r.rejoinSegments()
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	for id, m := range r.machines {
 		r.startWorker(id, m)

@@ -22,10 +22,9 @@ import (
 // whatever pool sharing the switch runs them. The switch hands each NIC one address of
 // Subnet by DHCP, with the subnet's first address as the gateway (it answers ARP and ping,
 // and routes nothing: a default route there makes the segment the guest's main network)
-// and DNS as resolvers. The addresses are the guests' own: nothing is added to the host.
+// and no resolver. The addresses are the guests' own: nothing is added to the host.
 type Segment struct {
 	Subnet netip.Prefix
-	DNS    []netip.Addr
 }
 
 // gateway is the segment's first address.
@@ -34,8 +33,8 @@ func (s *Segment) gateway() netip.Addr { return s.Subnet.Masked().Addr().Next() 
 // checkSegment refuses a segment the switch could not serve.
 func checkSegment(name string, n Network) error {
 	s := n.Segment
-	if !s.Subnet.IsValid() || !s.Subnet.Addr().Is4() || s.Subnet.Bits() > 29 {
-		return fmt.Errorf("qemu runtime: network %s: segment subnet %v: want an IPv4 prefix of /29 or wider", name, s.Subnet)
+	if !s.Subnet.IsValid() || !s.Subnet.Addr().Is4() || s.Subnet.Bits() > 30 {
+		return fmt.Errorf("qemu runtime: network %s: segment subnet %v: want an IPv4 prefix of /30 or wider", name, s.Subnet)
 	}
 	if len(n.Forwards) > 0 || n.Outbound {
 		return fmt.Errorf("qemu runtime: network %s: a segment has no forwards or outbound proxy (those are QEMU's user network's)", name)
@@ -43,7 +42,7 @@ func checkSegment(name string, n Network) error {
 	return nil
 }
 
-// hasSegments reports whether a network is a segment.
+// hasSegments reports whether any network is a segment.
 func hasSegments(networks map[string]Network) bool {
 	for _, n := range networks {
 		if n.Segment != nil {
@@ -96,12 +95,15 @@ func (r *Runtime) joinSegmentLocked(machineID string, rec *record, d *device) (*
 			return nil, fmt.Errorf("nic %s: recorded address: %w", d.Name, err)
 		}
 	}
-	name := segmentName(rec.Machine.GetMetadata().GetLabels()[mri.LabelMachineNamespace], d.Network)
-	remote, ip, err := r.cfg.Switch.Attach(netswitch.Segment{Name: name, Subnet: seg.Subnet, Gateway: seg.gateway(), DNS: seg.DNS}, port)
+	name := d.Segment
+	if name == "" {
+		name = segmentName(rec.Machine.GetMetadata().GetLabels()[mri.LabelMachineNamespace], d.Network)
+	}
+	remote, ip, err := r.cfg.Switch.Attach(netswitch.Segment{Name: name, Subnet: seg.Subnet, Gateway: seg.gateway()}, port)
 	if err != nil {
 		return nil, fmt.Errorf("nic %s: joining its segment: %w", d.Name, err)
 	}
-	d.IP = ip.String()
+	d.IP, d.Segment = ip.String(), name
 	return &vm.SegmentSockets{Local: port.Peer, Switch: remote}, nil
 }
 
@@ -113,19 +115,27 @@ func (r *Runtime) leaveSegment(machineID string, d *device) {
 }
 
 // rejoinSegments plugs the switched NICs that have an address back in when the runtime
-// starts, before any new NIC takes one, so a running VM keeps its address and its peers.
-func (r *Runtime) rejoinSegments() error {
+// starts, before this runtime gives any new NIC one, so a running VM keeps its address
+// and its peers. A NIC whose network is no longer a segment forgets its address. A NIC the
+// switch refuses (another runtime sharing it gave its address away meanwhile, or the
+// subnet changed) is logged and left off its segment: one machine's trouble never stops
+// the runtime; its next start joins again, with a new address if it has to.
+func (r *Runtime) rejoinSegments() {
 	for id, m := range r.machines {
 		for _, d := range m.rec.Devices {
-			if d.Kind != kindNIC || d.IP == "" || r.cfg.Networks[d.Network].Segment == nil {
+			if d.Kind != kindNIC || d.IP == "" {
+				continue
+			}
+			if r.cfg.Networks[d.Network].Segment == nil {
+				d.IP, d.Segment = "", ""
 				continue
 			}
 			if _, err := r.joinSegmentLocked(id, m.rec, d); err != nil {
-				return fmt.Errorf("machine %s: %w", id, err)
+				r.cfg.Logger.Error(err, "a NIC could not join its segment again; its machine's next start tries again", "machine", id)
+				d.IP = ""
 			}
 		}
 	}
-	return nil
 }
 
 // networkConfigLocked is the seed's network-config of a machine with a NIC on a segment:

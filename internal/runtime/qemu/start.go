@@ -3,7 +3,6 @@ package qemu
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -130,12 +129,6 @@ func (w *worker) plan() (vm.Spec, string, error) {
 			segment, err := w.r.joinSegmentLocked(w.id, rec, d)
 			if err != nil {
 				return vm.Spec{}, "", err
-			}
-			if segment != nil {
-				// QEMU binds the NIC's socket: one left by a QEMU that died is in its way.
-				if err := os.Remove(segment.Local); err != nil && !errors.Is(err, os.ErrNotExist) {
-					return vm.Spec{}, "", err
-				}
 			}
 			nic := w.r.vmNIC(w.id, d, d.Port, segment)
 			if firstNIC && segment == nil {

@@ -28,6 +28,15 @@ func (u *User) RunAs() string {
 	return fmt.Sprintf("%d:%d", u.UID, u.GID)
 }
 
+// UIDs is the user's id, none for nil (QEMU runs as its starter): the users whose
+// processes may send frames to a switch (netswitch.New).
+func (u *User) UIDs() []uint32 {
+	if u == nil {
+		return nil
+	}
+	return []uint32{u.UID}
+}
+
 // UserForRoot is the user QEMU drops to when its starter runs as root: name, or
 // DefaultUser when empty; nil when the starter is not root (QEMU cannot change user then).
 // A starter running as root never starts QEMU as root: a missing user is an error that
