@@ -16,9 +16,11 @@
 // never flood unicast to an unknown MAC, and never hand a port any address but its own.
 // It does not filter by source IP: Kubernetes nodes route pod addresses over the segment.
 //
-// A port is known by its socket path alone: whoever can bind that path is that port, so
-// the folders of the NIC sockets decide who can be which port. The segment sockets are
-// writable by anyone who can reach their folder (dir, given to New).
+// A port is known by its socket path and its sender's user: a frame counts only when the
+// kernel's credentials (SO_PASSCRED) name this process's user or one New was given
+// (QEMU's), since another user can bind any path in a mount namespace of its own. The
+// segment sockets are writable by anyone who can reach their folder (dir, given to New).
+// Frames to the gateway's stack must carry the port's own address.
 //
 // The decisions (decide.go, dhcpserver.go) are pure functions of a port table and a frame;
 // the sockets (switch.go, segment.go) and the stack's link (link.go) only read, call and
