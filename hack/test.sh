@@ -31,7 +31,10 @@ heavy=(
 # rollouts to Debian VMs and a server take about 35 minutes alone, which would take CI's
 # make test (78 minutes) past its 90. It runs with make test-debian-builds (docs/debian.md,
 # "The build and rollout test").
-skip='^TestDebianOSImagesBuildAndRollOut$'
+# And test/kubeadm's cluster of two architectures on a segment: written in session 24, never
+# run yet (the Debian image was still building when the session ended); it joins make test
+# once it has passed (docs/kubeadm.md).
+skip='^(TestDebianOSImagesBuildAndRollOut|TestKubeadmClusterOfTwoArchitecturesOnASegment)$'
 exclude=()
 for p in "${heavy[@]}"; do exclude+=(-e "$module/${p#./}"); done
 mapfile -t light < <(go list ./... | grep -v -x -F "${exclude[@]}")

@@ -27,7 +27,8 @@ capabilities: {cpu: "2", memory: 3Gi}
 
 // nodeMachine is a node-image Machine on the QEMU pool of its architecture, with a NIC on
 // the network that reaches the registry's public Kubernetes images (and its SSH forward)
-// and one on the segment where the namespace's nodes reach each other.
+// and, for a node of a cluster, one on the segment where the namespace's nodes reach each
+// other (SEGMENTNIC).
 const nodeMachine = `
 apiVersion: v1
 kind: Secret
@@ -54,7 +55,10 @@ spec:
     ephemeral:
       networkInterfaceTemplate:
         spec: {network: KUBENETWORK}
-  - name: nic1
+SEGMENTNIC`
+
+// segmentNIC is a cluster node's second NIC, on the segment.
+const segmentNIC = `  - name: nic1
     ephemeral:
       networkInterfaceTemplate:
         spec: {network: NODENETWORK}
@@ -64,11 +68,14 @@ spec:
 // mirror of registry.k8s.io (anvil dev's public folder on the node's network; a pull
 // reads it, nothing restarts), a bridge pod network, and kubeadm's configuration (the etcd
 // image anvil builds is the project's etcd pin; TCG needs longer waits than kubeadm's).
-// The segment's DHCP gives the node its address and its only IPv4 default route, so
-// kubeadm and the kubelet take the segment's address for the node's, with nothing named;
-// it gives no resolver, and the kubelet needs some resolv.conf (one that answers nothing;
-// CoreDNS's loop check refuses a loopback one). Each node has its own pod subnet: the
-// bridge plugin keeps Pods on their node, which is enough for Pods to run.
+// On a segment, its DHCP gives the node its address and its only IPv4 default route, so
+// kubeadm and the kubelet take the segment's address for the node's, with nothing named.
+// A node on the QEMU pool's restricted network alone has an address but no IPv4 route:
+// kubeadm would take the IPv6 router's address for the API's, so the address is named
+// (LOCALENDPOINT). Neither gives a resolver, and the kubelet needs some resolv.conf (one
+// that answers nothing; CoreDNS's loop check refuses a loopback one). Each node has its
+// own pod subnet: the bridge plugin keeps Pods on their node, which is enough for Pods to
+// run.
 const nodeFiles = `write_files:
   - path: /etc/resolv.conf
     content: |
@@ -89,7 +96,7 @@ const nodeFiles = `write_files:
     content: |
       apiVersion: kubeadm.k8s.io/v1beta4
       kind: InitConfiguration
-      timeouts:
+LOCALENDPOINT      timeouts:
         controlPlaneComponentHealthCheck: 20m
         kubeletHealthCheck: 10m
         kubernetesAPICall: 5m
@@ -157,12 +164,22 @@ type node struct {
 	uname string
 	// podSubnet is the node's share of the pod network (the bridge plugin's range).
 	podSubnet string
+	// segment: the node has a NIC on anvil dev's segment, whose address is its own.
+	segment bool
 }
 
 var (
-	controlPlane = node{name: "kube-cp", arch: "amd64", uname: "x86_64", podSubnet: "10.244.0.0/24"}
-	armWorker    = node{name: "kube-arm", arch: "arm64", uname: "aarch64", podSubnet: "10.244.1.0/24"}
+	controlPlane = node{name: "kube-cp", arch: "amd64", uname: "x86_64", podSubnet: "10.244.0.0/24", segment: true}
+	armWorker    = node{name: "kube-arm", arch: "arm64", uname: "aarch64", podSubnet: "10.244.1.0/24", segment: true}
+	// lone is a node on the restricted network alone, without the segment.
+	lone = node{name: "kube-lone", arch: "amd64", uname: "x86_64", podSubnet: "10.244.0.0/24"}
 )
+
+// localEndpoint names the address of a node without the segment (see nodeFiles).
+const localEndpoint = `      localAPIEndpoint: {advertiseAddress: 10.0.2.15}
+      nodeRegistration:
+        kubeletExtraArgs: [{name: node-ip, value: 10.0.2.15}]
+`
 
 // createNode creates n's Machine and returns the login its user data allows.
 func (d *kubeDev) createNode(tb testing.TB, n node) *guestssh.Identity {
@@ -171,14 +188,55 @@ func (d *kubeDev) createNode(tb testing.TB, n node) *guestssh.Identity {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	endpoint, nics := localEndpoint, ""
+	if n.segment {
+		endpoint, nics = "", segmentNIC
+	}
 	files := strings.NewReplacer("REGISTRY", dev.KubeGuestRegistry, "KUBEFOLDER", dev.KubeFolder,
-		"KUBEVERSION", d.kubeVersion, "ETCDTAG", d.etcdTag, "PODSUBNET", n.podSubnet).Replace(nodeFiles)
+		"KUBEVERSION", d.kubeVersion, "ETCDTAG", d.etcdTag, "PODSUBNET", n.podSubnet, "LOCALENDPOINT", endpoint).Replace(nodeFiles)
 	userData := "#cloud-config\n" + id.CloudConfig() + files
-	y := strings.ReplaceAll(nodeMachine, "USERDATA", "    "+strings.ReplaceAll(strings.TrimRight(userData, "\n"), "\n", "\n    "))
+	y := strings.ReplaceAll(strings.ReplaceAll(nodeMachine, "SEGMENTNIC", nics), "USERDATA",
+		"    "+strings.ReplaceAll(strings.TrimRight(userData, "\n"), "\n", "\n    "))
 	y = strings.NewReplacer("NAME", n.name, "ARCH", n.arch, "IMAGE", d.nodeImage,
 		"KUBENETWORK", dev.KubeNetwork, "NODENETWORK", dev.NodeNetwork).Replace(y)
 	env.Apply(tb, d.kubeconfig, y)
 	return id
+}
+
+// A control plane made by kubeadm in a node-image guest on the restricted network alone,
+// by hand (kubeadm init over SSH, as an admin would): the images come from anvil dev's
+// registry through containerd's mirror, the node becomes Ready on the bridge pod network,
+// every kube-system Pod runs (CoreDNS ready means a Pod reached the API through the
+// kubernetes Service, so kube-proxy's rules work), and a Pod of the test's runs.
+func TestKubeadmInitInANodeImageGuest(t *testing.T) {
+	d := startDev(t)
+	name := lone.name
+	c := env.Login(t, d.kubeconfig, name, d.createNode(t, lone))
+	defer c.Close()
+	checkNode(t, c, d.kubeVersion, lone)
+	took := kubeadmInit(t, c)
+	t.Logf("kubeadm init in a TCG guest (2 vCPUs, 3 GiB) took %s", took.Round(time.Second))
+
+	kubectl := "sudo kubectl --kubeconfig /etc/kubernetes/admin.conf "
+	waitGuest(t, c, 10*time.Minute, "the node Ready", kubectl+"get node "+name+" -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}'",
+		func(s string) bool { return s == "True" })
+	for _, app := range []string{"component=etcd", "component=kube-apiserver", "component=kube-controller-manager",
+		"component=kube-scheduler", "k8s-app=kube-proxy", "k8s-app=kube-dns"} {
+		waitGuest(t, c, 15*time.Minute, app+" ready", kubectl+"-n kube-system get pods -l "+app+
+			" -o jsonpath='{range .items[*]}{.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}'",
+			allTrue)
+	}
+	// A Pod of the test's on the control-plane node: its taint removed, the pause image.
+	if out, err := guestssh.Run(c, kubectl+"taint node "+name+" node-role.kubernetes.io/control-plane- && "+
+		kubectl+"run sleeper --image=registry.k8s.io/pause:3.10.2 --restart=Never"); err != nil {
+		t.Fatalf("running a Pod: %v\n%s", err, out)
+	}
+	waitGuest(t, c, 5*time.Minute, "the test's Pod Running with a pod-network address",
+		kubectl+"get pod sleeper -o jsonpath='{.status.phase} {.status.podIP}'",
+		func(s string) bool { return strings.HasPrefix(s, "Running 10.244.0.") })
+	if out, err := guestssh.Run(c, "systemctl is-active kubelet"); err != nil || strings.TrimSpace(out) != "active" {
+		t.Errorf("the kubelet service is %q (%v)", strings.TrimSpace(out), err)
+	}
 }
 
 // A cluster made by kubeadm by hand (over SSH, as an admin would) in two node-image
@@ -351,7 +409,7 @@ func BenchmarkKubeadmInitByHand(b *testing.B) {
 	d := startDev(b)
 	var total time.Duration
 	for i := 0; i < b.N; i++ {
-		n := controlPlane
+		n := lone
 		n.name = fmt.Sprintf("kube-bench-%d", i)
 		c := env.Login(b, d.kubeconfig, n.name, d.createNode(b, n))
 		checkNode(b, c, d.kubeVersion, n)
