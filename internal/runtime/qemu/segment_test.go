@@ -138,7 +138,7 @@ func TestSegmentNeedsTheMachinesNamespace(t *testing.T) {
 func TestCheckSegment(t *testing.T) {
 	for name, n := range map[string]Network{
 		"ipv6":       {Segment: &Segment{Subnet: netip.MustParsePrefix("fd00::/64")}},
-		"too narrow": {Segment: &Segment{Subnet: netip.MustParsePrefix("10.200.0.0/30")}},
+		"too narrow": {Segment: &Segment{Subnet: netip.MustParsePrefix("10.200.0.0/31")}},
 		"no subnet":  {Segment: &Segment{}},
 		"forwards":   {Segment: &Segment{Subnet: netip.MustParsePrefix("10.200.0.0/24")}, Forwards: []NetworkForward{{Guest: "10.0.2.100:1", Target: "127.0.0.1:1"}}},
 		"outbound":   {Segment: &Segment{Subnet: netip.MustParsePrefix("10.200.0.0/24")}, Outbound: true},
