@@ -93,4 +93,3 @@ func TestAFrameOfAnotherUserIsDropped(t *testing.T) {
 		t.Fatalf("a's first frame is %q, not the marker: the other user's frame got through", got)
 	}
 }
-

@@ -1,10 +1,10 @@
 package qemu
 
 import (
-	"net/netip"
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
