@@ -26,7 +26,7 @@ heavy=(
 	./internal/runtime/qemu ./internal/runtime/qemu/vm ./internal/runtime/qemu/qmp
 	./internal/bmcemu ./test/nodeagent/nodeimage
 )
-# The one test make test leaves out, and why: test/debian's OS image builds on the Debian
+# The tests make test leaves out, and why: test/debian's OS image builds on the Debian
 # image (both architectures under TCG, apt through a package proxy, built twice) and their
 # rollouts to Debian VMs and a server take about 35 minutes alone, which would take CI's
 # make test (78 minutes) past its 90. It runs with make test-debian-builds (docs/debian.md,
