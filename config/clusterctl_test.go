@@ -87,14 +87,7 @@ func TestClusterctlGeneratesTheQuickStartCluster(t *testing.T) {
 	// managers with their webhooks, anvil's CRDs, the inventory clusterctl reads anvil's
 	// version from), so that the objects meet the providers' own validation too.
 	kubeconfig := harness.StartAPIServer(t)
-	run := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command(kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
+	run := kubectlOn(t, kubectl, kubeconfig)
 	restCfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		t.Fatal(err)

@@ -157,14 +157,7 @@ func containers(t *testing.T, o *unstructured.Unstructured) []string {
 func TestKustomizationsApplyToARealAPIServer(t *testing.T) {
 	kubectl := tool(t, "kubectl")
 	kubeconfig := harness.StartAPIServer(t)
-	run := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command(kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
+	run := kubectlOn(t, kubectl, kubeconfig)
 	// A dry run cannot create a namespace for the objects after it: the namespaces first.
 	for _, ns := range []string{"anvil-system", "anvil-pool-leases", "anvil-metal"} {
 		run("create", "namespace", ns)
@@ -329,5 +322,17 @@ func TestRuntimesServeTheirPoolletsPool(t *testing.T) {
 		if name == "" || name != pool {
 			t.Errorf("config/%s: runtime %s serves pool %q, its poollet is for %q", p.dir, p.runtime, name, pool)
 		}
+	}
+}
+
+// kubectlOn runs kubectl against kubeconfig, failing the test on an error with its output.
+func kubectlOn(t *testing.T, kubectl, kubeconfig string) func(args ...string) string {
+	return func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
 	}
 }
