@@ -24,7 +24,12 @@ func runBuild(ctx context.Context, args []string) error {
 	out := f.String("out", "bin/images", "where the image layouts, SIZES, DIGESTS and the Debian packages' VERSIONS go")
 	bin := f.String("bin", "bin", "the folder make eraser and make esp built eraser/ and esp.img into")
 	version := f.String("version", "", "the images' version label and tag (default: git describe --tags --always --dirty)")
+	only := f.String("image", "", "build only this image (anvil, anvil-qemu or anvil-metal); DIGESTS and SIZES then list it alone")
 	_ = f.Parse(args)
+	selected, err := selectImages(*only)
+	if err != nil {
+		return err
+	}
 	root, err := containerimage.GitRoot(ctx)
 	if err != nil {
 		return err
@@ -33,13 +38,29 @@ func runBuild(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	b := &builder{root: root, out: *out, bin: *bin, work: filepath.Join(*out, ".work"), src: src}
+	b := &builder{root: root, out: *out, bin: *bin, work: filepath.Join(*out, ".work"), src: src, images: selected}
 	return b.build(ctx)
+}
+
+// selectImages is the images to build: all of them, or the one named.
+func selectImages(name string) ([]image, error) {
+	if name == "" {
+		return images, nil
+	}
+	var known []string
+	for _, im := range images {
+		if im.name == name {
+			return []image{im}, nil
+		}
+		known = append(known, im.name)
+	}
+	return nil, fmt.Errorf("no image %q: the images are %s", name, strings.Join(known, ", "))
 }
 
 type builder struct {
 	root, out, bin, work string
 	src                  containerimage.Source
+	images               []image
 }
 
 func (b *builder) build(ctx context.Context) error {
@@ -89,7 +110,7 @@ func (b *builder) build(ctx context.Context) error {
 		return err
 	}
 	var sizes, digests []string
-	for _, im := range images {
+	for _, im := range b.images {
 		imgs := map[string]v1.Image{}
 		var versions []byte
 		if im.packages == "" {

@@ -22,7 +22,7 @@ import (
 // images are each built image's index and its linux images by architecture.
 func images(t *testing.T, name string) (v1.ImageIndex, map[string]v1.Image) {
 	t.Helper()
-	idx, err := containerimage.ReadLayout(filepath.Join(built(t), name))
+	idx, err := containerimage.ReadLayout(filepath.Join(layouts(t), name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 // registry serves each back by digest and by its version tag. Without the credential the
 // push is refused.
 func TestPush(t *testing.T) {
-	out := built(t)
+	out := layouts(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	push := registry.Credential{Username: "anvil-push", Password: "test-password"}
