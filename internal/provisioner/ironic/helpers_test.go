@@ -23,7 +23,7 @@ import (
 // Ironic itself or its configuration:
 //   - TestAdoptAfterDatabaseLoss kills Ironic and deletes its database;
 //   - TestIronicLimitIsBusy, TestStartingHookRunsOnlyWhenTheDeploymentStarts and
-//     TestFiftyNodesAtLimitTen need Ironic's own deploy limit (max_concurrent_deploy) and
+//     TestTwentyNodesAtLimitFive need Ironic's own deploy limit (max_concurrent_deploy) and
 //     slow fake deployments, and count what Ironic deploys at once.
 //
 // The tests of an unavailable Ironic share it behind a failing proxy of their own (flaky).
