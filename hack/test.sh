@@ -43,6 +43,11 @@ mapfile -t light < <(go list ./... | grep -v -x -F "${exclude[@]}")
 # tests' output), and every package's and test's time in a file for the tables at the end.
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/anvil-tests.XXXXXX")
 go build -o "$tmp/testsummary" ./hack/testsummary || exit 1
+# One anvil binary for every package that runs anvil as processes (harness.AnvilBinary), in
+# a folder QEMU's unprivileged user can read (it runs anvil forward).
+mkdir -m 0755 "$tmp/anvil" && go build -o "$tmp/anvil/anvil" ./cmd/anvil || exit 1
+chmod 0755 "$tmp"
+export ANVIL_TEST_BINARY=$tmp/anvil/anvil
 log=$tmp/light.log
 (go test -p 1 -json "$@" "${light[@]}" 2>&1 | "$tmp/testsummary" -times "$tmp/light.times") >"$log" 2>&1 &
 light_pid=$!

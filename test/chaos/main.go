@@ -7,7 +7,6 @@ import (
 	"io"
 	"math/rand"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -80,10 +79,7 @@ func main() {
 // setupAndRun finds the binaries (building anvil from this checkout) and runs cfg.
 func setupAndRun(ctx context.Context, cfg config) (*report, error) {
 	ctrllog.SetLogger(logr.Discard())
-	root, err := harness.RepoRoot()
-	if err != nil {
-		return nil, err
-	}
+	var err error
 	if cfg.binDir, err = harness.AssetsDir(); err != nil {
 		return nil, err
 	}
@@ -106,11 +102,8 @@ func setupAndRun(ctx context.Context, cfg config) (*report, error) {
 	if !cfg.keep {
 		defer os.RemoveAll(dir)
 	}
-	cfg.anvil = filepath.Join(dir, "anvil")
-	build := exec.Command("go", "build", "-o", cfg.anvil, "./cmd/anvil")
-	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return nil, fmt.Errorf("building anvil: %w", err)
+	if cfg.anvil, err = harness.AnvilBinary(dir); err != nil {
+		return nil, err
 	}
 	fmt.Fprintf(cfg.out, "chaos: folder %s (logs there%s)\n", dir, map[bool]string{true: ", kept", false: ", removed at the end"}[cfg.keep])
 	return run(ctx, cfg, dir)

@@ -3,7 +3,6 @@ package devproc
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -44,13 +43,8 @@ func prepare() (env Env, cleanup func(), err error) {
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return env, cleanup, err
 	}
-	env.AnvilBin = filepath.Join(tmp, "anvil")
-	build := exec.Command("go", "build", "-o", env.AnvilBin, "./cmd/anvil")
-	build.Dir, build.Stdout, build.Stderr = env.RepoRoot, os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return env, cleanup, fmt.Errorf("building anvil: %w", err)
-	}
-	return env, cleanup, nil
+	env.AnvilBin, err = harness.AnvilBinary(tmp)
+	return env, cleanup, err
 }
 
 // Main is a test package's TestMain body: it prepares *env, runs the package's tests and

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -253,20 +252,9 @@ func (h *Hierarchy) Machine(namespace, name string) *computev1alpha1.Machine {
 	}
 }
 
-// BuildAnvil builds cmd/anvil of this checkout into dir.
-func BuildAnvil(dir string) (string, error) {
-	root, err := harness.RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "anvil")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/anvil")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building anvil: %w\n%s", err, out)
-	}
-	return bin, nil
-}
+// BuildAnvil is the anvil binary of this checkout (harness.AnvilBinary), built into dir
+// unless the run has one.
+func BuildAnvil(dir string) (string, error) { return harness.AnvilBinary(dir) }
 
 // ensure creates obj unless it exists.
 func ensure(ctx context.Context, c client.Client, obj client.Object) error {

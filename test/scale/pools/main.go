@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"time"
@@ -116,7 +115,7 @@ func run(o options) error {
 	if err := os.WriteFile(kubeconfig, raw, 0o600); err != nil {
 		return err
 	}
-	anvil, err := buildAnvil(dir)
+	anvil, err := harness.AnvilBinary(dir)
 	if err != nil {
 		return err
 	}
@@ -272,17 +271,6 @@ func allWatchCounts(ctx context.Context, managerAddr, poolletsAddr, token string
 		return nil, fmt.Errorf("the poollets' metrics: %w", err)
 	}
 	return out, nil
-}
-
-func buildAnvil(dir string) (string, error) {
-	root, err := harness.RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "anvil")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/anvil")
-	cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stderr, os.Stderr
-	return bin, cmd.Run()
 }
 
 // printRequests writes the requests counted during the run, most first.
