@@ -99,7 +99,7 @@ const nodeFiles = `write_files:
 LOCALENDPOINT      timeouts:
         controlPlaneComponentHealthCheck: 20m
         kubeletHealthCheck: 10m
-        kubernetesAPICall: 5m
+        kubernetesAPICall: 15m
       ---
       apiVersion: kubeadm.k8s.io/v1beta4
       kind: ClusterConfiguration
@@ -372,7 +372,7 @@ func kubeadmJoin(tb testing.TB, c *ssh.Client, join, cpIP string) {
 kind: JoinConfiguration
 discovery:
   bootstrapToken: {apiServerEndpoint: "%s", token: "%s", caCertHashes: ["%s"]}
-timeouts: {kubeletHealthCheck: 10m, kubernetesAPICall: 5m, tlsBootstrap: 15m, discovery: 10m}
+timeouts: {kubeletHealthCheck: 10m, kubernetesAPICall: 15m, tlsBootstrap: 15m, discovery: 10m}
 `, endpoint, token, hash)
 	if out, err := guestssh.Run(c, "sudo tee /etc/anvil/join.yaml >/dev/null <<'EOT'\n"+config+"EOT"); err != nil {
 		tb.Fatalf("writing the join configuration: %v\n%s", err, out)
