@@ -23,7 +23,7 @@ var files embed.FS
 // Load returns every CRD in bases/ (anvil's own kinds), sorted by name so installs happen in
 // a stable order.
 func Load() ([]*apiextv1.CustomResourceDefinition, error) {
-	return load("bases/*.yaml")
+	return Read(files, "bases/*.yaml")
 }
 
 // LoadClusterAPIProvider returns the CRDs of anvil's Cluster API infrastructure provider
@@ -31,11 +31,14 @@ func Load() ([]*apiextv1.CustomResourceDefinition, error) {
 // because they only mean something beside Cluster API's own CRDs: a cluster without Cluster
 // API is not given them.
 func LoadClusterAPIProvider() ([]*apiextv1.CustomResourceDefinition, error) {
-	return load("capi/*.yaml")
+	return Read(files, "capi/*.yaml")
 }
 
-func load(pattern string) ([]*apiextv1.CustomResourceDefinition, error) {
-	names, err := fs.Glob(files, pattern)
+// Read returns the CRDs in the files of fsys that match pattern (kustomization.yaml left
+// out), sorted by name: Load's from the binary, and Cluster API's from the copies `make
+// tools` puts into bin/capi (internal/clusterapi).
+func Read(fsys fs.FS, pattern string) ([]*apiextv1.CustomResourceDefinition, error) {
+	names, err := fs.Glob(fsys, pattern)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +47,7 @@ func load(pattern string) ([]*apiextv1.CustomResourceDefinition, error) {
 		if path.Base(f) == manifest.KustomizationFile {
 			continue
 		}
-		raw, err := files.ReadFile(f)
+		raw, err := fs.ReadFile(fsys, f)
 		if err != nil {
 			return nil, err
 		}
@@ -56,6 +59,9 @@ func load(pattern string) ([]*apiextv1.CustomResourceDefinition, error) {
 			crd := &apiextv1.CustomResourceDefinition{}
 			if err := yaml.UnmarshalStrict(doc, crd); err != nil {
 				return nil, fmt.Errorf("%s: %w", path.Base(f), err)
+			}
+			if crd.Kind != "CustomResourceDefinition" {
+				return nil, fmt.Errorf("%s: %s %s is not a CustomResourceDefinition", path.Base(f), crd.Kind, crd.Name)
 			}
 			crds = append(crds, crd)
 		}
@@ -71,7 +77,7 @@ func Install(ctx context.Context, c client.Client) error {
 	if err != nil {
 		return err
 	}
-	return install(ctx, c, crds)
+	return Apply(ctx, c, crds)
 }
 
 // InstallClusterAPIProvider installs LoadClusterAPIProvider's CRDs the way Install does.
@@ -80,10 +86,13 @@ func InstallClusterAPIProvider(ctx context.Context, c client.Client) error {
 	if err != nil {
 		return err
 	}
-	return install(ctx, c, crds)
+	return Apply(ctx, c, crds)
 }
 
-func install(ctx context.Context, c client.Client, crds []*apiextv1.CustomResourceDefinition) error {
+// Apply creates each of crds or updates it to the given schema (manifest.Apply), then waits
+// until the apiserver reports every one Established. Install uses it for anvil's CRDs;
+// internal/clusterapi for the Cluster API CRDs it reads from `make tools`' copies.
+func Apply(ctx context.Context, c client.Client, crds []*apiextv1.CustomResourceDefinition) error {
 	for _, want := range crds {
 		if err := manifest.Apply(ctx, c, want); err != nil {
 			return fmt.Errorf("installing CRD %s: %w", want.Name, err)

@@ -18,9 +18,9 @@
 // runs with an admin kubeconfig and:
 //
 //   - --webhook-port: a free port on 127.0.0.1 and the serving certificate of a CA made for
-//     that provider (controller-runtime's envtest makes both; --webhook-cert-dir). Cluster API
-//     v1.14 has no flag for the webhook server's host: it listens on every interface (TLS,
-//     admission and conversion only).
+//     that provider (internal/controlplane's WriteServingCert, into --webhook-cert-dir as
+//     tls.crt and tls.key). Cluster API v1.14 has no flag for the webhook server's host: it
+//     listens on every interface (TLS, admission and conversion only).
 //   - --health-addr and --diagnostics-address (with --insecure-diagnostics: plain HTTP
 //     metrics): free ports on 127.0.0.1.
 //   - --feature-gates from Options.FeatureGates (all providers); Options.Args (the core
@@ -37,5 +37,7 @@
 // anvil's kinds into Cluster API's manager role; InstallInventory records providers as
 // clusterctl init does. It never starts anything but the binaries of Providers, never listens
 // off loopback itself, and never falls back: a missing binary or manifest is an error that
-// names `make tools`.
+// names `make tools`. It never imports controller-runtime's envtest (nor its internal/testing):
+// the anvil binary links this package, and envtest's init panics on a read-only root
+// filesystem, as in anvil's Pods (cmd/anvil's TestBinaryLinksNoTestPackages).
 package clusterapi

@@ -3,14 +3,15 @@ package clusterapi
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/anvil-dev/anvil/config/crd"
 	"github.com/anvil-dev/anvil/config/rbac"
@@ -29,74 +30,83 @@ const (
 	// least the source's), so any fixed semantic version serves.
 	AnvilProviderVersion = "v0.1.0"
 
+	// installTimeout bounds the install of one provider's CRDs, until each is Established.
 	installTimeout = 30 * time.Second
 )
 
-// installWebhooks creates p's webhook configurations, renamed with p's prefix and rewritten
-// by envtest to call https://127.0.0.1:<free port>/<path> with a CA it makes; the serving
-// certificate and key are written into the returned options' LocalServingCertDir.
-func installWebhooks(cfg *rest.Config, p Provider, f files) (envtest.WebhookInstallOptions, error) {
-	o := envtest.WebhookInstallOptions{
-		Paths:            []string{f.webhooks},
-		LocalServingHost: "127.0.0.1",
-		// Every CRD installed with these options converts through this provider's /convert.
-		IgnoreSchemeConvertible: true,
-		MaxTime:                 installTimeout,
-		PollInterval:            100 * time.Millisecond,
+// installCRDs installs p's CRDs, labelled as clusterctl init labels them (with the labels of
+// the provider's own kustomization), each converting through s's /convert.
+func installCRDs(ctx context.Context, c client.Client, p Provider, f files, s webhookServer) error {
+	ctx, cancel := context.WithTimeout(ctx, installTimeout)
+	defer cancel()
+	crds, err := readCRDs(f.crds, "*.yaml")
+	if err != nil {
+		return fmt.Errorf("reading the CRDs of %s: %w", p.Name, err)
 	}
-	if err := o.PrepWithoutInstalling(); err != nil {
-		return o, fmt.Errorf("preparing the webhooks of %s: %w", p.Name, err)
+	for _, def := range crds {
+		labelCRD(def, p)
+		convertThrough(def, s)
 	}
-	for _, w := range o.MutatingWebhooks {
-		w.Name = p.WebhookPrefix + w.Name
-	}
-	for _, w := range o.ValidatingWebhooks {
-		w.Name = p.WebhookPrefix + w.Name
-	}
-	if err := o.Install(cfg); err != nil {
-		_ = o.Cleanup()
-		return o, fmt.Errorf("installing the webhook configurations of %s: %w", p.Name, err)
-	}
-	return o, nil
-}
-
-// installCRDs installs p's CRDs, converting through the webhooks of wh and labelled as
-// clusterctl init labels them (with the labels of the provider's own kustomization). Each provider is an envtest install of its own because envtest
-// points every CRD of an install with IgnoreSchemeConvertible at that install's webhook.
-func installCRDs(cfg *rest.Config, p Provider, f files, wh envtest.WebhookInstallOptions) error {
-	o := envtest.CRDInstallOptions{Paths: []string{f.crds}, ErrorIfPathMissing: true}
-	if err := envtest.ReadCRDFiles(&o); err != nil {
-		return fmt.Errorf("reading the CRDs of %s from %s: %w", p.Name, f.crds, err)
-	}
-	for _, c := range o.CRDs {
-		labels := c.GetLabels()
-		if labels == nil {
-			labels = map[string]string{}
-		}
-		for k, v := range p.CRDLabels {
-			labels[k] = v
-		}
-		labels[ClusterctlLabel] = ""
-		labels[ProviderLabel] = p.Name
-		c.SetLabels(labels)
-	}
-	o.Paths = nil // read above; InstallCRDs would read them again, unlabelled
-	o.WebhookOptions = wh
-	o.MaxTime, o.PollInterval = installTimeout, 100*time.Millisecond
-	if _, err := envtest.InstallCRDs(cfg, o); err != nil {
+	if err := crd.Apply(ctx, c, crds); err != nil {
 		return fmt.Errorf("installing the CRDs of %s: %w", p.Name, err)
 	}
 	return nil
 }
 
+// labelCRD adds clusterctl's labels and p's own.
+func labelCRD(def *apiextv1.CustomResourceDefinition, p Provider) {
+	if def.Labels == nil {
+		def.Labels = map[string]string{}
+	}
+	for k, v := range p.CRDLabels {
+		def.Labels[k] = v
+	}
+	def.Labels[ClusterctlLabel] = ""
+	def.Labels[ProviderLabel] = p.Name
+}
+
+// convertThrough makes the apiserver convert def's versions by calling s's /convert, as
+// clusterctl init's CRDs call the provider's Service (every CRD of a Cluster API provider is
+// served by that provider's conversion webhook). A CRD that preserves unknown fields cannot
+// convert by webhook and is left as it is.
+func convertThrough(def *apiextv1.CustomResourceDefinition, s webhookServer) {
+	if def.Spec.PreserveUnknownFields {
+		return
+	}
+	url := s.url("/convert")
+	def.Spec.Conversion = &apiextv1.CustomResourceConversion{
+		Strategy: apiextv1.WebhookConverter,
+		Webhook: &apiextv1.WebhookConversion{
+			ClientConfig:             &apiextv1.WebhookClientConfig{URL: &url, CABundle: s.caPEM},
+			ConversionReviewVersions: []string{"v1", "v1beta1"},
+		},
+	}
+}
+
 // installInventoryCRD installs clusterctl's Provider CRD.
-func installInventoryCRD(cfg *rest.Config, fs fileSet) error {
-	o := envtest.CRDInstallOptions{Paths: []string{fs.inventory}, ErrorIfPathMissing: true,
-		MaxTime: installTimeout, PollInterval: 100 * time.Millisecond}
-	if _, err := envtest.InstallCRDs(cfg, o); err != nil {
+func installInventoryCRD(ctx context.Context, c client.Client, fs fileSet) error {
+	ctx, cancel := context.WithTimeout(ctx, installTimeout)
+	defer cancel()
+	crds, err := readCRDs(filepath.Dir(fs.inventory), filepath.Base(fs.inventory))
+	if err == nil {
+		err = crd.Apply(ctx, c, crds)
+	}
+	if err != nil {
 		return fmt.Errorf("installing clusterctl's inventory CRD: %w", err)
 	}
 	return nil
+}
+
+// readCRDs reads the CRDs of the files in dir that match pattern, and refuses none.
+func readCRDs(dir, pattern string) ([]*apiextv1.CustomResourceDefinition, error) {
+	crds, err := crd.Read(os.DirFS(dir), pattern)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	if len(crds) == 0 {
+		return nil, fmt.Errorf("no CRD in %s: run \"make tools\" again", filepath.Join(dir, pattern))
+	}
+	return crds, nil
 }
 
 // InstallAnvilProvider installs anvil's provider CRDs (config/crd/capi) and the shipped

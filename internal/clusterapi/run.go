@@ -17,8 +17,9 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/anvil-dev/anvil/api"
 	"github.com/anvil-dev/anvil/internal/controlplane"
 )
 
@@ -50,7 +51,7 @@ const stopGrace = 15 * time.Second
 type Manager struct {
 	Provider   Provider
 	healthAddr string
-	webhooks   envtest.WebhookInstallOptions
+	webhooks   webhookServer
 	proc       *controlplane.Process
 }
 
@@ -65,7 +66,7 @@ func (m *Manager) HealthAddr() string { return m.healthAddr }
 
 // WebhookPort is the port of the manager's webhook server, which the apiserver calls on
 // 127.0.0.1.
-func (m *Manager) WebhookPort() int { return m.webhooks.LocalServingPort }
+func (m *Manager) WebhookPort() int { return m.webhooks.port }
 
 // Managers are the running providers Start started.
 type Managers struct {
@@ -73,9 +74,9 @@ type Managers struct {
 	ownDir     bool
 	kubeconfig string
 	managers   []*Manager
-	// installed are the webhook options of every provider installed, started or not, so
+	// installed are the webhook servers of every provider installed, started or not, so
 	// that a failed Start removes their certificates.
-	installed []envtest.WebhookInstallOptions
+	installed []webhookServer
 
 	mu       sync.Mutex
 	stopping bool
@@ -118,18 +119,29 @@ func Start(ctx context.Context, cfg *rest.Config, o Options) (*Managers, error) 
 	if err := controlplane.WriteKubeconfig(m.kubeconfig, cfg); err != nil {
 		return nil, fmt.Errorf("writing the managers' kubeconfig: %w", err)
 	}
-	if err := installInventoryCRD(cfg, fs); err != nil {
+	scheme, err := api.NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	if err := installInventoryCRD(ctx, c, fs); err != nil {
 		return nil, err
 	}
 	// Everything is installed before any manager starts: a provider's controllers read the
 	// others' kinds (KubeadmControlPlane makes KubeadmConfigs).
 	for i, p := range providers {
-		wh, err := installWebhooks(cfg, p, fs.providers[i])
+		wh, err := newWebhookServer(p)
 		if err != nil {
 			return nil, err
 		}
 		m.installed = append(m.installed, wh)
-		if err := installCRDs(cfg, p, fs.providers[i], wh); err != nil {
+		if err := installWebhooks(ctx, c, p, fs.providers[i], wh); err != nil {
+			return nil, err
+		}
+		if err := installCRDs(ctx, c, p, fs.providers[i], wh); err != nil {
 			return nil, err
 		}
 		m.managers = append(m.managers, &Manager{Provider: p, webhooks: wh})
@@ -173,9 +185,9 @@ func (m *Managers) run(mgr *Manager, binary string, gates map[string]bool, more 
 	args := []string{
 		"--kubeconfig", m.kubeconfig,
 		// The webhook server has no host flag in v1.14: it listens on every interface, on
-		// a free port envtest chose on 127.0.0.1 (where the apiserver calls it).
-		"--webhook-port", strconv.Itoa(mgr.webhooks.LocalServingPort),
-		"--webhook-cert-dir", mgr.webhooks.LocalServingCertDir,
+		// a free port chosen on 127.0.0.1 (where the apiserver calls it).
+		"--webhook-port", strconv.Itoa(mgr.webhooks.port),
+		"--webhook-cert-dir", mgr.webhooks.certDir,
 		"--health-addr", mgr.healthAddr,
 		"--diagnostics-address", net.JoinHostPort("127.0.0.1", strconv.Itoa(diagnosticsPort)),
 		"--insecure-diagnostics",
@@ -204,10 +216,10 @@ func FeatureGates(gates map[string]bool) string {
 // TLS handshake with the certificate the apiserver was told to trust.
 func (mgr *Manager) waitReady(ctx context.Context, timeout time.Duration) error {
 	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(mgr.webhooks.LocalServingCAData) {
-		return errors.New("envtest gave no webhook CA certificate")
+	if !roots.AppendCertsFromPEM(mgr.webhooks.caPEM) {
+		return fmt.Errorf("no CA certificate for the webhooks of %s", mgr.Provider.Name)
 	}
-	webhookAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(mgr.webhooks.LocalServingPort))
+	webhookAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(mgr.webhooks.port))
 	httpClient := &http.Client{Timeout: time.Second}
 	ready := func() bool {
 		resp, err := httpClient.Get("http://" + mgr.healthAddr + "/readyz")
@@ -287,7 +299,7 @@ func (m *Managers) Stop() error {
 
 func (m *Managers) cleanup() {
 	for _, wh := range m.installed {
-		_ = wh.Cleanup()
+		_ = os.RemoveAll(wh.certDir)
 	}
 	if m.ownDir {
 		_ = os.RemoveAll(m.dir)

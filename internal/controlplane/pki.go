@@ -76,14 +76,45 @@ func (p pki) writeServing(now time.Time, extraNames []string) error {
 		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(serviceIP)},
 	}
-	for _, n := range extraNames {
+	addNames(tmpl, extraNames)
+	return issue(p.caCert(), p.caKey(), p.servingCert(), p.servingKey(), tmpl, now)
+}
+
+// addNames makes tmpl valid for each name: an IP address or a DNS name.
+func addNames(tmpl *x509.Certificate, names []string) {
+	for _, n := range names {
 		if ip := net.ParseIP(n); ip != nil {
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
 		} else {
 			tmpl.DNSNames = append(tmpl.DNSNames, n)
 		}
 	}
-	return issue(p.caCert(), p.caKey(), p.servingCert(), p.servingKey(), tmpl, now)
+}
+
+// WriteServingCert writes into dir a new CA (ca.crt, ca.key) and a serving certificate for
+// names signed by it (certFile and keyFile, in dir), and returns the CA's certificate (PEM)
+// for the server's clients to trust. It is the key material of another local server than the
+// apiserver: each Cluster API manager's webhook server (internal/clusterapi).
+func WriteServingCert(dir, certFile, keyFile string, names []string, now time.Time) ([]byte, error) {
+	if len(names) == 0 {
+		return nil, errors.New("a serving certificate needs at least one name")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	caCert, caKey := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key")
+	if err := newCA(caCert, caKey, "anvil-serving-ca", now); err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: names[0]},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	addNames(tmpl, names)
+	if err := issue(caCert, caKey, filepath.Join(dir, certFile), filepath.Join(dir, keyFile), tmpl, now); err != nil {
+		return nil, err
+	}
+	return os.ReadFile(caCert)
 }
 
 // servingCovers reports whether the serving certificate on disk is valid for every name.

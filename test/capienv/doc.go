@@ -19,7 +19,7 @@
 // (cluster-api, bootstrap-kubeadm, control-plane-kubeadm), every version converting through
 // that provider's own webhook server; its webhook configurations named with clusterctl's
 // prefix (capi-, capi-kubeadm-bootstrap-, capi-kubeadm-control-plane-) and calling
-// https://127.0.0.1:<its port> with a certificate envtest made; health and metrics on
+// https://127.0.0.1:<its port> with a certificate of a CA made for it; health and metrics on
 // 127.0.0.1; --feature-gates to every manager, Options.Args to the core manager only. The
 // manifests come from bin/capi/<provider>, copied out of the pinned module by `make tools`;
 // a missing piece fails naming that command.

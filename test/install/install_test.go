@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/poollet/identity"
 	"github.com/anvil-dev/anvil/test/devproc"
@@ -96,7 +98,7 @@ func TestInstallIntoARealCluster(t *testing.T) {
 	applied := time.Now()
 	s.kubectl(t, "apply", "-k", s.overlay)
 
-	step(t, "the manager is Ready and one replica leads", func(t *testing.T) {
+	s.step(t, "the manager is Ready and one replica leads", func(t *testing.T) {
 		s.kubectl(t, "-n", "anvil-system", "rollout", "status", "deployment/anvil-controller-manager", "--timeout=5m")
 		pods := strings.Fields(s.kubectl(t, "-n", "anvil-system", "get", "pods", "-l", "app.kubernetes.io/component=controller-manager",
 			"-o", "jsonpath={.items[*].metadata.name}"))
@@ -105,7 +107,7 @@ func TestInstallIntoARealCluster(t *testing.T) {
 		}, "-n", "anvil-system", "get", "lease", "anvil-controller-manager", "-o", "jsonpath={.spec.holderIdentity}")
 	})
 
-	step(t, "the DaemonSets' poollet registers the node's pool", func(t *testing.T) {
+	s.step(t, "the DaemonSets' poollet registers the node's pool", func(t *testing.T) {
 		arch := s.kubectl(t, "get", "node", node, "-o", "jsonpath={.status.nodeInfo.architecture}")
 		s.env.WaitKubectlFor(t, s.kubeconfig, 5*time.Minute, "list the node's architecture", func(out string) bool {
 			return slices.Contains(strings.Fields(out), arch)
@@ -120,7 +122,7 @@ func TestInstallIntoARealCluster(t *testing.T) {
 		s.kubectl(t, "-n", "anvil-system", "get", "serviceaccount", "poollet-"+node)
 	})
 
-	step(t, "a node cannot make itself a hypervisor or the metal site", func(t *testing.T) {
+	s.step(t, "a node cannot make itself a hypervisor or the metal site", func(t *testing.T) {
 		// The kubelet's own credentials, as a compromised node holds them: NodeRestriction
 		// refuses a label with the node-restriction.kubernetes.io/ prefix the DaemonSets
 		// and the site select on (an anvil.dev/ one it would take).
@@ -137,7 +139,7 @@ func TestInstallIntoARealCluster(t *testing.T) {
 	s.apply(t, strings.ReplaceAll(server, "IMAGE", s.testOS))
 	uids := s.uids(t)
 
-	step(t, "deleting the leading manager Pod loses nothing", func(t *testing.T) {
+	s.step(t, "deleting the leading manager Pod loses nothing", func(t *testing.T) {
 		leader := s.kubectl(t, "-n", "anvil-system", "get", "lease", "anvil-controller-manager", "-o", "jsonpath={.spec.holderIdentity}")
 		pod, _, _ := strings.Cut(leader, "_")
 		s.kubectl(t, "-n", "anvil-system", "delete", "pod", pod, "--wait=false")
@@ -147,7 +149,7 @@ func TestInstallIntoARealCluster(t *testing.T) {
 	})
 
 	var qemuPID int
-	step(t, "a Machine boots as a QEMU guest inside the runtime's Pod", func(t *testing.T) {
+	s.step(t, "a Machine boots as a QEMU guest inside the runtime's Pod", func(t *testing.T) {
 		s.env.WaitKubectlFor(t, s.kubeconfig, 5*time.Minute, "be Running", func(out string) bool { return out == "Running" },
 			"get", "machine", "vm-1", "-o", "jsonpath={.status.state}")
 		figure(t, "apply -k to the first Machine Running", time.Since(applied))
@@ -164,20 +166,20 @@ func TestInstallIntoARealCluster(t *testing.T) {
 		waitFile(t, console, testos.ReadyLine(computev1alpha1.ArchitectureAMD64, "vm-1", "in-a-pod"), 5*time.Minute)
 	})
 
-	step(t, "the site Pod's Ironic deploys a server", func(t *testing.T) {
+	s.step(t, "the site Pod's Ironic deploys a server", func(t *testing.T) {
 		s.env.WaitKubectlFor(t, s.kubeconfig, 15*time.Minute, "be Running", func(out string) bool { return out == "Running" },
 			"get", "machine", "metal-1", "-o", "jsonpath={.status.state}")
 		s.env.WaitKubectl(t, s.kubeconfig, "Provisioned", "get", "host", "server-1", "-n", "anvil-metal", "-o", "jsonpath={.status.provisioningState}")
 		waitFile(t, bmc.ConsolePath("server-1"), testos.ReadyLine(computev1alpha1.ArchitectureAMD64, "metal-1", "metal-1"), 5*time.Minute)
 	})
 
-	step(t, "nothing was lost", func(t *testing.T) {
+	s.step(t, "nothing was lost", func(t *testing.T) {
 		if now := s.uids(t); !maps(now, uids) {
 			t.Errorf("objects after the manager's restart: %v, before: %v", now, uids)
 		}
 	})
 
-	step(t, "a new poollet Pod adopts the running VM", func(t *testing.T) {
+	s.step(t, "a new poollet Pod adopts the running VM", func(t *testing.T) {
 		machineID := s.kubectl(t, "get", "machine", "vm-1", "-o", "jsonpath={.status.machineID}")
 		old := s.kubectl(t, "-n", "anvil-system", "get", "pods", "-l", "app.kubernetes.io/component=qemu-poollet", "-o", "jsonpath={.items[0].metadata.name}")
 		restarted := time.Now()
@@ -213,7 +215,7 @@ func TestInstallIntoARealCluster(t *testing.T) {
 		}
 	})
 
-	step(t, "drained, kubectl delete -k leaves nothing running", func(t *testing.T) {
+	s.step(t, "drained, kubectl delete -k leaves nothing running", func(t *testing.T) {
 		s.kubectl(t, "delete", "machine", "--all", "-A", "--timeout=10m")
 		s.kubectl(t, "delete", "-k", s.overlay, "--timeout=5m")
 		s.env.WaitKubectlFor(t, s.kubeconfig, 3*time.Minute, "list no Pod", func(out string) bool { return out == "" },
@@ -246,11 +248,47 @@ func TestInstallIntoARealCluster(t *testing.T) {
 }
 
 // step runs one subtest and ends the test when it failed: each step needs the ones before.
-func step(t *testing.T, name string, f func(t *testing.T)) {
+// Most steps wait on anvil's Pods, so a failed one shows them (podReport).
+func (s *site) step(t *testing.T, name string, f func(t *testing.T)) {
 	t.Helper()
 	if !t.Run(name, f) {
+		t.Log(s.podReport(t))
 		t.FailNow()
 	}
+}
+
+// podReport is what a person needs when Pods did not become Ready: every Pod, and the last
+// lines of the current and previous logs of each container that is not Ready.
+func (s *site) podReport(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	kubectl := func(args ...string) string {
+		out, err := s.env.Kubectl(t, s.kubeconfig, "", args...)
+		if err != nil {
+			out += err.Error() + "\n"
+		}
+		return out
+	}
+	fmt.Fprintf(&b, "kubectl get pods -A -o wide:\n%s", kubectl("get", "pods", "-A", "-o", "wide"))
+	var pods corev1.PodList
+	raw := kubectl("get", "pods", "-A", "-o", "json")
+	if err := json.Unmarshal([]byte(raw), &pods); err != nil {
+		return b.String() + fmt.Sprintf("listing the Pods: %v\n%s", err, raw)
+	}
+	for _, p := range pods.Items {
+		for _, c := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+			if c.Ready || c.State.Terminated != nil && c.State.Terminated.ExitCode == 0 {
+				continue
+			}
+			args := []string{"-n", p.Namespace, "logs", p.Name, "-c", c.Name, "--tail=40"}
+			fmt.Fprintf(&b, "kubectl %s:\n%s", strings.Join(args, " "), kubectl(args...))
+			if c.RestartCount > 0 {
+				args = append(args, "--previous")
+				fmt.Fprintf(&b, "kubectl %s:\n%s", strings.Join(args, " "), kubectl(args...))
+			}
+		}
+	}
+	return b.String()
 }
 
 // uids are the anvil objects a user made, name to UID.
