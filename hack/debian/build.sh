@@ -82,8 +82,6 @@ inputs_hash() {
 }
 kept=$cache/debian-$(inputs_hash)
 if [ -f "$kept/VERSIONS" ]; then
-	# bin/ itself may not exist yet (a fresh clone; make -j2 runs this beside the first build).
-	mkdir -p "$(dirname "$out")"
 	rm -rf "$out.new"
 	cp -al "$kept" "$out.new" 2>/dev/null || { rm -rf "$out.new"; cp -a "$kept" "$out.new"; }
 	rm -rf "$out"
