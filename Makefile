@@ -140,7 +140,10 @@ $(BIN)/eraser/VERSIONS: $(shell find hack/eraser hack/testos -type f)
 debian: $(BIN)/debian/VERSIONS ## Debian 12 with its own cloud-init (kernel, initramfs, root disk, cmdline) for amd64 and arm64 in bin/debian: docs/debian.md.
 
 # Its packages are cached beside the test OS's; its second stage runs in TCG guests (minutes).
+# bin/ is made here, not in the script: a kept build is copied into it at once, and the
+# script's own files are the kept build's key (an edit there would rebuild for 40 minutes).
 $(BIN)/debian/VERSIONS: $(shell find hack/debian hack/testos -type f)
+	mkdir -p $(BIN)
 	hack/debian/build.sh $(BIN)/debian
 
 # Kubernetes for kubeadm clusters on anvil Machines (docs/kubeadm.md): the binaries of the node
@@ -159,6 +162,7 @@ node-image: $(BIN)/node-image/VERSIONS ## The Kubernetes node image (the Debian 
 # Its guests take minutes; the same inputs again are a copy from the package cache.
 $(BIN)/node-image/VERSIONS: $(shell find hack/nodeimage -type f) $(BIN)/debian/VERSIONS \
 		$(foreach a,$(AGENT_ARCHS),$(BIN)/kube/$(a)/kubelet)
+	mkdir -p $(BIN)
 	hack/nodeimage/build.sh $(BIN)/debian $(BIN)/kube $(BIN)/node-image
 
 esp: $(BIN)/esp.img ## The EFI system partition Ironic puts into the UEFI boot ISOs it builds (GRUB for amd64 and arm64).
