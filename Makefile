@@ -140,11 +140,13 @@ $(BIN)/eraser/VERSIONS: $(shell find hack/eraser hack/testos -type f)
 debian: $(BIN)/debian/VERSIONS ## Debian 12 with its own cloud-init (kernel, initramfs, root disk, cmdline) for amd64 and arm64 in bin/debian: docs/debian.md.
 
 # Its packages are cached beside the test OS's; its second stage runs in TCG guests (minutes).
-# bin/ is made here, not in the script: a kept build is copied into it at once, and the
-# script's own files are the kept build's key (an edit there would rebuild for 40 minutes).
+# bin/ is made and the result touched here, not in the script: a kept build is copied into
+# bin/ at once, and the script's own files are the kept build's key (an edit there would
+# rebuild the image, about 40 minutes).
 $(BIN)/debian/VERSIONS: $(shell find hack/debian hack/testos -type f)
 	mkdir -p $(BIN)
 	hack/debian/build.sh $(BIN)/debian
+	touch $@ # a kept build's copy keeps its old times: newer than its inputs, or make copies it again
 
 # Kubernetes for kubeadm clusters on anvil Machines (docs/kubeadm.md): the binaries of the node
 # image and of the control-plane images, static (a guest's or an image's libc never has to
