@@ -262,8 +262,7 @@ test: deps ## Everything CI runs (test/install installs the images of make image
 # another that compiles the same packages compiles them again. The images after
 # verify-generated: it writes the generated files again (the same bytes, new times), which
 # would leave bin/images older than its sources, and test/images then builds all three
-# images twice instead of one against make's (16 minutes instead of a few, in every CI run
-# until session 25).
+# images itself instead of one against make's (16 minutes instead of a few in session 24's CI).
 test-setup: ## What make test builds and checks before its tests (fresh-check times it apart).
 	$(MAKE) -j2 testos debian kube eraser esp agents
 	$(MAKE) -j2 tools kube-images node-image
