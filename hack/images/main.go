@@ -1,11 +1,12 @@
 // Command images builds anvil's container images and pushes them (docs/images.md):
 //
-//	go run ./hack/images build [-out bin/images] [-bin bin]
+//	go run ./hack/images build [-out bin/images] [-bin bin] [-image NAME]
 //	go run ./hack/images push [-out bin/images] [-registry HOST/PREFIX] [-tag TAG]
 //
 // build writes one OCI image layout per image (bin/images/anvil, anvil-qemu, anvil-metal),
 // each holding one index for linux/amd64 and linux/arm64, beside it the Debian packages
-// used (NAME.VERSIONS), and bin/images/SIZES and DIGESTS. push sends each index to
+// used (NAME.VERSIONS), and bin/images/SIZES and DIGESTS (-image builds one of them alone:
+// test/images' reproducibility check). push sends each index to
 // HOST/PREFIX/NAME:TAG; without -registry, to anvil dev's registry when it runs, else
 // nowhere (said so, not an error). `make images` does both.
 package main
