@@ -1,6 +1,8 @@
 // Package manifest reads Kubernetes YAML manifests (multi-document streams, folders of
-// them) into objects, and creates them in a cluster when they are missing.
+// them) into objects and writes them to a cluster, in one of two ways:
 //
-// It never overwrites an object that exists: manifests it applies are seeds, and the
-// cluster's copy, possibly edited by a user since, wins.
+//   - CreateMissing never overwrites an object that exists: the manifests are seeds (the
+//     demo's samples, say), and the cluster's copy, possibly edited by a user since, wins;
+//   - Apply replaces what exists: for objects anvil ships (CRDs, webhook configurations,
+//     roles), so that a new version replaces the old one.
 package manifest
