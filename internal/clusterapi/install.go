@@ -97,7 +97,7 @@ func installInventoryCRD(ctx context.Context, c client.Client, fs fileSet) error
 	return nil
 }
 
-// readCRDs reads the CRDs of the files in dir that match pattern, and refuses none.
+// readCRDs reads the CRDs of the files in dir that match pattern; finding none is an error.
 func readCRDs(dir, pattern string) ([]*apiextv1.CustomResourceDefinition, error) {
 	crds, err := crd.Read(os.DirFS(dir), pattern)
 	if err != nil {
