@@ -219,7 +219,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	mgrDone := make(chan error, 1)
 	go func() { mgrDone <- mgr.Start(mgrCtx) }()
 	progress("manager started; starting the pools")
-	pools, err := startPools(mgrCtx, o, cfg, c, cp.StateDir(), reg.Host, PoolImages(reg.Host, poolLogins))
+	pools, err := startPools(mgrCtx, o, mgr, cfg, c, cp.StateDir(), reg.Host, PoolImages(reg.Host, poolLogins))
 	if err != nil {
 		stopManager()
 		<-mgrDone

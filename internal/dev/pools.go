@@ -234,8 +234,8 @@ func (s *poolSet) add(name string, errs <-chan error) {
 }
 
 // startPools starts the pools o asks for: fake ones, one QEMU pool per architecture this
-// machine can run, and the metal pool.
-func startPools(ctx context.Context, o Options, cfg *rest.Config, c client.Client, stateDir, registryHost string, images osimage.CacheOptions) (*poolSet, error) {
+// machine can run (and, on mgr, the LoadBalancers of their segment), and the metal pool.
+func startPools(ctx context.Context, o Options, mgr ctrl.Manager, cfg *rest.Config, c client.Client, stateDir, registryHost string, images osimage.CacheOptions) (*poolSet, error) {
 	pools := &poolSet{errs: make(chan error, 1)}
 	for _, p := range o.FakePools {
 		errs, err := StartFakePool(ctx, cfg, stateDir, p, images.Network)
@@ -259,6 +259,9 @@ func startPools(ctx context.Context, o Options, cfg *rest.Config, c client.Clien
 			return nil, err
 		}
 		go func() { <-ctx.Done(); _ = sw.Close() }()
+		if err := serveLoadBalancers(ctx, mgr, sw); err != nil {
+			return nil, err
+		}
 		for _, arch := range archs {
 			networks := BuilderNetworks(registryHost, o.PackageProxy)
 			networks[NodeNetwork] = qemu.Network{Segment: &qemu.Segment{Subnet: NodeSubnet}}

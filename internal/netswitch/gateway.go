@@ -17,6 +17,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+	"gvisor.dev/gvisor/pkg/waiter"
 )
 
 // gatewayNIC is the stack's only NIC.
@@ -105,11 +106,35 @@ func (g *gateway) listen(port uint16) (net.Listener, error) {
 	if g.closed {
 		return nil, errSegmentClosed
 	}
-	l, err := gonet.ListenTCP(g.stack, fullAddress(netip.AddrPortFrom(g.cfg.gateway, port)), ipv4.ProtocolNumber)
+	l, err := listenReusingAddress(g.stack, fullAddress(netip.AddrPortFrom(g.cfg.gateway, port)))
 	if err != nil {
 		return nil, fmt.Errorf("listening at %s:%d: %w", g.cfg.gateway, port, err)
 	}
 	return &listener{TCPListener: l, gw: g}, nil
+}
+
+// listenBacklog is a listener's queue of connections not yet accepted.
+const listenBacklog = 128
+
+// listenReusingAddress is gonet.ListenTCP with SO_REUSEADDR, as Go's net.Listen sets it:
+// a listener closed and made again (a load balancer's, when its process restarts) binds
+// its port while connections it accepted linger in TIME_WAIT.
+func listenReusingAddress(s *stack.Stack, addr tcpip.FullAddress) (*gonet.TCPListener, error) {
+	var wq waiter.Queue
+	ep, terr := s.NewEndpoint(tcp.ProtocolNumber, ipv4.ProtocolNumber, &wq)
+	if terr != nil {
+		return nil, errors.New(terr.String())
+	}
+	ep.SocketOptions().SetReuseAddress(true)
+	if terr := ep.Bind(addr); terr != nil {
+		ep.Close()
+		return nil, fmt.Errorf("bind: %s", terr)
+	}
+	if terr := ep.Listen(listenBacklog); terr != nil {
+		ep.Close()
+		return nil, fmt.Errorf("listen: %s", terr)
+	}
+	return gonet.NewTCPListener(s, &wq, ep), nil
 }
 
 // close ends every connection and listener (gVisor's Close aborts every endpoint) and

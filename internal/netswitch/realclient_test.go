@@ -1,21 +1,16 @@
 package netswitch
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/anvil-dev/anvil/internal/netswitch/netnstest"
 )
 
 // TestRealDHCPClients runs real DHCP clients (busybox udhcpc, ISC dhclient) and the kernel's
@@ -48,8 +43,8 @@ func TestRealDHCPClients(t *testing.T) {
 				t.Fatalf("cannot make a network namespace: %v: %s", err, out)
 			}
 			t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-			tap := openTAP(t, ns, "tap0")
-			inNS(t, ns, "ip", "link", "set", "tap0", "address", macA.String(), "up")
+			tap := netnstest.OpenTAP(t, ns, "tap0")
+			netnstest.InNS(t, ns, "ip", "link", "set", "tap0", "address", macA.String(), "up")
 
 			s, _ := newSwitch(t)
 			dir := t.TempDir()
@@ -60,7 +55,7 @@ func TestRealDHCPClients(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			relayFrames(t, tap, relay.conn, path)
+			netnstest.RelayFrames(t, tap, relay.conn, path)
 
 			got := c.run(t, ns, dir)
 			want := map[string]string{"ip": "10.200.0.10", "mask": "255.255.255.0", "router": "10.200.0.1",
@@ -71,8 +66,8 @@ func TestRealDHCPClients(t *testing.T) {
 				}
 			}
 			// The kernel resolves the gateway by ARP and accepts its echo replies.
-			inNS(t, ns, "ip", "addr", "add", "10.200.0.10/24", "dev", "tap0")
-			inNS(t, ns, "busybox", "ping", "-c", "2", "-W", "5", "10.200.0.1")
+			netnstest.InNS(t, ns, "ip", "addr", "add", "10.200.0.10/24", "dev", "tap0")
+			netnstest.InNS(t, ns, "busybox", "ping", "-c", "2", "-W", "5", "10.200.0.1")
 		})
 	}
 }
@@ -81,7 +76,7 @@ func TestRealDHCPClients(t *testing.T) {
 func runUdhcpc(t *testing.T, ns, dir string) map[string]string {
 	out := filepath.Join(dir, "lease")
 	script := writeScript(t, dir, `[ "$1" = bound ] && echo "ip=$ip mask=$subnet router=$router dns=$dns lease=$lease server=$serverid" > `+out)
-	inNS(t, ns, "busybox", "udhcpc", "-i", "tap0", "-f", "-q", "-n", "-t", "5", "-T", "2", "-s", script)
+	netnstest.InNS(t, ns, "busybox", "udhcpc", "-i", "tap0", "-f", "-q", "-n", "-t", "5", "-T", "2", "-s", script)
 	return readLease(t, out)
 }
 
@@ -91,7 +86,7 @@ func runDhclient(t *testing.T, ns, dir string) map[string]string {
 	out, pid := filepath.Join(dir, "lease"), filepath.Join(dir, "dhclient.pid")
 	script := writeScript(t, dir, `[ "$reason" = BOUND ] && echo "ip=$new_ip_address mask=$new_subnet_mask router=$new_routers dns=$new_domain_name_servers lease=$new_dhcp_lease_time server=$new_dhcp_server_identifier" > `+out)
 	t.Cleanup(func() { exec.Command("ip", "netns", "exec", ns, "dhclient", "-x", "-pf", pid).Run() })
-	inNS(t, ns, "dhclient", "-1", "-v", "-sf", script, "-lf", filepath.Join(dir, "leases"), "-pf", pid, "tap0")
+	netnstest.InNS(t, ns, "dhclient", "-1", "-v", "-sf", script, "-lf", filepath.Join(dir, "leases"), "-pf", pid, "tap0")
 	return readLease(t, out)
 }
 
@@ -114,8 +109,8 @@ until [ -s /run/systemd/netif/leases/* ] 2>/dev/null || [ $i -ge 150 ]; do sleep
 kill $pid
 . /run/systemd/netif/leases/*
 echo "ip=$ADDRESS mask=$NETMASK router=$ROUTER dns=$DNS lease=$LIFETIME server=$SERVER_ADDRESS" > `+out)
-	inNS(t, ns, "sh", script)
-	inNS(t, ns, "ip", "addr", "flush", "dev", "tap0") // networkd configured it; the ping step adds it again
+	netnstest.InNS(t, ns, "sh", script)
+	netnstest.InNS(t, ns, "ip", "addr", "flush", "dev", "tap0") // networkd configured it; the ping step adds it again
 	return readLease(t, out)
 }
 
@@ -138,89 +133,4 @@ func readLease(t *testing.T, path string) map[string]string {
 		m[k] = v
 	}
 	return m
-}
-
-func inNS(t *testing.T, ns string, args ...string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns}, args...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	t.Logf("%s:\n%s", strings.Join(args, " "), out)
-}
-
-// openTAP creates a TAP device in namespace ns: the device is made in the namespace of the
-// thread that creates it, so this thread enters ns for the call and comes back.
-func openTAP(t *testing.T, ns, name string) *os.File {
-	runtime.LockOSThread()
-	orig, err := os.Open("/proc/thread-self/ns/net")
-	if err != nil {
-		runtime.UnlockOSThread()
-		t.Fatal(err)
-	}
-	defer orig.Close()
-	target, err := os.Open("/run/netns/" + ns)
-	if err != nil {
-		runtime.UnlockOSThread()
-		t.Fatal(err)
-	}
-	defer target.Close()
-	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-		runtime.UnlockOSThread()
-		t.Fatal(err)
-	}
-	fd, tapErr := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if tapErr == nil {
-		var ifr *unix.Ifreq
-		if ifr, tapErr = unix.NewIfreq(name); tapErr == nil {
-			ifr.SetUint16(unix.IFF_TAP | unix.IFF_NO_PI)
-			tapErr = unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr)
-		}
-	}
-	if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-		// The thread stays locked, so it ends with its goroutine rather than run others
-		// in the wrong namespace.
-		t.Fatal(err)
-	}
-	runtime.UnlockOSThread()
-	if tapErr != nil {
-		t.Fatalf("cannot create a TAP device: %v", tapErr)
-	}
-	f := os.NewFile(uintptr(fd), "tap")
-	return f
-}
-
-// relayFrames plays QEMU: frames from the TAP go to the segment, frames from the switch to
-// the TAP.
-func relayFrames(t *testing.T, tap *os.File, conn *net.UnixConn, segment string) {
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		buf := make([]byte, maxFrame)
-		for {
-			n, err := tap.Read(buf)
-			if err != nil {
-				return
-			}
-			if _, err := conn.WriteToUnix(buf[:n], &net.UnixAddr{Name: segment, Net: "unixgram"}); err != nil && !errors.Is(err, net.ErrClosed) {
-				t.Logf("relay to the switch: %v", err)
-			}
-		}
-	}()
-	go func() {
-		defer wg.Done()
-		buf := make([]byte, maxFrame)
-		for {
-			conn.SetReadDeadline(time.Time{})
-			n, _, err := conn.ReadFromUnix(buf)
-			if err != nil {
-				return
-			}
-			tap.Write(buf[:n])
-		}
-	}()
-	t.Cleanup(func() { tap.Close(); conn.Close(); wg.Wait() })
 }

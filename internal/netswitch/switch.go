@@ -15,6 +15,9 @@ import (
 	"github.com/go-logr/logr"
 )
 
+// ErrSegmentNotOpen: DialTCP or ListenTCP named a segment with no port attached.
+var ErrSegmentNotOpen = errors.New("the segment is not open: no port is attached")
+
 // Switch forwards frames between the ports of each segment and never between segments.
 // Its methods may be called from any goroutine.
 type Switch struct {
@@ -190,7 +193,7 @@ func (s *Switch) gatewayOf(segment string) (*gateway, error) {
 	defer s.mu.Unlock()
 	sg := s.segments[segment]
 	if sg == nil {
-		return nil, fmt.Errorf("segment %s is not open: no port is attached", segment)
+		return nil, fmt.Errorf("segment %s: %w", segment, ErrSegmentNotOpen)
 	}
 	return sg.gw, nil
 }

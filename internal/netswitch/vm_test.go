@@ -8,12 +8,10 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
-	"runtime"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/anvil-dev/anvil/internal/netswitch/netnstest"
 )
 
 // A test VM is a Linux network namespace whose TAP device's frames are relayed to a
@@ -33,22 +31,13 @@ type vm struct {
 // and relays its frames to seg's socket in swDir; it does not attach it.
 func newVM(t *testing.T, swDir string, seg Segment, name string, m mac, ip netip.Addr) *vm {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatal("needs root: a network namespace and a TAP device")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Fatal("needs ip (iproute2; make deps installs it)")
-	}
 	ns := fmt.Sprintf("anvil-gw-%d-%s", os.Getpid(), name)
-	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Fatalf("cannot make a network namespace: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-	tap := openTAP(t, ns, "tap0")
-	inNS(t, ns, "ip", "link", "set", "tap0", "address", m.String(), "up")
-	inNS(t, ns, "ip", "addr", "add", netip.PrefixFrom(ip, seg.Subnet.Bits()).String(), "dev", "tap0")
+	netnstest.AddNamespace(t, ns)
+	tap := netnstest.OpenTAP(t, ns, "tap0")
+	netnstest.InNS(t, ns, "ip", "link", "set", "tap0", "address", m.String(), "up")
+	netnstest.InNS(t, ns, "ip", "addr", "add", netip.PrefixFrom(ip, seg.Subnet.Bits()).String(), "dev", "tap0")
 	relay := bindNIC(t, t.TempDir(), "relay", m, ip)
-	relayFrames(t, tap, relay.conn, SocketPath(swDir, seg.Name))
+	netnstest.RelayFrames(t, tap, relay.conn, SocketPath(swDir, seg.Name))
 	return &vm{t: t, ns: ns, nic: relay}
 }
 
@@ -63,7 +52,7 @@ func (v *vm) attach(s *Switch, seg Segment) {
 func (v *vm) listen(port uint16) net.Listener {
 	v.t.Helper()
 	var l net.Listener
-	err := inNetNS(v.ns, func() (err error) {
+	err := netnstest.In(v.ns, func() (err error) {
 		l, err = net.Listen("tcp4", fmt.Sprintf(":%d", port))
 		return err
 	})
@@ -77,41 +66,11 @@ func (v *vm) listen(port uint16) net.Listener {
 // dial connects from the guest.
 func (v *vm) dial(addr string) (net.Conn, error) {
 	var c net.Conn
-	err := inNetNS(v.ns, func() (err error) {
+	err := netnstest.In(v.ns, func() (err error) {
 		c, err = net.DialTimeout("tcp4", addr, waitTCP)
 		return err
 	})
 	return c, err
-}
-
-// inNetNS runs f on a thread in namespace ns: a socket belongs to the namespace it was
-// made in for good, so what f opens stays there after the thread comes back.
-func inNetNS(ns string, f func() error) error {
-	runtime.LockOSThread()
-	orig, err := os.Open("/proc/thread-self/ns/net")
-	if err != nil {
-		runtime.UnlockOSThread()
-		return err
-	}
-	defer orig.Close()
-	target, err := os.Open("/run/netns/" + ns)
-	if err != nil {
-		runtime.UnlockOSThread()
-		return err
-	}
-	defer target.Close()
-	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-		runtime.UnlockOSThread()
-		return err
-	}
-	ferr := f()
-	if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-		// The thread stays locked, so it ends with its goroutine rather than run others
-		// in the wrong namespace.
-		return fmt.Errorf("coming back from namespace %s: %w", ns, err)
-	}
-	runtime.UnlockOSThread()
-	return ferr
 }
 
 // accept returns the listener's next connection, failing the test when none comes.

@@ -17,6 +17,16 @@ type AnvilClusterSpec struct {
 	// +optional
 	ControlPlaneEndpoint clusterv1.APIEndpoint `json:"controlPlaneEndpoint,omitempty,omitzero"`
 
+	// ControlPlaneLoadBalancer has anvil make the control-plane endpoint: a LoadBalancer
+	// (compute.anvil.dev) named after the AnvilCluster, where the cluster's anvil Machines
+	// live, sending to port 6443 of the control-plane machines on Network's segment.
+	// spec.controlPlaneEndpoint is then set to its endpoint (unless set already), and every
+	// machine of the cluster gets the first-boot metadata its node-local proxy needs
+	// (control-plane-endpoint, control-plane-forward: docs/loadbalancer.md). Once set it
+	// cannot change.
+	// +optional
+	ControlPlaneLoadBalancer *ControlPlaneLoadBalancer `json:"controlPlaneLoadBalancer,omitempty"`
+
 	// IdentityRef names a Secret holding a kubeconfig for another anvil control plane: the
 	// provider then creates and watches the cluster's anvil Machines there (after a
 	// `clusterctl move`, say, while the pools and servers stay where they are). Empty means
@@ -33,6 +43,16 @@ type AnvilClusterSpec struct {
 	// +kubebuilder:validation:MaxLength=317
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$')",message="failureDomainLabel must be a label key, such as topology.kubernetes.io/zone"
 	FailureDomainLabel string `json:"failureDomainLabel,omitempty"`
+}
+
+// ControlPlaneLoadBalancer is the load balancer anvil makes for a cluster's API servers.
+type ControlPlaneLoadBalancer struct {
+	// Network is the segment network of the pools that the control-plane machines have a NIC
+	// on (their AnvilMachineTemplate's networkInterfaces name it).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Network string `json:"network"`
 }
 
 // IdentityReference names a Secret, in the AnvilCluster's namespace, holding a kubeconfig for
@@ -67,6 +87,11 @@ type AnvilClusterStatus struct {
 	// +kubebuilder:validation:MaxItems=100
 	FailureDomains []clusterv1.FailureDomain `json:"failureDomains,omitempty"`
 
+	// ControlPlaneLoadBalancer is the LoadBalancer made for spec.controlPlaneLoadBalancer, as
+	// it reports itself.
+	// +optional
+	ControlPlaneLoadBalancer *ControlPlaneLoadBalancerStatus `json:"controlPlaneLoadBalancer,omitempty"`
+
 	// Conditions: Ready, Paused.
 	// +optional
 	// +listType=map
@@ -77,6 +102,19 @@ type AnvilClusterStatus struct {
 	// ObservedGeneration is the spec generation this status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// ControlPlaneLoadBalancerStatus names the cluster's LoadBalancer and where the machines on
+// its segment reach it.
+type ControlPlaneLoadBalancerStatus struct {
+	// Name of the LoadBalancer, in the namespace of the cluster's anvil Machines.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+	// SegmentEndpoint is where the machines on the segment reach it: each node forwards
+	// spec.controlPlaneEndpoint's address, on itself, to there.
+	// +optional
+	SegmentEndpoint clusterv1.APIEndpoint `json:"segmentEndpoint,omitempty,omitzero"`
 }
 
 // AnvilClusterInitializationStatus is the part of the status Cluster API's contract reads.
@@ -96,6 +134,7 @@ type AnvilClusterInitializationStatus struct {
 // +kubebuilder:metadata:labels="clusterctl.cluster.x-k8s.io="
 // +kubebuilder:metadata:labels="cluster.x-k8s.io/provider=infrastructure-anvil"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.spec.controlPlaneEndpoint) || (has(self.spec.controlPlaneEndpoint) && self.spec.controlPlaneEndpoint == oldSelf.spec.controlPlaneEndpoint)",message="spec.controlPlaneEndpoint cannot be changed once set: the workload cluster's certificates and kubeconfigs name it; create a new cluster for a new endpoint"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.spec.controlPlaneLoadBalancer) || (has(self.spec.controlPlaneLoadBalancer) && self.spec.controlPlaneLoadBalancer == oldSelf.spec.controlPlaneLoadBalancer)",message="spec.controlPlaneLoadBalancer cannot be changed or removed once set: the cluster's endpoint is its LoadBalancer's"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.spec.identityRef) || (has(self.spec.identityRef) && self.spec.identityRef == oldSelf.spec.identityRef)",message="spec.identityRef cannot be changed or removed once set: the cluster's anvil Machines live in the control plane it names; rotate the credentials inside the Secret instead"
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.metadata.labels['cluster\.x-k8s\.io/cluster-name']`
 // +kubebuilder:printcolumn:name="Provisioned",type=boolean,JSONPath=`.status.initialization.provisioned`

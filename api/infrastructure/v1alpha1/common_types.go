@@ -15,6 +15,10 @@ const (
 	// not garbage collected) without them.
 	AnvilMachineLabel = "infrastructure.cluster.x-k8s.io/anvil-machine"
 
+	// AnvilClusterLabel, on a LoadBalancer, names the AnvilCluster it was made for (its
+	// spec.controlPlaneLoadBalancer).
+	AnvilClusterLabel = "infrastructure.cluster.x-k8s.io/anvil-cluster"
+
 	// AnnotationBlockMove (clusterctl's name) holds `clusterctl move` back while set on an
 	// object to move: the provider sets it on an AnvilMachine whose anvil Machine is still
 	// being provisioned.
@@ -110,6 +114,24 @@ const (
 	// ReasonWaitingForControlPlaneEndpoint: machines can be made (Ready is True), and the
 	// endpoint will be the first control-plane machine's address.
 	ReasonWaitingForControlPlaneEndpoint = "WaitingForControlPlaneEndpoint"
+	// ReasonWaitingForLoadBalancer: spec.controlPlaneLoadBalancer's LoadBalancer is made and
+	// has no endpoint yet (Ready is False: Cluster API's control plane waits for the
+	// endpoint); the message carries the LoadBalancer's own reason. On an AnvilMachine: its
+	// anvil Machine waits for the AnvilCluster to report the load balancer's endpoints.
+	ReasonWaitingForLoadBalancer = "WaitingForLoadBalancer"
+	// ReasonLoadBalancerNameTaken: a LoadBalancer of the AnvilCluster's name exists that the
+	// provider did not make for this cluster; it is left alone.
+	ReasonLoadBalancerNameTaken = "LoadBalancerNameTaken"
+)
+
+// First-boot metadata keys the provider gives every anvil Machine of a cluster with a
+// control-plane load balancer: a node-local proxy (the cluster template's, see
+// docs/loadbalancer.md) listens at the first and forwards to the second, so the nodes reach
+// the control-plane endpoint at the address the host does. cloud-init templates read them
+// as ds.meta_data.control_plane_endpoint and ds.meta_data.control_plane_forward.
+const (
+	MetaDataControlPlaneEndpoint = "control-plane-endpoint"
+	MetaDataControlPlaneForward  = "control-plane-forward"
 )
 
 // Reasons of the Paused condition.

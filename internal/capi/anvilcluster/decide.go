@@ -2,8 +2,10 @@ package anvilcluster
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -30,6 +32,14 @@ type Input struct {
 	// IdentityErr says why the anvil control plane of spec.identityRef cannot be reached or
 	// used; nil when it can, or when there is no identityRef.
 	IdentityErr error
+	// Namespace is where the cluster's anvil Machines live (the AnvilCluster's own, or the
+	// one its identity names in another anvil control plane), and its LoadBalancer.
+	Namespace string
+	// Local is true when that is this control plane: the LoadBalancer is then owned by the
+	// AnvilCluster.
+	Local bool
+	// LoadBalancer is the LoadBalancer named like the AnvilCluster in Namespace; nil if none.
+	LoadBalancer *computev1alpha1.LoadBalancer
 }
 
 // Plan is what to write for an AnvilCluster.
@@ -37,6 +47,10 @@ type Plan struct {
 	// Endpoint is written into spec.controlPlaneEndpoint; nil leaves it alone. It is set only
 	// while the spec has none, so it is written once.
 	Endpoint *clusterv1.APIEndpoint
+	// CreateLoadBalancer is the control-plane LoadBalancer to create; nil: none.
+	CreateLoadBalancer *computev1alpha1.LoadBalancer
+	// LoadBalancer is the AnvilCluster's status.controlPlaneLoadBalancer.
+	LoadBalancer *infrav1.ControlPlaneLoadBalancerStatus
 	// Provisioned, FailureDomains and Ready are the AnvilCluster's status.
 	Provisioned    bool
 	FailureDomains []clusterv1.FailureDomain
@@ -60,6 +74,9 @@ func Decide(in Input) Plan {
 	}
 	p.Provisioned = true
 	p.FailureDomains = FailureDomains(in.PoolLabels, failureDomainLabel(ac.Spec.FailureDomainLabel))
+	if ac.Spec.ControlPlaneLoadBalancer != nil {
+		return decideLoadBalancer(in, p)
+	}
 	if ac.Spec.ControlPlaneEndpoint.IsValid() {
 		p.Ready = condition(metav1.ConditionTrue, infrav1.ReasonProvisioned, "")
 		return p
@@ -73,6 +90,65 @@ func Decide(in Input) Plan {
 	p.Ready = condition(metav1.ConditionTrue, infrav1.ReasonWaitingForControlPlaneEndpoint,
 		"no spec.controlPlaneEndpoint: it is taken from the first control-plane machine's address once it has one")
 	return p
+}
+
+// decideLoadBalancer plans the cluster's control-plane LoadBalancer and takes the endpoint
+// from it. Until it has one, Ready is False: Cluster API's control plane makes no machine
+// before the Cluster has an endpoint, so nothing is lost waiting.
+func decideLoadBalancer(in Input, p Plan) Plan {
+	ac, lb := in.AnvilCluster, in.LoadBalancer
+	switch {
+	case lb == nil:
+		p.CreateLoadBalancer = LoadBalancer(ac, in.Cluster.Name, in.Namespace, in.Local)
+		p.Ready = condition(metav1.ConditionFalse, infrav1.ReasonWaitingForLoadBalancer,
+			fmt.Sprintf("creating LoadBalancer %s/%s for the control-plane endpoint", in.Namespace, ac.Name))
+		return p
+	case lb.Labels[clusterv1.ClusterNameLabel] != in.Cluster.Name || lb.Labels[infrav1.AnvilClusterLabel] != ac.Name:
+		p.Ready = condition(metav1.ConditionFalse, infrav1.ReasonLoadBalancerNameTaken,
+			fmt.Sprintf("LoadBalancer %s/%s exists and was not made for this AnvilCluster (labels %s and %s); it is left alone: delete or rename it",
+				lb.Namespace, lb.Name, clusterv1.ClusterNameLabel, infrav1.AnvilClusterLabel))
+		return p
+	}
+	st := &infrav1.ControlPlaneLoadBalancerStatus{Name: lb.Name}
+	if e := lb.Status.SegmentEndpoint; e != nil {
+		st.SegmentEndpoint = clusterv1.APIEndpoint{Host: e.Host, Port: e.Port}
+	}
+	p.LoadBalancer = st
+	e := lb.Status.Endpoint
+	switch {
+	case ac.Spec.ControlPlaneEndpoint.IsValid():
+		p.Ready = condition(metav1.ConditionTrue, infrav1.ReasonProvisioned, "")
+	case e == nil || lb.Status.SegmentEndpoint == nil:
+		why := "it has not reported yet"
+		if c := apimeta.FindStatusCondition(lb.Status.Conditions, computev1alpha1.ConditionReady); c != nil {
+			why = fmt.Sprintf("%s: %s", c.Reason, c.Message)
+		}
+		p.Ready = condition(metav1.ConditionFalse, infrav1.ReasonWaitingForLoadBalancer,
+			fmt.Sprintf("waiting for LoadBalancer %s/%s's endpoint (%s)", lb.Namespace, lb.Name, why))
+	default:
+		p.Endpoint = &clusterv1.APIEndpoint{Host: e.Host, Port: e.Port}
+		p.Ready = condition(metav1.ConditionTrue, infrav1.ReasonProvisioned, "")
+	}
+	return p
+}
+
+// LoadBalancer is the control-plane LoadBalancer of AnvilCluster ac of cluster clusterName:
+// named like it, in namespace, sending to the API server port of the cluster's
+// control-plane machines on spec.controlPlaneLoadBalancer's network; owned by ac when local.
+func LoadBalancer(ac *infrav1.AnvilCluster, clusterName, namespace string, local bool) *computev1alpha1.LoadBalancer {
+	lb := &computev1alpha1.LoadBalancer{
+		ObjectMeta: metav1.ObjectMeta{Name: ac.Name, Namespace: namespace,
+			Labels: map[string]string{clusterv1.ClusterNameLabel: clusterName, infrav1.AnvilClusterLabel: ac.Name}},
+		Spec: computev1alpha1.LoadBalancerSpec{
+			Network:  ac.Spec.ControlPlaneLoadBalancer.Network,
+			Selector: map[string]string{clusterv1.ClusterNameLabel: clusterName, clusterv1.MachineControlPlaneLabel: ""},
+			Port:     DefaultAPIServerPort,
+		},
+	}
+	if local {
+		lb.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(ac, infrav1.GroupVersion.WithKind("AnvilCluster"))}
+	}
+	return lb
 }
 
 // FailureDomains are the distinct values of label on pools, sorted; every one may hold

@@ -3,7 +3,9 @@ package anvilmachine
 import (
 	"fmt"
 	"maps"
+	"net"
 	"slices"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -46,6 +48,17 @@ type Input struct {
 	Hostname         string
 	MetaData         map[string]string
 	HardwareMetaData []computev1alpha1.HardwareMetaData
+	// LoadBalancer is the AnvilCluster's spec.controlPlaneLoadBalancer and status: a new
+	// anvil Machine gets the metadata of its node-local proxy from it (see metaData); nil
+	// without one.
+	LoadBalancer *LoadBalancer
+}
+
+// LoadBalancer is what an AnvilCluster with a control-plane load balancer says of it.
+type LoadBalancer struct {
+	// Endpoint is spec.controlPlaneEndpoint and SegmentEndpoint the status's: either is
+	// zero until the LoadBalancer has reported them.
+	Endpoint, SegmentEndpoint clusterv1.APIEndpoint
 }
 
 // Plan is what to do for an AnvilMachine. Apply it in this order: Secret, Create or Image,
@@ -127,6 +140,10 @@ func Decide(in Input) Plan {
 	if in.Existing == nil {
 		if reason != "" {
 			return wait(reason, msg)
+		}
+		if lb := in.LoadBalancer; lb != nil && (!lb.Endpoint.IsValid() || !lb.SegmentEndpoint.IsValid()) {
+			return wait(infrav1.ReasonWaitingForLoadBalancer, fmt.Sprintf(
+				"waiting for the control-plane load balancer of Cluster %s to report its endpoints (AnvilCluster status.controlPlaneLoadBalancer): its machines boot with them", in.Machine.Spec.ClusterName))
 		}
 		inPlace := bootsInPlace(in, in.Namespace, am.Name)
 		m, err := desiredMachine(in, clusterName, fb, inPlace)
@@ -285,8 +302,13 @@ func desiredMachine(in Input, clusterName string, fb FirstBoot, inPlace bool) (*
 		}
 		selector[key] = fd
 	}
+	l := labels(am.Name, clusterName)
+	if _, ok := in.Machine.Labels[clusterv1.MachineControlPlaneLabel]; ok {
+		// The control-plane LoadBalancer's selector picks it.
+		l[clusterv1.MachineControlPlaneLabel] = ""
+	}
 	m := &computev1alpha1.Machine{
-		ObjectMeta: metav1.ObjectMeta{Name: am.Name, Namespace: in.Namespace, Labels: labels(am.Name, clusterName)},
+		ObjectMeta: metav1.ObjectMeta{Name: am.Name, Namespace: in.Namespace, Labels: l},
 		Spec: computev1alpha1.MachineSpec{
 			MachineClassRef:     s.MachineClassRef,
 			Image:               s.Image,
@@ -300,7 +322,7 @@ func desiredMachine(in Input, clusterName string, fb FirstBoot, inPlace bool) (*
 			Volumes:             s.Volumes,
 			NetworkInterfaces:   s.NetworkInterfaces,
 			Hostname:            in.Hostname,
-			MetaData:            metaData(in.MetaData, in.Namespace, am.Name),
+			MetaData:            metaData(in.MetaData, in.Namespace, am.Name, in.LoadBalancer),
 			HardwareMetaData:    slices.Clone(in.HardwareMetaData),
 		},
 	}
@@ -317,14 +339,24 @@ func desiredMachine(in Input, clusterName string, fb FirstBoot, inPlace bool) (*
 }
 
 // metaData is the template's metadata with the provider-id key, which the guest's node
-// agent writes into its Node's spec.providerID, so Cluster API matches the two.
-func metaData(rendered map[string]string, namespace, name string) map[string]string {
+// agent writes into its Node's spec.providerID, so Cluster API matches the two, and, with a
+// control-plane load balancer, where the node-local proxy listens and where it forwards:
+// the endpoint's own address on the node, the load balancer's at the segment's gateway.
+func metaData(rendered map[string]string, namespace, name string, lb *LoadBalancer) map[string]string {
 	md := maps.Clone(rendered)
 	if md == nil {
 		md = map[string]string{}
 	}
 	md[infrav1.MetaDataProviderID] = ProviderID(namespace, name)
+	if lb != nil {
+		md[infrav1.MetaDataControlPlaneEndpoint] = hostPort(lb.Endpoint)
+		md[infrav1.MetaDataControlPlaneForward] = hostPort(lb.SegmentEndpoint)
+	}
 	return md
+}
+
+func hostPort(e clusterv1.APIEndpoint) string {
+	return net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port)))
 }
 
 // addressTypes are the address types Cluster API accepts; anvil's free-form types outside

@@ -252,6 +252,12 @@ func TestDecideGivesTheMachineItsMetaData(t *testing.T) {
 			"", map[string]string{"provider-id": "anvil://tenant/md-0-abcde"}},
 		{"remote namespace", input(func(in *Input) { in.Namespace = "site-a-tenant" }),
 			"", map[string]string{"provider-id": "anvil://site-a-tenant/md-0-abcde"}},
+		{"control-plane load balancer: the node-local proxy's, over the template's", input(func(in *Input) {
+			in.MetaData = map[string]string{"control-plane-forward": "192.0.2.1:1"}
+			in.LoadBalancer = &LoadBalancer{Endpoint: clusterv1.APIEndpoint{Host: "127.0.0.1", Port: 16443},
+				SegmentEndpoint: clusterv1.APIEndpoint{Host: "10.200.0.1", Port: 16443}}
+		}), "", map[string]string{"provider-id": "anvil://tenant/md-0-abcde",
+			"control-plane-endpoint": "127.0.0.1:16443", "control-plane-forward": "10.200.0.1:16443"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := maps.Clone(tc.in.MetaData)
@@ -508,5 +514,28 @@ func TestDecideBootsABootstrapSecretOfItsOwnNameInPlace(t *testing.T) {
 	in := input(atName("cloud-config", "#cloud-config\n"), func(in *Input) { in.Existing = anvil(running) })
 	if p := Decide(in); p.Secret != nil || p.Ready.Reason != infrav1.ReasonRunning {
 		t.Errorf("with the anvil Machine running: Secret %+v, Ready %s", p.Secret, p.Ready.Reason)
+	}
+}
+
+// A machine of a cluster with a control-plane load balancer is made only once the load
+// balancer's endpoints are known (they are in its first boot); a control-plane machine's
+// anvil Machine carries the label the load balancer selects.
+func TestDecideWaitsForTheLoadBalancerAndLabelsControlPlanes(t *testing.T) {
+	pending := input(func(in *Input) {
+		in.LoadBalancer = &LoadBalancer{Endpoint: clusterv1.APIEndpoint{Host: "127.0.0.1", Port: 16443}}
+	})
+	p := Decide(pending)
+	if p.Create != nil || p.Ready.Reason != infrav1.ReasonWaitingForLoadBalancer || p.Ready.Message == "" {
+		t.Errorf("without the segment endpoint: create %v, Ready %s %q; want no Machine, WaitingForLoadBalancer", p.Create != nil, p.Ready.Reason, p.Ready.Message)
+	}
+	worker := Decide(input()).Create
+	if _, ok := worker.Labels[clusterv1.MachineControlPlaneLabel]; ok {
+		t.Errorf("a worker's anvil Machine has the control-plane label: %v", worker.Labels)
+	}
+	cp := Decide(input(func(in *Input) {
+		in.Machine.Labels = map[string]string{clusterv1.MachineControlPlaneLabel: ""}
+	})).Create
+	if v, ok := cp.Labels[clusterv1.MachineControlPlaneLabel]; !ok || v != "" {
+		t.Errorf("a control-plane machine's anvil Machine labels %v, want %s", cp.Labels, clusterv1.MachineControlPlaneLabel)
 	}
 }

@@ -27,6 +27,7 @@ type AnvilClusterReconciler struct {
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=anvilclusters,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=anvilclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=compute.anvil.dev,resources=machinepools,verbs=get;list;watch
+// +kubebuilder:rbac:groups=compute.anvil.dev,resources=loadbalancers,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;patch
 
 // Reconcile brings one AnvilCluster's endpoint and status to what anvilcluster decides.
@@ -63,8 +64,14 @@ func (r *AnvilClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err == nil {
 		remoteCtx, cancel := compute.bound(ctx)
 		defer cancel()
-		if in.PoolLabels, err = usablePoolLabels(remoteCtx, compute, compute.namespaceFor(ac.Namespace)); err != nil {
+		in.Namespace, in.Local = compute.namespaceFor(ac.Namespace), !compute.Remote
+		if in.PoolLabels, err = usablePoolLabels(remoteCtx, compute, in.Namespace); err != nil {
 			return ctrl.Result{}, err
+		}
+		if ac.Spec.ControlPlaneLoadBalancer != nil {
+			if in.LoadBalancer, err = loadBalancerOf(remoteCtx, compute, in.Namespace, ac.Name); err != nil {
+				return ctrl.Result{}, err
+			}
 		}
 	}
 	if in.Cluster != nil && !ac.Spec.ControlPlaneEndpoint.IsValid() {
@@ -76,6 +83,15 @@ func (r *AnvilClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		in.ControlPlaneMachines = machines.Items
 	}
 	plan := anvilcluster.Decide(in)
+	if plan.CreateLoadBalancer != nil {
+		remoteCtx, cancel := compute.bound(ctx)
+		defer cancel()
+		if err := compute.Client.Create(remoteCtx, plan.CreateLoadBalancer); client.IgnoreAlreadyExists(err) != nil {
+			return ctrl.Result{}, err
+		}
+		r.Events.Normal(ac, "LoadBalancerCreated", "Create", "created LoadBalancer %s/%s for the control-plane endpoint",
+			plan.CreateLoadBalancer.Namespace, plan.CreateLoadBalancer.Name)
+	}
 	if plan.Endpoint != nil {
 		want := ac.DeepCopy()
 		want.Spec.ControlPlaneEndpoint = *plan.Endpoint
@@ -91,6 +107,7 @@ func (r *AnvilClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		ac.Status.Initialization.Provisioned = new(true)
 	}
 	ac.Status.FailureDomains = plan.FailureDomains
+	ac.Status.ControlPlaneLoadBalancer = plan.LoadBalancer
 	ac.Status.ObservedGeneration = ac.Generation
 	apimeta.SetStatusCondition(&ac.Status.Conditions, withGeneration(plan.Ready, ac.Generation))
 	if err := patchStatus(ctx, r.Client, ac, base); err != nil {
@@ -100,7 +117,27 @@ func (r *AnvilClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		// The identity Secret is not watched (Secrets are read uncached): look again.
 		return ctrl.Result{RequeueAfter: recheckIdentity(in.IdentityErr)}, nil
 	}
+	if compute.Remote && plan.Ready.Reason == infrav1.ReasonWaitingForLoadBalancer {
+		// Another anvil's LoadBalancers are not watched: look again.
+		return ctrl.Result{RequeueAfter: waitingRecheck}, nil
+	}
 	return ctrl.Result{}, nil
+}
+
+// loadBalancerOf is the LoadBalancer named like the AnvilCluster where its anvil Machines
+// live; nil if there is none. This anvil's come from the cache (they are watched); another
+// anvil's are read directly.
+func loadBalancerOf(ctx context.Context, compute Compute, namespace, name string) (*computev1alpha1.LoadBalancer, error) {
+	var r client.Reader = compute.Client
+	if compute.Remote {
+		r = compute.Reader
+	}
+	lb := &computev1alpha1.LoadBalancer{}
+	ok, err := getOptional(ctx, r, client.ObjectKey{Namespace: namespace, Name: name}, lb)
+	if !ok {
+		return nil, err
+	}
+	return lb, nil
 }
 
 // usablePoolLabels are the labels of the pools namespace ns may use (their tenants). An

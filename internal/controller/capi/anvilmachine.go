@@ -97,6 +97,12 @@ func (r *AnvilMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	if ac != nil {
 		in.FailureDomainLabel = ac.Spec.FailureDomainLabel
+		if ac.Spec.ControlPlaneLoadBalancer != nil {
+			in.LoadBalancer = &anvilmachine.LoadBalancer{Endpoint: ac.Spec.ControlPlaneEndpoint}
+			if st := ac.Status.ControlPlaneLoadBalancer; st != nil {
+				in.LoadBalancer.SegmentEndpoint = st.SegmentEndpoint
+			}
+		}
 	}
 	if in.Bootstrap, err = r.bootstrap(ctx, machine); err != nil {
 		return ctrl.Result{}, err
@@ -322,7 +328,9 @@ func identityUnusable(err error) metav1.Condition {
 // waitsUnwatched says whether a Ready reason waits for something no watch reports.
 func waitsUnwatched(reason string) bool {
 	switch reason {
-	case infrav1.ReasonBootstrapDataNotFound, infrav1.ReasonBootstrapDataInvalid, infrav1.ReasonBootstrapDataNotOwned, infrav1.ReasonSecretNameTaken:
+	case infrav1.ReasonBootstrapDataNotFound, infrav1.ReasonBootstrapDataInvalid, infrav1.ReasonBootstrapDataNotOwned, infrav1.ReasonSecretNameTaken,
+		// The AnvilCluster's status is not watched here.
+		infrav1.ReasonWaitingForLoadBalancer:
 		return true
 	}
 	return false

@@ -119,6 +119,8 @@ func Setup(mgr ctrl.Manager, o Options) (*Computes, error) {
 			_, ok := o.GetLabels()[clusterv1.MachineControlPlaneLabel]
 			return ok
 		}))).
+		// The endpoint may come from the cluster's LoadBalancer.
+		Watches(&computev1alpha1.LoadBalancer{}, handler.EnqueueRequestsFromMapFunc(anvilClusterOfLoadBalancer)).
 		// Failure domains are the pools' labels.
 		Watches(&computev1alpha1.MachinePool{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
 			return allAnvilClusters(ctx, c)
@@ -148,6 +150,15 @@ func infraMachineOf(_ context.Context, o client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: ref.Name}}}
+}
+
+// anvilClusterOfLoadBalancer maps a LoadBalancer the provider made to its AnvilCluster.
+func anvilClusterOfLoadBalancer(_ context.Context, o client.Object) []reconcile.Request {
+	name, ok := o.GetLabels()[infrav1.AnvilClusterLabel]
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 }
 
 func infraClusterOf(_ context.Context, o client.Object) []reconcile.Request {

@@ -27,8 +27,8 @@ type Segment struct {
 	Subnet netip.Prefix
 }
 
-// gateway is the segment's first address.
-func (s *Segment) gateway() netip.Addr { return s.Subnet.Masked().Addr().Next() }
+// Gateway is the segment's first address: the switch's own on the segment.
+func (s *Segment) Gateway() netip.Addr { return s.Subnet.Masked().Addr().Next() }
 
 // checkSegment refuses a segment the switch could not serve.
 func checkSegment(name string, n Network) error {
@@ -52,9 +52,9 @@ func hasSegments(networks map[string]Network) bool {
 	return false
 }
 
-// segmentName is the switch's name of namespace's segment of network: a hash, so that
+// SegmentName is the switch's name of namespace's segment of network: a hash, so that
 // names of any length make a short, safe socket file name.
-func segmentName(namespace, network string) string {
+func SegmentName(namespace, network string) string {
 	h := sha256.Sum256([]byte(namespace + "\x00" + network))
 	return hex.EncodeToString(h[:8])
 }
@@ -97,9 +97,9 @@ func (r *Runtime) joinSegmentLocked(machineID string, rec *record, d *device) (*
 	}
 	name := d.Segment
 	if name == "" {
-		name = segmentName(rec.Machine.GetMetadata().GetLabels()[mri.LabelMachineNamespace], d.Network)
+		name = SegmentName(rec.Machine.GetMetadata().GetLabels()[mri.LabelMachineNamespace], d.Network)
 	}
-	remote, ip, err := r.cfg.Switch.Attach(netswitch.Segment{Name: name, Subnet: seg.Subnet, Gateway: seg.gateway()}, port)
+	remote, ip, err := r.cfg.Switch.Attach(netswitch.Segment{Name: name, Subnet: seg.Subnet, Gateway: seg.Gateway()}, port)
 	if err != nil {
 		return nil, fmt.Errorf("nic %s: joining its segment: %w", d.Name, err)
 	}
