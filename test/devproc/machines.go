@@ -26,8 +26,8 @@ func (e Env) Apply(tb testing.TB, kubeconfig, objects string) {
 func (e Env) Login(tb testing.TB, kubeconfig, name string, id *guestssh.Identity) *ssh.Client {
 	tb.Helper()
 	e.WaitKubectlFor(tb, kubeconfig, 15*time.Minute, name+" Running", func(s string) bool { return s == "Running" },
-		"get", "machine", name, "-o", "jsonpath={.status.state}")
-	addr, err := e.Kubectl(tb, kubeconfig, "", "get", "machine", name, "-o", `jsonpath={.status.addresses[?(@.type=="SSH")].address}`)
+		"get", "machines.compute.anvil.dev", name, "-o", "jsonpath={.status.state}")
+	addr, err := e.Kubectl(tb, kubeconfig, "", "get", "machines.compute.anvil.dev", name, "-o", `jsonpath={.status.addresses[?(@.type=="SSH")].address}`)
 	if err != nil || addr == "" {
 		tb.Fatalf("%s reports no SSH address: %v %q", name, err, addr)
 	}
@@ -43,7 +43,7 @@ func (e Env) Login(tb testing.TB, kubeconfig, name string, id *guestssh.Identity
 // ConsoleEnd is the last n lines of Machine name's console log (status.console).
 func (e Env) ConsoleEnd(tb testing.TB, kubeconfig, name string, n int) string {
 	tb.Helper()
-	path, _ := e.Kubectl(tb, kubeconfig, "", "get", "machine", name, "-o", "jsonpath={.status.console}")
+	path, _ := e.Kubectl(tb, kubeconfig, "", "get", "machines.compute.anvil.dev", name, "-o", "jsonpath={.status.console}")
 	b, _ := os.ReadFile(path)
 	return LastLines(string(b), n)
 }

@@ -106,3 +106,14 @@ func Run(c *ssh.Client, command string) (string, error) {
 	err = s.Run(command)
 	return stdout.String() + stderr.String(), err
 }
+
+// AuthorizedKey is the user's public key, as an authorized_keys line.
+func (id *Identity) AuthorizedKey() string {
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(id.user.PublicKey())))
+}
+
+// HostKey is the host's private key (PEM) and public key (an authorized_keys line), for
+// first-boot configurations other than CloudConfig's to install.
+func (id *Identity) HostKey() (private, public string) {
+	return id.hostPEM, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(id.host)))
+}

@@ -1,0 +1,221 @@
+package kubeadm
+
+import (
+	"encoding/base64"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anvil-dev/anvil/test/guestssh"
+	"github.com/anvil-dev/anvil/test/harness"
+)
+
+// clusterName is the Cluster API cluster of TestClusterAPIClusterOfTwoArchitectures.
+const clusterName = "hybrid"
+
+// A Cluster API cluster made the quick start's way against anvil dev --capi: clusterctl
+// generate cluster with anvil's template from a local clusterctl repository (what make
+// clusterctl-repo lays out), an amd64 KubeadmControlPlane of one and an arm64
+// MachineDeployment of one, applied with kubectl. anvil makes the control-plane endpoint (a
+// LoadBalancer: 127.0.0.1 on the host, the segment's gateway for the nodes, forwarded on
+// each node by the template's node-local proxy); KubeadmControlPlane runs kubeadm init from
+// its own cloud-config, the worker joins through the endpoint, and the test, on the host,
+// reaches the workload cluster's API through the same endpoint with Cluster API's own
+// kubeconfig: both nodes Ready, each of its architecture, every kube-system Pod ready, a Pod
+// running on each architecture; Cluster API sees the control plane initialized and every
+// Machine with its Node. The guests are asked too, over SSH: cloud-init done, the kubelet
+// and the node-local proxy active. The times it took are logged (docs/kubeadm.md).
+func TestClusterAPIClusterOfTwoArchitectures(t *testing.T) {
+	began := time.Now()
+	d := startDev(t, "--capi")
+	id, err := guestssh.NewIdentity("anvil")
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest := generateCluster(t, d, id)
+	if out, err := env.Kubectl(t, d.kubeconfig, manifest, "apply", "-f", "-"); err != nil {
+		t.Fatalf("applying the generated cluster: %v\n%s", err, out)
+	}
+	applied := time.Now()
+	capi := func(args ...string) (string, error) {
+		out, err := env.Kubectl(t, d.kubeconfig, "", append([]string{"-n", "default"}, args...)...)
+		return strings.TrimSpace(out), err
+	}
+
+	// The endpoint is the LoadBalancer's, on loopback.
+	env.WaitKubectlFor(t, d.kubeconfig, 5*time.Minute, "the AnvilCluster's endpoint from its LoadBalancer",
+		func(s string) bool { return strings.HasPrefix(s, "127.0.0.1:") },
+		"-n", "default", "get", "anvilcluster", clusterName, "-o", "jsonpath={.spec.controlPlaneEndpoint.host}:{.spec.controlPlaneEndpoint.port}")
+	endpoint, _ := capi("get", "anvilcluster", clusterName, "-o", "jsonpath={.spec.controlPlaneEndpoint.host}:{.spec.controlPlaneEndpoint.port}")
+	lb, _ := capi("get", "loadbalancers.compute.anvil.dev", clusterName, "-o", "jsonpath={.status.endpoint.host}:{.status.endpoint.port} {.status.segmentEndpoint.host}")
+	if lb != endpoint+" 10.200.0.1" {
+		t.Errorf("LoadBalancer %s: %q, want the AnvilCluster's endpoint %s and the segment's gateway", clusterName, lb, endpoint)
+	}
+
+	// Cluster API's kubeconfig of the workload cluster names the endpoint; the test uses it
+	// from the host, so every call below goes through the LoadBalancer.
+	env.WaitKubectlFor(t, d.kubeconfig, 30*time.Minute, "the control plane initialized",
+		func(s string) bool { return s == "True" },
+		"-n", "default", "get", "cluster", clusterName, "-o", `jsonpath={.status.conditions[?(@.type=="ControlPlaneInitialized")].status}`)
+	initialized := time.Now()
+	encoded, err := capi("get", "secret", clusterName+"-kubeconfig", "-o", "jsonpath={.data.value}")
+	if err != nil {
+		t.Fatalf("the workload kubeconfig: %v %s", err, encoded)
+	}
+	kc, err := base64.StdEncoding.DecodeString(encoded)
+	if err != nil || !strings.Contains(string(kc), "server: https://"+endpoint) {
+		t.Fatalf("the workload kubeconfig (%v) does not name the endpoint %s:\n%s", err, endpoint, kc)
+	}
+	workload := filepath.Join(t.TempDir(), "workload.kubeconfig")
+	if err := os.WriteFile(workload, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	nodes := map[string]string{} // name → architecture
+	env.WaitKubectlFor(t, workload, 40*time.Minute, "two nodes Ready, one of each architecture",
+		func(s string) bool {
+			clear(nodes)
+			ready := map[string]bool{}
+			for _, l := range strings.Split(s, "\n") {
+				f := strings.Fields(l)
+				if len(f) == 3 && f[2] == "True" {
+					nodes[f[0]], ready[f[1]] = f[1], true
+				}
+			}
+			return len(nodes) == 2 && ready["amd64"] && ready["arm64"]
+		},
+		"get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name} {.status.nodeInfo.architecture} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
+	allReady := time.Now()
+	t.Logf("cluster applied → control plane initialized %s, → both nodes Ready %s (TCG; whole test so far %s)",
+		initialized.Sub(applied).Round(time.Second), allReady.Sub(applied).Round(time.Second), time.Since(began).Round(time.Second))
+	out, _ := env.Kubectl(t, workload, "", "get", "nodes", "-o", "wide")
+	t.Logf("nodes:\n%s", out)
+
+	for _, app := range []string{"component=etcd", "component=kube-apiserver", "component=kube-controller-manager",
+		"component=kube-scheduler", "k8s-app=kube-proxy", "k8s-app=kube-dns"} {
+		env.WaitKubectlFor(t, workload, 15*time.Minute, app+" ready", allTrue,
+			"-n", "kube-system", "get", "pods", "-l", app, "-o", `jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
+	}
+	// A Pod on each architecture (the control plane's taint removed; the pause image is an
+	// index of both).
+	cpNode := ""
+	for name, arch := range nodes {
+		if arch == "amd64" {
+			cpNode = name
+		}
+	}
+	if out, err := env.Kubectl(t, workload, "", "taint", "node", cpNode, "node-role.kubernetes.io/control-plane-"); err != nil {
+		t.Fatalf("untainting the control plane: %v\n%s", err, out)
+	}
+	for _, arch := range []string{"amd64", "arm64"} {
+		pod := "sleeper-" + arch
+		if out, err := env.Kubectl(t, workload, "", "run", pod, "--image=registry.k8s.io/pause:3.10.2", "--restart=Never",
+			`--overrides={"spec":{"nodeSelector":{"kubernetes.io/arch":"`+arch+`"}}}`); err != nil {
+			t.Fatalf("running a Pod on %s: %v\n%s", arch, err, out)
+		}
+		env.WaitKubectlFor(t, workload, 10*time.Minute, pod+" Running with a pod-network address",
+			func(s string) bool { return strings.HasPrefix(s, "Running 10.244.") },
+			"get", "pod", pod, "-o", "jsonpath={.status.phase} {.status.podIP}")
+	}
+
+	// Cluster API: every Machine has its Node (by the providerID anvil gave it).
+	env.WaitKubectlFor(t, d.kubeconfig, 10*time.Minute, "both Machines with their Nodes",
+		func(s string) bool { f := strings.Fields(s); return len(f) == 2 && f[0] != "" && f[1] != "" },
+		"-n", "default", "get", "machines.cluster.x-k8s.io", "-l", "cluster.x-k8s.io/cluster-name="+clusterName,
+		"-o", "jsonpath={range .items[*]}{.status.nodeRef.name} {end}")
+
+	// The guests themselves.
+	names, _ := capi("get", "machines.compute.anvil.dev", "-l", "cluster.x-k8s.io/cluster-name="+clusterName, "-o", "jsonpath={.items[*].metadata.name}")
+	for _, name := range strings.Fields(names) {
+		c := env.Login(t, d.kubeconfig, name, id)
+		for _, check := range []struct{ command, want string }{
+			{"cloud-init status --long", "status: done"},
+			{"systemctl is-active kubelet", "active"},
+			{"systemctl is-active anvil-apiserver-proxy.socket", "active"},
+			{"cat /etc/os-release", "Debian GNU/Linux 12"},
+		} {
+			if out, err := guestssh.Run(c, check.command); err != nil || !strings.Contains(out, check.want) {
+				t.Errorf("%s: %q = %q (%v), want it to say %q", name, check.command, strings.TrimSpace(out), err, check.want)
+			}
+		}
+		c.Close()
+	}
+}
+
+// generateCluster lays out clusterctl's local repository (as make clusterctl-repo does) and
+// runs clusterctl generate cluster with anvil's template as docs/capi.md's quick start does,
+// for an amd64 control plane and an arm64 worker, adding a login for id to every node
+// (users: the kubeadm bootstrap provider's own field).
+func generateCluster(t *testing.T, d *kubeDev, id *guestssh.Identity) string {
+	t.Helper()
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := t.TempDir()
+	version := filepath.Join(repo, "infrastructure-anvil", "v0.1.0")
+	if err := os.MkdirAll(version, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	components, err := exec.Command(filepath.Join(env.BinDir, "kubectl"), "kustomize", filepath.Join(root, "config", "capi")).Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize config/capi: %v", err)
+	}
+	for name, data := range map[string][]byte{"infrastructure-components.yaml": components} {
+		if err := os.WriteFile(filepath.Join(version, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"metadata.yaml", "cluster-template.yaml"} {
+		data, err := os.ReadFile(filepath.Join(root, "config", "clusterctl", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(version, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	config := filepath.Join(repo, "clusterctl.yaml")
+	if err := os.WriteFile(config, []byte("providers:\n- name: anvil\n  type: InfrastructureProvider\n  url: file://"+
+		filepath.Join(version, "infrastructure-components.yaml")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(env.BinDir, "clusterctl"), "generate", "cluster", clusterName, "--infrastructure", "anvil",
+		"--kubernetes-version", d.kubeVersion, "--control-plane-machine-count", "1", "--worker-machine-count", "1",
+		"--target-namespace", "default", "--config", config, "--kubeconfig", d.kubeconfig)
+	cmd.Env = append(os.Environ(), "ANVIL_NODE_IMAGE="+d.nodeImage, "ANVIL_WORKER_ARCHITECTURE=arm64", "ETCD_IMAGE_TAG="+d.etcdTag,
+		"XDG_CONFIG_HOME="+repo, "HOME="+repo)
+	out, err := cmd.Output()
+	if err != nil {
+		stderr := ""
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("clusterctl generate cluster: %v\n%s", err, stderr)
+	}
+	// The login: the user (the kubeadm bootstrap provider's users field) and the host key
+	// the test expects. cloud-init's ssh module makes new host keys after write_files, so the
+	// key is written aside and put in place by the first preKubeadmCommand.
+	private, public := id.HostKey()
+	indented := func(s, indent string) string {
+		return indent + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+indent) + "\n"
+	}
+	login := "users:\n- name: anvil\n  sudo: ALL=(ALL) NOPASSWD:ALL\n  shell: /bin/bash\n  sshAuthorizedKeys: [\"" + id.AuthorizedKey() + "\"]\n"
+	files := "- path: /etc/anvil/ssh_host_ed25519_key\n  permissions: \"0600\"\n  content: |\n" + indented(private, "    ") +
+		"- path: /etc/anvil/ssh_host_ed25519_key.pub\n  content: |\n" + indented(public, "    ")
+	command := "- cp /etc/anvil/ssh_host_ed25519_key /etc/anvil/ssh_host_ed25519_key.pub /etc/ssh/ && systemctl restart ssh\n"
+	m := string(out)
+	for _, indent := range []string{"    ", "      "} { // KubeadmControlPlane's, KubeadmConfigTemplate's
+		for _, at := range []string{"\n" + indent + "files:\n", "\n" + indent + "preKubeadmCommands:\n"} {
+			if strings.Count(m, at) != 1 {
+				t.Fatalf("the generated cluster has %d %q: the test adds its login there", strings.Count(m, at), at)
+			}
+		}
+		m = strings.Replace(m, "\n"+indent+"files:\n", "\n"+indented(login, indent)+indent+"files:\n"+indented(files, indent), 1)
+		m = strings.Replace(m, "\n"+indent+"preKubeadmCommands:\n", "\n"+indent+"preKubeadmCommands:\n"+indented(command, indent), 1)
+	}
+	return m
+}
