@@ -79,9 +79,8 @@ func TestClusterctlGeneratesTheQuickStartCluster(t *testing.T) {
 	kubectl, clusterctl := tool(t, "kubectl"), tool(t, "clusterctl")
 	cfg := localRepository(t, kubectl)
 	vars := map[string]string{
-		"ANVIL_CONTROL_PLANE_ENDPOINT_HOST": "192.0.2.10",
-		"ANVIL_CONTROL_PLANE_ENDPOINT_PORT": "16443",
-		"ANVIL_NODE_IMAGE":                  "127.0.0.1:5001/anvil/kubernetes-node:v1.36.3",
+		"ANVIL_NODE_IMAGE":          "127.0.0.1:5001/anvil/kubernetes-node:v1.36.3",
+		"ANVIL_WORKER_ARCHITECTURE": "arm64",
 	}
 	// The management cluster anvil dev --capi makes (internal/clusterapi: Cluster API's three
 	// managers with their webhooks, anvil's CRDs, the inventory clusterctl reads anvil's
@@ -162,8 +161,8 @@ func TestClusterctlGeneratesTheQuickStartCluster(t *testing.T) {
 		{"the MachineDeployment's replicas", field(md, "spec", "replicas"), int64(1)},
 		{"the MachineDeployment's version", field(md, "spec", "template", "spec", "version"), "v1.36.3"},
 		{"the MachineDeployment's bootstrap", field(md, "spec", "template", "spec", "bootstrap", "configRef", "kind"), "KubeadmConfigTemplate"},
-		{"the endpoint's host", field(ac, "spec", "controlPlaneEndpoint", "host"), "192.0.2.10"},
-		{"the endpoint's port", field(ac, "spec", "controlPlaneEndpoint", "port"), int64(16443)},
+		{"the endpoint: anvil's LoadBalancer", field(ac, "spec", "controlPlaneLoadBalancer", "network"), "anvil-nodes"},
+		{"no endpoint given", field(ac, "spec", "controlPlaneEndpoint"), nil},
 		{"the pod network", field(byKind["Cluster"][0], "spec", "clusterNetwork", "pods", "cidrBlocks"), []any{"10.244.0.0/16"}},
 	} {
 		if !equalJSON(c.got, c.want) {
@@ -172,7 +171,12 @@ func TestClusterctlGeneratesTheQuickStartCluster(t *testing.T) {
 	}
 	for _, tmpl := range byKind["AnvilMachineTemplate"] {
 		spec := field(tmpl, "spec", "template", "spec").(map[string]any)
-		if spec["image"] != vars["ANVIL_NODE_IMAGE"] || spec["architecture"] != "amd64" ||
+		arch := map[string]string{"demo-control-plane": "amd64", "demo-md-0": "arm64"}[tmpl.GetName()]
+		nics, _ := json.Marshal(spec["networkInterfaces"])
+		if !strings.Contains(string(nics), `"name":"nic1"`) || !strings.Contains(string(nics), `"network":"anvil-nodes"`) {
+			t.Errorf("AnvilMachineTemplate %s: NICs %s, want nic1 on the segment anvil-nodes", tmpl.GetName(), nics)
+		}
+		if spec["image"] != vars["ANVIL_NODE_IMAGE"] || spec["architecture"] != arch ||
 			!equalJSON(spec["machinePoolSelector"], map[string]any{"compute.anvil.dev/runtime": "qemu"}) ||
 			!equalJSON(spec["machineClassRef"], map[string]any{"name": "kube-node"}) {
 			t.Errorf("AnvilMachineTemplate %s: %v", tmpl.GetName(), spec)
@@ -192,8 +196,13 @@ func TestClusterctlGeneratesTheQuickStartCluster(t *testing.T) {
 		if h := paths["/etc/containerd/certs.d/registry.k8s.io/hosts.toml"]; !strings.Contains(h, hosts) || !strings.Contains(h, "override_path = true") {
 			t.Errorf("containerd's mirror of registry.k8s.io is %q, want %s with override_path", h, hosts)
 		}
-		if !strings.Contains(paths["/etc/cni/net.d/10-bridge.conflist"], `"subnet": "10.244.0.0/24"`) || paths["/etc/resolv.conf"] != "nameserver 10.0.2.3\n" {
+		if !strings.Contains(paths["/etc/anvil/10-bridge.conflist"], `"subnet": "10.244.NODE.0/24"`) || paths["/etc/resolv.conf"] != "nameserver 10.0.2.3\n" {
 			t.Errorf("the bridge CNI and resolv.conf: %v", paths)
+		}
+		// The node-local proxy to the control-plane LoadBalancer, from anvil's metadata.
+		if !strings.Contains(paths["/etc/systemd/system/anvil-apiserver-proxy.socket"], "ListenStream={{ ds.meta_data.control_plane_endpoint }}") ||
+			!strings.Contains(paths["/etc/systemd/system/anvil-apiserver-proxy.service"], "systemd-socket-proxyd {{ ds.meta_data.control_plane_forward }}") {
+			t.Errorf("the node-local proxy's units: %v", paths)
 		}
 	}
 

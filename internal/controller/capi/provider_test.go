@@ -120,8 +120,19 @@ func newCluster(t *testing.T, c client.Client, ns, name string, kubeconfig []byt
 // its AnvilMachine, both named name.
 func newMachine(t *testing.T, c client.Client, ns, cluster, name, bootstrap string) {
 	t.Helper()
+	newMachineLabelled(t, c, ns, cluster, name, bootstrap, nil)
+}
+
+// newMachineLabelled is newMachine whose Machine has labels too (KubeadmControlPlane's
+// cluster.x-k8s.io/control-plane, say).
+func newMachineLabelled(t *testing.T, c client.Client, ns, cluster, name, bootstrap string, labels map[string]string) {
+	t.Helper()
 	ctx := context.Background()
-	m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: cluster}},
+	l := map[string]string{clusterv1.ClusterNameLabel: cluster}
+	for k, v := range labels {
+		l[k] = v
+	}
+	m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: l},
 		Spec: clusterv1.MachineSpec{ClusterName: cluster, Bootstrap: clusterv1.Bootstrap{DataSecretName: new(bootstrap)},
 			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "AnvilMachine", Name: name}}}
 	if err := c.Create(ctx, m); err != nil {
