@@ -281,7 +281,7 @@ test-debian-builds: deps ## OS image builds on Debian (apt through a package pro
 # The other tests make test leaves out (hack/test.sh): kubeadm by hand in node-image guests,
 # a control plane in one, then a cluster of an amd64 control plane and an arm64 worker on
 # anvil dev's segment; about 35 minutes.
-test-kubeadm: deps ## kubeadm by hand in node-image guests (one control plane; a cluster of two architectures on a segment): the other tests make test leaves out.
+test-kubeadm: deps ## kubeadm in node-image guests (by hand: one control plane, a cluster of two architectures on a segment; and a Cluster API cluster of two architectures): the tests make test leaves out.
 	$(MAKE) test-setup
 	go test -count=1 -timeout 90m -v ./test/kubeadm
 

@@ -57,9 +57,19 @@ func TestClusterAPIClusterOfTwoArchitectures(t *testing.T) {
 
 	// Cluster API's kubeconfig of the workload cluster names the endpoint; the test uses it
 	// from the host, so every call below goes through the LoadBalancer.
-	env.WaitKubectlFor(t, d.kubeconfig, 30*time.Minute, "the control plane initialized",
-		func(s string) bool { return s == "True" },
-		"-n", "default", "get", "cluster", clusterName, "-o", `jsonpath={.status.conditions[?(@.type=="ControlPlaneInitialized")].status}`)
+	lastLook := time.Now()
+	if !waitFor(30*time.Minute, func() bool {
+		s, _ := capi("get", "cluster", clusterName, "-o", `jsonpath={.status.conditions[?(@.type=="ControlPlaneInitialized")].status}`)
+		if s != "True" && time.Since(lastLook) > 8*time.Minute {
+			// TCG is slow: what the guest is doing, while the test waits.
+			t.Logf("%s after the cluster was applied, the control plane is not initialized; its guest says:\n%s",
+				time.Since(applied).Round(time.Second), diagnose(t, d, id))
+			lastLook = time.Now()
+		}
+		return s == "True"
+	}) {
+		t.Fatalf("the control plane was not initialized within 30 minutes; the control-plane guests say:\n%s", diagnose(t, d, id))
+	}
 	initialized := time.Now()
 	encoded, err := capi("get", "secret", clusterName+"-kubeconfig", "-o", "jsonpath={.data.value}")
 	if err != nil {
@@ -218,4 +228,32 @@ func generateCluster(t *testing.T, d *kubeDev, id *guestssh.Identity) string {
 		m = strings.Replace(m, "\n"+indent+"preKubeadmCommands:\n", "\n"+indent+"preKubeadmCommands:\n"+indented(command, indent), 1)
 	}
 	return m
+}
+
+// waitFor polls ok every 5 s until it is true (true) or limit passes (false).
+func waitFor(limit time.Duration, ok func() bool) bool {
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(5 * time.Second) {
+		if ok() {
+			return true
+		}
+	}
+	return false
+}
+
+// diagnose asks the cluster's control-plane guests what kubeadm, the kubelet and the
+// control-plane containers did, for a failure's message.
+func diagnose(t *testing.T, d *kubeDev, id *guestssh.Identity) string {
+	t.Helper()
+	names, _ := env.Kubectl(t, d.kubeconfig, "", "-n", "default", "get", "machines.compute.anvil.dev",
+		"-l", "cluster.x-k8s.io/control-plane", "-o", "jsonpath={.items[*].metadata.name}")
+	var b strings.Builder
+	for _, name := range strings.Fields(names) {
+		c := env.Login(t, d.kubeconfig, name, id)
+		out, _ := guestssh.Run(c, "sudo crictl ps -a; for c in $(sudo crictl ps -a -q --name 'kube-apiserver|etcd'); do echo == $c; sudo crictl logs --tail 25 $c 2>&1; done; "+
+			"sudo journalctl -u kubelet --no-pager | grep -v 'not registered yet' | tail -n 40; sudo tail -n 30 /var/log/cloud-init-output.log; "+
+			"ip -4 addr; ip -4 route; systemctl status anvil-apiserver-proxy.socket --no-pager")
+		c.Close()
+		b.WriteString("== " + name + "\n" + out)
+	}
+	return b.String()
 }
