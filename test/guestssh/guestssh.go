@@ -72,7 +72,11 @@ func (id *Identity) Dial(ctx context.Context, addr string) (*ssh.Client, error) 
 		User:            id.User,
 		Auth:            []ssh.AuthMethod{ssh.PublicKeys(id.user)},
 		HostKeyCallback: ssh.FixedHostKey(id.host),
-		Timeout:         10 * time.Second,
+		// Only the key's own type: a guest whose sshd also has keys of other types (made by
+		// cloud-init's ssh module when the host key came some other way than ssh_keys) would
+		// otherwise offer one of those, which the fixed key never matches.
+		HostKeyAlgorithms: []string{id.host.Type()},
+		Timeout:           10 * time.Second,
 	}
 	var last error
 	for {
