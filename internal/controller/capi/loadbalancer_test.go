@@ -136,28 +136,11 @@ func TestControlPlaneLoadBalancerGivesTheEndpoint(t *testing.T) {
 	}
 }
 
-// newLoadBalancedCluster makes a Cluster (infrastructure provisioned) and its AnvilCluster
-// asking for a control-plane load balancer on anvil-nodes, without an endpoint.
+// newLoadBalancedCluster makes a Cluster and its AnvilCluster asking for a control-plane
+// load balancer on anvil-nodes, without an endpoint.
 func newLoadBalancedCluster(t *testing.T, c client.Client, ns, name string) *infrav1.AnvilCluster {
 	t.Helper()
-	ctx := context.Background()
-	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-			APIGroup: infrav1.GroupVersion.Group, Kind: "AnvilCluster", Name: name}}}
-	if err := c.Create(ctx, cluster); err != nil {
-		t.Fatal(err)
-	}
-	cluster.Status.Initialization.InfrastructureProvisioned = new(true)
-	if err := c.Status().Update(ctx, cluster); err != nil {
-		t.Fatal(err)
-	}
-	ac := &infrav1.AnvilCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: name, UID: cluster.UID}}},
-		Spec: infrav1.AnvilClusterSpec{ControlPlaneLoadBalancer: &infrav1.ControlPlaneLoadBalancer{Network: "anvil-nodes"}}}
-	if err := c.Create(ctx, ac); err != nil {
-		t.Fatal(err)
-	}
-	return ac
+	return newClusterWith(t, c, ns, name, infrav1.AnvilClusterSpec{ControlPlaneLoadBalancer: &infrav1.ControlPlaneLoadBalancer{Network: "anvil-nodes"}})
 }
 
 // eventually retries check for up to 30 s.

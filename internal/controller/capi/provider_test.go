@@ -90,6 +90,21 @@ func namespace(t *testing.T, c client.Client, name string) string {
 // holding kubeconfig) when kubeconfig is not nil.
 func newCluster(t *testing.T, c client.Client, ns, name string, kubeconfig []byte) {
 	t.Helper()
+	spec := infrav1.AnvilClusterSpec{ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "192.0.2.1", Port: 6443}}
+	if kubeconfig != nil {
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-identity"}, Data: map[string][]byte{"value": kubeconfig}}
+		if err := c.Create(context.Background(), secret); err != nil {
+			t.Fatal(err)
+		}
+		spec.IdentityRef = &infrav1.IdentityReference{Name: secret.Name, Key: "value"}
+	}
+	newClusterWith(t, c, ns, name, spec)
+}
+
+// newClusterWith makes a Cluster (infrastructure provisioned) and its AnvilCluster of spec,
+// owned by it.
+func newClusterWith(t *testing.T, c client.Client, ns, name string, spec infrav1.AnvilClusterSpec) *infrav1.AnvilCluster {
+	t.Helper()
 	ctx := context.Background()
 	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
@@ -103,17 +118,11 @@ func newCluster(t *testing.T, c client.Client, ns, name string, kubeconfig []byt
 	}
 	ac := &infrav1.AnvilCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: name, UID: cluster.UID}}},
-		Spec: infrav1.AnvilClusterSpec{ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "192.0.2.1", Port: 6443}}}
-	if kubeconfig != nil {
-		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-identity"}, Data: map[string][]byte{"value": kubeconfig}}
-		if err := c.Create(ctx, secret); err != nil {
-			t.Fatal(err)
-		}
-		ac.Spec.IdentityRef = &infrav1.IdentityReference{Name: secret.Name, Key: "value"}
-	}
+		Spec: spec}
 	if err := c.Create(ctx, ac); err != nil {
 		t.Fatal(err)
 	}
+	return ac
 }
 
 // newMachine makes a Cluster API Machine of cluster booting the Secret named bootstrap, and
