@@ -283,7 +283,7 @@ test-debian-builds: deps ## OS image builds on Debian (apt through a package pro
 # anvil dev's segment; about 35 minutes.
 test-kubeadm: deps ## kubeadm in node-image guests (by hand: one control plane, a cluster of two architectures on a segment; and a Cluster API cluster of two architectures): the tests make test leaves out.
 	$(MAKE) test-setup
-	go test -count=1 -timeout 90m -v ./test/kubeadm
+	go test -count=1 -timeout 150m -v ./test/kubeadm
 
 # Every fuzz test, as package:FuzzTarget (docs/fuzzing.md). make test runs their seeds and
 # testdata/fuzz inputs as ordinary tests; make fuzz fuzzes each for FUZZTIME, one after another.
