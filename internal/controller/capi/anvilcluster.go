@@ -4,6 +4,7 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -86,11 +87,13 @@ func (r *AnvilClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if plan.CreateLoadBalancer != nil {
 		remoteCtx, cancel := compute.bound(ctx)
 		defer cancel()
-		if err := compute.Client.Create(remoteCtx, plan.CreateLoadBalancer); client.IgnoreAlreadyExists(err) != nil {
+		switch err := compute.Client.Create(remoteCtx, plan.CreateLoadBalancer); {
+		case err == nil:
+			r.Events.Normal(ac, "LoadBalancerCreated", "Create", "created LoadBalancer %s/%s for the control-plane endpoint",
+				plan.CreateLoadBalancer.Namespace, plan.CreateLoadBalancer.Name)
+		case !apierrors.IsAlreadyExists(err): // one made since the cache was read is looked at next time
 			return ctrl.Result{}, err
 		}
-		r.Events.Normal(ac, "LoadBalancerCreated", "Create", "created LoadBalancer %s/%s for the control-plane endpoint",
-			plan.CreateLoadBalancer.Namespace, plan.CreateLoadBalancer.Name)
 	}
 	if plan.Endpoint != nil {
 		want := ac.DeepCopy()
