@@ -20,39 +20,6 @@ import (
 	"github.com/anvil-dev/anvil/test/harness"
 )
 
-// localRepository lays out config/clusterctl as clusterctl's local repository (as make
-// clusterctl-repo does: {base}/infrastructure-anvil/v0.1.0/ with the components, the
-// metadata and the default template) and returns clusterctl's configuration naming it.
-func localRepository(t *testing.T, kubectl string) string {
-	t.Helper()
-	base := t.TempDir()
-	dir := filepath.Join(base, "infrastructure-anvil", "v0.1.0")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	components, err := exec.Command(kubectl, "kustomize", "capi").Output()
-	if err != nil {
-		t.Fatalf("kubectl kustomize capi: %v\n%s", err, stderrOf(err))
-	}
-	files := map[string][]byte{"infrastructure-components.yaml": components}
-	for _, name := range []string{"metadata.yaml", "cluster-template.yaml"} {
-		if files[name], err = os.ReadFile(filepath.Join("clusterctl", name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg := filepath.Join(base, "clusterctl.yaml")
-	if err := os.WriteFile(cfg, []byte("providers:\n- name: anvil\n  type: InfrastructureProvider\n  url: file://"+
-		filepath.Join(dir, "infrastructure-components.yaml")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
 // generateCluster runs bin/clusterctl generate cluster demo with the quick start's flags and
 // the variables vars, against the management cluster of kubeconfig (KUBECONFIG, as the
 // quick start exports it: clusterctl reads anvil's version from its inventory), without
@@ -77,7 +44,7 @@ func generateCluster(t *testing.T, clusterctl, cfg, kubeconfig string, vars map[
 // the template's first timeouts). A variable left unset is refused by name.
 func TestClusterctlGeneratesTheQuickStartCluster(t *testing.T) {
 	kubectl, clusterctl := tool(t, "kubectl"), tool(t, "clusterctl")
-	cfg := localRepository(t, kubectl)
+	cfg := harness.ClusterctlRepository(t, kubectl)
 	vars := map[string]string{
 		"ANVIL_NODE_IMAGE":          "127.0.0.1:5001/anvil/kubernetes-node:v1.36.3",
 		"ANVIL_WORKER_ARCHITECTURE": "arm64",

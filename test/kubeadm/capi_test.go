@@ -161,43 +161,13 @@ func TestClusterAPIClusterOfTwoArchitectures(t *testing.T) {
 // (users: the kubeadm bootstrap provider's own field).
 func generateCluster(t *testing.T, d *kubeDev, id *guestssh.Identity) string {
 	t.Helper()
-	root, err := harness.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	repo := t.TempDir()
-	version := filepath.Join(repo, "infrastructure-anvil", "v0.1.0")
-	if err := os.MkdirAll(version, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	components, err := exec.Command(filepath.Join(env.BinDir, "kubectl"), "kustomize", filepath.Join(root, "config", "capi")).Output()
-	if err != nil {
-		t.Fatalf("kubectl kustomize config/capi: %v", err)
-	}
-	for name, data := range map[string][]byte{"infrastructure-components.yaml": components} {
-		if err := os.WriteFile(filepath.Join(version, name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, name := range []string{"metadata.yaml", "cluster-template.yaml"} {
-		data, err := os.ReadFile(filepath.Join(root, "config", "clusterctl", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(version, name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	config := filepath.Join(repo, "clusterctl.yaml")
-	if err := os.WriteFile(config, []byte("providers:\n- name: anvil\n  type: InfrastructureProvider\n  url: file://"+
-		filepath.Join(version, "infrastructure-components.yaml")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	config := harness.ClusterctlRepository(t, filepath.Join(env.BinDir, "kubectl"))
+	home := t.TempDir()
 	cmd := exec.Command(filepath.Join(env.BinDir, "clusterctl"), "generate", "cluster", clusterName, "--infrastructure", "anvil",
 		"--kubernetes-version", d.kubeVersion, "--control-plane-machine-count", "1", "--worker-machine-count", "1",
 		"--target-namespace", "default", "--config", config, "--kubeconfig", d.kubeconfig)
 	cmd.Env = append(os.Environ(), "ANVIL_NODE_IMAGE="+d.nodeImage, "ANVIL_WORKER_ARCHITECTURE=arm64", "ETCD_IMAGE_TAG="+d.etcdTag,
-		"XDG_CONFIG_HOME="+repo, "HOME="+repo)
+		"XDG_CONFIG_HOME="+home, "HOME="+home)
 	out, err := cmd.Output()
 	if err != nil {
 		stderr := ""
