@@ -42,7 +42,7 @@ CAPI := $(BIN)/capi-manager $(BIN)/capi-kubeadm-bootstrap $(BIN)/capi-kubeadm-co
 NODE := $(BIN)/kubelet $(BIN)/kube-proxy
 TOOLS := $(CONTROL_PLANE) $(BIN)/kube-scheduler $(BIN)/kube-controller-manager $(NODE) $(GENERATORS) $(CAPI)
 
-.PHONY: build tools clusterctl-repo testos eraser debian kube node-image esp agents kube-images images manifests generate verify-generated vet test test-setup test-only test-debian-builds test-kubeadm fuzz chaos demo bench deps fresh-check clean
+.PHONY: build tools clusterctl-repo testos eraser debian kube node-image esp agents kube-images images manifests generate verify-generated vet test test-setup test-only test-debian-builds test-kubeadm test-capi-e2e fuzz chaos demo bench deps fresh-check clean
 
 build: ## The anvil binary.
 	go build -o $(BIN)/anvil ./cmd/anvil
@@ -284,6 +284,14 @@ test-debian-builds: deps ## OS image builds on Debian (apt through a package pro
 test-kubeadm: deps ## kubeadm in node-image guests (by hand: one control plane, a cluster of two architectures on a segment; and a Cluster API cluster of two architectures): the tests make test leaves out.
 	$(MAKE) test-setup
 	go test -count=1 -timeout 150m -v ./test/kubeadm
+
+# Cluster API's own e2e specs (QuickStart, MachineDeployment scale) against anvil dev --capi,
+# from the nested module test/capie2e (docs/capi.md, "Cluster API's e2e specs"); each spec makes
+# a cluster of TCG guests: about 40 minutes a spec. FOCUS picks specs (a Ginkgo focus).
+FOCUS ?=
+test-capi-e2e: deps ## Cluster API's e2e specs (QuickStart, MachineDeployment scale) against anvil, from test/capie2e.
+	$(MAKE) test-setup
+	cd test/capie2e && go test -count=1 -timeout 180m -v . -args -ginkgo.v $(if $(FOCUS),-ginkgo.focus '$(FOCUS)')
 
 # Every fuzz test, as package:FuzzTarget (docs/fuzzing.md). make test runs their seeds and
 # testdata/fuzz inputs as ordinary tests; make fuzz fuzzes each for FUZZTIME, one after another.

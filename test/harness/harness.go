@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -164,22 +165,36 @@ func AssetsDir() (string, error) {
 	return dir, nil
 }
 
-// RepoRoot is the anvil checkout this test runs in: the nearest parent holding go.mod.
+// RepoRoot is the anvil checkout this test runs in: the nearest parent holding anvil's
+// go.mod (a nested test module, such as test/capie2e, has a go.mod of its own).
 func RepoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		if mod, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && modulePath(mod) == anvilModule {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("no go.mod above the working directory: run tests from inside the anvil checkout")
+			return "", errors.New("no go.mod of " + anvilModule + " above the working directory: run tests from inside the anvil checkout")
 		}
 		dir = parent
 	}
+}
+
+// anvilModule is anvil's module path.
+const anvilModule = "github.com/anvil-dev/anvil"
+
+// modulePath is the path a go.mod's module line names ("" if none).
+func modulePath(goMod []byte) string {
+	for _, line := range strings.Split(string(goMod), "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "module "); ok {
+			return strings.Trim(strings.TrimSpace(rest), `"`)
+		}
+	}
+	return ""
 }
 
 // InstallRBAC creates the shipped roles of config/rbac/<dir> and the given bindings, each

@@ -11,6 +11,7 @@ import (
 
 	"github.com/anvil-dev/anvil/test/guestssh"
 	"github.com/anvil-dev/anvil/test/harness"
+	"github.com/anvil-dev/anvil/test/kubedev"
 )
 
 // clusterName is the Cluster API cluster of TestClusterAPIClusterOfTwoArchitectures.
@@ -30,23 +31,23 @@ const clusterName = "hybrid"
 // and the node-local proxy active. The times it took are logged (docs/kubeadm.md).
 func TestClusterAPIClusterOfTwoArchitectures(t *testing.T) {
 	began := time.Now()
-	d := startDev(t, "--capi")
+	d := kubedev.Start(t, env, "--capi")
 	id, err := guestssh.NewIdentity("anvil")
 	if err != nil {
 		t.Fatal(err)
 	}
 	manifest := generateCluster(t, d, id)
-	if out, err := env.Kubectl(t, d.kubeconfig, manifest, "apply", "-f", "-"); err != nil {
+	if out, err := env.Kubectl(t, d.Kubeconfig, manifest, "apply", "-f", "-"); err != nil {
 		t.Fatalf("applying the generated cluster: %v\n%s", err, out)
 	}
 	applied := time.Now()
 	capi := func(args ...string) (string, error) {
-		out, err := env.Kubectl(t, d.kubeconfig, "", append([]string{"-n", "default"}, args...)...)
+		out, err := env.Kubectl(t, d.Kubeconfig, "", append([]string{"-n", "default"}, args...)...)
 		return strings.TrimSpace(out), err
 	}
 
 	// The endpoint is the LoadBalancer's, on loopback.
-	env.WaitKubectlFor(t, d.kubeconfig, 5*time.Minute, "the AnvilCluster's endpoint from its LoadBalancer",
+	env.WaitKubectlFor(t, d.Kubeconfig, 5*time.Minute, "the AnvilCluster's endpoint from its LoadBalancer",
 		func(s string) bool { return strings.HasPrefix(s, "127.0.0.1:") },
 		"-n", "default", "get", "anvilcluster", clusterName, "-o", "jsonpath={.spec.controlPlaneEndpoint.host}:{.spec.controlPlaneEndpoint.port}")
 	endpoint, _ := capi("get", "anvilcluster", clusterName, "-o", "jsonpath={.spec.controlPlaneEndpoint.host}:{.spec.controlPlaneEndpoint.port}")
@@ -79,7 +80,7 @@ func TestClusterAPIClusterOfTwoArchitectures(t *testing.T) {
 	if err != nil || !strings.Contains(string(kc), "server: https://"+endpoint) {
 		t.Fatalf("the workload kubeconfig (%v) does not name the endpoint %s:\n%s", err, endpoint, kc)
 	}
-	workload := filepath.Join(t.TempDir(), "workload.kubeconfig")
+	workload := filepath.Join(t.TempDir(), "workload.Kubeconfig")
 	if err := os.WriteFile(workload, kc, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +133,7 @@ func TestClusterAPIClusterOfTwoArchitectures(t *testing.T) {
 	}
 
 	// Cluster API: every Machine has its Node (by the providerID anvil gave it).
-	env.WaitKubectlFor(t, d.kubeconfig, 10*time.Minute, "both Machines with their Nodes",
+	env.WaitKubectlFor(t, d.Kubeconfig, 10*time.Minute, "both Machines with their Nodes",
 		func(s string) bool { f := strings.Fields(s); return len(f) == 2 && f[0] != "" && f[1] != "" },
 		"-n", "default", "get", "machines.cluster.x-k8s.io", "-l", "cluster.x-k8s.io/cluster-name="+clusterName,
 		"-o", "jsonpath={range .items[*]}{.status.nodeRef.name} {end}")
@@ -140,7 +141,7 @@ func TestClusterAPIClusterOfTwoArchitectures(t *testing.T) {
 	// The guests themselves.
 	names, _ := capi("get", "machines.compute.anvil.dev", "-l", "cluster.x-k8s.io/cluster-name="+clusterName, "-o", "jsonpath={.items[*].metadata.name}")
 	for _, name := range strings.Fields(names) {
-		c := env.Login(t, d.kubeconfig, name, id)
+		c := env.Login(t, d.Kubeconfig, name, id)
 		for _, check := range []struct{ command, want string }{
 			{"cloud-init status --long", "status: done"},
 			{"systemctl is-active kubelet", "active"},
@@ -159,14 +160,14 @@ func TestClusterAPIClusterOfTwoArchitectures(t *testing.T) {
 // runs clusterctl generate cluster with anvil's template as docs/capi.md's quick start does,
 // for an amd64 control plane and an arm64 worker, adding a login for id to every node
 // (users: the kubeadm bootstrap provider's own field).
-func generateCluster(t *testing.T, d *kubeDev, id *guestssh.Identity) string {
+func generateCluster(t *testing.T, d *kubedev.Dev, id *guestssh.Identity) string {
 	t.Helper()
 	config := harness.ClusterctlRepository(t, filepath.Join(env.BinDir, "kubectl"))
 	home := t.TempDir()
 	cmd := exec.Command(filepath.Join(env.BinDir, "clusterctl"), "generate", "cluster", clusterName, "--infrastructure", "anvil",
-		"--kubernetes-version", d.kubeVersion, "--control-plane-machine-count", "1", "--worker-machine-count", "1",
-		"--target-namespace", "default", "--config", config, "--kubeconfig", d.kubeconfig)
-	cmd.Env = append(os.Environ(), "ANVIL_NODE_IMAGE="+d.nodeImage, "ANVIL_WORKER_ARCHITECTURE=arm64", "ETCD_IMAGE_TAG="+d.etcdTag,
+		"--kubernetes-version", d.KubeVersion, "--control-plane-machine-count", "1", "--worker-machine-count", "1",
+		"--target-namespace", "default", "--config", config, "--kubeconfig", d.Kubeconfig)
+	cmd.Env = append(os.Environ(), "ANVIL_NODE_IMAGE="+d.NodeImage, "ANVIL_WORKER_ARCHITECTURE=arm64", "ETCD_IMAGE_TAG="+d.EtcdTag,
 		"XDG_CONFIG_HOME="+home, "HOME="+home)
 	out, err := cmd.Output()
 	if err != nil {
@@ -212,13 +213,13 @@ func waitFor(limit time.Duration, ok func() bool) bool {
 
 // diagnose asks the cluster's control-plane guests what kubeadm, the kubelet and the
 // control-plane containers did, for a failure's message.
-func diagnose(t *testing.T, d *kubeDev, id *guestssh.Identity) string {
+func diagnose(t *testing.T, d *kubedev.Dev, id *guestssh.Identity) string {
 	t.Helper()
-	names, _ := env.Kubectl(t, d.kubeconfig, "", "-n", "default", "get", "machines.compute.anvil.dev",
+	names, _ := env.Kubectl(t, d.Kubeconfig, "", "-n", "default", "get", "machines.compute.anvil.dev",
 		"-l", "cluster.x-k8s.io/control-plane", "-o", "jsonpath={.items[*].metadata.name}")
 	var b strings.Builder
 	for _, name := range strings.Fields(names) {
-		c := env.Login(t, d.kubeconfig, name, id)
+		c := env.Login(t, d.Kubeconfig, name, id)
 		// The node image has no crictl: the kubelet keeps each container's log under /var/log/pods.
 		out, _ := guestssh.Run(c, "for f in /var/log/pods/kube-system_*/*/*.log; do echo == $f; sudo tail -n 15 $f | cut -c1-400; done; "+
 			"sudo journalctl -u kubelet --no-pager | grep -v 'not registered yet' | tail -n 40; sudo tail -n 30 /var/log/cloud-init-output.log; "+

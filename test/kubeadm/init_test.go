@@ -2,28 +2,16 @@ package kubeadm
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/ssh"
 
 	"github.com/anvil-dev/anvil/internal/dev"
-	"github.com/anvil-dev/anvil/internal/kubeimages"
-	"github.com/anvil-dev/anvil/test/devproc"
 	"github.com/anvil-dev/anvil/test/guestssh"
+	"github.com/anvil-dev/anvil/test/kubedev"
 )
-
-// nodeClass is a control-plane node's size: kubeadm's preflight wants 2 CPUs and 1.7 GB.
-const nodeClass = `
-apiVersion: compute.anvil.dev/v1alpha1
-kind: MachineClass
-metadata: {name: kube-node}
-capabilities: {cpu: "2", memory: 3Gi}
-`
 
 // nodeMachine is a node-image Machine on the QEMU pool of its architecture, with a NIC on
 // the network that reaches the registry's public Kubernetes images (and its SSH forward)
@@ -109,55 +97,6 @@ LOCALENDPOINT      timeouts:
       networking: {podSubnet: 10.244.0.0/16}
 `
 
-// kubeDev is the package's anvil dev with the node image and control-plane images published.
-type kubeDev struct {
-	kubeconfig, state, registryPort string
-	nodeImage, kubeVersion          string
-	// etcdTag is the tag of make kube-images' etcd image (the project's etcd pin, not
-	// kubeadm's default).
-	etcdTag string
-}
-
-func startDev(tb testing.TB, more ...string) *kubeDev {
-	tb.Helper()
-	// A short folder: the QEMU pools' QMP sockets live under it, within Linux's 107 bytes.
-	state, err := os.MkdirTemp("", "kd")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { os.RemoveAll(state) })
-	tb.Cleanup(func() { devproc.KillQemu(state) })
-	nodeDir, imagesDir := filepath.Join(env.BinDir, "node-image"), filepath.Join(env.BinDir, "kube-images")
-	version, err := os.ReadFile(filepath.Join(nodeDir, "KUBERNETES_VERSION"))
-	if err != nil {
-		tb.Fatalf("the node image is missing: %v (run make node-image)", err)
-	}
-	images, err := kubeimages.Read(imagesDir)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	etcdTag := ""
-	for _, im := range images {
-		if im.Name == "etcd" {
-			etcdTag = im.Tag
-		}
-	}
-	if etcdTag == "" {
-		tb.Fatalf("make kube-images' build in %s has no etcd image", imagesDir)
-	}
-	registryPort := devproc.FreePort(tb)
-	args := []string{"--state-dir", state, "--bin-dir", env.BinDir, "--fake-pool", "", "--metal-pool=false",
-		"--apiserver-port", devproc.FreePort(tb), "--etcd-port", devproc.FreePort(tb), "--etcd-peer-port", devproc.FreePort(tb),
-		"--registry-port", registryPort, "--node-image", nodeDir, "--kube-images", imagesDir}
-	dv := env.StartDev(tb, append(args, more...)...)
-	tb.Cleanup(func() { dv.Stop(syscall.SIGTERM) })
-	d := &kubeDev{kubeconfig: filepath.Join(state, "kubeconfig"), state: state, registryPort: registryPort,
-		kubeVersion: strings.TrimSpace(string(version)), etcdTag: etcdTag}
-	d.nodeImage = "127.0.0.1:" + registryPort + "/" + dev.NodeImageRepository + ":" + d.kubeVersion
-	env.Apply(tb, d.kubeconfig, nodeClass)
-	return d
-}
-
 // node is one node-image Machine of the test's.
 type node struct {
 	name, arch string
@@ -183,7 +122,7 @@ const localEndpoint = `      localAPIEndpoint: {advertiseAddress: 10.0.2.15}
 `
 
 // createNode creates n's Machine and returns the login its user data allows.
-func (d *kubeDev) createNode(tb testing.TB, n node) *guestssh.Identity {
+func createNode(tb testing.TB, d *kubedev.Dev, n node) *guestssh.Identity {
 	tb.Helper()
 	id, err := guestssh.NewIdentity("anvil")
 	if err != nil {
@@ -194,13 +133,13 @@ func (d *kubeDev) createNode(tb testing.TB, n node) *guestssh.Identity {
 		endpoint, nics = "", segmentNIC
 	}
 	files := strings.NewReplacer("REGISTRY", dev.KubeGuestRegistry, "KUBEFOLDER", dev.KubeFolder,
-		"KUBEVERSION", d.kubeVersion, "ETCDTAG", d.etcdTag, "PODSUBNET", n.podSubnet, "LOCALENDPOINT", endpoint).Replace(nodeFiles)
+		"KUBEVERSION", d.KubeVersion, "ETCDTAG", d.EtcdTag, "PODSUBNET", n.podSubnet, "LOCALENDPOINT", endpoint).Replace(nodeFiles)
 	userData := "#cloud-config\n" + id.CloudConfig() + files
 	y := strings.ReplaceAll(strings.ReplaceAll(nodeMachine, "SEGMENTNIC", nics), "USERDATA",
 		"    "+strings.ReplaceAll(strings.TrimRight(userData, "\n"), "\n", "\n    "))
-	y = strings.NewReplacer("NAME", n.name, "ARCH", n.arch, "IMAGE", d.nodeImage,
+	y = strings.NewReplacer("NAME", n.name, "ARCH", n.arch, "IMAGE", d.NodeImage,
 		"KUBENETWORK", dev.KubeNetwork, "NODENETWORK", dev.NodeNetwork).Replace(y)
-	env.Apply(tb, d.kubeconfig, y)
+	env.Apply(tb, d.Kubeconfig, y)
 	return id
 }
 
@@ -210,11 +149,11 @@ func (d *kubeDev) createNode(tb testing.TB, n node) *guestssh.Identity {
 // every kube-system Pod runs (CoreDNS ready means a Pod reached the API through the
 // kubernetes Service, so kube-proxy's rules work), and a Pod of the test's runs.
 func TestKubeadmInitInANodeImageGuest(t *testing.T) {
-	d := startDev(t)
+	d := kubedev.Start(t, env)
 	name := lone.name
-	c := env.Login(t, d.kubeconfig, name, d.createNode(t, lone))
+	c := env.Login(t, d.Kubeconfig, name, createNode(t, d, lone))
 	defer c.Close()
-	checkNode(t, c, d.kubeVersion, lone)
+	checkNode(t, c, d.KubeVersion, lone)
 	took := kubeadmInit(t, c)
 	t.Logf("kubeadm init in a TCG guest (2 vCPUs, 3 GiB) took %s", took.Round(time.Second))
 
@@ -251,18 +190,18 @@ func TestKubeadmInitInANodeImageGuest(t *testing.T) {
 // The time kubeadm init took is logged: the by-hand figure a Cluster API control plane's
 // is compared with (docs/kubeadm.md).
 func TestKubeadmClusterOfTwoArchitecturesOnASegment(t *testing.T) {
-	d := startDev(t)
+	d := kubedev.Start(t, env)
 	// The worker boots once kubeadm init is done: two TCG guests on two host cores
 	// starved the control plane's API server (session 26's run: restarted, no answer in
 	// 20 minutes).
-	cpID := d.createNode(t, controlPlane)
-	c := env.Login(t, d.kubeconfig, controlPlane.name, cpID)
+	cpID := createNode(t, d, controlPlane)
+	c := env.Login(t, d.Kubeconfig, controlPlane.name, cpID)
 	defer c.Close()
-	checkNode(t, c, d.kubeVersion, controlPlane)
+	checkNode(t, c, d.KubeVersion, controlPlane)
 	took := kubeadmInit(t, c)
 	t.Logf("kubeadm init in a TCG guest (2 vCPUs, 3 GiB) took %s", took.Round(time.Second))
 	cpIP := segmentAddress(t, c)
-	if addr, _ := env.Kubectl(t, d.kubeconfig, "", "get", "machine", controlPlane.name, "-o",
+	if addr, _ := env.Kubectl(t, d.Kubeconfig, "", "get", "machine", controlPlane.name, "-o",
 		`jsonpath={.status.addresses[?(@.type=="InternalIP")].address}`); !strings.HasPrefix(addr, cpIP) {
 		t.Errorf("the control plane's Machine reports InternalIP %q; the guest's segment address is %s", addr, cpIP)
 	}
@@ -272,10 +211,10 @@ func TestKubeadmClusterOfTwoArchitecturesOnASegment(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubeadm token create: %v\n%s", err, join)
 	}
-	workerID := d.createNode(t, armWorker)
-	w := env.Login(t, d.kubeconfig, armWorker.name, workerID)
+	workerID := createNode(t, d, armWorker)
+	w := env.Login(t, d.Kubeconfig, armWorker.name, workerID)
 	defer w.Close()
-	checkNode(t, w, d.kubeVersion, armWorker)
+	checkNode(t, w, d.KubeVersion, armWorker)
 	kubeadmJoin(t, w, join, cpIP)
 
 	for _, n := range []node{controlPlane, armWorker} {
@@ -411,16 +350,16 @@ func kubeadmInit(tb testing.TB, c *ssh.Client) time.Duration {
 // API control plane's time to Available is compared with, and how much of either is TCG.
 // One anvil dev; each round a new Machine, deleted after.
 func BenchmarkKubeadmInitByHand(b *testing.B) {
-	d := startDev(b)
+	d := kubedev.Start(b, env)
 	var total time.Duration
 	for i := 0; i < b.N; i++ {
 		n := lone
 		n.name = fmt.Sprintf("kube-bench-%d", i)
-		c := env.Login(b, d.kubeconfig, n.name, d.createNode(b, n))
-		checkNode(b, c, d.kubeVersion, n)
+		c := env.Login(b, d.Kubeconfig, n.name, createNode(b, d, n))
+		checkNode(b, c, d.KubeVersion, n)
 		total += kubeadmInit(b, c)
 		c.Close()
-		if out, err := env.Kubectl(b, d.kubeconfig, "", "delete", "machine", n.name, "--wait=true"); err != nil {
+		if out, err := env.Kubectl(b, d.Kubeconfig, "", "delete", "machine", n.name, "--wait=true"); err != nil {
 			b.Fatalf("deleting %s: %v\n%s", n.name, err, out)
 		}
 	}
