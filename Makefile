@@ -291,7 +291,7 @@ test-kubeadm: deps ## kubeadm in node-image guests (by hand: one control plane, 
 FOCUS ?=
 test-capi-e2e: deps ## Cluster API's e2e specs (QuickStart, MachineDeployment scale) against anvil, from test/capie2e.
 	$(MAKE) test-setup
-	cd test/capie2e && go test -count=1 -timeout 180m -v . -args -ginkgo.v $(if $(FOCUS),-ginkgo.focus '$(FOCUS)')
+	cd test/capie2e && go test -count=1 -timeout 180m -v . -args -ginkgo.v -ginkgo.no-color $(if $(FOCUS),-ginkgo.focus '$(FOCUS)')
 
 # Every fuzz test, as package:FuzzTarget (docs/fuzzing.md). make test runs their seeds and
 # testdata/fuzz inputs as ordinary tests; make fuzz fuzzes each for FUZZTIME, one after another.

@@ -48,6 +48,8 @@ var suite struct {
 //
 // The specs themselves run unchanged.
 func TestClusterAPISpecs(t *testing.T) {
+	// The framework's helpers assert with Gomega's global Expect, in the specs and out.
+	RegisterFailHandler(Fail)
 	d := kubedev.Start(t, env, "--capi")
 	scheme := runtime.NewScheme()
 	framework.TryAddDefaultSchemes(scheme)
@@ -75,7 +77,6 @@ func TestClusterAPISpecs(t *testing.T) {
 		Variables:             map[string]string{"KUBERNETES_VERSION": d.KubeVersion},
 		Intervals:             intervals,
 	}
-	RegisterFailHandler(Fail)
 	RunSpecs(t, "Cluster API's e2e specs against anvil")
 }
 
