@@ -113,6 +113,9 @@ clusterctl-repo: $(BIN)/kubectl ## clusterctl's local repository of anvil's prov
 	mkdir -p $(CLUSTERCTL_REPO)/infrastructure-anvil/v0.1.0
 	$(BIN)/kubectl kustomize config/capi >$(CLUSTERCTL_REPO)/infrastructure-anvil/v0.1.0/infrastructure-components.yaml
 	cp config/clusterctl/metadata.yaml config/clusterctl/cluster-template.yaml $(CLUSTERCTL_REPO)/infrastructure-anvil/v0.1.0/
+	for f in config/clusterctl/flavors/*.yaml; do \
+		(cat config/clusterctl/cluster-template.yaml; echo ---; cat $$f) >$(CLUSTERCTL_REPO)/infrastructure-anvil/v0.1.0/cluster-template-$$(basename $$f); \
+	done
 	printf 'providers:\n- name: anvil\n  type: InfrastructureProvider\n  url: file://%s\n' \
 		$(CLUSTERCTL_REPO)/infrastructure-anvil/v0.1.0/infrastructure-components.yaml >$(CLUSTERCTL_REPO)/clusterctl.yaml
 
@@ -285,11 +288,11 @@ test-kubeadm: deps ## kubeadm in node-image guests (by hand: one control plane, 
 	$(MAKE) test-setup
 	go test -count=1 -timeout 150m -v ./test/kubeadm
 
-# Cluster API's own e2e specs (QuickStart, MachineDeployment scale) against anvil dev --capi,
+# Cluster API's own e2e specs (QuickStart, MachineDeployment scale and remediation) against anvil dev --capi,
 # from the nested module test/capie2e (docs/capi.md, "Cluster API's e2e specs"); each spec makes
 # a cluster of TCG guests: about 40 minutes a spec. FOCUS picks specs (a Ginkgo focus).
 FOCUS ?=
-test-capi-e2e: deps ## Cluster API's e2e specs (QuickStart, MachineDeployment scale) against anvil, from test/capie2e.
+test-capi-e2e: deps ## Cluster API's e2e specs (QuickStart, MachineDeployment scale and remediation) against anvil, from test/capie2e.
 	$(MAKE) test-setup
 	cd test/capie2e && go test -count=1 -timeout 180m -v . -args -ginkgo.v -ginkgo.no-color $(if $(FOCUS),-ginkgo.focus '$(FOCUS)')
 

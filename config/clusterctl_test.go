@@ -20,15 +20,15 @@ import (
 	"github.com/anvil-dev/anvil/test/harness"
 )
 
-// generateCluster runs bin/clusterctl generate cluster demo with the quick start's flags and
+// generateCluster runs bin/clusterctl generate cluster demo with the quick start's flags (and more) and
 // the variables vars, against the management cluster of kubeconfig (KUBECONFIG, as the
 // quick start exports it: clusterctl reads anvil's version from its inventory), without
 // its version check and with a config folder of its own, in namespace tenant.
-func generateCluster(t *testing.T, clusterctl, cfg, kubeconfig string, vars map[string]string) ([]byte, error) {
+func generateCluster(t *testing.T, clusterctl, cfg, kubeconfig string, vars map[string]string, more ...string) ([]byte, error) {
 	t.Helper()
-	cmd := exec.Command(clusterctl, "generate", "cluster", "demo", "--infrastructure", "anvil",
+	cmd := exec.Command(clusterctl, append([]string{"generate", "cluster", "demo", "--infrastructure", "anvil",
 		"--kubernetes-version", "v1.36.3", "--control-plane-machine-count", "1", "--worker-machine-count", "1",
-		"--target-namespace", "tenant", "--config", cfg)
+		"--target-namespace", "tenant", "--config", cfg}, more...)...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "XDG_CONFIG_HOME=" + t.TempDir(),
 		"CLUSTERCTL_DISABLE_VERSIONCHECK=true", "KUBECONFIG=" + kubeconfig}
 	for k, v := range vars {
@@ -179,6 +179,27 @@ func TestClusterctlGeneratesTheQuickStartCluster(t *testing.T) {
 	}
 	if got := run("apply", "--dry-run=server", "-f", generated); strings.Count(got, "(server dry run)") != len(docs) {
 		t.Errorf("kubectl apply --dry-run=server: %d objects accepted of %d:\n%s", strings.Count(got, "(server dry run)"), len(docs), got)
+	}
+
+	// The md-remediation flavor (Cluster API's MachineDeploymentRemediationSpec): the same
+	// objects and a MachineHealthCheck on the workers, accepted too.
+	remediation, err := generateCluster(t, clusterctl, cfg, kubeconfig, vars, "--flavor", "md-remediation")
+	if err != nil {
+		t.Fatalf("clusterctl generate cluster --flavor md-remediation: %v\n%s", err, stderrOf(err))
+	}
+	mhcs, err := manifest.Documents(remediation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mhcs) != len(docs)+1 || !strings.Contains(string(remediation), "cluster.x-k8s.io/deployment-name: demo-md-0") ||
+		!strings.Contains(string(remediation), "nodeStartupTimeoutSeconds: 3600") {
+		t.Errorf("the md-remediation flavor: %d objects (want %d), a MachineHealthCheck of demo-md-0's Machines:\n%s", len(mhcs), len(docs)+1, remediation)
+	}
+	if err := os.WriteFile(generated, remediation, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := run("apply", "--dry-run=server", "-f", generated); strings.Count(got, "(server dry run)") != len(mhcs) {
+		t.Errorf("kubectl apply --dry-run=server of the md-remediation flavor: %d objects accepted of %d:\n%s", strings.Count(got, "(server dry run)"), len(mhcs), got)
 	}
 
 	delete(vars, "ANVIL_NODE_IMAGE")

@@ -30,3 +30,17 @@ var _ = Describe("MachineDeploymentScale", func() {
 		}
 	})
 })
+
+// The md-remediation flavor's MachineHealthCheck (config/clusterctl/flavors): the spec marks
+// a worker's Node unhealthy and waits for Cluster API to replace its Machine.
+var _ = Describe("MachineDeploymentRemediation", func() {
+	e2e.MachineDeploymentRemediationSpec(ctx, func() e2e.MachineDeploymentRemediationSpecInput {
+		return e2e.MachineDeploymentRemediationSpecInput{
+			E2EConfig:              suite.e2eConfig,
+			ClusterctlConfigPath:   suite.clusterctlPath,
+			BootstrapClusterProxy:  suite.bootstrap,
+			ArtifactFolder:         suite.artifacts,
+			InfrastructureProvider: ptr.To("anvil"),
+		}
+	})
+})

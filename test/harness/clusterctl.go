@@ -4,12 +4,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
 // ClusterctlRepository lays out clusterctl's local repository of anvil's provider in a
 // folder of the test's, as make clusterctl-repo does (config/capi rendered by kubectl
-// kustomize, config/clusterctl's metadata and cluster template), and returns the path of
+// kustomize, config/clusterctl's metadata, cluster template and flavors), and returns the path of
 // the clusterctl.yaml that names it.
 func ClusterctlRepository(t testing.TB, kubectl string) string {
 	t.Helper()
@@ -35,6 +36,19 @@ func ClusterctlRepository(t testing.TB, kubectl string) string {
 		if files[name], err = os.ReadFile(filepath.Join(root, "config", "clusterctl", name)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Each flavor is the default template and the flavor's objects (config/clusterctl/flavors).
+	flavors, err := filepath.Glob(filepath.Join(root, "config", "clusterctl", "flavors", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range flavors {
+		extra, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := "cluster-template-" + filepath.Base(f)
+		files[name] = append(append(slices.Clone(files["cluster-template.yaml"]), "---\n"...), extra...)
 	}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
