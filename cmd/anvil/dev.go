@@ -99,6 +99,7 @@ them.`,
 	f.StringVar(&o.ControlPlane.StateDir, "state-dir", o.ControlPlane.StateDir, "folder for etcd's data, keys, logs and the kubeconfig")
 	f.StringVar(&o.ControlPlane.BinDir, "bin-dir", o.ControlPlane.BinDir, "folder holding etcd and kube-apiserver (built by make tools)")
 	f.IntVar(&o.ControlPlane.APIServerPort, "apiserver-port", o.ControlPlane.APIServerPort, "loopback port of kube-apiserver")
+	f.StringVar(&o.ControlPlane.AuditLog, "audit-log", "", "file where kube-apiserver logs every write (who, which client, which object; no bodies) as JSON lines, for counting each controller's writes")
 	f.IntVar(&o.ControlPlane.EtcdClientPort, "etcd-port", o.ControlPlane.EtcdClientPort, "loopback port of etcd's client API")
 	f.IntVar(&o.ControlPlane.EtcdPeerPort, "etcd-peer-port", o.ControlPlane.EtcdPeerPort, "loopback port of etcd's peer API")
 	f.IntVar(&o.RegistryPort, "registry-port", o.RegistryPort, "loopback port of the embedded OCI registry")

@@ -41,6 +41,11 @@ type Config struct {
 	Address string
 	// ReadyTimeout bounds the wait for etcd and then kube-apiserver to become healthy.
 	ReadyTimeout time.Duration
+	// AuditLog, when set, is where kube-apiserver logs every write (create, update, patch,
+	// delete) as JSON lines at audit level Metadata: who, with which client, on which object —
+	// never a request's body, so no Secret's value. For counting the API writes of each
+	// controller (docs/benchmarks.md); nothing else is logged.
+	AuditLog string
 	// Workload, when set, makes this the control plane of a workload cluster, whose Nodes
 	// register themselves (see Workload). anvil's own control planes leave it nil.
 	Workload *Workload
@@ -68,6 +73,11 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 	}
 	if cfg.StateDir, err = filepath.Abs(cfg.StateDir); err != nil {
 		return nil, err
+	}
+	if cfg.AuditLog != "" {
+		if cfg.AuditLog, err = filepath.Abs(cfg.AuditLog); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.Address == "" {
 		cfg.Address = "127.0.0.1"
@@ -162,6 +172,11 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 	var err error
 	logs, run := filepath.Join(cp.cfg.StateDir, "logs"), filepath.Join(cp.cfg.StateDir, "run")
+	if cp.cfg.AuditLog != "" {
+		if err := os.WriteFile(cp.auditPolicy(), []byte(writesAuditPolicy), 0o600); err != nil {
+			return err
+		}
+	}
 	if cp.apiserver, err = StartProcess("kube-apiserver", cp.apiserverBin, cp.apiserverArgs(), logs, run); err != nil {
 		return err
 	}
@@ -234,7 +249,26 @@ func (cp *ControlPlane) apiserverArgs() []string {
 	if cp.cfg.Workload != nil {
 		args = append(args, workloadAPIServerArgs(p)...)
 	}
+	if cp.cfg.AuditLog != "" {
+		args = append(args, "--audit-policy-file="+cp.auditPolicy(), "--audit-log-path="+cp.cfg.AuditLog,
+			"--audit-log-format=json", "--audit-log-maxage=0", "--audit-log-maxbackup=0", "--audit-log-maxsize=0")
+	}
 	return args
+}
+
+// writesAuditPolicy logs writes at Metadata level, once each (when the response is sent),
+// and nothing else.
+const writesAuditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived, ResponseStarted, Panic]
+rules:
+- level: Metadata
+  verbs: [create, update, patch, delete, deletecollection]
+- level: None
+`
+
+func (cp *ControlPlane) auditPolicy() string {
+	return filepath.Join(cp.cfg.StateDir, "audit-policy.yaml")
 }
 
 // EtcdURL is etcd's client URL (TLS; a client certificate of EtcdClientFiles is required).

@@ -143,3 +143,52 @@ func TestRestartAPIServerAfterAKill(t *testing.T) {
 		t.Fatalf("the namespace written before the kill: %v", err)
 	}
 }
+
+// With AuditLog set, kube-apiserver logs each write once, naming the client, and nothing
+// else: no read, and no request's body (a Secret's value stays out of the log).
+func TestAuditLogHasWritesAndNoBodies(t *testing.T) {
+	ctx := context.Background()
+	cfg := testConfig(t, t.TempDir())
+	cfg.AuditLog = filepath.Join(t.TempDir(), "audit.log")
+	cp, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cp.Stop()
+	rc := cp.RESTConfig()
+	rc.UserAgent = "audit-test/v1"
+	cs := kubernetes.NewForConfigOrDie(rc)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "audited", Namespace: "default"},
+		StringData: map[string]string{"password": "not-in-the-audit-log"}}
+	if _, err := cs.CoreV1().Secrets("default").Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Secrets("default").Get(ctx, "audited", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.Stop(); err != nil { // flushes the log
+		t.Fatal(err)
+	}
+	log, err := os.ReadFile(cfg.AuditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var creates int
+	for _, line := range strings.Split(strings.TrimSpace(string(log)), "\n") {
+		if strings.Contains(line, `"userAgent":"audit-test/v1"`) {
+			if !strings.Contains(line, `"verb":"create"`) || !strings.Contains(line, `"name":"audited"`) {
+				t.Errorf("the test's client has an audit event other than its create: %s", line)
+			}
+			creates++
+		}
+		if strings.Contains(line, `"verb":"get"`) || strings.Contains(line, `"verb":"list"`) || strings.Contains(line, `"verb":"watch"`) {
+			t.Errorf("a read in the audit log: %s", line)
+		}
+	}
+	if creates != 1 {
+		t.Errorf("%d audit events of the test's create, want 1:\n%s", creates, log)
+	}
+	if strings.Contains(string(log), "not-in-the-audit-log") || strings.Contains(string(log), "bm90LWluLXRoZS1hdWRpdC1sb2c") {
+		t.Error("the Secret's value is in the audit log")
+	}
+}

@@ -2,9 +2,12 @@ package kubeadm
 
 import (
 	"encoding/base64"
+	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -138,6 +141,10 @@ func TestClusterAPIClusterOfTwoArchitectures(t *testing.T) {
 		"-n", "default", "get", "machines.cluster.x-k8s.io", "-l", "cluster.x-k8s.io/cluster-name="+clusterName,
 		"-o", "jsonpath={range .items[*]}{.status.nodeRef.name} {end}")
 
+	// API writes per Machine, of each writer (the audit log of anvil dev's kube-apiserver):
+	// anvil's provider (its ServiceAccount) against Cluster API's managers.
+	logWritesPerMachine(t, d, 2)
+
 	// The guests themselves.
 	names, _ := capi("get", "machines.compute.anvil.dev", "-l", "cluster.x-k8s.io/cluster-name="+clusterName, "-o", "jsonpath={.items[*].metadata.name}")
 	for _, name := range strings.Fields(names) {
@@ -228,4 +235,20 @@ func diagnose(t *testing.T, d *kubedev.Dev, id *guestssh.Identity) string {
 		b.WriteString("== " + name + "\n" + out)
 	}
 	return b.String()
+}
+
+// logWritesPerMachine logs the management cluster's API writes so far, per writer and per
+// Machine of the cluster (machines), busiest first (docs/benchmarks.md).
+func logWritesPerMachine(t *testing.T, d *kubedev.Dev, machines int) {
+	t.Helper()
+	counts, err := d.AuditWrites()
+	if err != nil {
+		t.Fatalf("counting the API writes: %v", err)
+	}
+	writers := slices.SortedFunc(maps.Keys(counts), func(a, b kubedev.Writer) int { return counts[b] - counts[a] })
+	var b strings.Builder
+	for _, w := range writers {
+		fmt.Fprintf(&b, "  %6d  %6.1f per Machine  %s\n", counts[w], float64(counts[w])/float64(machines), w)
+	}
+	t.Logf("API writes to the management cluster so far (%d Machines):\n%s", machines, b.String())
 }

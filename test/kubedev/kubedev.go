@@ -33,6 +33,9 @@ type Dev struct {
 	// EtcdTag is the tag of make kube-images' etcd image (the project's etcd pin, not
 	// kubeadm's default).
 	EtcdTag string
+	// AuditLog is kube-apiserver's log of every write (anvil dev --audit-log): AuditWrites
+	// counts them.
+	AuditLog string
 }
 
 // Start starts anvil dev (env's binary, more added to its flags) with no fake and no
@@ -68,11 +71,12 @@ func Start(tb testing.TB, env devproc.Env, more ...string) *Dev {
 	registryPort := devproc.FreePort(tb)
 	args := []string{"--state-dir", state, "--bin-dir", env.BinDir, "--fake-pool", "", "--metal-pool=false",
 		"--apiserver-port", devproc.FreePort(tb), "--etcd-port", devproc.FreePort(tb), "--etcd-peer-port", devproc.FreePort(tb),
-		"--registry-port", registryPort, "--node-image", nodeDir, "--kube-images", imagesDir}
+		"--registry-port", registryPort, "--node-image", nodeDir, "--kube-images", imagesDir,
+		"--audit-log", filepath.Join(state, "audit.log")}
 	dv := env.StartDev(tb, append(args, more...)...)
 	tb.Cleanup(func() { dv.Stop(syscall.SIGTERM) })
 	d := &Dev{Kubeconfig: filepath.Join(state, "kubeconfig"), State: state, RegistryPort: registryPort,
-		KubeVersion: strings.TrimSpace(string(version)), EtcdTag: etcdTag}
+		KubeVersion: strings.TrimSpace(string(version)), EtcdTag: etcdTag, AuditLog: filepath.Join(state, "audit.log")}
 	d.NodeImage = "127.0.0.1:" + registryPort + "/" + dev.NodeImageRepository + ":" + d.KubeVersion
 	env.Apply(tb, d.Kubeconfig, NodeClass)
 	return d
