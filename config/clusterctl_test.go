@@ -143,6 +143,9 @@ func TestClusterctlGeneratesTheQuickStartCluster(t *testing.T) {
 		if !strings.Contains(string(nics), `"name":"nic1"`) || !strings.Contains(string(nics), `"network":"anvil-nodes"`) {
 			t.Errorf("AnvilMachineTemplate %s: NICs %s, want nic1 on the segment anvil-nodes", tmpl.GetName(), nics)
 		}
+		if !equalJSON(spec["requiredImageAnnotations"], map[string]any{"dev.anvil.kubernetes.version": "v1.36.3"}) {
+			t.Errorf("AnvilMachineTemplate %s: requiredImageAnnotations %v, want the node image's Kubernetes version", tmpl.GetName(), spec["requiredImageAnnotations"])
+		}
 		if spec["image"] != vars["ANVIL_NODE_IMAGE"] || spec["architecture"] != arch ||
 			!equalJSON(spec["machinePoolSelector"], map[string]any{"compute.anvil.dev/runtime": "qemu"}) ||
 			!equalJSON(spec["machineClassRef"], map[string]any{"name": "kube-node"}) {

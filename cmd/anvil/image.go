@@ -40,7 +40,7 @@ REPOSITORY@sha256:<index digest> on stdout.`,
 			if err != nil {
 				return err
 			}
-			pushed, digests, err := osimage.PushDirs(cmd.Context(), args[0], sources)
+			pushed, digests, err := osimage.PushDirs(cmd.Context(), args[0], sources, nil)
 			if err != nil {
 				return err
 			}

@@ -45,7 +45,7 @@ func newFixture(t *testing.T) *fixture {
 	dir := testos.Dir(t)
 	pinned, _, err := osimage.PushDirs(ctx, reg.Host+"/anvil/testos:1", map[computev1alpha1.Architecture]string{
 		computev1alpha1.ArchitectureAMD64: filepath.Join(dir, "amd64"),
-	})
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

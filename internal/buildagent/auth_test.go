@@ -48,7 +48,7 @@ func TestRunPushesWithTheJobsCredential(t *testing.T) {
 	}
 	base, _, err := osimage.PushDirs(ctx, reg.Host+"/anvil/testos:1", map[computev1alpha1.Architecture]string{
 		computev1alpha1.ArchitectureAMD64: filepath.Join(testos.Dir(t), "amd64"),
-	})
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

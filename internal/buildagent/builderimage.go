@@ -56,7 +56,7 @@ func PushWithAgent(ctx context.Context, reference, osDir, agentsDir, agentPath s
 	if len(sources) == 0 {
 		return "", fmt.Errorf("no architecture has both a test OS in %s and %s in %s/ARCH: run make testos agents", osDir, filepath.Base(agentPath), agentsDir)
 	}
-	pinned, _, err := osimage.PushDirs(ctx, reference, sources)
+	pinned, _, err := osimage.PushDirs(ctx, reference, sources, nil)
 	return pinned, err
 }
 

@@ -72,7 +72,7 @@ func (f *fixture) pushDiskBase(t *testing.T) string {
 	}
 	pinned, _, err := osimage.PushDirs(context.Background(), f.reg.Host+"/anvil/disk-os:1", map[computev1alpha1.Architecture]string{
 		computev1alpha1.ArchitectureAMD64: img,
-	})
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

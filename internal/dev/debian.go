@@ -37,11 +37,11 @@ func debianKeyFile(stateDir string) string { return filepath.Join(stateDir, "ssh
 // and writes, when missing, the login key and the samples' user-data Secret. It returns
 // the banner's lines.
 func publishDebian(ctx context.Context, c client.Client, dir, registryHost, stateDir string) (string, error) {
-	disk, err := pushOSImage(ctx, filepath.Join(dir, "disk"), registryHost+"/"+DebianRepository, "the Debian image (disk form)", "make debian")
+	disk, err := pushOSImage(ctx, filepath.Join(dir, "disk"), registryHost+"/"+DebianRepository, "the Debian image (disk form)", "make debian", nil)
 	if err != nil {
 		return "", err
 	}
-	ram, err := pushOSImage(ctx, filepath.Join(dir, "ram"), registryHost+"/"+DebianRAMRepository, "the Debian image (RAM form)", "make debian")
+	ram, err := pushOSImage(ctx, filepath.Join(dir, "ram"), registryHost+"/"+DebianRAMRepository, "the Debian image (RAM form)", "make debian", nil)
 	if err != nil {
 		return "", err
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/kubeimages"
 	"github.com/anvil-dev/anvil/internal/runtime/qemu"
 )
@@ -53,8 +54,11 @@ func publishNodeImage(ctx context.Context, dir, registryHost string) (string, er
 	if err != nil {
 		return "", fmt.Errorf("the node image: %w (run make node-image)", err)
 	}
-	ref := registryHost + "/" + NodeImageRepository + ":" + strings.TrimSpace(string(version))
-	return pushOSImage(ctx, filepath.Join(dir, "disk"), ref, "the node image", "make node-image")
+	v := strings.TrimSpace(string(version))
+	// The image says which Kubernetes it carries: a node's template requires it
+	// (requiredImageAnnotations), so an image without kubeadm never boots as a node.
+	return pushOSImage(ctx, filepath.Join(dir, "disk"), registryHost+"/"+NodeImageRepository+":"+v, "the node image", "make node-image",
+		map[string]string{computev1alpha1.ImageAnnotationKubernetesVersion: v})
 }
 
 // publishKube publishes what of the control-plane images (imagesDir) and the node image

@@ -169,7 +169,7 @@ func PushMetalDisk(ctx context.Context, stateDir, registryHost string) (string, 
 		}
 		sources[arch] = dir
 	}
-	pushed, _, err := osimage.PushDirs(ctx, registryHost+"/"+MetalDiskRepository, sources)
+	pushed, _, err := osimage.PushDirs(ctx, registryHost+"/"+MetalDiskRepository, sources, nil)
 	if err != nil {
 		return "", fmt.Errorf("publishing the sample bare-metal disk: %w", err)
 	}

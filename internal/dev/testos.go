@@ -17,12 +17,12 @@ const TestOSRepository = "anvil/testos:latest"
 // pushTestOS publishes the test OS built by `make testos` (one folder per architecture
 // under dir) as one multi-arch image. Pushing again is cheap: the registry has the blobs.
 func pushTestOS(ctx context.Context, dir, registryHost string) (string, error) {
-	return pushOSImage(ctx, dir, registryHost+"/"+TestOSRepository, "the test OS", "make testos")
+	return pushOSImage(ctx, dir, registryHost+"/"+TestOSRepository, "the test OS", "make testos", nil)
 }
 
 // pushOSImage publishes dir (one folder per architecture) as ref: what names the image
 // and build the command that makes dir, in errors.
-func pushOSImage(ctx context.Context, dir, ref, what, build string) (string, error) {
+func pushOSImage(ctx context.Context, dir, ref, what, build string, annotations map[string]string) (string, error) {
 	sources := map[computev1alpha1.Architecture]string{}
 	for _, arch := range computev1alpha1.KnownArchitectures {
 		sub := filepath.Join(dir, string(arch))
@@ -33,7 +33,7 @@ func pushOSImage(ctx context.Context, dir, ref, what, build string) (string, err
 	if len(sources) == 0 {
 		return "", fmt.Errorf("%s: %s holds no architecture's folder (amd64/, arm64/): run %s", what, dir, build)
 	}
-	pushed, _, err := osimage.PushDirs(ctx, ref, sources)
+	pushed, _, err := osimage.PushDirs(ctx, ref, sources, annotations)
 	if err != nil {
 		return "", fmt.Errorf("publishing %s from %s: %w", what, dir, err)
 	}

@@ -30,9 +30,10 @@ type Registry struct {
 }
 
 type entry struct {
-	digest string
-	archs  []computev1alpha1.Architecture
-	at     time.Time
+	digest      string
+	archs       []computev1alpha1.Architecture
+	annotations map[string]string
+	at          time.Time
 }
 
 // Digest returns the digest the reference points at: the index's for a multi-arch image.
@@ -46,6 +47,19 @@ func (r *Registry) Digest(ctx context.Context, reference string) (string, error)
 func (r *Registry) Architectures(ctx context.Context, reference string) ([]computev1alpha1.Architecture, error) {
 	e, err := r.lookup(ctx, reference)
 	return e.archs, err
+}
+
+// Annotations returns what the image says of itself: its index's annotations, or a single
+// image's manifest's (never nil without an error).
+func (r *Registry) Annotations(ctx context.Context, reference string) (map[string]string, error) {
+	e, err := r.lookup(ctx, reference)
+	if err != nil {
+		return nil, err
+	}
+	if e.annotations == nil {
+		return map[string]string{}, nil
+	}
+	return e.annotations, nil
 }
 
 func (r *Registry) lookup(ctx context.Context, reference string) (entry, error) {
@@ -100,6 +114,7 @@ func fetch(ctx context.Context, reference string, transport http.RoundTripper) (
 		if err != nil {
 			return entry{}, err
 		}
+		e.annotations = m.Annotations
 		for _, d := range m.Manifests {
 			if d.Platform != nil && computev1alpha1.Architecture(d.Platform.Architecture).IsKnown() {
 				e.archs = append(e.archs, computev1alpha1.Architecture(d.Platform.Architecture))
@@ -118,5 +133,10 @@ func fetch(ctx context.Context, reference string, transport http.RoundTripper) (
 	if a := computev1alpha1.Architecture(cfg.Architecture); a.IsKnown() {
 		e.archs = []computev1alpha1.Architecture{a}
 	}
+	m, err := img.Manifest()
+	if err != nil {
+		return entry{}, err
+	}
+	e.annotations = m.Annotations
 	return e, nil
 }

@@ -3,6 +3,9 @@ package imageref
 import (
 	"context"
 	"errors"
+	"maps"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -13,6 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/internal/registry"
 	"github.com/anvil-dev/anvil/internal/registrynet"
 )
@@ -88,5 +92,43 @@ func TestDefaultRefusesNonPublicRegistries(t *testing.T) {
 	var refused *registrynet.RefusedError
 	if !errors.As(err, &refused) {
 		t.Fatalf("reading %s with the default transport: %v, want a refusal", ref, err)
+	}
+}
+
+// What an image published with annotations (osimage.PushDirs, as anvil dev publishes the
+// node image) says of itself is read back from its index, and from a single image's
+// manifest; an image without any says nothing, never "unknown" (nil).
+func TestAnnotationsOfAnIndexAndOfASingleImage(t *testing.T) {
+	ref, _, reg := pushIndex(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, osimage.KernelFile), []byte("kernel"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	node := reg.Host + "/anvil/node:v1.36.3"
+	says := map[string]string{computev1alpha1.ImageAnnotationKubernetesVersion: "v1.36.3"}
+	if _, _, err := osimage.PushDirs(context.Background(), node, map[computev1alpha1.Architecture]string{"amd64": dir}, says); err != nil {
+		t.Fatal(err)
+	}
+	single := reg.Host + "/anvil/single:1"
+	img, err := random.Image(64, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag, err := name.ParseReference(single, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(tag, mutate.Annotations(img, says).(v1.Image)); err != nil {
+		t.Fatal(err)
+	}
+	r := &Registry{Transport: loopbackAllowed}
+	for image, want := range map[string]map[string]string{node: says, single: says, ref: {}} {
+		got, err := r.Annotations(context.Background(), image)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got == nil || !maps.Equal(got, want) {
+			t.Errorf("annotations of %s = %v, want %v", image, got, want)
+		}
 	}
 }

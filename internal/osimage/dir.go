@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 )
@@ -79,9 +80,11 @@ func readCmdline(path string) (string, error) {
 }
 
 // PushDirs builds one image per architecture from its folder (see FromDir), assembles the
-// index and pushes it to reference. It returns the repository pinned to the index digest
-// (REPOSITORY@sha256:...) and each architecture's image digest.
-func PushDirs(ctx context.Context, reference string, sources map[computev1alpha1.Architecture]string) (string, map[computev1alpha1.Architecture]v1.Hash, error) {
+// index and pushes it to reference, with annotations (may be nil) on the index and on each
+// image's manifest: what the image says of itself, such as the Kubernetes version of a node
+// image (Machines' requiredImageAnnotations). It returns the repository pinned to the index
+// digest (REPOSITORY@sha256:...) and each architecture's image digest.
+func PushDirs(ctx context.Context, reference string, sources map[computev1alpha1.Architecture]string, annotations map[string]string) (string, map[computev1alpha1.Architecture]v1.Hash, error) {
 	ref, err := ParseReference(reference)
 	if err != nil {
 		return "", nil, err
@@ -98,6 +101,7 @@ func PushDirs(ctx context.Context, reference string, sources map[computev1alpha1
 		if err != nil {
 			return "", nil, err
 		}
+		files.Annotations = annotations
 		img, err := Build(files)
 		if err != nil {
 			return "", nil, err
@@ -110,6 +114,9 @@ func PushDirs(ctx context.Context, reference string, sources map[computev1alpha1
 	idx, err := Index(images...)
 	if err != nil {
 		return "", nil, err
+	}
+	if len(annotations) > 0 {
+		idx = mutate.Annotations(idx, annotations).(v1.ImageIndex)
 	}
 	digest, err := Push(ctx, reference, idx)
 	if err != nil {

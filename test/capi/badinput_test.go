@@ -209,3 +209,36 @@ func TestBootstrapSecretOfAFormatAnvilCannotBoot(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// A template naming an image without Kubernetes (here the test OS, which says nothing of
+// itself) for a node that requires it: the AnvilMachine says so (ImageRequirementsUnmet), and
+// its anvil Machine is never placed, so nothing boots. This rig's manager reads no image
+// (--image-architectures=any), so what it says is that the requirement cannot be checked;
+// a scheduler that reads the registry names what the image lacks
+// (internal/controller/scheduler TestRequiredImageAnnotationsHoldBackAnImageWithout; anvil
+// dev's, in test/kubeadm, boots the node image that says it).
+func TestImageWithoutKubernetesIsNotBooted(t *testing.T) {
+	r := theRig(t)
+	ctx := context.Background()
+	ns := capienv.Namespace(t, env.Client, "nokube")
+	cluster := newCluster(t, r, ns, "nokube")
+	spec := machineSpec(r, computev1alpha1.ArchitectureAMD64)
+	spec.RequiredImageAnnotations = map[string]string{computev1alpha1.ImageAnnotationKubernetesVersion: "v1.36.3"}
+	md := newMachineDeployment(t, cluster, "nokube", spec, "", 1)
+	var key client.ObjectKey
+	capienv.Eventually(t, time.Minute, "the AnvilMachine to say its image lacks Kubernetes", func() error {
+		machines, err := capienv.MachinesOf(ctx, env.Client, md)
+		if err != nil || len(machines) != 1 {
+			return fmt.Errorf("%d Machines, %v", len(machines), err)
+		}
+		key = client.ObjectKey{Namespace: ns, Name: machines[0].Spec.InfrastructureRef.Name}
+		return readyOf(ctx, key, infrav1.ReasonImageRequirementsUnmet, "image "+r.image+" cannot be checked")
+	})
+	m := &computev1alpha1.Machine{}
+	if err := env.Client.Get(ctx, key, m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Spec.MachinePoolRef != nil || m.Status.State == computev1alpha1.MachineStateRunning {
+		t.Errorf("anvil Machine %s placed on %v (%s) with an image that lacks what it requires", key, m.Spec.MachinePoolRef, m.Status.State)
+	}
+}

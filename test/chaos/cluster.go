@@ -231,7 +231,7 @@ func (cl *cluster) publish(ctx context.Context, cfg config) error {
 				return err
 			}
 		}
-		ref, _, err := osimage.PushDirs(ctx, cl.registry.Host+"/chaos/testos:"+tag, sources)
+		ref, _, err := osimage.PushDirs(ctx, cl.registry.Host+"/chaos/testos:"+tag, sources, nil)
 		if err != nil {
 			return fmt.Errorf("publishing the test OS: %w", err)
 		}

@@ -100,7 +100,7 @@ func startSite(t *testing.T, ctx context.Context) *site {
 		digests[name] = d.String()
 	}
 	s.testOS, _, err = osimage.PushDirs(ctx, reg.Host+"/anvil/testos:latest",
-		map[computev1alpha1.Architecture]string{computev1alpha1.ArchitectureAMD64: filepath.Join(bin, "testos", "amd64")})
+		map[computev1alpha1.Architecture]string{computev1alpha1.ArchitectureAMD64: filepath.Join(bin, "testos", "amd64")}, nil)
 	if err != nil {
 		t.Fatalf("publishing the test OS: %v", err)
 	}

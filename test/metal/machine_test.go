@@ -32,7 +32,7 @@ func pushDisk(t *testing.T) string {
 		t.Fatal(err)
 	}
 	ref := rig.Env.Registry.Host + "/metal/disk:1"
-	if _, _, err := osimage.PushDirs(context.Background(), ref, map[computev1alpha1.Architecture]string{"amd64": dir}); err != nil {
+	if _, _, err := osimage.PushDirs(context.Background(), ref, map[computev1alpha1.Architecture]string{"amd64": dir}, nil); err != nil {
 		t.Fatal(err)
 	}
 	return ref

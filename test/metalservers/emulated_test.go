@@ -103,7 +103,7 @@ func pushTestOS(t *testing.T, arch computev1alpha1.Architecture) string {
 	t.Helper()
 	dir := testos.Dir(t)
 	ref := rig.Env.Registry.Host + "/metal/testos-" + string(arch) + ":1"
-	if _, _, err := osimage.PushDirs(context.Background(), ref, map[computev1alpha1.Architecture]string{arch: filepath.Join(dir, string(arch))}); err != nil {
+	if _, _, err := osimage.PushDirs(context.Background(), ref, map[computev1alpha1.Architecture]string{arch: filepath.Join(dir, string(arch))}, nil); err != nil {
 		t.Fatal(err)
 	}
 	return ref

@@ -127,7 +127,7 @@ func pushDisk(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	ref := env.Registry.Host + "/security/" + name + ":1"
-	if _, _, err := osimage.PushDirs(context.Background(), ref, map[computev1alpha1.Architecture]string{"amd64": dir}); err != nil {
+	if _, _, err := osimage.PushDirs(context.Background(), ref, map[computev1alpha1.Architecture]string{"amd64": dir}, nil); err != nil {
 		t.Fatal(err)
 	}
 	return ref

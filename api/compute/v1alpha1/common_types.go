@@ -188,6 +188,10 @@ const (
 	// ReasonImageUnresolved: the image's registry could not say which architectures the
 	// image offers (missing image, unreachable registry); retried.
 	ReasonImageUnresolved = "ImageUnresolved"
+	// ReasonImageRequirementsUnmet: the image lacks an annotation of the Machine's
+	// requiredImageAnnotations (or carries another value); retried, as the tag may be
+	// pushed again.
+	ReasonImageRequirementsUnmet = "ImageRequirementsUnmet"
 	// ReasonRegistryRefused: the image's registry is on a loopback, link-local or private
 	// address the reader (the manager's scheduler, a poollet) does not allow-list
 	// (--allow-registry). Not retried: only the reader's configuration changes it. Also a

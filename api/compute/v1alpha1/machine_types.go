@@ -6,6 +6,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// ImageAnnotationKubernetesVersion is the annotation of an OS image carrying Kubernetes' node
+// binaries (kubelet, kubeadm) of that version, such as v1.36.3: anvil's node image has it
+// (make node-image), and a Kubernetes node's Machine requires it (requiredImageAnnotations).
+const ImageAnnotationKubernetesVersion = "dev.anvil.kubernetes.version"
+
 // Default keys read from first-boot configuration Secrets.
 const (
 	DefaultIgnitionKey = "ignition"
@@ -35,6 +40,18 @@ type MachineSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
 	Image string `json:"image"`
+
+	// RequiredImageAnnotations are what the image must say of itself: annotations its OCI
+	// index (or, for a single image, its manifest) carries, each with exactly this value. A
+	// Machine whose image lacks one is not scheduled (Scheduled False,
+	// ImageRequirementsUnmet), so no machine boots an image that cannot do its job: a
+	// Kubernetes node's template asks for dev.anvil.kubernetes.version (anvil's node image
+	// carries it). Checked when the Machine is placed, where the scheduler reads the image's
+	// registry (a manager that reads no image, --image-architectures=any, holds such a
+	// Machine back, saying so); not on a reimage.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=16
+	RequiredImageAnnotations map[string]string `json:"requiredImageAnnotations,omitempty"`
 
 	// ImageUpdatePolicy is what a bound Machine does when image changes: Reimage (the
 	// default) boots the new image in place, keeping the machine's id, pool and other

@@ -646,6 +646,13 @@ func (in *MachinePoolStatus) DeepCopy() *MachinePoolStatus {
 func (in *MachineSpec) DeepCopyInto(out *MachineSpec) {
 	*out = *in
 	out.MachineClassRef = in.MachineClassRef
+	if in.RequiredImageAnnotations != nil {
+		in, out := &in.RequiredImageAnnotations, &out.RequiredImageAnnotations
+		*out = make(map[string]string, len(*in))
+		for key, val := range *in {
+			(*out)[key] = val
+		}
+	}
 	if in.MachinePoolSelector != nil {
 		in, out := &in.MachinePoolSelector, &out.MachinePoolSelector
 		*out = make(map[string]string, len(*in))

@@ -31,6 +31,14 @@ type AnvilMachineSpec struct {
 	// +kubebuilder:validation:MaxLength=1024
 	Image string `json:"image"`
 
+	// RequiredImageAnnotations are what the image must say of itself (the anvil Machine's
+	// field): a Kubernetes node's template asks for dev.anvil.kubernetes.version, so an image
+	// without kubelet and kubeadm, or of another version, never boots as a node (Ready False,
+	// ImageRequirementsUnmet).
+	// +optional
+	// +kubebuilder:validation:MaxProperties=16
+	RequiredImageAnnotations map[string]string `json:"requiredImageAnnotations,omitempty"`
+
 	// Architecture pins the CPU architecture. Empty means any architecture the image offers.
 	// +optional
 	Architecture computev1alpha1.Architecture `json:"architecture,omitempty"`

@@ -68,6 +68,10 @@ const (
 	// ReasonBootstrapDataInvalid: the bootstrap data Secret has no value, or a format anvil
 	// cannot boot; the message says which.
 	ReasonBootstrapDataInvalid = "BootstrapDataInvalid"
+	// ReasonImageRequirementsUnmet: the anvil Machine is not scheduled because its image
+	// lacks an annotation of requiredImageAnnotations (an image without Kubernetes, or of
+	// another version); the message names the image and what it lacks.
+	ReasonImageRequirementsUnmet = "ImageRequirementsUnmet"
 	// ReasonFailureDomainConflict: the Machine's failure domain and the template's
 	// machinePoolSelector ask for different values of the failure domain label.
 	ReasonFailureDomainConflict = "FailureDomainConflict"

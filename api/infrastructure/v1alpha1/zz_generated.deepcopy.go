@@ -416,6 +416,13 @@ func (in *AnvilMachineList) DeepCopyObject() runtime.Object {
 func (in *AnvilMachineSpec) DeepCopyInto(out *AnvilMachineSpec) {
 	*out = *in
 	out.MachineClassRef = in.MachineClassRef
+	if in.RequiredImageAnnotations != nil {
+		in, out := &in.RequiredImageAnnotations, &out.RequiredImageAnnotations
+		*out = make(map[string]string, len(*in))
+		for key, val := range *in {
+			(*out)[key] = val
+		}
+	}
 	if in.MachinePoolSelector != nil {
 		in, out := &in.MachinePoolSelector, &out.MachinePoolSelector
 		*out = make(map[string]string, len(*in))

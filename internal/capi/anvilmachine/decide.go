@@ -188,10 +188,19 @@ func Decide(in Input) Plan {
 		p.Ready = condition(metav1.ConditionTrue, infrav1.ReasonRunning, "")
 	case p.Provisioned:
 		p.Ready = condition(metav1.ConditionFalse, infrav1.ReasonNotRunning, notRunning(m))
+	case unmetImageRequirements(m):
+		p.Ready = condition(metav1.ConditionFalse, infrav1.ReasonImageRequirementsUnmet, explain(m))
 	default:
 		p.Ready = condition(metav1.ConditionFalse, infrav1.ReasonProvisioning, explain(m))
 	}
 	return p
+}
+
+// unmetImageRequirements says whether the scheduler holds m back because its image lacks a
+// required annotation.
+func unmetImageRequirements(m *computev1alpha1.Machine) bool {
+	c := apimeta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionScheduled)
+	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == computev1alpha1.ReasonImageRequirementsUnmet
 }
 
 // bootsInPlace says whether the bootstrap data Secret is itself at the first-boot Secret's
@@ -310,20 +319,21 @@ func desiredMachine(in Input, clusterName string, fb FirstBoot, inPlace bool) (*
 	m := &computev1alpha1.Machine{
 		ObjectMeta: metav1.ObjectMeta{Name: am.Name, Namespace: in.Namespace, Labels: l},
 		Spec: computev1alpha1.MachineSpec{
-			MachineClassRef:     s.MachineClassRef,
-			Image:               s.Image,
-			ImageUpdatePolicy:   computev1alpha1.ImageUpdatePolicyReimage,
-			Architecture:        s.Architecture,
-			Emulation:           s.Emulation,
-			MachinePoolSelector: selector,
-			HostSelector:        s.HostSelector,
-			Tolerations:         s.Tolerations,
-			Power:               computev1alpha1.PowerOn,
-			Volumes:             s.Volumes,
-			NetworkInterfaces:   s.NetworkInterfaces,
-			Hostname:            in.Hostname,
-			MetaData:            metaData(in.MetaData, in.Namespace, am.Name, in.LoadBalancer),
-			HardwareMetaData:    slices.Clone(in.HardwareMetaData),
+			MachineClassRef:          s.MachineClassRef,
+			Image:                    s.Image,
+			RequiredImageAnnotations: maps.Clone(s.RequiredImageAnnotations),
+			ImageUpdatePolicy:        computev1alpha1.ImageUpdatePolicyReimage,
+			Architecture:             s.Architecture,
+			Emulation:                s.Emulation,
+			MachinePoolSelector:      selector,
+			HostSelector:             s.HostSelector,
+			Tolerations:              s.Tolerations,
+			Power:                    computev1alpha1.PowerOn,
+			Volumes:                  s.Volumes,
+			NetworkInterfaces:        s.NetworkInterfaces,
+			Hostname:                 in.Hostname,
+			MetaData:                 metaData(in.MetaData, in.Namespace, am.Name, in.LoadBalancer),
+			HardwareMetaData:         slices.Clone(in.HardwareMetaData),
 		},
 	}
 	ref := &computev1alpha1.SecretKeySelector{Name: am.Name}

@@ -186,6 +186,9 @@ func TestDecideCreatesOneMachineFromTheTemplate(t *testing.T) {
 			in.AnvilMachine.Spec.MachinePoolSelector = nil
 		}), false, map[string]string{"example.com/rack": "rack-3"}, ns, "userData"},
 		{"remote namespace", input(func(in *Input) { in.Namespace = "site-a-tenant" }), false, map[string]string{"kind": "vm"}, "site-a-tenant", "userData"},
+		{"what the image must say", input(func(in *Input) {
+			in.AnvilMachine.Spec.RequiredImageAnnotations = map[string]string{computev1alpha1.ImageAnnotationKubernetesVersion: "v1.36.3"}
+		}), false, map[string]string{"kind": "vm"}, ns, "userData"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := Decide(tc.in)
@@ -203,6 +206,9 @@ func TestDecideCreatesOneMachineFromTheTemplate(t *testing.T) {
 			if s.MachineClassRef.Name != "small" || s.Image != "registry.example/os:1" || s.Architecture != computev1alpha1.ArchitectureARM64 ||
 				len(s.Volumes) != 1 || s.Power != computev1alpha1.PowerOn || s.ImageUpdatePolicy != computev1alpha1.ImageUpdatePolicyReimage || s.MachinePoolRef != nil {
 				t.Errorf("spec not the template's: %+v", s)
+			}
+			if !maps.Equal(s.RequiredImageAnnotations, tc.in.AnvilMachine.Spec.RequiredImageAnnotations) {
+				t.Errorf("requiredImageAnnotations %v, want the template's %v", s.RequiredImageAnnotations, tc.in.AnvilMachine.Spec.RequiredImageAnnotations)
 			}
 			if len(s.MachinePoolSelector) != len(tc.wantSel) {
 				t.Errorf("selector %v, want %v", s.MachinePoolSelector, tc.wantSel)
@@ -296,6 +302,12 @@ func TestDecideReportsTheMachine(t *testing.T) {
 					Reason: computev1alpha1.ReasonUnschedulable, Message: "no pool offers architecture arm64"}}
 			})
 		}), false, true, infrav1.ReasonProvisioning, "is not scheduled: Unschedulable: no pool offers architecture arm64"},
+		{"its image lacks what the template requires: says so with its own reason", input(func(in *Input) {
+			in.Existing = anvil(func(m *computev1alpha1.Machine) {
+				m.Status.Conditions = []metav1.Condition{{Type: computev1alpha1.ConditionScheduled, Status: metav1.ConditionFalse,
+					Reason: computev1alpha1.ReasonImageRequirementsUnmet, Message: "image r/os:1 lacks dev.anvil.kubernetes.version=v1.36.3"}}
+			})
+		}), false, true, infrav1.ReasonImageRequirementsUnmet, "is not scheduled: ImageRequirementsUnmet: image r/os:1 lacks dev.anvil.kubernetes.version=v1.36.3"},
 		{"pending, bound, Ready False with a message", input(func(in *Input) {
 			in.Existing = anvil(func(m *computev1alpha1.Machine) {
 				m.Status.Conditions = []metav1.Condition{{Type: computev1alpha1.ConditionReady, Status: metav1.ConditionFalse,

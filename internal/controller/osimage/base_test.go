@@ -84,7 +84,7 @@ func TestTenantCannotBuildOnAnotherNamespacesBase(t *testing.T) {
 	dir := testos.Dir(t)
 	for _, repo := range []string{"default/built-os", "infra/os/base", "mallory/own-base"} {
 		if _, _, err := osimage.PushDirs(ctx, env.Registry.Host+"/"+repo+":latest",
-			map[computev1alpha1.Architecture]string{"amd64": filepath.Join(dir, "amd64")}); err != nil {
+			map[computev1alpha1.Architecture]string{"amd64": filepath.Join(dir, "amd64")}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -28,7 +28,7 @@ func pushDiskOnly(t *testing.T) string {
 		t.Fatal(err)
 	}
 	ref := env.Registry.Host + "/anvil/disk-only:1"
-	if _, _, err := osimage.PushDirs(context.Background(), ref, map[computev1alpha1.Architecture]string{"amd64": dir}); err != nil {
+	if _, _, err := osimage.PushDirs(context.Background(), ref, map[computev1alpha1.Architecture]string{"amd64": dir}, nil); err != nil {
 		t.Fatal(err)
 	}
 	return ref
@@ -53,7 +53,7 @@ func pushDiskRoot(t *testing.T, virtualSize string) string {
 		t.Fatalf("qemu-img create (qemu-utils is needed): %v\n%s", err, out)
 	}
 	ref := env.Registry.Host + "/anvil/disk-root:1"
-	if _, _, err := osimage.PushDirs(context.Background(), ref, map[computev1alpha1.Architecture]string{"amd64": dir}); err != nil {
+	if _, _, err := osimage.PushDirs(context.Background(), ref, map[computev1alpha1.Architecture]string{"amd64": dir}, nil); err != nil {
 		t.Fatal(err)
 	}
 	return ref

@@ -61,7 +61,7 @@ func BenchmarkNoOpReconcile(b *testing.B) {
 	sources := map[computev1alpha1.Architecture]string{"amd64": filepath.Join(dir, "amd64"), "arm64": filepath.Join(dir, "arm64")}
 	base, builder := reg+"/anvil/testos:noop", reg+"/anvil/builder:noop"
 	for _, ref := range []string{base, builder} {
-		if _, _, err := osimage.PushDirs(ctx, ref, sources); err != nil {
+		if _, _, err := osimage.PushDirs(ctx, ref, sources, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

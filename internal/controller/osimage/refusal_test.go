@@ -44,7 +44,7 @@ func setup(t *testing.T, configure ...func(*osimagecontroller.Config)) (both, am
 		for _, a := range archs {
 			sources[a] = filepath.Join(dir, string(a))
 		}
-		if _, _, err := osimage.PushDirs(ctx, ref, sources); err != nil {
+		if _, _, err := osimage.PushDirs(ctx, ref, sources, nil); err != nil {
 			t.Fatal(err)
 		}
 		return ref

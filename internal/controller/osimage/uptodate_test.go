@@ -29,11 +29,11 @@ func TestImageUpToDateFollowsThePublishedEntry(t *testing.T) {
 	// only, with the same amd64 image: its amd64 Machine runs the published entry.
 	dir := testos.Dir(t)
 	tag := env.Registry.Host + "/default/rollout:1"
-	old, _, err := osimage.PushDirs(ctx, env.Registry.Host+"/default/rollout:old", map[computev1alpha1.Architecture]string{"amd64": filepath.Join(dir, "amd64")})
+	old, _, err := osimage.PushDirs(ctx, env.Registry.Host+"/default/rollout:old", map[computev1alpha1.Architecture]string{"amd64": filepath.Join(dir, "amd64")}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	current, entries, err := osimage.PushDirs(ctx, tag, map[computev1alpha1.Architecture]string{"amd64": filepath.Join(dir, "amd64"), "arm64": filepath.Join(dir, "arm64")})
+	current, entries, err := osimage.PushDirs(ctx, tag, map[computev1alpha1.Architecture]string{"amd64": filepath.Join(dir, "amd64"), "arm64": filepath.Join(dir, "arm64")}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -114,6 +114,18 @@ func (r *Reconciler) schedule(ctx context.Context, m *computev1alpha1.Machine) (
 			fmt.Sprintf("no architecture satisfies the Machine (%s), its MachineClass (%s) and its image (%s) together",
 				orAny(m.Spec.Architecture), archList(class.Architectures), archList(image)))
 	}
+	if len(m.Spec.RequiredImageAnnotations) > 0 {
+		have, err := r.Resolver.Annotations(ctx, m.Spec.Image)
+		if err != nil {
+			return ctrl.Result{RequeueAfter: r.ImageRetry}, r.setScheduled(ctx, m, metav1.ConditionFalse,
+				computev1alpha1.ReasonImageUnresolved, fmt.Sprintf("reading the annotations of image %s: %v", m.Spec.Image, err))
+		}
+		if unmet := scheduler.UnmetAnnotations(m.Spec.RequiredImageAnnotations, have); unmet != "" {
+			// The tag may be pushed again with what it lacks: look again later.
+			return ctrl.Result{RequeueAfter: r.ImageRetry}, r.setScheduled(ctx, m, metav1.ConditionFalse,
+				computev1alpha1.ReasonImageRequirementsUnmet, fmt.Sprintf("image %s %s (requiredImageAnnotations)", m.Spec.Image, unmet))
+		}
+	}
 	ns := &corev1.Namespace{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: m.Namespace}, ns); err != nil {
 		return ctrl.Result{}, err

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
@@ -26,6 +27,12 @@ import (
 // pushIndex pushes an index with one random image per architecture to reference.
 func pushIndex(t *testing.T, reference string, archs ...string) {
 	t.Helper()
+	pushAnnotatedIndex(t, reference, nil, archs...)
+}
+
+// pushAnnotatedIndex is pushIndex with annotations on the index.
+func pushAnnotatedIndex(t *testing.T, reference string, annotations map[string]string, archs ...string) {
+	t.Helper()
 	var idx v1.ImageIndex = empty.Index
 	for _, a := range archs {
 		img, err := random.Image(64, 1)
@@ -34,6 +41,9 @@ func pushIndex(t *testing.T, reference string, archs ...string) {
 		}
 		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img,
 			Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: a}}})
+	}
+	if annotations != nil {
+		idx = mutate.Annotations(idx, annotations).(v1.ImageIndex)
 	}
 	ref, err := name.ParseReference(reference, name.Insecure)
 	if err != nil {
@@ -77,6 +87,51 @@ func TestRegistryIndexChoosesThePoolAndAMissingImageWaits(t *testing.T) {
 	eventually(t, client.ObjectKeyFromObject(waiting), "bound to the arm64 pool once the image exists", boundTo(cls+"-a-arm"))
 }
 
+// A Machine's requiredImageAnnotations hold it back from an image that does not say them
+// (none, or another value), saying what the image lacks, until the tag is pushed again with
+// them; an image that says them is placed at once.
+func TestRequiredImageAnnotationsHoldBackAnImageWithout(t *testing.T) {
+	reg := env.Registry
+	const key = computev1alpha1.ImageAnnotationKubernetesVersion
+	plain, older, node := reg.Host+"/os:plain", reg.Host+"/os:older-node", reg.Host+"/os:node"
+	pushIndex(t, plain, "amd64")
+	pushAnnotatedIndex(t, older, map[string]string{key: "v1.35.0"}, "amd64")
+	pushAnnotatedIndex(t, node, map[string]string{key: "v1.36.3"}, "amd64")
+	startScheduler(t, &Reconciler{
+		Resolver: RegistryImages{Registry: &imageref.Registry{TagTTL: time.Second,
+			Transport: registrynet.Policy{Allow: registrynet.Loopback}.Transport()}, Timeout: 5 * time.Second},
+		ImageRetry: time.Second,
+	})
+	cls := uniq(t, "req")
+	mustCreate(t, namespace("req", nil), class(cls, "1", "1Gi"))
+	readyPool(t, cls+"-amd", "amd64", "8", "8Gi", []string{cls}, nil)
+	requiring := func(image string) func(*computev1alpha1.Machine) {
+		return func(m *computev1alpha1.Machine) {
+			m.Spec.Image = image
+			m.Spec.RequiredImageAnnotations = map[string]string{key: "v1.36.3"}
+		}
+	}
+	for image, says := range map[string]string{plain: "lacks " + key + "=v1.36.3", older: "has " + key + "=v1.35.0, not v1.36.3"} {
+		m := machine("req", cls+"-"+strings.TrimPrefix(image, reg.Host+"/os:"), cls, requiring(image))
+		mustCreate(t, m)
+		got := eventually(t, client.ObjectKeyFromObject(m), "held back: "+says, func(m *computev1alpha1.Machine) bool {
+			c := meta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionScheduled)
+			return c != nil && c.Status == metav1.ConditionFalse && c.Reason == computev1alpha1.ReasonImageRequirementsUnmet &&
+				strings.Contains(c.Message, image+" "+says)
+		})
+		if got.Spec.MachinePoolRef != nil {
+			t.Errorf("%s bound to %s with an image that %s", m.Name, got.Spec.MachinePoolRef.Name, says)
+		}
+	}
+	m := machine("req", cls+"-node", cls, requiring(node))
+	mustCreate(t, m)
+	eventually(t, client.ObjectKeyFromObject(m), "bound with an image that says what it requires", boundTo(cls+"-amd"))
+	// The plain tag pushed again with the annotation: its Machine is placed.
+	pushAnnotatedIndex(t, plain, map[string]string{key: "v1.36.3"}, "amd64")
+	eventually(t, client.ObjectKeyFromObject(&computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: "req", Name: cls + "-plain"}}),
+		"bound once its image says what it requires", boundTo(cls+"-amd"))
+}
+
 // countingResolver counts the images it was asked about: the scheduler's only way to a
 // registry.
 type countingResolver struct {
@@ -90,6 +145,13 @@ func (c *countingResolver) Architectures(ctx context.Context, image string) ([]c
 	c.asked = append(c.asked, image)
 	c.mu.Unlock()
 	return c.inner.Architectures(ctx, image)
+}
+
+func (c *countingResolver) Annotations(ctx context.Context, image string) (map[string]string, error) {
+	c.mu.Lock()
+	c.asked = append(c.asked, image)
+	c.mu.Unlock()
+	return c.inner.Annotations(ctx, image)
 }
 
 // The attack: a tenant names another namespace's image on the registry the manager reads

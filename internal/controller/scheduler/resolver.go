@@ -8,10 +8,13 @@ import (
 	"github.com/anvil-dev/anvil/internal/imageref"
 )
 
-// ImageResolver says which architectures an OS image offers. A nil list with no error
-// means the image does not restrict the architecture.
+// ImageResolver says which architectures an OS image offers and what it says of itself. A
+// nil list of architectures with no error means the image does not restrict the
+// architecture; nil annotations with no error mean they are not read (and a Machine
+// requiring some is held back, told why).
 type ImageResolver interface {
 	Architectures(ctx context.Context, image string) ([]computev1alpha1.Architecture, error)
+	Annotations(ctx context.Context, image string) (map[string]string, error)
 }
 
 // UnrestrictedImages takes every image to offer every architecture; the pool's runtime
@@ -21,6 +24,11 @@ type UnrestrictedImages struct{}
 
 // Architectures returns nil: no restriction.
 func (UnrestrictedImages) Architectures(context.Context, string) ([]computev1alpha1.Architecture, error) {
+	return nil, nil
+}
+
+// Annotations returns nil: not read, so a Machine with requiredImageAnnotations waits.
+func (UnrestrictedImages) Annotations(context.Context, string) (map[string]string, error) {
 	return nil, nil
 }
 
@@ -34,10 +42,21 @@ type RegistryImages struct {
 
 // Architectures asks the registry.
 func (r RegistryImages) Architectures(ctx context.Context, image string) ([]computev1alpha1.Architecture, error) {
-	if r.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, r.Timeout)
-		defer cancel()
-	}
+	ctx, cancel := r.bounded(ctx)
+	defer cancel()
 	return r.Registry.Architectures(ctx, image)
+}
+
+// Annotations asks the registry (one lookup with Architectures: the Registry caches both).
+func (r RegistryImages) Annotations(ctx context.Context, image string) (map[string]string, error) {
+	ctx, cancel := r.bounded(ctx)
+	defer cancel()
+	return r.Registry.Annotations(ctx, image)
+}
+
+func (r RegistryImages) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if r.Timeout > 0 {
+		return context.WithTimeout(ctx, r.Timeout)
+	}
+	return ctx, func() {}
 }

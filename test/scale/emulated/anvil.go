@@ -95,7 +95,7 @@ func startAnvil(ctx context.Context, env *harness.Env, o options, state, testOS,
 			return nil, fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
 		}
 	}
-	if a.image, _, err = osimage.PushDirs(ctx, env.Registry.Host+"/bench/testos:1", map[computev1alpha1.Architecture]string{"amd64": testOS}); err != nil {
+	if a.image, _, err = osimage.PushDirs(ctx, env.Registry.Host+"/bench/testos:1", map[computev1alpha1.Architecture]string{"amd64": testOS}, nil); err != nil {
 		return nil, err
 	}
 

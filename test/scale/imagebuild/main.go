@@ -80,7 +80,7 @@ func run(rounds int) error {
 	for _, a := range architectures {
 		sources[a] = filepath.Join(testOS, string(a))
 	}
-	if _, _, err := osimage.PushDirs(ctx, reg+"/"+dev.TestOSRepository, sources); err != nil {
+	if _, _, err := osimage.PushDirs(ctx, reg+"/"+dev.TestOSRepository, sources, nil); err != nil {
 		return err
 	}
 	if _, err := buildagent.PushBuilder(ctx, reg+"/"+dev.BuilderRepository, testOS, agents); err != nil {

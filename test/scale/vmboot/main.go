@@ -66,7 +66,7 @@ func run(rounds int, arch computev1alpha1.Architecture) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	image, _, err := osimage.PushDirs(ctx, env.Registry.Host+"/anvil/testos:bench",
-		map[computev1alpha1.Architecture]string{arch: filepath.Join(testOS, string(arch))})
+		map[computev1alpha1.Architecture]string{arch: filepath.Join(testOS, string(arch))}, nil)
 	if err != nil {
 		return err
 	}
