@@ -18,9 +18,9 @@ func newImageCommand() *cobra.Command {
 }
 
 func newImagePushCommand() *cobra.Command {
-	var from []string
+	var from, annotate []string
 	cmd := &cobra.Command{
-		Use:   "push REFERENCE --from ARCH=DIR [--from ARCH=DIR ...]",
+		Use:   "push REFERENCE --from ARCH=DIR [--from ARCH=DIR ...] [--annotation KEY=VALUE ...]",
 		Short: "Build one OS image per architecture from local files and push them under one image index",
 		Long: `Build one OS image per architecture from local files and push them under one image index.
 
@@ -31,8 +31,10 @@ Each DIR holds:
   cmdline                   optional, one line: the kernel command line
 
 ARCH is an OCI architecture name (amd64, arm64, ...). The index lists the images sorted by
-platform, so the same files always give the same digest. On success the command prints
-REPOSITORY@sha256:<index digest> on stdout.`,
+platform, so the same files always give the same digest. Each --annotation goes on the index
+and on every image's manifest: what the image says of itself, which Machines'
+requiredImageAnnotations ask for (dev.anvil.kubernetes.version=v1.36.3 for a Kubernetes node
+image). On success the command prints REPOSITORY@sha256:<index digest> on stdout.`,
 		Example: "  anvil image push 127.0.0.1:5000/anvil/testos:1 --from amd64=bin/testos/amd64 --from arm64=bin/testos/arm64",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -40,7 +42,11 @@ REPOSITORY@sha256:<index digest> on stdout.`,
 			if err != nil {
 				return err
 			}
-			pushed, digests, err := osimage.PushDirs(cmd.Context(), args[0], sources, nil)
+			annotations, err := parseAnnotationFlags(annotate)
+			if err != nil {
+				return err
+			}
+			pushed, digests, err := osimage.PushDirs(cmd.Context(), args[0], sources, annotations)
 			if err != nil {
 				return err
 			}
@@ -52,8 +58,29 @@ REPOSITORY@sha256:<index digest> on stdout.`,
 		},
 	}
 	cmd.Flags().StringArrayVar(&from, "from", nil, "ARCH=DIR: build ARCH's image from the files in DIR (repeat per architecture)")
+	cmd.Flags().StringArrayVar(&annotate, "annotation", nil, "KEY=VALUE: an annotation of the index and its images (repeat per annotation)")
 	_ = cmd.MarkFlagRequired("from")
 	return cmd
+}
+
+// parseAnnotationFlags reads KEY=VALUE pairs (the value may be empty), refusing an empty or
+// repeated key.
+func parseAnnotationFlags(pairs []string) (map[string]string, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	annotations := map[string]string{}
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--annotation %q: want KEY=VALUE, e.g. %s=v1.36.3", p, computev1alpha1.ImageAnnotationKubernetesVersion)
+		}
+		if prev, dup := annotations[k]; dup {
+			return nil, fmt.Errorf("--annotation %q: %s is already %q", p, k, prev)
+		}
+		annotations[k] = v
+	}
+	return annotations, nil
 }
 
 // parseFromFlags reads ARCH=DIR pairs, refusing unknown and repeated architectures.

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/imageref"
 	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/internal/registry"
 	"github.com/anvil-dev/anvil/internal/registrynet"
@@ -70,6 +71,15 @@ func TestImagePushPrintsTheIndexDigestAndPulls(t *testing.T) {
 	if !strings.HasSuffix(strings.TrimSpace(again), "@"+digest) {
 		t.Fatalf("reordered --from gave %q, first push %q", again, out)
 	}
+	// With an annotation: the index says it (what requiredImageAnnotations read).
+	node := reg.Host + "/anvil/node:v1.36.3"
+	if _, err := runAnvil(t, "image", "push", node, "--from", "amd64="+amd, "--annotation", "dev.anvil.kubernetes.version=v1.36.3"); err != nil {
+		t.Fatal(err)
+	}
+	says, err := (&imageref.Registry{Transport: registrynet.Policy{Allow: registrynet.Loopback}.Transport()}).Annotations(context.Background(), node)
+	if err != nil || says["dev.anvil.kubernetes.version"] != "v1.36.3" {
+		t.Errorf("the pushed index says %v (%v), want dev.anvil.kubernetes.version=v1.36.3", says, err)
+	}
 
 	cache, err := osimage.NewCache(t.TempDir(), osimage.CacheOptions{Network: registrynet.Policy{Allow: registrynet.Loopback}})
 	if err != nil {
@@ -97,23 +107,29 @@ func TestImagePushPrintsTheIndexDigestAndPulls(t *testing.T) {
 func TestImagePushRefuses(t *testing.T) {
 	good := artifactDir(t, map[string]string{"kernel": "k"})
 	for _, tc := range []struct {
-		name string
-		from []string
-		want string
+		name       string
+		from       []string
+		want       string
+		annotation string
 	}{
-		{"unknown architecture", []string{"x86_64=" + good}, `unknown architecture "x86_64"`},
-		{"repeated architecture", []string{"amd64=" + good, "amd64=" + good}, "already built from"},
-		{"not ARCH=DIR", []string{good}, "want ARCH=DIR"},
-		{"missing folder", []string{"amd64=" + filepath.Join(good, "nope")}, "no such file"},
-		{"nothing to boot", []string{"amd64=" + artifactDir(t, map[string]string{"initramfs": "i"})}, "has no kernel"},
-		{"two disks", []string{"amd64=" + artifactDir(t, map[string]string{"disk.raw": "r", "disk.qcow2": "QFI\xfb"})}, "both disk.raw and disk.qcow2"},
-		{"misnamed file", []string{"amd64=" + artifactDir(t, map[string]string{"kernel": "k", "initrd": "i"})}, `holds "initrd"`},
-		{"two-line cmdline", []string{"amd64=" + artifactDir(t, map[string]string{"kernel": "k", "cmdline": "a\nb\n"})}, "one line"},
+		{"unknown architecture", []string{"x86_64=" + good}, `unknown architecture "x86_64"`, ""},
+		{"repeated architecture", []string{"amd64=" + good, "amd64=" + good}, "already built from", ""},
+		{"not ARCH=DIR", []string{good}, "want ARCH=DIR", ""},
+		{"missing folder", []string{"amd64=" + filepath.Join(good, "nope")}, "no such file", ""},
+		{"nothing to boot", []string{"amd64=" + artifactDir(t, map[string]string{"initramfs": "i"})}, "has no kernel", ""},
+		{"two disks", []string{"amd64=" + artifactDir(t, map[string]string{"disk.raw": "r", "disk.qcow2": "QFI\xfb"})}, "both disk.raw and disk.qcow2", ""},
+		{"misnamed file", []string{"amd64=" + artifactDir(t, map[string]string{"kernel": "k", "initrd": "i"})}, `holds "initrd"`, ""},
+		{"two-line cmdline", []string{"amd64=" + artifactDir(t, map[string]string{"kernel": "k", "cmdline": "a\nb\n"})}, "one line", ""},
+		{"annotation without =", []string{"amd64=" + good}, "want KEY=VALUE", "dev.anvil.kubernetes.version"},
+		{"annotation without key", []string{"amd64=" + good}, "want KEY=VALUE", "=v1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := []string{"image", "push", "127.0.0.1:1/anvil/never:1"}
 			for _, f := range tc.from {
 				args = append(args, "--from", f)
+			}
+			if tc.annotation != "" {
+				args = append(args, "--annotation", tc.annotation)
 			}
 			_, err := runAnvil(t, args...)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
