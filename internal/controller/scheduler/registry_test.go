@@ -54,13 +54,18 @@ func pushAnnotatedIndex(t *testing.T, reference string, annotations map[string]s
 	}
 }
 
+// loopbackRegistryImages reads the test's registry (on loopback), tags cached for a second.
+func loopbackRegistryImages() RegistryImages {
+	return RegistryImages{Registry: &imageref.Registry{TagTTL: time.Second,
+		Transport: registrynet.Policy{Allow: registrynet.Loopback}.Transport()}, Timeout: 5 * time.Second}
+}
+
 func TestRegistryIndexChoosesThePoolAndAMissingImageWaits(t *testing.T) {
 	reg := env.Registry
 	amd64Only := reg.Host + "/os:amd64-only"
 	pushIndex(t, amd64Only, "amd64")
 	startScheduler(t, &Reconciler{
-		Resolver: RegistryImages{Registry: &imageref.Registry{TagTTL: time.Second,
-			Transport: registrynet.Policy{Allow: registrynet.Loopback}.Transport()}, Timeout: 5 * time.Second},
+		Resolver:   loopbackRegistryImages(),
 		ImageRetry: time.Second,
 	})
 	cls := uniq(t, "reg")
@@ -98,8 +103,7 @@ func TestRequiredImageAnnotationsHoldBackAnImageWithout(t *testing.T) {
 	pushAnnotatedIndex(t, older, map[string]string{key: "v1.35.0"}, "amd64")
 	pushAnnotatedIndex(t, node, map[string]string{key: "v1.36.3"}, "amd64")
 	startScheduler(t, &Reconciler{
-		Resolver: RegistryImages{Registry: &imageref.Registry{TagTTL: time.Second,
-			Transport: registrynet.Policy{Allow: registrynet.Loopback}.Transport()}, Timeout: 5 * time.Second},
+		Resolver:   loopbackRegistryImages(),
 		ImageRetry: time.Second,
 	})
 	cls := uniq(t, "req")
@@ -165,8 +169,7 @@ func TestSchedulerReadsNoImageOfAnotherNamespace(t *testing.T) {
 	for _, ref := range []string{theirs, own, shared} {
 		pushIndex(t, ref, "amd64")
 	}
-	resolver := &countingResolver{inner: RegistryImages{Registry: &imageref.Registry{TagTTL: time.Second,
-		Transport: registrynet.Policy{Allow: registrynet.Loopback}.Transport()}, Timeout: 5 * time.Second}}
+	resolver := &countingResolver{inner: loopbackRegistryImages()}
 	startScheduler(t, &Reconciler{Resolver: resolver, ImageRetry: time.Second,
 		ImageFolders: imageowner.FoldersFor(map[string]registrynet.Login{reg.Host: {Username: "anvil-pools", Password: "x"}}, nil)})
 	cls := uniq(t, "own")
