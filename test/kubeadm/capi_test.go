@@ -227,8 +227,9 @@ func diagnose(t *testing.T, d *kubedev.Dev, id *guestssh.Identity) string {
 	var b strings.Builder
 	for _, name := range strings.Fields(names) {
 		c := env.Login(t, d.Kubeconfig, name, id)
-		// The node image has no crictl: the kubelet keeps each container's log under /var/log/pods.
-		out, _ := guestssh.Run(c, "for f in /var/log/pods/kube-system_*/*/*.log; do echo == $f; sudo tail -n 15 $f | cut -c1-400; done; "+
+		// The node image has no crictl: the kubelet keeps each container's log under
+		// /var/log/pods, which only root may list (so root expands the pattern).
+		out, _ := guestssh.Run(c, "sudo sh -c 'for f in /var/log/pods/kube-system_*/*/*.log; do echo == $f; tail -n 15 $f | cut -c1-400; done'; "+
 			"sudo journalctl -u kubelet --no-pager | grep -v 'not registered yet' | tail -n 40; sudo tail -n 30 /var/log/cloud-init-output.log; "+
 			"ip -4 addr; ip -4 route; systemctl status anvil-apiserver-proxy.socket --no-pager")
 		c.Close()
