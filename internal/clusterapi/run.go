@@ -36,6 +36,9 @@ type Options struct {
 	// Args are more flags for the core manager (e.g. --runtime-extension-client-cert-file,
 	// --sync-period).
 	Args []string
+	// ControlPlaneArgs are more flags for KubeadmControlPlane's manager (e.g. its etcd
+	// timeouts), when it runs.
+	ControlPlaneArgs []string
 	// Dir holds the managers' logs and kubeconfig. Empty: a temporary folder that Stop
 	// removes.
 	Dir string
@@ -149,8 +152,11 @@ func Start(ctx context.Context, cfg *rest.Config, o Options) (*Managers, error) 
 	started = true // from here Stop cleans up
 	for i, mgr := range m.managers {
 		var args []string
-		if i == 0 {
+		switch {
+		case i == 0:
 			args = o.Args
+		case mgr.Provider.Name == KubeadmControlPlane.Name:
+			args = o.ControlPlaneArgs
 		}
 		if err := m.run(mgr, fs.providers[i].binary, o.FeatureGates, args); err != nil {
 			return nil, errors.Join(err, m.Stop())

@@ -38,6 +38,13 @@ func CheckClusterAPI(binDir string) error {
 	return clusterapi.Check(binDir, clusterapi.WithKubeadm)
 }
 
+// emulatedEtcdTimeouts are KubeadmControlPlane's waits for the workload clusters' etcd
+// (through their API servers), longer than its defaults (10 s to dial, 15 s a call): anvil
+// dev's guests are emulated (TCG), and KubeadmControlPlane read "Failed to get etcd members
+// … context deadline exceeded" of a healthy emulated control plane, so the Cluster was never
+// Available (session 27's QuickStart run, docs/capi.md).
+var emulatedEtcdTimeouts = []string{"--etcd-dial-timeout-duration=30s", "--etcd-call-timeout-duration=60s"}
+
 // StartClusterAPI installs Cluster API (core, kubeadm bootstrap, KubeadmControlPlane: their
 // CRDs, webhooks and clusterctl's inventory, as clusterctl init would) and anvil's provider
 // into the apiserver of cfg, runs Cluster API's managers from binDir with their logs in
@@ -51,7 +58,8 @@ func StartClusterAPI(ctx context.Context, cfg *rest.Config, c client.Client, bin
 	if err := clusterapi.InstallAnvilProvider(ctx, c); err != nil {
 		return nil, err
 	}
-	m, err := clusterapi.Start(ctx, cfg, clusterapi.Options{BinDir: binDir, Providers: clusterapi.WithKubeadm, Dir: dir})
+	m, err := clusterapi.Start(ctx, cfg, clusterapi.Options{BinDir: binDir, Providers: clusterapi.WithKubeadm, Dir: dir,
+		ControlPlaneArgs: emulatedEtcdTimeouts})
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -60,6 +61,14 @@ func TestStartClusterAPIRunsCoreKubeadmAndAnvil(t *testing.T) {
 		}
 	})
 	t.Logf("StartClusterAPI took %s", time.Since(started).Round(time.Millisecond))
+
+	// KubeadmControlPlane waits longer for emulated guests' etcd (its flags, read back
+	// from its process: it started with them, so it took them).
+	cpManager := a.Managers().Manager(clusterapi.KubeadmControlPlane.Name)
+	if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cpManager.PID())); err != nil ||
+		!strings.Contains(string(cmdline), "--etcd-call-timeout-duration=60s") || !strings.Contains(string(cmdline), "--etcd-dial-timeout-duration=30s") {
+		t.Errorf("KubeadmControlPlane's command line %q (%v), want its etcd timeouts for emulated guests", strings.ReplaceAll(string(cmdline), "\x00", " "), err)
+	}
 
 	// Each provider's CRDs convert through its own webhook server; its webhook
 	// configurations carry clusterctl's prefix and call it.
