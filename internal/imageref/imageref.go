@@ -3,6 +3,7 @@ package imageref
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -59,7 +60,7 @@ func (r *Registry) Annotations(ctx context.Context, reference string) (map[strin
 	if e.annotations == nil {
 		return map[string]string{}, nil
 	}
-	return e.annotations, nil
+	return maps.Clone(e.annotations), nil // the cache's own stays unchanged
 }
 
 func (r *Registry) lookup(ctx context.Context, reference string) (entry, error) {
