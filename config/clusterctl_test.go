@@ -176,6 +176,23 @@ func TestClusterctlGeneratesTheQuickStartCluster(t *testing.T) {
 		}
 	}
 
+	// kubeadm init's addon phase, run again until it succeeds, on the control plane only.
+	if post := field(kcp, "spec", "kubeadmConfigSpec", "postKubeadmCommands"); !equalJSON(post, []any{"/etc/anvil/kubeadm-addons.sh"}) {
+		t.Errorf("the control plane's postKubeadmCommands %v, want the addon phase's retry", post)
+	}
+	script := 0
+	for _, f := range field(kcp, "spec", "kubeadmConfigSpec", "files").([]any) {
+		if f := f.(map[string]any); f["path"] == "/etc/anvil/kubeadm-addons.sh" {
+			script++
+			if f["permissions"] != "0755" || !strings.Contains(f["content"].(string), "kubeadm init phase addon all --config /run/kubeadm/kubeadm.yaml && exit 0") {
+				t.Errorf("the addon phase's retry script: %v", f)
+			}
+		}
+	}
+	if script != 1 {
+		t.Errorf("%d files /etc/anvil/kubeadm-addons.sh on the control plane, want 1", script)
+	}
+
 	generated := filepath.Join(t.TempDir(), "demo.yaml")
 	if err := os.WriteFile(generated, out, 0o644); err != nil {
 		t.Fatal(err)
