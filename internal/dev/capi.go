@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"k8s.io/client-go/rest"
@@ -45,6 +46,10 @@ func CheckClusterAPI(binDir string) error {
 // Available (session 27's QuickStart run, docs/capi.md).
 var emulatedEtcdTimeouts = []string{"--etcd-dial-timeout-duration=30s", "--etcd-call-timeout-duration=60s"}
 
+// KubeadmControlPlaneArgs are the flags anvil dev gives KubeadmControlPlane's manager: a
+// second management cluster of the same guests (a pivot's) wants them too.
+func KubeadmControlPlaneArgs() []string { return slices.Clone(emulatedEtcdTimeouts) }
+
 // StartClusterAPI installs Cluster API (core, kubeadm bootstrap, KubeadmControlPlane: their
 // CRDs, webhooks and clusterctl's inventory, as clusterctl init would) and anvil's provider
 // into the apiserver of cfg, runs Cluster API's managers from binDir with their logs in
@@ -78,6 +83,10 @@ func StartClusterAPI(ctx context.Context, cfg *rest.Config, c client.Client, bin
 	o := capiprovider.DefaultOptions()
 	// As the dev manager's: nothing to scrape, fewer ports to clash.
 	o.MetricsAddr, o.HealthAddr = "0", "0"
+	// Every control plane of a dev machine listens on loopback, this one too: an identityRef
+	// kubeconfig for it (a cluster named for a pivot from the start, docs/capi.md) names a
+	// loopback server.
+	o.AllowLoopback = true
 	providerCfg := rest.CopyConfig(cfg)
 	providerCfg.Impersonate = identity
 	provider, err := capiprovider.New(providerCfg, o)

@@ -23,11 +23,21 @@ type Options struct {
 	FeatureGates map[string]bool
 	// Args are more flags for the core manager (e.g. --runtime-extension-client-cert-file).
 	Args []string
+	// ControlPlaneArgs are more flags for KubeadmControlPlane's manager (with Kubeadm).
+	ControlPlaneArgs []string
 	// Dir holds the managers' logs, kubeconfig and nothing else. Empty: a temporary
 	// folder that Stop removes.
 	Dir string
 	// ReadyTimeout bounds the wait for the managers to be ready; default 2 minutes.
 	ReadyTimeout time.Duration
+}
+
+// providers are the Cluster API providers the options run.
+func (o Options) providers() []clusterapi.Provider {
+	if o.Kubeadm {
+		return clusterapi.WithKubeadm
+	}
+	return clusterapi.CoreOnly
 }
 
 // CAPI is Cluster API's running managers (internal/clusterapi) and what they serve.
@@ -60,12 +70,9 @@ func Start(ctx context.Context, cfg *rest.Config, opts Options) (*CAPI, error) {
 	if err := clusterapi.InstallAnvilProvider(ctx, cl); err != nil {
 		return nil, err
 	}
-	providers := clusterapi.CoreOnly
-	if opts.Kubeadm {
-		providers = clusterapi.WithKubeadm
-	}
-	m, err := clusterapi.Start(ctx, cfg, clusterapi.Options{BinDir: binDir, Providers: providers,
-		FeatureGates: opts.FeatureGates, Args: opts.Args, Dir: opts.Dir, ReadyTimeout: opts.ReadyTimeout})
+	m, err := clusterapi.Start(ctx, cfg, clusterapi.Options{BinDir: binDir, Providers: opts.providers(),
+		FeatureGates: opts.FeatureGates, Args: opts.Args, ControlPlaneArgs: opts.ControlPlaneArgs,
+		Dir: opts.Dir, ReadyTimeout: opts.ReadyTimeout})
 	if err != nil {
 		return nil, err
 	}

@@ -28,11 +28,15 @@ const (
 // source, so a move test calls it on both clusters. It creates namespace if missing and
 // replaces Provider objects already there.
 func InstallInventory(ctx context.Context, c client.Client, namespace string) error {
+	return installInventory(ctx, c, namespace, clusterapi.CoreOnly)
+}
+
+func installInventory(ctx context.Context, c client.Client, namespace string, providers []clusterapi.Provider) error {
 	binDir, err := harness.AssetsDir()
 	if err != nil {
 		return err
 	}
-	return clusterapi.InstallInventory(ctx, c, binDir, namespace, clusterapi.CoreOnly)
+	return clusterapi.InstallInventory(ctx, c, binDir, namespace, providers)
 }
 
 // Client is a client of cfg that knows anvil's kinds and Cluster API's, its runtime kinds

@@ -56,6 +56,9 @@ func TenantIdentity(t testing.TB, cfg *rest.Config, tenant string) []byte {
 			{APIGroups: []string{computev1alpha1.GroupVersion.Group}, Resources: []string{"machines"},
 				Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
 			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "patch"}},
+			// The control-plane LoadBalancer of an AnvilCluster with controlPlaneLoadBalancer,
+			// read by name and made there.
+			{APIGroups: []string{computev1alpha1.GroupVersion.Group}, Resources: []string{"loadbalancers"}, Verbs: []string{"get", "create"}},
 		}},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: tenant},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: tenant}},
@@ -159,9 +162,9 @@ type Management struct {
 	Kubeconfig string // admin, for clusterctl
 }
 
-// StartManagementCluster starts B for the rest of the test, its Cluster API manager run with
-// capi, with clusterctl's provider inventory recorded (InstallInventory): a target clusterctl
-// move accepts.
+// StartManagementCluster starts B for the rest of the test, its Cluster API managers run with
+// capi, with clusterctl's provider inventory of those managers recorded (as InstallInventory
+// does): a target clusterctl move accepts.
 func StartManagementCluster(t testing.TB, capi Options) *Management {
 	t.Helper()
 	ctx := context.Background()
@@ -196,7 +199,7 @@ func StartManagementCluster(t testing.TB, capi Options) *Management {
 		t.Fatalf("anvil's manager in B: %v", err)
 	}
 	t.Cleanup(stop)
-	if err := InstallInventory(ctx, c, "capi-system"); err != nil {
+	if err := installInventory(ctx, c, "capi-system", capi.providers()); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("management cluster B started in %s", time.Since(start).Round(100*time.Millisecond))

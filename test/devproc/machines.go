@@ -25,9 +25,15 @@ func (e Env) Apply(tb testing.TB, kubeconfig, objects string) {
 // the Machine's console is in the message.
 func (e Env) Login(tb testing.TB, kubeconfig, name string, id *guestssh.Identity) *ssh.Client {
 	tb.Helper()
+	return e.LoginIn(tb, kubeconfig, "default", name, id)
+}
+
+// LoginIn is Login for Machine name of namespace.
+func (e Env) LoginIn(tb testing.TB, kubeconfig, namespace, name string, id *guestssh.Identity) *ssh.Client {
+	tb.Helper()
 	e.WaitKubectlFor(tb, kubeconfig, 15*time.Minute, name+" Running", func(s string) bool { return s == "Running" },
-		"get", "machines.compute.anvil.dev", name, "-o", "jsonpath={.status.state}")
-	addr, err := e.Kubectl(tb, kubeconfig, "", "get", "machines.compute.anvil.dev", name, "-o", `jsonpath={.status.addresses[?(@.type=="SSH")].address}`)
+		"-n", namespace, "get", "machines.compute.anvil.dev", name, "-o", "jsonpath={.status.state}")
+	addr, err := e.Kubectl(tb, kubeconfig, "", "-n", namespace, "get", "machines.compute.anvil.dev", name, "-o", `jsonpath={.status.addresses[?(@.type=="SSH")].address}`)
 	if err != nil || addr == "" {
 		tb.Fatalf("%s reports no SSH address: %v %q", name, err, addr)
 	}
@@ -35,15 +41,22 @@ func (e Env) Login(tb testing.TB, kubeconfig, name string, id *guestssh.Identity
 	defer cancel()
 	c, err := id.Dial(ctx, addr)
 	if err != nil {
-		tb.Fatalf("%s: %v\nthe end of its console:\n%s", name, err, e.ConsoleEnd(tb, kubeconfig, name, 60))
+		tb.Fatalf("%s: %v\nthe end of its console:\n%s", name, err, e.ConsoleEndIn(tb, kubeconfig, namespace, name, 60))
 	}
 	return c
 }
 
-// ConsoleEnd is the last n lines of Machine name's console log (status.console).
+// ConsoleEnd is the last n lines of Machine name's console log (status.console), in the
+// default namespace.
 func (e Env) ConsoleEnd(tb testing.TB, kubeconfig, name string, n int) string {
 	tb.Helper()
-	path, _ := e.Kubectl(tb, kubeconfig, "", "get", "machines.compute.anvil.dev", name, "-o", "jsonpath={.status.console}")
+	return e.ConsoleEndIn(tb, kubeconfig, "default", name, n)
+}
+
+// ConsoleEndIn is ConsoleEnd for Machine name of namespace.
+func (e Env) ConsoleEndIn(tb testing.TB, kubeconfig, namespace, name string, n int) string {
+	tb.Helper()
+	path, _ := e.Kubectl(tb, kubeconfig, "", "-n", namespace, "get", "machines.compute.anvil.dev", name, "-o", "jsonpath={.status.console}")
 	b, _ := os.ReadFile(path)
 	return LastLines(string(b), n)
 }

@@ -17,8 +17,14 @@ import (
 	"github.com/anvil-dev/anvil/test/kubedev"
 )
 
-// clusterName is the Cluster API cluster of TestClusterAPIClusterOfTwoArchitectures.
-const clusterName = "hybrid"
+const (
+	// clusterName is the Cluster API cluster of TestClusterAPIClusterOfTwoArchitectures, in
+	// anvil dev's default namespace.
+	clusterName = "hybrid"
+	// tenant is the namespace of anvil dev where the cluster's anvil Machines and its
+	// LoadBalancer live, reached through the AnvilCluster's identityRef.
+	tenant = "hybrid-nodes"
+)
 
 // A Cluster API cluster made the quick start's way against anvil dev --capi: clusterctl
 // generate cluster with anvil's template from a local clusterctl repository (what make
@@ -32,6 +38,11 @@ const clusterName = "hybrid"
 // running on each architecture; Cluster API sees the control plane initialized and every
 // Machine with its Node. The guests are asked too, over SSH: cloud-init done, the kubelet
 // and the node-local proxy active. The times it took are logged (docs/kubeadm.md).
+//
+// The AnvilCluster names an identity from the start, as docs/capi.md asks of a cluster that
+// may pivot: a ServiceAccount kubeconfig for namespace tenant of anvil dev, where the anvil
+// Machines and the LoadBalancer are made. Once the cluster is Available, it is moved with
+// clusterctl to a second management cluster and back (pivotAndBack).
 func TestClusterAPIClusterOfTwoArchitectures(t *testing.T) {
 	began := time.Now()
 	d := kubedev.Start(t, env, "--capi")
@@ -39,22 +50,27 @@ func TestClusterAPIClusterOfTwoArchitectures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	a := nameIdentity(t, d)
 	manifest := generateCluster(t, d, id)
 	if out, err := env.Kubectl(t, d.Kubeconfig, manifest, "apply", "-f", "-"); err != nil {
 		t.Fatalf("applying the generated cluster: %v\n%s", err, out)
 	}
 	applied := time.Now()
-	capi := func(args ...string) (string, error) {
-		out, err := env.Kubectl(t, d.Kubeconfig, "", append([]string{"-n", "default"}, args...)...)
-		return strings.TrimSpace(out), err
+	// Cluster API's objects are in default, the anvil Machines and the LoadBalancer in tenant.
+	in := func(ns string) func(args ...string) (string, error) {
+		return func(args ...string) (string, error) {
+			out, err := env.Kubectl(t, d.Kubeconfig, "", append([]string{"-n", ns}, args...)...)
+			return strings.TrimSpace(out), err
+		}
 	}
+	capi, anvil := in("default"), in(tenant)
 
 	// The endpoint is the LoadBalancer's, on loopback.
 	env.WaitKubectlFor(t, d.Kubeconfig, 5*time.Minute, "the AnvilCluster's endpoint from its LoadBalancer",
 		func(s string) bool { return strings.HasPrefix(s, "127.0.0.1:") },
 		"-n", "default", "get", "anvilcluster", clusterName, "-o", "jsonpath={.spec.controlPlaneEndpoint.host}:{.spec.controlPlaneEndpoint.port}")
 	endpoint, _ := capi("get", "anvilcluster", clusterName, "-o", "jsonpath={.spec.controlPlaneEndpoint.host}:{.spec.controlPlaneEndpoint.port}")
-	lb, _ := capi("get", "loadbalancers.compute.anvil.dev", clusterName, "-o", "jsonpath={.status.endpoint.host}:{.status.endpoint.port} {.status.segmentEndpoint.host}")
+	lb, _ := anvil("get", "loadbalancers.compute.anvil.dev", clusterName, "-o", "jsonpath={.status.endpoint.host}:{.status.endpoint.port} {.status.segmentEndpoint.host}")
 	if lb != endpoint+" 10.200.0.1" {
 		t.Errorf("LoadBalancer %s: %q, want the AnvilCluster's endpoint %s and the segment's gateway", clusterName, lb, endpoint)
 	}
@@ -145,10 +161,18 @@ func TestClusterAPIClusterOfTwoArchitectures(t *testing.T) {
 	// anvil's provider (its ServiceAccount) against Cluster API's managers.
 	logWritesPerMachine(t, d, 2)
 
+	// Available: KubeadmControlPlane reaches the control plane's etcd and API server.
+	env.WaitKubectlFor(t, d.Kubeconfig, 15*time.Minute, "the Cluster Available", func(s string) bool { return s == "True" },
+		"-n", "default", "get", "cluster", clusterName, "-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`)
+	t.Logf("cluster applied → Available %s", time.Since(applied).Round(time.Second))
+
 	// The guests themselves.
-	names, _ := capi("get", "machines.compute.anvil.dev", "-l", "cluster.x-k8s.io/cluster-name="+clusterName, "-o", "jsonpath={.items[*].metadata.name}")
+	names, _ := anvil("get", "machines.compute.anvil.dev", "-l", "cluster.x-k8s.io/cluster-name="+clusterName, "-o", "jsonpath={.items[*].metadata.name}")
+	if len(strings.Fields(names)) != 2 {
+		t.Fatalf("anvil Machines of the cluster in %s: %q, want the control plane's and the worker's", tenant, names)
+	}
 	for _, name := range strings.Fields(names) {
-		c := env.Login(t, d.Kubeconfig, name, id)
+		c := env.LoginIn(t, d.Kubeconfig, tenant, name, id)
 		for _, check := range []struct{ command, want string }{
 			{"cloud-init status --long", "status: done"},
 			{"systemctl is-active kubelet", "active"},
@@ -161,12 +185,15 @@ func TestClusterAPIClusterOfTwoArchitectures(t *testing.T) {
 		}
 		c.Close()
 	}
+
+	pivotAndBack(t, d, a, workload)
 }
 
 // generateCluster lays out clusterctl's local repository (as make clusterctl-repo does) and
 // runs clusterctl generate cluster with anvil's template as docs/capi.md's quick start does,
 // for an amd64 control plane and an arm64 worker, adding a login for id to every node
-// (users: the kubeadm bootstrap provider's own field).
+// (users: the kubeadm bootstrap provider's own field) and nameIdentity's identityRef to the
+// AnvilCluster.
 func generateCluster(t *testing.T, d *kubedev.Dev, id *guestssh.Identity) string {
 	t.Helper()
 	config := harness.ClusterctlRepository(t, filepath.Join(env.BinDir, "kubectl"))
@@ -196,6 +223,10 @@ func generateCluster(t *testing.T, d *kubedev.Dev, id *guestssh.Identity) string
 		"- path: /etc/anvil/ssh_host_ed25519_key.pub\n  content: |\n" + indented(public, "    ")
 	command := "- cp /etc/anvil/ssh_host_ed25519_key /etc/anvil/ssh_host_ed25519_key.pub /etc/ssh/ && systemctl restart ssh\n"
 	m := string(out)
+	if at := "\n  controlPlaneLoadBalancer:\n"; strings.Count(m, at) != 1 {
+		t.Fatalf("the generated cluster has %d %q: the test names its identity there", strings.Count(m, at), at)
+	}
+	m = strings.Replace(m, "\n  controlPlaneLoadBalancer:\n", "\n  identityRef: {name: "+clusterName+"-identity}\n  controlPlaneLoadBalancer:\n", 1)
 	for _, indent := range []string{"    ", "      "} { // KubeadmControlPlane's, KubeadmConfigTemplate's
 		for _, at := range []string{"\n" + indent + "files:\n", "\n" + indent + "preKubeadmCommands:\n"} {
 			if strings.Count(m, at) != 1 {
@@ -222,11 +253,11 @@ func waitFor(limit time.Duration, ok func() bool) bool {
 // control-plane containers did, for a failure's message.
 func diagnose(t *testing.T, d *kubedev.Dev, id *guestssh.Identity) string {
 	t.Helper()
-	names, _ := env.Kubectl(t, d.Kubeconfig, "", "-n", "default", "get", "machines.compute.anvil.dev",
+	names, _ := env.Kubectl(t, d.Kubeconfig, "", "-n", tenant, "get", "machines.compute.anvil.dev",
 		"-l", "cluster.x-k8s.io/control-plane", "-o", "jsonpath={.items[*].metadata.name}")
 	var b strings.Builder
 	for _, name := range strings.Fields(names) {
-		c := env.Login(t, d.Kubeconfig, name, id)
+		c := env.LoginIn(t, d.Kubeconfig, tenant, name, id)
 		// The node image has no crictl: the kubelet keeps each container's log under
 		// /var/log/pods, which only root may list (so root expands the pattern).
 		out, _ := guestssh.Run(c, "sudo sh -c 'for f in /var/log/pods/kube-system_*/*/*.log; do echo == $f; tail -n 15 $f | cut -c1-400; done'; "+
