@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -179,11 +180,11 @@ func Start(ctx context.Context, cfg *rest.Config, o Options) (*Managers, error) 
 
 // run starts mgr's binary on loopback ports of its own.
 func (m *Managers) run(mgr *Manager, binary string, gates map[string]bool, more []string) error {
-	healthPort, err := loopbackPort()
+	healthPort, err := managerPort()
 	if err != nil {
 		return err
 	}
-	diagnosticsPort, err := loopbackPort()
+	diagnosticsPort, err := managerPort()
 	if err != nil {
 		return err
 	}
@@ -331,12 +332,25 @@ func (m *Managers) Manager(name string) *Manager {
 	return nil
 }
 
-// loopbackPort is a port free on 127.0.0.1 right now.
-func loopbackPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// Ports for the managers are picked in [firstManagerPort, lastManagerPort], below Linux's
+// ephemeral range (32768 and up by default).
+const firstManagerPort, lastManagerPort = 20000, 32767
+
+// managerPort is a port free right now on every interface, for a manager to listen on a
+// moment later. A port the kernel hands out (127.0.0.1:0) is in its ephemeral range, where
+// any outgoing connection may be given it before the manager binds it, and the manager
+// then exits with "address already in use" (config's test saw it); below that range the
+// kernel gives it to nobody meanwhile. Every interface is tried because the webhook server
+// listens on all of them.
+func managerPort() (int, error) {
+	for range 100 {
+		port := firstManagerPort + rand.IntN(lastManagerPort-firstManagerPort+1)
+		l, err := net.Listen("tcp", ":"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return port, nil
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, fmt.Errorf("no free port in %d-%d after 100 tries", firstManagerPort, lastManagerPort)
 }

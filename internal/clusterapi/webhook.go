@@ -39,7 +39,7 @@ const (
 // newWebhookServer picks a free port on 127.0.0.1 for p's webhook server and writes a CA and
 // a serving certificate for 127.0.0.1 it signed into a new temporary folder.
 func newWebhookServer(p Provider) (webhookServer, error) {
-	port, err := loopbackPort()
+	port, err := managerPort()
 	if err != nil {
 		return webhookServer{}, err
 	}

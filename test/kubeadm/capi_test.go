@@ -201,8 +201,10 @@ func generateCluster(t *testing.T, d *kubedev.Dev, id *guestssh.Identity) string
 	cmd := exec.Command(filepath.Join(env.BinDir, "clusterctl"), "generate", "cluster", clusterName, "--infrastructure", "anvil",
 		"--kubernetes-version", d.KubeVersion, "--control-plane-machine-count", "1", "--worker-machine-count", "1",
 		"--target-namespace", "default", "--config", config, "--kubeconfig", d.Kubeconfig)
+	// One control-plane machine: its controller manager and scheduler run without leader
+	// election (the template's ANVIL_LEADER_ELECT).
 	cmd.Env = append(os.Environ(), "ANVIL_NODE_IMAGE="+d.NodeImage, "ANVIL_WORKER_ARCHITECTURE=arm64", "ETCD_IMAGE_TAG="+d.EtcdTag,
-		"XDG_CONFIG_HOME="+home, "HOME="+home)
+		"ANVIL_LEADER_ELECT=false", "XDG_CONFIG_HOME="+home, "HOME="+home)
 	out, err := cmd.Output()
 	if err != nil {
 		stderr := ""
