@@ -125,6 +125,7 @@ func TestClusterctlGeneratesTheQuickStartCluster(t *testing.T) {
 		{"the KubeadmControlPlane's replicas", field(kcp, "spec", "replicas"), int64(1)},
 		{"the KubeadmControlPlane's machine template", field(kcp, "spec", "machineTemplate", "spec", "infrastructureRef", "name"), "demo-control-plane"},
 		{"the etcd image tag", field(kcp, "spec", "kubeadmConfigSpec", "clusterConfiguration", "etcd", "local", "imageTag"), "3.6.16-0"},
+		{"etcd syncs its disk by default", field(kcp, "spec", "kubeadmConfigSpec", "clusterConfiguration", "etcd", "local", "extraArgs").([]any)[2], map[string]any{"name": "unsafe-no-fsync", "value": "false"}},
 		{"the controller manager's leader election (on by default)", field(kcp, "spec", "kubeadmConfigSpec", "clusterConfiguration", "controllerManager", "extraArgs").([]any)[0], map[string]any{"name": "leader-elect", "value": "true"}},
 		{"the scheduler's leader election (on by default)", field(kcp, "spec", "kubeadmConfigSpec", "clusterConfiguration", "scheduler", "extraArgs").([]any)[0], map[string]any{"name": "leader-elect", "value": "true"}},
 		{"the MachineDeployment's replicas", field(md, "spec", "replicas"), int64(1)},

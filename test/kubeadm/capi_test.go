@@ -202,9 +202,10 @@ func generateCluster(t *testing.T, d *kubedev.Dev, id *guestssh.Identity) string
 		"--kubernetes-version", d.KubeVersion, "--control-plane-machine-count", "1", "--worker-machine-count", "1",
 		"--target-namespace", "default", "--config", config, "--kubeconfig", d.Kubeconfig)
 	// One control-plane machine: its controller manager and scheduler run without leader
-	// election (the template's ANVIL_LEADER_ELECT).
+	// election (the template's ANVIL_LEADER_ELECT); a test cluster's etcd does not sync its
+	// emulated disk (ANVIL_ETCD_UNSAFE_NO_FSYNC).
 	cmd.Env = append(os.Environ(), "ANVIL_NODE_IMAGE="+d.NodeImage, "ANVIL_WORKER_ARCHITECTURE=arm64", "ETCD_IMAGE_TAG="+d.EtcdTag,
-		"ANVIL_LEADER_ELECT=false", "XDG_CONFIG_HOME="+home, "HOME="+home)
+		"ANVIL_LEADER_ELECT=false", "ANVIL_ETCD_UNSAFE_NO_FSYNC=true", "XDG_CONFIG_HOME="+home, "HOME="+home)
 	out, err := cmd.Output()
 	if err != nil {
 		stderr := ""
