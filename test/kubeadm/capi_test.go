@@ -137,12 +137,12 @@ func TestClusterAPIClusterOfTwoArchitectures(t *testing.T) {
 			cpNode = name
 		}
 	}
-	if out, err := env.Kubectl(t, workload, "", "taint", "node", cpNode, "node-role.kubernetes.io/control-plane-"); err != nil {
+	if out, err := writeRetried(t, workload, "not found", "taint", "node", cpNode, "node-role.kubernetes.io/control-plane-"); err != nil {
 		t.Fatalf("untainting the control plane: %v\n%s", err, out)
 	}
 	for _, arch := range []string{"amd64", "arm64"} {
 		pod := "sleeper-" + arch
-		if out, err := env.Kubectl(t, workload, "", "run", pod, "--image=registry.k8s.io/pause:3.10.2", "--restart=Never",
+		if out, err := writeRetried(t, workload, "AlreadyExists", "run", pod, "--image=registry.k8s.io/pause:3.10.2", "--restart=Never",
 			`--overrides={"spec":{"nodeSelector":{"kubernetes.io/arch":"`+arch+`"}}}`); err != nil {
 			t.Fatalf("running a Pod on %s: %v\n%s", arch, err, out)
 		}
@@ -240,6 +240,26 @@ func generateCluster(t *testing.T, d *kubedev.Dev, id *guestssh.Identity) string
 		m = strings.Replace(m, "\n"+indent+"preKubeadmCommands:\n", "\n"+indent+"preKubeadmCommands:\n"+indented(command, indent), 1)
 	}
 	return m
+}
+
+// writeRetried runs a kubectl write against the workload cluster, again every 10 s for up to
+// 5 minutes while it fails: an emulated API server answers some writes with "Timeout:
+// request did not complete within requested timeout" (session 28's third run, whose
+// untaint failed so), though the write may have been done. An error whose output says done
+// (what the write says when an earlier try did it: "AlreadyExists", "not found") is success.
+func writeRetried(t *testing.T, kubeconfig, done string, args ...string) (string, error) {
+	t.Helper()
+	var out string
+	var err error
+	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(10 * time.Second) {
+		if out, err = env.Kubectl(t, kubeconfig, "", args...); err == nil || strings.Contains(out, done) {
+			return out, nil
+		}
+		if time.Now().After(deadline) {
+			return out, err
+		}
+		t.Logf("kubectl %s: %v (%s); again in 10 s", strings.Join(args, " "), err, strings.TrimSpace(out))
+	}
 }
 
 // waitFor polls ok every 5 s until it is true (true) or limit passes (false).
