@@ -186,7 +186,7 @@ func TestClusterAPIClusterOfTwoArchitectures(t *testing.T) {
 		c.Close()
 	}
 
-	pivotAndBack(t, d, a, workload)
+	pivotAndBack(t, a, workload)
 }
 
 // generateCluster lays out clusterctl's local repository (as make clusterctl-repo does) and

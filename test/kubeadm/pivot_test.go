@@ -56,7 +56,7 @@ func nameIdentity(t *testing.T, d *kubedev.Dev) managementA {
 // anvil Machines in A are the same objects and none is deleted or marked for deletion, the
 // workload cluster's Nodes keep their UIDs, and after each move the Machines are healthy
 // again, with their providerIDs, and the Cluster Available, in the cluster that holds them.
-func pivotAndBack(t *testing.T, d *kubedev.Dev, a managementA, workload string) {
+func pivotAndBack(t *testing.T, a managementA, workload string) {
 	t.Helper()
 	ctx := context.Background()
 	nodesBefore := nodeUIDs(t, workload)
