@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -332,25 +331,7 @@ func (m *Managers) Manager(name string) *Manager {
 	return nil
 }
 
-// Ports for the managers are picked in [firstManagerPort, lastManagerPort], below Linux's
-// ephemeral range (32768 and up by default).
-const firstManagerPort, lastManagerPort = 20000, 32767
-
-// managerPort is a port free right now on every interface, for a manager to listen on a
-// moment later. A port the kernel hands out (127.0.0.1:0) is in its ephemeral range, where
-// any outgoing connection may be given it before the manager binds it, and the manager
-// then exits with "address already in use" (config's test saw it); below that range the
-// kernel gives it to nobody meanwhile. Every interface is tried because the webhook server
-// listens on all of them.
-func managerPort() (int, error) {
-	for range 100 {
-		port := firstManagerPort + rand.IntN(lastManagerPort-firstManagerPort+1)
-		l, err := net.Listen("tcp", ":"+strconv.Itoa(port))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return port, nil
-	}
-	return 0, fmt.Errorf("no free port in %d-%d after 100 tries", firstManagerPort, lastManagerPort)
-}
+// managerPort is a port free now on every interface (the webhook server listens on all of
+// them) and below the kernel's ephemeral range, for a manager to listen on a moment later
+// (config's test once saw a kernel-given port taken meanwhile).
+func managerPort() (int, error) { return controlplane.PortBelowEphemeral("") }

@@ -1,8 +1,6 @@
 package clusterapi
 
 import (
-	"net"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -86,29 +84,5 @@ func TestConvertThroughTheProvidersWebhook(t *testing.T) {
 		c.Webhook.ClientConfig.URL == nil || *c.Webhook.ClientConfig.URL != "https://127.0.0.1:9443/convert" ||
 		string(c.Webhook.ClientConfig.CABundle) != "ca" || strings.Join(c.Webhook.ConversionReviewVersions, ",") != "v1,v1beta1" {
 		t.Errorf("conversion %+v, want the webhook at https://127.0.0.1:9443/convert with the CA", c)
-	}
-}
-
-// The managers' ports are free on every interface when picked and never in the kernel's
-// ephemeral range, where an outgoing connection could take one before the manager binds it.
-func TestManagerPortsAreFreeAndBelowTheEphemeralRange(t *testing.T) {
-	seen := map[int]bool{}
-	for range 50 {
-		port, err := managerPort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if port < firstManagerPort || port > lastManagerPort || port >= 32768 {
-			t.Fatalf("port %d is outside %d-%d", port, firstManagerPort, lastManagerPort)
-		}
-		l, err := net.Listen("tcp", ":"+strconv.Itoa(port))
-		if err != nil {
-			t.Fatalf("port %d was handed out but cannot be listened on: %v", port, err)
-		}
-		l.Close()
-		seen[port] = true
-	}
-	if len(seen) < 40 {
-		t.Errorf("50 picks gave only %d ports: managers started together would clash", len(seen))
 	}
 }

@@ -1,8 +1,6 @@
 package devproc
 
 import (
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,22 +11,17 @@ import (
 	"github.com/anvil-dev/anvil/internal/controlplane"
 )
 
-// FreePort is a loopback port free now. The ports are below the kernel's ephemeral range
-// (32768-60999 here): anvil dev is killed and started again on the same ports, and in
-// between the kernel may give an ephemeral port to any process's outgoing connection,
-// which then holds it ("port ... is already in use" on the restart, seen in CI).
+// FreePort is a loopback port free now, below the kernel's ephemeral range
+// (controlplane.PortBelowEphemeral): anvil dev is killed and started again on the same
+// ports, and in between the kernel may give an ephemeral port to any process's outgoing
+// connection, which then holds it ("port ... is already in use" on the restart, seen in CI).
 func FreePort(t testing.TB) string {
 	t.Helper()
-	for range 100 {
-		port := strconv.Itoa(20000 + rand.IntN(12000))
-		l, err := net.Listen("tcp", "127.0.0.1:"+port)
-		if err == nil {
-			l.Close()
-			return port
-		}
+	port, err := controlplane.PortBelowEphemeral("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no free port in 20000-31999 after 100 tries")
-	return ""
+	return strconv.Itoa(port)
 }
 
 // Background starts bin with args as StartProcess does.
