@@ -36,8 +36,9 @@ const (
 	servingKeyFile  = "tls.key"
 )
 
-// newWebhookServer picks a free port on 127.0.0.1 for p's webhook server and writes a CA and
-// a serving certificate for 127.0.0.1 it signed into a new temporary folder.
+// newWebhookServer picks a free port for p's webhook server (managerPort: it listens on
+// every interface, and the apiserver calls it on 127.0.0.1) and writes a CA and a serving
+// certificate for 127.0.0.1 it signed into a new temporary folder.
 func newWebhookServer(p Provider) (webhookServer, error) {
 	port, err := managerPort()
 	if err != nil {

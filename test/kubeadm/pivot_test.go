@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,9 +17,10 @@ import (
 	"github.com/anvil-dev/anvil/test/kubedev"
 )
 
-// managementA is anvil dev as the cluster's first management cluster: its admin client and
-// kubeconfig, and the identity its AnvilCluster names.
+// managementA is anvil dev as the cluster's first management cluster: its admin
+// configuration, client and kubeconfig file.
 type managementA struct {
+	config     *rest.Config
 	client     client.Client
 	kubeconfig string
 }
@@ -46,7 +48,7 @@ func nameIdentity(t *testing.T, d *kubedev.Dev) managementA {
 	if err := capienv.Create(context.Background(), a, capienv.WithIdentity(cluster, nil, identity, tenant)...); err != nil {
 		t.Fatal(err)
 	}
-	return managementA{client: a, kubeconfig: d.Kubeconfig}
+	return managementA{config: cfg, client: a, kubeconfig: d.Kubeconfig}
 }
 
 // pivotAndBack moves the running cluster's Cluster API objects with clusterctl from anvil
@@ -62,11 +64,7 @@ func pivotAndBack(t *testing.T, a managementA, workload string) {
 	nodesBefore := nodeUIDs(t, workload)
 	anvilBefore := capienv.AnvilMachines(t, a.client, tenant)
 	providerIDs := capienv.AwaitMoveReady(t, a.client, "default", clusterName)
-	cfg, err := clientcmd.BuildConfigFromFlags("", a.kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	deleted := capienv.WatchDeletions(t, cfg, tenant)
+	deleted := capienv.WatchDeletions(t, a.config, tenant)
 
 	b := capienv.StartManagementCluster(t, capienv.Options{Kubeadm: true, ControlPlaneArgs: dev.KubeadmControlPlaneArgs()})
 	if err := b.Client.Create(ctx, capienv.IdentityGrant("default", tenant)); err != nil {
