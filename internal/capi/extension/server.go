@@ -197,24 +197,31 @@ func (s *Server) discovery(_ context.Context, _ *runtimehooksv1.DiscoveryRequest
 
 func (s *Server) canUpdateMachineSet(_ context.Context, req *runtimehooksv1.CanUpdateMachineSetRequest, resp *runtimehooksv1.CanUpdateMachineSetResponse) {
 	resp.InfrastructureMachineTemplatePatch = coverage(resp, req.Current.InfrastructureMachineTemplate, req.Desired.InfrastructureMachineTemplate,
-		"infrastructureMachineTemplate", "AnvilMachineTemplate", func(c, d *infrav1.AnvilMachineTemplate) (runtimehooksv1.Patch, string, string) {
-			return inplace.CanUpdateMachineSet(c.Spec, d.Spec), c.Spec.Template.Spec.Image, d.Spec.Template.Spec.Image
+		"infrastructureMachineTemplate", "AnvilMachineTemplate", func(c, d *infrav1.AnvilMachineTemplate) (runtimehooksv1.Patch, string) {
+			p := inplace.CanUpdateMachineSet(c.Spec, d.Spec)
+			return p, covered(p, c.Spec.Template.Spec.Image, d.Spec.Template.Spec.Image)
 		})
 }
 
+// canUpdateMachine is KubeadmControlPlane's question: nothing is covered, and a new image
+// is answered with why (inplace.ControlPlaneKept).
 func (s *Server) canUpdateMachine(_ context.Context, req *runtimehooksv1.CanUpdateMachineRequest, resp *runtimehooksv1.CanUpdateMachineResponse) {
 	resp.InfrastructureMachinePatch = coverage(resp, req.Current.InfrastructureMachine, req.Desired.InfrastructureMachine,
-		"infrastructureMachine", "AnvilMachine", func(c, d *infrav1.AnvilMachine) (runtimehooksv1.Patch, string, string) {
-			return inplace.CanUpdateMachine(c.Spec, d.Spec), c.Spec.Image, d.Spec.Image
+		"infrastructureMachine", "AnvilMachine", func(c, d *infrav1.AnvilMachine) (runtimehooksv1.Patch, string) {
+			p := inplace.CanUpdateMachine(c.Spec, d.Spec)
+			if d.Spec.Image != c.Spec.Image {
+				return p, inplace.ControlPlaneKept
+			}
+			return p, covered(p, c.Spec.Image, d.Spec.Image)
 		})
 }
 
 // coverage answers a CanUpdate request about the current and desired objects of field:
-// when both are anvil's kind, the patch cover decides (with the images it reimages from and
-// to); when they are another provider's, Success and nothing covered (Cluster API replaces
-// the machines); when they cannot be read, a Failure saying why.
+// when both are anvil's kind, cover decides (the patch and the answer's message); when they
+// are another provider's, Success and nothing covered (Cluster API replaces the machines);
+// when they cannot be read, a Failure saying why.
 func coverage[T any](resp runtimehooksv1.ResponseObject, current, desired runtime.RawExtension, field, kind string,
-	cover func(current, desired *T) (runtimehooksv1.Patch, string, string)) runtimehooksv1.Patch {
+	cover func(current, desired *T) (runtimehooksv1.Patch, string)) runtimehooksv1.Patch {
 	var c, d T
 	ours, err := decodeAnvil(current, "current."+field, kind, &c)
 	if err == nil && ours {
@@ -230,9 +237,9 @@ func coverage[T any](resp runtimehooksv1.ResponseObject, current, desired runtim
 		resp.SetMessage(fmt.Sprintf("the %s is not an %s: anvil updates nothing of it in place", field, kind))
 		return runtimehooksv1.Patch{}
 	}
-	p, from, to := cover(&c, &d)
+	p, msg := cover(&c, &d)
 	resp.SetStatus(runtimehooksv1.ResponseStatusSuccess)
-	resp.SetMessage(covered(p, from, to))
+	resp.SetMessage(msg)
 	return p
 }
 

@@ -30,6 +30,7 @@ import (
 	"github.com/anvil-dev/anvil/api"
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/capi/inplace"
 	capicontroller "github.com/anvil-dev/anvil/internal/controller/capi"
 )
 
@@ -346,7 +347,9 @@ func TestCanUpdateMachineSetCoversANewImageOnly(t *testing.T) {
 	}
 }
 
-func TestCanUpdateMachineCoversANewImageOnly(t *testing.T) {
+// KubeadmControlPlane's machines are never reimaged in place (inplace.ControlPlaneKept): a
+// new image is answered with why, and KubeadmControlPlane replaces the machine.
+func TestCanUpdateMachineCoversNothingOfAControlPlane(t *testing.T) {
 	s := serve(t, nil)
 	c := s.capi(t)
 	machine := clusterv1.Machine{TypeMeta: metav1.TypeMeta{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine"},
@@ -358,11 +361,13 @@ func TestCanUpdateMachineCoversANewImageOnly(t *testing.T) {
 	for _, tc := range []struct {
 		name             string
 		current, desired infrav1.AnvilMachineSpec
-		inPlace          bool
+		// same: the current AnvilMachine is already the desired one; msg: the answer says.
+		same bool
+		msg  string
 	}{
-		{"a new image", withID(amSpec("r/os:1", "small")), withID(amSpec("r/os:2", "small")), true},
-		{"the same machine", withID(amSpec("r/os:1", "small")), withID(amSpec("r/os:1", "small")), true},
-		{"a new image and class", withID(amSpec("r/os:1", "small")), withID(amSpec("r/os:2", "large")), false},
+		{"a new image", withID(amSpec("r/os:1", "small")), withID(amSpec("r/os:2", "small")), false, inplace.ControlPlaneKept},
+		{"the same machine", withID(amSpec("r/os:1", "small")), withID(amSpec("r/os:1", "small")), true, "no change anvil applies in place"},
+		{"a new image and class", withID(amSpec("r/os:1", "small")), withID(amSpec("r/os:2", "large")), false, inplace.ControlPlaneKept},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := runtimehooksv1.CanUpdateMachineRequest{
@@ -373,11 +378,12 @@ func TestCanUpdateMachineCoversANewImageOnly(t *testing.T) {
 			body, _ := json.Marshal(req)
 			var got runtimehooksv1.CanUpdateMachineResponse
 			post(t, c, hookURL(s, hookCanUpdateMachine, HandlerCanUpdateMachine), string(body), &got)
-			if got.Status != runtimehooksv1.ResponseStatusSuccess || got.MachinePatch.IsDefined() || got.BootstrapConfigPatch.IsDefined() {
-				t.Fatalf("answer %+v", got)
+			if got.Status != runtimehooksv1.ResponseStatusSuccess || got.MachinePatch.IsDefined() || got.BootstrapConfigPatch.IsDefined() ||
+				got.InfrastructureMachinePatch.IsDefined() || !strings.Contains(got.Message, tc.msg) {
+				t.Fatalf("answer %+v, want Success, no patch, a message saying %q", got, tc.msg)
 			}
-			if m := matches(t, got.InfrastructureMachinePatch, req.Current.InfrastructureMachine, req.Desired.InfrastructureMachine, "spec"); m != tc.inPlace {
-				t.Fatalf("after the patch %s the AnvilMachine matches the desired one: %v, want %v", got.InfrastructureMachinePatch.Patch, m, tc.inPlace)
+			if m := matches(t, got.InfrastructureMachinePatch, req.Current.InfrastructureMachine, req.Desired.InfrastructureMachine, "spec"); m != tc.same {
+				t.Fatalf("the AnvilMachine matches the desired one: %v, want %v", m, tc.same)
 			}
 		})
 	}

@@ -8,12 +8,9 @@ import (
 	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
 )
 
-// JSON pointers of the one field anvil updates in place, into the objects Cluster API sends:
-// an AnvilMachine and an AnvilMachineTemplate.
-const (
-	MachineImagePath  = "/spec/image"
-	TemplateImagePath = "/spec/template/spec/image"
-)
+// TemplateImagePath is the JSON pointer of the one field anvil updates in place, into the
+// AnvilMachineTemplate Cluster API sends.
+const TemplateImagePath = "/spec/template/spec/image"
 
 // CanUpdateMachineSet is the part of the change from the current to the desired
 // AnvilMachineTemplate that anvil applies in place, as a JSON patch on the current
@@ -26,10 +23,19 @@ func CanUpdateMachineSet(current, desired infrav1.AnvilMachineTemplateSpec) runt
 	return imagePatch(TemplateImagePath, current.Template.Spec.Image, desired.Template.Spec.Image)
 }
 
-// CanUpdateMachine is CanUpdateMachineSet for one machine (a control plane's): the JSON patch
-// on the current AnvilMachine covering a change of its image, nothing else.
-func CanUpdateMachine(current, desired infrav1.AnvilMachineSpec) runtimehooksv1.Patch {
-	return imagePatch(MachineImagePath, current.Image, desired.Image)
+// ControlPlaneKept is why CanUpdateMachine covers nothing. Cluster API asks it only of
+// KubeadmControlPlane's machines, and a kubeadm control-plane node keeps etcd's data, the
+// cluster's certificates and its static Pods on its root disk, which a reimage makes anew:
+// reimaging the only control-plane machine would lose the cluster, and reimaging one of
+// three would leave etcd a member that never comes back (its join token long expired).
+// Replacing the machine (a new one joins before the old one leaves) is kubeadm's own way.
+const ControlPlaneKept = "a control-plane machine is not reimaged in place: kubeadm keeps etcd's data and the cluster's certificates on its root disk; KubeadmControlPlane replaces it instead"
+
+// CanUpdateMachine is KubeadmControlPlane's question about one machine: nothing is covered
+// (ControlPlaneKept), so KubeadmControlPlane replaces a control-plane machine whose image
+// changes, as it does for any other change.
+func CanUpdateMachine(_, _ infrav1.AnvilMachineSpec) runtimehooksv1.Patch {
+	return runtimehooksv1.Patch{}
 }
 
 // patchOp is one RFC 6902 operation.
