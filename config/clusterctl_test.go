@@ -3,6 +3,7 @@ package config
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -194,6 +195,60 @@ func TestClusterctlGeneratesTheQuickStartCluster(t *testing.T) {
 	}
 	if script != 1 {
 		t.Errorf("%d files /etc/anvil/kubeadm-addons.sh on the control plane, want 1", script)
+	}
+
+	// The workers' identity kept across a reimage (an in-place update): a second disk, the
+	// script before and after kubeadm join, exactly as the template has it (clusterctl
+	// replaces dollar signs: the script has none); the control plane has neither.
+	for _, tmpl := range byKind["AnvilMachineTemplate"] {
+		volumes, _ := json.Marshal(field(tmpl, "spec", "template", "spec", "volumes"))
+		want := `[{"image":{"size":"10Gi"},"name":"root"}]`
+		if tmpl.GetName() == "demo-md-0" {
+			want = `[{"image":{"size":"10Gi"},"name":"root"},{"emptyDisk":{"size":"64Mi"},"name":"kubelet-identity"}]`
+		}
+		if string(volumes) != want {
+			t.Errorf("AnvilMachineTemplate %s: volumes %s, want %s", tmpl.GetName(), volumes, want)
+		}
+	}
+	kct := byKind["KubeadmConfigTemplate"][0]
+	if pre := field(kct, "spec", "template", "spec", "preKubeadmCommands").([]any); pre[len(pre)-1] != "/etc/anvil/kubelet-identity.py prepare" {
+		t.Errorf("the workers' last preKubeadmCommand %v, want the identity's prepare", pre[len(pre)-1])
+	}
+	if post := field(kct, "spec", "template", "spec", "postKubeadmCommands"); !equalJSON(post, []any{"/etc/anvil/kubelet-identity.py save"}) {
+		t.Errorf("the workers' postKubeadmCommands %v, want the identity's save", post)
+	}
+	if post := field(kcp, "spec", "kubeadmConfigSpec", "postKubeadmCommands"); strings.Contains(fmt.Sprint(post), "kubelet-identity") {
+		t.Errorf("the control plane keeps an identity across reimages (%v): it is never reimaged in place", post)
+	}
+	identity := func(files []any) (string, string) {
+		for _, f := range files {
+			if f := f.(map[string]any); f["path"] == "/etc/anvil/kubelet-identity.py" {
+				return f["content"].(string), fmt.Sprint(f["permissions"])
+			}
+		}
+		return "", ""
+	}
+	generatedScript, mode := identity(field(kct, "spec", "template", "spec", "files").([]any))
+	rawScript := ""
+	raw, err := os.ReadFile("clusterctl/cluster-template.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rawDocs, err := manifest.Documents(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range rawDocs {
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(mustJSON(t, d)); err != nil {
+			t.Fatal(err)
+		}
+		if u.GetKind() == "KubeadmConfigTemplate" {
+			rawScript, _ = identity(field(u, "spec", "template", "spec", "files").([]any))
+		}
+	}
+	if mode != "0755" || rawScript == "" || generatedScript != rawScript || !strings.Contains(generatedScript, "dict(file=dict(kubeConfigPath=SAVED))") {
+		t.Errorf("the workers' /etc/anvil/kubelet-identity.py (mode %s) is not the template's as written:\n%s", mode, generatedScript)
 	}
 
 	generated := filepath.Join(t.TempDir(), "demo.yaml")
