@@ -208,6 +208,19 @@ func (m *Managers) run(mgr *Manager, binary string, gates map[string]bool, more 
 	return err
 }
 
+// InPlaceGates are the feature gates in-place updates need: with InPlaceUpdates alone the
+// core manager's Machine controllers do not start. A manager with them calls the update
+// extension (the core manager and KubeadmControlPlane's), and needs its client certificate
+// (RuntimeExtensionClientArgs).
+func InPlaceGates() map[string]bool { return map[string]bool{"InPlaceUpdates": true, "RuntimeSDK": true} }
+
+// RuntimeExtensionClientArgs are the flags that make a manager present the client
+// certificate certFile (key keyFile) to Runtime SDK extensions, anvil's in-place update
+// extension among them, which answers only callers with a certificate its client CA signed.
+func RuntimeExtensionClientArgs(certFile, keyFile string) []string {
+	return []string{"--runtime-extension-client-cert-file", certFile, "--runtime-extension-client-key-file", keyFile}
+}
+
 // FeatureGates is the --feature-gates value for gates, in name order.
 func FeatureGates(gates map[string]bool) string {
 	var pairs []string

@@ -31,6 +31,8 @@ type ClusterAPI struct {
 	err      error // anvil's provider's, valid once done is closed
 	cancel   context.CancelFunc
 	version  string
+	// extension is where anvil's provider serves the in-place update extension.
+	extension string
 }
 
 // CheckClusterAPI says what `make tools` must build before StartClusterAPI can run from
@@ -54,7 +56,10 @@ func KubeadmControlPlaneArgs() []string { return slices.Clone(emulatedEtcdTimeou
 // CRDs, webhooks and clusterctl's inventory, as clusterctl init would) and anvil's provider
 // into the apiserver of cfg, runs Cluster API's managers from binDir with their logs in
 // dir, and anvil's provider (internal/capiprovider) in this process under its own
-// ServiceAccount, as config/capi runs it. Stop ends them all; so does ctx.
+// ServiceAccount, as config/capi runs it. In-place updates are on: the managers run with
+// clusterapi.InPlaceGates and a client certificate (in dir/in-place), anvil's provider
+// serves the update extension on loopback, and ExtensionConfig ExtensionConfigName
+// registers it. Stop ends them all; so does ctx.
 func StartClusterAPI(ctx context.Context, cfg *rest.Config, c client.Client, binDir, dir string) (*ClusterAPI, error) {
 	version, err := clusterapi.Version(binDir)
 	if err != nil {
@@ -63,12 +68,17 @@ func StartClusterAPI(ctx context.Context, cfg *rest.Config, c client.Client, bin
 	if err := clusterapi.InstallAnvilProvider(ctx, c); err != nil {
 		return nil, err
 	}
-	m, err := clusterapi.Start(ctx, cfg, clusterapi.Options{BinDir: binDir, Providers: clusterapi.WithKubeadm, Dir: dir,
-		ControlPlaneArgs: emulatedEtcdTimeouts})
+	inPlace, err := prepareInPlace(dir)
 	if err != nil {
 		return nil, err
 	}
-	a := &ClusterAPI{managers: m, version: version, done: make(chan struct{})}
+	m, err := clusterapi.Start(ctx, cfg, clusterapi.Options{BinDir: binDir, Providers: clusterapi.WithKubeadm, Dir: dir,
+		FeatureGates: clusterapi.InPlaceGates(), Args: inPlace.managerArgs,
+		ControlPlaneArgs: append(slices.Clone(emulatedEtcdTimeouts), inPlace.managerArgs...)})
+	if err != nil {
+		return nil, err
+	}
+	a := &ClusterAPI{managers: m, version: version, done: make(chan struct{}), extension: inPlace.extension.BindAddress}
 	fail := func(err error) (*ClusterAPI, error) {
 		_ = m.Stop()
 		return nil, err
@@ -87,6 +97,7 @@ func StartClusterAPI(ctx context.Context, cfg *rest.Config, c client.Client, bin
 	// kubeconfig for it (a cluster named for a pivot from the start, docs/capi.md) names a
 	// loopback server.
 	o.AllowLoopback = true
+	o.Extension = inPlace.extension
 	providerCfg := rest.CopyConfig(cfg)
 	providerCfg.Impersonate = identity
 	provider, err := capiprovider.New(providerCfg, o)
@@ -99,6 +110,10 @@ func StartClusterAPI(ctx context.Context, cfg *rest.Config, c client.Client, bin
 		a.err = provider.Start(pctx)
 		close(a.done)
 	}()
+	if err := inPlace.register(ctx, cfg); err != nil {
+		_ = a.Stop()
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -125,6 +140,6 @@ func (a *ClusterAPI) Summary() string {
 	for _, m := range a.managers.Managers() {
 		parts = append(parts, fmt.Sprintf("%s pid %d", m.Provider.Binary, m.PID()))
 	}
-	return fmt.Sprintf("%s: %s; anvil's provider in this process (logs in %s)",
-		a.version, strings.Join(parts, ", "), filepath.Clean(a.managers.Dir()))
+	return fmt.Sprintf("%s: %s; anvil's provider in this process, its in-place update extension at https://%s (logs in %s)",
+		a.version, strings.Join(parts, ", "), a.extension, filepath.Clean(a.managers.Dir()))
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -68,6 +69,38 @@ func TestStartClusterAPIRunsCoreKubeadmAndAnvil(t *testing.T) {
 	if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cpManager.PID())); err != nil ||
 		!strings.Contains(string(cmdline), "--etcd-call-timeout-duration=60s") || !strings.Contains(string(cmdline), "--etcd-dial-timeout-duration=30s") {
 		t.Errorf("KubeadmControlPlane's command line %q (%v), want its etcd timeouts for emulated guests", strings.ReplaceAll(string(cmdline), "\x00", " "), err)
+	}
+
+	// In-place updates: the core manager and KubeadmControlPlane's both run with the gates
+	// and present the client certificate the extension trusts; anvil's provider serves the
+	// extension and the core manager discovered its three hooks through the ExtensionConfig.
+	for _, name := range []string{clusterapi.Core.Name, clusterapi.KubeadmControlPlane.Name} {
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", a.Managers().Manager(name).PID()))
+		if args := strings.ReplaceAll(string(cmdline), "\x00", " "); err != nil || !strings.Contains(args, "--feature-gates InPlaceUpdates=true,RuntimeSDK=true") ||
+			!strings.Contains(args, "--runtime-extension-client-cert-file ") || !strings.Contains(args, "--runtime-extension-client-key-file ") {
+			t.Errorf("%s's command line %q (%v), want the in-place gates and the extension's client certificate", name, args, err)
+		}
+	}
+	ec := &unstructured.Unstructured{}
+	ec.SetAPIVersion("runtime.cluster.x-k8s.io/v1beta2")
+	ec.SetKind("ExtensionConfig")
+	var handlers []string
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
+		handlers = nil
+		if err := c.Get(ctx, client.ObjectKey{Name: dev.ExtensionConfigName}, ec); err == nil {
+			list, _, _ := unstructured.NestedSlice(ec.Object, "status", "handlers")
+			for _, h := range list {
+				name, _, _ := unstructured.NestedString(h.(map[string]any), "name")
+				handlers = append(handlers, name)
+			}
+		}
+		if len(handlers) == 3 || time.Now().After(deadline) {
+			break
+		}
+	}
+	slices.Sort(handlers)
+	if got := strings.Join(handlers, " "); got != "can-update-machine-set.anvil can-update-machine.anvil update-machine.anvil" {
+		t.Errorf("the ExtensionConfig %s's discovered handlers %q, want anvil's three in-place hooks (status %v)", dev.ExtensionConfigName, got, ec.Object["status"])
 	}
 
 	// Each provider's CRDs convert through its own webhook server; its webhook

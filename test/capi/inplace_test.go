@@ -13,6 +13,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/clusterapi"
 	"github.com/anvil-dev/anvil/test/capienv"
 )
 
@@ -46,7 +47,7 @@ func TestImageChangeInPlaceOrByReplacement(t *testing.T) {
 	})
 
 	// The gate on, the extension registered: updated in place.
-	r.restartCAPI(t, capienv.InPlaceGates)
+	r.restartCAPI(t, clusterapi.InPlaceGates())
 	capienv.RegisterExtension(t, env.Config, r.extension)
 	on := newMachineDeployment(t, cluster, "on", machineSpec(r, computev1alpha1.ArchitectureAMD64), "zone-a", 1)
 	capienv.RollInPlaceFirst(t, env.Client, on)

@@ -19,14 +19,15 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/capi/clientpki"
 	"github.com/anvil-dev/anvil/internal/capi/extension"
+	"github.com/anvil-dev/anvil/internal/clusterapi"
 	"github.com/anvil-dev/anvil/internal/controlplane"
 	"github.com/anvil-dev/anvil/internal/dev"
 	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/internal/runtime/fake"
 	"github.com/anvil-dev/anvil/test/capienv"
-	"github.com/anvil-dev/anvil/test/capienv/clientpki"
 	"github.com/anvil-dev/anvil/test/harness"
 	"github.com/anvil-dev/anvil/test/harness/controlplanes"
 )
@@ -83,13 +84,13 @@ func startRig() (*rig, error) {
 		return nil, err
 	}
 	stops = append(stops, func() { _ = os.RemoveAll(state) })
-	clientCA, certFile, keyFile, err := clientpki.WriteClientPKI(state)
+	clientCA, certFile, keyFile, err := clientpki.WriteClientPKI(state, 4*time.Hour)
 	if err != nil {
 		return nil, err
 	}
 	// Cluster API presents this certificate to anvil's in-place update extension (used
 	// only once a test turns the InPlaceUpdates gate on).
-	r.capiArgs = []string{"--runtime-extension-client-cert-file", certFile, "--runtime-extension-client-key-file", keyFile}
+	r.capiArgs = clusterapi.RuntimeExtensionClientArgs(certFile, keyFile)
 	if r.capi, err = capienv.Start(ctx, env.Config, r.capiOptions(nil)); err != nil {
 		return nil, err
 	}

@@ -20,14 +20,11 @@ import (
 	"github.com/anvil-dev/anvil/internal/capi/extension"
 )
 
-// InPlaceGates are the feature gates Cluster API's manager needs for in-place updates: with
-// InPlaceUpdates alone its Machine controllers do not start.
-var InPlaceGates = map[string]bool{"InPlaceUpdates": true, "RuntimeSDK": true}
-
 // RegisterExtension registers anvil's in-place update extension, served as ext says (by
 // RunAnvilManager), with the Cluster API manager of the apiserver of cfg (started with
-// InPlaceGates) and waits for Cluster API to discover its handlers; the registration goes
-// when the test ends, before a manager restarted without RuntimeSDK would refuse its deletion.
+// clusterapi.InPlaceGates) and waits for Cluster API to discover its handlers; the
+// registration goes when the test ends, before a manager restarted without RuntimeSDK would
+// refuse its deletion.
 func RegisterExtension(t testing.TB, cfg *rest.Config, ext extension.Options) {
 	t.Helper()
 	ctx := context.Background()

@@ -22,7 +22,9 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/capi/clientpki"
 	"github.com/anvil-dev/anvil/internal/capi/extension"
+	"github.com/anvil-dev/anvil/internal/clusterapi"
 	"github.com/anvil-dev/anvil/internal/controlplane"
 	"github.com/anvil-dev/anvil/internal/dev"
 	"github.com/anvil-dev/anvil/internal/osimage"
@@ -30,7 +32,6 @@ import (
 	"github.com/anvil-dev/anvil/internal/runtime/qemu"
 	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
 	"github.com/anvil-dev/anvil/test/capienv"
-	"github.com/anvil-dev/anvil/test/capienv/clientpki"
 	"github.com/anvil-dev/anvil/test/harness"
 	"github.com/anvil-dev/anvil/test/harness/controlplanes"
 	"github.com/anvil-dev/anvil/test/nodeagent/nodeagenttest"
@@ -94,7 +95,7 @@ type rig struct {
 	// osDir and agents are what image was made of (make testos, the built agents).
 	osDir, agents string
 	// extension is where anvil's in-place update extension listens; Cluster API's manager
-	// runs with capienv.InPlaceGates and the client certificate it trusts, and uses it
+	// runs with clusterapi.InPlaceGates() and the client certificate it trusts, and uses it
 	// once a test registers it (capienv.RegisterExtension).
 	extension extension.Options
 	// capi is Cluster API's manager (its kubeconfig is the management cluster's, for clusterctl).
@@ -152,13 +153,12 @@ func startRig(t testing.TB) (*rig, error) {
 	// In the rig's folder, not the first test's: later tests build node images from them.
 	r.agents = nodeagenttest.BuildAgentsIn(t, filepath.Join(r.state, "agents"), "amd64", "arm64")
 
-	clientCA, certFile, keyFile, err := clientpki.WriteClientPKI(r.state)
+	clientCA, certFile, keyFile, err := clientpki.WriteClientPKI(r.state, 4*time.Hour)
 	if err != nil {
 		return nil, err
 	}
-	capi, err := capienv.Start(ctx, env.Config, capienv.Options{FeatureGates: capienv.InPlaceGates, Args: []string{
-		"--sync-period", capiSyncPeriod.String(),
-		"--runtime-extension-client-cert-file", certFile, "--runtime-extension-client-key-file", keyFile}})
+	capi, err := capienv.Start(ctx, env.Config, capienv.Options{FeatureGates: clusterapi.InPlaceGates(),
+		Args: append([]string{"--sync-period", capiSyncPeriod.String()}, clusterapi.RuntimeExtensionClientArgs(certFile, keyFile)...)})
 	if err != nil {
 		return nil, err
 	}

@@ -33,9 +33,10 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/capi/clientpki"
 	"github.com/anvil-dev/anvil/internal/capi/extension"
+	"github.com/anvil-dev/anvil/internal/clusterapi"
 	"github.com/anvil-dev/anvil/test/capienv"
-	"github.com/anvil-dev/anvil/test/capienv/clientpki"
 	"github.com/anvil-dev/anvil/test/harness"
 )
 
@@ -51,14 +52,14 @@ func TestClusterAPIDiscoversAndAsksTheExtension(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	caFile, certFile, keyFile, err := clientpki.WriteClientPKI(dir)
+	caFile, certFile, keyFile, err := clientpki.WriteClientPKI(dir, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	capi, err := capienv.Start(ctx, env.Config, capienv.Options{
 		FeatureGates: map[string]bool{"InPlaceUpdates": true, "RuntimeSDK": true},
-		Args:         []string{"--runtime-extension-client-cert-file", certFile, "--runtime-extension-client-key-file", keyFile},
+		Args:         clusterapi.RuntimeExtensionClientArgs(certFile, keyFile),
 	})
 	if err != nil {
 		t.Fatal(err)

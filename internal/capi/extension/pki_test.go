@@ -6,16 +6,17 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
-	"github.com/anvil-dev/anvil/test/capienv/clientpki"
+	"github.com/anvil-dev/anvil/internal/capi/clientpki"
 )
 
-// testCA is capienv's CA with the test's failure handling.
+// testCA is clientpki's CA with the test's failure handling.
 type testCA struct{ *clientpki.CA }
 
 func newTestCA(t *testing.T, name string) testCA {
 	t.Helper()
-	ca, err := clientpki.NewCA(name)
+	ca, err := clientpki.NewCA(name, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
-// Package clientpki makes the client certificates of the in-place update extension's tests: the one
-// Cluster API's manager presents, and others. It imports nothing of anvil, so the extension's
-// own tests can use it.
+// Package clientpki makes the client certificates Cluster API's managers present to anvil's
+// in-place update extension (anvil dev's and the tests'), and others for the tests. It
+// imports nothing of anvil, so the extension's own tests can use it.
 package clientpki
 
 import (
@@ -17,8 +17,8 @@ import (
 	"time"
 )
 
-// CA signs test certificates: the client certificate Cluster API's manager presents to
-// anvil's in-place update extension (which trusts only this CA), or one of another CA.
+// CA signs client certificates: the one Cluster API's managers present to anvil's in-place
+// update extension (which trusts only this CA), or, in tests, one of another CA.
 type CA struct {
 	cert *x509.Certificate
 	key  *ecdsa.PrivateKey
@@ -26,14 +26,14 @@ type CA struct {
 	PEM []byte
 }
 
-// NewCA makes a CA valid for an hour.
-func NewCA(name string) (*CA, error) {
+// NewCA makes a CA valid for valid (from an hour ago: clocks differ a little).
+func NewCA(name string, valid time.Duration) (*CA, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
 	}
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(valid),
 		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, BasicConstraintsValid: true, IsCA: true}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
@@ -46,14 +46,15 @@ func NewCA(name string) (*CA, error) {
 	return &CA{cert: cert, key: key, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
 }
 
-// Issue signs a certificate for name with the given extended key usage.
+// Issue signs a certificate for name with the given extended key usage, valid as long as
+// the CA.
 func (ca *CA) Issue(name string, usage x509.ExtKeyUsage) (tls.Certificate, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return tls.Certificate{}, err
 	}
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: ca.cert.NotAfter,
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
@@ -62,11 +63,11 @@ func (ca *CA) Issue(name string, usage x509.ExtKeyUsage) (tls.Certificate, error
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
 
-// WriteClientPKI writes, into dir, a client CA (for anvil's --capi-extension-client-ca) and a
+// WriteClientPKI writes, into dir (made if missing), a client CA (for anvil's --capi-extension-client-ca) and a
 // client certificate and key it signed (for Cluster API's --runtime-extension-client-cert-file
-// and -key-file), and returns their paths.
-func WriteClientPKI(dir string) (caFile, certFile, keyFile string, err error) {
-	ca, err := NewCA("capi-client-ca")
+// and -key-file), both valid for valid, and returns their paths.
+func WriteClientPKI(dir string, valid time.Duration) (caFile, certFile, keyFile string, err error) {
+	ca, err := NewCA("capi-client-ca", valid)
 	if err != nil {
 		return "", "", "", err
 	}
@@ -76,6 +77,9 @@ func WriteClientPKI(dir string) (caFile, certFile, keyFile string, err error) {
 	}
 	keyDER, err := x509.MarshalECPrivateKey(cert.PrivateKey.(*ecdsa.PrivateKey))
 	if err != nil {
+		return "", "", "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", "", "", err
 	}
 	caFile, certFile, keyFile = filepath.Join(dir, "client-ca.crt"), filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key")
