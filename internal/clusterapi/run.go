@@ -212,7 +212,9 @@ func (m *Managers) run(mgr *Manager, binary string, gates map[string]bool, more 
 // core manager's Machine controllers do not start. A manager with them calls the update
 // extension (the core manager and KubeadmControlPlane's), and needs its client certificate
 // (RuntimeExtensionClientArgs).
-func InPlaceGates() map[string]bool { return map[string]bool{"InPlaceUpdates": true, "RuntimeSDK": true} }
+func InPlaceGates() map[string]bool {
+	return map[string]bool{"InPlaceUpdates": true, "RuntimeSDK": true}
+}
 
 // RuntimeExtensionClientArgs are the flags that make a manager present the client
 // certificate certFile (key keyFile) to Runtime SDK extensions, anvil's in-place update
