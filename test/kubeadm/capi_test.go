@@ -42,7 +42,8 @@ const (
 // The AnvilCluster names an identity from the start, as docs/capi.md asks of a cluster that
 // may pivot: a ServiceAccount kubeconfig for namespace tenant of anvil dev, where the anvil
 // Machines and the LoadBalancer are made. Once the cluster is Available, it is moved with
-// clusterctl to a second management cluster and back (pivotAndBack).
+// clusterctl to a second management cluster and back (pivotAndBack); then the worker gets a
+// new image in place (inPlaceUpdate).
 func TestClusterAPIClusterOfTwoArchitectures(t *testing.T) {
 	began := time.Now()
 	d := kubedev.Start(t, env, "--capi")
@@ -187,6 +188,7 @@ func TestClusterAPIClusterOfTwoArchitectures(t *testing.T) {
 	}
 
 	pivotAndBack(t, a, workload)
+	inPlaceUpdate(t, d, a, workload, id)
 }
 
 // generateCluster lays out clusterctl's local repository (as make clusterctl-repo does) and
