@@ -11,6 +11,7 @@ package capiprovider
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
@@ -39,12 +40,15 @@ type Options struct {
 	// loopback address (tests; one host running two anvils). Off, such a server is refused:
 	// a tenant's kubeconfig would otherwise reach this host's own services.
 	AllowLoopback bool
+	// ControlPlaneEndpointGrace is how long a control-plane machine runs before its
+	// cluster's endpoint, accepting no connection, is called unreachable.
+	ControlPlaneEndpointGrace time.Duration
 }
 
 // DefaultOptions suit one provider beside one manager on the same host (other metrics and
 // probe ports than the manager's).
 func DefaultOptions() Options {
-	return Options{Base: manager.DefaultBase("127.0.0.1:8444", "127.0.0.1:8082")}
+	return Options{Base: manager.DefaultBase("127.0.0.1:8444", "127.0.0.1:8082"), ControlPlaneEndpointGrace: capicontroller.DefaultEndpointGrace}
 }
 
 // AddFlags registers o's fields as flags on fs, with o's current values as defaults.
@@ -53,6 +57,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Extension.BindAddress, "capi-extension-bind-address", o.Extension.BindAddress, "HOST:PORT of Cluster API's in-place update extension (HTTPS; Runtime SDK hooks CanUpdateMachineSet, CanUpdateMachine, UpdateMachine); empty turns it off")
 	fs.StringVar(&o.Extension.CertDir, "capi-extension-cert-dir", o.Extension.CertDir, "folder holding the extension's tls.crt and tls.key; when missing, a self-signed certificate for 127.0.0.1 is made there (its tls.crt is the ExtensionConfig's caBundle)")
 	fs.StringVar(&o.Extension.ClientCAFile, "capi-extension-client-ca", o.Extension.ClientCAFile, "PEM file of the CA that signed Cluster API's --runtime-extension-client-cert-file: only callers with such a certificate are answered")
+	fs.DurationVar(&o.ControlPlaneEndpointGrace, "control-plane-endpoint-grace", o.ControlPlaneEndpointGrace, "how long a control-plane machine runs before its cluster's control-plane endpoint, accepting no TCP connection from here, is called unreachable on its AnvilMachine (ControlPlaneEndpointReachable=False EndpointUnreachable); emulated machines need longer")
 	fs.BoolVar(&o.AllowLoopback, "capi-identity-allow-loopback", o.AllowLoopback, "let AnvilClusters' identityRef kubeconfigs name a control plane on a loopback address (link-local and cloud metadata addresses stay refused)")
 }
 
@@ -78,7 +83,8 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if err := capicontroller.Installed(mgr.GetRESTMapper()); err != nil {
 		return nil, err
 	}
-	computes, err := capicontroller.Setup(mgr, capicontroller.Options{Concurrency: o.Concurrency, AllowLoopback: o.AllowLoopback})
+	computes, err := capicontroller.Setup(mgr, capicontroller.Options{Concurrency: o.Concurrency, AllowLoopback: o.AllowLoopback,
+		EndpointGrace: o.ControlPlaneEndpointGrace})
 	if err != nil {
 		return nil, fmt.Errorf("setting up the provider's controllers: %w", err)
 	}

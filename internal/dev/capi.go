@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -47,6 +48,10 @@ func CheckClusterAPI(binDir string) error {
 // … context deadline exceeded" of a healthy emulated control plane, so the Cluster was never
 // Available (session 27's QuickStart run, docs/capi.md).
 var emulatedEtcdTimeouts = []string{"--etcd-dial-timeout-duration=30s", "--etcd-call-timeout-duration=60s"}
+
+// emulatedEndpointGrace is how long anvil dev's provider lets a control-plane machine run
+// before an endpoint accepting nothing is called unreachable.
+const emulatedEndpointGrace = 30 * time.Minute
 
 // KubeadmControlPlaneArgs are the flags anvil dev gives KubeadmControlPlane's manager: a
 // second management cluster of the same guests (a pivot's) wants them too.
@@ -98,6 +103,9 @@ func StartClusterAPI(ctx context.Context, cfg *rest.Config, c client.Client, bin
 	// loopback server.
 	o.AllowLoopback = true
 	o.Extension = inPlace.extension
+	// anvil dev's guests are emulated: a kubeadm API server there answers 10 to 20 minutes
+	// after its machine starts (docs/kubeadm.md), not within the default grace.
+	o.ControlPlaneEndpointGrace = emulatedEndpointGrace
 	providerCfg := rest.CopyConfig(cfg)
 	providerCfg.Impersonate = identity
 	provider, err := capiprovider.New(providerCfg, o)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -190,6 +192,36 @@ func TestKubeadmControlPlaneBootsKubeadmInit(t *testing.T) {
 		}
 		return nil
 	})
+
+	// Bad input, an unreachable endpoint: nothing listens at the Cluster's endpoint while
+	// its control-plane machine runs (the rig's provider allows no grace), so the
+	// AnvilMachine says Cluster API cannot reach it, without saying how the dial failed;
+	// once something accepts connections there, it says so.
+	reachable := func(status metav1.ConditionStatus, reason string) func() error {
+		return func() error {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(&am), &am); err != nil {
+				return err
+			}
+			got := apimeta.FindStatusCondition(am.Status.Conditions, infrav1.ConditionControlPlaneEndpointReachable)
+			if got == nil || got.Status != status || got.Reason != reason || !strings.Contains(got.Message, endpoint.Host) {
+				return fmt.Errorf("AnvilMachine %s ControlPlaneEndpointReachable %+v, want %s %s", am.Name, got, status, reason)
+			}
+			if strings.Contains(got.Message, "refused") {
+				return fmt.Errorf("the message says how the dial failed: %s", got.Message)
+			}
+			return nil
+		}
+	}
+	capienv.Eventually(t, time.Minute, "the AnvilMachine to call the endpoint unreachable", reachable(metav1.ConditionFalse, infrav1.ReasonEndpointUnreachable))
+	if ready := apimeta.FindStatusCondition(am.Status.Conditions, infrav1.ConditionReady); ready == nil || ready.Status != metav1.ConditionTrue {
+		t.Errorf("AnvilMachine %s Ready %+v with an unreachable endpoint, want True: the machine runs", am.Name, ready)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(endpoint.Host, strconv.Itoa(int(endpoint.Port))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	capienv.Eventually(t, 2*time.Minute, "the AnvilMachine to see the endpoint accept", reachable(metav1.ConditionTrue, infrav1.ReasonEndpointAccepts))
 }
 
 func ownedBy(refs []metav1.OwnerReference, kind, name string) bool {

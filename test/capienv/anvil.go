@@ -39,6 +39,8 @@ func RunAnvilManager(ctx context.Context, cfg *rest.Config, ext extension.Option
 	po := capiprovider.DefaultOptions()
 	po.MetricsAddr, po.HealthAddr, po.SkipControllerNameValidation = "0", "0", true
 	po.Extension = ext
+	// The tests' endpoints answer at once or never: unreachable at the first refused dial.
+	po.ControlPlaneEndpointGrace = 0
 	// The identities of the pivot tests name the other control plane at 127.0.0.1.
 	po.AllowLoopback = true
 	providerCfg := rest.CopyConfig(cfg)

@@ -53,6 +53,28 @@ const (
 	// ConditionPaused is True while the Cluster or the object is paused (Cluster
 	// spec.paused, or the cluster.x-k8s.io/paused annotation), for `clusterctl move`.
 	ConditionPaused = "Paused"
+	// ConditionControlPlaneEndpointReachable is on a control-plane AnvilMachine whose
+	// machine runs: whether the cluster's control-plane endpoint accepts a TCP connection
+	// from the management cluster, where Cluster API reaches the API server through it.
+	// Asked until the control plane is initialized; Cluster API watches it after that.
+	ConditionControlPlaneEndpointReachable = "ControlPlaneEndpointReachable"
+)
+
+// Reasons of an AnvilMachine's ControlPlaneEndpointReachable condition.
+const (
+	// ReasonEndpointAccepts: the endpoint accepted a TCP connection (True).
+	ReasonEndpointAccepts = "EndpointAccepts"
+	// ReasonWaitingForAPIServer: the endpoint accepts no connection yet, and the machine
+	// started less than the provider's grace ago: its API server may still be starting
+	// (Unknown).
+	ReasonWaitingForAPIServer = "WaitingForAPIServer"
+	// ReasonEndpointUnreachable: the endpoint has accepted no connection for longer than the
+	// grace after the machine started (False): an address or port nothing listens at, or
+	// that the management cluster cannot reach; Cluster API will wait for it forever.
+	ReasonEndpointUnreachable = "EndpointUnreachable"
+	// ReasonControlPlaneInitialized: Cluster API reached the API server through the
+	// endpoint and initialized the control plane (True); the provider asks no more.
+	ReasonControlPlaneInitialized = "ControlPlaneInitialized"
 )
 
 // Reasons of an AnvilMachine's Ready condition, in the order the provider checks them.

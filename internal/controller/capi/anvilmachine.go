@@ -39,6 +39,9 @@ type AnvilMachineReconciler struct {
 	// Computes says where each cluster's anvil Machines live.
 	Computes *Computes
 	Events   *events.Recorder
+	// EndpointGrace is how long a control-plane machine runs before its cluster's endpoint,
+	// accepting no connection, is called unreachable (Options.EndpointGrace).
+	EndpointGrace time.Duration
 }
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=anvilmachines,verbs=get;list;watch;update;patch
@@ -128,13 +131,14 @@ func (r *AnvilMachineReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	base = am.DeepCopy() // apply may have updated the spec and annotations
 	setStatus(am, plan)
+	recheck := r.reachability(ctx, am, machine, cluster)
 	if err := r.patch(ctx, am, base); err != nil {
 		return conflictOr(err)
 	}
 	if waitsUnwatched(plan.Ready.Reason) {
-		return ctrl.Result{RequeueAfter: waitingRecheck}, nil
+		recheck = waitingRecheck
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: recheck}, nil
 }
 
 // owners reads the AnvilMachine's Cluster API Machine, its Cluster (named by the Machine,

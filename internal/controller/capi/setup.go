@@ -3,6 +3,7 @@ package capi
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -49,6 +50,10 @@ type Options struct {
 	// AllowLoopback lets identityRef kubeconfigs name control planes on loopback addresses
 	// (--capi-identity-allow-loopback); link-local and metadata addresses stay refused.
 	AllowLoopback bool
+	// EndpointGrace is how long a control-plane machine runs before its cluster's
+	// endpoint, accepting no connection, is called unreachable on its AnvilMachine
+	// (ControlPlaneEndpointReachable False); zero calls it so at the first refused dial.
+	EndpointGrace time.Duration
 }
 
 // Setup registers the AnvilCluster, AnvilMachine and AnvilRemediation controllers with the
@@ -69,7 +74,7 @@ func Setup(mgr ctrl.Manager, o Options) (*Computes, error) {
 	}
 	options := controller.Options{MaxConcurrentReconciles: concurrency}
 
-	machines := &AnvilMachineReconciler{Client: c, APIReader: mgr.GetAPIReader(), Computes: computes,
+	machines := &AnvilMachineReconciler{Client: c, APIReader: mgr.GetAPIReader(), Computes: computes, EndpointGrace: o.EndpointGrace,
 		Events: events.New(mgr.GetEventRecorder("anvilmachine"), nil)}
 	machineController, err := ctrl.NewControllerManagedBy(mgr).Named("anvilmachine").
 		For(&infrav1.AnvilMachine{}).
