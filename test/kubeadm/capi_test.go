@@ -84,12 +84,12 @@ func TestClusterAPIClusterOfTwoArchitectures(t *testing.T) {
 		if s != "True" && time.Since(lastLook) > 8*time.Minute {
 			// TCG is slow: what the guest is doing, while the test waits.
 			t.Logf("%s after the cluster was applied, the control plane is not initialized; its guest says:\n%s",
-				time.Since(applied).Round(time.Second), diagnose(t, d, id))
+				time.Since(applied).Round(time.Second), diagnose(t, d, id, controlPlaneGuests))
 			lastLook = time.Now()
 		}
 		return s == "True"
 	}) {
-		t.Fatalf("the control plane was not initialized within 30 minutes; the control-plane guests say:\n%s", diagnose(t, d, id))
+		t.Fatalf("the control plane was not initialized within 30 minutes; the control-plane guests say:\n%s", diagnose(t, d, id, controlPlaneGuests))
 	}
 	initialized := time.Now()
 	encoded, err := capi("get", "secret", clusterName+"-kubeconfig", "-o", "jsonpath={.data.value}")
@@ -106,19 +106,24 @@ func TestClusterAPIClusterOfTwoArchitectures(t *testing.T) {
 	}
 
 	nodes := map[string]string{} // name → architecture
-	env.WaitKubectlFor(t, workload, 40*time.Minute, "two nodes Ready, one of each architecture",
-		func(s string) bool {
-			clear(nodes)
-			ready := map[string]bool{}
-			for _, l := range strings.Split(s, "\n") {
-				f := strings.Fields(l)
-				if len(f) == 3 && f[2] == "True" {
-					nodes[f[0]], ready[f[1]] = f[1], true
-				}
+	var lastNodes string
+	if !waitFor(40*time.Minute, func() bool {
+		lastNodes, _ = env.Kubectl(t, workload, "", "get", "nodes", "-o",
+			`jsonpath={range .items[*]}{.metadata.name} {.status.nodeInfo.architecture} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
+		clear(nodes)
+		ready := map[string]bool{}
+		for _, l := range strings.Split(lastNodes, "\n") {
+			f := strings.Fields(l)
+			if len(f) == 3 && f[2] == "True" {
+				nodes[f[0]], ready[f[1]] = f[1], true
 			}
-			return len(nodes) == 2 && ready["amd64"] && ready["arm64"]
-		},
-		"get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name} {.status.nodeInfo.architecture} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
+		}
+		return len(nodes) == 2 && ready["amd64"] && ready["arm64"]
+	}) {
+		// Asked over SSH, which does not go through the workload API server.
+		t.Fatalf("not two nodes Ready, one of each architecture, within 40 minutes (the workload cluster's last answer: %q); the guests say:\n%s",
+			lastNodes, diagnose(t, d, id, "cluster.x-k8s.io/cluster-name="+clusterName))
+	}
 	allReady := time.Now()
 	t.Logf("cluster applied → control plane initialized %s, → both nodes Ready %s (TCG; whole test so far %s)",
 		initialized.Sub(applied).Round(time.Second), allReady.Sub(applied).Round(time.Second), time.Since(began).Round(time.Second))
@@ -274,18 +279,24 @@ func waitFor(limit time.Duration, ok func() bool) bool {
 	return false
 }
 
-// diagnose asks the cluster's control-plane guests what kubeadm, the kubelet and the
-// control-plane containers did, for a failure's message.
-func diagnose(t *testing.T, d *kubedev.Dev, id *guestssh.Identity) string {
+// controlPlaneGuests selects the cluster's control-plane anvil Machines.
+const controlPlaneGuests = "cluster.x-k8s.io/control-plane"
+
+// diagnose asks the cluster's guests that selector picks (in tenant) what kubeadm, the
+// kubelet and the control-plane containers did, and how loaded they are, for a failure's
+// message.
+func diagnose(t *testing.T, d *kubedev.Dev, id *guestssh.Identity, selector string) string {
 	t.Helper()
 	names, _ := env.Kubectl(t, d.Kubeconfig, "", "-n", tenant, "get", "machines.compute.anvil.dev",
-		"-l", "cluster.x-k8s.io/control-plane", "-o", "jsonpath={.items[*].metadata.name}")
+		"-l", selector, "-o", "jsonpath={.items[*].metadata.name}")
 	var b strings.Builder
 	for _, name := range strings.Fields(names) {
 		c := env.LoginIn(t, d.Kubeconfig, tenant, name, id)
 		// The node image has no crictl: the kubelet keeps each container's log under
 		// /var/log/pods, which only root may list (so root expands the pattern).
-		out, _ := guestssh.Run(c, "sudo sh -c 'for f in /var/log/pods/kube-system_*/*/*.log; do echo == $f; tail -n 15 $f | cut -c1-400; done'; "+
+		out, _ := guestssh.Run(c, "uptime; free -m; ps -eo pcpu,rss,etime,comm --sort=-pcpu | head -n 8; "+
+			"sudo dmesg | grep -i -E 'out of memory|oom-kill|killed process' | tail -n 5; "+
+			"sudo sh -c 'for f in /var/log/pods/kube-system_*/*/*.log; do echo == $f; tail -n 15 $f | cut -c1-400; done'; "+
 			"sudo journalctl -u kubelet --no-pager | grep -v 'not registered yet' | tail -n 40; sudo tail -n 30 /var/log/cloud-init-output.log; "+
 			"ip -4 addr; ip -4 route; systemctl status anvil-apiserver-proxy.socket --no-pager")
 		c.Close()

@@ -65,9 +65,15 @@ func inPlaceUpdate(t *testing.T, d *kubedev.Dev, a managementA, workload string,
 		func(s string) bool { return s == image+" Running" },
 		"-n", tenant, "get", "machines.compute.anvil.dev", anvilName, "-o", "jsonpath={.status.image.reference} {.status.state}")
 	reimaged := time.Now()
-	env.WaitKubectlFor(t, workload, 40*time.Minute, "Node "+nodeName+" Ready after a new boot",
-		func(s string) bool { f := strings.Fields(s); return len(f) == 2 && f[0] != bootID && f[1] == "True" },
-		"get", "node", nodeName, "-o", `jsonpath={.status.nodeInfo.bootID} {.status.conditions[?(@.type=="Ready")].status}`)
+	var last string
+	if !waitFor(40*time.Minute, func() bool {
+		last, _ = env.Kubectl(t, workload, "", "get", "node", nodeName, "-o", `jsonpath={.status.nodeInfo.bootID} {.status.conditions[?(@.type=="Ready")].status}`)
+		f := strings.Fields(last)
+		return len(f) == 2 && f[0] != bootID && f[1] == "True"
+	}) {
+		t.Fatalf("Node %s not Ready after a new boot within 40 minutes (boot id and Ready: %q, boot id before %s); the guests say:\n%s",
+			nodeName, last, bootID, diagnose(t, d, id, "cluster.x-k8s.io/cluster-name="+clusterName))
+	}
 	t.Logf("in-place update: rollout → anvil Machine on the new image %s, → Node Ready again %s (TCG)",
 		reimaged.Sub(rolled).Round(time.Second), time.Since(rolled).Round(time.Second))
 	env.WaitKubectlFor(t, a.kubeconfig, 15*time.Minute, "the MachineDeployment up to date with its one Machine",
