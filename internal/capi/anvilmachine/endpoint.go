@@ -30,14 +30,24 @@ type EndpointInput struct {
 	Now   time.Time
 }
 
+// eligible says whether the machine has the condition at all: a running control-plane
+// machine of a cluster with an endpoint.
+func (in EndpointInput) eligible() bool {
+	return in.ControlPlane && !in.RunningSince.IsZero() && in.Endpoint.IsValid()
+}
+
+func (in EndpointInput) address() string {
+	return net.JoinHostPort(in.Endpoint.Host, strconv.Itoa(int(in.Endpoint.Port)))
+}
+
 // EndpointAddress is the host:port to dial for in, and whether to dial at all: only for a
 // running control-plane machine whose cluster has an endpoint and whose control plane is
 // not initialized yet. Cluster API itself reaches the endpoint after that.
 func EndpointAddress(in EndpointInput) (string, bool) {
-	if !in.ControlPlane || in.RunningSince.IsZero() || in.Initialized || !in.Endpoint.IsValid() {
+	if !in.eligible() || in.Initialized {
 		return "", false
 	}
-	return net.JoinHostPort(in.Endpoint.Host, strconv.Itoa(int(in.Endpoint.Port))), true
+	return in.address(), true
 }
 
 // EndpointCondition is the machine's ControlPlaneEndpointReachable condition, given whether
@@ -45,16 +55,17 @@ func EndpointAddress(in EndpointInput) (string, bool) {
 // that has none (not a running control-plane machine, or a cluster without an endpoint).
 // The message never carries the dial's error: the endpoint is the tenant's to choose, and
 // refused, timed out and unreachable would tell a tenant more of the management cluster's
-// network than whether Cluster API can reach the endpoint.
+// network than whether Cluster API can reach the endpoint. Nor does it carry Now: the same
+// finding every recheck is the same condition, and no status write.
 func EndpointCondition(in EndpointInput, accepted bool) *metav1.Condition {
-	if !in.ControlPlane || in.RunningSince.IsZero() || !in.Endpoint.IsValid() {
+	if !in.eligible() {
 		return nil
 	}
-	at := net.JoinHostPort(in.Endpoint.Host, strconv.Itoa(int(in.Endpoint.Port)))
+	at := in.address()
 	cond := func(status metav1.ConditionStatus, reason, msg string) *metav1.Condition {
 		return &metav1.Condition{Type: infrav1.ConditionControlPlaneEndpointReachable, Status: status, Reason: reason, Message: msg}
 	}
-	running := in.Now.Sub(in.RunningSince).Round(time.Second)
+	deadline := in.RunningSince.Add(in.Grace).UTC().Format(time.RFC3339)
 	switch {
 	case in.Initialized:
 		return cond(metav1.ConditionTrue, infrav1.ReasonControlPlaneInitialized,
@@ -62,10 +73,10 @@ func EndpointCondition(in EndpointInput, accepted bool) *metav1.Condition {
 	case accepted:
 		return cond(metav1.ConditionTrue, infrav1.ReasonEndpointAccepts,
 			fmt.Sprintf("the control-plane endpoint %s accepts connections from the management cluster", at))
-	case running < in.Grace:
+	case in.Now.Sub(in.RunningSince) < in.Grace:
 		return cond(metav1.ConditionUnknown, infrav1.ReasonWaitingForAPIServer,
-			fmt.Sprintf("the control-plane endpoint %s accepts no connection from the management cluster yet; this machine has run %s (its API server may still be starting; unreachable after %s)", at, running, in.Grace))
+			fmt.Sprintf("the control-plane endpoint %s accepts no connection from the management cluster yet; this machine's API server may still be starting (called unreachable from %s)", at, deadline))
 	}
 	return cond(metav1.ConditionFalse, infrav1.ReasonEndpointUnreachable,
-		fmt.Sprintf("the control-plane endpoint %s accepts no connection from the management cluster %s after this control-plane machine started: Cluster API reaches its API server only there, and waits until it can; check the address and port (a VIP or load balancer in front of this machine's port 6443)", at, running))
+		fmt.Sprintf("the control-plane endpoint %s has accepted no connection from the management cluster since %s (%s after this control-plane machine started): Cluster API reaches its API server only there, and waits until it can; check the address and port (a VIP or load balancer in front of this machine's port 6443)", at, deadline, in.Grace))
 }

@@ -58,7 +58,8 @@ func TestEndpointCondition(t *testing.T) {
 // Whatever the input: a condition only for a running control-plane machine of a cluster with
 // an endpoint; True exactly when the control plane is initialized or the endpoint accepted;
 // False only past the grace; always a Reason; a dial only where a condition is given and the
-// control plane is not initialized; the message never says how a dial failed.
+// control plane is not initialized; the message never says how a dial failed, and a recheck
+// finding the same gives the same condition.
 func TestEndpointConditionProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -96,6 +97,13 @@ func TestEndpointConditionProperties(t *testing.T) {
 		}
 		if c.Status == metav1.ConditionFalse && in.Now.Sub(in.RunningSince) < in.Grace {
 			t.Fatalf("unreachable within the grace: %+v", c)
+		}
+		// A recheck that finds the same gives the same condition: no status write.
+		later := in
+		later.Now = in.Now.Add(30 * time.Second)
+		if again := EndpointCondition(later, accepted); (in.Now.Sub(in.RunningSince) < in.Grace) == (later.Now.Sub(later.RunningSince) < later.Grace) &&
+			(again == nil || *again != *c) {
+			t.Fatalf("a recheck 30 s later says otherwise: %+v, then %+v", c, again)
 		}
 		for _, leak := range []string{"refused", "timeout", "no route"} {
 			if strings.Contains(c.Message, leak) {
