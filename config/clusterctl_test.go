@@ -47,8 +47,9 @@ func TestClusterctlGeneratesTheQuickStartCluster(t *testing.T) {
 	kubectl, clusterctl := tool(t, "kubectl"), tool(t, "clusterctl")
 	cfg := harness.ClusterctlRepository(t, kubectl)
 	vars := map[string]string{
-		"ANVIL_NODE_IMAGE":          "127.0.0.1:5001/anvil/kubernetes-node:v1.36.3",
-		"ANVIL_WORKER_ARCHITECTURE": "arm64",
+		"ANVIL_NODE_IMAGE":           "127.0.0.1:5001/anvil/kubernetes-node:v1.36.3",
+		"ANVIL_WORKER_ARCHITECTURE":  "arm64",
+		"ANVIL_WORKER_MACHINE_CLASS": "kube-worker",
 	}
 	// The management cluster anvil dev --capi makes (internal/clusterapi: Cluster API's three
 	// managers with their webhooks, anvil's CRDs, the inventory clusterctl reads anvil's
@@ -143,6 +144,7 @@ func TestClusterctlGeneratesTheQuickStartCluster(t *testing.T) {
 	for _, tmpl := range byKind["AnvilMachineTemplate"] {
 		spec := field(tmpl, "spec", "template", "spec").(map[string]any)
 		arch := map[string]string{"demo-control-plane": "amd64", "demo-md-0": "arm64"}[tmpl.GetName()]
+		class := map[string]string{"demo-control-plane": "kube-node", "demo-md-0": "kube-worker"}[tmpl.GetName()]
 		nics, _ := json.Marshal(spec["networkInterfaces"])
 		if !strings.Contains(string(nics), `"name":"nic1"`) || !strings.Contains(string(nics), `"network":"anvil-nodes"`) {
 			t.Errorf("AnvilMachineTemplate %s: NICs %s, want nic1 on the segment anvil-nodes", tmpl.GetName(), nics)
@@ -152,7 +154,7 @@ func TestClusterctlGeneratesTheQuickStartCluster(t *testing.T) {
 		}
 		if spec["image"] != vars["ANVIL_NODE_IMAGE"] || spec["architecture"] != arch ||
 			!equalJSON(spec["machinePoolSelector"], map[string]any{"compute.anvil.dev/runtime": "qemu"}) ||
-			!equalJSON(spec["machineClassRef"], map[string]any{"name": "kube-node"}) {
+			!equalJSON(spec["machineClassRef"], map[string]any{"name": class}) {
 			t.Errorf("AnvilMachineTemplate %s: %v", tmpl.GetName(), spec)
 		}
 	}

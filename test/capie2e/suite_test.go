@@ -67,7 +67,9 @@ func TestClusterAPISpecs(t *testing.T) {
 		Variables: map[string]string{
 			"ANVIL_NODE_IMAGE":          d.NodeImage,
 			"ANVIL_WORKER_ARCHITECTURE": "arm64",
-			"ETCD_IMAGE_TAG":            d.EtcdTag,
+			// kubedev.WorkerClass: one vCPU, leaving the host's cores to the control plane.
+			"ANVIL_WORKER_MACHINE_CLASS": "kube-worker",
+			"ETCD_IMAGE_TAG":             d.EtcdTag,
 			// The specs run one control-plane machine, a test cluster's etcd need not sync
 			// its emulated disk (docs/capi.md).
 			"ANVIL_LEADER_ELECT":         "false",

@@ -211,7 +211,9 @@ func generateCluster(t *testing.T, d *kubedev.Dev, id *guestssh.Identity) string
 	// One control-plane machine: its controller manager and scheduler run without leader
 	// election (the template's ANVIL_LEADER_ELECT); a test cluster's etcd does not sync its
 	// emulated disk (ANVIL_ETCD_UNSAFE_NO_FSYNC).
-	cmd.Env = append(os.Environ(), "ANVIL_NODE_IMAGE="+d.NodeImage, "ANVIL_WORKER_ARCHITECTURE=arm64", "ETCD_IMAGE_TAG="+d.EtcdTag,
+	// The worker has one vCPU (kubedev.WorkerClass), leaving the host's cores to the control plane.
+	cmd.Env = append(os.Environ(), "ANVIL_NODE_IMAGE="+d.NodeImage, "ANVIL_WORKER_ARCHITECTURE=arm64",
+		"ANVIL_WORKER_MACHINE_CLASS=kube-worker", "ETCD_IMAGE_TAG="+d.EtcdTag,
 		"ANVIL_LEADER_ELECT=false", "ANVIL_ETCD_UNSAFE_NO_FSYNC=true", "XDG_CONFIG_HOME="+home, "HOME="+home)
 	out, err := cmd.Output()
 	if err != nil {

@@ -25,6 +25,17 @@ metadata: {name: kube-node}
 capabilities: {cpu: "2", memory: 3Gi}
 `
 
+// WorkerClass is a worker's size (the template's ANVIL_WORKER_MACHINE_CLASS): one vCPU,
+// since kubeadm asks for two only of a control plane. Under TCG every vCPU is a host thread;
+// on two host cores a two-vCPU worker took the emulated control plane's time, and its API
+// server stopped answering Cluster API's checks.
+const WorkerClass = `
+apiVersion: compute.anvil.dev/v1alpha1
+kind: MachineClass
+metadata: {name: kube-worker}
+capabilities: {cpu: "1", memory: 3Gi}
+`
+
 // Dev is an anvil dev with the node image and the control-plane images published.
 type Dev struct {
 	Kubeconfig, State, RegistryPort string
@@ -78,6 +89,6 @@ func Start(tb testing.TB, env devproc.Env, more ...string) *Dev {
 	d := &Dev{Kubeconfig: filepath.Join(state, "kubeconfig"), State: state, RegistryPort: registryPort,
 		KubeVersion: strings.TrimSpace(string(version)), EtcdTag: etcdTag, AuditLog: filepath.Join(state, "audit.log")}
 	d.NodeImage = "127.0.0.1:" + registryPort + "/" + dev.NodeImageRepository + ":" + d.KubeVersion
-	env.Apply(tb, d.Kubeconfig, NodeClass)
+	env.Apply(tb, d.Kubeconfig, NodeClass+"---"+WorkerClass)
 	return d
 }
