@@ -26,6 +26,8 @@ var codeOf = map[mriv1alpha1.ErrorReason]codes.Code{
 	mriv1alpha1.ErrorReason_ERROR_REASON_NOT_FOUND:          codes.NotFound,
 	mriv1alpha1.ErrorReason_ERROR_REASON_ALREADY_EXISTS:     codes.AlreadyExists,
 	mriv1alpha1.ErrorReason_ERROR_REASON_INVALID:            codes.InvalidArgument,
+	mriv1alpha1.ErrorReason_ERROR_REASON_CONSOLE_BUSY:       codes.FailedPrecondition,
+	mriv1alpha1.ErrorReason_ERROR_REASON_NO_CONSOLE:         codes.FailedPrecondition,
 }
 
 // Errorf returns a gRPC error with the reason's code and an ErrorDetail.

@@ -359,6 +359,10 @@ const (
 	ErrorReason_ERROR_REASON_NOT_FOUND          ErrorReason = 4
 	ErrorReason_ERROR_REASON_ALREADY_EXISTS     ErrorReason = 5
 	ErrorReason_ERROR_REASON_INVALID            ErrorReason = 6
+	// CONSOLE_BUSY: another caller writes to the machine's console (one writer at a time).
+	ErrorReason_ERROR_REASON_CONSOLE_BUSY ErrorReason = 7
+	// NO_CONSOLE: the machine has no console this runtime can give (the message says why).
+	ErrorReason_ERROR_REASON_NO_CONSOLE ErrorReason = 8
 )
 
 // Enum value maps for ErrorReason.
@@ -371,6 +375,8 @@ var (
 		4: "ERROR_REASON_NOT_FOUND",
 		5: "ERROR_REASON_ALREADY_EXISTS",
 		6: "ERROR_REASON_INVALID",
+		7: "ERROR_REASON_CONSOLE_BUSY",
+		8: "ERROR_REASON_NO_CONSOLE",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":        0,
@@ -380,6 +386,8 @@ var (
 		"ERROR_REASON_NOT_FOUND":          4,
 		"ERROR_REASON_ALREADY_EXISTS":     5,
 		"ERROR_REASON_INVALID":            6,
+		"ERROR_REASON_CONSOLE_BUSY":       7,
+		"ERROR_REASON_NO_CONSOLE":         8,
 	}
 )
 
@@ -3366,6 +3374,219 @@ func (x *MachineEvent) GetMachine() *Machine {
 	return nil
 }
 
+type ReadConsoleLogRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// tail_lines, when above zero, starts the log that many lines before its end.
+	TailLines int64 `protobuf:"varint,2,opt,name=tail_lines,json=tailLines,proto3" json:"tail_lines,omitempty"`
+	// follow keeps the stream open, sending what the machine writes next.
+	Follow        bool `protobuf:"varint,3,opt,name=follow,proto3" json:"follow,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadConsoleLogRequest) Reset() {
+	*x = ReadConsoleLogRequest{}
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadConsoleLogRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadConsoleLogRequest) ProtoMessage() {}
+
+func (x *ReadConsoleLogRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadConsoleLogRequest.ProtoReflect.Descriptor instead.
+func (*ReadConsoleLogRequest) Descriptor() ([]byte, []int) {
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *ReadConsoleLogRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ReadConsoleLogRequest) GetTailLines() int64 {
+	if x != nil {
+		return x.TailLines
+	}
+	return 0
+}
+
+func (x *ReadConsoleLogRequest) GetFollow() bool {
+	if x != nil {
+		return x.Follow
+	}
+	return false
+}
+
+type ConsoleInput struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// open is set in the first message of the stream, and only there.
+	Open *ConsoleOpen `protobuf:"bytes,1,opt,name=open,proto3" json:"open,omitempty"`
+	// data is typed at the console (only by a caller that opened it to write).
+	Data          []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsoleInput) Reset() {
+	*x = ConsoleInput{}
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsoleInput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsoleInput) ProtoMessage() {}
+
+func (x *ConsoleInput) ProtoReflect() protoreflect.Message {
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsoleInput.ProtoReflect.Descriptor instead.
+func (*ConsoleInput) Descriptor() ([]byte, []int) {
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *ConsoleInput) GetOpen() *ConsoleOpen {
+	if x != nil {
+		return x.Open
+	}
+	return nil
+}
+
+func (x *ConsoleInput) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type ConsoleOpen struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// write asks to type; a reader (write unset) only receives.
+	Write         bool `protobuf:"varint,2,opt,name=write,proto3" json:"write,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsoleOpen) Reset() {
+	*x = ConsoleOpen{}
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsoleOpen) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsoleOpen) ProtoMessage() {}
+
+func (x *ConsoleOpen) ProtoReflect() protoreflect.Message {
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsoleOpen.ProtoReflect.Descriptor instead.
+func (*ConsoleOpen) Descriptor() ([]byte, []int) {
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *ConsoleOpen) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ConsoleOpen) GetWrite() bool {
+	if x != nil {
+		return x.Write
+	}
+	return false
+}
+
+type ConsoleOutput struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsoleOutput) Reset() {
+	*x = ConsoleOutput{}
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsoleOutput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsoleOutput) ProtoMessage() {}
+
+func (x *ConsoleOutput) ProtoReflect() protoreflect.Message {
+	mi := &file_api_mri_v1alpha1_mri_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsoleOutput.ProtoReflect.Descriptor instead.
+func (*ConsoleOutput) Descriptor() ([]byte, []int) {
+	return file_api_mri_v1alpha1_mri_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *ConsoleOutput) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 var File_api_mri_v1alpha1_mri_proto protoreflect.FileDescriptor
 
 const file_api_mri_v1alpha1_mri_proto_rawDesc = "" +
@@ -3588,7 +3809,20 @@ const file_api_mri_v1alpha1_mri_proto_rawDesc = "" +
 	"\n" +
 	"TYPE_ADDED\x10\x01\x12\x11\n" +
 	"\rTYPE_MODIFIED\x10\x02\x12\x10\n" +
-	"\fTYPE_DELETED\x10\x03*\xa8\x01\n" +
+	"\fTYPE_DELETED\x10\x03\"^\n" +
+	"\x15ReadConsoleLogRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"tail_lines\x18\x02 \x01(\x03R\ttailLines\x12\x16\n" +
+	"\x06follow\x18\x03 \x01(\bR\x06follow\"W\n" +
+	"\fConsoleInput\x123\n" +
+	"\x04open\x18\x01 \x01(\v2\x1f.anvil.mri.v1alpha1.ConsoleOpenR\x04open\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"3\n" +
+	"\vConsoleOpen\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05write\x18\x02 \x01(\bR\x05write\"#\n" +
+	"\rConsoleOutput\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data*\xa8\x01\n" +
 	"\fArchitecture\x12\x1c\n" +
 	"\x18ARCHITECTURE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12ARCHITECTURE_AMD64\x10\x01\x12\x16\n" +
@@ -3619,7 +3853,7 @@ const file_api_mri_v1alpha1_mri_proto_rawDesc = "" +
 	"\rHardwareField\x12\x1e\n" +
 	"\x1aHARDWARE_FIELD_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eHARDWARE_FIELD_NIC_MAC_ADDRESS\x10\x01\x12%\n" +
-	"!HARDWARE_FIELD_DISK_SERIAL_NUMBER\x10\x02*\xe7\x01\n" +
+	"!HARDWARE_FIELD_DISK_SERIAL_NUMBER\x10\x02*\xa3\x02\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18ERROR_REASON_NO_CAPACITY\x10\x01\x12#\n" +
@@ -3627,7 +3861,9 @@ const file_api_mri_v1alpha1_mri_proto_rawDesc = "" +
 	"\x1cERROR_REASON_IMAGE_NOT_FOUND\x10\x03\x12\x1a\n" +
 	"\x16ERROR_REASON_NOT_FOUND\x10\x04\x12\x1f\n" +
 	"\x1bERROR_REASON_ALREADY_EXISTS\x10\x05\x12\x18\n" +
-	"\x14ERROR_REASON_INVALID\x10\x062\xc3\v\n" +
+	"\x14ERROR_REASON_INVALID\x10\x06\x12\x1d\n" +
+	"\x19ERROR_REASON_CONSOLE_BUSY\x10\a\x12\x1b\n" +
+	"\x17ERROR_REASON_NO_CONSOLE\x10\b2\xff\f\n" +
 	"\x0eMachineRuntime\x12R\n" +
 	"\aVersion\x12\".anvil.mri.v1alpha1.VersionRequest\x1a#.anvil.mri.v1alpha1.VersionResponse\x12O\n" +
 	"\x06Status\x12!.anvil.mri.v1alpha1.StatusRequest\x1a\".anvil.mri.v1alpha1.StatusResponse\x12a\n" +
@@ -3642,7 +3878,9 @@ const file_api_mri_v1alpha1_mri_proto_rawDesc = "" +
 	"\fDetachVolume\x12'.anvil.mri.v1alpha1.DetachVolumeRequest\x1a(.anvil.mri.v1alpha1.DetachVolumeResponse\x12\x7f\n" +
 	"\x16AttachNetworkInterface\x121.anvil.mri.v1alpha1.AttachNetworkInterfaceRequest\x1a2.anvil.mri.v1alpha1.AttachNetworkInterfaceResponse\x12\x7f\n" +
 	"\x16DetachNetworkInterface\x121.anvil.mri.v1alpha1.DetachNetworkInterfaceRequest\x1a2.anvil.mri.v1alpha1.DetachNetworkInterfaceResponse\x12Y\n" +
-	"\vWatchEvents\x12&.anvil.mri.v1alpha1.WatchEventsRequest\x1a .anvil.mri.v1alpha1.MachineEvent0\x01B9Z7github.com/anvil-dev/anvil/api/mri/v1alpha1;mriv1alpha1b\x06proto3"
+	"\vWatchEvents\x12&.anvil.mri.v1alpha1.WatchEventsRequest\x1a .anvil.mri.v1alpha1.MachineEvent0\x01\x12`\n" +
+	"\x0eReadConsoleLog\x12).anvil.mri.v1alpha1.ReadConsoleLogRequest\x1a!.anvil.mri.v1alpha1.ConsoleOutput0\x01\x12X\n" +
+	"\rAttachConsole\x12 .anvil.mri.v1alpha1.ConsoleInput\x1a!.anvil.mri.v1alpha1.ConsoleOutput(\x010\x01B9Z7github.com/anvil-dev/anvil/api/mri/v1alpha1;mriv1alpha1b\x06proto3"
 
 var (
 	file_api_mri_v1alpha1_mri_proto_rawDescOnce sync.Once
@@ -3657,7 +3895,7 @@ func file_api_mri_v1alpha1_mri_proto_rawDescGZIP() []byte {
 }
 
 var file_api_mri_v1alpha1_mri_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_api_mri_v1alpha1_mri_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_api_mri_v1alpha1_mri_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_api_mri_v1alpha1_mri_proto_goTypes = []any{
 	(Architecture)(0),                      // 0: anvil.mri.v1alpha1.Architecture
 	(Power)(0),                             // 1: anvil.mri.v1alpha1.Power
@@ -3717,21 +3955,25 @@ var file_api_mri_v1alpha1_mri_proto_goTypes = []any{
 	(*DetachNetworkInterfaceResponse)(nil), // 55: anvil.mri.v1alpha1.DetachNetworkInterfaceResponse
 	(*WatchEventsRequest)(nil),             // 56: anvil.mri.v1alpha1.WatchEventsRequest
 	(*MachineEvent)(nil),                   // 57: anvil.mri.v1alpha1.MachineEvent
-	nil,                                    // 58: anvil.mri.v1alpha1.Resources.ExtendedEntry
-	nil,                                    // 59: anvil.mri.v1alpha1.ObjectMetadata.LabelsEntry
-	nil,                                    // 60: anvil.mri.v1alpha1.ObjectMetadata.AnnotationsEntry
-	nil,                                    // 61: anvil.mri.v1alpha1.FirstBootConfig.MetaDataEntry
-	nil,                                    // 62: anvil.mri.v1alpha1.MachineSpec.HostSelectorEntry
-	nil,                                    // 63: anvil.mri.v1alpha1.ListMachinesRequest.LabelSelectorEntry
-	nil,                                    // 64: anvil.mri.v1alpha1.UpdateMachineLabelsRequest.LabelsEntry
+	(*ReadConsoleLogRequest)(nil),          // 58: anvil.mri.v1alpha1.ReadConsoleLogRequest
+	(*ConsoleInput)(nil),                   // 59: anvil.mri.v1alpha1.ConsoleInput
+	(*ConsoleOpen)(nil),                    // 60: anvil.mri.v1alpha1.ConsoleOpen
+	(*ConsoleOutput)(nil),                  // 61: anvil.mri.v1alpha1.ConsoleOutput
+	nil,                                    // 62: anvil.mri.v1alpha1.Resources.ExtendedEntry
+	nil,                                    // 63: anvil.mri.v1alpha1.ObjectMetadata.LabelsEntry
+	nil,                                    // 64: anvil.mri.v1alpha1.ObjectMetadata.AnnotationsEntry
+	nil,                                    // 65: anvil.mri.v1alpha1.FirstBootConfig.MetaDataEntry
+	nil,                                    // 66: anvil.mri.v1alpha1.MachineSpec.HostSelectorEntry
+	nil,                                    // 67: anvil.mri.v1alpha1.ListMachinesRequest.LabelSelectorEntry
+	nil,                                    // 68: anvil.mri.v1alpha1.UpdateMachineLabelsRequest.LabelsEntry
 }
 var file_api_mri_v1alpha1_mri_proto_depIdxs = []int32{
 	6,  // 0: anvil.mri.v1alpha1.ErrorDetail.reason:type_name -> anvil.mri.v1alpha1.ErrorReason
-	58, // 1: anvil.mri.v1alpha1.Resources.extended:type_name -> anvil.mri.v1alpha1.Resources.ExtendedEntry
-	59, // 2: anvil.mri.v1alpha1.ObjectMetadata.labels:type_name -> anvil.mri.v1alpha1.ObjectMetadata.LabelsEntry
-	60, // 3: anvil.mri.v1alpha1.ObjectMetadata.annotations:type_name -> anvil.mri.v1alpha1.ObjectMetadata.AnnotationsEntry
+	62, // 1: anvil.mri.v1alpha1.Resources.extended:type_name -> anvil.mri.v1alpha1.Resources.ExtendedEntry
+	63, // 2: anvil.mri.v1alpha1.ObjectMetadata.labels:type_name -> anvil.mri.v1alpha1.ObjectMetadata.LabelsEntry
+	64, // 3: anvil.mri.v1alpha1.ObjectMetadata.annotations:type_name -> anvil.mri.v1alpha1.ObjectMetadata.AnnotationsEntry
 	4,  // 4: anvil.mri.v1alpha1.FirstBootConfig.format:type_name -> anvil.mri.v1alpha1.ConfigFormat
-	61, // 5: anvil.mri.v1alpha1.FirstBootConfig.meta_data:type_name -> anvil.mri.v1alpha1.FirstBootConfig.MetaDataEntry
+	65, // 5: anvil.mri.v1alpha1.FirstBootConfig.meta_data:type_name -> anvil.mri.v1alpha1.FirstBootConfig.MetaDataEntry
 	13, // 6: anvil.mri.v1alpha1.FirstBootConfig.hardware_meta_data:type_name -> anvil.mri.v1alpha1.HardwareMetaData
 	5,  // 7: anvil.mri.v1alpha1.HardwareMetaData.field:type_name -> anvil.mri.v1alpha1.HardwareField
 	15, // 8: anvil.mri.v1alpha1.Volume.image_disk:type_name -> anvil.mri.v1alpha1.ImageDisk
@@ -3743,7 +3985,7 @@ var file_api_mri_v1alpha1_mri_proto_depIdxs = []int32{
 	12, // 14: anvil.mri.v1alpha1.MachineSpec.first_boot:type_name -> anvil.mri.v1alpha1.FirstBootConfig
 	14, // 15: anvil.mri.v1alpha1.MachineSpec.volumes:type_name -> anvil.mri.v1alpha1.Volume
 	17, // 16: anvil.mri.v1alpha1.MachineSpec.network_interfaces:type_name -> anvil.mri.v1alpha1.NetworkInterface
-	62, // 17: anvil.mri.v1alpha1.MachineSpec.host_selector:type_name -> anvil.mri.v1alpha1.MachineSpec.HostSelectorEntry
+	66, // 17: anvil.mri.v1alpha1.MachineSpec.host_selector:type_name -> anvil.mri.v1alpha1.MachineSpec.HostSelectorEntry
 	21, // 18: anvil.mri.v1alpha1.MachineSpec.host_selector_expressions:type_name -> anvil.mri.v1alpha1.LabelSelectorRequirement
 	19, // 19: anvil.mri.v1alpha1.MachineSpec.placement:type_name -> anvil.mri.v1alpha1.Placement
 	20, // 20: anvil.mri.v1alpha1.Placement.tolerations:type_name -> anvil.mri.v1alpha1.Toleration
@@ -3766,7 +4008,7 @@ var file_api_mri_v1alpha1_mri_proto_depIdxs = []int32{
 	31, // 37: anvil.mri.v1alpha1.StatusResponse.emulation_reasons:type_name -> anvil.mri.v1alpha1.EmulationReason
 	0,  // 38: anvil.mri.v1alpha1.EmulationReason.architecture:type_name -> anvil.mri.v1alpha1.Architecture
 	33, // 39: anvil.mri.v1alpha1.PoolNetwork.forwards:type_name -> anvil.mri.v1alpha1.NetworkForward
-	63, // 40: anvil.mri.v1alpha1.ListMachinesRequest.label_selector:type_name -> anvil.mri.v1alpha1.ListMachinesRequest.LabelSelectorEntry
+	67, // 40: anvil.mri.v1alpha1.ListMachinesRequest.label_selector:type_name -> anvil.mri.v1alpha1.ListMachinesRequest.LabelSelectorEntry
 	26, // 41: anvil.mri.v1alpha1.ListMachinesResponse.machines:type_name -> anvil.mri.v1alpha1.Machine
 	26, // 42: anvil.mri.v1alpha1.CreateMachineRequest.machine:type_name -> anvil.mri.v1alpha1.Machine
 	26, // 43: anvil.mri.v1alpha1.CreateMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
@@ -3776,7 +4018,7 @@ var file_api_mri_v1alpha1_mri_proto_depIdxs = []int32{
 	11, // 47: anvil.mri.v1alpha1.ReimageMachineRequest.image:type_name -> anvil.mri.v1alpha1.Image
 	12, // 48: anvil.mri.v1alpha1.ReimageMachineRequest.first_boot:type_name -> anvil.mri.v1alpha1.FirstBootConfig
 	26, // 49: anvil.mri.v1alpha1.ReimageMachineResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
-	64, // 50: anvil.mri.v1alpha1.UpdateMachineLabelsRequest.labels:type_name -> anvil.mri.v1alpha1.UpdateMachineLabelsRequest.LabelsEntry
+	68, // 50: anvil.mri.v1alpha1.UpdateMachineLabelsRequest.labels:type_name -> anvil.mri.v1alpha1.UpdateMachineLabelsRequest.LabelsEntry
 	26, // 51: anvil.mri.v1alpha1.UpdateMachineLabelsResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
 	14, // 52: anvil.mri.v1alpha1.AttachVolumeRequest.volume:type_name -> anvil.mri.v1alpha1.Volume
 	26, // 53: anvil.mri.v1alpha1.AttachVolumeResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
@@ -3786,39 +4028,44 @@ var file_api_mri_v1alpha1_mri_proto_depIdxs = []int32{
 	26, // 57: anvil.mri.v1alpha1.DetachNetworkInterfaceResponse.machine:type_name -> anvil.mri.v1alpha1.Machine
 	7,  // 58: anvil.mri.v1alpha1.MachineEvent.type:type_name -> anvil.mri.v1alpha1.MachineEvent.Type
 	26, // 59: anvil.mri.v1alpha1.MachineEvent.machine:type_name -> anvil.mri.v1alpha1.Machine
-	27, // 60: anvil.mri.v1alpha1.MachineRuntime.Version:input_type -> anvil.mri.v1alpha1.VersionRequest
-	29, // 61: anvil.mri.v1alpha1.MachineRuntime.Status:input_type -> anvil.mri.v1alpha1.StatusRequest
-	34, // 62: anvil.mri.v1alpha1.MachineRuntime.ListMachines:input_type -> anvil.mri.v1alpha1.ListMachinesRequest
-	36, // 63: anvil.mri.v1alpha1.MachineRuntime.CreateMachine:input_type -> anvil.mri.v1alpha1.CreateMachineRequest
-	38, // 64: anvil.mri.v1alpha1.MachineRuntime.DeleteMachine:input_type -> anvil.mri.v1alpha1.DeleteMachineRequest
-	40, // 65: anvil.mri.v1alpha1.MachineRuntime.UpdateMachinePower:input_type -> anvil.mri.v1alpha1.UpdateMachinePowerRequest
-	42, // 66: anvil.mri.v1alpha1.MachineRuntime.RebootMachine:input_type -> anvil.mri.v1alpha1.RebootMachineRequest
-	44, // 67: anvil.mri.v1alpha1.MachineRuntime.ReimageMachine:input_type -> anvil.mri.v1alpha1.ReimageMachineRequest
-	46, // 68: anvil.mri.v1alpha1.MachineRuntime.UpdateMachineLabels:input_type -> anvil.mri.v1alpha1.UpdateMachineLabelsRequest
-	48, // 69: anvil.mri.v1alpha1.MachineRuntime.AttachVolume:input_type -> anvil.mri.v1alpha1.AttachVolumeRequest
-	50, // 70: anvil.mri.v1alpha1.MachineRuntime.DetachVolume:input_type -> anvil.mri.v1alpha1.DetachVolumeRequest
-	52, // 71: anvil.mri.v1alpha1.MachineRuntime.AttachNetworkInterface:input_type -> anvil.mri.v1alpha1.AttachNetworkInterfaceRequest
-	54, // 72: anvil.mri.v1alpha1.MachineRuntime.DetachNetworkInterface:input_type -> anvil.mri.v1alpha1.DetachNetworkInterfaceRequest
-	56, // 73: anvil.mri.v1alpha1.MachineRuntime.WatchEvents:input_type -> anvil.mri.v1alpha1.WatchEventsRequest
-	28, // 74: anvil.mri.v1alpha1.MachineRuntime.Version:output_type -> anvil.mri.v1alpha1.VersionResponse
-	30, // 75: anvil.mri.v1alpha1.MachineRuntime.Status:output_type -> anvil.mri.v1alpha1.StatusResponse
-	35, // 76: anvil.mri.v1alpha1.MachineRuntime.ListMachines:output_type -> anvil.mri.v1alpha1.ListMachinesResponse
-	37, // 77: anvil.mri.v1alpha1.MachineRuntime.CreateMachine:output_type -> anvil.mri.v1alpha1.CreateMachineResponse
-	39, // 78: anvil.mri.v1alpha1.MachineRuntime.DeleteMachine:output_type -> anvil.mri.v1alpha1.DeleteMachineResponse
-	41, // 79: anvil.mri.v1alpha1.MachineRuntime.UpdateMachinePower:output_type -> anvil.mri.v1alpha1.UpdateMachinePowerResponse
-	43, // 80: anvil.mri.v1alpha1.MachineRuntime.RebootMachine:output_type -> anvil.mri.v1alpha1.RebootMachineResponse
-	45, // 81: anvil.mri.v1alpha1.MachineRuntime.ReimageMachine:output_type -> anvil.mri.v1alpha1.ReimageMachineResponse
-	47, // 82: anvil.mri.v1alpha1.MachineRuntime.UpdateMachineLabels:output_type -> anvil.mri.v1alpha1.UpdateMachineLabelsResponse
-	49, // 83: anvil.mri.v1alpha1.MachineRuntime.AttachVolume:output_type -> anvil.mri.v1alpha1.AttachVolumeResponse
-	51, // 84: anvil.mri.v1alpha1.MachineRuntime.DetachVolume:output_type -> anvil.mri.v1alpha1.DetachVolumeResponse
-	53, // 85: anvil.mri.v1alpha1.MachineRuntime.AttachNetworkInterface:output_type -> anvil.mri.v1alpha1.AttachNetworkInterfaceResponse
-	55, // 86: anvil.mri.v1alpha1.MachineRuntime.DetachNetworkInterface:output_type -> anvil.mri.v1alpha1.DetachNetworkInterfaceResponse
-	57, // 87: anvil.mri.v1alpha1.MachineRuntime.WatchEvents:output_type -> anvil.mri.v1alpha1.MachineEvent
-	74, // [74:88] is the sub-list for method output_type
-	60, // [60:74] is the sub-list for method input_type
-	60, // [60:60] is the sub-list for extension type_name
-	60, // [60:60] is the sub-list for extension extendee
-	0,  // [0:60] is the sub-list for field type_name
+	60, // 60: anvil.mri.v1alpha1.ConsoleInput.open:type_name -> anvil.mri.v1alpha1.ConsoleOpen
+	27, // 61: anvil.mri.v1alpha1.MachineRuntime.Version:input_type -> anvil.mri.v1alpha1.VersionRequest
+	29, // 62: anvil.mri.v1alpha1.MachineRuntime.Status:input_type -> anvil.mri.v1alpha1.StatusRequest
+	34, // 63: anvil.mri.v1alpha1.MachineRuntime.ListMachines:input_type -> anvil.mri.v1alpha1.ListMachinesRequest
+	36, // 64: anvil.mri.v1alpha1.MachineRuntime.CreateMachine:input_type -> anvil.mri.v1alpha1.CreateMachineRequest
+	38, // 65: anvil.mri.v1alpha1.MachineRuntime.DeleteMachine:input_type -> anvil.mri.v1alpha1.DeleteMachineRequest
+	40, // 66: anvil.mri.v1alpha1.MachineRuntime.UpdateMachinePower:input_type -> anvil.mri.v1alpha1.UpdateMachinePowerRequest
+	42, // 67: anvil.mri.v1alpha1.MachineRuntime.RebootMachine:input_type -> anvil.mri.v1alpha1.RebootMachineRequest
+	44, // 68: anvil.mri.v1alpha1.MachineRuntime.ReimageMachine:input_type -> anvil.mri.v1alpha1.ReimageMachineRequest
+	46, // 69: anvil.mri.v1alpha1.MachineRuntime.UpdateMachineLabels:input_type -> anvil.mri.v1alpha1.UpdateMachineLabelsRequest
+	48, // 70: anvil.mri.v1alpha1.MachineRuntime.AttachVolume:input_type -> anvil.mri.v1alpha1.AttachVolumeRequest
+	50, // 71: anvil.mri.v1alpha1.MachineRuntime.DetachVolume:input_type -> anvil.mri.v1alpha1.DetachVolumeRequest
+	52, // 72: anvil.mri.v1alpha1.MachineRuntime.AttachNetworkInterface:input_type -> anvil.mri.v1alpha1.AttachNetworkInterfaceRequest
+	54, // 73: anvil.mri.v1alpha1.MachineRuntime.DetachNetworkInterface:input_type -> anvil.mri.v1alpha1.DetachNetworkInterfaceRequest
+	56, // 74: anvil.mri.v1alpha1.MachineRuntime.WatchEvents:input_type -> anvil.mri.v1alpha1.WatchEventsRequest
+	58, // 75: anvil.mri.v1alpha1.MachineRuntime.ReadConsoleLog:input_type -> anvil.mri.v1alpha1.ReadConsoleLogRequest
+	59, // 76: anvil.mri.v1alpha1.MachineRuntime.AttachConsole:input_type -> anvil.mri.v1alpha1.ConsoleInput
+	28, // 77: anvil.mri.v1alpha1.MachineRuntime.Version:output_type -> anvil.mri.v1alpha1.VersionResponse
+	30, // 78: anvil.mri.v1alpha1.MachineRuntime.Status:output_type -> anvil.mri.v1alpha1.StatusResponse
+	35, // 79: anvil.mri.v1alpha1.MachineRuntime.ListMachines:output_type -> anvil.mri.v1alpha1.ListMachinesResponse
+	37, // 80: anvil.mri.v1alpha1.MachineRuntime.CreateMachine:output_type -> anvil.mri.v1alpha1.CreateMachineResponse
+	39, // 81: anvil.mri.v1alpha1.MachineRuntime.DeleteMachine:output_type -> anvil.mri.v1alpha1.DeleteMachineResponse
+	41, // 82: anvil.mri.v1alpha1.MachineRuntime.UpdateMachinePower:output_type -> anvil.mri.v1alpha1.UpdateMachinePowerResponse
+	43, // 83: anvil.mri.v1alpha1.MachineRuntime.RebootMachine:output_type -> anvil.mri.v1alpha1.RebootMachineResponse
+	45, // 84: anvil.mri.v1alpha1.MachineRuntime.ReimageMachine:output_type -> anvil.mri.v1alpha1.ReimageMachineResponse
+	47, // 85: anvil.mri.v1alpha1.MachineRuntime.UpdateMachineLabels:output_type -> anvil.mri.v1alpha1.UpdateMachineLabelsResponse
+	49, // 86: anvil.mri.v1alpha1.MachineRuntime.AttachVolume:output_type -> anvil.mri.v1alpha1.AttachVolumeResponse
+	51, // 87: anvil.mri.v1alpha1.MachineRuntime.DetachVolume:output_type -> anvil.mri.v1alpha1.DetachVolumeResponse
+	53, // 88: anvil.mri.v1alpha1.MachineRuntime.AttachNetworkInterface:output_type -> anvil.mri.v1alpha1.AttachNetworkInterfaceResponse
+	55, // 89: anvil.mri.v1alpha1.MachineRuntime.DetachNetworkInterface:output_type -> anvil.mri.v1alpha1.DetachNetworkInterfaceResponse
+	57, // 90: anvil.mri.v1alpha1.MachineRuntime.WatchEvents:output_type -> anvil.mri.v1alpha1.MachineEvent
+	61, // 91: anvil.mri.v1alpha1.MachineRuntime.ReadConsoleLog:output_type -> anvil.mri.v1alpha1.ConsoleOutput
+	61, // 92: anvil.mri.v1alpha1.MachineRuntime.AttachConsole:output_type -> anvil.mri.v1alpha1.ConsoleOutput
+	77, // [77:93] is the sub-list for method output_type
+	61, // [61:77] is the sub-list for method input_type
+	61, // [61:61] is the sub-list for extension type_name
+	61, // [61:61] is the sub-list for extension extendee
+	0,  // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_api_mri_v1alpha1_mri_proto_init() }
@@ -3837,7 +4084,7 @@ func file_api_mri_v1alpha1_mri_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_mri_v1alpha1_mri_proto_rawDesc), len(file_api_mri_v1alpha1_mri_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   57,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

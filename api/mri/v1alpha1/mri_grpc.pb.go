@@ -37,6 +37,8 @@ const (
 	MachineRuntime_AttachNetworkInterface_FullMethodName = "/anvil.mri.v1alpha1.MachineRuntime/AttachNetworkInterface"
 	MachineRuntime_DetachNetworkInterface_FullMethodName = "/anvil.mri.v1alpha1.MachineRuntime/DetachNetworkInterface"
 	MachineRuntime_WatchEvents_FullMethodName            = "/anvil.mri.v1alpha1.MachineRuntime/WatchEvents"
+	MachineRuntime_ReadConsoleLog_FullMethodName         = "/anvil.mri.v1alpha1.MachineRuntime/ReadConsoleLog"
+	MachineRuntime_AttachConsole_FullMethodName          = "/anvil.mri.v1alpha1.MachineRuntime/AttachConsole"
 )
 
 // MachineRuntimeClient is the client API for MachineRuntime service.
@@ -71,6 +73,15 @@ type MachineRuntimeClient interface {
 	// WatchEvents streams every machine as it is now, then every change. A resumed stream
 	// starts again with the full set: events are triggers, the List is the truth.
 	WatchEvents(ctx context.Context, in *WatchEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[MachineEvent], error)
+	// ReadConsoleLog sends what the machine wrote to its serial console since it was created
+	// (or its last tail_lines lines), then, with follow, what it writes next, until the
+	// caller ends the stream or the machine is gone (CONTRACT.md C1-C5).
+	ReadConsoleLog(ctx context.Context, in *ReadConsoleLogRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ConsoleOutput], error)
+	// AttachConsole connects to the machine's serial console: the first message opens it
+	// (which machine, whether the caller types); then output from that moment flows out and
+	// input flows in. Many readers, one writer at a time: a second writer is refused with
+	// CONSOLE_BUSY and the first keeps the console.
+	AttachConsole(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ConsoleInput, ConsoleOutput], error)
 }
 
 type machineRuntimeClient struct {
@@ -230,6 +241,38 @@ func (c *machineRuntimeClient) WatchEvents(ctx context.Context, in *WatchEventsR
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type MachineRuntime_WatchEventsClient = grpc.ServerStreamingClient[MachineEvent]
 
+func (c *machineRuntimeClient) ReadConsoleLog(ctx context.Context, in *ReadConsoleLogRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ConsoleOutput], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &MachineRuntime_ServiceDesc.Streams[1], MachineRuntime_ReadConsoleLog_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ReadConsoleLogRequest, ConsoleOutput]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type MachineRuntime_ReadConsoleLogClient = grpc.ServerStreamingClient[ConsoleOutput]
+
+func (c *machineRuntimeClient) AttachConsole(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ConsoleInput, ConsoleOutput], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &MachineRuntime_ServiceDesc.Streams[2], MachineRuntime_AttachConsole_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ConsoleInput, ConsoleOutput]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type MachineRuntime_AttachConsoleClient = grpc.BidiStreamingClient[ConsoleInput, ConsoleOutput]
+
 // MachineRuntimeServer is the server API for MachineRuntime service.
 // All implementations must embed UnimplementedMachineRuntimeServer
 // for forward compatibility.
@@ -262,6 +305,15 @@ type MachineRuntimeServer interface {
 	// WatchEvents streams every machine as it is now, then every change. A resumed stream
 	// starts again with the full set: events are triggers, the List is the truth.
 	WatchEvents(*WatchEventsRequest, grpc.ServerStreamingServer[MachineEvent]) error
+	// ReadConsoleLog sends what the machine wrote to its serial console since it was created
+	// (or its last tail_lines lines), then, with follow, what it writes next, until the
+	// caller ends the stream or the machine is gone (CONTRACT.md C1-C5).
+	ReadConsoleLog(*ReadConsoleLogRequest, grpc.ServerStreamingServer[ConsoleOutput]) error
+	// AttachConsole connects to the machine's serial console: the first message opens it
+	// (which machine, whether the caller types); then output from that moment flows out and
+	// input flows in. Many readers, one writer at a time: a second writer is refused with
+	// CONSOLE_BUSY and the first keeps the console.
+	AttachConsole(grpc.BidiStreamingServer[ConsoleInput, ConsoleOutput]) error
 	mustEmbedUnimplementedMachineRuntimeServer()
 }
 
@@ -313,6 +365,12 @@ func (UnimplementedMachineRuntimeServer) DetachNetworkInterface(context.Context,
 }
 func (UnimplementedMachineRuntimeServer) WatchEvents(*WatchEventsRequest, grpc.ServerStreamingServer[MachineEvent]) error {
 	return status.Error(codes.Unimplemented, "method WatchEvents not implemented")
+}
+func (UnimplementedMachineRuntimeServer) ReadConsoleLog(*ReadConsoleLogRequest, grpc.ServerStreamingServer[ConsoleOutput]) error {
+	return status.Error(codes.Unimplemented, "method ReadConsoleLog not implemented")
+}
+func (UnimplementedMachineRuntimeServer) AttachConsole(grpc.BidiStreamingServer[ConsoleInput, ConsoleOutput]) error {
+	return status.Error(codes.Unimplemented, "method AttachConsole not implemented")
 }
 func (UnimplementedMachineRuntimeServer) mustEmbedUnimplementedMachineRuntimeServer() {}
 func (UnimplementedMachineRuntimeServer) testEmbeddedByValue()                        {}
@@ -580,6 +638,24 @@ func _MachineRuntime_WatchEvents_Handler(srv interface{}, stream grpc.ServerStre
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type MachineRuntime_WatchEventsServer = grpc.ServerStreamingServer[MachineEvent]
 
+func _MachineRuntime_ReadConsoleLog_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ReadConsoleLogRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(MachineRuntimeServer).ReadConsoleLog(m, &grpc.GenericServerStream[ReadConsoleLogRequest, ConsoleOutput]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type MachineRuntime_ReadConsoleLogServer = grpc.ServerStreamingServer[ConsoleOutput]
+
+func _MachineRuntime_AttachConsole_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(MachineRuntimeServer).AttachConsole(&grpc.GenericServerStream[ConsoleInput, ConsoleOutput]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type MachineRuntime_AttachConsoleServer = grpc.BidiStreamingServer[ConsoleInput, ConsoleOutput]
+
 // MachineRuntime_ServiceDesc is the grpc.ServiceDesc for MachineRuntime service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -645,6 +721,17 @@ var MachineRuntime_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "WatchEvents",
 			Handler:       _MachineRuntime_WatchEvents_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "ReadConsoleLog",
+			Handler:       _MachineRuntime_ReadConsoleLog_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "AttachConsole",
+			Handler:       _MachineRuntime_AttachConsole_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "api/mri/v1alpha1/mri.proto",

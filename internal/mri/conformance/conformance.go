@@ -42,6 +42,9 @@ type Target struct {
 	// of an existing machine (bare metal): the suite then checks that Attach* is refused
 	// with INVALID and changes nothing, instead of checking attachments.
 	NoHotplug bool
+	// Console, when set, says how the runtime's machines answer at their serial console;
+	// unset, the runtime has no consoles and must say so (UNIMPLEMENTED) for both calls.
+	Console *ConsoleTarget
 }
 
 // Run runs the whole suite.
@@ -72,6 +75,12 @@ func Run(t *testing.T, target Target) {
 	} {
 		t.Run(tc.name, tc.f)
 	}
+	if target.Console == nil {
+		t.Run("C1_NoConsole", s.consoleNone)
+		return
+	}
+	t.Run("C1_C3_ConsoleRefusals", s.consoleRefusals)
+	t.Run("C2_C4_ConsoleUse", s.consoleUse)
 }
 
 type suite struct {

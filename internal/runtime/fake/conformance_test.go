@@ -1,6 +1,7 @@
 package fake
 
 import (
+	"bytes"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -48,7 +49,8 @@ func runConformance(t *testing.T, latency, jitter time.Duration) {
 	}
 	s := conformance.Serve(t, "unix://"+filepath.Join(dir, "mri.sock"), func() (conformance.Runtime, error) { return New(cfg) })
 	conformance.Run(t, conformance.Target{Start: s.Start, Restart: s.Restart, Spec: spec, Timeout: 10 * time.Second,
-		MissingImage: missingImage, WrongArchImage: armOnlyImage, OtherImage: otherImage})
+		MissingImage: missingImage, WrongArchImage: armOnlyImage, OtherImage: otherImage,
+		Console: &conformance.ConsoleTarget{Booted: func(log []byte) bool { return bytes.Contains(log, []byte(": running\n")) }}})
 }
 
 func TestConformanceInstant(t *testing.T) { runConformance(t, 0, 0) }

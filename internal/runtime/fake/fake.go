@@ -16,6 +16,7 @@ import (
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/mri"
 	"github.com/anvil-dev/anvil/internal/mri/events"
+	"github.com/anvil-dev/anvil/internal/runtime/console"
 )
 
 // Config shapes a fake pool.
@@ -64,6 +65,9 @@ type Runtime struct {
 	// events is published to under mu, so a new stream's machines and events line up.
 	events *events.Hub
 	closed bool
+	// consoles are the machines' console logs, by id (console.go).
+	consoles      map[string]*console.MemoryLog
+	consoleServer *console.Server
 }
 
 // New returns a runtime, with the machines of cfg.StateFile when it exists.
@@ -81,6 +85,7 @@ func New(cfg Config) (*Runtime, error) {
 		cfg: cfg, machines: map[string]*mriv1alpha1.Machine{}, byUID: map[string]string{},
 		rng: rand.New(rand.NewSource(cfg.Seed)), events: events.NewHub(watchBuffer),
 	}
+	r.consoleServer = &console.Server{Lookup: r.lookupConsole}
 	if err := r.load(); err != nil {
 		return nil, err
 	}

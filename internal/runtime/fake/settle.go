@@ -50,6 +50,7 @@ func (r *Runtime) settleLocked(id string) {
 	if m.Metadata.DeletedAtUnixNano != 0 {
 		delete(r.machines, id)
 		delete(r.byUID, m.Metadata.Labels[mri.LabelMachineUID])
+		delete(r.consoles, id)
 		r.changed(mriv1alpha1.MachineEvent_TYPE_DELETED, m)
 		return
 	}
@@ -57,6 +58,9 @@ func (r *Runtime) settleLocked(id string) {
 	st.ObservedGeneration = m.Metadata.Generation
 	st.Architecture = m.Spec.Architecture
 	if m.Spec.Power == mriv1alpha1.Power_POWER_ON {
+		if st.State != mriv1alpha1.MachineState_MACHINE_STATE_RUNNING {
+			fmt.Fprintf(r.consoleLocked(id), "fake machine %s: running\n", id)
+		}
 		st.State = mriv1alpha1.MachineState_MACHINE_STATE_RUNNING
 	} else {
 		st.State = mriv1alpha1.MachineState_MACHINE_STATE_SHUTDOWN

@@ -121,8 +121,9 @@ func (c *Config) defaults() error {
 		return err
 	}
 	c.StateDir = abs
-	if n := len(qmpSocketPath(c.StateDir, c.Name+"-"+"000000000000")); n > maxSocketPath {
-		return fmt.Errorf("qemu runtime: state directory %s is too long: QMP socket paths inside it would be %d bytes, Linux allows %d", c.StateDir, n, maxSocketPath)
+	// The console socket's name is the longest of a machine's own sockets.
+	if n := len(consoleSocketPath(c.StateDir, c.Name+"-"+"000000000000")); n > maxSocketPath {
+		return fmt.Errorf("qemu runtime: state directory %s is too long: console socket paths inside it would be %d bytes, Linux allows %d", c.StateDir, n, maxSocketPath)
 	}
 	if err := checkNetworks(c.Networks); err != nil {
 		return err

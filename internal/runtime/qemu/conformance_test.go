@@ -1,6 +1,7 @@
 package qemu
 
 import (
+	"bytes"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -29,6 +30,9 @@ func TestConformance(t *testing.T) {
 		MissingImage:   &mriv1alpha1.Image{Reference: img.Reference, Digest: "sha256:" + strings.Repeat("0123456789abcdef", 4)},
 		WrongArchImage: &mriv1alpha1.Image{Reference: armOnly.Reference, Digest: armOnly.Digest},
 		OtherImage:     &mriv1alpha1.Image{Reference: other.Reference, Digest: other.Digest},
+		// The test OS's ready line comes once its first boot is done; its console's
+		// terminal echoes what is typed from then on.
+		Console: &conformance.ConsoleTarget{Booted: func(log []byte) bool { return bytes.Contains(log, []byte("ANVIL-TESTOS-READY")) }},
 	})
 	t.Logf("conformance suite took %s", time.Since(start).Round(time.Second))
 }

@@ -27,18 +27,24 @@ const (
 
 	recordFile  = "machine.json"
 	consoleFile = "console.log"
-	qemuLogFile = "qemu.log"
-	qmpFile     = "qmp.sock"
-	pidFile     = "qemu.pid"
-	ignFile     = "ignition.json"
-	seedFile    = "seed.iso"
-	metaFile    = "meta-data"
-	disksDir    = "disks"
+	// consoleSocketFile is the console's interactive socket (docs/console.md).
+	consoleSocketFile = "console.sock"
+	qemuLogFile       = "qemu.log"
+	qmpFile           = "qmp.sock"
+	pidFile           = "qemu.pid"
+	ignFile           = "ignition.json"
+	seedFile          = "seed.iso"
+	metaFile          = "meta-data"
+	disksDir          = "disks"
 )
 
 func machineDir(state, id string) string { return filepath.Join(state, machinesDir, id) }
 
 func qmpSocketPath(state, id string) string { return filepath.Join(machineDir(state, id), qmpFile) }
+
+func consoleSocketPath(state, id string) string {
+	return filepath.Join(machineDir(state, id), consoleSocketFile)
+}
 
 // phase is where a machine is in its life, as far as files go.
 type phase string

@@ -19,6 +19,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/mri"
 	"github.com/anvil-dev/anvil/internal/mri/events"
 	"github.com/anvil-dev/anvil/internal/netswitch"
+	"github.com/anvil-dev/anvil/internal/runtime/console"
 	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
 )
 
@@ -46,6 +47,8 @@ type Runtime struct {
 	closed bool
 	// ownSwitch is the switch the runtime made itself (Config.Switch was nil), closed with it.
 	ownSwitch *netswitch.Switch
+	// consoles answers the console calls (console.go).
+	consoles *console.Server
 }
 
 // machine is one machine in memory: its record (persisted) and what was observed.
@@ -76,6 +79,7 @@ func New(cfg Config) (*Runtime, error) {
 		machines: map[string]*machine{}, byUID: map[string]string{},
 		events: events.NewHub(watchBuffer),
 	}
+	r.consoles = &console.Server{Lookup: r.lookupConsole}
 	for _, a := range cfg.Architectures {
 		r.archs[mri.ArchToMRI(a)] = a
 	}

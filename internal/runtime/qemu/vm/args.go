@@ -65,8 +65,14 @@ func Args(s Spec) ([]string, error) {
 	if s.MetaData != "" {
 		args = append(args, "-fw_cfg", "name="+FWCfgMetaData+",file="+optionValue(s.MetaData))
 	}
+	if s.ConsoleSocket == "" || s.ConsoleLog == "" {
+		return nil, fmt.Errorf("vm %s: needs a console socket and a console log", s.Name)
+	}
 	args = append(args,
-		"-chardev", "file,id=console,append=on,path="+optionValue(s.ConsoleLog),
+		// One client at a time on the socket (the runtime's writer); the log has every
+		// byte whether a client is connected or not, across the runtime's restarts.
+		"-chardev", "socket,id=console,server=on,wait=off,path="+optionValue(s.ConsoleSocket)+
+			",logfile="+optionValue(s.ConsoleLog)+",logappend=on",
 		"-serial", "chardev:console",
 		"-qmp", "unix:"+optionValue(s.QMPSocket)+",server=on,wait=off",
 		"-pidfile", s.PIDFile,

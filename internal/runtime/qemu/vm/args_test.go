@@ -14,7 +14,7 @@ func baseSpec(arch computev1alpha1.Architecture) Spec {
 		Disks:     []Disk{{ID: "vol0", Path: "/m/vol0.qcow2", Format: FormatQCOW2, Port: 0}},
 		NICs:      []NIC{{ID: "nic0", MAC: "52:54:00:00:00:01", Port: 1, SSHPort: 2222}},
 		RootPorts: 4,
-		QMPSocket: "/m/qmp.sock", ConsoleLog: "/m/console.log", PIDFile: "/m/qemu.pid",
+		QMPSocket: "/m/qmp.sock", ConsoleLog: "/m/console.log", ConsoleSocket: "/m/console.sock", PIDFile: "/m/qemu.pid",
 	}
 }
 
@@ -82,7 +82,7 @@ func TestArgsDevices(t *testing.T) {
 		"-fw_cfg name=opt/com.coreos/config,file=/m/ignition,,1.json",
 		"-fw_cfg name=opt/anvil/meta-data,file=/m/meta-data",
 		"-qmp unix:/m/qmp.sock,server=on,wait=off", "-pidfile /m/qemu.pid",
-		"-chardev file,id=console,append=on,path=/m/console.log",
+		"-chardev socket,id=console,server=on,wait=off,path=/m/console.sock,logfile=/m/console.log,logappend=on",
 		`{"bus":"pcie.0","chassis":4,"driver":"pcie-root-port","id":"rp3","io-reserve":0}`,
 		`-blockdev {"driver":"qcow2","file":{"driver":"file","filename":"/m/vol0.qcow2"},"node-name":"vol0"}`,
 		`-device {"bus":"rp0","drive":"vol0","driver":"virtio-blk-pci","id":"vol0"}`,

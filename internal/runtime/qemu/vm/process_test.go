@@ -42,7 +42,7 @@ func launchBlank(t *testing.T, arch computev1alpha1.Architecture) (Spec, *Proces
 	s := Spec{
 		Name: "blank", Architecture: arch, Accel: AccelTCG, CPUs: 1, MemoryMiB: 64, Kernel: kernel, RootPorts: 2,
 		NICs:      []NIC{{ID: "nic0", MAC: "52:54:00:12:34:56", Port: 0}},
-		QMPSocket: filepath.Join(dir, "qmp.sock"), ConsoleLog: filepath.Join(dir, "console.log"), PIDFile: filepath.Join(dir, "qemu.pid"),
+		QMPSocket: filepath.Join(dir, "qmp.sock"), ConsoleLog: filepath.Join(dir, "console.log"), ConsoleSocket: filepath.Join(dir, "console.sock"), PIDFile: filepath.Join(dir, "qemu.pid"),
 	}
 	args, err := Args(s)
 	if err != nil {

@@ -47,6 +47,9 @@ type Spec struct {
 	RootPorts int
 
 	QMPSocket, ConsoleLog, PIDFile string
+	// ConsoleSocket is the serial console's interactive socket: QEMU listens on it and
+	// writes everything the guest sends to ConsoleLog as well, with or without a client.
+	ConsoleSocket string
 	// RunAs, when set ("uid:gid"), is the unprivileged user QEMU drops to once it has
 	// opened its files (-runas): a guest that escapes into QEMU is not root on the host.
 	// Files plugged later are handed over as descriptors, never opened by path.
