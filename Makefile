@@ -239,7 +239,7 @@ generate: $(GENERATORS) ## Deepcopy functions and the MRI's protobuf code.
 	$(BIN)/controller-gen object paths=./api/...
 	protoc --plugin=protoc-gen-go=$(BIN)/protoc-gen-go --plugin=protoc-gen-go-grpc=$(BIN)/protoc-gen-go-grpc \
 		--go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative \
-		api/mri/v1alpha1/mri.proto
+		api/mri/v1alpha1/mri.proto api/poollet/v1alpha1/console.proto
 
 # Regenerates everything and fails when that changed a tracked file or added one.
 verify-generated: manifests generate

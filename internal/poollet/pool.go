@@ -37,6 +37,8 @@ type PoolReconciler struct {
 	Interval time.Duration
 	// Orphans is counted on every read, and said in the status when it holds.
 	Orphans *orphanGuard
+	// Console is the poollet's console endpoint, shown in the status; nil: none.
+	Console *computev1alpha1.PoolConsoleEndpoint
 
 	mu    sync.RWMutex
 	archs []computev1alpha1.ArchitectureExecution
@@ -123,6 +125,7 @@ func (r *PoolReconciler) observe(ctx context.Context, mp *computev1alpha1.Machin
 		st.Addresses = append(st.Addresses, computev1alpha1.MachineAddress{Type: a.GetType(), Address: a.GetAddress()})
 	}
 	st.Networks = networksFromMRI(rs.GetNetworks())
+	st.Console = r.Console
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: computev1alpha1.ConditionReady, Status: metav1.ConditionTrue,
 		Reason: computev1alpha1.ReasonRuntimeReachable, Message: "the runtime answers", ObservedGeneration: mp.Generation})
 	return st

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -29,6 +30,7 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/imageowner"
+	"github.com/anvil-dev/anvil/internal/poollet/consoleproxy"
 	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/internal/watchstats"
 )
@@ -60,6 +62,9 @@ type Options struct {
 	// SkipControllerNameValidation allows several poollets in one process (anvil dev,
 	// tests, scale runs).
 	SkipControllerNameValidation bool
+	// ConsoleAddress, when set (host:port, port 0 for any), is where the poollet serves its
+	// pool's consoles (consoleproxy), published in the MachinePool's status.
+	ConsoleAddress string
 }
 
 // DefaultOptions suit a poollet next to its runtime.
@@ -97,6 +102,11 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 	orphans := &orphanGuard{limit: o.MaxOrphans}
 	pool := &PoolReconciler{Pool: o.Pool, ProviderID: o.ProviderID, Labels: o.Labels, Client: mgr.GetClient(),
 		Runtime: o.Runtime, Interval: o.Interval, Orphans: orphans}
+	if o.ConsoleAddress != "" {
+		if pool.Console, err = serveConsoles(mgr, cfg, o); err != nil {
+			return nil, err
+		}
+	}
 	machines := &MachineReconciler{Pool: o.Pool, Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Runtime: o.Runtime,
 		Images: o.Images, ImageFolders: o.ImageFolders, Architectures: pool.Architectures, StuckAfter: o.StuckAfter, Orphans: orphans,
 		Events: events.New(mgr.GetEventRecorder("poollet-"+o.Pool), nil)}
@@ -150,4 +160,21 @@ func ensurePool(ctx context.Context, c client.Client, p *PoolReconciler) error {
 		return fmt.Errorf("creating MachinePool %s: %w", p.Pool, err)
 	}
 	return nil
+}
+
+// serveConsoles adds the pool's console endpoint to mgr and returns what the pool's status
+// says of it.
+func serveConsoles(mgr manager.Manager, cfg *rest.Config, o Options) (*computev1alpha1.PoolConsoleEndpoint, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ep, err := consoleproxy.Listen(o.ConsoleAddress, &consoleproxy.Server{Runtime: o.Runtime, Gate: &consoleproxy.Gate{Client: cs, Pool: o.Pool}})
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(ep); err != nil {
+		return nil, err
+	}
+	return &ep.Status, nil
 }

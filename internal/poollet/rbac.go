@@ -13,4 +13,8 @@ package poollet
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
 // Events on its Machines (Reimaging, Reimaged).
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// Its console endpoint's callers: who they are, and whether they may use the pool's
+// consoles (consoleproxy).
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=anvil-pool-leases,resources=leases,verbs=get;list;watch;create;update

@@ -108,6 +108,11 @@ type MachinePoolStatus struct {
 	// +listType=map
 	// +listMapKey=name
 	Networks []PoolNetwork `json:"networks,omitempty"`
+	// Console is where anvil's console server reaches the consoles of the pool's Machines:
+	// the pool's poollet's console endpoint (docs/console.md). Unset: the poollet serves
+	// none.
+	// +optional
+	Console *PoolConsoleEndpoint `json:"console,omitempty"`
 	// Conditions: Ready.
 	// +optional
 	// +listType=map
@@ -206,4 +211,14 @@ type MachinePoolList struct {
 
 func init() {
 	SchemeBuilder.Register(&MachinePool{}, &MachinePoolList{})
+}
+
+// PoolConsoleEndpoint is a poollet's console endpoint.
+type PoolConsoleEndpoint struct {
+	// Address is host:port.
+	// +kubebuilder:validation:MinLength=1
+	Address string `json:"address"`
+	// CABundle is the PEM of the CA that signed the endpoint's serving certificate, made by
+	// the poollet as it started.
+	CABundle []byte `json:"caBundle"`
 }

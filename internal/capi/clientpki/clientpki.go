@@ -1,6 +1,8 @@
 // Package clientpki makes the client certificates Cluster API's managers present to anvil's
-// in-place update extension (anvil dev's and the tests'), and others for the tests. It
-// imports nothing of anvil, so the extension's own tests can use it.
+// in-place update extension (anvil dev's and the tests'), and others for the tests, and the
+// in-memory serving certificates of anvil's own endpoints whose clients are handed the CA
+// (a poollet's console endpoint). It imports nothing of anvil, so the extension's own tests
+// can use it.
 package clientpki
 
 import (
@@ -11,7 +13,9 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"math/big"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -56,6 +60,34 @@ func (ca *CA) Issue(name string, usage x509.ExtKeyUsage) (tls.Certificate, error
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: ca.cert.NotAfter,
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+}
+
+// IssueServing signs a serving certificate for hosts (IP addresses or DNS names; the first
+// is its name), valid as long as the CA: the key of a server whose clients are given the
+// CA's PEM, such as a poollet's console endpoint.
+func (ca *CA) IssueServing(hosts ...string) (tls.Certificate, error) {
+	if len(hosts) == 0 {
+		return tls.Certificate{}, errors.New("a serving certificate needs at least one host")
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: hosts[0]},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: ca.cert.NotAfter,
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
 		return tls.Certificate{}, err
