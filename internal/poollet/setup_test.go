@@ -54,6 +54,8 @@ type testPool struct {
 	stuckAfter time.Duration
 	// interval overrides the tests' half second between reads of the runtime when not zero.
 	interval time.Duration
+	// consoleAddress is the poollet's ConsoleAddress (none when empty).
+	consoleAddress string
 	endpoint string
 	rt       *fake.Runtime
 	client   mriv1alpha1.MachineRuntimeClient
@@ -143,6 +145,7 @@ func (p *testPool) startPoollet() {
 	if p.interval != 0 {
 		o.Interval = p.interval
 	}
+	o.ConsoleAddress = p.consoleAddress
 	o.Labels = map[string]string{poolLabel: p.name}
 	for k, v := range p.labels {
 		o.Labels[k] = v
