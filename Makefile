@@ -230,7 +230,7 @@ $(BIN)/images/SIZES: $(IMAGE_SOURCES) $(BIN)/eraser/VERSIONS $(BIN)/esp.img
 manifests: $(BIN)/controller-gen ## CRDs and RBAC roles from the Go types and markers.
 	$(BIN)/controller-gen crd paths="./api/compute/...;./api/images/...;./api/metal/..." output:crd:artifacts:config=config/crd/bases
 	$(BIN)/controller-gen crd paths=./api/infrastructure/... output:crd:artifacts:config=config/crd/capi
-	$(BIN)/controller-gen rbac:roleName=anvil-manager paths="./internal/manager/...;./internal/controller/attachment/...;./internal/controller/claim/...;./internal/controller/index/...;./internal/controller/osimage/...;./internal/controller/scheduler/...;./internal/controller/secretaccess/..." output:rbac:artifacts:config=config/rbac
+	$(BIN)/controller-gen rbac:roleName=anvil-manager paths="./internal/manager/...;./internal/consoleapi/...;./internal/controller/attachment/...;./internal/controller/claim/...;./internal/controller/index/...;./internal/controller/osimage/...;./internal/controller/scheduler/...;./internal/controller/secretaccess/..." output:rbac:artifacts:config=config/rbac
 	$(BIN)/controller-gen rbac:roleName=anvil-capi-provider paths="./internal/capiprovider/...;./internal/controller/capi/..." output:rbac:artifacts:config=config/rbac/capiprovider
 	$(BIN)/controller-gen rbac:roleName=anvil-metal paths="./internal/controller/host/...;./internal/runtime/metal/..." output:rbac:artifacts:config=config/rbac/metal
 	$(BIN)/controller-gen rbac:roleName=anvil-poollet paths=./internal/poollet/... output:rbac:artifacts:config=config/rbac/poollet

@@ -84,6 +84,7 @@ func newPoolletCommand() *cobra.Command {
 	f.Float32Var(&o.QPS, "kube-api-qps", o.QPS, "requests per second to the apiserver")
 	f.IntVar(&o.Burst, "kube-api-burst", o.Burst, "request burst to the apiserver")
 	f.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "metrics address; 0 turns them off")
+	f.StringVar(&o.ConsoleAddress, "console-address", "", "host:port (port 0: any) where the pool's consoles are served to callers allowed get on its machinepools/proxy, published in the MachinePool's status; the host is the address callers dial (docs/console.md); empty: none")
 	_ = cmd.MarkFlagRequired("pool")
 	_ = cmd.MarkFlagRequired("runtime")
 	return cmd

@@ -133,6 +133,9 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 	if err := cp.pki.writeEtcd(time.Now()); err != nil {
 		return nil, fmt.Errorf("creating etcd's certificates: %w", err)
 	}
+	if err := cp.pki.writeFrontProxy(time.Now()); err != nil {
+		return nil, fmt.Errorf("creating the front proxy's certificates: %w", err)
+	}
 	if cfg.Workload != nil {
 		if err := cp.pki.writeKubeletClient(time.Now()); err != nil {
 			return nil, fmt.Errorf("creating the apiserver's kubelet client certificate: %w", err)
@@ -245,6 +248,15 @@ func (cp *ControlPlane) apiserverArgs() []string {
 		"--service-account-signing-key-file=" + p.saKey(),
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--cert-dir=" + filepath.Join(cp.cfg.StateDir, "pki", "generated"),
+		// Aggregated API servers (anvil's console server): how kube-apiserver vouches for
+		// the user of a request it passes on (docs/console.md).
+		"--proxy-client-cert-file=" + p.frontProxyClientCert(),
+		"--proxy-client-key-file=" + p.frontProxyClientKey(),
+		"--requestheader-client-ca-file=" + p.frontProxyCACert(),
+		"--requestheader-allowed-names=" + frontProxyClientName,
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
 	}
 	if cp.cfg.Workload != nil {
 		args = append(args, workloadAPIServerArgs(p)...)

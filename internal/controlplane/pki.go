@@ -169,6 +169,34 @@ func (p pki) writeEtcd(now time.Time) error {
 	}, now)
 }
 
+// The front proxy's key material (pki/front-proxy), made anew at every start like etcd's:
+// kube-apiserver presents the client certificate when it passes a request on to an
+// aggregated API server (anvil's console server), naming the user in X-Remote-* headers;
+// the aggregated server trusts those headers only under a certificate of this CA, which
+// kube-apiserver publishes in kube-system/extension-apiserver-authentication.
+func (p pki) frontProxyDir() string        { return filepath.Join(p.dir, "front-proxy") }
+func (p pki) frontProxyCACert() string     { return filepath.Join(p.frontProxyDir(), "ca.crt") }
+func (p pki) frontProxyCAKey() string      { return filepath.Join(p.frontProxyDir(), "ca.key") }
+func (p pki) frontProxyClientCert() string { return filepath.Join(p.frontProxyDir(), "client.crt") }
+func (p pki) frontProxyClientKey() string  { return filepath.Join(p.frontProxyDir(), "client.key") }
+
+// frontProxyClientName is the front proxy client certificate's common name, the one
+// name aggregated servers accept (--requestheader-allowed-names).
+const frontProxyClientName = "front-proxy-client"
+
+func (p pki) writeFrontProxy(now time.Time) error {
+	if err := os.MkdirAll(p.frontProxyDir(), 0o700); err != nil {
+		return err
+	}
+	if err := newCA(p.frontProxyCACert(), p.frontProxyCAKey(), "anvil-dev-front-proxy-ca", now); err != nil {
+		return err
+	}
+	return issue(p.frontProxyCACert(), p.frontProxyCAKey(), p.frontProxyClientCert(), p.frontProxyClientKey(), &x509.Certificate{
+		Subject:     pkix.Name{CommonName: frontProxyClientName},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, now)
+}
+
 // newCA writes a self-signed CA certificate and its key.
 func newCA(certPath, keyPath, name string, now time.Time) error {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

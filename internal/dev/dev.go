@@ -21,6 +21,7 @@ import (
 	"github.com/anvil-dev/anvil/config/admission"
 	"github.com/anvil-dev/anvil/config/crd"
 	"github.com/anvil-dev/anvil/config/rbac"
+	"github.com/anvil-dev/anvil/internal/consoleapi"
 	"github.com/anvil-dev/anvil/internal/controlplane"
 	"github.com/anvil-dev/anvil/internal/manager"
 	"github.com/anvil-dev/anvil/internal/manifest"
@@ -214,6 +215,18 @@ func Run(ctx context.Context, o Options) (err error) {
 	mgr, err := manager.New(cfg, o.Manager)
 	if err != nil {
 		return err
+	}
+	// Machines' consoles through the API (docs/console.md): the console server, in this
+	// process, and the APIService that sends kube-apiserver's requests to it.
+	consoles, err := consoleapi.New(ctx, cfg, mgr.GetAPIReader(), "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("the console server: %w", err)
+	}
+	if err := mgr.Add(consoles); err != nil {
+		return err
+	}
+	if err := consoleapi.RegisterLocal(ctx, c, consoles); err != nil {
+		return fmt.Errorf("registering the console server: %w", err)
 	}
 	mgrCtx, stopManager := context.WithCancel(ctx)
 	mgrDone := make(chan error, 1)

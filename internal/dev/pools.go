@@ -158,6 +158,7 @@ func runPool(ctx context.Context, cfg *rest.Config, stateDir, name string, rt ru
 	o.ImageFolders = imageowner.FoldersFor(network.Logins, nil)
 	o.Labels = map[string]string{LabelRuntime: kind}
 	o.SkipControllerNameValidation = true
+	o.ConsoleAddress = "127.0.0.1:0"
 	identity, err := poolletIdentity(ctx, cfg, name)
 	if err != nil {
 		l.Close()

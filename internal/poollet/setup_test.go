@@ -56,13 +56,13 @@ type testPool struct {
 	interval time.Duration
 	// consoleAddress is the poollet's ConsoleAddress (none when empty).
 	consoleAddress string
-	endpoint string
-	rt       *fake.Runtime
-	client   mriv1alpha1.MachineRuntimeClient
-	stopRT   context.CancelFunc
-	rtDone   chan error
-	stopPL   context.CancelFunc
-	plDone   chan error
+	endpoint       string
+	rt             *fake.Runtime
+	client         mriv1alpha1.MachineRuntimeClient
+	stopRT         context.CancelFunc
+	rtDone         chan error
+	stopPL         context.CancelFunc
+	plDone         chan error
 }
 
 func newPool(t *testing.T, name string, mutate func(*fake.Config)) *testPool {

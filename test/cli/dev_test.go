@@ -62,6 +62,7 @@ func TestDevKeepsObjectsAcrossRestart(t *testing.T) {
 	// The sample Machine runs on the fake pool anvil dev starts.
 	env.WaitKubectl(t, kubeconfig, "Running", "get", "machine", "web-1", "-n", "default", "-o", "jsonpath={.status.state}")
 	env.WaitKubectl(t, kubeconfig, "True", "get", "machinepool", "dev-fake", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+	checkConsoleLog(t, kubeconfig)
 	if out, err := env.Kubectl(t, kubeconfig, keptClass, "apply", "-f", "-"); err != nil {
 		t.Fatalf("kubectl apply: %v\n%s", err, out)
 	}
@@ -91,6 +92,8 @@ func TestDevKeepsObjectsAcrossRestart(t *testing.T) {
 	if err != nil || out != "2Gi" {
 		t.Fatalf("object created before the restart: %v %q", err, out)
 	}
+	// The console server starts anew (new port, new CA) and registers itself again.
+	checkConsoleLog(t, kubeconfig)
 	d.Stop(syscall.SIGTERM)
 }
 

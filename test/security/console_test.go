@@ -75,7 +75,9 @@ func TestPoolConsoleEndpointLetsInOnlyItsPoolsProxyUsers(t *testing.T) {
 		create(t, env.Client, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name},
 			Rules: []rbacv1.PolicyRule{{APIGroups: []string{"compute.anvil.dev"}, Resources: []string{"machinepools/proxy"},
 				ResourceNames: []string{pool}, Verbs: []string{"get"}}}})
-		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}}) })
+		t.Cleanup(func() {
+			_ = env.Client.Delete(context.Background(), &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		})
 	}
 	bind := func(sa, role string) {
 		create(t, env.Client, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: sa + "-" + role, Namespace: ns},

@@ -1,0 +1,244 @@
+package consoleapi
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/capi/clientpki"
+)
+
+// Server is the console server. Make it with New; Start serves it.
+type Server struct {
+	reader client.Reader
+	auth   *delegated
+	pools  *pools
+	lis    net.Listener
+	srv    *http.Server
+	// CABundle is the PEM of the CA of its serving certificate: the APIService's caBundle.
+	CABundle []byte
+}
+
+// New listens on address (a host clients dial, and a port) with a serving certificate
+// for it and for the Service kube-apiserver reaches it through (ServiceName in
+// ServiceNamespace). cfg is the server's own identity: it reads kube-apiserver's
+// front-proxy settings, reviews callers, and presents its bearer token to poollets.
+// reader reads Machines and MachinePools.
+func New(ctx context.Context, cfg *rest.Config, reader client.Reader, address string) (*Server, error) {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return nil, fmt.Errorf("console server address %q: %w", address, err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	auth, err := newDelegated(ctx, cs)
+	if err != nil {
+		return nil, err
+	}
+	token, err := bearerToken(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ca, err := clientpki.NewCA("anvil-console-server-ca", 10*365*24*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := ca.IssueServing(host, ServiceName+"."+ServiceNamespace+".svc")
+	if err != nil {
+		return nil, err
+	}
+	lis, err := net.Listen("tcp", address)
+	if err != nil {
+		return nil, fmt.Errorf("console server: %w", err)
+	}
+	s := &Server{reader: reader, auth: auth, pools: &pools{token: token}, lis: lis, CABundle: ca.PEM}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+	mux.HandleFunc("GET /apis/"+Group+"/"+Version, serveDiscovery)
+	mux.HandleFunc("GET /apis/"+Group+"/"+Version+"/namespaces/{namespace}/machines/{name}/consolelog", s.consoleLog)
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		// The front proxy's client certificate is checked by the authenticator, against
+		// kube-apiserver's front-proxy CA; a caller with a token presents none.
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS12}}
+	return s, nil
+}
+
+// Address is where the server listens.
+func (s *Server) Address() string { return s.lis.Addr().String() }
+
+// Start serves until ctx ends (a controller-runtime Runnable).
+func (s *Server) Start(ctx context.Context) error {
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.srv.Shutdown(shutdown)
+	}()
+	if err := s.srv.ServeTLS(s.lis, "", ""); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// consoleLog serves machines/consolelog: the Machine's console log as plain text, with
+// follow (keep sending what comes) and tailLines (start that many lines before the end).
+func (s *Server) consoleLog(w http.ResponseWriter, r *http.Request) {
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	if !s.allowed(w, r, ns, name, "consolelog") {
+		return
+	}
+	req := &mriv1alpha1.ReadConsoleLogRequest{}
+	q := r.URL.Query()
+	if v := q.Get("follow"); v != "" {
+		f, err := strconv.ParseBool(v)
+		if err != nil {
+			writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, "follow must be true or false")
+			return
+		}
+		req.Follow = f
+	}
+	if v := q.Get("tailLines"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, "tailLines must be a whole number, 0 or more")
+			return
+		}
+		req.TailLines = n
+	}
+	if q.Has("sinceSeconds") {
+		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest,
+			"sinceSeconds is not supported yet: console logs carry no times (use tailLines)")
+		return
+	}
+	m, ep, ok := s.machineConsole(w, r.Context(), ns, name)
+	if !ok {
+		return
+	}
+	req.Id = string(m.UID)
+	stream, done, err := s.pools.readLog(r.Context(), ep, req)
+	if err != nil {
+		writeGRPCError(w, ns, name, err)
+		return
+	}
+	defer done()
+	// The first message, or the error that ends the stream at once, decides the status.
+	first, err := stream.Recv()
+	if err != nil && !errors.Is(err, io.EOF) {
+		writeGRPCError(w, ns, name, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	for msg := first; msg != nil; {
+		if _, err := w.Write(msg.GetData()); err != nil {
+			return
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		if msg, err = stream.Recv(); err != nil {
+			if !errors.Is(err, io.EOF) && r.Context().Err() == nil {
+				log.FromContext(r.Context()).Info("console log stream ended", "machine", ns+"/"+name, "error", err.Error())
+			}
+			return
+		}
+	}
+}
+
+// allowed authenticates the request and asks whether its user may get the Machine's
+// subresource, answering 401 or 403 itself when not.
+func (s *Server) allowed(w http.ResponseWriter, r *http.Request, ns, name, subresource string) bool {
+	resp, ok, err := s.auth.authn.AuthenticateRequest(r)
+	if err != nil || !ok {
+		writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "the request is not authenticated")
+		return false
+	}
+	decision, reason, err := s.auth.authz.Authorize(r.Context(), authorizer.AttributesRecord{
+		User: resp.User, Verb: "get", Namespace: ns, APIGroup: Group, APIVersion: Version,
+		Resource: "machines", Subresource: subresource, Name: name, ResourceRequest: true,
+	})
+	if err != nil || decision != authorizer.DecisionAllow {
+		msg := fmt.Sprintf("%s may not get machines/%s of Machine %s/%s", resp.User.GetName(), subresource, ns, name)
+		if reason != "" {
+			msg += ": " + reason
+		}
+		writeStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden, msg)
+		return false
+	}
+	return true
+}
+
+// machineConsole finds the Machine and its pool's console endpoint, answering itself when
+// there is none.
+func (s *Server) machineConsole(w http.ResponseWriter, ctx context.Context, ns, name string) (*computev1alpha1.Machine, *computev1alpha1.PoolConsoleEndpoint, bool) {
+	m := &computev1alpha1.Machine{}
+	if err := s.reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, m); err != nil {
+		if apierrors.IsNotFound(err) {
+			writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("Machine %s/%s not found", ns, name))
+		} else {
+			writeStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, "reading the Machine: "+err.Error())
+		}
+		return nil, nil, false
+	}
+	if m.Spec.MachinePoolRef == nil || m.Spec.MachinePoolRef.Name == "" {
+		writeStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
+			fmt.Sprintf("Machine %s/%s is not on a pool yet: it has no console", ns, name))
+		return nil, nil, false
+	}
+	pool := m.Spec.MachinePoolRef.Name
+	mp := &computev1alpha1.MachinePool{}
+	if err := s.reader.Get(ctx, client.ObjectKey{Name: pool}, mp); err != nil || mp.Status.Console == nil {
+		writeStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
+			fmt.Sprintf("pool %s of Machine %s/%s serves no consoles (its poollet has no console endpoint)", pool, ns, name))
+		return nil, nil, false
+	}
+	return m, mp.Status.Console, true
+}
+
+func writeStatus(w http.ResponseWriter, code int, reason metav1.StatusReason, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(&metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status: metav1.StatusFailure, Code: int32(code), Reason: reason, Message: msg})
+}
+
+// writeGRPCError answers with what the poollet (or the runtime behind it) said.
+func writeGRPCError(w http.ResponseWriter, ns, name string, err error) {
+	st := status.Convert(err)
+	switch st.Code() {
+	case codes.NotFound:
+		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("Machine %s/%s has no machine on its pool yet: %s", ns, name, st.Message()))
+	case codes.InvalidArgument:
+		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, st.Message())
+	case codes.FailedPrecondition:
+		writeStatus(w, http.StatusConflict, metav1.StatusReasonConflict, st.Message())
+	case codes.Unauthenticated, codes.PermissionDenied:
+		writeStatus(w, http.StatusBadGateway, metav1.StatusReasonServiceUnavailable,
+			"the pool's poollet refused the console server (it needs get on the pool's machinepools/proxy): "+st.Message())
+	default:
+		writeStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, "the pool's console: "+st.Message())
+	}
+}
