@@ -23,6 +23,7 @@ func serveDiscovery(w http.ResponseWriter, _ *http.Request) {
 		TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
 		GroupVersion: Group + "/" + Version,
 		APIResources: []metav1.APIResource{
+			{Name: "machines/console", Namespaced: true, Kind: "MachineConsole", Verbs: metav1.Verbs{"get"}},
 			{Name: "machines/consolelog", Namespaced: true, Kind: "MachineConsoleLog", Verbs: metav1.Verbs{"get"}},
 		},
 	})

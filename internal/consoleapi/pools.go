@@ -37,6 +37,27 @@ func (p *pools) readLog(ctx context.Context, ep *computev1alpha1.PoolConsoleEndp
 	return stream, func() { conn.Close() }, nil
 }
 
+// attach opens a console at the endpoint and waits for the word that it is open (or the
+// refusal); done closes the connection.
+func (p *pools) attach(ctx context.Context, ep *computev1alpha1.PoolConsoleEndpoint, open *mriv1alpha1.ConsoleOpen) (grpc.BidiStreamingClient[mriv1alpha1.ConsoleInput, mriv1alpha1.ConsoleOutput], func(), error) {
+	conn, err := p.dial(ep)
+	if err != nil {
+		return nil, nil, err
+	}
+	stream, err := poolletv1alpha1.NewPoolletConsoleClient(conn).AttachConsole(ctx)
+	if err == nil {
+		err = stream.Send(&mriv1alpha1.ConsoleInput{Open: open})
+	}
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	if err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	return stream, func() { conn.Close() }, nil
+}
+
 // dial connects to a poollet's endpoint, trusting only the CA its pool's status names.
 func (p *pools) dial(ep *computev1alpha1.PoolConsoleEndpoint) (*grpc.ClientConn, error) {
 	roots := x509.NewCertPool()

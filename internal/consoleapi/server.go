@@ -77,6 +77,7 @@ func New(ctx context.Context, cfg *rest.Config, reader client.Reader, address st
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
 	mux.HandleFunc("GET /apis/"+Group+"/"+Version, serveDiscovery)
 	mux.HandleFunc("GET /apis/"+Group+"/"+Version+"/namespaces/{namespace}/machines/{name}/consolelog", s.consoleLog)
+	mux.HandleFunc("GET /apis/"+Group+"/"+Version+"/namespaces/{namespace}/machines/{name}/console", s.console)
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
 		// The front proxy's client certificate is checked by the authenticator, against
 		// kube-apiserver's front-proxy CA; a caller with a token presents none.

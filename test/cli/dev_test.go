@@ -63,6 +63,7 @@ func TestDevKeepsObjectsAcrossRestart(t *testing.T) {
 	env.WaitKubectl(t, kubeconfig, "Running", "get", "machine", "web-1", "-n", "default", "-o", "jsonpath={.status.state}")
 	env.WaitKubectl(t, kubeconfig, "True", "get", "machinepool", "dev-fake", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 	checkConsoleLog(t, kubeconfig)
+	checkConsole(t, kubeconfig)
 	if out, err := env.Kubectl(t, kubeconfig, keptClass, "apply", "-f", "-"); err != nil {
 		t.Fatalf("kubectl apply: %v\n%s", err, out)
 	}
