@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -101,28 +100,28 @@ func checkConsoleLog(t *testing.T, kubeconfig string) {
 // session, and a viewer of the namespace cannot attach.
 func checkConsole(t *testing.T, kubeconfig string) {
 	t.Helper()
-	writer := startConsole(t, kubeconfig)
-	writer.await(t, "attached; Ctrl-]")
-	watcher := startConsole(t, kubeconfig, "--read-only")
-	watcher.await(t, "attached; Ctrl-]")
+	writer := env.StartConsole(t, kubeconfig, "default", "web-1")
+	writer.Await(t, "attached; Ctrl-]")
+	watcher := env.StartConsole(t, kubeconfig, "default", "web-1", "--read-only")
+	watcher.Await(t, "attached; Ctrl-]")
 	second := exec.Command(env.AnvilBin, "console", "web-1", "--kubeconfig", kubeconfig, "-n", "default")
 	second.Stdin = strings.NewReader("")
 	if out, err := second.CombinedOutput(); err == nil || !strings.Contains(string(out), "has a writer already") {
 		t.Errorf("a second writer: %v\n%s, want a refusal saying the console has a writer", err, out)
 	}
 	token := fmt.Sprintf("typed-%d", time.Now().UnixNano())
-	if _, err := io.WriteString(writer.stdin, token+"\r"); err != nil {
+	if _, err := io.WriteString(writer.Stdin, token+"\r"); err != nil {
 		t.Fatal(err)
 	}
-	writer.await(t, token)
-	watcher.await(t, token)
-	if _, err := writer.stdin.Write([]byte{0x1d}); err != nil { // Ctrl-]
+	writer.Await(t, token)
+	watcher.Await(t, token)
+	if _, err := writer.Stdin.Write([]byte{0x1d}); err != nil { // Ctrl-]
 		t.Fatal(err)
 	}
-	if err := writer.wait(t); err != nil {
-		t.Errorf("anvil console after Ctrl-]: %v\n%s", err, writer.output())
+	if err := writer.Wait(t); err != nil {
+		t.Errorf("anvil console after Ctrl-]: %v\n%s", err, writer.Output())
 	}
-	watcher.stop()
+	watcher.Stop()
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -133,71 +132,5 @@ func checkConsole(t *testing.T, kubeconfig string) {
 	defer cancel()
 	if err := consoleapi.Attach(ctx, cfg, "default", "web-1", nil, io.Discard); err == nil || !strings.Contains(err.Error(), "forbidden") {
 		t.Errorf("a viewer of the namespace attaching: %v, want forbidden", err)
-	}
-}
-
-// consoleProcess is a running anvil console.
-type consoleProcess struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	mu    sync.Mutex
-	out   strings.Builder
-	done  chan error
-}
-
-func startConsole(t *testing.T, kubeconfig string, more ...string) *consoleProcess {
-	t.Helper()
-	p := &consoleProcess{done: make(chan error, 1)}
-	p.cmd = exec.Command(env.AnvilBin, append([]string{"console", "web-1", "--kubeconfig", kubeconfig, "-n", "default"}, more...)...)
-	stdin, err := p.cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.stdin = stdin
-	p.cmd.Stdout, p.cmd.Stderr = p, p
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.done <- p.cmd.Wait() }()
-	t.Cleanup(p.stop)
-	return p
-}
-
-func (p *consoleProcess) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.Write(b)
-}
-
-func (p *consoleProcess) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
-}
-
-func (p *consoleProcess) await(t *testing.T, want string) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if strings.Contains(p.output(), want) {
-			return
-		}
-	}
-	t.Fatalf("anvil console %v never printed %q:\n%s", p.cmd.Args[2:], want, p.output())
-}
-
-func (p *consoleProcess) wait(t *testing.T) error {
-	t.Helper()
-	select {
-	case err := <-p.done:
-		p.done <- err
-		return err
-	case <-time.After(30 * time.Second):
-		return fmt.Errorf("still running 30s later")
-	}
-}
-
-func (p *consoleProcess) stop() {
-	if p.cmd.ProcessState == nil {
-		_ = p.cmd.Process.Kill()
 	}
 }

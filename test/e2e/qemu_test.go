@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,7 +36,8 @@ func startQemuPool(t *testing.T, kubeconfig, registry string, arch computev1alph
 		"--state-dir", p.stateDir, "--cache-dir", filepath.Join(t.TempDir(), "cache"), "--arch", string(arch), "--allow-registry", registry, "--registry-credentials", credentials)
 	t.Cleanup(func() { devproc.StopProcess(rt) })
 	poolletCmd := exec.Command(env.AnvilBin, "poollet", "--pool", p.name, "--runtime", socket, "--interval", "1s",
-		"--labels", "compute.anvil.dev/runtime=qemu", "--allow-registry", registry, "--registry-credentials", credentials)
+		"--labels", "compute.anvil.dev/runtime=qemu", "--allow-registry", registry, "--registry-credentials", credentials,
+		"--console-address", "127.0.0.1:0")
 	poolletCmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	poollet := devproc.StartProcess(t, poolletCmd)
 	t.Cleanup(func() { devproc.StopProcess(poollet) })
@@ -132,6 +134,21 @@ func TestQemuPoolsBootTheImageOfTheirArchitecture(t *testing.T) {
 		marker := strings.TrimPrefix(g.name, "guest-")
 		waitConsole(t, console, testos.ReadyLine(g.arch, g.name, "value-"+marker), 1)
 	}
+	// The same console through the API, as a tenant reads it and types at it
+	// (docs/console.md): the arm64 guest's log, and its serial terminal's echo.
+	ready := testos.ReadyLine(computev1alpha1.ArchitectureARM64, "guest-arm64", "value-arm64")
+	if log, err := env.Kubectl(t, kubeconfig, "", "get", "--raw",
+		"/apis/subresources.compute.anvil.dev/v1alpha1/namespaces/default/machines/guest-arm64/consolelog"); err != nil || !strings.Contains(log, ready) {
+		t.Errorf("guest-arm64's console log through the API: %v, want its ready line %q in:\n%s", err, ready, log)
+	}
+	typing := env.StartConsole(t, kubeconfig, "default", "guest-arm64")
+	typing.Await(t, "attached")
+	typed := fmt.Sprintf("through-the-api-%d", time.Now().UnixNano())
+	if _, err := io.WriteString(typing.Stdin, "echo "+typed+"\r"); err != nil {
+		t.Fatal(err)
+	}
+	typing.Await(t, typed)
+	typing.Stop()
 
 	// The amd64-only image: the scheduler reads its index and picks the amd64 pool; asked
 	// for arm64 it says no architecture fits; pinned to the arm64 pool, the runtime refuses.

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -73,5 +74,45 @@ func TestCopyWithoutFollowAndCancelled(t *testing.T) {
 	cancel()
 	if err := Copy(ctx, log, 0, true, func() bool { return false }, func([]byte) error { return nil }); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// floodLog is a log that grows by a GiB a second, as a guest writing as fast as it can:
+// it is never all read.
+type floodLog struct{ start time.Time }
+
+func (f *floodLog) Size() (int64, error) { return int64(time.Since(f.start)), nil }
+func (f *floodLog) ReadAt(p []byte, off int64) (int, error) {
+	for i := range p {
+		p[i] = 'y'
+	}
+	return len(p), nil
+}
+
+// C5: a follower of a flooding machine, sending to a slow caller, holds one buffer: its
+// memory does not grow with what the machine writes.
+func TestCopyOfAFloodHoldsOneBuffer(t *testing.T) {
+	log := &floodLog{start: time.Now()}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	sent := int64(0)
+	if err := Copy(ctx, log, 0, true, func() bool { return false }, func(p []byte) error {
+		sent += int64(len(p))
+		time.Sleep(time.Millisecond) // a slow caller
+		return ctx.Err()
+	}); err != nil && ctx.Err() == nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	written, _ := log.Size()
+	if grew := int64(after.HeapInuse) - int64(before.HeapInuse); grew > 4*readChunk {
+		t.Errorf("the heap grew by %d bytes while the machine wrote %d and %d were sent", grew, written, sent)
+	}
+	if sent == 0 || written < 10*sent {
+		t.Fatalf("the flood did not outrun the caller (%d written, %d sent): the test shows nothing", written, sent)
 	}
 }
