@@ -17,6 +17,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/dev"
 	"github.com/anvil-dev/anvil/test/devproc"
 	"github.com/anvil-dev/anvil/test/guestssh"
+	"github.com/anvil-dev/anvil/test/scale/measure"
 	"github.com/anvil-dev/anvil/test/testos"
 )
 
@@ -91,11 +92,11 @@ func BenchmarkOnePackageChangeAgainstABuildByHand(b *testing.B) {
 		ratios = append(ratios, anvil.Seconds()/slowest.Seconds())
 		b.Logf("%s; ratio to the slower by hand %.2f", strings.Join(words, ", "), anvil.Seconds()/slowest.Seconds())
 	}
-	b.ReportMetric(median(anvils), "s-anvil")
+	b.ReportMetric(measure.Median(anvils), "s-anvil")
 	for _, arch := range testos.Architectures {
-		b.ReportMetric(median(byHand[arch]), "s-byhand-"+string(arch))
+		b.ReportMetric(measure.Median(byHand[arch]), "s-byhand-"+string(arch))
 	}
-	b.ReportMetric(median(ratios), "ratio")
+	b.ReportMetric(measure.Median(ratios), "ratio")
 }
 
 // handMachine is what a build by hand of one architecture starts from: the QEMU command
@@ -282,15 +283,4 @@ func sshForward(tb testing.TB, args []string) string {
 	}
 	tb.Fatalf("no SSH forward in the command line %q", args)
 	return ""
-}
-
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Sorted(slices.Values(xs))
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +20,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/osimage"
 	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/test/harness"
+	"github.com/anvil-dev/anvil/test/scale/measure"
 )
 
 var architectures = []computev1alpha1.Architecture{computev1alpha1.ArchitectureAMD64, computev1alpha1.ArchitectureARM64}
@@ -146,17 +146,8 @@ func run(rounds int) error {
 		rep.SlowestHandSeconds = append(rep.SlowestHandSeconds, slowest)
 		fmt.Fprintf(os.Stderr, "round %d: anvil %.1fs, slowest by hand %.1fs\n", i, s, slowest)
 	}
-	rep.Ratio = median(rep.AnvilSeconds) / median(rep.SlowestHandSeconds)
+	rep.Ratio = measure.Median(rep.AnvilSeconds) / measure.Median(rep.SlowestHandSeconds)
 	out := json.NewEncoder(os.Stdout)
 	out.SetIndent("", "  ")
 	return out.Encode(rep)
-}
-
-func median(xs []float64) float64 {
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
