@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -87,7 +88,27 @@ func testQemuPools(t *testing.T, d *debianDev) {
 		c := env.Login(t, d.kubeconfig, "debian-"+string(arch), logins[arch])
 		checkFirstBoot(t, "debian-"+string(arch), arch, c, vmDatasource)
 		c.Close()
+		checkConsole(t, d, "debian-"+string(arch))
 	}
+}
+
+// checkConsole reads a booted Debian Machine's serial console through the API, as its
+// tenant would (docs/console.md): its log has cloud-init's last word and the login prompt
+// of the getty systemd runs on the serial port, and at the console itself an Enter gets
+// the prompt again.
+func checkConsole(t *testing.T, d *debianDev, name string) {
+	t.Helper()
+	prompt := name + " login:"
+	env.WaitKubectlFor(t, d.kubeconfig, 2*time.Minute, "hold cloud-init's finish and the login prompt",
+		func(log string) bool { return strings.Contains(log, "Cloud-init v.") && strings.Contains(log, prompt) },
+		"get", "--raw", "/apis/subresources.compute.anvil.dev/v1alpha1/namespaces/default/machines/"+name+"/consolelog")
+	console := env.StartConsole(t, d.kubeconfig, "default", name)
+	console.Await(t, "attached")
+	if _, err := console.Stdin.Write([]byte("\r")); err != nil {
+		t.Fatal(err)
+	}
+	console.Await(t, prompt)
+	console.Stop()
 }
 
 // debianDev is the package's anvil dev with the Debian image published.
