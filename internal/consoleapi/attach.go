@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 
 	"google.golang.org/grpc"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,22 +45,17 @@ func (s *Server) console(w http.ResponseWriter, r *http.Request) {
 	if !s.allowed(w, r, ns, name, "console") {
 		return
 	}
-	write := true
-	if v := r.URL.Query().Get("stdin"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, "stdin must be true or false")
-			return
-		}
-		write = b
+	write, ok := boolParam(w, r.URL.Query(), "stdin", true)
+	if !ok {
+		return
 	}
 	if !wsstream.IsWebSocketRequest(r) {
 		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest,
 			"machines/console is a WebSocket (v5.channel.k8s.io, as kubectl exec speaks): use anvil console, or machines/consolelog for the log")
 		return
 	}
-	m, ep, ok := s.machineConsole(w, r.Context(), ns, name)
-	if !ok {
+	m, ep, found := s.machineConsole(w, r.Context(), ns, name)
+	if !found {
 		return
 	}
 	stream, done, err := s.pools.attach(r.Context(), ep, &mriv1alpha1.ConsoleOpen{Id: string(m.UID), Write: write})

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -111,13 +112,9 @@ func (s *Server) consoleLog(w http.ResponseWriter, r *http.Request) {
 	}
 	req := &mriv1alpha1.ReadConsoleLogRequest{}
 	q := r.URL.Query()
-	if v := q.Get("follow"); v != "" {
-		f, err := strconv.ParseBool(v)
-		if err != nil {
-			writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, "follow must be true or false")
-			return
-		}
-		req.Follow = f
+	var ok bool
+	if req.Follow, ok = boolParam(w, q, "follow", false); !ok {
+		return
 	}
 	if v := q.Get("tailLines"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -242,4 +239,19 @@ func writeGRPCError(w http.ResponseWriter, ns, name string, err error) {
 	default:
 		writeStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, "the pool's console: "+st.Message())
 	}
+}
+
+// boolParam reads query parameter name (def when absent), answering 400 itself when it is
+// not a boolean.
+func boolParam(w http.ResponseWriter, q url.Values, name string, def bool) (bool, bool) {
+	v := q.Get(name)
+	if v == "" {
+		return def, true
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, name+" must be true or false")
+		return false, false
+	}
+	return b, true
 }

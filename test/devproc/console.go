@@ -5,9 +5,10 @@ import (
 	"io"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/anvil-dev/anvil/test/testos"
 )
 
 // Console is a running anvil console (docs/console.md), its output kept.
@@ -15,8 +16,7 @@ type Console struct {
 	cmd *exec.Cmd
 	// Stdin is what is typed.
 	Stdin io.WriteCloser
-	mu    sync.Mutex
-	out   strings.Builder
+	out   testos.SyncBuffer
 	done  chan error
 }
 
@@ -31,7 +31,7 @@ func (e Env) StartConsole(t *testing.T, kubeconfig, ns, name string, more ...str
 		t.Fatal(err)
 	}
 	p.Stdin = stdin
-	p.cmd.Stdout, p.cmd.Stderr = p, p
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -40,18 +40,8 @@ func (e Env) StartConsole(t *testing.T, kubeconfig, ns, name string, more ...str
 	return p
 }
 
-func (p *Console) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.Write(b)
-}
-
 // Output is what it printed so far.
-func (p *Console) Output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
-}
+func (p *Console) Output() string { return p.out.String() }
 
 // Await waits (30 s at most) until it printed want.
 func (p *Console) Await(t *testing.T, want string) {
