@@ -25,7 +25,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
-	"github.com/anvil-dev/anvil/internal/capi/clientpki"
+	"github.com/anvil-dev/anvil/internal/pki"
 )
 
 // Server is the console server. Make it with New; Start serves it.
@@ -61,7 +61,7 @@ func New(ctx context.Context, cfg *rest.Config, reader client.Reader, address st
 	if err != nil {
 		return nil, err
 	}
-	ca, err := clientpki.NewCA("anvil-console-server-ca", 10*365*24*time.Hour)
+	ca, err := pki.NewCA("anvil-console-server-ca", 10*365*24*time.Hour)
 	if err != nil {
 		return nil, err
 	}

@@ -15,10 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/anvil-dev/anvil/api"
-	"github.com/anvil-dev/anvil/internal/capi/clientpki"
 	"github.com/anvil-dev/anvil/internal/capi/extension"
 	"github.com/anvil-dev/anvil/internal/clusterapi"
 	"github.com/anvil-dev/anvil/internal/controlplane"
+	"github.com/anvil-dev/anvil/internal/pki"
 )
 
 // ExtensionConfigName is the ExtensionConfig anvil dev registers its in-place update
@@ -44,7 +44,7 @@ type inPlace struct {
 // loopback port.
 func prepareInPlace(dir string) (inPlace, error) {
 	dir = filepath.Join(dir, "in-place")
-	caFile, certFile, keyFile, err := clientpki.WriteClientPKI(dir, clientCertValidity)
+	caFile, certFile, keyFile, err := pki.WriteClientPKI(dir, clientCertValidity)
 	if err != nil {
 		return inPlace{}, fmt.Errorf("the in-place update extension's client certificate: %w", err)
 	}

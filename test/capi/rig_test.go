@@ -19,12 +19,12 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
-	"github.com/anvil-dev/anvil/internal/capi/clientpki"
 	"github.com/anvil-dev/anvil/internal/capi/extension"
 	"github.com/anvil-dev/anvil/internal/clusterapi"
 	"github.com/anvil-dev/anvil/internal/controlplane"
 	"github.com/anvil-dev/anvil/internal/dev"
 	"github.com/anvil-dev/anvil/internal/osimage"
+	"github.com/anvil-dev/anvil/internal/pki"
 	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/internal/runtime/fake"
 	"github.com/anvil-dev/anvil/test/capienv"
@@ -84,7 +84,7 @@ func startRig() (*rig, error) {
 		return nil, err
 	}
 	stops = append(stops, func() { _ = os.RemoveAll(state) })
-	clientCA, certFile, keyFile, err := clientpki.WriteClientPKI(state, 4*time.Hour)
+	clientCA, certFile, keyFile, err := pki.WriteClientPKI(state, 4*time.Hour)
 	if err != nil {
 		return nil, err
 	}

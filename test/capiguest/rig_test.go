@@ -22,12 +22,12 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
-	"github.com/anvil-dev/anvil/internal/capi/clientpki"
 	"github.com/anvil-dev/anvil/internal/capi/extension"
 	"github.com/anvil-dev/anvil/internal/clusterapi"
 	"github.com/anvil-dev/anvil/internal/controlplane"
 	"github.com/anvil-dev/anvil/internal/dev"
 	"github.com/anvil-dev/anvil/internal/osimage"
+	"github.com/anvil-dev/anvil/internal/pki"
 	"github.com/anvil-dev/anvil/internal/registrynet"
 	"github.com/anvil-dev/anvil/internal/runtime/qemu"
 	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
@@ -153,7 +153,7 @@ func startRig(t testing.TB) (*rig, error) {
 	// In the rig's folder, not the first test's: later tests build node images from them.
 	r.agents = nodeagenttest.BuildAgentsIn(t, filepath.Join(r.state, "agents"), "amd64", "arm64")
 
-	clientCA, certFile, keyFile, err := clientpki.WriteClientPKI(r.state, 4*time.Hour)
+	clientCA, certFile, keyFile, err := pki.WriteClientPKI(r.state, 4*time.Hour)
 	if err != nil {
 		return nil, err
 	}

@@ -33,9 +33,9 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	infrav1 "github.com/anvil-dev/anvil/api/infrastructure/v1alpha1"
-	"github.com/anvil-dev/anvil/internal/capi/clientpki"
 	"github.com/anvil-dev/anvil/internal/capi/extension"
 	"github.com/anvil-dev/anvil/internal/clusterapi"
+	"github.com/anvil-dev/anvil/internal/pki"
 	"github.com/anvil-dev/anvil/test/capienv"
 	"github.com/anvil-dev/anvil/test/harness"
 )
@@ -52,7 +52,7 @@ func TestClusterAPIDiscoversAndAsksTheExtension(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	caFile, certFile, keyFile, err := clientpki.WriteClientPKI(dir, time.Hour)
+	caFile, certFile, keyFile, err := pki.WriteClientPKI(dir, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,15 +8,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anvil-dev/anvil/internal/capi/clientpki"
+	"github.com/anvil-dev/anvil/internal/pki"
 )
 
-// testCA is clientpki's CA with the test's failure handling.
-type testCA struct{ *clientpki.CA }
+// testCA is pki's CA with the test's failure handling.
+type testCA struct{ *pki.CA }
 
 func newTestCA(t *testing.T, name string) testCA {
 	t.Helper()
-	ca, err := clientpki.NewCA(name, time.Hour)
+	ca, err := pki.NewCA(name, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	poolletv1alpha1 "github.com/anvil-dev/anvil/api/poollet/v1alpha1"
-	"github.com/anvil-dev/anvil/internal/capi/clientpki"
+	"github.com/anvil-dev/anvil/internal/pki"
 )
 
 // maxStreams bounds the console streams one caller's connection holds at once.
@@ -40,7 +40,7 @@ func Listen(address string, s *Server) (*Endpoint, error) {
 	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 		return nil, fmt.Errorf("console endpoint %q: name the address its clients dial, not a wildcard: its certificate names it", address)
 	}
-	ca, err := clientpki.NewCA("anvil-poollet-console-ca", caValidity)
+	ca, err := pki.NewCA("anvil-poollet-console-ca", caValidity)
 	if err != nil {
 		return nil, err
 	}

@@ -1,9 +1,9 @@
-// Package clientpki makes the client certificates Cluster API's managers present to anvil's
-// in-place update extension (anvil dev's and the tests'), and others for the tests, and the
-// in-memory serving certificates of anvil's own endpoints whose clients are handed the CA
-// (a poollet's console endpoint). It imports nothing of anvil, so the extension's own tests
-// can use it.
-package clientpki
+// Package pki makes certificates in memory for anvil's own endpoints: the client
+// certificates Cluster API's managers present to anvil's in-place update extension (anvil
+// dev's and the tests'), others for the tests, and the serving certificates of endpoints
+// whose clients are handed the CA (a poollet's console endpoint, the console server). It
+// imports nothing of anvil, so any package's tests can use it.
+package pki
 
 import (
 	"crypto/ecdsa"
