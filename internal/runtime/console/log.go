@@ -6,8 +6,11 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/fsnotify/fsnotify"
 )
 
 // Log is a machine's console log: bytes are only ever added at its end while the machine
@@ -25,6 +28,63 @@ type FileLog struct {
 
 	mu sync.Mutex
 	f  *os.File
+	// watcher tells of writes to the file (inotify), so a follower need not poll; nil
+	// until first asked, or when the host has no inotify instance left (followers then poll).
+	watcher *fsnotify.Watcher
+	watched bool
+	signal  chan struct{}
+}
+
+// grown returns a channel closed at the next write to the file, or nil when writes
+// cannot be watched.
+func (l *FileLog) grown() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.watched {
+		l.watched = true
+		if w, err := fsnotify.NewWatcher(); err == nil {
+			// The folder, not the file: the file may not exist yet.
+			if err := w.Add(filepath.Dir(l.Path)); err != nil {
+				w.Close()
+			} else {
+				l.watcher = w
+				go l.relay(w)
+			}
+		}
+	}
+	if l.watcher == nil {
+		return nil
+	}
+	if l.signal == nil {
+		l.signal = make(chan struct{})
+	}
+	return l.signal
+}
+
+// relay turns the watcher's events for the file into closed signals until the watcher is
+// closed. Its errors (a queue overflow) are read and dropped: the interval look covers them.
+func (l *FileLog) relay(w *fsnotify.Watcher) {
+	for {
+		select {
+		case ev, ok := <-w.Events:
+			if !ok {
+				return
+			}
+			if ev.Name != l.Path || !ev.Has(fsnotify.Write) && !ev.Has(fsnotify.Create) {
+				continue
+			}
+			l.mu.Lock()
+			if l.signal != nil {
+				close(l.signal)
+				l.signal = nil
+			}
+			l.mu.Unlock()
+		case _, ok := <-w.Errors:
+			if !ok {
+				return
+			}
+		}
+	}
 }
 
 func (l *FileLog) open() (*os.File, error) {
@@ -67,10 +127,14 @@ func (l *FileLog) ReadAt(p []byte, off int64) (int, error) {
 	return f.ReadAt(p, off)
 }
 
-// Close closes the file, if it was opened.
+// Close closes the file and the watcher, if they were opened.
 func (l *FileLog) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.watcher != nil {
+		l.watcher.Close()
+		l.watcher = nil
+	}
 	if l.f == nil {
 		return nil
 	}
@@ -84,9 +148,20 @@ func (l *FileLog) Close() error {
 type MemoryLog struct {
 	limit int
 
-	mu   sync.Mutex
-	data []byte
-	full bool
+	mu     sync.Mutex
+	data   []byte
+	full   bool
+	signal chan struct{}
+}
+
+// grown returns a channel closed at the next write.
+func (l *MemoryLog) grown() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.signal == nil {
+		l.signal = make(chan struct{})
+	}
+	return l.signal
 }
 
 // NewMemoryLog returns an empty log that keeps at most limit bytes.
@@ -99,6 +174,10 @@ const fullLine = "\n[console log full: later output dropped]\n"
 func (l *MemoryLog) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.signal != nil {
+		close(l.signal)
+		l.signal = nil
+	}
 	if l.full {
 		return len(p), nil
 	}
@@ -131,9 +210,21 @@ func (l *MemoryLog) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
-// pollInterval is how often a follower looks for more of the log: a typed line's echo
-// reaches an attached caller within it.
-const pollInterval = 50 * time.Millisecond
+// pollInterval is how often a follower looks for more of a log that cannot say when it
+// grows: a typed line's echo reaches an attached caller within it. A log that can say so
+// (a watched file, memory) is still looked at every watchedInterval, which is also how soon
+// a follower of a deleted machine ends.
+const (
+	pollInterval    = 50 * time.Millisecond
+	watchedInterval = time.Second
+)
+
+// waiter is a log that can say when it may have grown.
+type waiter interface {
+	// grown returns a channel closed when the log may have grown since the call, or nil
+	// when it cannot tell.
+	grown() <-chan struct{}
+}
 
 // readChunk is the one buffer each reader reads through.
 const readChunk = 32 << 10
@@ -146,6 +237,11 @@ func Copy(ctx context.Context, log Log, from int64, follow bool, gone func() boo
 	buf := make([]byte, readChunk)
 	pos := from
 	for {
+		// Asked before the size is read, so a write in between is not missed.
+		var wake <-chan struct{}
+		if w, ok := log.(waiter); ok && follow {
+			wake = w.grown()
+		}
 		ended := gone()
 		size, err := log.Size()
 		if err != nil {
@@ -172,10 +268,15 @@ func Copy(ctx context.Context, log Log, from int64, follow bool, gone func() boo
 		if !follow || ended {
 			return nil
 		}
+		wait := pollInterval
+		if wake != nil {
+			wait = watchedInterval
+		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(pollInterval):
+		case <-wake:
+		case <-time.After(wait):
 		}
 	}
 }

@@ -2,6 +2,8 @@ package console
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -114,5 +116,44 @@ func TestCopyOfAFloodHoldsOneBuffer(t *testing.T) {
 	}
 	if sent == 0 || written < 10*sent {
 		t.Fatalf("the flood did not outrun the caller (%d written, %d sent): the test shows nothing", written, sent)
+	}
+}
+
+// A FileLog says when its file is written, and when it first appears, so followers need
+// not poll it.
+func TestFileLogSaysWhenItGrows(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "console.log")
+	log := &FileLog{Path: path}
+	defer log.Close()
+	for _, step := range []struct {
+		what  string
+		write func() error
+	}{
+		{"the file made", func() error { return os.WriteFile(path, []byte("boot\n"), 0o600) }},
+		{"a line appended", func() error {
+			f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			_, err = f.WriteString("login: ")
+			return err
+		}},
+	} {
+		grown := log.grown()
+		if grown == nil {
+			t.Fatal("no inotify instance for the test: the file cannot be watched")
+		}
+		if err := step.write(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-grown:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the log never said it grew", step.what)
+		}
+	}
+	if size, _ := log.Size(); size != int64(len("boot\nlogin: ")) {
+		t.Fatalf("size %d after both writes", size)
 	}
 }
