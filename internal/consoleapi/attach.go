@@ -71,11 +71,11 @@ func (s *Server) console(w http.ResponseWriter, r *http.Request) {
 	}
 	defer conn.Close()
 	go func() {
-		// What is typed, until the caller closes stdin or the socket.
+		// What is typed, until the caller closes stdin or the socket; then the session
+		// ends at the pool too, a watcher's as well (it would otherwise wait for the
+		// machine's next output to find its caller gone).
 		_, _ = io.Copy(consoleInput{stream}, channels[stdinChannel])
-		if write {
-			_ = stream.CloseSend()
-		}
+		_ = stream.CloseSend()
 	}()
 	var out error
 	for {
