@@ -140,31 +140,56 @@ func (s *Server) consoleLog(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer done()
-	// The first message, or the error that ends the stream at once, decides the status.
-	first, err := stream.Recv()
-	if err != nil && !errors.Is(err, io.EOF) {
-		writeGRPCError(w, ns, name, err)
-		return
+	// The first message, or an error that ends the stream at once, decides the status; a
+	// followed log that stays quiet gets its 200 after firstWait, so a client sees the
+	// answer begin rather than wait for the machine to write.
+	type received struct {
+		msg *mriv1alpha1.ConsoleOutput
+		err error
+	}
+	next := make(chan received, 1)
+	recv := func() {
+		msg, err := stream.Recv()
+		next <- received{msg, err}
+	}
+	go recv()
+	var got received
+	select {
+	case got = <-next:
+		if got.err != nil && !errors.Is(got.err, io.EOF) {
+			writeGRPCError(w, ns, name, got.err)
+			return
+		}
+	case <-time.After(firstWait):
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
-	for msg := first; msg != nil; {
-		if _, err := w.Write(msg.GetData()); err != nil {
+	if flusher != nil {
+		flusher.Flush()
+	}
+	if got == (received{}) {
+		got = <-next
+	}
+	for got.err == nil {
+		if _, err := w.Write(got.msg.GetData()); err != nil {
 			return
 		}
 		if flusher != nil {
 			flusher.Flush()
 		}
-		if msg, err = stream.Recv(); err != nil {
-			if !errors.Is(err, io.EOF) && r.Context().Err() == nil {
-				log.FromContext(r.Context()).Info("console log stream ended", "machine", ns+"/"+name, "error", err.Error())
-			}
-			return
-		}
+		go recv()
+		got = <-next
+	}
+	if !errors.Is(got.err, io.EOF) && r.Context().Err() == nil {
+		log.FromContext(r.Context()).Info("console log stream ended", "machine", ns+"/"+name, "error", got.err.Error())
 	}
 }
+
+// firstWait is how long a console log's answer waits for its first bytes before its status
+// is sent.
+const firstWait = time.Second
 
 // allowed authenticates the request and asks whether its user may get the Machine's
 // subresource, answering 401 or 403 itself when not.
