@@ -25,13 +25,14 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/apiauth"
 	"github.com/anvil-dev/anvil/internal/pki"
 )
 
 // Server is the console server. Make it with New; Start serves it.
 type Server struct {
 	reader client.Reader
-	auth   *delegated
+	auth   *apiauth.Delegated
 	pools  *pools
 	lis    net.Listener
 	srv    *http.Server
@@ -53,7 +54,7 @@ func New(ctx context.Context, cfg *rest.Config, reader client.Reader, address st
 	if err != nil {
 		return nil, err
 	}
-	auth, err := newDelegated(ctx, cs)
+	auth, err := apiauth.New(ctx, cs, true)
 	if err != nil {
 		return nil, err
 	}
@@ -192,26 +193,24 @@ func (s *Server) consoleLog(w http.ResponseWriter, r *http.Request) {
 const firstWait = time.Second
 
 // allowed authenticates the request and asks whether its user may get the Machine's
-// subresource, answering 401 or 403 itself when not.
+// subresource, answering 401, 403 or 503 itself when not.
 func (s *Server) allowed(w http.ResponseWriter, r *http.Request, ns, name, subresource string) bool {
-	resp, ok, err := s.auth.authn.AuthenticateRequest(r)
-	if err != nil || !ok {
-		writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "the request is not authenticated")
-		return false
-	}
-	decision, reason, err := s.auth.authz.Authorize(r.Context(), authorizer.AttributesRecord{
-		User: resp.User, Verb: "get", Namespace: ns, APIGroup: Group, APIVersion: Version,
+	err := s.auth.Check(r, authorizer.AttributesRecord{
+		Verb: "get", Namespace: ns, APIGroup: Group, APIVersion: Version,
 		Resource: "machines", Subresource: subresource, Name: name, ResourceRequest: true,
 	})
-	if err != nil || decision != authorizer.DecisionAllow {
-		msg := fmt.Sprintf("%s may not get machines/%s of Machine %s/%s", resp.User.GetName(), subresource, ns, name)
-		if reason != "" {
-			msg += ": " + reason
-		}
-		writeStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden, msg)
-		return false
+	var refusal *apiauth.Refusal
+	switch {
+	case err == nil:
+		return true
+	case errors.As(err, &refusal) && refusal.Unauthenticated:
+		writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, refusal.Message)
+	case errors.As(err, &refusal):
+		writeStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden, refusal.Message)
+	default:
+		writeStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, err.Error())
 	}
-	return true
+	return false
 }
 
 // machineConsole finds the Machine and its pool's console endpoint, answering itself when

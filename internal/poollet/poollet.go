@@ -29,6 +29,7 @@ import (
 	"github.com/anvil-dev/anvil/api"
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/apiauth"
 	"github.com/anvil-dev/anvil/internal/imageowner"
 	"github.com/anvil-dev/anvil/internal/poollet/consoleproxy"
 	"github.com/anvil-dev/anvil/internal/registrynet"
@@ -169,7 +170,11 @@ func serveConsoles(mgr manager.Manager, cfg *rest.Config, o Options) (*computev1
 	if err != nil {
 		return nil, err
 	}
-	ep, err := consoleproxy.Listen(o.ConsoleAddress, &consoleproxy.Server{Runtime: o.Runtime, Gate: &consoleproxy.Gate{Client: cs, Pool: o.Pool}})
+	auth, err := apiauth.New(context.Background(), cs, false) // tokens only: no request comes through kube-apiserver
+	if err != nil {
+		return nil, err
+	}
+	ep, err := consoleproxy.Listen(o.ConsoleAddress, &consoleproxy.Server{Runtime: o.Runtime, Gate: &consoleproxy.Gate{Auth: auth, Pool: o.Pool}})
 	if err != nil {
 		return nil, err
 	}

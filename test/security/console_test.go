@@ -24,6 +24,7 @@ import (
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	poolletv1alpha1 "github.com/anvil-dev/anvil/api/poollet/v1alpha1"
 	"github.com/anvil-dev/anvil/config/rbac"
+	"github.com/anvil-dev/anvil/internal/apiauth"
 	"github.com/anvil-dev/anvil/internal/controller/secretaccess"
 	"github.com/anvil-dev/anvil/internal/mri"
 	"github.com/anvil-dev/anvil/internal/poollet/consoleproxy"
@@ -63,7 +64,11 @@ func TestPoolConsoleEndpointLetsInOnlyItsPoolsProxyUsers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep, err := consoleproxy.Listen("127.0.0.1:0", &consoleproxy.Server{Runtime: runtime, Gate: &consoleproxy.Gate{Client: poolletAPI, Pool: pool}})
+	auth, err := apiauth.New(ctx, poolletAPI, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := consoleproxy.Listen("127.0.0.1:0", &consoleproxy.Server{Runtime: runtime, Gate: &consoleproxy.Gate{Auth: auth, Pool: pool}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,15 +89,13 @@ func New(cfg Config) (*Runtime, error) {
 	if err := r.load(); err != nil {
 		return nil, err
 	}
-	// A console is kept in memory only: a machine running before the restart says what
-	// was lost.
 	for id, m := range r.machines {
+		// A console is kept in memory only: a machine running before the restart says
+		// what was lost.
 		if m.GetStatus().GetState() == mriv1alpha1.MachineState_MACHINE_STATE_RUNNING {
 			fmt.Fprintf(r.consoleLocked(id), "fake machine %s: running (the runtime restarted; earlier output is not kept)\n", id)
 		}
-	}
-	// Steps interrupted by the restart are carried out now (CONTRACT.md R2).
-	for id, m := range r.machines {
+		// Steps interrupted by the restart are carried out now (CONTRACT.md R2).
 		if unsettled(m) {
 			r.scheduleSettle(id)
 		}
