@@ -46,12 +46,19 @@ func (p *Console) Output() string { return p.out.String() }
 // Await waits (30 s at most) until it printed want.
 func (p *Console) Await(t *testing.T, want string) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	if !p.AwaitWithin(want, 30*time.Second) {
+		t.Fatalf("anvil console %v never printed %q:\n%s", p.cmd.Args[2:], want, p.Output())
+	}
+}
+
+// AwaitWithin reports whether it printed want within limit.
+func (p *Console) AwaitWithin(want string, limit time.Duration) bool {
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if strings.Contains(p.Output(), want) {
-			return
+			return true
 		}
 	}
-	t.Fatalf("anvil console %v never printed %q:\n%s", p.cmd.Args[2:], want, p.Output())
+	return false
 }
 
 // Wait waits (30 s at most) for it to end and returns how.
