@@ -103,7 +103,9 @@ func checkConsole(t *testing.T, d *debianDev, name string) {
 	t.Helper()
 	logPath := "/apis/subresources.compute.anvil.dev/v1alpha1/namespaces/default/machines/" + name + "/consolelog"
 	env.WaitKubectlFor(t, d.kubeconfig, 2*time.Minute, "hold cloud-init's finish",
-		func(log string) bool { return strings.Contains(log, "Cloud-init v.") && strings.Contains(log, " finished at ") },
+		func(log string) bool {
+			return strings.Contains(log, "Cloud-init v.") && strings.Contains(log, " finished at ")
+		},
 		"get", "--raw", logPath)
 	prompt := name + " login:"
 	console := env.StartConsole(t, d.kubeconfig, "default", name)
