@@ -39,7 +39,7 @@ func RegisterLocal(ctx context.Context, c client.Client, s *Server) error {
 	}
 	api := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-		"metadata": map[string]any{"name": Version + "." + Group},
+		"metadata": map[string]any{"name": APIServiceName},
 		"spec": map[string]any{
 			"group": Group, "version": Version, "caBundle": base64.StdEncoding.EncodeToString(s.CABundle),
 			"service":              map[string]any{"namespace": ServiceNamespace, "name": ServiceName, "port": int64(port)},

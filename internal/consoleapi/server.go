@@ -26,7 +26,6 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/apiauth"
-	"github.com/anvil-dev/anvil/internal/pki"
 )
 
 // Server is the console server. Make it with New; Start serves it.
@@ -40,16 +39,10 @@ type Server struct {
 	CABundle []byte
 }
 
-// New listens on address (a host clients dial, and a port) with a serving certificate
-// for it and for the Service kube-apiserver reaches it through (ServiceName in
-// ServiceNamespace). cfg is the server's own identity: it reads kube-apiserver's
-// front-proxy settings, reviews callers, and presents its bearer token to poollets.
-// reader reads Machines and MachinePools.
-func New(ctx context.Context, cfg *rest.Config, reader client.Reader, address string) (*Server, error) {
-	host, _, err := net.SplitHostPort(address)
-	if err != nil {
-		return nil, fmt.Errorf("console server address %q: %w", address, err)
-	}
+// New listens on address with serving's certificate. cfg is the server's own identity: it
+// reads kube-apiserver's front-proxy settings, reviews callers, and presents its bearer
+// token to poollets. reader reads Machines and MachinePools.
+func New(ctx context.Context, cfg *rest.Config, reader client.Reader, address string, serving *Serving) (*Server, error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -62,19 +55,11 @@ func New(ctx context.Context, cfg *rest.Config, reader client.Reader, address st
 	if err != nil {
 		return nil, err
 	}
-	ca, err := pki.NewCA("anvil-console-server-ca", 10*365*24*time.Hour)
-	if err != nil {
-		return nil, err
-	}
-	cert, err := ca.IssueServing(host, ServiceName+"."+ServiceNamespace+".svc")
-	if err != nil {
-		return nil, err
-	}
 	lis, err := net.Listen("tcp", address)
 	if err != nil {
 		return nil, fmt.Errorf("console server: %w", err)
 	}
-	s := &Server{reader: reader, auth: auth, pools: &pools{token: token}, lis: lis, CABundle: ca.PEM}
+	s := &Server{reader: reader, auth: auth, pools: &pools{token: token}, lis: lis, CABundle: serving.CABundle}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
 	mux.HandleFunc("GET /apis/"+Group+"/"+Version, serveDiscovery)
@@ -83,12 +68,15 @@ func New(ctx context.Context, cfg *rest.Config, reader client.Reader, address st
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
 		// The front proxy's client certificate is checked by the authenticator, against
 		// kube-apiserver's front-proxy CA; a caller with a token presents none.
-		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS12}}
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{serving.Cert}, ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS12}}
 	return s, nil
 }
 
 // Address is where the server listens.
 func (s *Server) Address() string { return s.lis.Addr().String() }
+
+// NeedLeaderElection: every replica of the manager serves consoles (behind one Service).
+func (s *Server) NeedLeaderElection() bool { return false }
 
 // Start serves until ctx ends (a controller-runtime Runnable).
 func (s *Server) Start(ctx context.Context) error {

@@ -218,7 +218,11 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	// Machines' consoles through the API (docs/console.md): the console server, in this
 	// process, and the APIService that sends kube-apiserver's requests to it.
-	consoles, err := consoleapi.New(ctx, cfg, mgr.GetAPIReader(), "127.0.0.1:0")
+	serving, err := consoleapi.NewServing("127.0.0.1")
+	if err != nil {
+		return err
+	}
+	consoles, err := consoleapi.New(ctx, cfg, mgr.GetAPIReader(), "127.0.0.1:0", serving)
 	if err != nil {
 		return fmt.Errorf("the console server: %w", err)
 	}

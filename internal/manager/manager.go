@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/consoleapi"
 	"github.com/anvil-dev/anvil/internal/controller/attachment"
 	claimcontroller "github.com/anvil-dev/anvil/internal/controller/claim"
 	"github.com/anvil-dev/anvil/internal/controller/index"
@@ -49,6 +50,10 @@ type Options struct {
 	RegistryCredentials string
 	// ImageBuilds is where OS image builds run (the builder image, its network, the registry).
 	ImageBuilds osimagecontroller.Config
+	// ConsoleAddress is where the console server listens (docs/console.md), empty for none.
+	// In a cluster every replica serves it behind the Service anvil-console; anvil dev runs
+	// its own instead.
+	ConsoleAddress string
 }
 
 // DefaultOptions suit one manager against a dedicated apiserver.
@@ -75,6 +80,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.ImageBuilds.SharedFolders, "shared-image-folder", o.ImageBuilds.SharedFolders, "a folder of the builders' registry (such as infra/os) every namespace may use as an OSImage's base and none may publish into, besides anvil/ and the builder image's; repeat for more")
 	fs.StringSliceVar(&o.AllowRegistry, "allow-registry", o.AllowRegistry, registrynet.AllowRegistryUsage)
 	fs.StringVar(&o.RegistryCredentials, "registry-credentials", o.RegistryCredentials, registrynet.RegistryCredentialsUsage)
+	fs.StringVar(&o.ConsoleAddress, "console-address", o.ConsoleAddress, "HOST:PORT the console server (Machines' consoles through the API, docs/console.md) listens on, with the certificate in Secret "+consoleapi.ServingSecret.String()+"; empty serves none")
 }
 
 // Validate says what to fix in o, if anything.
@@ -146,6 +152,11 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	}
 	if err := addControllers(mgr, o); err != nil {
 		return nil, err
+	}
+	if o.ConsoleAddress != "" {
+		if err := addConsoleServer(mgr, cfg, o.ConsoleAddress); err != nil {
+			return nil, err
+		}
 	}
 	return mgr, nil
 }

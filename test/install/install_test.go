@@ -166,6 +166,11 @@ func TestInstallIntoARealCluster(t *testing.T) {
 		waitFile(t, console, testos.ReadyLine(computev1alpha1.ArchitectureAMD64, "vm-1", "in-a-pod"), 5*time.Minute)
 	})
 
+	s.step(t, "its console through the API, from either manager replica", func(t *testing.T) {
+		s.checkManagersShareTheirConsoleCertificate(t)
+		s.checkConsoleInCluster(t, "vm-1", testos.ReadyLine(computev1alpha1.ArchitectureAMD64, "vm-1", "in-a-pod"))
+	})
+
 	s.step(t, "the site Pod's Ironic deploys a server", func(t *testing.T) {
 		s.env.WaitKubectlFor(t, s.kubeconfig, 15*time.Minute, "be Running", func(out string) bool { return out == "Running" },
 			"get", "machine", "metal-1", "-o", "jsonpath={.status.state}")
@@ -213,6 +218,8 @@ func TestInstallIntoARealCluster(t *testing.T) {
 		if got := s.kubectl(t, "get", "machine", "vm-1", "-o", "jsonpath={.status.state} {.status.machineID}"); got != "Running "+machineID {
 			t.Errorf("rounds after the poollet's restart vm-1 is %q, want Running %s", got, machineID)
 		}
+		// The new poollet's console endpoint has a CA of its own, which it published.
+		s.checkConsoleInCluster(t, "vm-1", testos.ReadyLine(computev1alpha1.ArchitectureAMD64, "vm-1", "in-a-pod"))
 	})
 
 	s.step(t, "drained, kubectl delete -k leaves nothing running", func(t *testing.T) {
