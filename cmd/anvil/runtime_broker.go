@@ -66,7 +66,7 @@ kubeconfig should be the identity of config/rbac/broker for that namespace (docs
 			if err != nil {
 				return err
 			}
-			rt, err := broker.New(broker.Options{Client: cl, Cache: c, Namespace: namespace, PoolName: pool,
+			rt, err := broker.New(broker.Options{Client: cl, Config: cfg, Cache: c, Namespace: namespace, PoolName: pool,
 				PoolSelector: selector, Images: imgs, Logger: ctrl.Log.WithName("broker")})
 			if err != nil {
 				return err

@@ -3,7 +3,6 @@ package consoleapi
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 
@@ -90,7 +89,7 @@ func (s *Server) console(w http.ResponseWriter, r *http.Request) {
 			return // the caller is gone
 		}
 	}
-	writeEnd(channels[errorChannel], out)
+	writeEnd(channels[errorChannel], ns, name, out)
 }
 
 // consoleInput is what a caller types, sent to the console.
@@ -105,11 +104,13 @@ func (c consoleInput) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// writeEnd says on the error channel how the session ended: success, or why not.
-func writeEnd(ch io.Writer, err error) {
+// writeEnd says on the error channel how the session ended: success, or why not, as the
+// console API would have answered the pool's error before the session.
+func writeEnd(ch io.Writer, ns, name string, err error) {
 	st := &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusSuccess}
 	if err != nil {
-		st.Status, st.Reason, st.Message = metav1.StatusFailure, metav1.StatusReasonServiceUnavailable, fmt.Sprintf("the console ended: %v", err)
+		st = grpcStatus(ns, name, err)
+		st.Message = "the console ended: " + st.Message
 	}
 	raw, _ := json.Marshal(st)
 	_, _ = ch.Write(raw)

@@ -27,9 +27,21 @@ type LogOptions struct {
 
 // ReadLog copies Machine ns/name's console log to out.
 func ReadLog(ctx context.Context, cfg *rest.Config, ns, name string, o LogOptions, out io.Writer) error {
-	cs, err := kubernetes.NewForConfig(cfg)
+	body, err := OpenLog(ctx, cfg, ns, name, o)
 	if err != nil {
 		return err
+	}
+	defer body.Close()
+	_, err = io.Copy(out, body)
+	return err
+}
+
+// OpenLog opens Machine ns/name's console log; a refusal is the status the console server
+// answered (MRIError reads it).
+func OpenLog(ctx context.Context, cfg *rest.Config, ns, name string, o LogOptions) (io.ReadCloser, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
 	}
 	req := cs.CoreV1().RESTClient().Get().AbsPath(machinePath(ns, name, "consolelog"))
 	if o.Follow {
@@ -38,13 +50,7 @@ func ReadLog(ctx context.Context, cfg *rest.Config, ns, name string, o LogOption
 	if o.TailLines > 0 {
 		req = req.Param("tailLines", strconv.FormatInt(o.TailLines, 10))
 	}
-	body, err := req.Stream(ctx)
-	if err != nil {
-		return err
-	}
-	defer body.Close()
-	_, err = io.Copy(out, body)
-	return err
+	return req.Stream(ctx)
 }
 
 // Attach connects in and out to Machine ns/name's console (in nil: read only) until in

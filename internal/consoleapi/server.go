@@ -26,6 +26,7 @@ import (
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/apiauth"
+	"github.com/anvil-dev/anvil/internal/mri"
 )
 
 // Server is the console server. Make it with New; Start serves it.
@@ -229,28 +230,43 @@ func (s *Server) machineConsole(w http.ResponseWriter, ctx context.Context, ns, 
 }
 
 func writeStatus(w http.ResponseWriter, code int, reason metav1.StatusReason, msg string) {
+	writeStatusDetails(w, code, reason, msg, nil)
+}
+
+func writeStatusDetails(w http.ResponseWriter, code int, reason metav1.StatusReason, msg string, details *metav1.StatusDetails) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(&metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
-		Status: metav1.StatusFailure, Code: int32(code), Reason: reason, Message: msg})
+		Status: metav1.StatusFailure, Code: int32(code), Reason: reason, Message: msg, Details: details})
 }
 
 // writeGRPCError answers with what the poollet (or the runtime behind it) said.
 func writeGRPCError(w http.ResponseWriter, ns, name string, err error) {
+	st := grpcStatus(ns, name, err)
+	writeStatusDetails(w, int(st.Code), st.Reason, st.Message, st.Details)
+}
+
+// grpcStatus is the Status the console API gives for the pool's error (MRIError reads it
+// back): a refusal (409) carries its MRI reason as a cause, since busy and no console
+// share the code.
+func grpcStatus(ns, name string, err error) *metav1.Status {
 	st := status.Convert(err)
+	out := &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure}
 	switch st.Code() {
 	case codes.NotFound:
-		writeStatus(w, http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("Machine %s/%s has no machine on its pool yet: %s", ns, name, st.Message()))
+		out.Code, out.Reason, out.Message = http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("Machine %s/%s has no machine on its pool yet: %s", ns, name, st.Message())
 	case codes.InvalidArgument:
-		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, st.Message())
+		out.Code, out.Reason, out.Message = http.StatusBadRequest, metav1.StatusReasonBadRequest, st.Message()
 	case codes.FailedPrecondition:
-		writeStatus(w, http.StatusConflict, metav1.StatusReasonConflict, st.Message())
+		out.Code, out.Reason, out.Message = http.StatusConflict, metav1.StatusReasonConflict, st.Message()
+		out.Details = &metav1.StatusDetails{Causes: []metav1.StatusCause{{Type: ReasonCause, Message: mri.ReasonOf(err).String()}}}
 	case codes.Unauthenticated, codes.PermissionDenied:
-		writeStatus(w, http.StatusBadGateway, metav1.StatusReasonServiceUnavailable,
-			"the pool's poollet refused the console server (it needs get on the pool's machinepools/proxy): "+st.Message())
+		out.Code, out.Reason, out.Message = http.StatusBadGateway, metav1.StatusReasonServiceUnavailable,
+			"the pool's poollet refused the console server (it needs get on the pool's machinepools/proxy): "+st.Message()
 	default:
-		writeStatus(w, http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, "the pool's console: "+st.Message())
+		out.Code, out.Reason, out.Message = http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, "the pool's console: "+st.Message()
 	}
+	return out
 }
 
 // boolParam reads query parameter name (def when absent), answering 400 itself when it is

@@ -99,11 +99,17 @@ func (ca *CA) IssueServing(hosts ...string) (tls.Certificate, error) {
 // client certificate and key it signed (for Cluster API's --runtime-extension-client-cert-file
 // and -key-file), both valid for valid, and returns their paths.
 func WriteClientPKI(dir string, valid time.Duration) (caFile, certFile, keyFile string, err error) {
-	ca, err := NewCA("capi-client-ca", valid)
+	return WriteNamedClientPKI(dir, "capi-client-ca", "capi-manager", valid)
+}
+
+// WriteNamedClientPKI is WriteClientPKI with the CA's and the client's names given: a
+// front proxy's, say.
+func WriteNamedClientPKI(dir, caName, clientName string, valid time.Duration) (caFile, certFile, keyFile string, err error) {
+	ca, err := NewCA(caName, valid)
 	if err != nil {
 		return "", "", "", err
 	}
-	cert, err := ca.Issue("capi-manager", x509.ExtKeyUsageClientAuth)
+	cert, err := ca.Issue(clientName, x509.ExtKeyUsageClientAuth)
 	if err != nil {
 		return "", "", "", err
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/anvil-dev/anvil/internal/pki"
 )
 
 // StartAPIServer starts etcd and kube-apiserver with nothing of anvil's in them (no CRDs,
@@ -26,7 +28,11 @@ func StartAPIServerWithFlags(t testing.TB, flags map[string]string) (kubeconfig 
 	if err != nil {
 		t.Fatal(err)
 	}
-	te := environment(assets)
+	te, cleanup, err := environment(assets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cleanup)
 	args := te.ControlPlane.GetAPIServer().Configure()
 	for name, value := range flags {
 		args.Set(name, value)
@@ -48,11 +54,36 @@ func StartAPIServerWithFlags(t testing.TB, flags map[string]string) (kubeconfig 
 }
 
 // environment is envtest's etcd and kube-apiserver from assets, with the timeouts a shared
-// 2-core machine needs; Start adds anvil's CRDs.
-func environment(assets string) *envtest.Environment {
-	return &envtest.Environment{
+// 2-core machine needs, and a front proxy (a CA and its client certificate made in a new
+// folder, which cleanup removes): kube-apiserver passes aggregated APIs' requests on, as
+// to the console server (docs/console.md). Start adds anvil's CRDs.
+func environment(assets string) (te *envtest.Environment, cleanup func(), err error) {
+	te = &envtest.Environment{
 		BinaryAssetsDirectory:    assets,
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		ControlPlaneStopTimeout:  time.Minute,
 	}
+	dir, err := os.MkdirTemp("", "anvil-front-proxy-")
+	if err != nil {
+		return nil, nil, err
+	}
+	cleanup = func() { os.RemoveAll(dir) }
+	ca, cert, key, err := pki.WriteNamedClientPKI(dir, "anvil-test-front-proxy-ca", frontProxyClient, 24*time.Hour)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	args := te.ControlPlane.GetAPIServer().Configure()
+	for name, value := range map[string]string{
+		"proxy-client-cert-file": cert, "proxy-client-key-file": key,
+		"requestheader-client-ca-file": ca, "requestheader-allowed-names": frontProxyClient,
+		"requestheader-username-headers": "X-Remote-User", "requestheader-group-headers": "X-Remote-Group",
+		"requestheader-extra-headers-prefix": "X-Remote-Extra-",
+	} {
+		args.Set(name, value)
+	}
+	return te, cleanup, nil
 }
+
+// frontProxyClient is the name of kube-apiserver's front-proxy client certificate.
+const frontProxyClient = "front-proxy-client"

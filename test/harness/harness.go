@@ -12,9 +12,12 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -38,6 +41,8 @@ type Env struct {
 	// package's images.
 	Registry *registry.Registry
 	env      *envtest.Environment
+	// cleanup removes the front proxy's key material.
+	cleanup func()
 	// beforeStop runs, last registered first, before the control plane stops.
 	beforeStop []func()
 }
@@ -95,31 +100,38 @@ func Start() (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	te := environment(assets)
+	te, cleanup, err := environment(assets)
+	if err != nil {
+		return nil, err
+	}
 	te.CRDs, te.Scheme = crds, scheme
 	cfg, err := te.Start()
 	if err != nil {
 		// Start may fail after etcd and kube-apiserver are up (installing CRDs): stop them.
 		_ = te.Stop()
+		cleanup()
 		return nil, err
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		_ = te.Stop()
+		cleanup()
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := admission.Install(ctx, c); err != nil {
 		_ = te.Stop()
+		cleanup()
 		return nil, fmt.Errorf("installing anvil's admission policies: %w", err)
 	}
 	reg, err := registry.Start(context.Background(), 0, "", nil)
 	if err != nil {
 		_ = te.Stop()
+		cleanup()
 		return nil, err
 	}
-	return &Env{Config: cfg, Client: c, Scheme: scheme, Registry: reg, env: te}, nil
+	return &Env{Config: cfg, Client: c, Scheme: scheme, Registry: reg, env: te, cleanup: cleanup}, nil
 }
 
 // AdminKubeconfig returns a kubeconfig for a new user in system:masters, for processes
@@ -143,6 +155,7 @@ func (e *Env) Stop() error {
 	for i := len(e.beforeStop) - 1; i >= 0; i-- {
 		e.beforeStop[i]()
 	}
+	defer e.cleanup()
 	return errors.Join(e.Registry.Stop(), e.env.Stop())
 }
 
@@ -233,6 +246,32 @@ func (e *Env) As(user string, groups ...string) (client.Client, error) {
 	cfg := rest.CopyConfig(e.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
 	return client.New(cfg, client.Options{Scheme: e.Scheme})
+}
+
+// ServiceAccountConfig makes ServiceAccount namespace/name bound to clusterRole and
+// returns a config that acts with a token of it alone: for a server that presents a bearer
+// token onward, as anvil's console server does to poollets.
+func (e *Env) ServiceAccountConfig(ctx context.Context, namespace, name, clusterRole string) (*rest.Config, error) {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: namespace + "-" + name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: name}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole}}
+	for _, obj := range []client.Object{sa, binding} {
+		if err := e.Client.Create(ctx, obj); client.IgnoreAlreadyExists(err) != nil {
+			return nil, err
+		}
+	}
+	cs, err := kubernetes.NewForConfig(e.Config)
+	if err != nil {
+		return nil, err
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("token of ServiceAccount %s/%s: %w", namespace, name, err)
+	}
+	cfg := rest.AnonymousClientConfig(e.Config)
+	cfg.BearerToken = tr.Status.Token
+	return cfg, nil
 }
 
 // FreePort is a loopback TCP port free at the time of the call, for a server a test starts.

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"path/filepath"
 	"strings"
@@ -51,6 +52,8 @@ func runConformance(t *testing.T, start func() (*running, error)) {
 		OtherImage:     images["os-2"],
 		Timeout:        60 * time.Second,
 		NoHotplug:      true,
+		// The downstream's fake pool, through its console API.
+		Console: &conformance.ConsoleTarget{Booted: func(log []byte) bool { return bytes.Contains(log, []byte(": running\n")) }},
 	})
 	t.Logf("conformance suite took %s", time.Since(began).Round(time.Millisecond))
 }

@@ -21,6 +21,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/consoleapi"
 	"github.com/anvil-dev/anvil/internal/dev"
 	"github.com/anvil-dev/anvil/internal/manager"
 	"github.com/anvil-dev/anvil/internal/osimage"
@@ -102,6 +103,26 @@ func startDownstream() error {
 		<-mgrDone
 		os.RemoveAll(state)
 	})
+	// The downstream's console server, registered with its kube-apiserver as anvil dev
+	// does: the broker passes the console calls on to it.
+	serving, err := consoleapi.NewServing("127.0.0.1")
+	if err != nil {
+		return err
+	}
+	identity, err := env.ServiceAccountConfig(ctx, "kube-system", "anvil-console-server", "cluster-admin")
+	if err != nil {
+		return err
+	}
+	consoles, err := consoleapi.New(ctx, identity, mgr.GetAPIReader(), "127.0.0.1:0", serving)
+	if err != nil {
+		return err
+	}
+	consolesDone := make(chan error, 1)
+	go func() { consolesDone <- consoles.Start(ctx) }()
+	env.BeforeStop(func() { cancel(); <-consolesDone })
+	if err := consoleapi.RegisterLocal(ctx, env.Client, consoles); err != nil {
+		return err
+	}
 	if images, err = pushImages(); err != nil {
 		return err
 	}
@@ -213,7 +234,7 @@ func (s *site) startWith(cfg *rest.Config, cl client.Client, mut func(*Options))
 	if err != nil {
 		return nil, err
 	}
-	o := Options{Client: cl, Cache: c, Namespace: s.ns, PoolName: s.pool, Images: imgs,
+	o := Options{Client: cl, Config: cfg, Cache: c, Namespace: s.ns, PoolName: s.pool, Images: imgs,
 		Logger: testr.NewWithOptions(s.t, testr.Options{Verbosity: 1})}
 	if mut != nil {
 		mut(&o)

@@ -8,6 +8,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -27,6 +28,9 @@ type Images interface {
 type Options struct {
 	// Client writes the downstream Machines and Secrets.
 	Client client.Client
+	// Config is the broker's downstream identity, for the console calls it passes on to the
+	// downstream console API (nil: it answers them UNIMPLEMENTED).
+	Config *rest.Config
 	// APIReader reads from the downstream API server, never a cache: a Machine a create
 	// may have made before a restart. Defaults to Client, which must then not be cached.
 	APIReader client.Reader

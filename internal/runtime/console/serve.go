@@ -35,11 +35,8 @@ type Server struct {
 
 // ReadConsoleLog serves the MRI call of that name (CONTRACT.md C2).
 func (s *Server) ReadConsoleLog(req *mriv1alpha1.ReadConsoleLogRequest, stream grpc.ServerStreamingServer[mriv1alpha1.ConsoleOutput]) error {
-	if req.GetId() == "" {
-		return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "read console log: no machine id")
-	}
-	if req.GetTailLines() < 0 {
-		return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "read console log: tail_lines %d is below zero", req.GetTailLines())
+	if err := CheckLogRequest(req); err != nil {
+		return err
 	}
 	m, err := s.Lookup(req.GetId())
 	if err != nil {
@@ -59,6 +56,17 @@ func (s *Server) ReadConsoleLog(req *mriv1alpha1.ReadConsoleLogRequest, stream g
 	return sendLog(stream.Context(), req.GetId(), m, from, req.GetFollow(), stream.Send)
 }
 
+// CheckLogRequest says what is INVALID in a ReadConsoleLog request, if anything.
+func CheckLogRequest(req *mriv1alpha1.ReadConsoleLogRequest) error {
+	if req.GetId() == "" {
+		return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "read console log: no machine id")
+	}
+	if req.GetTailLines() < 0 {
+		return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "read console log: tail_lines %d is below zero", req.GetTailLines())
+	}
+	return nil
+}
+
 func sendLog(ctx context.Context, id string, m Machine, from int64, follow bool, send func(*mriv1alpha1.ConsoleOutput) error) error {
 	err := Copy(ctx, m.Log, from, follow, m.Gone, func(p []byte) error {
 		return send(&mriv1alpha1.ConsoleOutput{Data: p})
@@ -71,17 +79,11 @@ func sendLog(ctx context.Context, id string, m Machine, from int64, follow bool,
 
 // AttachConsole serves the MRI call of that name (CONTRACT.md C3, C4).
 func (s *Server) AttachConsole(stream grpc.BidiStreamingServer[mriv1alpha1.ConsoleInput, mriv1alpha1.ConsoleOutput]) error {
-	first, err := stream.Recv()
-	if errors.Is(err, io.EOF) {
-		return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "attach console: the stream ended before its first message opened a console")
-	}
+	first, err := RecvOpen(stream)
 	if err != nil {
 		return err
 	}
 	open := first.GetOpen()
-	if open.GetId() == "" {
-		return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "attach console: the first message must open a console: set open.id")
-	}
 	id := open.GetId()
 	m, err := s.Lookup(id)
 	if err != nil {
@@ -113,7 +115,7 @@ func (s *Server) AttachConsole(stream grpc.BidiStreamingServer[mriv1alpha1.Conso
 	}
 	inputErr := make(chan error, 1)
 	go func() {
-		err := s.carryInput(id, first.GetData(), input, stream)
+		err := CarryInput(id, first.GetData(), input, stream)
 		inputErr <- err
 		cancel()
 	}()
@@ -128,9 +130,25 @@ func (s *Server) AttachConsole(stream grpc.BidiStreamingServer[mriv1alpha1.Conso
 	}
 }
 
-// carryInput writes what the caller types to input until the caller closes its side
+// RecvOpen receives an AttachConsole stream's first message, INVALID unless it opens a
+// console.
+func RecvOpen(stream grpc.BidiStreamingServer[mriv1alpha1.ConsoleInput, mriv1alpha1.ConsoleOutput]) (*mriv1alpha1.ConsoleInput, error) {
+	first, err := stream.Recv()
+	if errors.Is(err, io.EOF) {
+		return nil, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "attach console: the stream ended before its first message opened a console")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if first.GetOpen().GetId() == "" {
+		return nil, mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "attach console: the first message must open a console: set open.id")
+	}
+	return first, nil
+}
+
+// CarryInput writes what the caller types to input until the caller closes its side
 // (nil) or breaks a rule (INVALID); first is the opening message's data.
-func (s *Server) carryInput(id string, first []byte, input io.Writer, stream grpc.BidiStreamingServer[mriv1alpha1.ConsoleInput, mriv1alpha1.ConsoleOutput]) error {
+func CarryInput(id string, first []byte, input io.Writer, stream grpc.BidiStreamingServer[mriv1alpha1.ConsoleInput, mriv1alpha1.ConsoleOutput]) error {
 	data := first
 	for {
 		if len(data) > 0 {
