@@ -76,6 +76,9 @@ func (e Env) StartDev(t testing.TB, args ...string) *Dev {
 	return d
 }
 
+// PID is its process id.
+func (d *Dev) PID() int { return d.cmd.Process.Pid }
+
 // Output is what anvil dev printed so far.
 func (d *Dev) Output() string {
 	d.mu.Lock()

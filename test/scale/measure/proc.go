@@ -66,3 +66,21 @@ func ChildPID(name string) (int, error) {
 	}
 	return 0, fmt.Errorf("no child process %s of %s", name, self)
 }
+
+// RSSBytes is process pid's resident memory now (VmRSS of /proc/<pid>/status).
+func RSSBytes(pid int) (int64, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("/proc/%d/status: VmRSS %q", pid, v)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status has no VmRSS", pid)
+}
