@@ -104,7 +104,9 @@ spec:
 	// One that reads all it is sent, until the script's end.
 	var read atomic.Int64
 	fast := &floodFollower{n: &read, done: make(chan struct{})}
-	go func() { _ = consoleapi.ReadLog(ctx, cfg, "default", "flood", consoleapi.LogOptions{Follow: true}, fast) }()
+	go func() {
+		_ = consoleapi.ReadLog(ctx, cfg, "default", "flood", consoleapi.LogOptions{Follow: true}, fast)
+	}()
 
 	pid := d.PID()
 	baseline, err := measure.RSSBytes(pid)
