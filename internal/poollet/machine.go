@@ -43,6 +43,8 @@ type MachineReconciler struct {
 	Orphans *orphanGuard
 	// Events are the Events a person looks for on a Machine (Reimaging, Reimaged).
 	Events *events.Recorder
+	// ServesConsoles says the poollet has a console endpoint (the ConsoleAvailable condition).
+	ServesConsoles bool
 
 	// lagging holds, per runtime machine id, what the plan remembers of its lag
 	// (machineplan.Lag).
@@ -72,7 +74,7 @@ func (r *MachineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	p := &machineplan.Pass{Pool: r.Pool, Machine: m, Runtime: listed.Mine, Garbage: listed.Delete, StuckAfter: r.StuckAfter}
+	p := &machineplan.Pass{Pool: r.Pool, ServesConsoles: r.ServesConsoles, Machine: m, Runtime: listed.Mine, Garbage: listed.Delete, StuckAfter: r.StuckAfter}
 	lagID := listed.Mine.GetMetadata().GetId()
 	if v, ok := r.lagging.Load(lagID); ok && lagID != "" {
 		p.Lag = v.(machineplan.Lag)

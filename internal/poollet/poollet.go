@@ -110,7 +110,7 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 	}
 	machines := &MachineReconciler{Pool: o.Pool, Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Runtime: o.Runtime,
 		Images: o.Images, ImageFolders: o.ImageFolders, Architectures: pool.Architectures, StuckAfter: o.StuckAfter, Orphans: orphans,
-		Events: events.New(mgr.GetEventRecorder("poollet-"+o.Pool), nil)}
+		Events: events.New(mgr.GetEventRecorder("poollet-"+o.Pool), nil), ServesConsoles: pool.Console != nil}
 	events := &runtimeEvents{runtime: o.Runtime, out: make(chan event.TypedGenericEvent[*computev1alpha1.Machine], 1024)}
 	poolKey := reconcile.Request{NamespacedName: client.ObjectKey{Name: o.Pool}}
 

@@ -68,6 +68,9 @@ func TestBareMetalPools(t *testing.T) {
 	kubeconfig := filepath.Join(state, "kubeconfig")
 
 	waitKubectlLong(t, kubeconfig, "Running", 5*time.Minute, "get", "machine", "metal-1", "-n", "default", "-o", "jsonpath={.status.state}")
+	// Servers' consoles are not served yet (docs/console.md): the Machine says so.
+	env.WaitKubectl(t, kubeconfig, "False/RuntimeHasNoConsole", "get", "machine", "metal-1", "-n", "default", "-o",
+		`jsonpath={.status.conditions[?(@.type=="ConsoleAvailable")].status}/{.status.conditions[?(@.type=="ConsoleAvailable")].reason}`)
 	env.WaitKubectl(t, kubeconfig, "dev-metal", "get", "machine", "metal-1", "-n", "default", "-o", "jsonpath={.spec.machinePoolRef.name}")
 	env.WaitKubectl(t, kubeconfig, "Provisioned", "get", "host", "emulated-1", "-n", "anvil-metal", "-o",
 		`jsonpath={.status.provisioningState}`)

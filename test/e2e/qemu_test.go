@@ -141,6 +141,8 @@ func TestQemuPoolsBootTheImageOfTheirArchitecture(t *testing.T) {
 		"/apis/subresources.compute.anvil.dev/v1alpha1/namespaces/default/machines/guest-arm64/consolelog"); err != nil || !strings.Contains(log, ready) {
 		t.Errorf("guest-arm64's console log through the API: %v, want its ready line %q in:\n%s", err, ready, log)
 	}
+	env.WaitKubectl(t, kubeconfig, "True/Available", "get", "machine", "guest-arm64", "-o",
+		`jsonpath={.status.conditions[?(@.type=="ConsoleAvailable")].status}/{.status.conditions[?(@.type=="ConsoleAvailable")].reason}`)
 	typing := env.StartConsole(t, kubeconfig, "default", "guest-arm64")
 	typing.Await(t, "attached")
 	typed := fmt.Sprintf("through-the-api-%d", time.Now().UnixNano())

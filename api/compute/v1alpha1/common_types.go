@@ -116,6 +116,24 @@ const (
 	// says what the server's power is (Shutdown for a server reported Off) and Ready is
 	// False. The poollet shows it as the runtime reports it; absent otherwise.
 	ConditionServerPowerFailing = "ServerPowerFailing"
+	// ConditionConsoleAvailable says whether the Machine's serial console can be used
+	// through the API (machines/console, machines/consolelog; docs/console.md): True
+	// (ReasonConsoleAvailable) while it runs on a pool that serves consoles, False with
+	// why not otherwise — its log can still be read while it is not running
+	// (ReasonConsoleMachineNotRunning).
+	ConditionConsoleAvailable = "ConsoleAvailable"
+)
+
+// Reasons of the ConsoleAvailable condition.
+const (
+	ReasonConsoleAvailable = "Available"
+	// ReasonConsoleMachineNotRunning: the log can be read; typing needs the machine running.
+	ReasonConsoleMachineNotRunning = "MachineNotRunning"
+	// ReasonPoolServesNoConsoles: the pool's poollet has no console endpoint.
+	ReasonPoolServesNoConsoles = "PoolServesNoConsoles"
+	// ReasonRuntimeHasNoConsole: the pool's runtime offers no serial console for the
+	// machine (bare-metal servers' are not served yet).
+	ReasonRuntimeHasNoConsole = "RuntimeHasNoConsole"
 )
 
 // ReasonPowerChangeFailed is the reason of ServerPowerFailing, and of Ready while it is

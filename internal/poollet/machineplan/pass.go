@@ -92,7 +92,9 @@ type Event struct {
 
 // Pass is one reconcile of one Machine bound to Pool.
 type Pass struct {
-	Pool    string
+	Pool string
+	// ServesConsoles says the pool's poollet serves consoles (ConsoleAvailable).
+	ServesConsoles bool
 	Machine *computev1alpha1.Machine
 	// Runtime is the Machine's runtime machine (Sort's Mine), nil when it has none; each
 	// runtime call's answer replaces it.
@@ -288,7 +290,7 @@ func (p *Pass) report() Action {
 		}
 		return Action{Kind: Wait, After: p.StuckAfter}
 	}
-	st := ObservedStatus(m, rm, p.Pool)
+	st := ObservedStatus(m, rm, p.Pool, p.ServesConsoles)
 	for _, c := range p.found {
 		c.ObservedGeneration = m.Generation
 		meta.SetStatusCondition(&st.Conditions, c)

@@ -37,7 +37,8 @@ func Settled(rm *mriv1alpha1.Machine) bool {
 // poollet writes it only once rm is settled, and only when it differs from what is there.
 // observedGeneration moves only when rm is what the Machine's spec asks for: a machine
 // that could not be reimaged has not observed the new spec.
-func ObservedStatus(m *computev1alpha1.Machine, rm *mriv1alpha1.Machine, pool string) computev1alpha1.MachineStatus {
+// servesConsoles says the pool's poollet serves consoles (it has a console endpoint).
+func ObservedStatus(m *computev1alpha1.Machine, rm *mriv1alpha1.Machine, pool string, servesConsoles bool) computev1alpha1.MachineStatus {
 	st := *m.Status.DeepCopy()
 	if specApplied(m, rm) {
 		st.ObservedGeneration = m.Generation
@@ -80,6 +81,7 @@ func ObservedStatus(m *computev1alpha1.Machine, rm *mriv1alpha1.Machine, pool st
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: computev1alpha1.ConditionScheduled,
 		Status: metav1.ConditionTrue, Reason: scheduled, Message: "on MachinePool " + pool,
 		ObservedGeneration: m.Generation})
+	meta.SetStatusCondition(&st.Conditions, consoleCondition(rm, pool, servesConsoles, m.Generation))
 	carryConditions(&st, rm, m.Generation)
 	if c := meta.FindStatusCondition(st.Conditions, computev1alpha1.ConditionServerPowerFailing); c != nil && c.Status == metav1.ConditionTrue {
 		// Whatever the state says, a machine whose power cannot be switched is not ready.
@@ -87,6 +89,25 @@ func ObservedStatus(m *computev1alpha1.Machine, rm *mriv1alpha1.Machine, pool st
 		meta.SetStatusCondition(&st.Conditions, ready)
 	}
 	return st
+}
+
+// consoleCondition says whether the Machine's console can be used through the API: the
+// pool must serve consoles, the runtime must have one for the machine (it says where in
+// its status, CONTRACT.md S5; a bare-metal runtime has none yet), and typing needs the
+// machine running.
+func consoleCondition(rm *mriv1alpha1.Machine, pool string, servesConsoles bool, generation int64) metav1.Condition {
+	c := metav1.Condition{Type: computev1alpha1.ConditionConsoleAvailable, Status: metav1.ConditionFalse, ObservedGeneration: generation}
+	switch {
+	case !servesConsoles:
+		c.Reason, c.Message = computev1alpha1.ReasonPoolServesNoConsoles, "pool "+pool+"'s poollet serves no consoles (it has no console endpoint)"
+	case rm.GetStatus().GetConsole() == "":
+		c.Reason, c.Message = computev1alpha1.ReasonRuntimeHasNoConsole, "pool "+pool+"'s runtime offers no serial console for this machine"
+	case rm.GetStatus().GetState() != mriv1alpha1.MachineState_MACHINE_STATE_RUNNING:
+		c.Reason, c.Message = computev1alpha1.ReasonConsoleMachineNotRunning, "the console log can be read (machines/consolelog); typing at the console needs the machine running"
+	default:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, computev1alpha1.ReasonConsoleAvailable, "machines/console and machines/consolelog"
+	}
+	return c
 }
 
 // carriedConditions are the runtime's conditions a Machine shows as the runtime reports

@@ -26,7 +26,7 @@ func TestObservedStatusCarriesSiteReachable(t *testing.T) {
 		Message: "the downstream site does not answer"}
 	pulled := &mriv1alpha1.Condition{Type: "ImagePulled", Status: true, Reason: "Pulled"}
 
-	st := ObservedStatus(m, rm(unreachable, pulled), "site-1")
+	st := ObservedStatus(m, rm(unreachable, pulled), "site-1", true)
 	c := meta.FindStatusCondition(st.Conditions, computev1alpha1.ConditionSiteReachable)
 	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != computev1alpha1.ReasonSiteUnreachable ||
 		c.Message != unreachable.Message || c.ObservedGeneration != 3 {
@@ -41,12 +41,12 @@ func TestObservedStatusCarriesSiteReachable(t *testing.T) {
 
 	m.Status = st
 	st = ObservedStatus(m, rm(&mriv1alpha1.Condition{Type: computev1alpha1.ConditionSiteReachable, Status: true,
-		Reason: computev1alpha1.ReasonSiteReachable}), "site-1")
+		Reason: computev1alpha1.ReasonSiteReachable}), "site-1", true)
 	if c := meta.FindStatusCondition(st.Conditions, computev1alpha1.ConditionSiteReachable); c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("once the site answers, SiteReachable = %+v, want True", c)
 	}
 	m.Status = st
-	if st = ObservedStatus(m, rm(), "site-1"); meta.FindStatusCondition(st.Conditions, computev1alpha1.ConditionSiteReachable) != nil {
+	if st = ObservedStatus(m, rm(), "site-1", true); meta.FindStatusCondition(st.Conditions, computev1alpha1.ConditionSiteReachable) != nil {
 		t.Errorf("a runtime that no longer reports SiteReachable left it on the Machine: %+v", st.Conditions)
 	}
 }
@@ -66,7 +66,7 @@ func TestObservedStatusCarriesServerPowerFailing(t *testing.T) {
 	failing := &mriv1alpha1.Condition{Type: computev1alpha1.ConditionServerPowerFailing, Status: true,
 		Reason: computev1alpha1.ReasonPowerChangeFailed, Message: "the last 3 attempts to switch the server on failed; retrying with back-off"}
 	for _, state := range []mriv1alpha1.MachineState{mriv1alpha1.MachineState_MACHINE_STATE_SHUTDOWN, mriv1alpha1.MachineState_MACHINE_STATE_RUNNING} {
-		st := ObservedStatus(m, rm(state, failing), "metal")
+		st := ObservedStatus(m, rm(state, failing), "metal", true)
 		c := meta.FindStatusCondition(st.Conditions, computev1alpha1.ConditionServerPowerFailing)
 		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != computev1alpha1.ReasonPowerChangeFailed || c.Message != failing.Message {
 			t.Fatalf("%s: ServerPowerFailing on the Machine = %+v, want it as the runtime reports it", state, c)
@@ -80,8 +80,40 @@ func TestObservedStatusCarriesServerPowerFailing(t *testing.T) {
 		}
 		m.Status = st
 	}
-	st := ObservedStatus(m, rm(mriv1alpha1.MachineState_MACHINE_STATE_RUNNING), "metal")
+	st := ObservedStatus(m, rm(mriv1alpha1.MachineState_MACHINE_STATE_RUNNING), "metal", true)
 	if meta.FindStatusCondition(st.Conditions, computev1alpha1.ConditionServerPowerFailing) != nil || !meta.IsStatusConditionTrue(st.Conditions, computev1alpha1.ConditionReady) {
 		t.Fatalf("once the power works: %+v", st.Conditions)
+	}
+}
+
+// ConsoleAvailable says whether the console can be used through the API, and why not:
+// the pool serving consoles comes first, then the runtime having one for the machine
+// (where it says, S5), then the machine running for typing.
+func TestConsoleAvailable(t *testing.T) {
+	running, stopped := mriv1alpha1.MachineState_MACHINE_STATE_RUNNING, mriv1alpha1.MachineState_MACHINE_STATE_SHUTDOWN
+	for _, tc := range []struct {
+		name    string
+		serves  bool
+		console string
+		state   mriv1alpha1.MachineState
+		status  metav1.ConditionStatus
+		reason  string
+	}{
+		{"running on a pool that serves consoles", true, "/var/lib/anvil/qemu/m/console.log", running, metav1.ConditionTrue, computev1alpha1.ReasonConsoleAvailable},
+		{"stopped: the log only", true, "/var/lib/anvil/qemu/m/console.log", stopped, metav1.ConditionFalse, computev1alpha1.ReasonConsoleMachineNotRunning},
+		{"a server: the runtime has none", true, "", running, metav1.ConditionFalse, computev1alpha1.ReasonRuntimeHasNoConsole},
+		{"a poollet without an endpoint", false, "/var/lib/anvil/qemu/m/console.log", running, metav1.ConditionFalse, computev1alpha1.ReasonPoolServesNoConsoles},
+		{"neither", false, "", stopped, metav1.ConditionFalse, computev1alpha1.ReasonPoolServesNoConsoles},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &computev1alpha1.Machine{}
+			m.Generation = 3
+			rm := &mriv1alpha1.Machine{Metadata: &mriv1alpha1.ObjectMetadata{Id: "m"},
+				Status: &mriv1alpha1.MachineStatus{State: tc.state, Console: tc.console}}
+			c := meta.FindStatusCondition(ObservedStatus(m, rm, "p", tc.serves).Conditions, computev1alpha1.ConditionConsoleAvailable)
+			if c == nil || c.Status != tc.status || c.Reason != tc.reason || c.Message == "" || c.ObservedGeneration != 3 {
+				t.Errorf("ConsoleAvailable = %+v, want %s/%s with a message", c, tc.status, tc.reason)
+			}
+		})
 	}
 }
