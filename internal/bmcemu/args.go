@@ -106,7 +106,9 @@ const (
 
 // launch is what one start of a server's QEMU needs besides its Spec.
 type launch struct {
-	disk, console, qmp, pidFile string
+	// console is the serial port's log; consoleSocket the socket QEMU serves it on
+	// (serialPort joins a BMC session to it).
+	disk, console, consoleSocket, qmp, pidFile string
 	// data is the second disk's file ("" when the server has none).
 	data string
 	// vars is a UEFI server's variable store.
@@ -167,7 +169,8 @@ func qemuArgs(s Spec, l launch, accel vm.Accel) ([]string, error) {
 	}
 	args = append(args,
 		"-smp", strconv.Itoa(s.CPUs), "-m", strconv.FormatInt(s.MemoryMiB, 10)+"M",
-		"-chardev", "file,id=console,append=on,path="+optionValue(l.console),
+		"-chardev", "socket,id=console,server=on,wait=off,path="+optionValue(l.consoleSocket)+
+			",logfile="+optionValue(l.console)+",logappend=on",
 		"-serial", "chardev:console",
 		"-qmp", "unix:"+optionValue(l.qmp)+",server=on,wait=off",
 		"-pidfile", l.pidFile,

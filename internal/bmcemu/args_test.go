@@ -9,7 +9,7 @@ import (
 )
 
 func TestQemuArgsFollowTheBootOverrideAndMedia(t *testing.T) {
-	l := launch{disk: "/s/disk.qcow2", console: "/s/console.log", qmp: "/s/qmp.sock", pidFile: "/s/qemu.pid"}
+	l := launch{disk: "/s/disk.qcow2", console: "/s/console.log", consoleSocket: "/s/console.sock", qmp: "/s/qmp.sock", pidFile: "/s/qemu.pid"}
 	arm, uefi, ssh := spec, spec, spec
 	arm.Architecture, uefi.UEFI, ssh.SSHPort = computev1alpha1.ArchitectureARM64, true, 2201
 	for _, tc := range []struct {

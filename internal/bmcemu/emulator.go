@@ -123,6 +123,16 @@ func Start(cfg Config) (*Emulator, error) {
 	}
 	e.addr = l.Addr().String()
 	e.cfg.Listen = e.addr
+	// Each server's serial console on a port of its own, beside the BMC's address.
+	host, _, _ := net.SplitHostPort(e.addr)
+	for _, name := range e.names {
+		m := e.machines[name]
+		if m.serial, err = listenSerial(host, m.consoleSocket(), m.log); err != nil {
+			l.Close()
+			e.closeSerial()
+			return nil, fmt.Errorf("bmcemu: server %s's serial console: %w", name, err)
+		}
+	}
 	e.srv = &http.Server{Handler: e.handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		err := e.srv.Serve(l)
@@ -205,6 +215,16 @@ func (e *Emulator) Close() error {
 			err = e.srv.Close()
 		}
 		e.closeErr = errors.Join(err, <-e.done)
+		e.closeSerial()
 	})
 	return e.closeErr
+}
+
+// closeSerial closes the servers' serial consoles, ending their sessions.
+func (e *Emulator) closeSerial() {
+	for _, m := range e.machines {
+		if m.serial != nil {
+			m.serial.Close()
+		}
+	}
 }

@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -197,6 +200,7 @@ func TestBootsTheInsertedCDWithItsConfigDrive(t *testing.T) {
 		t.Fatal("not On after Reset On")
 	}
 	waitConsole(t, b.e.ConsolePath("server-1"), testos.ReadyLine(computev1alpha1.ArchitectureAMD64, "server-one", "from-the-stick"), 1)
+	checkSerialConsole(t, b, "server-1")
 
 	// Ejected while it runs: QEMU's drive is empty.
 	if code, _ := b.do("POST", cd+"/Actions/VirtualMedia.EjectMedia", map[string]any{}); code != http.StatusNoContent {
@@ -406,4 +410,53 @@ func waitConsole(t *testing.T, path, want string, n int) {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+// checkSerialConsole opens server name's serial console where its Redfish System says
+// (SerialConsole.Telnet), types a line and reads the guest's terminal echo back; a second
+// session while the first is on is closed at once; what the guest echoed is in the
+// server's console log too.
+func checkSerialConsole(t *testing.T, b *bmc, name string) {
+	t.Helper()
+	_, sys := b.do("GET", root+"/Systems/"+name, nil)
+	telnet, _ := sys["SerialConsole"].(map[string]any)["Telnet"].(map[string]any)
+	port, _ := telnet["Port"].(float64)
+	if telnet["ServiceEnabled"] != true || port == 0 {
+		t.Fatalf("System %s's SerialConsole: %v", name, sys["SerialConsole"])
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port)))
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	typed := fmt.Sprintf("typed-at-the-bmc-%d", time.Now().UnixNano())
+	// The session is on once the emulator has joined it to QEMU's socket: type until the
+	// echo comes (what is typed before that is dropped with the connection's first bytes).
+	var seen bytes.Buffer
+	buf := make([]byte, 4096)
+	for deadline := time.Now().Add(30 * time.Second); !bytes.Contains(seen.Bytes(), []byte(typed)); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no echo of %q from %s's serial console within 30 s; it sent %q", typed, name, seen.String())
+		}
+		if _, err := io.WriteString(c, typed+"\r"); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		n, err := c.Read(buf)
+		seen.Write(buf[:n])
+		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("%s's serial console: %v after %q", name, err, seen.String())
+		}
+	}
+	second, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	_ = second.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := second.Read(buf); err != io.EOF {
+		t.Errorf("a second session while one is on: read %d bytes, %v; want it closed at once", n, err)
+	}
+	waitConsole(t, b.e.ConsolePath(name), typed, 1)
 }

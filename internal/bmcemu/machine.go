@@ -43,6 +43,8 @@ type machine struct {
 	override, overrideEnabled string
 	// runningSSHPort is the SSH port the QEMU last started was given (stateFile keeps it).
 	runningSSHPort int
+	// serial is the server's serial console as its BMC serves it (nil until Start opens it).
+	serial *serialPort
 }
 
 func newMachine(s Spec, dir string, accel vm.Accel, runAs string, forwards []vm.Forward, log logr.Logger) *machine {
@@ -60,6 +62,7 @@ func (m *machine) path(name string) string      { return filepath.Join(m.dir, na
 func (m *machine) qmpSocket() string            { return m.path(qmpSocketFile) }
 func (m *machine) pidFile() string              { return m.path(pidFileName) }
 func (m *machine) consolePath() string          { return m.path("console.log") }
+func (m *machine) consoleSocket() string        { return m.path(consoleSocketFile) }
 func (m *machine) dataDiskPath() string         { return m.path("data.raw") }
 func (m *machine) mediaPath(slot string) string { return m.path("media-" + slot) }
 
@@ -109,7 +112,7 @@ func (m *machine) powerOn(ctx context.Context) error {
 			return err
 		}
 	}
-	l := launch{disk: disk, console: m.consolePath(), qmp: m.qmpSocket(), pidFile: m.pidFile(),
+	l := launch{disk: disk, console: m.consolePath(), consoleSocket: m.consoleSocket(), qmp: m.qmpSocket(), pidFile: m.pidFile(),
 		bootCd: m.overrideEnabled != "Disabled" && m.override == targetCd, runAs: m.runAs, forwards: m.forwards}
 	if m.spec.DataDiskMiB > 0 {
 		l.data = m.dataDiskPath()
@@ -129,8 +132,9 @@ func (m *machine) powerOn(ctx context.Context) error {
 	if m.media[slotUSB] != "" {
 		l.usb = m.mediaPath(slotUSB)
 	}
-	// No QEMU serves the socket (adopt found none): a stale one would fail the bind.
+	// No QEMU serves the sockets (adopt found none): a stale one would fail the bind.
 	_ = os.Remove(m.qmpSocket())
+	_ = os.Remove(m.consoleSocket())
 	program, err := vm.Binary(m.spec.arch())
 	if err != nil {
 		return err

@@ -248,8 +248,17 @@ func systemResource(m *machine, base string) map[string]any {
 	if m.on() {
 		power = "On"
 	}
-	return map[string]any{"@odata.id": base, "@odata.type": "#ComputerSystem.v1_10_0.ComputerSystem",
-		"Id": m.spec.Name, "Name": m.spec.Name, "UUID": uuidOf(m.spec.Name), "PowerState": power,
+	// The serial console (ComputerSystem v1_13's SerialConsole): one raw session at a time
+	// on the Telnet service's port, at the BMC's own host.
+	serial := map[string]any{"MaxConcurrentSessions": 1,
+		"IPMI": map[string]any{"ServiceEnabled": false}, "SSH": map[string]any{"ServiceEnabled": false},
+		"Telnet": map[string]any{"ServiceEnabled": m.serial != nil}}
+	if m.serial != nil {
+		serial["Telnet"].(map[string]any)["Port"] = m.serial.Port()
+	}
+	return map[string]any{"@odata.id": base, "@odata.type": "#ComputerSystem.v1_13_0.ComputerSystem",
+		"SerialConsole": serial,
+		"Id":            m.spec.Name, "Name": m.spec.Name, "UUID": uuidOf(m.spec.Name), "PowerState": power,
 		"Status": enabled(), "SystemType": "Physical", "Manufacturer": "anvil", "Model": "emulated server (QEMU)",
 		"Boot": map[string]any{
 			"BootSourceOverrideEnabled": m.overrideEnabled, "BootSourceOverrideTarget": m.override,
