@@ -15,6 +15,7 @@ import (
 
 func newMetalRuntimeCommand() *cobra.Command {
 	var listen, cacheDir, wipe string
+	var noConsoles bool
 	var images *imageCacheFlags
 	var serve serveFlags
 	cfg := pool.Config{Name: "metal"}
@@ -42,6 +43,9 @@ func newMetalRuntimeCommand() *cobra.Command {
 			if cfg.ImageCacheDir == "" {
 				cfg.ImageCacheDir = filepath.Join(cfg.Site.StateDir, "cache")
 			}
+			if !noConsoles {
+				cfg.ConsoleDir = filepath.Join(cfg.Site.StateDir, "consoles")
+			}
 			p, err := pool.Start(cmd.Context(), cfg)
 			if err != nil {
 				return err
@@ -57,7 +61,8 @@ func newMetalRuntimeCommand() *cobra.Command {
 	serve.add(f)
 	addPoolFlag(f, &cfg.Name, "name of the MachinePool it serves; starts every machine id")
 	f.StringVar(&cfg.Site.Namespace, "namespace", "", "infrastructure namespace holding the site's Hosts, their Secrets and HostPolicies (required)")
-	f.StringVar(&cfg.Site.StateDir, "state-dir", "/var/lib/anvil/metal", "folder for Ironic's configuration, database and log")
+	f.StringVar(&cfg.Site.StateDir, "state-dir", "/var/lib/anvil/metal", "folder for Ironic's configuration, database and log, and the servers' console logs")
+	f.BoolVar(&noConsoles, "no-consoles", false, "serve no serial consoles (docs/console.md): the console calls answer UNIMPLEMENTED")
 	f.StringVar(&cacheDir, "cache-dir", "", "OS image cache (default <state-dir>/cache)")
 	images = addImageCacheFlags(f)
 	f.IntVar(&cfg.Site.IronicPort, "ironic-port", 6385, "Ironic's API port on 127.0.0.1")

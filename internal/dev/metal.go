@@ -76,6 +76,7 @@ func StartMetalPool(ctx context.Context, cfg *rest.Config, c client.Client, stat
 		Site: site.Config{RestConfig: impersonating(cfg, imp), Namespace: MetalNamespace, StateDir: dir, ESPImage: espImage, Wipe: wipe,
 			Logger: log.WithName("site").WithValues("pool", MetalPoolName)},
 		Name: MetalPoolName, ImageCacheDir: filepath.Join(dir, "cache"), ImageCache: images, ImageListen: imageListen,
+		ConsoleDir: filepath.Join(dir, "consoles"),
 		Logger: log.WithName("runtime").WithValues("pool", MetalPoolName),
 	})
 	if err != nil {

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,9 +70,19 @@ func TestBareMetalPools(t *testing.T) {
 	kubeconfig := filepath.Join(state, "kubeconfig")
 
 	waitKubectlLong(t, kubeconfig, "Running", 5*time.Minute, "get", "machine", "metal-1", "-n", "default", "-o", "jsonpath={.status.state}")
-	// Servers' consoles are not served yet (docs/console.md): the Machine says so.
-	env.WaitKubectl(t, kubeconfig, "False/RuntimeHasNoConsole", "get", "machine", "metal-1", "-n", "default", "-o",
+	// Its server's serial console through the API (docs/console.md): the metal runtime
+	// holds the session the emulated BMC serves, and a tenant types there.
+	env.WaitKubectl(t, kubeconfig, "True/Available", "get", "machine", "metal-1", "-n", "default", "-o",
 		`jsonpath={.status.conditions[?(@.type=="ConsoleAvailable")].status}/{.status.conditions[?(@.type=="ConsoleAvailable")].reason}`)
+	typing := env.StartConsole(t, kubeconfig, "default", "metal-1")
+	typing.Await(t, "attached")
+	typed := fmt.Sprintf("typed-at-a-server-%d", time.Now().UnixNano())
+	if _, err := io.WriteString(typing.Stdin, typed+"\r"); err != nil {
+		t.Fatal(err)
+	}
+	typing.Await(t, typed)
+	typing.Stop()
+	waitKubectlContains(t, kubeconfig, typed, "get", "--raw", "/apis/subresources.compute.anvil.dev/v1alpha1/namespaces/default/machines/metal-1/consolelog")
 	env.WaitKubectl(t, kubeconfig, "dev-metal", "get", "machine", "metal-1", "-n", "default", "-o", "jsonpath={.spec.machinePoolRef.name}")
 	env.WaitKubectl(t, kubeconfig, "Provisioned", "get", "host", "emulated-1", "-n", "anvil-metal", "-o",
 		`jsonpath={.status.provisioningState}`)

@@ -29,7 +29,9 @@ type Config struct {
 	// ImageListen is the image server's address (default 127.0.0.1:0). Keep it fixed
 	// across restarts: provisioned Hosts' image URLs name it.
 	ImageListen string
-	Logger      logr.Logger
+	// ConsoleDir holds the servers' console logs; empty serves no consoles.
+	ConsoleDir string
+	Logger     logr.Logger
 }
 
 // Pool is a running pool.
@@ -65,7 +67,7 @@ func Start(ctx context.Context, cfg Config) (*Pool, error) {
 		return fail(err)
 	}
 	rt, err := metal.New(metal.Options{Client: direct, APIReader: direct, Cache: c, Namespace: cfg.Site.Namespace,
-		PoolName: cfg.Name, Images: images, ImageListen: cfg.ImageListen, Logger: cfg.Logger})
+		PoolName: cfg.Name, Images: images, ImageListen: cfg.ImageListen, ConsoleDir: cfg.ConsoleDir, Logger: cfg.Logger})
 	if err != nil {
 		return fail(err)
 	}

@@ -48,6 +48,9 @@ type Options struct {
 	ImageURL string
 	// Workers is how many Hosts the Run loop handles at once; default 4.
 	Workers int
+	// ConsoleDir, when set, holds the servers' console logs (one file per machine) and the
+	// runtime serves the console calls (serial.go); empty: it answers them UNIMPLEMENTED.
+	ConsoleDir string
 	Logger  logr.Logger
 
 	// sweepGrace spares config-drive Secrets this young (default sweepGrace).

@@ -109,6 +109,7 @@ func (r *Runtime) start(ctx context.Context) error {
 	for name := range r.hosts {
 		r.refreshLocked(name)
 	}
+	r.sweepSerialLocked()
 	used := r.drivesInUseLocked()
 	for name := range r.drives {
 		if !used[name] {

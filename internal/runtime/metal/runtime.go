@@ -1,8 +1,10 @@
 package metal
 
 import (
+	"context"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 
 	"k8s.io/client-go/util/workqueue"
@@ -11,6 +13,7 @@ import (
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/mri"
 	"github.com/anvil-dev/anvil/internal/mri/mutate"
+	"github.com/anvil-dev/anvil/internal/runtime/console"
 	"github.com/anvil-dev/anvil/internal/runtime/kit"
 )
 
@@ -55,6 +58,12 @@ type Runtime struct {
 	started    bool
 	// closed: Close began; no prefetch starts after it (checked with background.Add under mu).
 	closed bool
+
+	// consoles are the servers' serial console sessions (nil: no Options.ConsoleDir), and
+	// consoleServer answers the console calls from them.
+	consoles      *serialConsoles
+	consoleServer *console.Server
+	endConsoles   context.CancelFunc
 }
 
 // hostView is what the runtime keeps beside the machine a Host carries.
@@ -89,6 +98,17 @@ func New(opts Options) (*Runtime, error) {
 		vacated: map[string]vacated{}, projected: map[string]string{}, prefetched: map[string]bool{},
 	}
 	r.Fixed = mutate.Fixed{NoVolumeHotplug: noVolumeHotplug, NoNICHotplug: noNICHotplug, Machine: r.Base.Machine}
+	r.endConsoles = func() {}
+	if opts.ConsoleDir != "" {
+		if err := os.MkdirAll(opts.ConsoleDir, 0o700); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("metal runtime: console logs: %w", err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		r.consoles = &serialConsoles{dir: opts.ConsoleDir, ctx: ctx, sessions: map[string]*serialSession{}, none: map[string]string{}}
+		r.consoleServer = &console.Server{Lookup: r.lookupConsole}
+		r.endConsoles = cancel
+	}
 	if r.imageURL == "" {
 		r.imageURL = "http://" + l.Addr().String()
 	}
@@ -106,6 +126,7 @@ func (r *Runtime) Close() {
 		r.closed = true
 		r.mu.Unlock()
 		r.Views.Close()
+		r.endConsoles()
 		r.queue.ShutDown()
 		r.background.Wait()
 	}, func() { r.listener.Close() }) // Run never will
@@ -141,9 +162,15 @@ func (r *Runtime) assume(h *metalv1alpha1.Host) {
 // mu must be held.
 func (r *Runtime) refreshLocked(name string) {
 	next, view := r.viewLocked(r.hosts[name])
+	if next != nil {
+		next.Status.Console = r.serialLocked(name, r.hosts[name], next)
+	} else if r.consoles != nil {
+		r.dropSerialLocked(name)
+	}
 	if oldID, old, ok := r.Views.Peek(name); ok && next.GetMetadata().GetId() != oldID {
 		delete(r.observed, oldID)
 		delete(r.drives, old.drive)
+		r.forgetSerialLocked(oldID)
 	}
 	if !r.Views.Set(name, next, view) {
 		// Two Hosts carry one machine: only a claim made outside this runtime's rules
