@@ -77,7 +77,7 @@ func StartMetalPool(ctx context.Context, cfg *rest.Config, c client.Client, stat
 			Logger: log.WithName("site").WithValues("pool", MetalPoolName)},
 		Name: MetalPoolName, ImageCacheDir: filepath.Join(dir, "cache"), ImageCache: images, ImageListen: imageListen,
 		ConsoleDir: filepath.Join(dir, "consoles"),
-		Logger: log.WithName("runtime").WithValues("pool", MetalPoolName),
+		Logger:     log.WithName("runtime").WithValues("pool", MetalPoolName),
 	})
 	if err != nil {
 		return nil, err

@@ -95,7 +95,7 @@ type Pass struct {
 	Pool string
 	// ServesConsoles says the pool's poollet serves consoles (ConsoleAvailable).
 	ServesConsoles bool
-	Machine *computev1alpha1.Machine
+	Machine        *computev1alpha1.Machine
 	// Runtime is the Machine's runtime machine (Sort's Mine), nil when it has none; each
 	// runtime call's answer replaces it.
 	Runtime *mriv1alpha1.Machine

@@ -51,7 +51,7 @@ type Options struct {
 	// ConsoleDir, when set, holds the servers' console logs (one file per machine) and the
 	// runtime serves the console calls (serial.go); empty: it answers them UNIMPLEMENTED.
 	ConsoleDir string
-	Logger  logr.Logger
+	Logger     logr.Logger
 
 	// sweepGrace spares config-drive Secrets this young (default sweepGrace).
 	sweepGrace time.Duration
