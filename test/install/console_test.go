@@ -21,15 +21,17 @@ import (
 
 // checkConsoleInCluster reads Machine default/name's console log through kube-apiserver
 // and the manager's console server, until it holds want, and types at its console there
-// (the test OS's serial terminal echoes): the path of docs/console.md with anvil installed
-// by config/default — the APIService, the Service onto every manager replica, the poollet
-// DaemonSet's endpoint on the node's address.
+// (the test OS's serial terminal echoes; the log then holds what was typed): the path of
+// docs/console.md with anvil installed by config/default and config/metal-site — the
+// APIService, the Service onto every manager replica, the pool's poollet endpoint on the
+// node's address.
 func (s *site) checkConsoleInCluster(t *testing.T, name, want string) {
 	t.Helper()
 	s.env.WaitKubectlFor(t, s.kubeconfig, 3*time.Minute, "say the console API is Available", func(out string) bool { return out == "True" },
 		"get", "apiservice", consoleapi.APIServiceName, "-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`)
+	logPath := "/apis/" + consoleapi.Group + "/" + consoleapi.Version + "/namespaces/default/machines/" + name + "/consolelog"
 	s.env.WaitKubectlFor(t, s.kubeconfig, time.Minute, "hold "+strconv.Quote(want), func(out string) bool { return strings.Contains(out, want) },
-		"get", "--raw", "/apis/"+consoleapi.Group+"/"+consoleapi.Version+"/namespaces/default/machines/"+name+"/consolelog")
+		"get", "--raw", logPath)
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", s.kubeconfig)
 	if err != nil {
@@ -57,6 +59,8 @@ func (s *site) checkConsoleInCluster(t *testing.T, name, want string) {
 	}
 	cancel()
 	<-done
+	s.env.WaitKubectlFor(t, s.kubeconfig, time.Minute, "hold what was typed", func(out string) bool { return strings.Contains(out, typed) },
+		"get", "--raw", logPath)
 }
 
 // checkManagersShareTheirConsoleCertificate: every manager replica serves the console with

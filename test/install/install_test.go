@@ -178,6 +178,11 @@ func TestInstallIntoARealCluster(t *testing.T) {
 		waitFile(t, bmc.ConsolePath("server-1"), testos.ReadyLine(computev1alpha1.ArchitectureAMD64, "metal-1", "metal-1"), 5*time.Minute)
 	})
 
+	s.step(t, "the server's console through the API, from the site Pod's session with its BMC", func(t *testing.T) {
+		// The session starts once the server is provisioned: its first lines may come before.
+		s.checkConsoleInCluster(t, "metal-1", "")
+	})
+
 	s.step(t, "nothing was lost", func(t *testing.T) {
 		if now := s.uids(t); !maps(now, uids) {
 			t.Errorf("objects after the manager's restart: %v, before: %v", now, uids)
