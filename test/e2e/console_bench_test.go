@@ -35,17 +35,7 @@ import (
 //	go test -run '^$' -bench Console -benchtime 1x ./test/e2e
 func BenchmarkConsole(b *testing.B) {
 	const rounds = 9
-	state, err := os.MkdirTemp("", "cb") // short: QMP and console sockets live under it
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { devproc.KillQemu(state); os.RemoveAll(state) })
-	registryPort := devproc.FreePort(b)
-	d := env.StartDev(b, "--state-dir", state, "--bin-dir", env.BinDir, "--fake-pool", "", "--metal-pool=false",
-		"--qemu-architectures", "amd64",
-		"--apiserver-port", devproc.FreePort(b), "--etcd-port", devproc.FreePort(b), "--etcd-peer-port", devproc.FreePort(b),
-		"--registry-port", registryPort, "--test-os", testos.Dir(b))
-	b.Cleanup(func() { d.Stop(syscall.SIGTERM) })
+	_, state, registryPort := startAMD64Dev(b, "cb")
 	kubeconfig := filepath.Join(state, "kubeconfig")
 	env.Apply(b, kubeconfig, fmt.Sprintf(`
 apiVersion: compute.anvil.dev/v1alpha1
@@ -247,4 +237,23 @@ func echoThroughSocket(socket, token string) (float64, error) {
 		got.Write(buf[:n])
 	}
 	return time.Since(start).Seconds(), nil
+}
+
+// startAMD64Dev starts an anvil dev of one QEMU pool (amd64), no fake or metal pool, in a
+// new state folder named after prefix (short: QMP and console sockets live under it), and
+// returns it, the folder and its registry's port; its guests are ended with the test.
+func startAMD64Dev(tb testing.TB, prefix string) (*devproc.Dev, string, string) {
+	tb.Helper()
+	state, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { devproc.KillQemu(state); os.RemoveAll(state) })
+	registryPort := devproc.FreePort(tb)
+	d := env.StartDev(tb, "--state-dir", state, "--bin-dir", env.BinDir, "--fake-pool", "", "--metal-pool=false",
+		"--qemu-architectures", "amd64",
+		"--apiserver-port", devproc.FreePort(tb), "--etcd-port", devproc.FreePort(tb), "--etcd-peer-port", devproc.FreePort(tb),
+		"--registry-port", registryPort, "--test-os", testos.Dir(tb))
+	tb.Cleanup(func() { d.Stop(syscall.SIGTERM) })
+	return d, state, registryPort
 }

@@ -9,14 +9,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/anvil-dev/anvil/internal/consoleapi"
-	"github.com/anvil-dev/anvil/test/devproc"
 	"github.com/anvil-dev/anvil/test/scale/measure"
 	"github.com/anvil-dev/anvil/test/testos"
 )
@@ -41,17 +39,7 @@ const floodMemoryBound = 96 << 20
 // grows by less than floodMemoryBound, the log on disk by more than the bound, and the
 // fast follower gets every byte.
 func TestConsoleFloodHoldsAnvilsMemory(t *testing.T) {
-	state, err := os.MkdirTemp("", "cf") // short: QMP and console sockets live under it
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { devproc.KillQemu(state); os.RemoveAll(state) })
-	registryPort := devproc.FreePort(t)
-	d := env.StartDev(t, "--state-dir", state, "--bin-dir", env.BinDir, "--fake-pool", "", "--metal-pool=false",
-		"--qemu-architectures", "amd64",
-		"--apiserver-port", devproc.FreePort(t), "--etcd-port", devproc.FreePort(t), "--etcd-peer-port", devproc.FreePort(t),
-		"--registry-port", registryPort, "--test-os", testos.Dir(t))
-	t.Cleanup(func() { d.Stop(syscall.SIGTERM) })
+	d, state, registryPort := startAMD64Dev(t, "cf")
 	kubeconfig := filepath.Join(state, "kubeconfig")
 	env.Apply(t, kubeconfig, fmt.Sprintf(`
 apiVersion: compute.anvil.dev/v1alpha1
