@@ -16,7 +16,6 @@ import (
 
 	"github.com/anvil-dev/anvil/internal/consoleapi"
 	"github.com/anvil-dev/anvil/test/scale/measure"
-	"github.com/anvil-dev/anvil/test/testos"
 )
 
 // floodScript is a tenant's first-boot script that writes to the serial console as fast as
