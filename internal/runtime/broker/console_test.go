@@ -9,7 +9,9 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/streaming/pkg/httpstream"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/config/rbac/brokeridentity"
 	"github.com/anvil-dev/anvil/internal/consoleapi"
@@ -23,9 +25,20 @@ func TestBrokerIdentityReachesOnlyItsNamespacesConsoles(t *testing.T) {
 	owner := newSite(t, "console-owner")
 	r := owner.mustStart(t)
 	uid := "8f4a3d0e-0000-4000-8000-0000000000c1"
-	if _, err := r.CreateMachine(bg(t), &mriv1alpha1.CreateMachineRequest{Machine: upstream(uid)}); err != nil {
+	resp, err := r.CreateMachine(bg(t), &mriv1alpha1.CreateMachineRequest{Machine: upstream(uid)})
+	if err != nil {
 		t.Fatal(err)
 	}
+	// The package's tests share the site's pool: give its room back.
+	t.Cleanup(func() {
+		if _, err := r.DeleteMachine(bg(t), &mriv1alpha1.DeleteMachineRequest{Id: resp.Machine.Metadata.Id}); err != nil {
+			t.Error(err)
+		}
+		eventually(t, "the downstream Machine gone", func() bool {
+			err := env.Client.Get(bg(t), client.ObjectKey{Namespace: owner.ns, Name: uid}, &computev1alpha1.Machine{})
+			return apierrors.IsNotFound(err)
+		})
+	})
 	ownerCfg, err := brokeridentity.Identity(bg(t), env.Config, owner.ns, owner.pool, time.Hour)
 	if err != nil {
 		t.Fatal(err)
