@@ -154,6 +154,7 @@ func (r *Rig) StartPool(t *testing.T, name, ns string, mod func(*site.Config)) *
 	p, err := Start(ctx, r.Env.Config, r.Env.Client, pool.Config{
 		Site: sc,
 		Name: name, ImageCacheDir: filepath.Join(dir, "cache"), ImageCache: osimage.CacheOptions{Network: registrynet.Policy{Allow: registrynet.Loopback}},
+		ConsoleDir: filepath.Join(dir, "consoles"),
 	}, 2*time.Second)
 	if err != nil {
 		t.Fatalf("starting the metal pool: %v", err)

@@ -3,8 +3,11 @@ package metalservers
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
@@ -79,6 +83,8 @@ func TestReleasedServerIsWipedBeforeTheNextTenant(t *testing.T) {
 	if !strings.Contains(out, "wrote the secret to /dev/vd") || !strings.Contains(out, "ANVIL-TESTOS-SCRIPT-END rc=0") {
 		t.Fatalf("tenant A's script did not write its secret:\n%s", out)
 	}
+	// Its server's serial console, as the metal runtime keeps it for tenant A's machine.
+	alphaLog := machineConsoleLog(t, tt.pool.ConsoleDir, tenantA, "alpha", "wrote the secret to /dev/vd")
 	// Deleting the Machine waits for the release; meanwhile, once the eraser is on its way,
 	// Ironic is killed and loses its database: the Host must still not be handed out unwiped.
 	go deleteMachineLater(tenantA, "alpha")
@@ -102,6 +108,9 @@ func TestReleasedServerIsWipedBeforeTheNextTenant(t *testing.T) {
 		return metalpool.InState(metalv1alpha1.StateAvailable)(h) && h.Spec.ConsumerRef == nil && h.Status.Image == nil
 	})
 	deleteMachine(t, tenantA, "alpha", 5*time.Minute)
+	if _, err := os.Stat(alphaLog); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("tenant A's console log %s outlived its machine: %v", alphaLog, err)
+	}
 	if availableUnwiped {
 		t.Errorf("the Host was Available before it was wiped")
 	}
@@ -123,6 +132,11 @@ func TestReleasedServerIsWipedBeforeTheNextTenant(t *testing.T) {
 	}
 	if strings.Contains(out, "FOUND:") || strings.Contains(out, "alpha") {
 		t.Errorf("tenant B found tenant A's secret on the server's disk:\n%s", out)
+	}
+	// Tenant B's console log is its own: nothing tenant A's machine printed, nor the wipe's.
+	betaLog := machineConsoleLog(t, tt.pool.ConsoleDir, tenantB, "beta", "searched /dev/vd")
+	if raw, _ := os.ReadFile(betaLog); strings.Contains(string(raw), "wrote the secret") || strings.Contains(string(raw), "ANVIL-ERASER") {
+		t.Errorf("tenant B's console log holds what came before its machine:\n%s", devproc.LastLines(string(raw), 30))
 	}
 	deleteMachine(t, tenantB, "beta", 5*time.Minute)
 }
@@ -159,5 +173,25 @@ func checkErased(t *testing.T, path string, size int64) {
 	}
 	if !bytes.HasPrefix(b, []byte("ANVIL-CANARY-MIDDLE")) {
 		t.Errorf("the middle of the data disk was changed (%q): the metadata erase touches only the first and last MiB", b[:32])
+	}
+}
+
+// machineConsoleLog is the path of Machine ns/name's console log in the metal runtime's
+// dir, once it holds want.
+func machineConsoleLog(t *testing.T, dir, ns, name, want string) string {
+	t.Helper()
+	m := &computev1alpha1.Machine{}
+	if err := rig.Env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, m); err != nil || m.Status.MachineID == "" {
+		t.Fatalf("Machine %s/%s's machine id: %v %q", ns, name, err, m.Status.MachineID)
+	}
+	path := filepath.Join(dir, m.Status.MachineID+".log")
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(250 * time.Millisecond) {
+		raw, _ := os.ReadFile(path)
+		if strings.Contains(string(raw), want) {
+			return path
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s/%s's console log %s never held %q:\n%s", ns, name, path, want, devproc.LastLines(string(raw), 30))
+		}
 	}
 }

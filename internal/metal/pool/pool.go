@@ -38,6 +38,8 @@ type Config struct {
 type Pool struct {
 	Site    *site.Site
 	Runtime *metal.Runtime
+	// ConsoleDir is Config.ConsoleDir: the servers' console logs, one file per machine id.
+	ConsoleDir string
 	cancel  context.CancelFunc
 	done    chan error
 }
@@ -73,7 +75,7 @@ func Start(ctx context.Context, cfg Config) (*Pool, error) {
 	}
 	images.SetInUse(func() []string { return images.BlobPaths(rt.ImageChecksumsInUse()) })
 	runCtx, cancel := context.WithCancel(context.Background())
-	p := &Pool{Site: s, Runtime: rt, cancel: cancel, done: make(chan error, 1)}
+	p := &Pool{Site: s, Runtime: rt, ConsoleDir: cfg.ConsoleDir, cancel: cancel, done: make(chan error, 1)}
 	go func() { p.done <- rt.Run(runCtx) }()
 	return p, nil
 }
