@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -17,6 +18,7 @@ import (
 func newConsoleCommand() *cobra.Command {
 	var log, follow, readOnly bool
 	var tail int64
+	var since time.Duration
 	loading := clientcmd.NewDefaultClientConfigLoadingRules()
 	overrides := &clientcmd.ConfigOverrides{}
 	cmd := &cobra.Command{
@@ -33,11 +35,17 @@ func newConsoleCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if log {
-				return consoleapi.ReadLog(cmd.Context(), cfg, ns, args[0], consoleapi.LogOptions{Follow: follow, TailLines: tail}, cmd.OutOrStdout())
+			if since < 0 {
+				return fmt.Errorf("--since %s: a while is not below zero", since)
 			}
-			if follow || tail != 0 {
-				return fmt.Errorf("--follow and --tail go with --log")
+			if log {
+				// Whole seconds, rounded up: --since 1500ms shows the last two seconds.
+				seconds := int64((since + time.Second - 1) / time.Second)
+				return consoleapi.ReadLog(cmd.Context(), cfg, ns, args[0],
+					consoleapi.LogOptions{Follow: follow, TailLines: tail, SinceSeconds: seconds}, cmd.OutOrStdout())
+			}
+			if follow || tail != 0 || since != 0 {
+				return fmt.Errorf("--follow, --tail and --since go with --log")
 			}
 			in := consoleapi.UntilEscape(os.Stdin)
 			if readOnly {
@@ -58,6 +66,7 @@ func newConsoleCommand() *cobra.Command {
 	f.BoolVar(&log, "log", false, "print the console log instead of attaching")
 	f.BoolVarP(&follow, "follow", "f", false, "with --log: keep printing what the machine writes")
 	f.Int64Var(&tail, "tail", 0, "with --log: start this many lines before the end")
+	f.DurationVar(&since, "since", 0, "with --log: start at what the machine wrote in this last while (5s, 2m, 3h; to the second)")
 	f.BoolVar(&readOnly, "read-only", false, "attach to watch only: any number may watch, one types at a time")
 	f.StringVar(&loading.ExplicitPath, "kubeconfig", "", "the kubeconfig to use (default: $KUBECONFIG or ~/.kube/config)")
 	f.StringVarP(&overrides.Context.Namespace, "namespace", "n", "", "the Machine's namespace (default: the context's)")

@@ -21,8 +21,9 @@ func machinePath(ns, name, subresource string) string {
 
 // LogOptions are machines/consolelog's parameters.
 type LogOptions struct {
-	Follow    bool
-	TailLines int64
+	Follow       bool
+	TailLines    int64
+	SinceSeconds int64
 }
 
 // ReadLog copies Machine ns/name's console log to out.
@@ -49,6 +50,9 @@ func OpenLog(ctx context.Context, cfg *rest.Config, ns, name string, o LogOption
 	}
 	if o.TailLines > 0 {
 		req = req.Param("tailLines", strconv.FormatInt(o.TailLines, 10))
+	}
+	if o.SinceSeconds > 0 {
+		req = req.Param("sinceSeconds", strconv.FormatInt(o.SinceSeconds, 10))
 	}
 	return req.Stream(ctx)
 }

@@ -94,7 +94,9 @@ func (s *Server) Start(ctx context.Context) error {
 }
 
 // consoleLog serves machines/consolelog: the Machine's console log as plain text, with
-// follow (keep sending what comes) and tailLines (start that many lines before the end).
+// follow (keep sending what comes), tailLines (start that many lines before the end) and
+// sinceSeconds (start at what was written in that many last seconds; with tailLines, the
+// later start), as a Pod's log.
 func (s *Server) consoleLog(w http.ResponseWriter, r *http.Request) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
 	if !s.allowed(w, r, ns, name, "consolelog") {
@@ -106,17 +108,10 @@ func (s *Server) consoleLog(w http.ResponseWriter, r *http.Request) {
 	if req.Follow, ok = boolParam(w, q, "follow", false); !ok {
 		return
 	}
-	if v := q.Get("tailLines"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, "tailLines must be a whole number, 0 or more")
-			return
-		}
-		req.TailLines = n
+	if req.TailLines, ok = countParam(w, q, "tailLines"); !ok {
+		return
 	}
-	if q.Has("sinceSeconds") {
-		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest,
-			"sinceSeconds is not supported yet: console logs carry no times (use tailLines)")
+	if req.SinceSeconds, ok = countParam(w, q, "sinceSeconds"); !ok {
 		return
 	}
 	m, ep, ok := s.machineConsole(w, r.Context(), ns, name)
@@ -267,6 +262,21 @@ func grpcStatus(ns, name string, err error) *metav1.Status {
 		out.Code, out.Reason, out.Message = http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, "the pool's console: "+st.Message()
 	}
 	return out
+}
+
+// countParam reads query parameter name, a whole number (0 when absent), answering 400
+// itself when it is not one.
+func countParam(w http.ResponseWriter, q url.Values, name string) (int64, bool) {
+	v := q.Get(name)
+	if v == "" {
+		return 0, true
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		writeStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, name+" must be a whole number, 0 or more")
+		return 0, false
+	}
+	return n, true
 }
 
 // boolParam reads query parameter name (def when absent), answering 400 itself when it is

@@ -49,8 +49,17 @@ func checkConsoleLog(t *testing.T, kubeconfig string) {
 			t.Errorf("%s reading the console log: %v\n%s, want forbidden", user, err, out)
 		}
 	}
-	if out, err := env.Kubectl(t, kubeconfig, "", "get", "--raw", consoleLogPath+"?sinceSeconds=10"); err == nil || !strings.Contains(out, "sinceSeconds is not supported yet") {
-		t.Errorf("sinceSeconds: %v\n%s, want a refusal saying so", err, out)
+	// sinceSeconds: the boot line, written three seconds ago or more by now, is in the last
+	// hour and not in the last second (the fake writes nothing else while it runs).
+	time.Sleep(3 * time.Second)
+	if out, err := env.Kubectl(t, kubeconfig, "", "get", "--raw", consoleLogPath+"?sinceSeconds=3600"); err != nil || !strings.Contains(out, ": running") {
+		t.Errorf("sinceSeconds=3600: %v\n%s, want the boot line", err, out)
+	}
+	if out, err := env.Kubectl(t, kubeconfig, "", "get", "--raw", consoleLogPath+"?sinceSeconds=1"); err != nil || strings.Contains(out, ": running") {
+		t.Errorf("sinceSeconds=1: %v\n%s, want nothing of the boot", err, out)
+	}
+	if out, err := env.Kubectl(t, kubeconfig, "", "get", "--raw", consoleLogPath+"?sinceSeconds=-1"); err == nil || !strings.Contains(out, "sinceSeconds must be a whole number") {
+		t.Errorf("sinceSeconds=-1: %v\n%s, want a refusal saying what to fix", err, out)
 	}
 
 	// Straight to the console server, claiming to be the admin in the headers only

@@ -3380,7 +3380,11 @@ type ReadConsoleLogRequest struct {
 	// tail_lines, when above zero, starts the log that many lines before its end.
 	TailLines int64 `protobuf:"varint,2,opt,name=tail_lines,json=tailLines,proto3" json:"tail_lines,omitempty"`
 	// follow keeps the stream open, sending what the machine writes next.
-	Follow        bool `protobuf:"varint,3,opt,name=follow,proto3" json:"follow,omitempty"`
+	Follow bool `protobuf:"varint,3,opt,name=follow,proto3" json:"follow,omitempty"`
+	// since_seconds, when above zero, starts the log at what the machine wrote in the last
+	// since_seconds seconds, as closely as the runtime's record of when its log grew allows
+	// (CONTRACT.md C7). With tail_lines too, the later of the two starts.
+	SinceSeconds  int64 `protobuf:"varint,4,opt,name=since_seconds,json=sinceSeconds,proto3" json:"since_seconds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3434,6 +3438,13 @@ func (x *ReadConsoleLogRequest) GetFollow() bool {
 		return x.Follow
 	}
 	return false
+}
+
+func (x *ReadConsoleLogRequest) GetSinceSeconds() int64 {
+	if x != nil {
+		return x.SinceSeconds
+	}
+	return 0
 }
 
 type ConsoleInput struct {
@@ -3809,12 +3820,13 @@ const file_api_mri_v1alpha1_mri_proto_rawDesc = "" +
 	"\n" +
 	"TYPE_ADDED\x10\x01\x12\x11\n" +
 	"\rTYPE_MODIFIED\x10\x02\x12\x10\n" +
-	"\fTYPE_DELETED\x10\x03\"^\n" +
+	"\fTYPE_DELETED\x10\x03\"\x83\x01\n" +
 	"\x15ReadConsoleLogRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
 	"tail_lines\x18\x02 \x01(\x03R\ttailLines\x12\x16\n" +
-	"\x06follow\x18\x03 \x01(\bR\x06follow\"W\n" +
+	"\x06follow\x18\x03 \x01(\bR\x06follow\x12#\n" +
+	"\rsince_seconds\x18\x04 \x01(\x03R\fsinceSeconds\"W\n" +
 	"\fConsoleInput\x123\n" +
 	"\x04open\x18\x01 \x01(\v2\x1f.anvil.mri.v1alpha1.ConsoleOpenR\x04open\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\"3\n" +

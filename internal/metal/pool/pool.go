@@ -40,8 +40,8 @@ type Pool struct {
 	Runtime *metal.Runtime
 	// ConsoleDir is Config.ConsoleDir: the servers' console logs, one file per machine id.
 	ConsoleDir string
-	cancel  context.CancelFunc
-	done    chan error
+	cancel     context.CancelFunc
+	done       chan error
 }
 
 // Start starts the site, then the runtime; it returns once the site's cache, which the

@@ -244,6 +244,21 @@ func (s *suite) consoleUse(t *testing.T) {
 	again := []byte(fmt.Sprintf("again-%d", time.Now().UnixNano()))
 	next.typeLine(t, "echo "+string(again))
 	next.await(t, s.target.Timeout, "the next writer", again)
+	// C7: since_seconds starts at what was written in that last while: a line typed after
+	// a quiet spell is in the last two seconds, the line before the spell is not.
+	time.Sleep(3500 * time.Millisecond)
+	late := []byte(fmt.Sprintf("late-%d", time.Now().UnixNano()))
+	next.typeLine(t, "echo "+string(late))
+	next.await(t, s.target.Timeout, "the next writer", late)
+	recent := s.follow(t, &mriv1alpha1.ReadConsoleLogRequest{Id: id, SinceSeconds: 2})
+	if err := recent.end(t, s.target.Timeout, "since_seconds 2"); err != nil {
+		t.Fatal(err)
+	}
+	if got := recent.output(); !bytes.Contains(got, late) || bytes.Contains(got, again) {
+		t.Errorf("since_seconds 2 gave %q: want the line typed just now (%s) and not the one typed 3.5 s before (%s)", tail(got), late, again)
+	}
+	wantReason(t, s.follow(t, &mriv1alpha1.ReadConsoleLogRequest{Id: id, SinceSeconds: -1}).end(t, s.target.Timeout, "since_seconds -1"),
+		codes.InvalidArgument, mriv1alpha1.ErrorReason_ERROR_REASON_INVALID)
 	next.cancel()
 
 	// A machine powered off takes no input; its log can still be read.

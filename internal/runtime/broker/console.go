@@ -32,7 +32,7 @@ func (r *Runtime) ReadConsoleLog(req *mriv1alpha1.ReadConsoleLogRequest, stream 
 		return status.Error(codes.Unimplemented, "this broker was given no downstream configuration for consoles")
 	}
 	body, err := consoleapi.OpenLog(stream.Context(), r.opts.Config, r.opts.Namespace, name,
-		consoleapi.LogOptions{Follow: req.GetFollow(), TailLines: req.GetTailLines()})
+		consoleapi.LogOptions{Follow: req.GetFollow(), TailLines: req.GetTailLines(), SinceSeconds: req.GetSinceSeconds()})
 	if err != nil {
 		return consoleapi.MRIError(err)
 	}

@@ -152,6 +152,8 @@ type MemoryLog struct {
 	data   []byte
 	full   bool
 	signal chan struct{}
+	// marks are when it grew (times.go).
+	marks []mark
 }
 
 // grown returns a channel closed at the next write.
@@ -171,7 +173,9 @@ func NewMemoryLog(limit int) *MemoryLog { return &MemoryLog{limit: limit} }
 const fullLine = "\n[console log full: later output dropped]\n"
 
 // Write adds p at the end of the log; it never fails.
-func (l *MemoryLog) Write(p []byte) (int, error) {
+func (l *MemoryLog) Write(p []byte) (int, error) { return l.write(p, time.Now()) }
+
+func (l *MemoryLog) write(p []byte, now time.Time) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.signal != nil {
@@ -181,6 +185,7 @@ func (l *MemoryLog) Write(p []byte) (int, error) {
 	if l.full {
 		return len(p), nil
 	}
+	defer l.markLocked(now)
 	if room := l.limit - len(l.data); len(p) > room {
 		l.data = append(l.data, p[:max(room, 0)]...)
 		l.data = append(l.data, fullLine...)

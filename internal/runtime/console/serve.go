@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -53,6 +54,17 @@ func (s *Server) ReadConsoleLog(req *mriv1alpha1.ReadConsoleLogRequest, stream g
 			return status.Errorf(codes.Internal, "machine %s's console log: %v", req.GetId(), err)
 		}
 	}
+	if since := req.GetSinceSeconds(); since > 0 {
+		t, ok := m.Log.(timed)
+		if !ok {
+			return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "machine %s's console log keeps no times: since_seconds cannot be served", req.GetId())
+		}
+		at, err := t.SizeAt(time.Now().Add(-time.Duration(since) * time.Second))
+		if err != nil {
+			return status.Errorf(codes.Internal, "machine %s's console log times: %v", req.GetId(), err)
+		}
+		from = max(from, at) // with tail_lines too, the later start
+	}
 	return sendLog(stream.Context(), req.GetId(), m, from, req.GetFollow(), stream.Send)
 }
 
@@ -63,6 +75,9 @@ func CheckLogRequest(req *mriv1alpha1.ReadConsoleLogRequest) error {
 	}
 	if req.GetTailLines() < 0 {
 		return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "read console log: tail_lines %d is below zero", req.GetTailLines())
+	}
+	if req.GetSinceSeconds() < 0 {
+		return mri.Errorf(mriv1alpha1.ErrorReason_ERROR_REASON_INVALID, "read console log: since_seconds %d is below zero", req.GetSinceSeconds())
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"time"
 
 	"k8s.io/client-go/util/workqueue"
 
@@ -108,6 +109,7 @@ func New(opts Options) (*Runtime, error) {
 		r.consoles = &serialConsoles{dir: opts.ConsoleDir, ctx: ctx, sessions: map[string]*serialSession{}, none: map[string]string{}}
 		r.consoleServer = &console.Server{Lookup: r.lookupConsole}
 		r.endConsoles = cancel
+		go console.RecordTimes(ctx, time.Second, r.sessionLogs)
 	}
 	if r.imageURL == "" {
 		r.imageURL = "http://" + l.Addr().String()

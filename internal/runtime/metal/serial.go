@@ -93,6 +93,17 @@ func (r *Runtime) serialLocked(name string, h *metalv1alpha1.Host, m *mriv1alpha
 	return c.logPath(id)
 }
 
+// sessionLogs are the logs of the sessions on: the ones that grow.
+func (r *Runtime) sessionLogs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, s := range r.consoles.sessions {
+		out = append(out, r.consoles.logPath(s.id))
+	}
+	return out
+}
+
 // dropSerialLocked ends Host name's session, if any. mu must be held.
 func (r *Runtime) dropSerialLocked(name string) {
 	if s := r.consoles.sessions[name]; s != nil {
@@ -105,6 +116,7 @@ func (r *Runtime) dropSerialLocked(name string) {
 func (r *Runtime) forgetSerialLocked(id string) {
 	if r.consoles != nil && id != "" {
 		_ = os.Remove(r.consoles.logPath(id))
+		_ = os.Remove(console.TimesPath(r.consoles.logPath(id)))
 	}
 }
 
@@ -116,7 +128,7 @@ func (r *Runtime) sweepSerialLocked() {
 	}
 	entries, _ := os.ReadDir(r.consoles.dir)
 	for _, e := range entries {
-		id, ok := strings.CutSuffix(e.Name(), ".log")
+		id, ok := strings.CutSuffix(strings.TrimSuffix(e.Name(), ".times"), ".log")
 		if _, _, _, err := r.Views.ByID(id); ok && err != nil {
 			_ = os.Remove(filepath.Join(r.consoles.dir, e.Name()))
 		}
@@ -252,7 +264,7 @@ func redfishSystemURL(address string) (*url.URL, error) {
 	return &url.URL{Scheme: scheme, Host: u.Host, Path: u.Path}, nil
 }
 
-// The MRI console calls (CONTRACT.md C1-C6).
+// The MRI console calls (CONTRACT.md C1-C7).
 
 func (r *Runtime) ReadConsoleLog(req *mriv1alpha1.ReadConsoleLogRequest, stream mriv1alpha1.MachineRuntime_ReadConsoleLogServer) error {
 	if r.consoles == nil {

@@ -108,7 +108,24 @@ func New(cfg Config) (*Runtime, error) {
 	for id, m := range r.machines {
 		r.startWorker(id, m)
 	}
+	// When each console log grew, for since_seconds (console/times.go).
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		console.RecordTimes(r.ctx, time.Second, r.consoleLogs)
+	}()
 	return r, nil
+}
+
+// consoleLogs are the paths of every machine's console log.
+func (r *Runtime) consoleLogs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, 0, len(r.machines))
+	for id := range r.machines {
+		out = append(out, filepath.Join(machineDir(r.cfg.StateDir, id), consoleFile))
+	}
+	return out
 }
 
 // load reads every machine's record and removes what a crash left half made or half
