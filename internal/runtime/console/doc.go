@@ -1,5 +1,5 @@
 // Package console serves the MRI's console calls (ReadConsoleLog, AttachConsole;
-// api/mri/v1alpha1/CONTRACT.md C1-C6) for any runtime that can give a machine's console as
+// api/mri/v1alpha1/CONTRACT.md C1-C7) for any runtime that can give a machine's console as
 // an append-only log and, for a writer, a stream into its serial port: how a log is tailed
 // and followed, the one-writer rule, and what an attach stream may carry. Each runtime says
 // only where a machine's log is and how to open its input (docs/console.md).
