@@ -35,7 +35,7 @@ import (
 //	go test -run '^$' -bench Console -benchtime 1x ./test/e2e
 func BenchmarkConsole(b *testing.B) {
 	const rounds = 9
-	_, state, registryPort := startAMD64Dev(b, "cb")
+	_, state, registryPort := startOneArchDev(b, "cb", "amd64")
 	kubeconfig := filepath.Join(state, "kubeconfig")
 	env.Apply(b, kubeconfig, fmt.Sprintf(`
 apiVersion: compute.anvil.dev/v1alpha1
@@ -239,10 +239,10 @@ func echoThroughSocket(socket, token string) (float64, error) {
 	return time.Since(start).Seconds(), nil
 }
 
-// startAMD64Dev starts an anvil dev of one QEMU pool (amd64), no fake or metal pool, in a
-// new state folder named after prefix (short: QMP and console sockets live under it), and
-// returns it, the folder and its registry's port; its guests are ended with the test.
-func startAMD64Dev(tb testing.TB, prefix string) (*devproc.Dev, string, string) {
+// startOneArchDev starts an anvil dev of one QEMU pool (of arch), no fake or metal pool,
+// in a new state folder named after prefix (short: QMP and console sockets live under it),
+// and returns it, the folder and its registry's port; its guests are ended with the test.
+func startOneArchDev(tb testing.TB, prefix, arch string) (*devproc.Dev, string, string) {
 	tb.Helper()
 	state, err := os.MkdirTemp("", prefix)
 	if err != nil {
@@ -251,7 +251,7 @@ func startAMD64Dev(tb testing.TB, prefix string) (*devproc.Dev, string, string) 
 	tb.Cleanup(func() { devproc.KillQemu(state); os.RemoveAll(state) })
 	registryPort := devproc.FreePort(tb)
 	d := env.StartDev(tb, "--state-dir", state, "--bin-dir", env.BinDir, "--fake-pool", "", "--metal-pool=false",
-		"--qemu-architectures", "amd64",
+		"--qemu-architectures", arch,
 		"--apiserver-port", devproc.FreePort(tb), "--etcd-port", devproc.FreePort(tb), "--etcd-peer-port", devproc.FreePort(tb),
 		"--registry-port", registryPort, "--test-os", testos.Dir(tb))
 	tb.Cleanup(func() { d.Stop(syscall.SIGTERM) })
