@@ -70,10 +70,19 @@ func TestBareMetalPools(t *testing.T) {
 	kubeconfig := filepath.Join(state, "kubeconfig")
 
 	waitKubectlLong(t, kubeconfig, "Running", 5*time.Minute, "get", "machine", "metal-1", "-n", "default", "-o", "jsonpath={.status.state}")
+	env.WaitKubectl(t, kubeconfig, "dev-metal", "get", "machine", "metal-1", "-n", "default", "-o", "jsonpath={.spec.machinePoolRef.name}")
+	env.WaitKubectl(t, kubeconfig, "Provisioned", "get", "host", "emulated-1", "-n", "anvil-metal", "-o",
+		`jsonpath={.status.provisioningState}`)
+	env.WaitKubectl(t, kubeconfig, "metal-1", "get", "host", "emulated-1", "-n", "anvil-metal", "-o", `jsonpath={.spec.consumerRef.name}`)
+	env.WaitKubectl(t, kubeconfig, "2", "get", "hardwaredata", "metal-1", "-n", "default", "-o", "jsonpath={.spec.cpu.count}")
+	waitConsole(t, filepath.Join(state, "pools", "dev-metal", "servers", "emulated-1", "console.log"), "marker=metal-1", 1)
 	// Its server's serial console through the API (docs/console.md): the metal runtime
-	// holds the session the emulated BMC serves, and a tenant types there.
+	// holds the session the emulated BMC serves (since the server was provisioned, so the
+	// guest's boot is in the log), and a tenant types there once the guest is up.
 	env.WaitKubectl(t, kubeconfig, "True/Available", "get", "machine", "metal-1", "-n", "default", "-o",
 		`jsonpath={.status.conditions[?(@.type=="ConsoleAvailable")].status}/{.status.conditions[?(@.type=="ConsoleAvailable")].reason}`)
+	metalLog := "/apis/subresources.compute.anvil.dev/v1alpha1/namespaces/default/machines/metal-1/consolelog"
+	waitKubectlContains(t, kubeconfig, "marker=metal-1", "get", "--raw", metalLog)
 	typing := env.StartConsole(t, kubeconfig, "default", "metal-1")
 	typing.Await(t, "attached")
 	typed := fmt.Sprintf("typed-at-a-server-%d", time.Now().UnixNano())
@@ -82,13 +91,7 @@ func TestBareMetalPools(t *testing.T) {
 	}
 	typing.Await(t, typed)
 	typing.Stop()
-	waitKubectlContains(t, kubeconfig, typed, "get", "--raw", "/apis/subresources.compute.anvil.dev/v1alpha1/namespaces/default/machines/metal-1/consolelog")
-	env.WaitKubectl(t, kubeconfig, "dev-metal", "get", "machine", "metal-1", "-n", "default", "-o", "jsonpath={.spec.machinePoolRef.name}")
-	env.WaitKubectl(t, kubeconfig, "Provisioned", "get", "host", "emulated-1", "-n", "anvil-metal", "-o",
-		`jsonpath={.status.provisioningState}`)
-	env.WaitKubectl(t, kubeconfig, "metal-1", "get", "host", "emulated-1", "-n", "anvil-metal", "-o", `jsonpath={.spec.consumerRef.name}`)
-	env.WaitKubectl(t, kubeconfig, "2", "get", "hardwaredata", "metal-1", "-n", "default", "-o", "jsonpath={.spec.cpu.count}")
-	waitConsole(t, filepath.Join(state, "pools", "dev-metal", "servers", "emulated-1", "console.log"), "marker=metal-1", 1)
+	waitKubectlContains(t, kubeconfig, typed, "get", "--raw", metalLog)
 	// The arm64 sample boots UEFI on the arm64 emulated server, from an ISO Ironic built
 	// around the ESP anvil dev found in --bin-dir.
 	waitKubectlLong(t, kubeconfig, "Running", 5*time.Minute, "get", "machine", "metal-arm64-1", "-n", "default", "-o", "jsonpath={.status.state}")
