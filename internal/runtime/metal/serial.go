@@ -44,7 +44,6 @@ var errNoSerialConsole = errors.New("the server's BMC serves no serial console a
 type serialSession struct {
 	id     string // the machine's
 	cancel context.CancelFunc
-	done   chan struct{}
 
 	mu   sync.Mutex
 	conn net.Conn // nil between connections
@@ -80,7 +79,7 @@ func (r *Runtime) serialLocked(name string, h *metalv1alpha1.Host, m *mriv1alpha
 		return ""
 	case running && s == nil:
 		ctx, cancel := context.WithCancel(c.ctx)
-		s = &serialSession{id: id, cancel: cancel, done: make(chan struct{})}
+		s = &serialSession{id: id, cancel: cancel}
 		c.sessions[name] = s
 		go r.holdSerial(ctx, name, s)
 	case !running && s != nil:
@@ -144,7 +143,6 @@ func servesSerial(h *metalv1alpha1.Host) bool {
 // holdSerial keeps a session with Host name's serial console until ctx ends, appending
 // what comes to the machine's log; it connects again a second after each loss.
 func (r *Runtime) holdSerial(ctx context.Context, name string, s *serialSession) {
-	defer close(s.done)
 	log := r.opts.Logger.WithValues("host", name, "machine", s.id)
 	f, err := os.OpenFile(r.consoles.logPath(s.id), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
