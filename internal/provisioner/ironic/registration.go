@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	metalv1alpha1 "github.com/anvil-dev/anvil/api/metal/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/provisioner"
 )
 
@@ -39,19 +40,16 @@ func driverFor(r provisioner.Registration) (driverSpec, error) {
 			"fake", "fake", "fake", "fake", "fake", "fake", "fake", "fake", "fake", "fake")}, nil
 	case "redfish", "redfish+https", "redfish+http",
 		"redfish-virtualmedia", "redfish-virtualmedia+https", "redfish-virtualmedia+http":
-		if u.Host == "" {
+		system, ok := metalv1alpha1.RedfishSystemURL(r.BMCAddress)
+		if !ok {
 			return driverSpec{}, fmt.Errorf("BMC address %q has no host: %w", r.BMCAddress, provisioner.ErrInvalid)
 		}
-		scheme := "https"
-		if strings.HasSuffix(u.Scheme, "+http") {
-			scheme = "http"
-		}
 		info := map[string]any{
-			"redfish_address":  scheme + "://" + u.Host,
+			"redfish_address":  system.Scheme + "://" + system.Host,
 			"redfish_username": r.Username,
 			"redfish_password": r.Password,
 		}
-		if p := strings.TrimRight(u.Path, "/"); p != "" {
+		if p := strings.TrimRight(system.Path, "/"); p != "" {
 			info["redfish_system_id"] = p
 		}
 		if r.DisableCertificateVerification {

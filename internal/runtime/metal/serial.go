@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -137,7 +136,11 @@ func (r *Runtime) sweepSerialLocked() {
 // servesSerial: a Redfish BMC (with credentials) may have a serial console; the others
 // have none the runtime reaches.
 func servesSerial(h *metalv1alpha1.Host) bool {
-	return h != nil && strings.HasPrefix(h.Spec.BMC.Address, "redfish") && h.Spec.BMC.CredentialsSecretRef != nil
+	if h == nil || h.Spec.BMC.CredentialsSecretRef == nil {
+		return false
+	}
+	_, redfish := metalv1alpha1.RedfishSystemURL(h.Spec.BMC.Address)
+	return redfish
 }
 
 // holdSerial keeps a session with Host name's serial console until ctx ends, appending
@@ -210,8 +213,8 @@ func (r *Runtime) dialSerial(ctx context.Context, name string) (net.Conn, error)
 	if err := r.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: r.opts.Namespace, Name: h.Spec.BMC.CredentialsSecretRef.Name}, secret); err != nil {
 		return nil, fmt.Errorf("the BMC's credentials: %w", err)
 	}
-	system, err := redfishSystemURL(h.Spec.BMC.Address)
-	if err != nil {
+	system, ok := metalv1alpha1.RedfishSystemURL(h.Spec.BMC.Address)
+	if !ok {
 		return nil, errNoSerialConsole
 	}
 	reqCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -247,19 +250,6 @@ func (r *Runtime) dialSerial(ctx context.Context, name string) (net.Conn, error)
 		return nil, errNoSerialConsole
 	}
 	return (&net.Dialer{Timeout: 10 * time.Second}).DialContext(ctx, "tcp", net.JoinHostPort(system.Hostname(), strconv.Itoa(telnet.Port)))
-}
-
-// redfishSystemURL is the HTTP(S) URL of a Redfish BMC address's System.
-func redfishSystemURL(address string) (*url.URL, error) {
-	u, err := url.Parse(address)
-	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("BMC address %q", address)
-	}
-	scheme := "https"
-	if strings.HasSuffix(u.Scheme, "+http") {
-		scheme = "http"
-	}
-	return &url.URL{Scheme: scheme, Host: u.Host, Path: u.Path}, nil
 }
 
 // The MRI console calls (CONTRACT.md C1-C7).
