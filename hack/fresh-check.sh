@@ -135,15 +135,15 @@ if [[ " $steps " == *" demo "* ]]; then
 		fi
 		if [ -n "$up" ]; then
 			states=$(kubectl get machines -A -o jsonpath='{range .items[*]}{.metadata.name}={.status.state}{"\n"}{end}' 2>/dev/null || true)
-			consoles=$(kubectl get machines -A -o jsonpath='{range .items[*]}{.status.console}{"\n"}{end}' 2>/dev/null || true)
+			vms=$(kubectl get machines -A -o jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name}/{.spec.machinePoolRef.name}{"\n"}{end}' 2>/dev/null || true)
 			if [ -n "$states" ] && ! grep -qv '=Running$' <<<"$states"; then
 				ready=1
-				while read -r console; do
-					# A VM's console is a log file on this machine; other runtimes name theirs
-					# otherwise (fake://..., or none for a server).
-					[[ $console == /* ]] || continue
-					grep -q "ANVIL-TESTOS-READY" "$console" 2>/dev/null || ready=""
-				done <<<"$consoles"
+				while IFS=/ read -r ns name pool; do
+					# Each VM's console log, through the console API (docs/console.md).
+					[[ $pool == dev-qemu-* ]] || continue
+					log=$(kubectl get --raw "/apis/subresources.compute.anvil.dev/v1alpha1/namespaces/$ns/machines/$name/consolelog" 2>/dev/null || true)
+					[[ $log == *ANVIL-TESTOS-READY* ]] || ready=""
+				done <<<"$vms"
 				# The sample OSImage's builds end with its index published.
 				images=$(kubectl get osimages -A -o jsonpath='{range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' 2>/dev/null || true)
 				[ -n "$images" ] && grep -qv '=True$' <<<"$images" && ready=""

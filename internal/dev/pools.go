@@ -65,6 +65,15 @@ func StartFakePool(ctx context.Context, cfg *rest.Config, stateDir string, p Fak
 // QemuPoolName is the pool anvil dev runs for one architecture's VMs.
 func QemuPoolName(arch computev1alpha1.Architecture) string { return "dev-qemu-" + string(arch) }
 
+// QemuMachineDir is the folder on this host where anvil dev's pool for arch, run in
+// stateDir, keeps machine id's files (its console log, qemu.log, disks):
+// docs/qemu-runtime.md's layout under the pool's runtime state directory.
+func QemuMachineDir(stateDir string, arch computev1alpha1.Architecture, id string) string {
+	return qemu.MachineDir(qemuStateDir(stateDir, QemuPoolName(arch)), id)
+}
+
+func qemuStateDir(stateDir, pool string) string { return filepath.Join(stateDir, "pools", pool, "vms") }
+
 // qemuArchitectures are the architectures (of want; every one when empty) whose QEMU program
 // is installed, and a note naming those that are not.
 func qemuArchitectures(want []computev1alpha1.Architecture) (found []computev1alpha1.Architecture, missing string) {
@@ -123,7 +132,7 @@ func StartQemuPool(ctx context.Context, cfg *rest.Config, stateDir string, arch 
 		return nil, err
 	}
 	rt, err := qemu.New(qemu.Config{
-		Name: name, StateDir: filepath.Join(stateDir, "pools", name, "vms"),
+		Name: name, StateDir: qemuStateDir(stateDir, name),
 		Architectures: []computev1alpha1.Architecture{arch},
 		Images:        cache, Index: &imageref.Registry{Transport: images.Network.Transport()}, Seeds: nocloud.WriteISO, Networks: networks, ForwardCommand: forward, Switch: sw,
 		Logger: log.WithName("runtime").WithValues("pool", name),

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
@@ -31,8 +32,10 @@ func TestMachineLifecycle(t *testing.T) {
 	if img := m.Status.Image; img == nil || img.Reference != m.Spec.Image || img.Digest == "" {
 		t.Errorf("status.image %+v does not record spec.image %s and the digest it resolved to", img, m.Spec.Image)
 	}
-	if want := "fake://" + m.Status.MachineID + "/console"; m.Status.Console != want {
-		t.Errorf("status.console %q, want the runtime's %q", m.Status.Console, want)
+	// These poollets serve no console endpoint: the Machine says so, not where a file is.
+	if c := meta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionConsoleAvailable); c == nil ||
+		c.Status != metav1.ConditionFalse || c.Reason != computev1alpha1.ReasonPoolServesNoConsoles {
+		t.Errorf("ConsoleAvailable %+v, want False, %s", c, computev1alpha1.ReasonPoolServesNoConsoles)
 	}
 	if !meta.IsStatusConditionTrue(m.Status.Conditions, computev1alpha1.ConditionReady) ||
 		!meta.IsStatusConditionTrue(m.Status.Conditions, computev1alpha1.ConditionScheduled) {

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -59,11 +58,10 @@ func (f *fleet) arm64LandsOnS2(t *testing.T) {
 	if !strings.Contains(addresses, "guest-arm64") {
 		t.Errorf("R's addresses %q do not name the guest", addresses)
 	}
-	console := up.Status.Console
-	if console == "" || console != d.Status.Console || !strings.HasPrefix(console, f.s2.state+string(filepath.Separator)) {
-		t.Fatalf("R shows console %q, S2 %q; want S2's console file, under %s", console, d.Status.Console, f.s2.state)
-	}
-	waitConsole(t, console, testos.ReadyLine(computev1alpha1.ArchitectureARM64, "guest-arm64", "value-arm64"))
+	// The console: the region's console API, through the broker, reads the site's.
+	f.r.wait(t, time.Minute, "True "+computev1alpha1.ReasonConsoleAvailable, "get", "machine", "guest-arm64", "-n", tenant, "-o",
+		`jsonpath={.status.conditions[?(@.type=="`+computev1alpha1.ConditionConsoleAvailable+`")].status} {.status.conditions[?(@.type=="`+computev1alpha1.ConditionConsoleAvailable+`")].reason}`)
+	waitConsole(t, f.r.kubeconfig, tenant, "guest-arm64", testos.ReadyLine(computev1alpha1.ArchitectureARM64, "guest-arm64", "value-arm64"))
 	id := d.Status.MachineID
 	if id == "" || len(devproc.QemuProcesses(id)) != 1 {
 		t.Fatalf("want one QEMU process for S2's machine %q, found %v", id, devproc.QemuProcesses(id))

@@ -150,8 +150,10 @@ func startBrokerPool(t *testing.T, region, down *site, name string) *brokerPool 
 		"--allow-registry", down.registry, "--registry-credentials", down.readCredentials()}
 	b.start(t)
 	t.Cleanup(func() { devproc.StopProcess(b.proc) })
+	// The region's console API reaches the pool's consoles here, the broker passes them to
+	// the site's console API (docs/console.md).
 	poolletCmd := exec.Command(env.AnvilBin, "poollet", "--pool", name, "--runtime", socket, "--interval", "1s",
-		"--labels", "anvil.test/site="+name, "--allow-registry", down.registry, "--registry-credentials", down.readCredentials())
+		"--console-address", "127.0.0.1:0", "--labels", "anvil.test/site="+name, "--allow-registry", down.registry, "--registry-credentials", down.readCredentials())
 	poolletCmd.Env = append(os.Environ(), "KUBECONFIG="+region.kubeconfig)
 	poollet := devproc.StartProcess(t, poolletCmd)
 	t.Cleanup(func() { devproc.StopProcess(poollet) })

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -81,11 +80,13 @@ func condition(m *computev1alpha1.Machine, typ string) string {
 }
 
 // waitConsole waits until the console log holds line.
-func waitConsole(t *testing.T, path, line string) {
+func waitConsole(t *testing.T, kubeconfig, ns, name, line string) {
 	t.Helper()
-	var got []byte
 	eventually(t, 4*time.Minute, "the console showing "+line, func() (bool, string) {
-		got, _ = os.ReadFile(path)
-		return strings.Contains(string(got), line), string(got)
+		log, err := env.ConsoleLog(t, kubeconfig, ns, name)
+		if err != nil {
+			return false, err.Error()
+		}
+		return strings.Contains(log, line), log
 	})
 }

@@ -24,6 +24,8 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/capi/anvilmachine"
+	"github.com/anvil-dev/anvil/internal/dev"
+	"github.com/anvil-dev/anvil/internal/runtime/qemu"
 	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
 	"github.com/anvil-dev/anvil/test/capienv"
 	"github.com/anvil-dev/anvil/test/nodeagent"
@@ -147,7 +149,10 @@ func logGuest(t testing.TB, m *clusterv1.Machine) {
 		return
 	}
 	t.Logf("anvil Machine %s/%s: %s on %s, conditions %+v", ns, name, vmm.Status.State, vmm.Status.Pool, vmm.Status.Conditions)
-	if raw, err := os.ReadFile(vmm.Status.Console); err == nil {
+	if shared == nil {
+		return
+	}
+	if raw, err := os.ReadFile(filepath.Join(shared.vmDir(vmm), qemu.ConsoleLogFile)); err == nil {
 		lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
 		t.Logf("its console's last lines:\n%s", strings.Join(lines[max(0, len(lines)-40):], "\n"))
 	}
@@ -156,9 +161,14 @@ func logGuest(t testing.TB, m *clusterv1.Machine) {
 // guestVM is what the test reads of the VM under a Cluster API Machine.
 type guestVM struct {
 	anvil   *computev1alpha1.Machine
+	dir     string // the VM's runtime folder on this host (its console log, pid file, QMP socket)
 	console string // the console's text when read
 	node    *corev1.Node
 }
+
+// consoleLog is the VM's console log file: the rig reads its own host's files (tenants
+// read the console API, docs/console.md).
+func (g guestVM) consoleLog() string { return filepath.Join(g.dir, qemu.ConsoleLogFile) }
 
 // assertGuestNode checks that the Node of a healthy Machine was registered by its own guest,
 // a VM of arch: the anvil Machine runs on arch; the Node is named after the VM's hostname,
@@ -179,10 +189,11 @@ func assertGuestNode(t testing.TB, r *rig, m *clusterv1.Machine, arch computev1a
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, g.anvil); err != nil {
 		t.Fatalf("the anvil Machine of %s: %v", m.Name, err)
 	}
-	if g.anvil.Status.State != computev1alpha1.MachineStateRunning || g.anvil.Status.Architecture != arch || g.anvil.Status.Console == "" {
-		t.Fatalf("anvil Machine %s: %s %s on %s, console %q; want Running %s with a console", g.anvil.Name, g.anvil.Status.State,
-			g.anvil.Status.Architecture, g.anvil.Status.Pool, g.anvil.Status.Console, arch)
+	if g.anvil.Status.State != computev1alpha1.MachineStateRunning || g.anvil.Status.Architecture != arch || g.anvil.Status.MachineID == "" {
+		t.Fatalf("anvil Machine %s: %s %s on %s, id %q; want Running %s with an id", g.anvil.Name, g.anvil.Status.State,
+			g.anvil.Status.Architecture, g.anvil.Status.Pool, g.anvil.Status.MachineID, arch)
 	}
+	g.dir = r.vmDir(g.anvil)
 	hostname := g.anvil.Spec.Hostname
 	if hostname == "" {
 		hostname = g.anvil.Name
@@ -204,7 +215,7 @@ func assertGuestNode(t testing.TB, r *rig, m *clusterv1.Machine, arch computev1a
 	if !slices.ContainsFunc(n.Status.Addresses, func(a corev1.NodeAddress) bool { return a.Address == vm.GuestAddress }) {
 		t.Errorf("Node %s has addresses %v, not the guest's %s", n.Name, n.Status.Addresses, vm.GuestAddress)
 	}
-	g.console = awaitConsoleLines(t, g.anvil, nodeagent.RegisteredLine(n.Name, n.Spec.ProviderID), 1)
+	g.console = awaitConsoleLines(t, g, nodeagent.RegisteredLine(n.Name, n.Spec.ProviderID), 1)
 	assertBootstrapped(t, r, n.Name)
 	return g
 }
@@ -212,11 +223,11 @@ func assertGuestNode(t testing.TB, r *rig, m *clusterv1.Machine, arch computev1a
 // awaitConsoleLines is an anvil Machine's console once it shows line at least n times. The
 // agent prints its line after the Node is Ready, so a healthy Machine may be seen a moment
 // before its console says so (the serial console is written by another process).
-func awaitConsoleLines(t testing.TB, m *computev1alpha1.Machine, line string, n int) string {
+func awaitConsoleLines(t testing.TB, g guestVM, line string, n int) string {
 	t.Helper()
 	var console string
-	capienv.Eventually(t, 30*time.Second, fmt.Sprintf("%d of %q on the console of anvil Machine %s", n, line, m.Name), func() error {
-		raw, err := os.ReadFile(m.Status.Console)
+	capienv.Eventually(t, 30*time.Second, fmt.Sprintf("%d of %q on the console of anvil Machine %s", n, line, g.anvil.Name), func() error {
+		raw, err := os.ReadFile(g.consoleLog())
 		if err != nil {
 			return err
 		}
@@ -264,12 +275,11 @@ func assertBootstrapped(t testing.TB, r *rig, node string) {
 func awaitGone(t testing.TB, r *rig, g guestVM) {
 	t.Helper()
 	ctx := context.Background()
-	dir := consoleDir(g.anvil)
 	capienv.Eventually(t, 2*time.Minute, fmt.Sprintf("anvil Machine %s, its QEMU and Node %s gone", g.anvil.Name, g.node.Name), func() error {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(g.anvil), &computev1alpha1.Machine{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("anvil Machine %s: %v", g.anvil.Name, err)
 		}
-		if p, ok := vmProcess(dir); ok {
+		if p, ok := vmProcess(g.dir); ok {
 			return fmt.Errorf("its QEMU (pid %d) still runs", p.PID)
 		}
 		if err := r.workloadClient.Get(ctx, client.ObjectKeyFromObject(g.node), &corev1.Node{}); !apierrors.IsNotFound(err) {
@@ -279,5 +289,7 @@ func awaitGone(t testing.TB, r *rig, g guestVM) {
 	})
 }
 
-// consoleDir is the runtime folder of an anvil Machine's VM: its console's.
-func consoleDir(m *computev1alpha1.Machine) string { return filepath.Dir(m.Status.Console) }
+// vmDir is the runtime folder on this host of anvil Machine m's VM, in the rig's QEMU pools.
+func (r *rig) vmDir(m *computev1alpha1.Machine) string {
+	return dev.QemuMachineDir(r.state, m.Status.Architecture, m.Status.MachineID)
+}

@@ -93,7 +93,7 @@ func TestInPlaceReimagesTheGuest(t *testing.T) {
 	ready := "ANVIL-TESTOS-READY "
 	registered := nodeagent.RegisteredLine(g.node.Name, g.node.Spec.ProviderID)
 	capienv.Eventually(t, bootTimeout, "the second image's guest to register its Node again", func() error {
-		raw, err := os.ReadFile(g.anvil.Status.Console)
+		raw, err := os.ReadFile(g.consoleLog())
 		if err != nil {
 			return err
 		}
@@ -121,9 +121,9 @@ func TestInPlaceReimagesTheGuest(t *testing.T) {
 	// The same anvil Machine, on the same pool, in the same VM folder; its guest booted twice,
 	// the second time the new image, whose agent took its Node over.
 	h := assertGuestNode(t, r, &after, amd64)
-	if h.anvil.UID != g.anvil.UID || h.anvil.Status.Pool != g.anvil.Status.Pool || h.anvil.Status.Console != g.anvil.Status.Console {
-		t.Errorf("anvil Machine %s: UID %s on %s (console %s) before, %s on %s (console %s) after: not reimaged in place",
-			g.anvil.Name, g.anvil.UID, g.anvil.Status.Pool, g.anvil.Status.Console, h.anvil.UID, h.anvil.Status.Pool, h.anvil.Status.Console)
+	if h.anvil.UID != g.anvil.UID || h.anvil.Status.Pool != g.anvil.Status.Pool || h.dir != g.dir {
+		t.Errorf("anvil Machine %s: UID %s on %s (VM folder %s) before, %s on %s (VM folder %s) after: not reimaged in place",
+			g.anvil.Name, g.anvil.UID, g.anvil.Status.Pool, g.dir, h.anvil.UID, h.anvil.Status.Pool, h.dir)
 	}
 	if h.node.UID != g.node.UID {
 		t.Errorf("Node %s was made anew (UID %s, before %s): the agent should take its earlier boot's Node over", h.node.Name, h.node.UID, g.node.UID)

@@ -74,7 +74,7 @@ func TestRemediationOfAFrozenGuest(t *testing.T) {
 	}
 	m := waitHealthy(t, md, 1)[0]
 	g := assertGuestNode(t, r, &m, computev1alpha1.ArchitectureAMD64)
-	dir := consoleDir(g.anvil)
+	dir := g.dir
 
 	// 1. Heartbeat: frozen, then thawed, with no health check.
 	phase := time.Now()
@@ -171,7 +171,7 @@ func TestRemediationOfAFrozenGuest(t *testing.T) {
 		t.Fatalf("anvil Machine %s runs QEMU %v after the reboot; want a new process, not %d", g.anvil.Name, q, p)
 	}
 	// The guest booted again and its agent registered the same Node with a new certificate.
-	awaitConsoleLines(t, same.anvil, nodeagent.RegisteredLine(g.node.Name, g.node.Spec.ProviderID), 2)
+	awaitConsoleLines(t, same, nodeagent.RegisteredLine(g.node.Name, g.node.Spec.ProviderID), 2)
 
 	// 3. For good: the token gone, frozen a third time. Cluster API copies the template
 	// into each remediation it makes: the next one gets the shorter reboot timeout.
@@ -205,12 +205,12 @@ func TestRemediationOfAFrozenGuest(t *testing.T) {
 		if cur.UID != rem2.UID || cur.Status.Strategy != 1 || cur.Status.Phase != infrav1.RemediationPhaseRunning {
 			return fmt.Errorf("strategy %d, try %d, phase %q", cur.Status.Strategy, cur.Status.Try, cur.Status.Phase)
 		}
-		consoleAt = len(readConsole(t, g.anvil))
+		consoleAt = len(readConsole(t, g))
 		return nil
 	})
 	t.Logf("give up: powered on again by the power cycle %s after the QEMU stopped", since(phase))
 	capienv.Eventually(t, powerCycleTimeout, "the power-cycled guest's agent to be refused the deleted token", func() error {
-		if !strings.Contains(readConsole(t, g.anvil)[consoleAt:], nodeagent.ErrTokenRefused.Error()) {
+		if !strings.Contains(readConsole(t, g)[consoleAt:], nodeagent.ErrTokenRefused.Error()) {
 			return errors.New("not yet on the console")
 		}
 		return nil
@@ -260,9 +260,9 @@ func TestRemediationOfAFrozenGuest(t *testing.T) {
 // qemuOf is the pid of the QEMU that runs a guest now.
 func qemuOf(t testing.TB, g guestVM) int {
 	t.Helper()
-	p, ok := vmProcess(consoleDir(g.anvil))
+	p, ok := vmProcess(g.dir)
 	if !ok {
-		t.Fatalf("no QEMU process for anvil Machine %s in %s", g.anvil.Name, consoleDir(g.anvil))
+		t.Fatalf("no QEMU process for anvil Machine %s in %s", g.anvil.Name, g.dir)
 	}
 	return p.PID
 }
@@ -387,11 +387,11 @@ func waitProcessGone(t testing.TB, pid int, timeout time.Duration) {
 }
 
 // readConsole is an anvil Machine's console so far (every boot's, appended).
-func readConsole(t testing.TB, m *computev1alpha1.Machine) string {
+func readConsole(t testing.TB, g guestVM) string {
 	t.Helper()
-	raw, err := os.ReadFile(m.Status.Console)
+	raw, err := os.ReadFile(g.consoleLog())
 	if err != nil {
-		t.Fatalf("the console of %s: %v", m.Name, err)
+		t.Fatalf("the console of %s: %v", g.anvil.Name, err)
 	}
 	return string(raw)
 }

@@ -66,11 +66,7 @@ func waitCloudInit(tb testing.TB, c *ssh.Client) {
 // the runtime keeps its files in.
 func runtimeCommandLine(tb testing.TB, kubeconfig, name string) (args []string, machineDir string) {
 	tb.Helper()
-	console, err := env.Kubectl(tb, kubeconfig, "", "get", "machine", name, "-o", "jsonpath={.status.console}")
-	if err != nil || console == "" {
-		tb.Fatalf("%s reports no console: %v", name, err)
-	}
-	machineDir = filepath.Dir(console)
+	machineDir = env.QemuMachineDir(tb, kubeconfig, filepath.Dir(kubeconfig), "default", name) // anvil dev's kubeconfig is in its state folder
 	pids := devproc.QemuProcesses(machineDir)
 	if len(pids) != 1 {
 		tb.Fatalf("%s: QEMU processes %v for %s, want one", name, pids, machineDir)

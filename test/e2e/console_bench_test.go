@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/anvil-dev/anvil/internal/consoleapi"
+	"github.com/anvil-dev/anvil/internal/runtime/qemu"
 	"github.com/anvil-dev/anvil/test/devproc"
 	"github.com/anvil-dev/anvil/test/scale/measure"
 	"github.com/anvil-dev/anvil/test/testos"
@@ -50,10 +51,7 @@ spec: {machineClassRef: {name: console-bench}, image: 127.0.0.1:%s/anvil/testos:
 `, registryPort))
 	env.WaitKubectlFor(b, kubeconfig, 5*time.Minute, "Running", func(s string) bool { return s == "Running" },
 		"get", "machine", "console-bench", "-o", "jsonpath={.status.state}")
-	file, err := env.Kubectl(b, kubeconfig, "", "get", "machine", "console-bench", "-o", "jsonpath={.status.console}")
-	if err != nil || file == "" {
-		b.Fatalf("the Machine's console file: %v %q", err, file)
-	}
+	file := filepath.Join(env.QemuMachineDir(b, kubeconfig, state, "default", "console-bench"), qemu.ConsoleLogFile)
 	for deadline := time.Now().Add(4 * time.Minute); ; time.Sleep(time.Second) {
 		raw, _ := os.ReadFile(file)
 		if bytes.Contains(raw, []byte("ANVIL-TESTOS-READY")) {

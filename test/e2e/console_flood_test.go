@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/anvil-dev/anvil/internal/consoleapi"
+	"github.com/anvil-dev/anvil/internal/runtime/qemu"
 	"github.com/anvil-dev/anvil/test/scale/measure"
 )
 
@@ -53,10 +54,7 @@ spec: {machineClassRef: {name: flood}, image: 127.0.0.1:%s/anvil/testos:latest, 
 `, registryPort))
 	env.WaitKubectlFor(t, kubeconfig, 5*time.Minute, "be Running", func(s string) bool { return s == "Running" },
 		"get", "machine", "flood", "-o", "jsonpath={.status.state}")
-	file, err := env.Kubectl(t, kubeconfig, "", "get", "machine", "flood", "-o", "jsonpath={.status.console}")
-	if err != nil || file == "" {
-		t.Fatalf("the Machine's console file: %v %q", err, file)
-	}
+	file := filepath.Join(env.QemuMachineDir(t, kubeconfig, state, "default", "flood"), qemu.ConsoleLogFile)
 	for deadline := time.Now().Add(4 * time.Minute); ; time.Sleep(time.Second) {
 		if raw, _ := os.ReadFile(file); bytes.Contains(raw, []byte("ANVIL-TESTOS-READY")) {
 			break

@@ -149,11 +149,7 @@ func TestImageBuildPublishesOneIndexEachArchitectureBuiltOnItsOwn(t *testing.T) 
 	for arch, want := range map[string]string{"amd64": "built-on=x86_64", "arm64": "built-on=aarch64"} {
 		machine := "built-" + arch
 		env.WaitKubectl(t, kc, "Running", "get", "machine", machine, "-n", "default", "-o", "jsonpath={.status.state}")
-		console, err := env.Kubectl(t, kc, "", "get", "machine", machine, "-n", "default", "-o", "jsonpath={.status.console}")
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitConsole(t, console, want, 1)
+		waitConsole(t, kc, machine, want, 1)
 		env.WaitKubectl(t, kc, computev1alpha1.ReasonImageCurrent, "get", "machine", machine, "-n", "default", "-o", upToDateReason)
 		if out, err := env.Kubectl(t, kc, "", "patch", "machine", machine, "-n", "default", "--type=merge", "-p", `{"spec":{"power":"Off"}}`); err != nil {
 			t.Fatalf("powering off %s: %v\n%s", machine, err, out)

@@ -75,7 +75,7 @@ func TestBareMetalPools(t *testing.T) {
 		`jsonpath={.status.provisioningState}`)
 	env.WaitKubectl(t, kubeconfig, "metal-1", "get", "host", "emulated-1", "-n", "anvil-metal", "-o", `jsonpath={.spec.consumerRef.name}`)
 	env.WaitKubectl(t, kubeconfig, "2", "get", "hardwaredata", "metal-1", "-n", "default", "-o", "jsonpath={.spec.cpu.count}")
-	waitConsole(t, filepath.Join(state, "pools", "dev-metal", "servers", "emulated-1", "console.log"), "marker=metal-1", 1)
+	waitConsoleFile(t, filepath.Join(state, "pools", "dev-metal", "servers", "emulated-1", "console.log"), "marker=metal-1", 1)
 	// Its server's serial console through the API (docs/console.md): the metal runtime
 	// holds the session the emulated BMC serves (since the server was provisioned, so the
 	// guest's boot is in the log), and a tenant types there once the guest is up.
@@ -96,7 +96,7 @@ func TestBareMetalPools(t *testing.T) {
 	// around the ESP anvil dev found in --bin-dir.
 	waitKubectlLong(t, kubeconfig, "Running", 5*time.Minute, "get", "machine", "metal-arm64-1", "-n", "default", "-o", "jsonpath={.status.state}")
 	env.WaitKubectl(t, kubeconfig, "metal-arm64-1", "get", "host", "emulated-arm64-1", "-n", "anvil-metal", "-o", `jsonpath={.spec.consumerRef.name}`)
-	waitConsole(t, filepath.Join(state, "pools", "dev-metal", "servers", "emulated-arm64-1", "console.log"),
+	waitConsoleFile(t, filepath.Join(state, "pools", "dev-metal", "servers", "emulated-arm64-1", "console.log"),
 		testos.ReadyLine(computev1alpha1.ArchitectureARM64, "metal-arm64-1", "metal-arm64-1"), 1)
 
 	// A second site, run as its own processes.

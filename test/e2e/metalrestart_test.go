@@ -70,7 +70,7 @@ func devKilledWithServers(t *testing.T, d *devproc.Dev, state string, args []str
 	}
 	patchPower(t, kubeconfig, "metal-1", "On")
 	waitKubectlLong(t, kubeconfig, "Running", 2*time.Minute, "get", "machine", "metal-1", "-n", "default", "-o", "jsonpath={.status.state}")
-	waitConsole(t, filepath.Join(servers, "emulated-1", "console.log"), ready["emulated-1"], 2)
+	waitConsoleFile(t, filepath.Join(servers, "emulated-1", "console.log"), ready["emulated-1"], 2)
 	if got := bmcemu.ServerProcesses(servers, "emulated-1"); len(got) != 1 || got[0] == pids["emulated-1"][0] {
 		t.Fatalf("emulated-1: QEMU %v powered on again, want one new one (the adopted one was %v)", got, pids["emulated-1"])
 	}

@@ -119,20 +119,14 @@ func TestQemuPoolsBootTheImageOfTheirArchitecture(t *testing.T) {
 	}
 	env.Apply(t, kubeconfig, strings.ReplaceAll(vmObjects, "IMAGE", image))
 
-	consoles := map[string]string{}
 	for _, g := range []struct {
 		name string
 		arch computev1alpha1.Architecture
 	}{{"guest-amd64", computev1alpha1.ArchitectureAMD64}, {"guest-arm64", computev1alpha1.ArchitectureARM64}} {
 		waitKubectlLong(t, kubeconfig, "Running", 5*time.Minute, "get", "machine", g.name, "-o", "jsonpath={.status.state}")
 		env.WaitKubectl(t, kubeconfig, pools[g.arch].name, "get", "machine", g.name, "-o", "jsonpath={.spec.machinePoolRef.name}")
-		console, err := env.Kubectl(t, kubeconfig, "", "get", "machine", g.name, "-o", "jsonpath={.status.console}")
-		if err != nil || console == "" {
-			t.Fatalf("%s reports no console: %v %q", g.name, err, console)
-		}
-		consoles[g.name] = console
 		marker := strings.TrimPrefix(g.name, "guest-")
-		waitConsole(t, console, testos.ReadyLine(g.arch, g.name, "value-"+marker), 1)
+		waitConsole(t, kubeconfig, g.name, testos.ReadyLine(g.arch, g.name, "value-"+marker), 1)
 	}
 	// The same console through the API, as a tenant reads it and types at it
 	// (docs/console.md): the arm64 guest's log, and its serial terminal's echo.
@@ -192,7 +186,7 @@ spec: {machineClassRef: {name: e2e-vm}, image: %[1]s, machinePoolRef: {name: %[2
 	}
 	patchPower(t, kubeconfig, "guest-amd64", "On")
 	waitKubectlLong(t, kubeconfig, "Running", 2*time.Minute, "get", "machine", "guest-amd64", "-o", "jsonpath={.status.state}")
-	waitConsole(t, consoles["guest-amd64"], testos.ReadyLine(computev1alpha1.ArchitectureAMD64, "guest-amd64", "value-amd64"), 2)
+	waitConsole(t, kubeconfig, "guest-amd64", testos.ReadyLine(computev1alpha1.ArchitectureAMD64, "guest-amd64", "value-amd64"), 2)
 
 	// Reimage: a new spec.image boots on the same machine (id, pool), in place, and the
 	// Machine says so; its status names the new image once it runs it.
@@ -200,7 +194,7 @@ spec: {machineClassRef: {name: e2e-vm}, image: %[1]s, machinePoolRef: {name: %[2
 		t.Fatalf("kubectl patch: %v\n%s", err, out)
 	}
 	waitKubectlLong(t, kubeconfig, computev1alpha1.ReasonReimaged, 3*time.Minute, "get", "machine", "guest-amd64", "-o", `jsonpath={.status.conditions[?(@.type=="Reimaging")].reason}`)
-	waitConsole(t, consoles["guest-amd64"], testos.ReadyLine(computev1alpha1.ArchitectureAMD64, "guest-amd64", "value-amd64"), 3)
+	waitConsole(t, kubeconfig, "guest-amd64", testos.ReadyLine(computev1alpha1.ArchitectureAMD64, "guest-amd64", "value-amd64"), 3)
 	if got, _ := env.Kubectl(t, kubeconfig, "", "get", "machine", "guest-amd64", "-o", "jsonpath={.status.machineID} {.status.image.reference} {.status.state}"); got != id+" "+amd64Only+" Running" {
 		t.Errorf("after the reimage: %q, want the same machine %s running %s", got, id, amd64Only)
 	}
@@ -261,13 +255,28 @@ func patchPower(t *testing.T, kubeconfig, machine, power string) {
 }
 
 // waitConsole waits until the console log holds line at least n times (once per boot).
-func waitConsole(t *testing.T, path, line string, n int) {
+func waitConsole(t *testing.T, kubeconfig, name, line string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(4 * time.Minute)
+	var got string
+	var err error
+	for time.Now().Before(deadline) {
+		if got, err = env.ConsoleLog(t, kubeconfig, "default", name); err == nil && strings.Count(got, line) >= n {
+			return
+		}
+		time.Sleep(time.Second)
+	}
+	t.Fatalf("the console of %s never showed %q %d times (last read: %v); it holds:\n%s", name, line, n, err, got)
+}
+
+// waitConsoleFile waits until the console log file at path (an emulated server's, as its
+// BMC records it) holds line at least n times.
+func waitConsoleFile(t *testing.T, path, line string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(4 * time.Minute)
 	var got []byte
 	for time.Now().Before(deadline) {
-		got, _ = os.ReadFile(path)
-		if strings.Count(string(got), line) >= n {
+		if got, _ = os.ReadFile(path); strings.Count(string(got), line) >= n {
 			return
 		}
 		time.Sleep(time.Second)

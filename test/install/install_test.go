@@ -15,6 +15,7 @@ import (
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/poollet/identity"
+	"github.com/anvil-dev/anvil/internal/runtime/qemu"
 	"github.com/anvil-dev/anvil/test/devproc"
 	"github.com/anvil-dev/anvil/test/testos"
 )
@@ -162,8 +163,10 @@ func TestInstallIntoARealCluster(t *testing.T) {
 		if err != nil || !strings.Contains(string(cg), "kubepods") {
 			t.Errorf("QEMU (pid %d) is not in a Pod's cgroup: %s %v", qemuPID, cg, err)
 		}
-		console := s.kubectl(t, "get", "machine", "vm-1", "-o", "jsonpath={.status.console}")
-		waitFile(t, console, testos.ReadyLine(computev1alpha1.ArchitectureAMD64, "vm-1", "in-a-pod"), 5*time.Minute)
+		// The VM's own log on the host, where the DaemonSet's runtime keeps it (the API's
+		// side is the next step's).
+		id := s.kubectl(t, "get", "machine", "vm-1", "-o", "jsonpath={.status.machineID}")
+		waitFile(t, qemu.ConsoleLogPath(qemuState, id), testos.ReadyLine(computev1alpha1.ArchitectureAMD64, "vm-1", "in-a-pod"), 5*time.Minute)
 	})
 
 	s.step(t, "its console through the API, from either manager replica", func(t *testing.T) {

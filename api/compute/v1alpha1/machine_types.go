@@ -329,10 +329,6 @@ type MachineStatus struct {
 	// Addresses of the machine.
 	// +optional
 	Addresses []MachineAddress `json:"addresses,omitempty"`
-	// Console says where the machine's serial console can be read, as its runtime
-	// reports it (for the qemu runtime, a log file on the pool's host).
-	// +optional
-	Console string `json:"console,omitempty"`
 	// Volumes reports each volume's attach state.
 	// +optional
 	// +listType=map

@@ -58,7 +58,6 @@ func ObservedStatus(m *computev1alpha1.Machine, rm *mriv1alpha1.Machine, pool st
 	for _, a := range rm.GetStatus().GetAddresses() {
 		st.Addresses = append(st.Addresses, computev1alpha1.MachineAddress{Type: a.GetType(), Address: a.GetAddress()})
 	}
-	st.Console = rm.GetStatus().GetConsole()
 	st.RebootToken = rm.GetStatus().GetRebootToken()
 	st.Volumes = attachments(rm.GetStatus().GetVolumes())
 	st.NetworkInterfaces = attachments(rm.GetStatus().GetNetworkInterfaces())

@@ -37,7 +37,7 @@ func BenchmarkCreateToMarker(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				id := benchCreate(b, rt, fmt.Sprintf("%s-%d", arch, i), spec)
-				waitLine(b, consolePath(cfg.StateDir, id), line)
+				waitLine(b, ConsoleLogPath(cfg.StateDir, id), line)
 				b.StopTimer()
 				benchDelete(b, rt, id)
 				b.StartTimer()
@@ -47,8 +47,6 @@ func BenchmarkCreateToMarker(b *testing.B) {
 }
 
 func archOf(a mriv1alpha1.Architecture) computev1alpha1.Architecture { return mri.ArchFromMRI(a) }
-
-func consolePath(state, id string) string { return machineDir(state, id) + "/" + consoleFile }
 
 func warm(b *testing.B, rt *Runtime, spec *mriv1alpha1.MachineSpec) {
 	id := benchCreate(b, rt, "warm-"+spec.Architecture.String(), spec)

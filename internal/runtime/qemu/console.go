@@ -33,9 +33,9 @@ func (r *Runtime) lookupConsole(id string) (console.Machine, error) {
 	if _, err := r.get(id); err != nil {
 		return console.Machine{}, err
 	}
-	dir := machineDir(r.cfg.StateDir, id)
+	dir := MachineDir(r.cfg.StateDir, id)
 	return console.Machine{
-		Log: &console.FileLog{Path: filepath.Join(dir, consoleFile)},
+		Log: &console.FileLog{Path: filepath.Join(dir, ConsoleLogFile)},
 		Gone: func() bool {
 			r.mu.Lock()
 			defer r.mu.Unlock()

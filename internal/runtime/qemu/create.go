@@ -70,7 +70,7 @@ func (r *Runtime) CreateMachine(ctx context.Context, req *mriv1alpha1.CreateMach
 		return nil, status.Errorf(codes.Unavailable, "choosing a machine id: %v", err)
 	}
 	m := &machine{rec: newRecord(id, in), poke: make(chan struct{}, 1)}
-	observeStatus(m.rec, &m.obs, machineDir(r.cfg.StateDir, id), time.Now())
+	observeStatus(m.rec, &m.obs, MachineDir(r.cfg.StateDir, id), time.Now())
 	if err := r.createFolder(id, m.rec); err != nil {
 		return nil, status.Errorf(codes.Unavailable, "writing machine %s: %v", id, err)
 	}
@@ -152,7 +152,7 @@ func (r *Runtime) newID() (string, error) {
 		if _, taken := r.machines[id]; taken {
 			continue
 		}
-		if _, err := os.Lstat(machineDir(r.cfg.StateDir, id)); err == nil {
+		if _, err := os.Lstat(MachineDir(r.cfg.StateDir, id)); err == nil {
 			continue
 		}
 		return id, nil

@@ -21,12 +21,12 @@ func bareWorker(t *testing.T, rec *record) *worker {
 	r := &Runtime{cfg: Config{StateDir: state, Logger: logr.Discard()}, machines: map[string]*machine{}, byUID: map[string]string{},
 		events: events.NewHub(watchBuffer)}
 	id := rec.Machine.Metadata.Id
-	if err := os.MkdirAll(machineDir(state, id), 0o700); err != nil {
+	if err := os.MkdirAll(MachineDir(state, id), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	m := &machine{rec: rec, poke: make(chan struct{}, 1), obs: *runningVM()}
 	r.machines[id] = m
-	return &worker{r: r, id: id, m: m, dir: machineDir(state, id), log: logr.Discard()}
+	return &worker{r: r, id: id, m: m, dir: MachineDir(state, id), log: logr.Discard()}
 }
 
 func shutdownEvent(guest bool, reason string) qmp.Event {

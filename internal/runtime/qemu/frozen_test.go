@@ -43,7 +43,7 @@ func TestFrozenQEMUIsRebootedAndPoweredOff(t *testing.T) {
 			return false
 		}
 		// The pid file goes while one QEMU exits and the next starts.
-		raw, err := os.ReadFile(filepath.Join(machineDir(cfg.StateDir, id), pidFile))
+		raw, err := os.ReadFile(filepath.Join(MachineDir(cfg.StateDir, id), pidFile))
 		now, _ := strconv.Atoi(strings.TrimSpace(string(raw)))
 		return err == nil && now != pid && now != 0
 	})
@@ -101,7 +101,7 @@ func awaitReaped(t *testing.T, pid int) {
 // rootDisk is the file of a machine's one disk.
 func rootDisk(t *testing.T, stateDir, id string) os.FileInfo {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(machineDir(stateDir, id), disksDir, "*.qcow2"))
+	files, err := filepath.Glob(filepath.Join(MachineDir(stateDir, id), disksDir, "*.qcow2"))
 	if err != nil || len(files) != 1 {
 		t.Fatalf("disks of %s: %v (%v)", id, files, err)
 	}

@@ -115,7 +115,7 @@ func awaitConsoleCount(t *testing.T, path, line string, n int) {
 
 func pidOf(t *testing.T, m *mriv1alpha1.Machine) string {
 	t.Helper()
-	raw, err := os.ReadFile(machineDir(stateOf(m), m.Metadata.Id) + "/" + pidFile)
+	raw, err := os.ReadFile(MachineDir(stateOf(m), m.Metadata.Id) + "/" + pidFile)
 	if err != nil {
 		t.Fatalf("pid file of %s: %v", m.Metadata.Id, err)
 	}
@@ -124,6 +124,6 @@ func pidOf(t *testing.T, m *mriv1alpha1.Machine) string {
 
 // stateOf is the state directory of a machine, from its console path.
 func stateOf(m *mriv1alpha1.Machine) string {
-	dir := strings.TrimSuffix(m.Status.Console, "/"+consoleFile)
+	dir := strings.TrimSuffix(m.Status.Console, "/"+ConsoleLogFile)
 	return strings.TrimSuffix(dir, "/"+machinesDir+"/"+m.Metadata.Id)
 }

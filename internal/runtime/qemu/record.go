@@ -25,8 +25,9 @@ const (
 	newPrefix     = ".new-"
 	deletedPrefix = ".deleted-"
 
-	recordFile  = "machine.json"
-	consoleFile = "console.log"
+	recordFile = "machine.json"
+	// ConsoleLogFile is the console log's name in a machine's folder (MachineDir).
+	ConsoleLogFile = "console.log"
 	// consoleSocketFile is the console's interactive socket (docs/console.md).
 	consoleSocketFile = "console.sock"
 	qemuLogFile       = "qemu.log"
@@ -38,12 +39,20 @@ const (
 	disksDir          = "disks"
 )
 
-func machineDir(state, id string) string { return filepath.Join(state, machinesDir, id) }
+// MachineDir is the folder the runtime keeps machine id's files in, under its state
+// directory (docs/qemu-runtime.md): also for the host's admin and tests on the pool's host.
+func MachineDir(state, id string) string { return filepath.Join(state, machinesDir, id) }
 
-func qmpSocketPath(state, id string) string { return filepath.Join(machineDir(state, id), qmpFile) }
+// ConsoleLogPath is machine id's console log on the pool's host. Tenants read it through
+// the console API (docs/console.md); the Machine's status does not say where it is.
+func ConsoleLogPath(state, id string) string {
+	return filepath.Join(MachineDir(state, id), ConsoleLogFile)
+}
+
+func qmpSocketPath(state, id string) string { return filepath.Join(MachineDir(state, id), qmpFile) }
 
 func consoleSocketPath(state, id string) string {
-	return filepath.Join(machineDir(state, id), consoleSocketFile)
+	return filepath.Join(MachineDir(state, id), consoleSocketFile)
 }
 
 // phase is where a machine is in its life, as far as files go.

@@ -101,7 +101,7 @@ func BenchmarkReimageToMarker(b *testing.B) {
 		for i := range b.N {
 			marker := fmt.Sprint("create-", i)
 			id := benchCreate(b, rt, marker, spec(images[0], marker))
-			waitLine(b, consolePath(cfg.StateDir, id), "marker="+marker)
+			waitLine(b, ConsoleLogPath(cfg.StateDir, id), "marker="+marker)
 			b.StopTimer()
 			benchDelete(b, rt, id)
 			b.StartTimer()
@@ -110,7 +110,7 @@ func BenchmarkReimageToMarker(b *testing.B) {
 	b.Run("reimage", func(b *testing.B) {
 		b.StopTimer()
 		id := benchCreate(b, rt, "reimaged", spec(images[0], "created"))
-		waitLine(b, consolePath(cfg.StateDir, id), "marker=created")
+		waitLine(b, ConsoleLogPath(cfg.StateDir, id), "marker=created")
 		b.StartTimer()
 		for i := range b.N {
 			marker := fmt.Sprint("reimage-", i)
@@ -118,7 +118,7 @@ func BenchmarkReimageToMarker(b *testing.B) {
 			if _, err := rt.ReimageMachine(b.Context(), &mriv1alpha1.ReimageMachineRequest{Id: id, Image: s.Image, FirstBoot: s.FirstBoot}); err != nil {
 				b.Fatal(err)
 			}
-			waitLine(b, consolePath(cfg.StateDir, id), "marker="+marker)
+			waitLine(b, ConsoleLogPath(cfg.StateDir, id), "marker="+marker)
 		}
 		b.StopTimer()
 		benchDelete(b, rt, id)

@@ -93,7 +93,7 @@ func TestRestartFinishesInterruptedCreatesAndDeletes(t *testing.T) {
 	deleting := await(t, rt, create(t, rt, "uid-deleting", spec).Metadata.Id, "ran", isRunning)
 	deletingPID, _ := strconv.Atoi(pidOf(t, deleting))
 	rt.Close()
-	rewriteRecord(t, machineDir(cfg.StateDir, deleting.Metadata.Id), func(r *record) { r.Phase = phaseDeleting })
+	rewriteRecord(t, MachineDir(cfg.StateDir, deleting.Metadata.Id), func(r *record) { r.Phase = phaseDeleting })
 
 	root := filepath.Join(cfg.StateDir, machinesDir)
 	// A create that crashed before its folder was renamed into place.

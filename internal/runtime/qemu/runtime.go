@@ -123,7 +123,7 @@ func (r *Runtime) consoleLogs() []string {
 	defer r.mu.Unlock()
 	out := make([]string, 0, len(r.machines))
 	for id := range r.machines {
-		out = append(out, filepath.Join(machineDir(r.cfg.StateDir, id), consoleFile))
+		out = append(out, ConsoleLogPath(r.cfg.StateDir, id))
 	}
 	return out
 }
@@ -251,13 +251,13 @@ func (r *Runtime) get(id string) (*machine, error) {
 // of a change.
 func (r *Runtime) commitLocked(id string, m *machine) error {
 	before := proto.Clone(m.rec.Machine).(*mriv1alpha1.Machine)
-	observeStatus(m.rec, &m.obs, machineDir(r.cfg.StateDir, id), time.Now())
+	observeStatus(m.rec, &m.obs, MachineDir(r.cfg.StateDir, id), time.Now())
 	raw, err := json.MarshalIndent(m.rec, "", "  ")
 	if err != nil {
 		return err
 	}
 	if !bytes.Equal(raw, m.written) {
-		if err := writeRecord(machineDir(r.cfg.StateDir, id), raw); err != nil {
+		if err := writeRecord(MachineDir(r.cfg.StateDir, id), raw); err != nil {
 			return fmt.Errorf("writing the record of machine %s: %w", id, err)
 		}
 		m.written = raw

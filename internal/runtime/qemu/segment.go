@@ -61,7 +61,7 @@ func SegmentName(namespace, network string) string {
 
 // nicSocket is where QEMU binds a switched NIC's own socket.
 func nicSocket(state, machineID, qemuID string) string {
-	return filepath.Join(machineDir(state, machineID), qemuID+".sock")
+	return filepath.Join(MachineDir(state, machineID), qemuID+".sock")
 }
 
 // checkSegmentNICs refuses a NIC on a segment network of a machine that does not say its

@@ -30,7 +30,7 @@ func observeStatus(rec *record, obs *observed, dir string, now time.Time) {
 		m.Status = st
 	}
 	st.Architecture = m.GetSpec().GetArchitecture()
-	st.Console = filepath.Join(dir, consoleFile)
+	st.Console = filepath.Join(dir, ConsoleLogFile)
 	if !obs.seen {
 		return
 	}

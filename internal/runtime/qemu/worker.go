@@ -36,7 +36,7 @@ const (
 
 func (r *Runtime) startWorker(id string, m *machine) {
 	w := &worker{
-		r: r, id: id, m: m, dir: machineDir(r.cfg.StateDir, id), socket: qmpSocketPath(r.cfg.StateDir, id),
+		r: r, id: id, m: m, dir: MachineDir(r.cfg.StateDir, id), socket: qmpSocketPath(r.cfg.StateDir, id),
 		log: r.cfg.Logger.WithValues("machine", id),
 	}
 	r.wg.Add(1)

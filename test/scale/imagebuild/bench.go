@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/buildagent"
 	"github.com/anvil-dev/anvil/internal/dev"
 	"github.com/anvil-dev/anvil/internal/imagebuild"
+	"github.com/anvil-dev/anvil/internal/runtime/qemu"
 )
 
 const (
@@ -36,6 +38,7 @@ var errTimeout = errors.New("timed out")
 type bench struct {
 	c        client.Client
 	registry string
+	state    string // the pools' state folder (dev.StartQemuPool's): where consoles are read
 	// index is the OSImage's published index before the current change.
 	index string
 }
@@ -168,13 +171,13 @@ func (b *bench) byHand(ctx context.Context, arch computev1alpha1.Architecture) (
 // untilResult waits for the Machine's console to show the agent's result line.
 func (b *bench) untilResult(ctx context.Context, m *computev1alpha1.Machine, start time.Time) (float64, error) {
 	for deadline := start.Add(limit); time.Now().Before(deadline); time.Sleep(poll) {
-		if m.Status.Console == "" {
+		if m.Status.MachineID == "" {
 			if err := b.c.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
 				return 0, err
 			}
 			continue
 		}
-		raw, _ := os.ReadFile(m.Status.Console)
+		raw, _ := os.ReadFile(filepath.Join(dev.QemuMachineDir(b.state, m.Spec.Architecture, m.Status.MachineID), qemu.ConsoleLogFile))
 		if strings.Contains(string(raw), buildagent.ResultLinePrefix) {
 			return time.Since(start).Seconds(), nil
 		}

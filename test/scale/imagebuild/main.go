@@ -118,7 +118,7 @@ func run(rounds int) error {
 		}()
 	}
 
-	b := &bench{c: env.Client, registry: reg}
+	b := &bench{c: env.Client, registry: reg, state: state}
 	if err := b.setup(ctx); err != nil {
 		return err
 	}

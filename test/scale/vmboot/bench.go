@@ -15,6 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
+	"github.com/anvil-dev/anvil/internal/dev"
+	"github.com/anvil-dev/anvil/internal/runtime/qemu"
 	"github.com/anvil-dev/anvil/test/testos"
 )
 
@@ -23,6 +25,7 @@ type bench struct {
 	c     client.Client
 	image string
 	arch  computev1alpha1.Architecture
+	state string // the pool's state folder (dev.StartQemuPool's): where consoles are read
 	// kept is the Machine left powered off after the last round; argv and dir are its
 	// QEMU command line and folder, for the by-hand starts.
 	kept string
@@ -53,10 +56,11 @@ func (b *bench) createToMarker(ctx context.Context, name string, keep bool) (flo
 	if err := b.c.Create(ctx, m); err != nil {
 		return 0, err
 	}
-	console, err := b.await(ctx, name, func(m *computev1alpha1.Machine) (string, bool) { return m.Status.Console, m.Status.Console != "" })
+	id, err := b.await(ctx, name, func(m *computev1alpha1.Machine) (string, bool) { return m.Status.MachineID, m.Status.MachineID != "" })
 	if err != nil {
 		return 0, err
 	}
+	console := filepath.Join(dev.QemuMachineDir(b.state, b.arch, id), qemu.ConsoleLogFile)
 	if err := waitLine(console, b.marker(), 1); err != nil {
 		return 0, err
 	}

@@ -104,7 +104,7 @@ func run(rounds int, arch computev1alpha1.Architecture) error {
 			fmt.Fprintln(os.Stderr, "pool:", err)
 		}
 	}()
-	b := &bench{c: env.Client, image: image, arch: arch}
+	b := &bench{c: env.Client, image: image, arch: arch, state: state}
 	if err := b.setup(ctx); err != nil {
 		return err
 	}

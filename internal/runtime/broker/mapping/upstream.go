@@ -3,6 +3,7 @@ package mapping
 import (
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
@@ -67,7 +68,7 @@ func status(o Observed, rec Record, spec *mriv1alpha1.MachineSpec) *mriv1alpha1.
 		ObservedGeneration: ObservedGeneration(rec, ds.ObservedGeneration),
 		State:              stateToMRI[ds.State],
 		Architecture:       mri.ArchToMRI(ds.Architecture),
-		Console:            ds.Console,
+		Console:            console(o.Machine),
 		RebootToken:        ds.RebootToken,
 	}
 	if st.State == mriv1alpha1.MachineState_MACHINE_STATE_UNSPECIFIED {
@@ -133,4 +134,16 @@ func names[T interface{ GetName() string }](list []T) []string {
 		out = append(out, x.GetName())
 	}
 	return out
+}
+
+// console is what the broker reports as the machine's console (CONTRACT.md S5): the
+// downstream Machine, whose console the broker reaches through the downstream console
+// API, when that Machine's pool and runtime give it one; empty when its ConsoleAvailable
+// condition says they give none (or it has not been written yet).
+func console(m *computev1alpha1.Machine) string {
+	c := meta.FindStatusCondition(m.Status.Conditions, computev1alpha1.ConditionConsoleAvailable)
+	if c == nil || c.Reason == computev1alpha1.ReasonRuntimeHasNoConsole || c.Reason == computev1alpha1.ReasonPoolServesNoConsoles {
+		return ""
+	}
+	return "anvil://" + m.Namespace + "/" + m.Name
 }

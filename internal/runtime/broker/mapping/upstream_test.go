@@ -55,17 +55,20 @@ func TestUpstreamStatus(t *testing.T) {
 		check func(*testing.T, *mriv1alpha1.MachineStatus, *mriv1alpha1.ObjectMetadata)
 	}{
 		{"running, observed: every field mapped", func(m *computev1alpha1.Machine, _ *Observed) {
+			m.Namespace, m.Name = "site-ns", "down-1"
 			m.Status = computev1alpha1.MachineStatus{ObservedGeneration: 1, State: computev1alpha1.MachineStateRunning,
-				Architecture: computev1alpha1.ArchitectureARM64, Console: "/var/log/anvil/x.log", RebootToken: "t1",
-				Addresses:         []computev1alpha1.MachineAddress{{Type: "InternalIP", Address: "10.0.0.5"}},
-				Conditions:        []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Running", Message: "running on pool p"}},
+				Architecture: computev1alpha1.ArchitectureARM64, RebootToken: "t1",
+				Addresses: []computev1alpha1.MachineAddress{{Type: "InternalIP", Address: "10.0.0.5"}},
+				Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Running", Message: "running on pool p"},
+					{Type: computev1alpha1.ConditionConsoleAvailable, Status: metav1.ConditionTrue, Reason: computev1alpha1.ReasonConsoleAvailable, Message: "m"}},
 				Volumes:           []computev1alpha1.AttachmentStatus{{Name: "data", State: computev1alpha1.AttachStateAttached, Handle: "vdb"}},
 				NetworkInterfaces: []computev1alpha1.AttachmentStatus{{Name: "eth0", State: computev1alpha1.AttachStateAttached}}}
 		}, func(t *testing.T, st *mriv1alpha1.MachineStatus, _ *mriv1alpha1.ObjectMetadata) {
 			want := &mriv1alpha1.MachineStatus{ObservedGeneration: 1, State: mriv1alpha1.MachineState_MACHINE_STATE_RUNNING,
-				Architecture: mriv1alpha1.Architecture_ARCHITECTURE_ARM64, Console: "/var/log/anvil/x.log", RebootToken: "t1",
+				Architecture: mriv1alpha1.Architecture_ARCHITECTURE_ARM64, Console: "anvil://site-ns/down-1", RebootToken: "t1",
 				Addresses: []*mriv1alpha1.Address{{Type: "InternalIP", Address: "10.0.0.5"}},
 				Conditions: []*mriv1alpha1.Condition{{Type: "Ready", Status: true, Reason: "Running", Message: "running on pool p"},
+					{Type: computev1alpha1.ConditionConsoleAvailable, Status: true, Reason: computev1alpha1.ReasonConsoleAvailable, Message: "m"},
 					{Type: ConditionSiteReachable, Status: true, Reason: ReasonSiteReachable, Message: "the downstream site answers"}},
 				Volumes: []*mriv1alpha1.AttachmentStatus{{Name: "root", State: mriv1alpha1.AttachState_ATTACH_STATE_PENDING},
 					{Name: "data", State: mriv1alpha1.AttachState_ATTACH_STATE_ATTACHED, Handle: "vdb"}},
@@ -116,6 +119,40 @@ func TestUpstreamStatus(t *testing.T) {
 				t.Fatal(err)
 			}
 			tc.check(t, got.Status, got.Metadata)
+		})
+	}
+}
+
+// TestUpstreamConsole: the broker reports a console (S5) exactly when the downstream
+// Machine's pool and runtime give it one, whatever its state (a stopped machine's log is
+// still read).
+func TestUpstreamConsole(t *testing.T) {
+	for _, tc := range []struct {
+		reason string // of the downstream ConsoleAvailable condition; "" for none
+		want   bool
+	}{
+		{"", false},
+		{computev1alpha1.ReasonConsoleAvailable, true},
+		{computev1alpha1.ReasonConsoleMachineNotRunning, true},
+		{computev1alpha1.ReasonRuntimeHasNoConsole, false},
+		{computev1alpha1.ReasonPoolServesNoConsoles, false},
+	} {
+		t.Run(tc.reason, func(t *testing.T) {
+			d, dm := created(t, machine())
+			if tc.reason != "" {
+				dm.Status.Conditions = []metav1.Condition{{Type: computev1alpha1.ConditionConsoleAvailable, Reason: tc.reason}}
+			}
+			got, err := Upstream(Observed{Machine: dm, SecretData: d.Secret.Data})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := ""
+			if tc.want {
+				want = "anvil://" + dm.Namespace + "/" + dm.Name
+			}
+			if got.Status.Console != want {
+				t.Fatalf("console %q, want %q", got.Status.Console, want)
+			}
 		})
 	}
 }
