@@ -19,8 +19,9 @@ CAPI_LDFLAGS := -X sigs.k8s.io/cluster-api/version.gitVersion=$(CAPI_VERSION) \
 # Integration and end-to-end tests read the control-plane binaries from here (envtest's variable).
 export KUBEBUILDER_ASSETS := $(BIN)
 # Flags of every go test hack/test.sh runs: it runs the packages that boot QEMU guests one
-# at a time, and the rest one at a time beside them (see the script).
-GO_TEST_FLAGS ?= -timeout 40m
+# at a time, and the rest one at a time beside them (see the script). Tests' artifacts
+# (t.ArtifactDir: test/ui's screenshots) are kept under test-artifacts/.
+GO_TEST_FLAGS ?= -timeout 40m -artifacts -outputdir=$(CURDIR)/test-artifacts
 
 # The build agent, one static binary per architecture builders run (see docs/imagebuild.md).
 AGENT_ARCHS := amd64 arm64
@@ -273,6 +274,7 @@ test-setup: ## What make test builds and checks before its tests (fresh-check ti
 	$(MAKE) -j2 $(BIN)/images/SIZES vet
 
 test-only: ## Unit, integration and end-to-end tests, without the set-up steps.
+	mkdir -p test-artifacts
 	hack/test.sh $(GO_TEST_FLAGS)
 
 # The one test make test leaves out (hack/test.sh says why): OS image builds on the Debian

@@ -57,6 +57,9 @@ packages=(
 	# systemd-networkd comes with systemd.
 	busybox
 	isc-dhcp-client
+	# anvil ui's pages are tested in a real browser (test/ui, driven over the DevTools
+	# protocol with chromedp): Chromium's headless shell, no desktop needed.
+	chromium-headless-shell
 )
 
 # The qemu runtime, run as root, starts QEMU as this unprivileged user (-runas; its

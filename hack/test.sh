@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 module=$(go list -m)
 heavy=(
 	./test/capiguest ./test/metalservers ./test/e2e ./test/broker ./test/chaos ./test/testos
-	./test/cluster ./test/install ./test/debian ./test/kubeadm
+	./test/cluster ./test/install ./test/debian ./test/kubeadm ./test/ui
 	./internal/runtime/qemu ./internal/runtime/qemu/vm ./internal/runtime/qemu/qmp
 	./internal/bmcemu ./test/nodeagent/nodeimage
 )

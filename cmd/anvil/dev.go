@@ -120,6 +120,7 @@ them.`,
 	f.StringVar(&o.EraserDir, "eraser", "", "the disk eraser the bare-metal pool deploys on released servers (default: eraser in --bin-dir when there, built by make eraser)")
 	f.IntVar(&o.BMCPort, "bmc-port", o.BMCPort, "loopback port of the emulated servers' Redfish BMC")
 	f.BoolVar(&o.CAPI, "capi", false, "run Cluster API beside anvil: its core manager, kubeadm bootstrap and control-plane providers (from --bin-dir, built by make tools) and anvil's provider, installed as clusterctl init would (docs/capi.md, \"Quick start\")")
+	f.StringVar(&o.UIAddress, "ui-address", "127.0.0.1:0", "loopback host:port where anvil ui serves the fleet in a browser as the admin sees it (port 0: any; the address with its token is printed); empty: no UI (docs/ui.md)")
 	f.StringVar(&fakePool, "fake-pool", "dev-fake", "name of an in-process pool of the fake runtime; empty for none")
 	f.BoolVar(&logToTerminal, "log-to-terminal", false, "write anvil's structured logs to the terminal instead of <state-dir>/logs/anvil.log")
 	ff.addFlags(cmd)

@@ -41,6 +41,6 @@ func newRootCommand() *cobra.Command {
 	logOpts.BindFlags(logFlags)
 	root.PersistentFlags().AddGoFlagSet(logFlags)
 	root.AddCommand(newDevCommand(&logOpts), newManagerCommand(), newCAPIProviderCommand(), newPoolletCommand(), newRuntimeCommand(), newVersionCommand())
-	root.AddCommand(newImageCommand(), newForwardCommand(), newBMCEmulatorCommand(), newConsoleCommand())
+	root.AddCommand(newImageCommand(), newForwardCommand(), newBMCEmulatorCommand(), newConsoleCommand(), newUICommand())
 	return root
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/anvil-dev/anvil/internal/manager"
 	"github.com/anvil-dev/anvil/internal/manifest"
 	"github.com/anvil-dev/anvil/internal/registry"
+	"github.com/anvil-dev/anvil/internal/ui"
 )
 
 // Options configure a dev environment.
@@ -86,6 +87,9 @@ type Options struct {
 	// control-plane providers (from ControlPlane.BinDir, built by make tools) and anvil's
 	// provider, installed as clusterctl init would (docs/capi.md, "Quick start").
 	CAPI bool
+	// UIAddress is where anvil ui (docs/ui.md) serves the fleet, as dev's admin sees it: a
+	// loopback host:port (port 0: any); "" for no UI.
+	UIAddress string
 	// Out receives the human-readable progress and summary of what started and where.
 	Out io.Writer
 }
@@ -256,6 +260,18 @@ func Run(ctx context.Context, o Options) (err error) {
 		defer func() { err = errors.Join(err, a.Stop()) }()
 		capiAPI, capi, capiDone = a, a.Summary(), a.Done()
 	}
+	fleetUI := "off (no --ui-address)"
+	if o.UIAddress != "" {
+		// After Cluster API: its Clusters are watched only if their API is served.
+		u, err := ui.Start(mgrCtx, ui.Options{Config: cfg, Namespaces: []string{metav1.NamespaceDefault}, Address: o.UIAddress})
+		if err != nil {
+			stopManager()
+			<-mgrDone
+			return fmt.Errorf("the fleet UI: %w", err)
+		}
+		go func() { _ = u.Serve(mgrCtx) }()
+		fleetUI = u.URL
+	}
 	etcdPID, apiserverPID := cp.PIDs()
 	fmt.Fprintf(o.Out, `anvil dev is up (%.1fs)
   etcd            pid %d, https://127.0.0.1:%d (client certificates only)
@@ -268,6 +284,7 @@ func Run(ctx context.Context, o Options) (err error) {
   manager         in this process
   pools           %s
   Cluster API     %s
+  fleet UI        %s
   state           %s (logs in %s)
   samples         %d created, %d already present
 Use it with:
@@ -275,7 +292,7 @@ Use it with:
   kubectl get machineclasses
 Stop with Ctrl-C; objects are kept, and VMs and servers keep running, for the next start.
 `, time.Since(started).Seconds(), etcdPID, o.ControlPlane.EtcdClientPort, apiserverPID, o.ControlPlane.APIServerPort, reg.Host, dockerConfig, poolsCredentials, testOS, debian, kube, builder,
-		orNone(pools.names), capi,
+		orNone(pools.names), capi, fleetUI,
 		cp.StateDir(), cp.LogDir(), created, len(seeds)-created, cp.KubeconfigPath())
 
 	select {
