@@ -10,8 +10,8 @@ import (
 
 // Change is one row's new value, or its removal (Row nil), as the browser receives it.
 type Change struct {
-	Kind view.Kind      `json:"kind"`
-	Key  string         `json:"key"` // namespace/name, or name for cluster-scoped objects
+	Kind view.Kind       `json:"kind"`
+	Key  string          `json:"key"` // namespace/name, or name for cluster-scoped objects
 	Row  json.RawMessage `json:"row"`
 }
 

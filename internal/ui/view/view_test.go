@@ -75,7 +75,7 @@ func TestMachineOf(t *testing.T) {
 func TestHostOfNamesNoBMC(t *testing.T) {
 	h := &metalv1alpha1.Host{ObjectMeta: metav1.ObjectMeta{Namespace: "anvil-metal", Name: "s1"},
 		Spec: metalv1alpha1.HostSpec{Architecture: "amd64", Online: true, BootMACAddress: "52:54:00:00:00:01",
-			BMC: metalv1alpha1.BMC{Address: "redfish+https://10.1.2.3:8443/redfish/v1/Systems/1", CredentialsSecretRef: &metalv1alpha1.SecretReference{Name: "bmc-secret-s1"}},
+			BMC:         metalv1alpha1.BMC{Address: "redfish+https://10.1.2.3:8443/redfish/v1/Systems/1", CredentialsSecretRef: &metalv1alpha1.SecretReference{Name: "bmc-secret-s1"}},
 			ConsumerRef: &metalv1alpha1.ConsumerReference{Namespace: "t", Name: "m", UID: "u"}},
 		Status: metalv1alpha1.HostStatus{ProvisioningState: metalv1alpha1.StateProvisioned, PowerState: metalv1alpha1.PowerOn,
 			Hardware: &metalv1alpha1.HardwareSummary{CPUs: 2, MemoryMiB: 2048, Disks: 1, NICs: 1}}}
