@@ -358,6 +358,7 @@ bench: tools testos eraser esp agents build ## Benchmarks and scenarios; figures
 	go run ./test/scale/emulated -servers 1 -rounds 3
 	go run ./test/scale/emulated -servers 10 -rounds 1
 	go run ./test/scale/imagebuild -rounds 3
+	go run ./test/scale/ui -machines 10000 -pools 1000
 
 fresh-check: ## make test and make demo in a fresh clone with every cache empty, timed (hack/fresh-check.sh).
 	hack/fresh-check.sh
