@@ -161,7 +161,15 @@ if [[ " $steps " == *" demo "* ]]; then
 		print_report
 		exit 1
 	fi
-	report+=("$(printf '%-16s %5d s  ok: up after %d s; %s; %s' "make demo" "$took" "$up" "$(tr '\n' ' ' <<<"$states")" "$(tr '\n' ' ' <<<"$images")")")
+	# The fleet UI the banner names answers its address (the token's redirect, then the page).
+	ui_url=$(sed -n 's/^ *fleet UI *\(http:[^ ]*\)$/\1/p' "$dir/logs/make demo.log" | head -n 1)
+	if [ -z "$ui_url" ] || ! curl -sfL -c "$dir/ui-cookies" -b "$dir/ui-cookies" "$ui_url" | grep -q "<title>anvil</title>"; then
+		echo "fresh-check: the banner's fleet UI (${ui_url:-none printed}) does not serve its page" >&2
+		report+=("$(printf '%-16s %5d s  FAILED: fleet UI' "make demo" "$took")")
+		print_report
+		exit 1
+	fi
+	report+=("$(printf '%-16s %5d s  ok: up after %d s; %s; %s; fleet UI served' "make demo" "$took" "$up" "$(tr '\n' ' ' <<<"$states")" "$(tr '\n' ' ' <<<"$images")")")
 	echo "fresh-check: what make demo built, and when:"
 	built_since "$t0"
 	stop_demo

@@ -60,6 +60,7 @@ packages=(
 	# anvil ui's pages are tested in a real browser (test/ui, driven over the DevTools
 	# protocol with chromedp): Chromium's headless shell, no desktop needed.
 	chromium-headless-shell
+	curl # hack/fresh-check.sh asks the demo's fleet UI for its page
 )
 
 # The qemu runtime, run as root, starts QEMU as this unprivileged user (-runas; its
