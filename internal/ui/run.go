@@ -65,9 +65,8 @@ func Start(ctx context.Context, o Options) (*UI, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, port, _ := net.SplitHostPort(lis.Addr().String())
-	s := &Server{Feed: feed, Scope: scope, User: user, Clientset: cs, Token: hex.EncodeToString(token), Port: port}
-	return &UI{URL: "http://" + lis.Addr().String() + "/?token=" + s.Token, server: s, lis: lis}, nil
+	s := &Server{Feed: feed, Scope: scope, User: user, Clientset: cs, Token: hex.EncodeToString(token)}
+	return &UI{URL: "http://" + lis.Addr().String() + s.Path(), server: s, lis: lis}, nil
 }
 
 // Serve serves the pages until ctx ends.

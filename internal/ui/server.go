@@ -22,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 )
@@ -29,10 +30,11 @@ import (
 //go:embed assets
 var assets embed.FS
 
-// cookiePrefix names the cookie of the session token, followed by the server's port: a
-// browser sends a host's cookies to all its ports, and two anvil ui (a tenant's and dev's)
-// must not overwrite each other's.
-const cookiePrefix = "anvil-ui-"
+// sessionPrefix starts every path served: /s/<token>/. The token is in the path, not in a
+// cookie: a browser sends a host's cookies to every port of it, so a cookie would reach
+// any other server on 127.0.0.1 the user visits, and with it the fleet. Pages use relative
+// addresses and send no Referer.
+const sessionPrefix = "/s/"
 
 // feedBuffer is how many changes a browser may fall behind by before it is disconnected
 // (and reconnects for a new snapshot): the bound on the memory a slow browser holds.
@@ -46,13 +48,14 @@ type Server struct {
 	User string
 	// Clientset reads Events and console logs as the user.
 	Clientset kubernetes.Interface
-	// Token is the secret of the URL the user opens (Start prints it): without it, or its
-	// cookie, nothing is served, so another account on the host cannot read the fleet
+	// Token is the secret in the path of the address the user opens (Start prints it):
+	// without it nothing is served, so another account on the host cannot read the fleet
 	// through this process's credentials.
 	Token string
-	// Port is the port served on, which names the cookie.
-	Port string
 }
+
+// Path is where the session's pages are: the address to open, after the host.
+func (s *Server) Path() string { return sessionPrefix + s.Token + "/" }
 
 // Handler is the server's HTTP handler.
 func (s *Server) Handler() http.Handler {
@@ -72,8 +75,7 @@ func (s *Server) Handler() http.Handler {
 }
 
 // guard lets in only requests for this host by name (a page elsewhere that points a name
-// of its own at 127.0.0.1 is refused: DNS rebinding) that carry the token, in the query
-// (then kept in a cookie) or the cookie.
+// of its own at 127.0.0.1 is refused: DNS rebinding), GETs, under the session's path.
 func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !loopbackHost(r.Host) {
@@ -84,19 +86,21 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			http.Error(w, "anvil ui only reads", http.StatusMethodNotAllowed)
 			return
 		}
-		if t := r.URL.Query().Get("token"); t != "" && s.tokenOK(t) {
-			http.SetCookie(w, &http.Cookie{Name: cookiePrefix + s.Port, Value: t, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
-			http.Redirect(w, r, "/", http.StatusSeeOther)
+		token, rest, ok := strings.Cut(strings.TrimPrefix(r.URL.Path, sessionPrefix), "/")
+		if strings.HasPrefix(r.URL.Path, sessionPrefix) && !ok && s.tokenOK(token) {
+			http.Redirect(w, r, s.Path(), http.StatusMovedPermanently) // the pages' relative addresses need the slash
 			return
 		}
-		if c, err := r.Cookie(cookiePrefix + s.Port); err != nil || !s.tokenOK(c.Value) {
+		if !strings.HasPrefix(r.URL.Path, sessionPrefix) || !ok || !s.tokenOK(token) {
 			http.Error(w, "open the address anvil ui printed (it carries the session's token)", http.StatusUnauthorized)
 			return
 		}
+		r2 := r.Clone(r.Context())
+		r2.URL.Path, r2.URL.RawPath = "/"+rest, ""
 		w.Header().Set("Content-Security-Policy", "default-src 'self'; connect-src 'self'; img-src 'self' data:")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Referrer-Policy", "no-referrer")
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r2)
 	})
 }
 
@@ -206,8 +210,12 @@ type Event struct {
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	kind, ns, name := q.Get("kind"), q.Get("namespace"), q.Get("name")
-	if (kind != "Machine" && kind != "Host") || ns == "" || name == "" {
-		http.Error(w, "kind (Machine or Host), namespace and name are required", http.StatusBadRequest)
+	if kind != "Machine" && kind != "Host" {
+		http.Error(w, "kind must be Machine or Host", http.StatusBadRequest)
+		return
+	}
+	if err := objectName(ns, name); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	selector := fields.Set{"involvedObject.kind": kind, "involvedObject.name": name}.AsSelector().String()
@@ -217,8 +225,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), httpStatus(err))
 		return
 	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
 	startEvents(w)
-	flusher, _ := w.(http.Flusher)
 	rows := []Event{}
 	for i := range list.Items {
 		rows = append(rows, eventOf(&list.Items[i]))
@@ -268,8 +280,8 @@ const consoleTail = "500"
 func (s *Server) consoleLog(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	ns, name := q.Get("namespace"), q.Get("name")
-	if ns == "" || name == "" {
-		http.Error(w, "namespace and name are required", http.StatusBadRequest)
+	if err := objectName(ns, name); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	stream, err := s.Clientset.CoreV1().RESTClient().Get().AbsPath("/apis/subresources.compute.anvil.dev/v1alpha1/namespaces", ns, "machines", name, "consolelog").
@@ -279,9 +291,13 @@ func (s *Server) consoleLog(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer stream.Close()
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	flusher, _ := w.(http.Flusher)
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := stream.Read(buf)
@@ -295,6 +311,18 @@ func (s *Server) consoleLog(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// objectName refuses a namespace or name that is not one: they are put in API paths, and
+// "..", "/" or "?" there would send the user's credentials elsewhere than asked.
+func objectName(namespace, name string) error {
+	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
+		return fmt.Errorf("namespace %q: %s", namespace, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return fmt.Errorf("name %q: %s", name, strings.Join(errs, "; "))
+	}
+	return nil
 }
 
 // httpStatus is the status of an API error, 502 for one that is not.

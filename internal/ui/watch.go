@@ -3,6 +3,7 @@ package ui
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -77,6 +78,7 @@ func Watch(ctx context.Context, cfg *rest.Config, scope Scope, feed *Feed) error
 	if err != nil {
 		return err
 	}
+	synced := map[view.Kind]func() bool{}
 	for _, kind := range kinds {
 		inf, err := c.GetInformer(ctx, rowers[kind].object())
 		if err != nil {
@@ -85,13 +87,33 @@ func Watch(ctx context.Context, cfg *rest.Config, scope Scope, feed *Feed) error
 		if _, err := inf.AddEventHandler(handler(feed, kind)); err != nil {
 			return err
 		}
+		synced[kind] = inf.HasSynced
 	}
-	go func() { _ = c.Start(ctx) }()
-	if !c.WaitForCacheSync(ctx) {
-		return fmt.Errorf("the first lists did not complete: %w", context.Cause(ctx))
+	stopped := make(chan error, 1)
+	go func() { stopped <- c.Start(ctx) }()
+	syncCtx, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
+	if !c.WaitForCacheSync(syncCtx) {
+		select {
+		case err := <-stopped:
+			return fmt.Errorf("watching: %w", err)
+		default:
+		}
+		var pending []view.Kind
+		for kind, ok := range synced {
+			if !ok() {
+				pending = append(pending, kind)
+			}
+		}
+		// A list refused after the access review said yes (RBAC changed since, a webhook)
+		// is retried forever by the informer: say which, rather than hang.
+		return fmt.Errorf("the first lists of %v did not complete within %s", pending, syncTimeout)
 	}
 	return nil
 }
+
+// syncTimeout bounds the first lists: 10,000 Machines list in seconds.
+const syncTimeout = 2 * time.Minute
 
 // handler puts each object's row in feed, and removes it when the object goes.
 func handler(feed *Feed, kind view.Kind) toolscache.ResourceEventHandler {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/cookiejar"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -137,7 +136,7 @@ func liveMachines(t *testing.T, b *browser, kubeconfig, port string) {
 	b.screenshot("machines")
 	b.do(10*time.Second, "opening ui-live", chromedp.Click(chromedp.CSS(`tr[data-machine="default/ui-live"] a`)))
 	b.waitJS(time.Minute, "its conditions", `!!document.querySelector('dl[data-machine="default/ui-live"]') && !!document.querySelector('tr[data-condition="Ready"]')`)
-	b.waitJS(time.Minute, "its Events", `[...document.querySelectorAll("main td")].some((td) => td.textContent === "Scheduled")`)
+	b.waitJS(time.Minute, "its Events", `!!document.querySelector('tr[data-event-reason="Scheduled"]') && !!document.querySelector('tr[data-event-reason="Started"]')`)
 	b.screenshot("machine")
 }
 
@@ -151,14 +150,7 @@ func serversPage(t *testing.T, b *browser, kubeconfig string) {
 	}
 	b.open("#/servers")
 	b.waitJS(time.Minute, "its Host", fmt.Sprintf(`!!document.querySelector('tr[data-host="anvil-metal/%s"]')`, name))
-	// The snapshot: the stream's first message, up to its blank line.
-	feed := eval[string](b, `fetch("/api/feed").then(async (r) => {
-		const rd = r.body.getReader(), dec = new TextDecoder();
-		let text = "";
-		while (!text.includes("\n\n")) { const { value, done } = await rd.read(); if (done) break; text += dec.decode(value, { stream: true }); }
-		rd.cancel();
-		return text;
-	})`)
+	feed := snapshot(b)
 	host, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(address, "redfish+http://"), "redfish-virtualmedia+http://"), "/")
 	if !strings.Contains(feed, `"kind":"host"`) || strings.Contains(feed, address) || strings.Contains(feed, host) || strings.Contains(feed, "credentials") {
 		t.Errorf("the feed's snapshot has no Host, or names its BMC (%s) or credentials:\n%s", address, feed)
@@ -177,7 +169,7 @@ func buildsPage(t *testing.T, b *browser, kubeconfig string) {
 		phases := eval[map[string]string](b, `Object.fromEntries([...document.querySelectorAll('section[data-image="default/built-os"] tr[data-build-arch]')].map((tr) => [tr.dataset.buildArch, tr.dataset.phase]))`)
 		for arch, phase := range phases {
 			switch phase {
-			case "Pending", "Scheduling", "Building":
+			case "Scheduling", "Building": // Pending is also what a build without status shows
 				progressing[arch] = true
 			case "Failed":
 				t.Fatalf("the %s build failed:\n%s", arch, b.text())
@@ -234,7 +226,7 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: anvil-te
 	}
 	url := startUI(t, "--kubeconfig", tenantConfig, "-n", "tenant-a", "--address", "127.0.0.1:0")
 
-	ctx, cancel := chromedp.NewContext(admin.ctx) // a tab of its own, with its own cookie
+	ctx, cancel := chromedp.NewContext(admin.ctx) // a tab of the same browser
 	defer cancel()
 	if err := chromedp.Do(ctx); err != nil { // the tab's first run: no timeout on it
 		t.Fatal(err)
@@ -253,10 +245,14 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: anvil-te
 	servers := eval[struct {
 		Hidden  bool `json:"hidden"`
 		Watched bool `json:"watched"`
-	}](b, `fetch("/api/me").then((r) => r.json()).then((me) => ({hidden: document.querySelector('nav a[data-page="servers"]').hidden,
+	}](b, `fetch("api/me").then((r) => r.json()).then((me) => ({hidden: document.querySelector('nav a[data-page="servers"]').hidden,
 		watched: !!(me.scope.host.all || (me.scope.host.namespaces || []).length)}))`)
 	if !servers.Hidden || servers.Watched {
 		t.Errorf("the tenant's UI: servers link hidden %v, Hosts watched %v; want hidden and not watched", servers.Hidden, servers.Watched)
+	}
+	// What the tenant's browser receives: no Host, and no Machine of another namespace.
+	if feed := snapshot(b); !strings.Contains(feed, `"key":"tenant-a/tenant-vm"`) || strings.Contains(feed, `"kind":"host"`) || strings.Contains(feed, `"key":"default/`) {
+		t.Errorf("the tenant's feed holds a Host or another namespace's object, or not its Machine:\n%s", feed)
 	}
 	b.screenshot("tenant-machines")
 }
@@ -293,25 +289,28 @@ func startUI(t *testing.T, args ...string) string {
 	}
 }
 
-// guard: without the token, or by another host name (a rebinding page), nothing is served.
+// guard: without the token, by another host name (a rebinding page), by another method, or
+// naming an object by a path, nothing is served.
 func guard(t *testing.T, url string) {
-	base, _, _ := strings.Cut(url, "/?token=")
+	host, _, _ := strings.Cut(strings.TrimPrefix(url, "http://"), "/")
 	for _, tc := range []struct {
-		name, url, host string
-		want            int
+		name, method, url, host string
+		want                    int
 	}{
-		{"no token", base + "/api/feed", "", http.StatusUnauthorized},
-		{"a wrong token", base + "/?token=0123", "", http.StatusUnauthorized},
-		{"another host name, with the token", url, "ui.attacker.example", http.StatusForbidden},
-		{"the token", url, "", http.StatusOK},
+		{"no token", http.MethodGet, "http://" + host + "/api/feed", "", http.StatusUnauthorized},
+		{"a wrong token", http.MethodGet, "http://" + host + "/s/0123/api/me", "", http.StatusUnauthorized},
+		{"another host name, with the token", http.MethodGet, url + "api/me", "ui.attacker.example", http.StatusForbidden},
+		{"a POST, with the token", http.MethodPost, url + "api/me", "", http.StatusMethodNotAllowed},
+		{"a namespace that is a path", http.MethodGet, url + "api/consolelog?namespace=..&name=x", "", http.StatusBadRequest},
+		{"a name that is a path", http.MethodGet, url + "api/events?kind=Machine&namespace=default&name=a%2F..%2F..", "", http.StatusBadRequest},
+		{"the token", http.MethodGet, url + "api/me", "", http.StatusOK},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, tc.url, nil)
+		req, _ := http.NewRequestWithContext(ctx, tc.method, tc.url, nil)
 		if tc.host != "" {
 			req.Host = tc.host
 		}
-		jar, _ := cookiejar.New(nil)
-		resp, err := (&http.Client{Jar: jar}).Do(req) // the token's answer sets the cookie the page then needs
+		resp, err := http.DefaultClient.Do(req)
 		cancel()
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
@@ -320,7 +319,22 @@ func guard(t *testing.T, url string) {
 		if resp.StatusCode != tc.want {
 			t.Errorf("%s: %d, want %d", tc.name, resp.StatusCode, tc.want)
 		}
+		if len(resp.Cookies()) != 0 {
+			t.Errorf("%s: a cookie was set (%v): any other server on 127.0.0.1 would receive it", tc.name, resp.Cookies())
+		}
 	}
+}
+
+// snapshot is the feed's first message as the page's session reads it: every row it sends.
+func snapshot(b *browser) string {
+	b.t.Helper()
+	return eval[string](b, `fetch("api/feed").then(async (r) => {
+		const rd = r.body.getReader(), dec = new TextDecoder();
+		let text = "";
+		while (!text.includes("\n\n")) { const { value, done } = await rd.read(); if (done) break; text += dec.decode(value, { stream: true }); }
+		rd.cancel();
+		return text;
+	})`)
 }
 
 func readFile(t *testing.T, path string) string {

@@ -54,7 +54,7 @@ function table(headers, body) {
 
 function connect() {
   const live = document.getElementById("live");
-  const es = new EventSource("/api/feed");
+  const es = new EventSource("api/feed");
   const apply = (changes) => {
     for (const c of changes) {
       const m = rows[c.kind];
@@ -73,7 +73,8 @@ function connect() {
   });
   es.addEventListener("changes", (e) => apply(JSON.parse(e.data)));
   es.onerror = () => {
-    live.textContent = "reconnecting";
+    const closed = es.readyState === EventSource.CLOSED; // refused: the browser will not retry
+    live.textContent = closed ? "disconnected: open the address anvil ui printed" : "reconnecting";
     live.className = "live off";
   };
 }
@@ -150,6 +151,7 @@ pages.machines = (main) => {
   main.append(h("h1", {}, "Machines"), form, count, body);
   const fillSelect = (f, values) => {
     const sel = selects[f];
+    if (filters[f]) values.add(filters[f]); // the chosen value stays, even when no row has it now
     const want = ["", ...[...values].sort()];
     if (sel.options.length === want.length && [...sel.options].every((o, i) => o.value === want[i])) return;
     sel.replaceChildren(...want.map((v) => h("option", { value: v, selected: v === filters[f] }, v || "all")));
@@ -213,15 +215,19 @@ pages.machine = (main, [ns, name]) => {
 // streamEvents shows the Events of one object, as they come.
 function streamEvents(kind, ns, name, el) {
   const seen = new Map();
-  const es = new EventSource(`/api/events?kind=${kind}&namespace=${encodeURIComponent(ns)}&name=${encodeURIComponent(name)}`);
+  const es = new EventSource(`api/events?kind=${kind}&namespace=${encodeURIComponent(ns)}&name=${encodeURIComponent(name)}`);
   es.addEventListener("events", (e) => {
     for (const ev of JSON.parse(e.data)) seen.set(`${ev.reason}|${ev.message}`, ev);
     const list = [...seen.values()].sort((a, b) => new Date(b.last) - new Date(a.last));
     el.replaceChildren(list.length ? table(["Last seen", "Type", "Reason", "Message", "~Count", "~From"], list.map((ev) =>
-      h("tr", {}, h("td", {}, new Date(ev.last).toLocaleTimeString()), h("td", { class: ev.type === "Warning" ? "warn" : "" }, ev.type),
+      h("tr", { "data-event-reason": ev.reason }, h("td", {}, new Date(ev.last).toLocaleTimeString()), h("td", { class: ev.type === "Warning" ? "warn" : "" }, ev.type),
         h("td", {}, ev.reason), h("td", {}, ev.message), h("td", { class: "hide-narrow" }, ev.count), h("td", { class: "hide-narrow" }, ev.from))))
       : h("p", { class: "muted" }, "No Events."));
   });
+  es.onerror = () => {
+    // Refused (403, 400) or the server gone: the browser gives up; say so.
+    if (es.readyState === EventSource.CLOSED) el.replaceChildren(h("p", { class: "bad" }, "The Events cannot be read (refused, or anvil ui stopped)."));
+  };
   return () => es.close();
 }
 
@@ -229,7 +235,7 @@ function streamEvents(kind, ns, name, el) {
 function streamLog(ns, name, pre, note) {
   const ctl = new AbortController();
   const max = 256 * 1024; // what the page keeps of the log: the newest
-  fetch(`/api/consolelog?namespace=${encodeURIComponent(ns)}&name=${encodeURIComponent(name)}`, { signal: ctl.signal })
+  fetch(`api/consolelog?namespace=${encodeURIComponent(ns)}&name=${encodeURIComponent(name)}`, { signal: ctl.signal })
     .then(async (resp) => {
       if (!resp.ok) {
         note.textContent = `The console log cannot be read: ${(await resp.text()).trim()}`;
@@ -324,8 +330,12 @@ pages.clusters = (main) => {
     update() {
       const clusters = [...rows.cluster.values()].sort(byName);
       const machines = [...rows.machine.values()];
+      const named = new Set(clusters.map((c) => `${c.namespace}/${c.name}`));
       body.replaceChildren(...(clusters.length ? clusters.map((c) => {
-        const mine = machines.filter((m) => m.cluster === c.name).sort(byName);
+        // A cluster's anvil Machines are in its namespace, or (through an identityRef) in
+        // another one that has no Cluster of that name.
+        const mine = machines.filter((m) => m.cluster === c.name &&
+          (m.namespace === c.namespace || !named.has(`${m.namespace}/${m.cluster}`))).sort(byName);
         const cells = new Map();
         for (const m of mine) {
           const k = `${m.pool || "unscheduled"}|${m.architecture}`;
@@ -346,8 +356,10 @@ pages.clusters = (main) => {
 // ---- routing
 
 function route() {
+  // Only #/page/... routes: other fragments (the skip link's #main) stay on the page.
+  if (location.hash && !location.hash.startsWith("#/")) return;
   const [page, ...args] = (location.hash.replace(/^#\//, "") || "fleet").split("/").map(decodeURIComponent);
-  const make = pages[page] || pages.fleet;
+  const make = Object.hasOwn(pages, page) ? pages[page] : pages.fleet;
   if (current && current.unmount) current.unmount();
   const main = document.getElementById("main");
   main.replaceChildren();
@@ -362,7 +374,7 @@ function route() {
 }
 
 async function start() {
-  const me = await (await fetch("/api/me")).json();
+  const me = await (await fetch("api/me")).json();
   scope = me.scope || {};
   document.getElementById("who").textContent = me.user ? `as ${me.user}` : "";
   for (const a of document.querySelectorAll("nav a[data-kind]")) {

