@@ -122,6 +122,13 @@ const (
 	// why not otherwise — its log can still be read while it is not running
 	// (ReasonConsoleMachineNotRunning).
 	ConditionConsoleAvailable = "ConsoleAvailable"
+	// ConditionGuestStopped, on a Machine of a QEMU pool, is True while QEMU holds its
+	// guest stopped on an error it cannot go on from (QEMU's run state internal-error,
+	// io-error or guest-panicked; the reason is that state): the process runs and answers,
+	// the guest executes nothing. Ready is then False with the same reason. Seen with a
+	// host whose KVM stops real kernels ("KVM internal error", docs/qemu-runtime.md). The
+	// poollet shows it as the runtime reports it; absent otherwise.
+	ConditionGuestStopped = "GuestStopped"
 )
 
 // Reasons of the ConsoleAvailable condition.

@@ -87,6 +87,11 @@ func ObservedStatus(m *computev1alpha1.Machine, rm *mriv1alpha1.Machine, pool st
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, computev1alpha1.ReasonPowerChangeFailed, c.Message
 		meta.SetStatusCondition(&st.Conditions, ready)
 	}
+	if c := meta.FindStatusCondition(st.Conditions, computev1alpha1.ConditionGuestStopped); c != nil && c.Status == metav1.ConditionTrue {
+		// Running as a process, but its guest executes nothing.
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, c.Reason, c.Message
+		meta.SetStatusCondition(&st.Conditions, ready)
+	}
 	return st
 }
 
@@ -112,7 +117,7 @@ func consoleCondition(rm *mriv1alpha1.Machine, pool string, servesConsoles bool,
 // carriedConditions are the runtime's conditions a Machine shows as the runtime reports
 // them (CONTRACT.md S7). The others are the runtime's own detail, which Ready and the
 // state already sum up.
-var carriedConditions = []string{computev1alpha1.ConditionSiteReachable, computev1alpha1.ConditionServerPowerFailing}
+var carriedConditions = []string{computev1alpha1.ConditionSiteReachable, computev1alpha1.ConditionServerPowerFailing, computev1alpha1.ConditionGuestStopped}
 
 // carryConditions sets on st each carried condition rm reports, and removes those it no
 // longer reports.

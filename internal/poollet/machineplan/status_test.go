@@ -86,6 +86,30 @@ func TestObservedStatusCarriesServerPowerFailing(t *testing.T) {
 	}
 }
 
+// A VM whose QEMU holds its guest stopped (KVM internal error) is Running as the runtime
+// says, but not Ready: GuestStopped as reported, Ready False with its reason; gone once
+// the runtime no longer reports it.
+func TestObservedStatusCarriesGuestStopped(t *testing.T) {
+	m := &computev1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m", Generation: 1}}
+	rm := func(conds ...*mriv1alpha1.Condition) *mriv1alpha1.Machine {
+		return &mriv1alpha1.Machine{Metadata: &mriv1alpha1.ObjectMetadata{Id: "id", Generation: 1},
+			Spec:   &mriv1alpha1.MachineSpec{Power: mriv1alpha1.Power_POWER_ON},
+			Status: &mriv1alpha1.MachineStatus{ObservedGeneration: 1, State: mriv1alpha1.MachineState_MACHINE_STATE_RUNNING, Conditions: conds}}
+	}
+	stopped := &mriv1alpha1.Condition{Type: computev1alpha1.ConditionGuestStopped, Status: true, Reason: "InternalError", Message: "QEMU holds the guest stopped"}
+	st := ObservedStatus(m, rm(stopped), "qemu", true)
+	ready := meta.FindStatusCondition(st.Conditions, computev1alpha1.ConditionReady)
+	if st.State != computev1alpha1.MachineStateRunning || !meta.IsStatusConditionTrue(st.Conditions, computev1alpha1.ConditionGuestStopped) ||
+		ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != "InternalError" || ready.Message != stopped.Message {
+		t.Fatalf("state %s, conditions %+v; want Running, GuestStopped, Ready False InternalError", st.State, st.Conditions)
+	}
+	m.Status = st
+	st = ObservedStatus(m, rm(), "qemu", true)
+	if meta.FindStatusCondition(st.Conditions, computev1alpha1.ConditionGuestStopped) != nil || !meta.IsStatusConditionTrue(st.Conditions, computev1alpha1.ConditionReady) {
+		t.Fatalf("once the guest runs again: %+v", st.Conditions)
+	}
+}
+
 // ConsoleAvailable says whether the console can be used through the API, and why not:
 // the pool serving consoles comes first, then the runtime having one for the machine
 // (where it says, S5), then the machine running for typing.

@@ -1,9 +1,11 @@
 package qemu
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/osimage"
 )
@@ -187,6 +189,29 @@ func TestStatusReportsWhatIsTrue(t *testing.T) {
 	observeStatus(rec, obs, "/s/m", now)
 	if rec.Machine.Status.ObservedGeneration != rec.Machine.Metadata.Generation {
 		t.Error("not settled once the device is gone")
+	}
+}
+
+// A guest QEMU holds stopped on an error (KVM's internal error, a disk's I/O error, a
+// panic) is reported as GuestStopped with QEMU's state as the reason; a running or paused
+// one is not.
+func TestStatusReportsAStoppedGuest(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	for state, want := range map[string]string{"internal-error": "InternalError", "io-error": "IOError", "guest-panicked": "GuestPanicked", "running": "", "paused": ""} {
+		rec := recordOf(mriv1alpha1.Power_POWER_ON)
+		observeStatus(rec, runningVM(func(o *observed) { o.runState = state }), "/s/m", now)
+		var got *mriv1alpha1.Condition
+		for _, c := range rec.Machine.Status.Conditions {
+			if c.Type == computev1alpha1.ConditionGuestStopped {
+				got = c
+			}
+		}
+		switch {
+		case want == "" && got != nil:
+			t.Errorf("%s: GuestStopped %v, want none", state, got)
+		case want != "" && (got == nil || !got.Status || got.Reason != want || !strings.Contains(got.Message, state)):
+			t.Errorf("%s: GuestStopped %v, want True, %s, naming the state", state, got, want)
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	computev1alpha1 "github.com/anvil-dev/anvil/api/compute/v1alpha1"
 	mriv1alpha1 "github.com/anvil-dev/anvil/api/mri/v1alpha1"
 	"github.com/anvil-dev/anvil/internal/runtime/qemu/vm"
 )
@@ -201,7 +202,20 @@ func conditions(rec *record, obs *observed, now time.Time) []*mriv1alpha1.Condit
 	if rec.GuestOff {
 		cond(CondGuestPowered, true, "GuestPoweredOff", "the guest powered itself off; set power Off, then On, to start it again")
 	}
+	if reason, ok := stoppedStates[obs.runState]; ok && obs.pid != 0 && obs.connected {
+		cond(computev1alpha1.ConditionGuestStopped, true, reason, fmt.Sprintf(
+			"QEMU (pid %d) holds the guest stopped in state %s: it runs nothing (qemu.log says why; under --accel kvm, a host whose KVM stops guests needs --accel tcg). Power it off and on, or delete it",
+			obs.pid, obs.runState))
+	}
 	return out
+}
+
+// stoppedStates are QEMU's run states (query-status) of a guest stopped on an error it
+// does not leave by itself, with the reason GuestStopped reports for each.
+var stoppedStates = map[string]string{
+	"internal-error": "InternalError", // KVM (or TCG) could not go on: "KVM internal error" in qemu.log
+	"io-error":       "IOError",       // a disk's write failed with werror=stop
+	"guest-panicked": "GuestPanicked", // the guest's pvpanic device said so
 }
 
 func devicesCondition(rec *record, obs *observed, now time.Time) (bool, string, string) {
