@@ -65,7 +65,7 @@ func Start(ctx context.Context, o Options) (*UI, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Feed: feed, Scope: scope, User: user, Clientset: cs, Token: hex.EncodeToString(token)}
+	s := &Server{Feed: feed, Scope: scope, User: user, Clientset: cs, Config: o.Config, Token: hex.EncodeToString(token)}
 	return &UI{URL: "http://" + lis.Addr().String() + s.Path(), server: s, lis: lis}, nil
 }
 

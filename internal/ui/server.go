@@ -19,12 +19,16 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gorilla/websocket"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/anvil-dev/anvil/internal/consoleapi"
 )
 
 //go:embed assets
@@ -48,6 +52,8 @@ type Server struct {
 	User string
 	// Clientset reads Events and console logs as the user.
 	Clientset kubernetes.Interface
+	// Config attaches to consoles as the user.
+	Config *rest.Config
 	// Token is the secret in the path of the address the user opens (Start prints it):
 	// without it nothing is served, so another account on the host cannot read the fleet
 	// through this process's credentials.
@@ -71,6 +77,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/feed", s.feed)
 	mux.HandleFunc("GET /api/events", s.events)
 	mux.HandleFunc("GET /api/consolelog", s.consoleLog)
+	mux.HandleFunc("GET /api/console", s.console)
 	return s.guard(mux)
 }
 
@@ -97,6 +104,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		}
 		r2 := r.Clone(r.Context())
 		r2.URL.Path, r2.URL.RawPath = "/"+rest, ""
+		// connect-src 'self' covers the console's WebSocket on this origin (ws: of the same host).
 		w.Header().Set("Content-Security-Policy", "default-src 'self'; connect-src 'self'; img-src 'self' data:")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Referrer-Policy", "no-referrer")
@@ -323,6 +331,52 @@ func objectName(namespace, name string) error {
 		return fmt.Errorf("name %q: %s", name, strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// console attaches the page to a Machine's serial console through the console API, as the
+// user (docs/console.md): a WebSocket whose messages are typed at the console. What the
+// console writes reaches the page by the log stream, which follows it, so nothing comes
+// back here but the session's end and why (a close frame's reason: "has a writer already",
+// forbidden, ...).
+func (s *Server) console(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	ns, name := q.Get("namespace"), q.Get("name")
+	if err := objectName(ns, name); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	up := websocket.Upgrader{CheckOrigin: func(r *http.Request) bool {
+		return r.Header.Get("Origin") == "http://"+r.Host // the page's own script only
+	}}
+	conn, err := up.Upgrade(w, r, nil)
+	if err != nil {
+		return // the upgrader answered
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	typed, typing := io.Pipe()
+	go func() {
+		defer cancel() // the page went: end the session
+		for {
+			_, msg, err := conn.ReadMessage()
+			if err != nil {
+				typing.CloseWithError(err)
+				return
+			}
+			if _, err := typing.Write(msg); err != nil {
+				return
+			}
+		}
+	}()
+	why := "the session ended"
+	if err := consoleapi.Attach(ctx, s.Config, ns, name, typed, io.Discard); err != nil {
+		why = err.Error()
+	}
+	if len(why) > 120 { // a close frame's reason holds 123 bytes
+		why = why[:120]
+	}
+	_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, why), time.Now().Add(time.Second))
 }
 
 // httpStatus is the status of an API error, 502 for one that is not.

@@ -137,6 +137,13 @@ func liveMachines(t *testing.T, b *browser, kubeconfig, port string) {
 	b.do(10*time.Second, "opening ui-live", chromedp.Click(chromedp.CSS(`tr[data-machine="default/ui-live"] a`)))
 	b.waitJS(time.Minute, "its conditions", `!!document.querySelector('dl[data-machine="default/ui-live"]') && !!document.querySelector('tr[data-condition="Ready"]')`)
 	b.waitJS(time.Minute, "its Events", `!!document.querySelector('tr[data-event-reason="Scheduled"]') && !!document.querySelector('tr[data-event-reason="Started"]')`)
+	// Typing at its console from the page: the fake runtime's console echoes, and the log
+	// the page follows shows it.
+	const input = `input[aria-label="a line to type at the console"]`
+	b.do(10*time.Second, "attaching", chromedp.Click(chromedp.CSS(`main form button`)))
+	b.waitJS(30*time.Second, "the console attached", fmt.Sprintf(`!document.querySelector('%s').disabled`, input))
+	b.do(10*time.Second, "typing", chromedp.SendKeys(chromedp.CSS(input), "typed-from-the-page\r"))
+	b.waitJS(30*time.Second, "the echo in the log", `document.querySelector('pre[aria-label="console log"]').textContent.includes("typed-from-the-page")`)
 	b.screenshot("machine")
 }
 

@@ -183,9 +183,10 @@ pages.machine = (main, [ns, name]) => {
   const events = h("div", {}, h("p", { class: "muted" }, "reading Events…"));
   const log = h("pre", { "aria-label": "console log", tabindex: 0 });
   const logNote = h("p", { class: "muted" });
+  const typing = consoleInput(ns, name);
   main.append(h("p", {}, h("a", { href: "#/machines" }, "← Machines")), h("h1", {}, `${ns}/${name}`), details,
-    h("h2", {}, "Events"), events, h("h2", {}, "Console log"), logNote, log);
-  const stops = [streamEvents("Machine", ns, name, events), streamLog(ns, name, log, logNote)];
+    h("h2", {}, "Events"), events, h("h2", {}, "Console"), logNote, log, typing.el);
+  const stops = [streamEvents("Machine", ns, name, events), streamLog(ns, name, log, logNote), typing.stop];
   return {
     update() {
       const m = rows.machine.get(key);
@@ -256,6 +257,41 @@ function streamLog(ns, name, pre, note) {
     })
     .catch((e) => { if (e.name !== "AbortError") note.textContent = `The console log stream ended: ${e.message}`; });
   return () => ctl.abort();
+}
+
+// consoleInput types lines at a Machine's serial console (one writer at a time: a second
+// is refused, docs/console.md); what the console answers shows in the log above it.
+function consoleInput(ns, name) {
+  let ws = null;
+  const status = h("span", { class: "muted", role: "status" }, "Attach to type at the console.");
+  const line = h("input", { type: "text", "aria-label": "a line to type at the console", placeholder: "a line; Enter sends it", disabled: true, autocomplete: "off" });
+  const button = h("button", { type: "button" }, "Attach");
+  const detach = () => { if (ws) ws.close(); };
+  button.addEventListener("click", () => {
+    if (ws) { detach(); return; }
+    const url = new URL(`api/console?namespace=${encodeURIComponent(ns)}&name=${encodeURIComponent(name)}`, location.href);
+    url.protocol = "ws:";
+    ws = new WebSocket(url);
+    status.textContent = "attaching…";
+    ws.onopen = () => {
+      status.textContent = "attached: you type at the console";
+      line.disabled = false;
+      button.textContent = "Detach";
+      line.focus();
+    };
+    ws.onclose = (e) => {
+      status.textContent = e.reason ? `detached: ${e.reason}` : "detached";
+      line.disabled = true;
+      button.textContent = "Attach";
+      ws = null;
+    };
+  });
+  const form = h("form", { class: "filters", onsubmit: (e) => {
+    e.preventDefault();
+    if (ws && ws.readyState === WebSocket.OPEN) ws.send(`${line.value}\r`);
+    line.value = "";
+  } }, button, line, status);
+  return { el: form, stop: detach };
 }
 
 pages.servers = (main) => {
