@@ -311,11 +311,20 @@ func guard(t *testing.T, url string) {
 		{"a namespace that is a path", http.MethodGet, url + "api/consolelog?namespace=..&name=x", "", http.StatusBadRequest},
 		{"a name that is a path", http.MethodGet, url + "api/events?kind=Machine&namespace=default&name=a%2F..%2F..", "", http.StatusBadRequest},
 		{"the token", http.MethodGet, url + "api/me", "", http.StatusOK},
+		// A page elsewhere opening the console's WebSocket (a browser lets any page do so).
+		{"the console from another origin", http.MethodGet, url + "api/console?namespace=default&name=ui-live", "", http.StatusForbidden},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		req, _ := http.NewRequestWithContext(ctx, tc.method, tc.url, nil)
 		if tc.host != "" {
 			req.Host = tc.host
+		}
+		if strings.Contains(tc.url, "api/console?") {
+			req.Header.Set("Connection", "Upgrade")
+			req.Header.Set("Upgrade", "websocket")
+			req.Header.Set("Sec-WebSocket-Version", "13")
+			req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+			req.Header.Set("Origin", "http://ui.attacker.example")
 		}
 		resp, err := http.DefaultClient.Do(req)
 		cancel()

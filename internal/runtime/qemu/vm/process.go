@@ -152,14 +152,41 @@ func (p *Process) Kill(qmpSocket string, grace time.Duration) error {
 	return fmt.Errorf("QEMU %d survived SIGKILL", p.PID)
 }
 
-// wait polls until p is gone or d has passed; it reports whether p is gone.
+// wait polls until p is gone or d has passed; it reports whether p is gone. Gone means
+// its files are closed too: an exiting process loses its memory (its command line reads
+// empty, so it no longer shows as QEMU) before its files, and a QEMU started at once on the
+// same folder found the pid file still locked (seen in internal/bmcemu's restart test).
 func (p *Process) wait(qmpSocket string, d time.Duration) bool {
 	deadline := time.Now().Add(d)
-	for p.Alive(qmpSocket) {
+	for p.Alive(qmpSocket) || exiting(p.PID) {
 		if time.Now().After(deadline) {
 			return false
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	return true
+}
+
+// exiting says whether pid is a process part way through its exit: its command line reads
+// empty (its memory is gone) but it is not yet a zombie (its files may still be open).
+func exiting(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	if state, ok := procState(string(stat)); !ok || state == 'Z' || state == 'X' {
+		return false
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return err == nil && len(cmdline) == 0
+}
+
+// procState is the state letter of a /proc/<pid>/stat line: the field after the command
+// name, which is in parentheses and may itself hold spaces and parentheses.
+func procState(stat string) (byte, bool) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 || i+2 >= len(stat) {
+		return 0, false
+	}
+	return stat[i+2], true
 }

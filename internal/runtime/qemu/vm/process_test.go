@@ -202,3 +202,32 @@ func stopped(pid int) bool {
 	i := bytes.LastIndexByte(stat, ')')
 	return err == nil && i >= 0 && i+2 < len(stat) && stat[i+2] == 'T'
 }
+
+func TestProcState(t *testing.T) {
+	for stat, want := range map[string]byte{
+		"1234 (qemu-system-x86) S 1 1234 1234 0 -1":  'S',
+		"1234 (a) b) (c) Z 1 1234 1234 0 -1":         'Z',
+		"1234 (qemu-system-aarch64) R 1 2 3":          'R',
+		"7 (kworker/0:1-events) I 2 0 0 0 -1 6972000": 'I',
+	} {
+		if got, ok := procState(stat); !ok || got != want {
+			t.Errorf("procState(%q) = %q %v, want %q", stat, got, ok, want)
+		}
+	}
+	for _, bad := range []string{"", "1234 (qemu", "1234 (qemu)", "1234 (qemu) "} {
+		if _, ok := procState(bad); ok {
+			t.Errorf("procState(%q) read a state", bad)
+		}
+	}
+}
+
+// TestExitingIsFalseForLiveAndGone: a running process (this test) has a command line; a
+// pid that does not exist is not exiting.
+func TestExitingIsFalseForLiveAndGone(t *testing.T) {
+	if exiting(os.Getpid()) {
+		t.Error("this test's own process reads as exiting")
+	}
+	if exiting(1 << 30) {
+		t.Error("a pid that does not exist reads as exiting")
+	}
+}
