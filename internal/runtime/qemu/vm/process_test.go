@@ -205,8 +205,8 @@ func stopped(pid int) bool {
 
 func TestProcState(t *testing.T) {
 	for stat, want := range map[string]byte{
-		"1234 (qemu-system-x86) S 1 1234 1234 0 -1":  'S',
-		"1234 (a) b) (c) Z 1 1234 1234 0 -1":         'Z',
+		"1234 (qemu-system-x86) S 1 1234 1234 0 -1":   'S',
+		"1234 (a) b) (c) Z 1 1234 1234 0 -1":          'Z',
 		"1234 (qemu-system-aarch64) R 1 2 3":          'R',
 		"7 (kworker/0:1-events) I 2 0 0 0 -1 6972000": 'I',
 	} {
