@@ -89,7 +89,7 @@ spec: {machineClassRef: {name: console-bench}, image: 127.0.0.1:%s/anvil/testos:
 			b.Fatalf("attach through the API: %v", err)
 		}
 		apiEcho = append(apiEcho, echo)
-		echo, err = echoThroughSocket(filepath.Join(filepath.Dir(file), "console.sock"), fmt.Sprintf("socket-%d", i))
+		echo, err = echoThroughSocket(filepath.Join(filepath.Dir(file), qemu.ConsoleSocketFile), fmt.Sprintf("socket-%d", i))
 		if err != nil {
 			b.Fatalf("attach to QEMU's socket: %v", err)
 		}

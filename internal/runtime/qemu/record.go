@@ -28,8 +28,11 @@ const (
 	recordFile = "machine.json"
 	// ConsoleLogFile is the console log's name in a machine's folder (MachineDir).
 	ConsoleLogFile = "console.log"
-	// consoleSocketFile is the console's interactive socket (docs/console.md).
-	consoleSocketFile = "console.sock"
+	// ConsoleSocketFile is the console's interactive socket (docs/console.md). Its name is
+	// no longer than qmp.sock's: socket paths are limited to 107 bytes, and console.sock
+	// made the runtime refuse state directories QMP's socket fitted in (make demo in a clone
+	// under /tmp/anvil-fresh.XXXXXX/anvil).
+	ConsoleSocketFile = "tty.sock"
 	qemuLogFile       = "qemu.log"
 	qmpFile           = "qmp.sock"
 	pidFile           = "qemu.pid"
@@ -52,7 +55,7 @@ func ConsoleLogPath(state, id string) string {
 func qmpSocketPath(state, id string) string { return filepath.Join(MachineDir(state, id), qmpFile) }
 
 func consoleSocketPath(state, id string) string {
-	return filepath.Join(MachineDir(state, id), consoleSocketFile)
+	return filepath.Join(MachineDir(state, id), ConsoleSocketFile)
 }
 
 // phase is where a machine is in its life, as far as files go.

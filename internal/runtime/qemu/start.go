@@ -103,7 +103,7 @@ func (w *worker) plan() (vm.Spec, string, error) {
 		CPUs: int((spec.Resources.MilliCpu + 999) / 1000), MemoryMiB: (spec.Resources.MemoryBytes + 1<<20 - 1) >> 20,
 		Kernel: rec.Boot.Kernel, Initramfs: rec.Boot.Initramfs, KernelCommandLine: rec.Boot.KernelCommandLine,
 		QMPSocket: w.socket, ConsoleLog: filepath.Join(w.dir, ConsoleLogFile),
-		ConsoleSocket: filepath.Join(w.dir, consoleSocketFile), PIDFile: filepath.Join(w.dir, pidFile),
+		ConsoleSocket: filepath.Join(w.dir, ConsoleSocketFile), PIDFile: filepath.Join(w.dir, pidFile),
 		RunAs: w.r.cfg.runAs.RunAs(),
 	}
 	switch fb := spec.GetFirstBoot(); {
