@@ -28,7 +28,9 @@ if [ -n "$(git -C "$top" status --porcelain --untracked-files=no)" ]; then
 	echo "fresh-check: uncommitted changes are not checked: it clones HEAD ($(git -C "$top" rev-parse --short HEAD))" >&2
 fi
 
-dir=$(mktemp -d /tmp/anvil-fresh.XXXXXX)
+# A short path: anvil dev keeps its VMs' sockets under the clone (.anvil/pools/...), and a
+# unix socket's path holds at most 107 bytes (README, "Two commands").
+dir=$(mktemp -d /tmp/af.XXXXXX)
 # A root runtime's QEMU runs as anvil-qemu, which must reach bin/anvil (its guest-forward
 # command); mktemp makes the folder 0700.
 chmod 0755 "$dir"
