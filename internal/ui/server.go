@@ -356,6 +356,7 @@ func (s *Server) console(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	typed, typing := io.Pipe()
+	defer typed.Close() // a line sent after the session ended is not waited on
 	go func() {
 		defer cancel() // the page went: end the session
 		for {
