@@ -114,10 +114,3 @@ func (s *Subscription) Cancel() {
 		s.feed.dropLocked(s)
 	})
 }
-
-// Len is the number of rows of kind.
-func (f *Feed) Len(kind view.Kind) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.rows[kind])
-}

@@ -57,8 +57,9 @@ type Scope map[view.Kind]Access
 // metal or Cluster API CRDs not installed) is not watched.
 func DecideScope(ctx context.Context, cs kubernetes.Interface, namespaces []string) (Scope, error) {
 	scope := Scope{}
+	discovered := map[string]*metav1.APIResourceList{} // one discovery read a group version
 	for _, r := range resources {
-		served, err := serves(cs.Discovery(), r)
+		served, err := serves(cs.Discovery(), discovered, r)
 		if err != nil {
 			return nil, err
 		}
@@ -100,14 +101,20 @@ func whyNot(ok bool, r resource, namespaces []string) string {
 	}
 }
 
-// serves says whether the API server serves r.
-func serves(d discovery.DiscoveryInterface, r resource) (bool, error) {
-	list, err := d.ServerResourcesForGroupVersion(r.group + "/" + r.version)
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("discovering %s/%s: %w", r.group, r.version, err)
+// serves says whether the API server serves r, reading each group version once into read.
+func serves(d discovery.DiscoveryInterface, read map[string]*metav1.APIResourceList, r resource) (bool, error) {
+	gv := r.group + "/" + r.version
+	list, ok := read[gv]
+	if !ok {
+		var err error
+		list, err = d.ServerResourcesForGroupVersion(gv)
+		if apierrors.IsNotFound(err) {
+			list, err = &metav1.APIResourceList{}, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("discovering %s: %w", gv, err)
+		}
+		read[gv] = list
 	}
 	return slices.ContainsFunc(list.APIResources, func(a metav1.APIResource) bool { return a.Name == r.resource }), nil
 }

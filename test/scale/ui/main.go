@@ -132,8 +132,8 @@ func run(machines, pools, updates int, chromium string) (report, error) {
 	}
 	// The printed address opens the Fleet page.
 	t0 := time.Now()
-	if err := timed(fleet, 5*time.Minute, chromedp.Navigate(url),
-		chromedp.Poll[bool](fmt.Sprintf(`document.body.dataset.synced === "true" && document.querySelectorAll("article[data-pool]").length >= %d`, pools))); err != nil {
+	if err := timed(fleet, 5*time.Minute, url,
+		fmt.Sprintf(`document.body.dataset.synced === "true" && document.querySelectorAll("article[data-pool]").length >= %d`, pools)); err != nil {
 		return rep, fmt.Errorf("the Fleet page: %w", err)
 	}
 	rep.FleetFirstRender = round(time.Since(t0).Seconds())
@@ -144,8 +144,8 @@ func run(machines, pools, updates int, chromium string) (report, error) {
 		return rep, err
 	}
 	t0 = time.Now()
-	if err := timed(list, 5*time.Minute, chromedp.Navigate(url+"#/machines"),
-		chromedp.Poll[bool](`document.body.dataset.synced === "true" && document.querySelectorAll("tr[data-machine]").length >= Math.min(500, `+fmt.Sprint(machines)+`)`)); err != nil {
+	if err := timed(list, 5*time.Minute, url+"#/machines",
+		`document.body.dataset.synced === "true" && document.querySelectorAll("tr[data-machine]").length >= Math.min(500, `+fmt.Sprint(machines)+`)`); err != nil {
 		return rep, fmt.Errorf("the Machines page: %w; it shows:\n%s", err, pageText(list))
 	}
 	rep.MachinesFirstRender = round(time.Since(t0).Seconds())
@@ -168,7 +168,7 @@ func run(machines, pools, updates int, chromium string) (report, error) {
 			return rep, err
 		}
 		t0 := time.Now()
-		if err := timed(list, time.Minute, chromedp.Poll[bool](fmt.Sprintf(`!!document.querySelector('tr[data-machine="%s/%s"][data-state=%q]')`, namespace, machineName(0), state))); err != nil {
+		if err := timed(list, time.Minute, "", fmt.Sprintf(`!!document.querySelector('tr[data-machine="%s/%s"][data-state=%q]')`, namespace, machineName(0), state)); err != nil {
 			return rep, fmt.Errorf("update %d: %w", i, err)
 		}
 		took = append(took, float64(time.Since(t0).Microseconds())/1000)
@@ -271,24 +271,18 @@ func printedURL(stdout interface{ Read([]byte) (int, error) }, limit time.Durati
 	}
 }
 
-func timed(ctx context.Context, limit time.Duration, steps ...any) error {
+// timed opens url in the tab (when not empty), then waits until the JavaScript expression
+// is true there, all within limit.
+func timed(ctx context.Context, limit time.Duration, url, expr string) error {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	for _, s := range steps {
-		var err error
-		switch a := s.(type) {
-		case chromedp.Action[chromedp.Void]:
-			err = chromedp.Do(ctx, a)
-		case chromedp.Action[bool]:
-			_, err = chromedp.Run(ctx, a)
-		default:
-			err = fmt.Errorf("step %T", s)
-		}
-		if err != nil {
+	if url != "" {
+		if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
 			return err
 		}
 	}
-	return nil
+	_, err := chromedp.Run(ctx, chromedp.Poll[bool](expr))
+	return err
 }
 
 // pageText is what a tab shows, for an error.
